@@ -1,0 +1,114 @@
+"""Row plumbing shared by every row map: validation, dtype policy, masking and special rows.
+
+Conventions (DESIGN.md, "Numbers and names"):
+- maps work over the last dimension after moving ``dim`` there, batched over every leading dimension;
+- float16/bfloat16/float32 compute in float32, float64 in float64, and the result has the input dtype;
+- ``mask`` is boolean, True = the key may be attended; a score of -inf is treated as masked too;
+- a row with no allowed key returns zeros; a row with NaN at an allowed key returns NaN in every
+  position (the propagation rule torch.softmax follows); NaN at a masked key is ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+NEG_INF = float("-inf")
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _check(scores: torch.Tensor, mask: torch.Tensor | None, dim: int) -> int:
+    if not isinstance(scores, torch.Tensor):
+        raise TypeError(f"scores must be a torch.Tensor, got {type(scores).__name__}")
+    if scores.dtype not in FLOAT_DTYPES:
+        raise TypeError(
+            f"scores has dtype {scores.dtype}; allowed: float16, bfloat16, float32, float64"
+        )
+    if scores.dim() == 0:
+        raise ValueError("scores must have at least one dimension (the key axis)")
+    if not -scores.dim() <= dim < scores.dim():
+        raise ValueError(f"dim={dim} is out of range for scores with {scores.dim()} dimensions")
+    if mask is not None:
+        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+            got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
+            raise TypeError(f"mask must be a bool tensor (True = key may be attended), got {got}")
+        try:
+            torch.broadcast_shapes(mask.shape, scores.shape)
+        except RuntimeError:
+            raise ValueError(
+                f"mask shape {tuple(mask.shape)} does not broadcast to scores shape {tuple(scores.shape)}"
+            ) from None
+        if torch.broadcast_shapes(mask.shape, scores.shape) != scores.shape:
+            raise ValueError(
+                f"mask shape {tuple(mask.shape)} would enlarge scores shape {tuple(scores.shape)}"
+            )
+    return dim % scores.dim()
+
+
+def apply_rows(
+    scores: torch.Tensor,
+    mask: torch.Tensor | None,
+    dim: int,
+    fn: Callable[[torch.Tensor], torch.Tensor],
+) -> torch.Tensor:
+    """Validate, move ``dim`` last, upcast, mask with -inf, run ``fn`` on the rows, restore."""
+    dim = _check(scores, mask, dim)
+    z = scores.to(compute_dtype(scores.dtype))
+    if mask is not None:
+        z = z.masked_fill(~mask, NEG_INF)
+    z = z.movedim(dim, -1)
+    if z.shape[-1] == 0:
+        return scores.clone()
+    out = fn(z.contiguous())
+    return out.movedim(-1, dim).to(scores.dtype)
+
+
+def row_max(z: torch.Tensor) -> torch.Tensor:
+    """Row maximum (keepdim), NaN if the row has a NaN, -inf if no key is allowed."""
+    return z.detach().amax(-1, keepdim=True)
+
+
+def allowed_count(z: torch.Tensor) -> torch.Tensor:
+    """Number of allowed keys L per row (keepdim), in z's dtype: keys whose score is not -inf."""
+    return (z.shape[-1] - torch.isneginf(z).sum(-1, keepdim=True)).to(z.dtype)
+
+
+def _nan_rows(p: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    nan = torch.isnan(m)
+    if not bool(nan.any()):
+        return p
+    return torch.where(nan, torch.full((), float("nan"), dtype=p.dtype), p)
+
+
+def normalized_rows(
+    z: torch.Tensor, weights: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+) -> torch.Tensor:
+    """Run a normalized map ``weights(rows, row_max)`` under the special-row rules.
+
+    Rows whose maximum is not finite are computed on zeros (so no NaN reaches the map's arithmetic or
+    its gradient) and then overwritten: no allowed key gives zeros, NaN gives NaN, and +inf at some keys
+    gives the limit z_i -> inf of a normalized map, an even split over the +inf keys.
+    """
+    m = row_max(z)
+    bad = ~torch.isfinite(m)
+    if not bool(bad.any()):
+        return weights(z, m)
+    clean = torch.where(bad, torch.zeros((), dtype=z.dtype), z)
+    p = weights(clean, row_max(clean))
+    p = torch.where(torch.isneginf(m), torch.zeros((), dtype=p.dtype), p)
+    top = torch.isposinf(z).to(p.dtype)
+    p = torch.where(torch.isposinf(m), top / top.sum(-1, keepdim=True).clamp_min(1), p)
+    return _nan_rows(p, m)
+
+
+def pointwise_rows(z: torch.Tensor, weights: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    """Run an un-normalized map elementwise; a row with NaN at an allowed key becomes all NaN.
+
+    Masked keys (-inf) must map to 0 and +inf scores keep the map's own (infinite) value.
+    """
+    return _nan_rows(weights(z), row_max(z))

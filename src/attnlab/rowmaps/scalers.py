@@ -1,0 +1,89 @@
+"""Learnable length scalers: ASEntmax and ASSMax (seed 001 §4.1, eq. 8-9).
+
+    scale = delta + beta (log n)^gamma,   beta = softplus(x w_beta),   gamma = s tanh(x w_gamma),
+
+per head and per query, with n the query's number of allowed keys. The modules return the scaled
+scores, so any row map can follow; ``attend`` applies the module's own map (alpha-entmax for ASEntmax,
+softmax for ASSMax).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .registry import RowMap, get
+
+
+class AdaptiveScale(nn.Module):
+    """Per-head, per-query multiplier delta + beta (log n)^gamma on score rows (seed 001 eq. 8-9).
+
+    Args:
+        n_heads: heads H; scores are (..., H, Q, K).
+        dim: feature size d of ``x``, the per-query input the projections read (the layer input
+            X of seed 001, shape (..., Q, d) shared by all heads, or (..., H, Q, d) per head).
+        delta: the constant term (seed 001 uses delta = 1).
+        s: the bound on |gamma|.
+        row_map: the map ``attend`` applies after scaling.
+
+    n is clamped to at least 2 so that (log n)^gamma stays finite; a row with one allowed key gets
+    weight 1 on it under any normalized map whatever the scale.
+    """
+
+    def __init__(self, n_heads: int, dim: int, *, delta: float = 1.0, s: float = 1.0,
+                 row_map: str = "softmax") -> None:
+        super().__init__()
+        if n_heads < 1 or dim < 1:
+            raise ValueError(f"n_heads and dim must be positive, got {n_heads}, {dim}")
+        if s <= 0:
+            raise ValueError(f"s (the bound on |gamma|) must be positive, got {s}")
+        self.n_heads, self.dim, self.delta, self.s = n_heads, dim, float(delta), float(s)
+        self.w_beta = nn.Parameter(torch.zeros(n_heads, dim))
+        self.w_gamma = nn.Parameter(torch.zeros(n_heads, dim))
+        self.row_map: RowMap = get(row_map)
+
+    def multiplier(self, x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+        """delta + beta (log n)^gamma of shape (..., H, Q, 1), n broadcastable to (..., H, Q, 1)."""
+        if x.shape[-1] != self.dim:
+            raise ValueError(f"x has feature size {x.shape[-1]}, expected {self.dim}")
+        if x.dim() >= 3 and x.shape[-3] == self.n_heads:
+            proj_b = (x * self.w_beta[:, None, :]).sum(-1)
+            proj_g = (x * self.w_gamma[:, None, :]).sum(-1)
+        else:
+            proj_b = torch.einsum("...qd,hd->...hq", x, self.w_beta)
+            proj_g = torch.einsum("...qd,hd->...hq", x, self.w_gamma)
+        beta = nn.functional.softplus(proj_b)[..., None]
+        gamma = (self.s * torch.tanh(proj_g))[..., None]
+        log_n = torch.log(n.to(beta.dtype).clamp_min(2))
+        return self.delta + beta * log_n.pow(gamma)
+
+    def forward(self, scores: torch.Tensor, x: torch.Tensor,
+                mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Scaled scores (..., H, Q, K); n counts the allowed keys of each row under ``mask``."""
+        if scores.dim() < 3 or scores.shape[-3] != self.n_heads:
+            raise ValueError(f"scores must be (..., H={self.n_heads}, Q, K), got {tuple(scores.shape)}")
+        if mask is None:
+            n = torch.full(scores.shape[:-1] + (1,), scores.shape[-1], dtype=scores.dtype)
+        else:
+            n = mask.expand(scores.shape).sum(-1, keepdim=True)
+        return scores * self.multiplier(x, n).to(scores.dtype)
+
+    def attend(self, scores: torch.Tensor, x: torch.Tensor,
+               mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Weights: the module's row map applied to the scaled scores."""
+        return self.row_map(self(scores, x, mask), mask)
+
+
+class ASEntmax(AdaptiveScale):
+    """Adaptive-Scalable alpha-entmax (seed 001 §4.1): AdaptiveScale followed by alpha-entmax."""
+
+    def __init__(self, n_heads: int, dim: int, *, alpha: float = 1.5, delta: float = 1.0,
+                 s: float = 1.0) -> None:
+        super().__init__(n_heads, dim, delta=delta, s=s, row_map=f"entmax_a{alpha:g}")
+
+
+class ASSMax(AdaptiveScale):
+    """Adaptive-Scalable softmax (seed 001 §5 baseline): AdaptiveScale followed by softmax."""
+
+    def __init__(self, n_heads: int, dim: int, *, delta: float = 1.0, s: float = 1.0) -> None:
+        super().__init__(n_heads, dim, delta=delta, s=s, row_map="softmax")
