@@ -30,9 +30,12 @@ import math
 import torch
 from torch.autograd.function import once_differentiable
 
-from ._rows import normalized_rows
+from ._rows import denormal_floor, normalized_rows
 
 MAX_ITER = 60
+# Candidate count for the starting bound: the maxima of M strided groups of keys are a subset of the
+# row, and the root of any subset is a lower bound on the row's root (fewer terms, smaller sum).
+_GROUPS = 128
 
 
 def _is_int(k: float) -> bool:
@@ -44,31 +47,49 @@ def _tol(dtype: torch.dtype) -> float:
     return torch.finfo(dtype).eps ** (2.0 / 3.0)
 
 
+def _residual(x: torch.Tensor, theta: torch.Tensor, r: torch.Tensor, k: int) -> torch.Tensor:
+    """Newton step on g(theta) = ||[x - theta]_+||_k - 1; ``r`` is overwritten with [x - theta]_+."""
+    torch.sub(x, theta, out=r).relu_()
+    if k == 1:
+        return r.sum(-1, keepdim=True).sub_(1).div_(r.sign().sum(-1, keepdim=True))
+    if k == 2:
+        g = torch.linalg.vector_norm(r, 2, dim=-1, keepdim=True)
+        return torch.addcmul(-g, g, g).div_(r.sum(-1, keepdim=True))
+    if k == 4:
+        r2 = r * r
+        sk = torch.linalg.vector_norm(r2, 2, dim=-1, keepdim=True).square_()
+        d = (r2.mul_(r)).sum(-1, keepdim=True)
+    else:
+        rk1 = r.pow(k - 1)
+        sk = (rk1 * r).sum(-1, keepdim=True)
+        d = rk1.sum(-1, keepdim=True)
+    g = sk.pow(1.0 / k)
+    return (g - 1).mul_(sk).div_(g.mul_(d))
+
+
+def _newton(x: torch.Tensor, k: int, theta: torch.Tensor, tol: float) -> torch.Tensor:
+    """Iterate from a lower bound ``theta`` (updated in place) until the step is below ``tol``."""
+    r = torch.empty_like(x)
+    for _ in range(MAX_ITER):
+        step = _residual(x, theta, r, k)
+        theta.add_(step)
+        if float(step.max()) < tol:
+            break
+    return theta
+
+
 def _newton_threshold(x: torch.Tensor, k: float) -> torch.Tensor:
     """theta with sum_i [x_i - theta]_+^k = 1 for rows x <= 0 whose maximum is 0 (see module doc)."""
     theta = torch.full(x.shape[:-1] + (1,), -1.0, dtype=x.dtype)
-    r = torch.empty_like(x)
     tol = _tol(x.dtype)
-    if _is_int(k) and k >= 1:
-        ki = int(round(k))
-        for _ in range(MAX_ITER):
-            torch.sub(x, theta, out=r).clamp_(min=0)
-            if ki == 1:
-                g = r.sum(-1, keepdim=True)
-                step = (g - 1) / r.sign().sum(-1, keepdim=True)
-            elif ki == 2:
-                g = torch.linalg.vector_norm(r, 2, dim=-1, keepdim=True)
-                step = (g - 1) * g / r.sum(-1, keepdim=True)
-            else:
-                rk1 = r.pow(ki - 1) if ki != 4 else r * r * r
-                sk = (rk1 * r).sum(-1, keepdim=True)
-                g = sk.pow(1.0 / ki)
-                step = (g - 1) * sk / (g * rk1.sum(-1, keepdim=True))
-            theta += step
-            if float(step.max()) < tol:
-                break
-        return theta
-    return _safeguarded_threshold(x, k, theta, r, tol)
+    if not (_is_int(k) and k >= 1):
+        return _safeguarded_threshold(x, k, theta, torch.empty_like(x), tol)
+    ki = int(round(k))
+    n = x.shape[-1]
+    if n >= 4 * _GROUPS:
+        maxima = x[..., : n - n % _GROUPS].unflatten(-1, (-1, _GROUPS)).amax(-2)
+        theta = _newton(maxima, ki, theta, 1e-3)
+    return _newton(x, ki, theta, tol)
 
 
 def _safeguarded_threshold(
@@ -109,32 +130,48 @@ def _sort_threshold(x: torch.Tensor, k: float) -> torch.Tensor:
     return tau_j.gather(-1, size - 1)
 
 
+def _weights(r: torch.Tensor, k: float, need_s: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """p = r^k / sum r^k and, for the backward, s = r^(k-1) = p^(2-alpha) on the support."""
+    ki = int(round(k)) if _is_int(k) else None
+    if ki == 1:
+        p, s = r, (r.sign() if need_s else None)
+    elif ki == 2:
+        p, s = r * r, r
+    elif ki == 4:
+        r2 = r * r
+        p, s = r2 * r2, (r2 * r if need_s else None)
+    else:
+        support = r > 0
+        s = torch.where(support, r, 1).pow(k - 1).mul_(support)
+        p = s * r
+    return p.div_(p.sum(-1, keepdim=True)), s
+
+
 class _Entmax(torch.autograd.Function):
+    """Rows z (masked keys at -inf) and their detached maxima m -> alpha-entmax weights.
+
+    The gradient is taken with respect to z directly: d/dz = (alpha - 1) d/dx and the k = 1/(alpha-1)
+    of dp/dx cancel it, so the backward needs only s. x's buffer becomes the output's.
+    """
+
     @staticmethod
-    def forward(ctx, x: torch.Tensor, k: float, method: str) -> torch.Tensor:
+    def forward(ctx, z: torch.Tensor, m: torch.Tensor, alpha: float, method: str) -> torch.Tensor:
+        k = 1.0 / (alpha - 1.0)
+        x = (z - m).mul_(alpha - 1.0)
         theta = _sort_threshold(x, k) if method == "sort" else _newton_threshold(x, k)
-        r = (x - theta).clamp_(min=0)
-        if _is_int(k) and round(k) == 1:
-            p, s = r, r.sign()
-        elif _is_int(k) and round(k) == 2:
-            p, s = r * r, r
-        else:
-            support = r > 0
-            s = torch.where(support, r, 1).pow(k - 1).mul_(support)
-            p = s * r
-        p = p / p.sum(-1, keepdim=True)
+        r = torch.nn.functional.threshold_(x.sub_(theta), denormal_floor(k, x.dtype), 0.0)
+        p, s = _weights(r, k, ctx.needs_input_grad[0])
         ctx.save_for_backward(s)
-        ctx.k = k
         return p
 
     @staticmethod
     @once_differentiable
     def backward(ctx, dp: torch.Tensor):
+        # Jacobian diag(s) - s s^T / sum s with s = p^(2 - alpha) (Peters et al. 2019).
         (s,) = ctx.saved_tensors
         sg = s * dp
-        q = sg.sum(-1, keepdim=True) / s.sum(-1, keepdim=True)
-        # p_i = r_i^k gives dp/dx = k (diag(s) - s s^T / sum s); x = (alpha - 1) z brings the 1/k back.
-        return sg.sub_(s * q).mul_(ctx.k), None, None
+        q = sg.sum(-1, keepdim=True).div_(s.sum(-1, keepdim=True))
+        return sg.sub_(s * q), None, None, None
 
 
 def entmax(z: torch.Tensor, alpha: float, method: str = "newton") -> torch.Tensor:
@@ -154,11 +191,10 @@ def entmax(z: torch.Tensor, alpha: float, method: str = "newton") -> torch.Tenso
         raise ValueError(f"the sort method exists for alpha = 1.5 and 2 only, got alpha={alpha}")
 
     def rows(c: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-        x = (c - m) * (alpha - 1.0)
         if k < 1:
             # p = r^k with k < 1 has unbounded slope at the threshold: a float32 threshold error of
             # 1e-7 moves small weights by ~1e-4, so alpha > 2 solves in float64.
-            return _Entmax.apply(x.double(), k, method).to(c.dtype)
-        return _Entmax.apply(x, k, method)
+            return _Entmax.apply(c.double(), m.double(), alpha, method).to(c.dtype)
+        return _Entmax.apply(c, m, alpha, method)
 
     return normalized_rows(z, rows)
