@@ -68,13 +68,14 @@ def apply_rows(
     return out.movedim(-1, dim).to(scores.dtype)
 
 
-def denormal_floor(k: float, dtype: torch.dtype) -> float:
-    """Smallest base r worth keeping in r^k: below it r^k would be a denormal float or zero.
+def denormal_floor(k: float, n: int, dtype: torch.dtype) -> float:
+    """Smallest base r worth keeping in r^k for a row of n keys whose largest r^k is about 1.
 
-    Denormals cost ~100x per operation on x86, and a term under 2^k * tiny is far below the resolution
-    of any row it is summed into, so such bases are set to exactly 0.
+    Below it r^k, or r^k divided by the row sum (at most n), would be a denormal float: denormals
+    cost ~100x per operation on x86, and such a term is far below the resolution of the row, so the
+    base is set to exactly 0.
     """
-    return 2.0 * torch.finfo(dtype).tiny ** (1.0 / max(k, 1.0))
+    return (4.0 * n * torch.finfo(dtype).tiny) ** (1.0 / max(k, 1.0))
 
 
 def row_max(z: torch.Tensor) -> torch.Tensor:

@@ -13,8 +13,13 @@ theta = -1. For k >= 1 (alpha <= 2) g is convex and decreasing (a k-norm of conv
 decreasing functions), so Newton's iterates increase monotonically to the root without overshoot and
 converge quadratically; g is exactly linear when the support entries are equal, which is why Newton on
 g needs far fewer passes than Newton on f (measured in NOTES.md: 54-86x softmax for the naive loop).
-alpha = 1.5 and 1.25 (k = 2, 4) use multiplications only. For k < 1 (alpha > 2) g is not convex and
-the iteration is safeguarded by bisection on the bracket above.
+The fast path serves alpha = 2, 1.5, 1.25 (k = 1, 2, 4: multiplications only): it works in z units
+(threshold t = max z + theta / (alpha - 1)), so no scaled copy of the rows is made; starts from the
+root over the maxima of 128 strided key groups (a subset, hence a lower bound, and usually within
+1e-2 of the root: 2-3 full passes remain instead of 4-8); and reuses preallocated buffers, since
+every fresh row-sized allocation can cost page faults under glibc's malloc. Every other alpha takes
+the general path in float64: Newton safeguarded by bisection on the bracket above, because for
+k < 1 (alpha > 2) g is not convex.
 
 Sort-based ("sort"): the exact order-based algorithms for alpha = 2 (sparsemax, Martins & Astudillo 2016)
 and alpha = 1.5 (Peters et al. 2019), cited in seed 001 App. A.
@@ -33,8 +38,7 @@ from torch.autograd.function import once_differentiable
 from ._rows import denormal_floor, normalized_rows
 
 MAX_ITER = 60
-# Candidate count for the starting bound: the maxima of M strided groups of keys are a subset of the
-# row, and the root of any subset is a lower bound on the row's root (fewer terms, smaller sum).
+FAST_K = (1, 2, 4)
 _GROUPS = 128
 
 
@@ -47,59 +51,57 @@ def _tol(dtype: torch.dtype) -> float:
     return torch.finfo(dtype).eps ** (2.0 / 3.0)
 
 
-def _residual(x: torch.Tensor, theta: torch.Tensor, r: torch.Tensor, k: int) -> torch.Tensor:
-    """Newton step on g(theta) = ||[x - theta]_+||_k - 1; ``r`` is overwritten with [x - theta]_+."""
-    torch.sub(x, theta, out=r).relu_()
+def _fast_step(z: torch.Tensor, t: torch.Tensor, r: torch.Tensor, tmp: torch.Tensor, k: int,
+               target: float) -> torch.Tensor:
+    """Newton step on h(t) = ||[z - t]_+||_k - target (target = 1/(alpha-1)) for k in FAST_K.
+
+    ``r`` receives [z - t]_+; ``tmp`` is scratch of z's shape (k = 4 only).
+    """
+    torch.sub(z, t, out=r).relu_()
     if k == 1:
-        return r.sum(-1, keepdim=True).sub_(1).div_(r.sign().sum(-1, keepdim=True))
+        return r.sum(-1, keepdim=True).sub_(target).div_(r.sign().sum(-1, keepdim=True))
     if k == 2:
         g = torch.linalg.vector_norm(r, 2, dim=-1, keepdim=True)
-        return torch.addcmul(-g, g, g).div_(r.sum(-1, keepdim=True))
-    if k == 4:
-        r2 = r * r
-        sk = torch.linalg.vector_norm(r2, 2, dim=-1, keepdim=True).square_()
-        d = (r2.mul_(r)).sum(-1, keepdim=True)
-    else:
-        rk1 = r.pow(k - 1)
-        sk = (rk1 * r).sum(-1, keepdim=True)
-        d = rk1.sum(-1, keepdim=True)
-    g = sk.pow(1.0 / k)
-    return (g - 1).mul_(sk).div_(g.mul_(d))
+        return (g - target).mul_(g).div_(r.sum(-1, keepdim=True))
+    torch.mul(r, r, out=tmp)
+    sk = torch.linalg.vector_norm(tmp, 2, dim=-1, keepdim=True).square_()
+    g = sk.pow(0.25)
+    return (g - target).mul_(sk).div_(g.mul_(tmp.mul_(r).sum(-1, keepdim=True)))
 
 
-def _newton(x: torch.Tensor, k: int, theta: torch.Tensor, tol: float) -> torch.Tensor:
-    """Iterate from a lower bound ``theta`` (updated in place) until the step is below ``tol``."""
-    r = torch.empty_like(x)
+def _fast_newton(z, t, r, tmp, k: int, target: float, tol: float) -> torch.Tensor:
+    """Iterate from a lower bound ``t`` (updated in place) until the step is below ``tol``."""
     for _ in range(MAX_ITER):
-        step = _residual(x, theta, r, k)
-        theta.add_(step)
+        step = _fast_step(z, t, r, tmp, k, target)
+        t.add_(step)
         if float(step.max()) < tol:
             break
-    return theta
+    return t
 
 
-def _newton_threshold(x: torch.Tensor, k: float) -> torch.Tensor:
-    """theta with sum_i [x_i - theta]_+^k = 1 for rows x <= 0 whose maximum is 0 (see module doc)."""
-    theta = torch.full(x.shape[:-1] + (1,), -1.0, dtype=x.dtype)
-    tol = _tol(x.dtype)
-    if not (_is_int(k) and k >= 1):
-        return _safeguarded_threshold(x, k, theta, torch.empty_like(x), tol)
-    ki = int(round(k))
-    n = x.shape[-1]
+def _fast_threshold(z: torch.Tensor, m: torch.Tensor, k: int, alpha: float, r: torch.Tensor,
+                    tmp: torch.Tensor) -> torch.Tensor:
+    """Threshold t (z units) of alpha-entmax for k = 1/(alpha-1) in FAST_K; see the module doc."""
+    target = 1.0 / (alpha - 1.0)
+    t = m - target
+    n = z.shape[-1]
     if n >= 4 * _GROUPS:
-        maxima = x[..., : n - n % _GROUPS].unflatten(-1, (-1, _GROUPS)).amax(-2)
-        theta = _newton(maxima, ki, theta, 1e-3)
-    return _newton(x, ki, theta, tol)
+        maxima = z[..., : n - n % _GROUPS].unflatten(-1, (-1, _GROUPS)).amax(-2)
+        _fast_newton(maxima, t, torch.empty_like(maxima), torch.empty_like(maxima), k, target,
+                     1e-3 * target)
+    return _fast_newton(z, t, r, tmp, k, target, _tol(z.dtype) * target)
 
 
-def _safeguarded_threshold(
-    x: torch.Tensor, k: float, theta: torch.Tensor, r: torch.Tensor, tol: float
-) -> torch.Tensor:
-    """Newton on g inside the bracket [-1, -N^(-1/k)], bisecting when a step leaves it."""
+def _safeguarded_threshold(x: torch.Tensor, k: float) -> torch.Tensor:
+    """theta for rows x <= 0 with max 0: Newton on g inside [-1, -N^(-1/k)], bisecting when a step
+    leaves the bracket."""
+    theta = torch.full(x.shape[:-1] + (1,), -1.0, dtype=x.dtype)
     lo = theta.clone()
     hi = torch.full_like(theta, -(x.shape[-1] ** (-1.0 / k)))
+    r = torch.empty_like(x)
+    tol = _tol(x.dtype)
     for _ in range(MAX_ITER):
-        torch.sub(x, theta, out=r).clamp_(min=0)
+        torch.sub(x, theta, out=r).relu_()
         g = torch.linalg.vector_norm(r, k, dim=-1, keepdim=True)
         support = r > 0
         dk = torch.where(support, r, 1).pow(k - 1).mul(support).sum(-1, keepdim=True)
@@ -116,11 +118,11 @@ def _safeguarded_threshold(
 
 
 def _sort_threshold(x: torch.Tensor, k: float) -> torch.Tensor:
-    """Exact order-based threshold for k = 1 (sparsemax) and k = 2 (alpha = 1.5)."""
+    """Exact order-based theta for k = 1 (sparsemax) and k = 2 (alpha = 1.5), rows x <= 0 with max 0."""
     xs = torch.sort(x.clamp(min=-2.0), dim=-1, descending=True).values
     j = torch.arange(1, x.shape[-1] + 1, dtype=x.dtype)
     csum = xs.cumsum(-1)
-    if _is_int(k) and round(k) == 1:
+    if round(k) == 1:
         tau_j = (csum - 1) / j
     else:
         mean = csum / j
@@ -130,20 +132,32 @@ def _sort_threshold(x: torch.Tensor, k: float) -> torch.Tensor:
     return tau_j.gather(-1, size - 1)
 
 
-def _weights(r: torch.Tensor, k: float, need_s: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """p = r^k / sum r^k and, for the backward, s = r^(k-1) = p^(2-alpha) on the support."""
-    ki = int(round(k)) if _is_int(k) else None
-    if ki == 1:
-        p, s = r, (r.sign() if need_s else None)
-    elif ki == 2:
-        p, s = r * r, r
-    elif ki == 4:
-        r2 = r * r
-        p, s = r2 * r2, (r2 * r if need_s else None)
-    else:
-        support = r > 0
-        s = torch.where(support, r, 1).pow(k - 1).mul_(support)
-        p = s * r
+def _fast_weights(r: torch.Tensor, k: int, alpha: float, need_s: bool, tmp: torch.Tensor):
+    """Weights p = r^k / sum r^k from r = [z - t]_+ (overwritten), and s = p^(2-alpha) when needed.
+
+    On the solution (alpha - 1) r is the x-unit residual with sum ((alpha - 1) r)^k = 1, so
+    s = ((alpha - 1) r)^(k-1).
+    """
+    if k == 1:
+        return r.div_(r.sum(-1, keepdim=True)), (torch.sign(r) if need_s else None)
+    if k == 2:
+        if not need_s:
+            p = r.mul_(r)
+            return p.div_(p.sum(-1, keepdim=True)), None
+        p = r * r
+        return p.div_(p.sum(-1, keepdim=True)), r.mul_(alpha - 1.0)
+    r2 = torch.mul(r, r, out=tmp)
+    s = (r2 * r).mul_((alpha - 1.0) ** 3) if need_s else None
+    p = r2.mul_(r2)
+    return p.div_(p.sum(-1, keepdim=True)), s
+
+
+def _general_weights(x: torch.Tensor, k: float, method: str):
+    theta = _sort_threshold(x, k) if method == "sort" else _safeguarded_threshold(x, k)
+    r = torch.nn.functional.threshold_(x.sub_(theta), denormal_floor(k, x.shape[-1], x.dtype), 0.0)
+    support = r > 0
+    s = torch.where(support, r, 1).pow_(k - 1).mul_(support)
+    p = s * r
     return p.div_(p.sum(-1, keepdim=True)), s
 
 
@@ -151,27 +165,35 @@ class _Entmax(torch.autograd.Function):
     """Rows z (masked keys at -inf) and their detached maxima m -> alpha-entmax weights.
 
     The gradient is taken with respect to z directly: d/dz = (alpha - 1) d/dx and the k = 1/(alpha-1)
-    of dp/dx cancel it, so the backward needs only s. x's buffer becomes the output's.
+    of dp/dx cancel, so the backward needs only s.
     """
 
     @staticmethod
     def forward(ctx, z: torch.Tensor, m: torch.Tensor, alpha: float, method: str) -> torch.Tensor:
         k = 1.0 / (alpha - 1.0)
-        x = (z - m).mul_(alpha - 1.0)
-        theta = _sort_threshold(x, k) if method == "sort" else _newton_threshold(x, k)
-        r = torch.nn.functional.threshold_(x.sub_(theta), denormal_floor(k, x.dtype), 0.0)
-        p, s = _weights(r, k, ctx.needs_input_grad[0])
-        ctx.save_for_backward(s)
+        need_s = ctx.needs_input_grad[0]
+        if method == "newton" and _is_int(k) and round(k) in FAST_K:
+            ki = round(k)
+            r = torch.empty_like(z)
+            tmp = torch.empty_like(z) if ki == 4 else r
+            t = _fast_threshold(z, m, ki, alpha, r, tmp)
+            floor = denormal_floor(k, z.shape[-1], z.dtype) / (alpha - 1.0)
+            torch.nn.functional.threshold_(torch.sub(z, t, out=r), floor, 0.0)
+            p, s = _fast_weights(r, ki, alpha, need_s, tmp)
+        else:
+            p, s = _general_weights((z - m).mul_(alpha - 1.0), k, method)
+        ctx.save_for_backward(s if need_s else None)
         return p
 
     @staticmethod
     @once_differentiable
     def backward(ctx, dp: torch.Tensor):
-        # Jacobian diag(s) - s s^T / sum s with s = p^(2 - alpha) (Peters et al. 2019).
+        # Jacobian diag(s) - s s^T / sum s with s = p^(2 - alpha) (Peters et al. 2019):
+        # dz = s * (dp - <s, dp> / sum s).
         (s,) = ctx.saved_tensors
         sg = s * dp
         q = sg.sum(-1, keepdim=True).div_(s.sum(-1, keepdim=True))
-        return sg.sub_(s * q), None, None, None
+        return torch.sub(dp, q, out=sg).mul_(s), None, None, None
 
 
 def entmax(z: torch.Tensor, alpha: float, method: str = "newton") -> torch.Tensor:
@@ -191,9 +213,10 @@ def entmax(z: torch.Tensor, alpha: float, method: str = "newton") -> torch.Tenso
         raise ValueError(f"the sort method exists for alpha = 1.5 and 2 only, got alpha={alpha}")
 
     def rows(c: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-        if k < 1:
-            # p = r^k with k < 1 has unbounded slope at the threshold: a float32 threshold error of
-            # 1e-7 moves small weights by ~1e-4, so alpha > 2 solves in float64.
+        if method == "newton" and not (_is_int(k) and round(k) in FAST_K):
+            # The general path goes through pow and a safeguarded iteration; for k < 1 (alpha > 2),
+            # p = r^k has unbounded slope at the threshold, so a float32 threshold error of 1e-7
+            # moves small weights by ~1e-4. It solves in float64.
             return _Entmax.apply(c.double(), m.double(), alpha, method).to(c.dtype)
         return _Entmax.apply(c, m, alpha, method)
 
