@@ -5,13 +5,22 @@
 For each shape (rows x keys, 2^19 float32 values by default) every candidate is timed forward and
 forward+backward once per round, in interleaved order, and the reported figure is the median over
 rounds of (candidate time / torch.softmax time of the same round): shared machines drift, ratios taken
-side by side do not. Rows are N(0, scale^2). The `entmax` package is timed as the reference point
+side by side do not. Rows are N(0, scale^2).
+
+``--malloc tuned`` (the default) raises glibc's trim and mmap thresholds with mallopt before timing:
+with the defaults, every call that frees a few row-sized buffers hands the pages back to the OS and
+the next call page-faults them in again, which costs more than the arithmetic at these sizes and
+punishes each extra buffer (measured here: ReLU^16 at 11-21x softmax by default, 1.7-2.2x tuned).
+PyTorch's CPU performance guide recommends jemalloc or tcmalloc for the same reason; set
+MALLOC_TRIM_THRESHOLD_ and MALLOC_MMAP_THRESHOLD_ in your environment to get the same effect. The `entmax` package is timed as the reference point
 the issue quotes; attnlab itself never imports it.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
 import json
 import os
 import statistics
@@ -29,6 +38,19 @@ MAPS = (
     "softmax", "entmax_a1.5", "entmax_a1.25", "sparsemax", "relu_p2_b0", "relu_p4_b0",
     "relu_p16_b0", "sigmoid_b0", "wortsman_p2_sqrtL", "ssmax_s0.43",
 )
+
+
+def tune_malloc() -> bool:
+    """Keep freed buffers in the heap (glibc): M_TRIM_THRESHOLD and M_MMAP_THRESHOLD at 32 MiB."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return False
+    libc = ctypes.CDLL(name)
+    if not hasattr(libc, "mallopt"):
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    return bool(libc.mallopt(m_trim_threshold, 32 << 20)) and bool(
+        libc.mallopt(m_mmap_threshold, 32 << 20))
 
 
 def _package_candidates() -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
@@ -114,18 +136,20 @@ def main(argv: list[str] | None = None) -> dict:
                     help="comma-separated ROWSxKEYS")
     ap.add_argument("--maps", default=",".join(MAPS), help="comma-separated row-map names")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--malloc", choices=("tuned", "default"), default="tuned")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/rowmaps.json"))
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
+    malloc = "tuned" if args.malloc == "tuned" and tune_malloc() else "default"
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     names = args.maps.split(",")
     results = [bench_shape(r, k, names, args.rounds, args.scale, args.seed) for r, k in shapes]
     payload = {"threads": args.threads, "rounds": args.rounds, "scale": args.scale,
-               "torch": torch.__version__, "baseline": "torch.softmax, same tensor, same round",
+               "torch": torch.__version__, "malloc": malloc, "baseline": "torch.softmax, same tensor, same round",
                "results": results}
     write_json(args.out, payload)
     print(f"time / torch.softmax time (median over {args.rounds} interleaved rounds, "
-          f"{args.threads} threads, N(0, {args.scale:g}^2) rows)")
+          f"{args.threads} threads, N(0, {args.scale:g}^2) rows, {malloc} malloc)")
     print(table(results))
     print("softmax itself: " + ", ".join(
         f"{r['keys']} keys {r['softmax_us']['fwd']:.0f} us fwd, {r['softmax_us']['fwd_bwd']:.0f} us f+b"

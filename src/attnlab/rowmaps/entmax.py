@@ -40,6 +40,7 @@ from ._rows import denormal_floor, normalized_rows
 MAX_ITER = 60
 FAST_K = (1, 2, 4)
 _GROUPS = 128
+_SHIFT_ABOVE = 8.0  # |max z| above which the fast path shifts rows first (ulp(8) ~ 1e-6 in float32)
 
 
 def _is_int(k: float) -> bool:
@@ -86,9 +87,13 @@ def _fast_threshold(z: torch.Tensor, m: torch.Tensor, k: int, alpha: float, r: t
     t = m - target
     n = z.shape[-1]
     if n >= 4 * _GROUPS:
-        maxima = z[..., : n - n % _GROUPS].unflatten(-1, (-1, _GROUPS)).amax(-2)
-        _fast_newton(maxima, t, torch.empty_like(maxima), torch.empty_like(maxima), k, target,
-                     1e-3 * target)
+        # The group maxima and their scratch live inside r (free at this point; n >= 3 * _GROUPS):
+        # a separate allocation each call costs page faults (see the module doc).
+        shape = z.shape[:-1] + (_GROUPS,)
+        size = math.prod(shape)
+        part = [r.view(-1)[i * size: (i + 1) * size].view(shape) for i in range(3)]
+        torch.amax(z[..., : n - n % _GROUPS].unflatten(-1, (-1, _GROUPS)), -2, out=part[0])
+        _fast_newton(part[0], t, part[1], part[2], k, target, 1e-3 * target)
     return _fast_newton(z, t, r, tmp, k, target, _tol(z.dtype) * target)
 
 
@@ -174,6 +179,10 @@ class _Entmax(torch.autograd.Function):
         need_s = ctx.needs_input_grad[0]
         if method == "newton" and _is_int(k) and round(k) in FAST_K:
             ki = round(k)
+            if float(m.abs().max()) > _SHIFT_ABOVE * torch.finfo(torch.float32).eps / torch.finfo(z.dtype).eps:
+                # t = m + theta / (alpha - 1) carries m's rounding (ulp(1e4) = 1e-3 in float32); rows
+                # shifted to max 0 keep the threshold's absolute error at the eps of small numbers.
+                z, m = z - m, torch.zeros_like(m)
             r = torch.empty_like(z)
             tmp = torch.empty_like(z) if ki == 4 else r
             t = _fast_threshold(z, m, ki, alpha, r, tmp)
