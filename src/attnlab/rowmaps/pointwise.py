@@ -42,12 +42,13 @@ class _ReluPower(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, z: torch.Tensor, m: torch.Tensor, p: float, b: float) -> torch.Tensor:
-        rmax = (m + b).clamp_(min=0)
-        scale = torch.where(rmax > 0, 1 / rmax, torch.zeros((), dtype=z.dtype))
+        rmax = m + b
+        # A dead row (rmax <= 0) keeps scale 1: every z + b <= 0 then thresholds to 0, and masked
+        # keys stay -inf rather than -inf * 0 = NaN.
+        scale = torch.where(rmax > 0, 1 / rmax, torch.ones((), dtype=z.dtype))
         q = z * scale
         if b:
             q.add_(b * scale)
-        # threshold also sends -inf * 0 = NaN (masked keys of a dead row) to 0.
         floor = denormal_floor(p, q.shape[-1], q.dtype)
         torch.nn.functional.threshold_(q, floor, 0.0)
         keep = ctx.needs_input_grad[0]

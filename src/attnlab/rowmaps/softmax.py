@@ -32,7 +32,9 @@ def ssmax(z: torch.Tensor, s: float) -> torch.Tensor:
     Seed 001 (Long-Context Generalization with Sparse Attention) §5 baselines, after Nakanishi (2025).
     """
     def rows(c: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-        return torch.softmax(c * (s * torch.log(allowed_count(c).clamp_min(1))), dim=-1)
+        # L is clamped to 2: a row with one allowed key is one-hot under any positive factor, and a
+        # zero factor would turn its masked -inf keys into NaN.
+        return torch.softmax(c * (s * torch.log(allowed_count(c).clamp_min(2))), dim=-1)
 
     return normalized_rows(z, rows)
 
