@@ -43,27 +43,26 @@ class _ReluPower(torch.autograd.Function):
     @staticmethod
     def forward(ctx, z: torch.Tensor, m: torch.Tensor, p: float, b: float) -> torch.Tensor:
         rmax = m + b
-        # A dead row (rmax <= 0) keeps scale 1: every z + b <= 0 then thresholds to 0, and masked
-        # keys stay -inf rather than -inf * 0 = NaN.
-        scale = torch.where(rmax > 0, 1 / rmax, torch.ones((), dtype=z.dtype))
-        q = z * scale
-        if b:
-            q.add_(b * scale)
+        # A dead row (rmax <= 0) is divided by 1: every z + b <= 0 then thresholds to 0, and masked
+        # keys stay -inf rather than -inf * 0 = NaN. Dividing (not multiplying by 1/rmax) keeps a
+        # subnormal rmax from overflowing the reciprocal.
+        rmax = torch.where(rmax > 0, rmax, torch.ones((), dtype=z.dtype))
+        q = (z + b if b else z) / rmax
         floor = denormal_floor(p, q.shape[-1], q.dtype)
         torch.nn.functional.threshold_(q, floor, 0.0)
         keep = ctx.needs_input_grad[0]
         w = _power(q, p, torch.empty_like(q) if keep else q)
         y = w.div_(w.sum(-1, keepdim=True).clamp_min(torch.finfo(w.dtype).tiny))
-        ctx.save_for_backward(y, q, scale)
+        ctx.save_for_backward(y, q, rmax)
         ctx.p, ctx.floor = p, floor
         return y
 
     @staticmethod
     @once_differentiable
     def backward(ctx, dy: torch.Tensor):
-        y, q, scale = ctx.saved_tensors
+        y, q, rmax = ctx.saved_tensors
         c = (dy * y).sum(-1, keepdim=True)
-        dz = (dy - c).mul_(y).div_(q.clamp_min(ctx.floor)).mul_(scale * ctx.p)
+        dz = (dy - c).mul_(y).div_(q.clamp_min(ctx.floor)).mul_(ctx.p / rmax)
         return dz, None, None, None
 
 

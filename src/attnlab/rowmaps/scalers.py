@@ -42,11 +42,14 @@ class AdaptiveScale(nn.Module):
         self.w_gamma = nn.Parameter(torch.zeros(n_heads, dim))
         self.row_map: RowMap = get(row_map)
 
-    def multiplier(self, x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
-        """delta + beta (log n)^gamma of shape (..., H, Q, 1), n broadcastable to (..., H, Q, 1)."""
+    def multiplier(self, x: torch.Tensor, n: torch.Tensor, per_head: bool) -> torch.Tensor:
+        """delta + beta (log n)^gamma of shape (..., H, Q, 1), n broadcastable to (..., H, Q, 1).
+
+        ``x`` is (..., H, Q, d) when ``per_head``, else (..., Q, d) shared by the heads.
+        """
         if x.shape[-1] != self.dim:
             raise ValueError(f"x has feature size {x.shape[-1]}, expected {self.dim}")
-        if x.dim() >= 3 and x.shape[-3] == self.n_heads:
+        if per_head:
             proj_b = (x * self.w_beta[:, None, :]).sum(-1)
             proj_g = (x * self.w_gamma[:, None, :]).sum(-1)
         else:
@@ -66,7 +69,15 @@ class AdaptiveScale(nn.Module):
             n = torch.full(scores.shape[:-1] + (1,), scores.shape[-1], dtype=scores.dtype)
         else:
             n = mask.expand(scores.shape).sum(-1, keepdim=True)
-        return scores * self.multiplier(x, n).to(scores.dtype)
+        if x.dim() == scores.dim() and x.shape[-3] == self.n_heads:
+            per_head = True
+        elif x.dim() == scores.dim() - 1:
+            per_head = False
+        else:
+            raise ValueError(
+                f"x must be (..., Q, d) shared by the heads or (..., H, Q, d) per head for scores "
+                f"{tuple(scores.shape)}, got {tuple(x.shape)}")
+        return scores * self.multiplier(x, n, per_head).to(scores.dtype)
 
     def attend(self, scores: torch.Tensor, x: torch.Tensor,
                mask: torch.Tensor | None = None) -> torch.Tensor:
