@@ -40,6 +40,7 @@ from ._rows import denormal_floor, normalized_rows
 MAX_ITER = 60
 FAST_K = (1, 2, 4)
 _GROUPS = 128
+_LOOSE = 1e-3  # Newton step (x units) below which the weights' sum is checked instead
 _SHIFT_ABOVE = 8.0  # |max z| above which the fast path shifts rows first (ulp(8) ~ 1e-6 in float32)
 
 
@@ -82,7 +83,7 @@ def _fast_newton(z, t, r, tmp, k: int, target: float, tol: float) -> torch.Tenso
 
 def _fast_threshold(z: torch.Tensor, m: torch.Tensor, k: int, alpha: float, r: torch.Tensor,
                     tmp: torch.Tensor) -> torch.Tensor:
-    """Threshold t (z units) of alpha-entmax for k = 1/(alpha-1) in FAST_K; see the module doc."""
+    """A lower bound t (z units) on alpha-entmax's threshold, within ~_LOOSE of it (module doc)."""
     target = 1.0 / (alpha - 1.0)
     t = m - target
     n = z.shape[-1]
@@ -94,7 +95,37 @@ def _fast_threshold(z: torch.Tensor, m: torch.Tensor, k: int, alpha: float, r: t
         part = [r.view(-1)[i * size: (i + 1) * size].view(shape) for i in range(3)]
         torch.amax(z[..., : n - n % _GROUPS].unflatten(-1, (-1, _GROUPS)), -2, out=part[0])
         _fast_newton(part[0], t, part[1], part[2], k, target, 1e-3 * target)
-    return _fast_newton(z, t, r, tmp, k, target, _tol(z.dtype) * target)
+    return _fast_newton(z, t, r, tmp, k, target, _LOOSE * target)
+
+
+def _fast_forward(z: torch.Tensor, m: torch.Tensor, k: int, alpha: float, need_s: bool):
+    """alpha-entmax weights (and s for the backward) for k in FAST_K.
+
+    Newton stops early (step below _LOOSE); the weights' own sum f = sum ((alpha-1) r)^k then bounds
+    the threshold's error by |f - 1| / (k ((alpha-1) r_max)^(k-1)), f's slope being at least that, so
+    the usual confirming iteration is needed only when that bound is not small enough.
+    """
+    a = alpha - 1.0
+    if float(m.abs().max()) > _SHIFT_ABOVE * torch.finfo(torch.float32).eps / torch.finfo(z.dtype).eps:
+        # t = m + theta / (alpha - 1) carries m's rounding (ulp(1e4) = 1e-3 in float32); rows
+        # shifted to max 0 keep the threshold's absolute error at the eps of small numbers.
+        z, m = z - m, torch.zeros_like(m)
+    r = torch.empty_like(z)
+    tmp = torch.empty_like(z) if k == 4 else r
+    t = _fast_threshold(z, m, k, alpha, r, tmp)
+    floor = denormal_floor(k, z.shape[-1], z.dtype) / a
+    accept = 16 * torch.finfo(z.dtype).eps
+    converged = False
+    for _ in range(MAX_ITER):
+        torch.nn.functional.threshold_(torch.sub(z, t, out=r), floor, 0.0)
+        p, s, total = _fast_weights(r, k, a, need_s, tmp)
+        slope = (m - t).mul_(a).pow_(k - 1).mul_(k)
+        if converged or float((total * a**k - 1).abs_().div_(slope).max()) <= accept:
+            return p.div_(total), s
+        step = _fast_step(z, t, r, tmp, k, 1.0 / a)
+        t.add_(step)
+        converged = float(step.max()) < _tol(z.dtype) / a
+    return p.div_(total), s
 
 
 def _safeguarded_threshold(x: torch.Tensor, k: float) -> torch.Tensor:
@@ -138,24 +169,25 @@ def _sort_threshold(x: torch.Tensor, k: float) -> torch.Tensor:
     return tau_j.gather(-1, size - 1)
 
 
-def _fast_weights(r: torch.Tensor, k: int, alpha: float, need_s: bool, tmp: torch.Tensor):
-    """Weights p = r^k / sum r^k from r = [z - t]_+ (overwritten), and s = p^(2-alpha) when needed.
+def _fast_weights(r: torch.Tensor, k: int, a: float, need_s: bool, tmp: torch.Tensor):
+    """Unnormalized weights r^k, s = p^(2-alpha) when needed, and sum r^k, from r = [z - t]_+.
 
-    On the solution (alpha - 1) r is the x-unit residual with sum ((alpha - 1) r)^k = 1, so
-    s = ((alpha - 1) r)^(k-1).
+    ``r`` may be overwritten. On the solution a r (a = alpha - 1) is the x-unit residual with
+    sum (a r)^k = 1, so s = (a r)^(k-1).
     """
     if k == 1:
-        return r.div_(r.sum(-1, keepdim=True)), (torch.sign(r) if need_s else None)
+        s = torch.sign(r) if need_s else None
+        return r, s, r.sum(-1, keepdim=True)
     if k == 2:
-        if not need_s:
-            p = r.mul_(r)
-            return p.div_(p.sum(-1, keepdim=True)), None
-        p = r * r
-        return p.div_(p.sum(-1, keepdim=True)), r.mul_(alpha - 1.0)
+        if need_s:
+            p = r * r
+            return p, r.mul_(a), p.sum(-1, keepdim=True)
+        p = r.mul_(r)
+        return p, None, p.sum(-1, keepdim=True)
     r2 = torch.mul(r, r, out=tmp)
-    s = (r2 * r).mul_((alpha - 1.0) ** 3) if need_s else None
+    s = (r2 * r).mul_(a**3) if need_s else None
     p = r2.mul_(r2)
-    return p.div_(p.sum(-1, keepdim=True)), s
+    return p, s, p.sum(-1, keepdim=True)
 
 
 def _general_weights(x: torch.Tensor, k: float, method: str):
@@ -179,17 +211,7 @@ class _Entmax(torch.autograd.Function):
         k = 1.0 / (alpha - 1.0)
         need_s = ctx.needs_input_grad[0]
         if method == "newton" and _is_int(k) and round(k) in FAST_K:
-            ki = round(k)
-            if float(m.abs().max()) > _SHIFT_ABOVE * torch.finfo(torch.float32).eps / torch.finfo(z.dtype).eps:
-                # t = m + theta / (alpha - 1) carries m's rounding (ulp(1e4) = 1e-3 in float32); rows
-                # shifted to max 0 keep the threshold's absolute error at the eps of small numbers.
-                z, m = z - m, torch.zeros_like(m)
-            r = torch.empty_like(z)
-            tmp = torch.empty_like(z) if ki == 4 else r
-            t = _fast_threshold(z, m, ki, alpha, r, tmp)
-            floor = denormal_floor(k, z.shape[-1], z.dtype) / (alpha - 1.0)
-            torch.nn.functional.threshold_(torch.sub(z, t, out=r), floor, 0.0)
-            p, s = _fast_weights(r, ki, alpha, need_s, tmp)
+            p, s = _fast_forward(z, m, round(k), alpha, need_s)
         else:
             p, s = _general_weights((z - m).mul_(alpha - 1.0), k, method)
         ctx.save_for_backward(s if need_s else None)
