@@ -1,0 +1,162 @@
+"""The ``attnlab`` command: ``attnlab maps`` lists the row maps, ``attnlab demo`` runs the demo.
+
+User errors (bad arguments, an output folder that cannot be written) end with a one-line message on
+stderr and a nonzero exit status, never a traceback: 2 for usage errors (argparse), 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import textwrap
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class UserError(Exception):
+    """An error the user can fix; printed without a traceback."""
+
+
+# --------------------------------------------------------------------------------------------- maps
+
+
+def _aligned(head: Sequence[str], rows: Sequence[Sequence[str]], wrap: Sequence[int | None]) -> str:
+    """A plain-text table; cells of a column with a wrap width are wrapped onto extra lines."""
+    cells = [[textwrap.wrap(c, w, break_on_hyphens=False) or [""] if w else [c] for c, w in zip(r, wrap)] for r in rows]
+    widths = [max(len(head[i]), *(len(line) for r in cells for line in r[i])) for i in range(len(head))]
+
+    def line(parts):
+        return "  ".join(p.ljust(w) for p, w in zip(parts, widths)).rstrip()
+
+    out = [line(head), line("-" * w for w in widths)]
+    for r in cells:
+        for k in range(max(len(c) for c in r)):
+            out.append(line(c[k] if k < len(c) else "" for c in r))
+    return "\n".join(out)
+
+
+def _maps(args: argparse.Namespace) -> int:
+    from .rowmaps import FAMILIES
+
+    head = ("name (example)", "formula", "parameters", "source", "options")
+    rows = [(f.example, f.formula, f.params, f.source, ", ".join(f.options) or "-") for f in FAMILIES]
+    print(_aligned(head, rows, wrap=(None, 42, 34, 22, None)))
+    print("\nNames carry their parameters (relu_p4_b3.55, entmax_a1.25, logn_xi2_n8192); options are "
+          "keywords:\nrowmaps.get('relu_p4_b1', dead='uniform'). b=auto names need .with_bias(b) first.")
+    return 0
+
+
+# --------------------------------------------------------------------------------------------- demo
+
+
+@dataclass(frozen=True)
+class DemoSection:
+    """One part of ``attnlab demo``: ``run(out_dir, seed)`` returns {"table", "paths", ...};
+    its outputs go to ``<out>/<name>/``."""
+
+    name: str
+    title: str
+    run: Callable[..., dict]
+
+
+def demo_sections() -> list[DemoSection]:
+    """The demo's sections, in the order they run. Add new sections here."""
+    from .experiments import rowmap_demo
+
+    return [
+        DemoSection("rowmaps", "Row maps on one score row (rowmaps.csv: one line per map)", rowmap_demo.run),
+    ]
+
+
+def _check_writable(out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as exc:
+        raise UserError(f"cannot write to output folder {str(out)!r}: {exc.strerror or exc}") from None
+
+
+def _print_table(table) -> None:
+    import pandas as pd
+
+    with pd.option_context("display.width", 200, "display.max_columns", 50, "display.max_rows", 200):
+        print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}", na_rep="-"))
+
+
+def _demo(args: argparse.Namespace) -> int:
+    out: Path = args.out
+    _check_writable(out)
+    for section in demo_sections():
+        result = section.run(out / section.name, seed=args.seed)
+        print(f"== {section.title}, seed {args.seed}")
+        _print_table(result["table"])
+        print("wrote:")
+        for path in result["paths"].values():
+            print(f"  {path}")
+        print()
+    return 0
+
+
+# --------------------------------------------------------------------------------------------- main
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 0 <= value < 2**63:
+        raise argparse.ArgumentTypeError(f"must be in [0, 2^63), got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="attnlab",
+        description="How concentrated is attention, and what happens when the row map that turns "
+                    "scores into weights is changed.",
+        epilog="Run 'attnlab COMMAND --help' for a command's options.")
+    from . import __version__
+
+    ap.add_argument("--version", action="version", version=f"attnlab {__version__}")
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    p = sub.add_parser("maps", help="list every registered row-map family: formula, parameters, source",
+                       description="List every registered row-map family with an example name, its "
+                                   "formula, parameters, source seed and options.")
+    p.set_defaults(func=_maps)
+    p = sub.add_parser("demo", help="run the demo and write its tables and figures",
+                       description="Run the demo: for now, a representative set of row maps on one "
+                                   "sample score row (a table, CSV/Markdown, PNG/SVG and config.json).")
+    p.add_argument("--out", type=Path, default=Path("runs/demo"), metavar="DIR",
+                   help="output folder (default: runs/demo); each section writes to DIR/<section>/")
+    p.add_argument("--seed", type=_seed, default=0, metavar="N", help="seed of the sample data (default: 0)")
+    p.set_defaults(func=_demo)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``attnlab`` and ``python -m attnlab``; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except UserError as exc:
+        print(f"attnlab {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError):  # e.g. `attnlab maps | head`
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
+        where = f" {exc.filename!r}" if exc.filename else ""
+        print(f"attnlab {args.command}: error:{where} {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"attnlab {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""The row-map demo: a representative set of row maps on one score row, as a table and a figure.
+
+Every map sees the same row (24 keys: a clear winner, two runners-up, small and negative scores, and
+one masked key whose score is high, so that ignoring the mask would show). The table reports, per map,
+how concentrated its weights are; the figure (drawn by ``attnlab.report``) shows them key by key.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .. import rowmaps
+from ..io import atomic_write, write_json, write_text
+from ..report import plot_row_weights
+
+MAPS = (
+    "softmax", "softmax_t0.5", "ssmax_s0.43", "logn_xi2_n8", "topk_k4", "entmax_a1.25",
+    "entmax_a1.5", "sparsemax", "relu_p2_b0", "relu_p4_b1", "relu_p16_b1", "sigmoid_b0",
+    "wortsman_p2_sqrtL", "reluattn",
+)
+KEYS = 24
+MASKED_KEY = 20
+LARGE = (4.0, 3.2, 2.4)      # the winner and two runners-up
+MASKED_SCORE = 3.6           # high on purpose: a map that ignored the mask would put weight here
+COLUMNS = ("name", "family", "normalized", "sum", "support", "max_weight", "entropy", "argmax_weight")
+
+
+def sample_row(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """The demo's score row (float32, ``KEYS`` keys) and its mask (True = key may be attended).
+
+    Deterministic in ``seed``: Gaussian scores (sd 1.2) with ``LARGE`` placed at random allowed keys
+    and key ``MASKED_KEY`` masked.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    z = torch.randn(KEYS, generator=gen, dtype=torch.float64) * 1.2
+    allowed = [k for k in torch.randperm(KEYS, generator=gen).tolist() if k != MASKED_KEY]
+    for key, value in zip(allowed, LARGE):
+        z[key] = value
+    z[MASKED_KEY] = MASKED_SCORE
+    mask = torch.ones(KEYS, dtype=torch.bool)
+    mask[MASKED_KEY] = False
+    return z.to(torch.float32), mask
+
+
+def entropy(w: np.ndarray) -> float:
+    """Shannon entropy (nats) over the nonzero weights."""
+    nz = w[w > 0].astype(np.float64)
+    return float(-(nz * np.log(nz)).sum())
+
+
+def summarize(z: torch.Tensor, mask: torch.Tensor, names=MAPS) -> tuple[pd.DataFrame, dict]:
+    """Weights of each map on the row, and one summary row per map (columns ``COLUMNS``).
+
+    support counts exact nonzeros; entropy is given for normalized maps only (NaN otherwise);
+    argmax_weight is the weight on the allowed key with the largest score.
+    """
+    star = int(torch.where(mask, z, float("-inf")).argmax())
+    weights, records = {}, []
+    for name in names:
+        rm = rowmaps.get(name)
+        w = rm(z, mask).numpy()
+        weights[rm.name] = w
+        records.append({
+            "name": rm.name,
+            "family": rm.family,
+            "normalized": rm.normalized,
+            "sum": float(w.sum(dtype=np.float64)),
+            "support": int(np.count_nonzero(w)),
+            "max_weight": float(w.max()),
+            "entropy": entropy(w) if rm.normalized else float("nan"),
+            "argmax_weight": float(w[star]),
+        })
+    return pd.DataFrame.from_records(records, columns=list(COLUMNS)), weights
+
+
+def to_markdown(table: pd.DataFrame, digits: int = 4) -> str:
+    """A GitHub Markdown table (written by hand: pandas needs the optional tabulate for this)."""
+    def cell(v) -> str:
+        if isinstance(v, (bool, np.bool_)):
+            return "yes" if v else "no"
+        if isinstance(v, (float, np.floating)):
+            return "-" if np.isnan(v) else f"{v:.{digits}f}"
+        return str(v).replace("|", "\\|")
+
+    numeric = [pd.api.types.is_numeric_dtype(t) and not pd.api.types.is_bool_dtype(t)
+               for t in table.dtypes]
+    head = "| " + " | ".join(map(str, table.columns)) + " |"
+    rule = "|" + "|".join("---:" if n else "---" for n in numeric) + "|"
+    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
+    return "\n".join([head, rule, *body]) + "\n"
+
+
+def run(out_dir: str | Path, seed: int = 0) -> dict:
+    """Run the demo and write, atomically, under ``out_dir``: rowmaps.csv, rowmaps.md,
+    rowmaps.png (+ .svg) and config.json (seed, maps, row, mask).
+
+    Returns ``{"table": DataFrame, "paths": {kind: Path}, "weights": {name: ndarray}, "row": ..., "mask": ...}``.
+    """
+    out = Path(out_dir)
+    z, mask = sample_row(seed)
+    table, weights = summarize(z, mask)
+    paths = {
+        "csv": atomic_write(out / "rowmaps.csv", lambda tmp: table.to_csv(tmp, index=False)),
+        "md": write_text(out / "rowmaps.md", to_markdown(table)),
+        "config": write_json(out / "config.json", {
+            "seed": seed, "maps": list(MAPS), "dtype": str(z.dtype).removeprefix("torch."),
+            "row": z.tolist(), "mask": mask.tolist()}),
+    }
+    png, svg = plot_row_weights(z.numpy(), weights, out / "rowmaps.png", masked=(~mask).numpy())
+    paths.update(png=png, svg=svg)
+    return {"table": table, "paths": paths, "weights": weights, "row": z.numpy(), "mask": mask.numpy()}

@@ -1,0 +1,5 @@
+"""Figures and reports: rendering only, from tables and arrays the experiments hand over."""
+
+from .figures import plot_row_weights
+
+__all__ = ["plot_row_weights"]
