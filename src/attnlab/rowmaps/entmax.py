@@ -40,6 +40,7 @@ from ._rows import denormal_floor, normalized_rows
 MAX_ITER = 60
 FAST_K = (1, 2, 4)
 _GROUPS = 128
+_SMALL = 1e-2  # Newton step (x units) ending the group-maxima phase (any iterate is a bound)
 _LOOSE = 1e-3  # Newton step (x units) below which the weights' sum is checked instead
 _SHIFT_ABOVE = 8.0  # |max z| above which the fast path shifts rows first (ulp(8) ~ 1e-6 in float32)
 
@@ -94,7 +95,7 @@ def _fast_threshold(z: torch.Tensor, m: torch.Tensor, k: int, alpha: float, r: t
         size = math.prod(shape)
         part = [r.view(-1)[i * size: (i + 1) * size].view(shape) for i in range(3)]
         torch.amax(z[..., : n - n % _GROUPS].unflatten(-1, (-1, _GROUPS)), -2, out=part[0])
-        _fast_newton(part[0], t, part[1], part[2], k, target, 1e-3 * target)
+        _fast_newton(part[0], t, part[1], part[2], k, target, _SMALL * target)
     return _fast_newton(z, t, r, tmp, k, target, _LOOSE * target)
 
 
