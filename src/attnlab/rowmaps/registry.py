@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from .entmax import check as check_entmax
 from .entmax import entmax as _entmax_rows
 from . import pointwise as _pw
 from . import softmax as _sm
@@ -119,12 +120,10 @@ def _topk(name, m, **o):
 
 
 def _entmax_map(name, alpha, method="newton"):
-    if not (math.isfinite(alpha) and alpha >= 1):
-        raise ValueError(f"{name}: alpha must be >= 1 (alpha = 1 is softmax), got {alpha:g}")
-    if method not in ("newton", "sort"):
-        raise ValueError(f"{name}: method must be 'newton' or 'sort', got {method!r}")
-    if method == "sort" and alpha not in (1.5, 2.0):
-        raise ValueError(f"{name}: the sort method exists for alpha = 1.5 and 2 only")
+    try:
+        check_entmax(alpha, method)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
     return RowMap(name, "entmax", {"alpha": alpha, "method": method},
                   "[(alpha-1) z_i - tau]_+^(1/(alpha-1)), tau so the row sums to 1", True,
                   lambda z: _entmax_rows(z, alpha, method))
