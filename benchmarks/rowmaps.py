@@ -11,7 +11,8 @@ not. Rows are N(0, scale^2).
 ``--malloc tuned`` (the default) raises glibc's trim and mmap thresholds with mallopt before timing:
 with the defaults, every call that frees a few row-sized buffers hands the pages back to the OS and
 the next call page-faults them in again, which costs more than the arithmetic at these sizes and
-punishes each extra buffer (measured here: ReLU^16 at 11-21x softmax by default, 1.7-2.2x tuned).
+punishes each extra buffer (measured here on an early ReLU^16 with more buffers: 11-21x softmax by
+default, 1.7-2.2x tuned).
 PyTorch's CPU performance guide recommends jemalloc or tcmalloc for the same reason; set
 MALLOC_TRIM_THRESHOLD_ and MALLOC_MMAP_THRESHOLD_ in your environment to get the same effect. The `entmax` package is timed as the reference point
 the issue quotes; attnlab itself never imports it.
