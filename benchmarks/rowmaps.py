@@ -21,8 +21,6 @@ the issue quotes; attnlab itself never imports it.
 from __future__ import annotations
 
 import argparse
-import ctypes
-import ctypes.util
 import json
 import os
 import statistics
@@ -34,25 +32,13 @@ from pathlib import Path
 import torch
 
 from attnlab import rowmaps
+from attnlab.perf import tune_malloc
 
 SHAPES = ((512, 1024), (64, 8192), (8, 65536))
 MAPS = (
     "softmax", "entmax_a1.5", "entmax_a1.25", "sparsemax", "relu_p2_b0", "relu_p4_b0",
     "relu_p16_b0", "sigmoid_b0", "wortsman_p2_sqrtL", "ssmax_s0.43",
 )
-
-
-def tune_malloc() -> bool:
-    """Keep freed buffers in the heap (glibc): M_TRIM_THRESHOLD and M_MMAP_THRESHOLD at 32 MiB."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
-    libc = ctypes.CDLL(name)
-    if not hasattr(libc, "mallopt"):
-        return False
-    m_trim_threshold, m_mmap_threshold = -1, -3
-    return bool(libc.mallopt(m_trim_threshold, 32 << 20)) and bool(
-        libc.mallopt(m_mmap_threshold, 32 << 20))
 
 
 def _package_candidates() -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:

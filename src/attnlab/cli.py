@@ -101,6 +101,65 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+# ------------------------------------------------------------------------------------------ diagnose
+
+
+def _diagnose(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from .diagnostics import row_stats
+    from .diagnostics.summary import summarize
+    from .io import load_tensor, write_parquet
+
+    try:
+        scores = load_tensor(args.scores, key=args.key)
+        mask = None if args.mask is None else load_tensor(args.mask, key=args.mask_key)
+    except (FileNotFoundError, KeyError, TypeError, ValueError) as exc:
+        raise UserError(str(exc).strip("'\"")) from None
+    if args.causal:
+        if scores.dim() < 2:
+            raise UserError(f"--causal needs scores of shape (..., queries, keys); got {tuple(scores.shape)}")
+        q, k = scores.shape[-2:]
+        causal = _causal(q, k)
+        mask = causal if mask is None else mask & causal
+    if args.out is not None:
+        _check_writable(args.out.parent if str(args.out.parent) else Path("."))
+    frames = []
+    for b in args.b:
+        try:
+            df = row_stats(scores, mask, p=args.p, b=b, tau=args.tau, eps=args.eps, beta=args.beta,
+                           sink=args.sink, rowmap=args.rowmap)
+        except (TypeError, ValueError) as exc:
+            raise UserError(str(exc)) from None
+        frames.append(df.assign(b=b, row=range(len(df))))
+    rows = pd.concat(frames, ignore_index=True)
+    print(f"{args.scores}: {len(frames[0])} rows of {scores.shape[-1]} keys (shape {tuple(scores.shape)}), "
+          f"statistics in float64; fractions over active rows with Wilson 95% intervals")
+    _print_table(summarize(rows, p=args.p, by="b"))
+    if args.out is not None:
+        write_parquet(args.out, rows, metadata={"command": "diagnose", "scores": str(args.scores),
+                                                "args": {k: str(v) for k, v in vars(args).items() if k != "func"}})
+        print(f"wrote {args.out}")
+    return 0
+
+
+def _causal(q: int, k: int):
+    """Causal mask for the last q of k positions (query i sees keys 0..k-q+i)."""
+    import torch
+
+    return torch.ones(q, k, dtype=torch.bool).tril(k - q)
+
+
+def _finite(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"must be finite, got {text!r}")
+    return value
+
+
 # --------------------------------------------------------------------------------------------- main
 
 
@@ -135,12 +194,32 @@ def build_parser() -> argparse.ArgumentParser:
                    help="output folder (default: runs/demo); each section writes to DIR/<section>/")
     p.add_argument("--seed", type=_seed, default=0, metavar="N", help="seed of the sample data (default: 0)")
     p.set_defaults(func=_demo)
+    p = sub.add_parser("diagnose", help="per-row concentration diagnostics of a saved score tensor",
+                       description="Run the diagnostics engine on a saved score tensor (keys on the last "
+                                   "axis; .npy, .safetensors or .pt) and print a summary per bias b.")
+    p.add_argument("scores", type=Path, help="score tensor file: .npy, .safetensors or .pt")
+    p.add_argument("--key", help="tensor name inside a .safetensors/.pt file holding several")
+    p.add_argument("--mask", type=Path, help="bool mask file (True = key may be attended), broadcasting to scores")
+    p.add_argument("--mask-key", help="tensor name inside the mask file")
+    p.add_argument("--causal", action="store_true", help="apply a causal mask over the last two axes")
+    p.add_argument("--p", type=_finite, nargs="+", default=[2, 4, 8, 16], metavar="P", help="degrees of S_p")
+    p.add_argument("--b", type=_finite, nargs="+", default=[0.0], metavar="B", help="biases b (one summary row each)")
+    p.add_argument("--tau", type=_finite, default=None, help="cap tau of r = clamp(z + b, 0, tau)")
+    p.add_argument("--eps", type=_finite, default=1e-6, help="tolerance of the eps-safe rule and contact gap")
+    p.add_argument("--beta", type=_finite, default=1.0, help="inverse temperature for entropy and sink mass")
+    p.add_argument("--sink", type=int, default=0, help="sink = the N-th allowed key (default 0: the first)")
+    p.add_argument("--rowmap", default="softmax", help="normalized row map for entropy/support/sink mass")
+    p.add_argument("--out", type=Path, default=None, metavar="FILE.parquet", help="also keep every row here")
+    p.set_defaults(func=_diagnose)
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``attnlab`` and ``python -m attnlab``; returns the exit status."""
     args = build_parser().parse_args(argv)
+    from .perf import tune_malloc
+
+    tune_malloc()
     try:
         return args.func(args)
     except UserError as exc:

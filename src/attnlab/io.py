@@ -32,3 +32,52 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
 
 def write_json(path: str | os.PathLike, payload: Any) -> Path:
     return write_text(path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
+
+
+TENSOR_SUFFIXES = (".npy", ".safetensors", ".pt", ".pth")
+
+
+def load_tensor(path: str | os.PathLike, key: str | None = None):
+    """A tensor from a .npy, .safetensors or .pt/.pth file (never unpickling arbitrary objects).
+
+    A file holding several tensors needs ``key``; the error lists the names it holds.
+    """
+    import numpy as np
+    import torch
+
+    path = Path(path)
+    if path.suffix not in TENSOR_SUFFIXES:
+        raise ValueError(f"{path}: unknown tensor file type {path.suffix!r}; allowed: {', '.join(TENSOR_SUFFIXES)}")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    if path.suffix == ".npy":
+        return torch.from_numpy(np.load(path, allow_pickle=False))
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        found = load_file(path)
+    else:
+        found = torch.load(path, map_location="cpu", weights_only=True)
+    if isinstance(found, torch.Tensor):
+        found = {"": found}
+    if not isinstance(found, dict) or not all(isinstance(v, torch.Tensor) for v in found.values()):
+        raise TypeError(f"{path}: expected a tensor or a dict of tensors, got {type(found).__name__}")
+    if key is None:
+        if len(found) != 1:
+            raise ValueError(f"{path} holds {len(found)} tensors {sorted(found)}; choose one with --key")
+        return next(iter(found.values()))
+    if key not in found:
+        raise KeyError(f"{path} has no tensor {key!r}; it holds {sorted(found)}")
+    return found[key]
+
+
+def write_parquet(path: str | os.PathLike, frame, metadata: dict | None = None) -> Path:
+    """Write a DataFrame as Parquet atomically, with ``metadata`` as JSON under the key b"attnlab"."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    if metadata is not None:
+        table = table.replace_schema_metadata(
+            {**(table.schema.metadata or {}), b"attnlab": json.dumps(metadata, default=str).encode()})
+    return atomic_write(path, lambda tmp: pq.write_table(table, tmp))

@@ -1,0 +1,92 @@
+"""Diagnostics throughput: rows per second of the full per-row bundle against one torch.softmax pass.
+
+    python benchmarks/diagnostics.py [--threads 2] [--rounds 3] [--out benchmarks/results/diagnostics.json]
+
+The bundle is ``row_stats`` with its defaults: status, margins, S_p at p = 2, 4, 8, 16, p*, entropy and
+support under softmax, Lambda_n and the contact point, sink mass, all in float64. For each key count
+the same float32 rows (N(0, 1), causal mask over the last query block) go through ``torch.softmax`` and
+through ``row_stats``; the ratio of best times is the cost of the bundle in softmax passes. The naive
+baseline calls ``row_stats`` one row at a time, as a per-row script would (timed on a few rows and
+scaled). Peak memory is the resident-set high-water mark of a fresh process that runs one bundle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from attnlab.diagnostics import row_stats
+from attnlab.io import write_json
+from attnlab.perf import tune_malloc
+
+SHAPES = ((512, 1024), (64, 8192), (16, 32768))
+
+PEAK = """
+import resource, sys, torch
+from attnlab.diagnostics import row_stats
+from attnlab.perf import tune_malloc
+tune_malloc()
+torch.set_num_threads(int(sys.argv[3]))
+rows, keys = int(sys.argv[1]), int(sys.argv[2])
+z = torch.randn(rows, keys)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+row_stats(z)
+print(before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def _best(fn, reps: int) -> float:
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def bench(rows: int, keys: int, rounds: int, naive_rows: int, threads: int) -> dict:
+    z = torch.randn(rows, keys, generator=torch.Generator().manual_seed(0))
+    mask = torch.ones(rows, keys, dtype=torch.bool).tril(keys - rows) if rows <= keys else None
+    soft = _best(lambda: torch.softmax(z.masked_fill(~mask, float("-inf")) if mask is not None else z, -1),
+                 rounds * 3)
+    full = _best(lambda: row_stats(z, mask), rounds)
+    naive = _best(lambda: [row_stats(z[i:i + 1], None if mask is None else mask[i:i + 1])
+                           for i in range(naive_rows)], 1) * rows / naive_rows
+    out = subprocess.run([sys.executable, "-c", PEAK, str(rows), str(keys), str(threads)],
+                         capture_output=True, text=True, check=True).stdout.split()
+    before, after = (int(v) for v in out)
+    return {"rows": rows, "keys": keys, "softmax_s": soft, "bundle_s": full, "naive_s": naive,
+            "bundle_ratio": full / soft, "naive_ratio": naive / soft, "rows_per_s": rows / full,
+            "input_mib": z.numel() * 4 / 2**20, "peak_rss_mib": after / 1024,
+            "peak_rss_growth_mib": (after - before) / 1024}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--naive-rows", type=int, default=8, help="rows timed one by one for the naive loop")
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/diagnostics.json"))
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    tune_malloc()
+    results = [bench(r, k, args.rounds, args.naive_rows, args.threads) for r, k in SHAPES]
+    print(f"row_stats bundle vs one torch.softmax pass over the same float32 rows ({args.threads} threads)")
+    print("| keys | rows | bundle / softmax | naive per-row loop / softmax | rows/s | peak RSS (growth) |")
+    print("|---|---|---|---|---|---|")
+    for r in results:
+        print(f"| {r['keys']} | {r['rows']} | {r['bundle_ratio']:.1f}x | {r['naive_ratio']:.0f}x | "
+              f"{r['rows_per_s']:.0f} | {r['peak_rss_mib']:.0f} MiB (+{r['peak_rss_growth_mib']:.0f}) |")
+    write_json(args.out, {"threads": args.threads, "results": results})
+    print(f"wrote {args.out}")
+    return {"results": results}
+
+
+if __name__ == "__main__":
+    main()

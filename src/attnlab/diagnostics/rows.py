@@ -1,0 +1,262 @@
+"""``row_stats``: every per-row statistic of a block of score rows, one record per row, in float64.
+
+Rows are the last axis of ``scores``; leading dims are flattened in C order. Rows that cannot be read
+are labelled in ``status`` and get NaN statistics, never dropped and never mixed into aggregates:
+"empty" (no allowed key), "nan" (NaN at an allowed key), "inf" (+inf at an allowed key). A score of
+-inf counts as masked, as in ``attnlab.rowmaps``. The other rows are "active", "dead" or "saturated"
+(seed 000 §3).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .. import rowmaps
+from . import concentration as conc
+from .dispersion import dispersion, key_mass, sink_index, weights
+from .gaps import gap_stats, p_star_n
+
+SPECIAL = ("empty", "nan", "inf")
+
+
+def _deg(p: float) -> str:
+    return f"{p:g}"
+
+
+@dataclass(frozen=True)
+class RowOptions:
+    """The per-row options of ``row_stats``, validated (see its docstring)."""
+
+    p: tuple[float, ...] = (2, 4, 8, 16)
+    b: float = 0.0
+    tau: float | None = None
+    eps: float = 1e-6
+    beta: tuple[float, ...] = (1.0,)
+    sink: int = 0
+    rowmap: str = "softmax"
+    sigmoid: bool = False
+    r: float | None = None
+    gamma: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.p or not all(isinstance(p, (int, float)) and math.isfinite(p) and p > 0 for p in self.p):
+            raise ValueError(f"p must be a non-empty list of finite degrees > 0, got {self.p!r}")
+        if len({_deg(p) for p in self.p}) != len(self.p):
+            raise ValueError(f"p has repeated degrees: {self.p!r}")
+        if not (isinstance(self.b, (int, float)) and math.isfinite(self.b)):
+            raise ValueError(f"b must be a finite number, got {self.b!r}")
+        if self.tau is not None and not (isinstance(self.tau, (int, float)) and math.isfinite(self.tau)
+                                         and self.tau > 0):
+            raise ValueError(f"tau must be None or a finite number > 0, got {self.tau!r}")
+        if not (isinstance(self.eps, (int, float)) and math.isfinite(self.eps) and self.eps >= 0):
+            raise ValueError(f"eps must be a finite number >= 0, got {self.eps!r}")
+        if not self.beta or not all(isinstance(x, (int, float)) and math.isfinite(x) and x > 0 for x in self.beta):
+            raise ValueError(f"beta must be a finite number > 0 or a list of them, got {self.beta!r}")
+        if not (isinstance(self.sink, int) and self.sink >= 0):
+            raise ValueError(f"sink must be an int >= 0 (0 = the first allowed key), got {self.sink!r}")
+        if self.r is not None and not (isinstance(self.r, (int, float)) and math.isfinite(self.r) and self.r >= 0):
+            raise ValueError(f"r must be None (log(1 + log n)) or a finite number >= 0, got {self.r!r}")
+        if not all(isinstance(x, (int, float)) and x > 0 and not math.isnan(x) for x in self.gamma):
+            raise ValueError(f"gamma must be a list of numbers > 0 (beta = gamma Lambda_n), got {self.gamma!r}")
+        rm = rowmaps.get(self.rowmap)
+        if not rm.normalized or rm.needs_bias:
+            raise ValueError(f"rowmap must be a normalized map with its parameters resolved, got {self.rowmap!r}")
+
+    @classmethod
+    def make(cls, *, p=(2, 4, 8, 16), b=0.0, tau=None, eps=1e-6, beta=1.0, sink=0, rowmap="softmax",
+             sigmoid=False, r=None, gamma=()) -> RowOptions:
+        p = (p,) if isinstance(p, (int, float)) else tuple(p)
+        beta = (beta,) if isinstance(beta, (int, float)) else tuple(beta)
+        gamma = (gamma,) if isinstance(gamma, (int, float)) else tuple(gamma)
+        return cls(p=p, b=b, tau=tau, eps=eps, beta=beta, sink=sink, rowmap=rowmap, sigmoid=bool(sigmoid),
+                   r=r, gamma=gamma)
+
+    def beta_suffix(self, beta: float) -> str:
+        return "" if len(self.beta) == 1 else f"_beta{beta:g}"
+
+
+def as_rows(scores, mask=None, target=None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Validate and flatten to float64 rows zm (R, n), -inf at masked keys, and target (R,) or None."""
+    if isinstance(scores, np.ndarray):
+        scores = torch.from_numpy(scores)
+    if not isinstance(scores, torch.Tensor):
+        raise TypeError(f"scores must be a torch.Tensor or numpy array, got {type(scores).__name__}")
+    if not scores.is_floating_point():
+        raise TypeError(f"scores has dtype {scores.dtype}; allowed: float16, bfloat16, float32, float64")
+    if scores.dim() == 0:
+        raise ValueError("scores must have at least one dimension (the key axis, last)")
+    n = scores.shape[-1]
+    if n == 0:
+        raise ValueError(f"scores has an empty key axis (shape {tuple(scores.shape)}); rows need >= 1 key")
+    z = scores.detach().to("cpu", torch.float64).reshape(-1, n)
+    if mask is not None:
+        if isinstance(mask, np.ndarray):
+            mask = torch.from_numpy(mask)
+        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+            got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
+            raise TypeError(f"mask must be a bool tensor (True = key may be attended), got {got}")
+        try:
+            full = torch.broadcast_shapes(mask.shape, scores.shape)
+        except RuntimeError:
+            full = None
+        if full != scores.shape:
+            raise ValueError(f"mask shape {tuple(mask.shape)} does not broadcast to scores shape "
+                             f"{tuple(scores.shape)}")
+        # One masked copy serves every statistic: masked keys (and a NaN there) become -inf.
+        z = torch.where(mask.to("cpu").expand(scores.shape).reshape(-1, n), z, -math.inf)
+    if target is None:
+        return z, None
+    if isinstance(target, np.ndarray):
+        target = torch.from_numpy(target)
+    target = torch.as_tensor(target)
+    if target.is_floating_point() or target.dtype == torch.bool:
+        raise TypeError(f"target must hold integer key indices, got dtype {target.dtype}")
+    lead = scores.shape[:-1]
+    try:
+        target = target.to("cpu", torch.int64).expand(lead).reshape(-1)
+    except RuntimeError:
+        raise ValueError(f"target shape {tuple(target.shape)} does not broadcast to the rows' shape "
+                         f"{tuple(lead)}") from None
+    if ((target < 0) | (target >= n)).any():
+        raise ValueError(f"target indices must lie in [0, {n}); got min {int(target.min())}, "
+                         f"max {int(target.max())}")
+    return z, target
+
+
+def _special(zmax: torch.Tensor) -> torch.Tensor:
+    """Per-row code from the row maximum (NaN propagates through it): 0 readable, 1 empty (all keys
+    masked), 2 NaN at an allowed key, 3 +inf at an allowed key."""
+    code = torch.zeros(zmax.shape, dtype=torch.int64)
+    code[torch.isposinf(zmax)] = 3
+    code[torch.isnan(zmax)] = 2
+    code[torch.isneginf(zmax)] = 1
+    return code
+
+
+def _readable_stats(zm: torch.Tensor, target: torch.Tensor | None, opt: RowOptions) -> dict[str, object]:
+    n = zm.shape[-1]
+    full = bool(zm.amin(-1).gt(-math.inf).all()) if zm.numel() else True
+    n_keys = torch.full(zm.shape[:1], n, dtype=torch.int64) if full else (zm > -math.inf).sum(-1)
+    first = zm.max(-1).indices
+    rest = zm.scatter(-1, first.unsqueeze(-1), -math.inf).max(-1)
+    second = torch.where(rest.values > -math.inf, rest.indices, first)
+    if target is None:
+        target = first
+    elif not (zm.gather(-1, target.unsqueeze(-1)) > -math.inf).all():
+        raise ValueError("a target index points at a masked key; targets must be attended keys")
+    m = conc.margins(zm, target, opt.b)
+    ratio, a_act = conc.ratios(zm, target, opt.b, opt.tau)
+    out: dict[str, object] = {
+        "status": conc.status(m["u_star"], opt.tau), "target": target, "target_is_max": m["target_is_max"],
+        "n_keys": n_keys, "a_act": a_act, "delta": m["delta"], "u_star": m["u_star"], "rho": m["rho"],
+    }
+    s = conc.s_p(ratio, opt.p)
+    del ratio
+    for p in opt.p:
+        out[f"s_p{_deg(p)}"] = s[p]
+    out["p_star"] = conc.p_star(a_act, m["rho"], m["target_is_max"])
+    if opt.sigmoid:
+        out["s_sigmoid"] = conc.s_sigmoid(zm, target, opt.b)
+    rm = rowmaps.get(opt.rowmap)
+    sink = sink_index(zm, n_keys, opt.sink, full)
+    out["argmax"] = first
+    for beta in opt.beta:
+        suffix = opt.beta_suffix(beta)
+        w = weights(zm, rm, beta)
+        for k, v in dispersion(w, zm, first, second, n_keys, beta, softmax=opt.rowmap == "softmax").items():
+            out[k + suffix] = v
+        out["target_mass" + suffix] = key_mass(w, target)
+        out["sink_mass" + suffix] = key_mass(w, sink)
+        # p*_n(beta) is softmax's largest weight (seed 003 App. D): already at hand for softmax.
+        out["p_star_n" + suffix] = (out["max_weight" + suffix] if opt.rowmap == "softmax"
+                                    else p_star_n(zm, (beta,))[:, 0])
+        del w
+    out.update(gap_stats(zm, n_keys, eps=opt.eps, r=opt.r))
+    if opt.gamma:
+        gammas = torch.tensor(opt.gamma, dtype=zm.dtype)
+        ps = p_star_n(zm, out["lambda_n"].unsqueeze(-1) * gammas)
+        for k, gamma in enumerate(opt.gamma):
+            out[f"p_star_n_gamma{gamma:g}"] = ps[:, k]
+    return out
+
+
+LABELS = np.array([*conc.STATUS, *SPECIAL], dtype=object)
+
+
+def _column(name: str, values: torch.Tensor, code: torch.Tensor, readable: np.ndarray | None):
+    """Scatter per-readable-row values into a full-length column (``readable`` None: every row is):
+    NaN or NA on unreadable rows, whose status is their special label. Integer and boolean columns are
+    pandas' nullable types always, so every block has the same schema."""
+    v = values.numpy()
+    if name == "status":
+        full = code.numpy() + len(conc.STATUS) - 1
+        if readable is not None:
+            full[readable] = v
+        return LABELS[full if readable is not None else v]
+    if readable is not None:
+        col = np.zeros(len(readable), dtype=v.dtype) if v.dtype.kind != "f" else np.full(len(readable), np.nan)
+        col[readable] = v
+        v = col
+    if v.dtype.kind == "f":
+        return v
+    missing = np.zeros(len(v), dtype=bool) if readable is None else ~readable
+    if v.dtype == np.bool_:
+        return pd.arrays.BooleanArray(v, missing)
+    return pd.arrays.IntegerArray(v.astype(np.int64), missing)
+
+
+def stats_frame(zm: torch.Tensor, target: torch.Tensor | None, opt: RowOptions) -> pd.DataFrame:
+    """``row_stats`` on rows already validated by ``as_rows``."""
+    code = _special(zm.amax(-1))
+    readable = code == 0
+    every = bool(readable.all())
+    sub = (lambda t: t) if every else (lambda t: t[readable])
+    stats = _readable_stats(sub(zm), None if target is None else sub(target), opt)
+    keep = None if every else readable.numpy()
+    cols = {k: _column(k, v, code, keep) for k, v in stats.items()}
+    for p in opt.p:
+        s = cols[f"s_p{_deg(p)}"]
+        known = ~np.isnan(s)
+        cols[f"safe_p{_deg(p)}"] = _flag(s < 1, known)
+        cols[f"safe_eps_p{_deg(p)}"] = _flag(s < 1 + opt.eps, known)
+        cols[f"pred_safe_p{_deg(p)}"] = _flag(p >= cols["p_star"], ~np.isnan(cols["p_star"]))
+    return pd.DataFrame(cols)
+
+
+def _flag(values: np.ndarray, known: np.ndarray) -> pd.arrays.BooleanArray:
+    return pd.arrays.BooleanArray(values & known, ~known)
+
+
+def row_stats(scores, mask=None, *, p: float | Sequence[float] = (2, 4, 8, 16), b: float = 0.0,
+              tau: float | None = None, target=None, eps: float = 1e-6,
+              beta: float | Sequence[float] = 1.0, sink: int = 0, rowmap: str = "softmax",
+              sigmoid: bool = False, r: float | None = None, gamma: float | Sequence[float] = ()) -> pd.DataFrame:
+    """One record per score row (leading dims of ``scores`` flattened in C order), in float64.
+
+    scores: (..., n) floating tensor or array, keys last. mask: bool, True = key may be attended,
+    broadcasting to scores. target: per-row answer key index (shape scores.shape[:-1] or broadcasting
+    to it); None = the row argmax (seed 000 §3, App. S). b, tau: bias and optional cap of
+    r = clamp(z + b, 0, tau). p: degrees of S_p. eps: tolerance of the measured-safe rule
+    ``safe_eps_p*`` (S_p < 1 + eps, seed 000 App. P) and of the contact gap (seed 003 §4.2).
+    beta: inverse temperature(s) of ``rowmap`` for the dispersion columns, the sink and target mass
+    and p*_n(beta); with several betas those columns get a ``_beta<b>`` suffix. sink: which allowed key
+    is the sink (0 = the first allowed key; NaN where not yet visible). sigmoid: add S_sigma (App. T).
+    r: resolution of lambda_resolved (default log(1 + log n), seed 003 App. D). gamma: add p*_n(gamma
+    Lambda_n) columns ``p_star_n_gamma<g>`` (the App. D.1 boundary check).
+
+    Columns: status, target, target_is_max, n_keys, a_act, delta, u_star, rho, s_p<p>, p_star, entropy,
+    entropy_norm, support, max_weight, top2_gap, target_mass, sink_mass, argmax, lambda_n, tie,
+    contact_gap, contact_count, alpha_n, contact_entropy, lambda_resolved, p_star_n, safe_p<p>
+    (S_p < 1), safe_eps_p<p> (S_p < 1 + eps), pred_safe_p<p> (p >= p_star); boolean columns are NA
+    where their statistic is undefined.
+    """
+    opt = RowOptions.make(p=p, b=b, tau=tau, eps=eps, beta=beta, sink=sink, rowmap=rowmap, sigmoid=sigmoid,
+                          r=r, gamma=gamma)
+    zm, tgt = as_rows(scores, mask, target)
+    return stats_frame(zm, tgt, opt)

@@ -1,0 +1,180 @@
+"""Streaming ``row_stats`` into a Parquet table while a forward pass produces score blocks.
+
+Memory stays O(block x keys): each block handed to ``RowStatsWriter.add`` is reduced to one record per
+row in chunks of at most ``chunk_values`` scores, appended to the file as a row group and dropped; the
+(queries x keys) map of a layer is never held. The file appears only when the writer closes cleanly
+(it is written under a temporary name and renamed), so a failed run leaves the previous table intact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+
+from .rows import RowOptions, as_rows, stats_frame
+
+LOCATION = ("layer", "head", "prompt", "query")
+ROW_GROUP = 1 << 16  # rows per Parquet row group: large enough to scan fast, small enough to hold
+META_KEY = b"attnlab"
+
+
+def _expand(name: str, t, shape: torch.Size) -> torch.Tensor:
+    t = torch.as_tensor(t)
+    try:
+        return t.expand(shape)
+    except RuntimeError:
+        raise ValueError(f"{name} shape {tuple(t.shape)} does not broadcast to {tuple(shape)}") from None
+
+
+def query_sample(n_queries: int, *, offset: int = 0, every: int = 1,
+                 positions: Sequence[int] | None = None) -> torch.Tensor:
+    """Indices (along a block's query axis) of the query positions to keep: every ``every``-th absolute
+    position (offset + i), or exactly ``positions`` (absolute) when given."""
+    absolute = torch.arange(offset, offset + n_queries)
+    if positions is not None:
+        keep = torch.isin(absolute, torch.as_tensor(list(positions), dtype=torch.int64))
+    else:
+        keep = absolute % every == 0
+    return torch.nonzero(keep).flatten()
+
+
+class RowStatsWriter:
+    """Append per-row diagnostics of score blocks to a Parquet table (seed 000 App. B layout: one row per
+    layer, head, prompt and query position), with ``config`` and the row options in the file metadata.
+
+    Use as a context manager::
+
+        with RowStatsWriter("rows.parquet", RowOptions.make(b=0.5), config={"model": "..."}) as w:
+            for layer, scores in blocks:            # scores: (batch, heads, queries, keys)
+                w.add(scores, mask, layer=layer, prompt=0, query_offset=q0)
+    """
+
+    def __init__(self, path: str | os.PathLike, options: RowOptions = RowOptions(), *,
+                 config: dict | None = None, every: int = 1, positions: Sequence[int] | None = None,
+                 chunk_values: int = 1 << 21) -> None:
+        if not (isinstance(every, int) and every >= 1):
+            raise ValueError(f"every must be an int >= 1, got {every!r}")
+        if chunk_values < 1:
+            raise ValueError(f"chunk_values must be >= 1, got {chunk_values!r}")
+        self.path = Path(path)
+        if not self.path.parent.is_dir():
+            raise FileNotFoundError(f"the folder for {self.path} does not exist")
+        self.options = options
+        self.every, self.positions = every, None if positions is None else sorted(set(positions))
+        self.chunk_values = chunk_values
+        meta = {"options": {k: getattr(options, k) for k in options.__dataclass_fields__},
+                "config": config or {}, "every": every, "positions": self.positions}
+        self._meta = json.dumps(meta, default=str).encode()
+        self._tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        self._writer: pq.ParquetWriter | None = None
+        self._pending: list[pd.DataFrame] = []
+        self._pending_rows = 0
+        self.rows_written = 0
+        self.status_counts: dict[str, int] = {}
+
+    def add(self, scores: torch.Tensor, mask: torch.Tensor | None = None, *, layer: int,
+            prompt: int | Sequence[int] = 0, query_offset: int = 0, target: torch.Tensor | None = None,
+            heads: Sequence[int] | None = None) -> int:
+        """Diagnose a block of scores (heads, queries, keys) or (batch, heads, queries, keys).
+
+        ``prompt`` labels the batch entries (an int for a single prompt, or one id per batch entry);
+        ``query_offset`` is the absolute position of the block's first query; ``heads`` labels the head
+        axis (default 0..H-1); ``mask`` and ``target`` broadcast as in ``row_stats``. Returns the number
+        of rows written.
+        """
+        if scores.dim() == 3:
+            scores = scores.unsqueeze(0)
+        if scores.dim() != 4:
+            raise ValueError(f"scores must be (heads, queries, keys) or (batch, heads, queries, keys), "
+                             f"got shape {tuple(scores.shape)}")
+        bsz, n_heads, n_q, n_k = scores.shape
+        prompts = [prompt] * bsz if isinstance(prompt, int) else list(prompt)
+        head_ids = list(range(n_heads)) if heads is None else list(heads)
+        if len(prompts) != bsz or len(head_ids) != n_heads:
+            raise ValueError(f"got {len(prompts)} prompt ids for batch {bsz} and {len(head_ids)} head ids "
+                             f"for {n_heads} heads")
+        keep = query_sample(n_q, offset=query_offset, every=self.every, positions=self.positions)
+        if keep.numel() == 0:
+            return 0
+        mask = None if mask is None else _expand("mask", mask, scores.shape).index_select(2, keep)
+        target = None if target is None else _expand("target", target, scores.shape[:-1]).index_select(2, keep)
+        scores = scores.index_select(2, keep).reshape(-1, n_k)
+        mask = None if mask is None else mask.reshape(-1, n_k)
+        target = None if target is None else target.reshape(-1)
+        loc = {  # C order over (batch, heads, kept queries), as scores was flattened
+            "layer": np.full(scores.shape[0], layer, dtype=np.int64),
+            "head": np.tile(np.repeat(np.asarray(head_ids, dtype=np.int64), keep.numel()), bsz),
+            "prompt": np.repeat(np.asarray(prompts, dtype=np.int64), n_heads * keep.numel()),
+            "query": np.tile(keep.numpy().astype(np.int64) + query_offset, bsz * n_heads),
+        }
+        step = max(1, self.chunk_values // n_k)
+        for r0 in range(0, scores.shape[0], step):
+            sl = slice(r0, r0 + step)
+            zm, tgt = as_rows(scores[sl], None if mask is None else mask[sl],
+                              None if target is None else target[sl])
+            frame = stats_frame(zm, tgt, self.options)
+            self._buffer(pd.concat([pd.DataFrame({k: v[sl] for k, v in loc.items()}), frame], axis=1))
+        return scores.shape[0]
+
+    def _buffer(self, frame: pd.DataFrame) -> None:
+        self._pending.append(frame)
+        self._pending_rows += len(frame)
+        if self._pending_rows >= ROW_GROUP:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        frame = pd.concat(self._pending, ignore_index=True)
+        self._pending, self._pending_rows = [], 0
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        if self._writer is None:
+            schema = table.schema.with_metadata({**(table.schema.metadata or {}), META_KEY: self._meta})
+            self._writer = pq.ParquetWriter(self._tmp, schema)
+        self._writer.write_table(table.replace_schema_metadata(self._writer.schema.metadata))
+        self.rows_written += len(frame)
+        for k, v in frame["status"].value_counts().items():
+            self.status_counts[k] = self.status_counts.get(k, 0) + int(v)
+
+    def close(self) -> Path:
+        """Finish the file and move it into place; with no rows added, an empty table is written."""
+        self._flush()
+        if self._writer is None:
+            empty = stats_frame(torch.zeros(0, 1, dtype=torch.float64), None, self.options)
+            loc = pd.DataFrame({k: np.zeros(0, dtype=np.int64) for k in LOCATION})
+            self._buffer(pd.concat([loc, empty], axis=1))
+            self._flush()
+        self._writer.close()
+        os.replace(self._tmp, self.path)
+        return self.path
+
+    def abort(self) -> None:
+        """Drop the partial file; an existing table at ``path`` is left as it was."""
+        self._pending, self._pending_rows = [], 0
+        if self._writer is not None:
+            self._writer.close()
+        self._tmp.unlink(missing_ok=True)
+
+    def __enter__(self) -> RowStatsWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+def read_rows(path: str | os.PathLike) -> tuple[pd.DataFrame, dict]:
+    """A table written by ``RowStatsWriter`` and the metadata it was written with."""
+    table = pq.read_table(path)
+    meta = json.loads((table.schema.metadata or {}).get(META_KEY, b"{}"))
+    return table.to_pandas(), meta
