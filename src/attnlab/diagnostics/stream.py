@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
+from ..perf import trim_heap
 from .rows import RowOptions, as_rows, stats_frame
 
 LOCATION = ("layer", "head", "prompt", "query")
@@ -122,6 +123,7 @@ class RowStatsWriter:
                               None if target is None else target[sl])
             frame = stats_frame(zm, tgt, self.options)
             self._buffer(pd.concat([pd.DataFrame({k: v[sl] for k, v in loc.items()}), frame], axis=1))
+        trim_heap()
         return scores.shape[0]
 
     def _buffer(self, frame: pd.DataFrame) -> None:
