@@ -14,7 +14,7 @@ from attnlab.diagnostics.gaps import gap_stats, p_star_n
 EPS = 1e-6
 
 
-def brute(z, allowed, eps=EPS, r=None):
+def brute(z, allowed, eps=EPS, r="auto"):
     """Seed 003 Def. 4.3-4.5, Lemma C.1, Cor. C.2, Def. D.3 on one row, by enumeration."""
     vals = [z[j] for j in range(len(z)) if allowed[j]]
     n = len(vals)
@@ -24,7 +24,7 @@ def brute(z, allowed, eps=EPS, r=None):
     def count(t):
         return sum(1 for g in gaps if g <= t)
 
-    r = math.log1p(math.log(n)) if r is None else r
+    r = math.log1p(math.log(n)) if r == "auto" else r
     positive = sorted({g for g in gaps if g > 0})
     if count(0) >= 2:
         lam = math.inf
@@ -47,11 +47,11 @@ def brute(z, allowed, eps=EPS, r=None):
     return out
 
 
-def _stats(z, mask=None, **kw):
+def _stats(z, mask=None, r="auto", **kw):
     z = torch.as_tensor(z, dtype=torch.float64)
     z = z if z.dim() == 2 else z.unsqueeze(0)
     zm = z if mask is None else torch.where(torch.as_tensor(mask), z, -math.inf)
-    return gap_stats(zm, (zm > -math.inf).sum(-1), **kw)
+    return gap_stats(zm, (zm > -math.inf).sum(-1), r=r, **kw)
 
 
 def _same(a, b):
@@ -161,8 +161,43 @@ def test_lambda_n_is_the_critical_scale(family):
 def test_row_stats_carries_gap_columns():
     z = torch.randn(3, 4, 20)
     df = row_stats(z)
-    for k in ("lambda_n", "tie", "contact_gap", "contact_count", "alpha_n", "contact_entropy",
-              "lambda_resolved", "p_star_n"):
+    for k in ("lambda_n", "tie", "contact_gap", "contact_count", "alpha_n", "contact_entropy", "p_star_n"):
         assert k in df.columns
+    assert "lambda_resolved" not in df.columns and "lambda_resolved" in row_stats(z, r="auto").columns
     ref = _stats(z.reshape(12, 20).double())
     assert np.allclose(df["lambda_n"].to_numpy(), ref["lambda_n"].numpy())
+
+
+def _numpy_reference(row, r):
+    """The same definitions with a full numpy sort of one row (no pruning), for rows too long to enumerate."""
+    gaps = np.sort(row.max() - row)
+    count = np.searchsorted(gaps, gaps, side="right")
+    pos = gaps > 0
+    lam = np.inf if count[0] >= 2 else max(np.max(np.log(count[pos]) / gaps[pos], initial=0.0), 0.0)
+    res = np.log1p(np.log(row.size)) if r == "auto" else r
+    above = pos & (np.log(count) > res)
+    lam_r = np.max((np.log(count[above]) - res) / gaps[above]) if above.any() else np.nan
+    lam_r = np.inf if np.log(count[0]) > res else lam_r
+    contact = pos & (np.log(count) / np.where(pos, gaps, 1) >= (1 - EPS) * lam) if np.isfinite(lam) else pos & False
+    delta = gaps[contact].max() if contact.any() else np.nan
+    return lam, delta, lam_r
+
+
+@pytest.mark.parametrize("n,scale,r", [(1024, 1.0, "auto"), (2048, 5.0, None), (4096, 0.2, 1.0),
+                                       (1000, 1.0, "auto")])
+def test_pruned_long_rows_match_full_sort(n, scale, r):
+    """Rows of >= 512 keys take the pruned path (group-maxima bounds); it must agree with a full sort."""
+    g = torch.Generator().manual_seed(n)
+    z = torch.randn(12, n, generator=g, dtype=torch.float64) * scale
+    z[0] = torch.round(z[0] * 4) / 4             # many equal gaps
+    z[1, 7] = z[1].max()                          # tied maximum
+    z[2] = 0.0
+    z[2, :40] = 1.0
+    z[2, 0] = 1.5                                 # a plateau: Lambda_n comes from a large count
+    out = _stats(z, r=r)
+    for i in range(12):
+        lam, delta, lam_r = _numpy_reference(z[i].numpy(), r if r is not None else "auto")
+        assert _same(out["lambda_n"][i].item(), float(lam)), i
+        assert _same(out["contact_gap"][i].item(), float(delta)), i
+        if r is not None:
+            assert _same(out["lambda_resolved"][i].item(), float(lam_r)), i

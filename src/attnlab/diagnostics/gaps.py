@@ -8,7 +8,7 @@ App. C-D. With gaps g_j = z* - z_j over the n allowed keys (z* the row maximum):
     Lambda_n = inf when the maximum is tied (N_n(0) >= 2, Cor. C.2)
     Delta_n = the largest positive gap u with log N_n(u) / u >= (1 - eps) Lambda_n  (Def. 4.5; eps absorbs
               float rounding, 1e-6 by default), alpha_n = log N_n(Delta_n) / log n, C_n = alpha_n log n
-    Lambda_n^(r) = sup over t > 0 with log N_n(t) > r of (log N_n(t) - r) / t        (Def. D.3)
+    Lambda_n^(r) = sup over t > 0 with log N_n(t) > r of (log N_n(t) - r) / t        (Def. D.3, on request)
     p*_n(beta) = max_j softmax(beta z)_j = 1 / Z_n(beta),  Z_n(beta) = sum_j exp(-beta g_j)   (App. D)
 
 Rows are float64 ``zm`` of shape (R, n) with -inf at masked keys; every row has at least one allowed
@@ -29,56 +29,105 @@ def sorted_gaps(zm: torch.Tensor) -> torch.Tensor:
 
 
 def counts(gs: torch.Tensor) -> torch.Tensor:
-    """N_n(g_(j)) for each sorted gap: the number of gaps <= it, ties included (Def. 4.3)."""
-    return torch.searchsorted(gs, gs, right=True)
+    """j + 1 at sorted position j: N_n(g_(j)) at the last of each run of equal gaps (Def. 4.3).
+
+    Earlier members of a run undercount, but they share the run's gap, so every maximum over gaps of
+    a quantity increasing in N_n (log N / u, (log N - r) / u, the contact count) is attained at the run's
+    last member with its exact count; no search is needed.
+    """
+    return torch.arange(1, gs.shape[-1] + 1).expand(gs.shape)
 
 
-def default_resolution(n_keys: torch.Tensor) -> torch.Tensor:
-    """r = log(1 + log n): the envelope discretisation error of seed 003 App. D (eq. after Prop. D.6),
-    the smallest resolution at which Lambda_n^(r) tracks the rank boundary."""
-    return torch.log1p(n_keys.to(torch.float64).log())
+def resolution(n_keys: torch.Tensor, r: float | str) -> torch.Tensor:
+    """The resolution r per row: a number, or "auto" for r = log(1 + log n), the envelope discretisation
+    error of seed 003 App. D (after Prop. D.6) above which Lambda_n^(r) tracks the rank boundary."""
+    if r == "auto":
+        return torch.log1p(n_keys.to(torch.float64).log())
+    return torch.full(n_keys.shape, float(r), dtype=torch.float64)
 
 
 def gap_stats(zm: torch.Tensor, n_keys: torch.Tensor, *, eps: float = 1e-6,
-              r: float | None = None) -> dict[str, torch.Tensor]:
-    """lambda_n, tie, contact_gap, contact_count, alpha_n, contact_entropy and lambda_resolved per row
-    (seed 003 §4.2, Lemma C.1, Cor. C.2, Def. D.3).
+              r: float | str | None = None) -> dict[str, torch.Tensor]:
+    """lambda_n, tie, contact_gap, contact_count, alpha_n, contact_entropy and, when ``r`` is given,
+    lambda_resolved per row (seed 003 §4.2, Lemma C.1, Cor. C.2, Def. D.3).
 
     A single-key row has no competitor: N_n = 1 everywhere, so Lambda_n = 0 and the contact point is
     undefined (NaN). On tied rows Lambda_n = inf and the contact point is NaN; the seed leaves them out
-    of aggregates. lambda_resolved is NaN where no t has log N_n(t) > r. ``r`` defaults to log(1 + log n).
+    of aggregates. lambda_resolved is NaN where no t has log N_n(t) > r.
     """
-    gs = sorted_gaps(zm)
+    res = None if r is None else resolution(n_keys, r)
+    return _from_sorted(_upper_gaps(zm, n_keys, eps, res), n_keys, eps, res)
+
+
+GROUPS = 128  # strided key groups whose maxima give the cheap lower bounds below
+
+
+def _upper_gaps(zm: torch.Tensor, n_keys: torch.Tensor, eps: float, res: torch.Tensor | None) -> torch.Tensor:
+    """The ascending gaps each row's statistics can depend on, padded with +inf: a full sort costs ~100
+    softmax passes at 8192 keys, while Lambda_n is decided by the upper tail.
+
+    Any subset of the keys gives lower bounds Lambda_lb <= Lambda_n and Lambda_lb^(r) <= Lambda_n^(r)
+    (its counting function is smaller at every t). A gap u can then matter only if log n / u >=
+    (1 - eps) Lambda_lb, or (log n - r) / u >= Lambda_lb^(r), because N_n(u) <= n; larger gaps are
+    dropped and the rest sorted. The maxima of strided key groups are such a subset and hold the top
+    of the row: on N(0, 1) rows of 8192 keys they give Lambda_n itself and keep ~5% of the keys.
+    Lambda_n^(r) reaches deeper into the row (~30% there), so asking for it costs more.
+    """
+    n = zm.shape[-1]
+    g = zm.amax(-1, keepdim=True) - zm
+    if n < 4 * GROUPS:
+        return g.sort(-1).values
+    part = zm[:, : n - n % GROUPS].unflatten(-1, (-1, GROUPS)).amax(-2)
+    sub = _from_sorted((zm.amax(-1, keepdim=True) - part).sort(-1).values, n_keys, eps, res)
+    log_keys = n_keys.to(torch.float64).log()
+    bound = torch.where(sub["lambda_n"] > 0, log_keys / ((1 - eps) * sub["lambda_n"]), math.inf)
+    if res is not None:
+        lam_r = sub["lambda_resolved"]
+        bound = torch.maximum(bound, torch.where(lam_r > 0, (log_keys - res) / lam_r, math.inf))
+    keep = g <= bound.unsqueeze(-1)
+    per_row = keep.sum(-1)
+    width = int(per_row.max())
+    if width > n // 2:
+        return g.sort(-1).values
+    # nonzero lists the kept keys row by row: place them left-aligned in a narrow matrix, then sort it.
+    where = keep.nonzero()
+    rows = where[:, 0]
+    start = per_row.cumsum(0) - per_row
+    out = torch.full((zm.shape[0], width), math.inf, dtype=zm.dtype)
+    out[rows, torch.arange(rows.numel()) - start[rows]] = g[rows, where[:, 1]]
+    return out.sort(-1).values
+
+
+def _from_sorted(gs: torch.Tensor, n_keys: torch.Tensor, eps: float,
+                 res: torch.Tensor | None) -> dict[str, torch.Tensor]:
+    """The statistics from each row's ascending gaps (all gaps up to where they can matter, +inf after)."""
     count = counts(gs)
-    log_n = count.to(torch.float64).log()
+    log_count = count.to(torch.float64).log()
     positive = (gs > 0) & (gs < math.inf)
-    ratio = torch.where(positive, log_n / gs, -math.inf)
-    lam = ratio.amax(-1).clamp(min=0.0)
-    n_max = count[:, 0]
+    ratio = torch.where(positive, log_count / gs, -math.inf)
+    # N_n(0): the number of zero gaps, i.e. of keys at the maximum (Cor. C.2).
+    n_max = torch.searchsorted(gs, torch.zeros(gs.shape[0], 1, dtype=gs.dtype), right=True).squeeze(-1)
     tie = n_max >= 2
-    lam = torch.where(tie, math.inf, lam)
+    lam = torch.where(tie, math.inf, ratio.amax(-1).clamp(min=0.0))
     contact = positive & (ratio >= (1 - eps) * lam.unsqueeze(-1)) & ~tie.unsqueeze(-1)
     # Counts grow with the gap, so the largest contact gap is also the one with the largest count.
     at = torch.where(contact, count, 0).amax(-1)
     has = at > 0
-    delta = torch.where(contact, gs, -math.inf).amax(-1)
-    log_keys = n_keys.to(torch.float64).log()
-    log_count = at.to(torch.float64).log()
-    alpha = torch.where(has & (n_keys > 1), log_count / log_keys, math.nan)
-    res = default_resolution(n_keys) if r is None else torch.full_like(log_keys, float(r))
-    above = positive & (log_n > res.unsqueeze(-1))
-    lam_r = torch.where(above, (log_n - res.unsqueeze(-1)) / gs, -math.inf).amax(-1)
-    lam_r = torch.where(above.any(-1), lam_r, math.nan)
-    lam_r = torch.where(n_max.to(torch.float64).log() > res, math.inf, lam_r)
-    return {
+    log_at = at.to(torch.float64).log()
+    out = {
         "lambda_n": lam,
         "tie": tie,
-        "contact_gap": torch.where(has, delta, math.nan),
+        "contact_gap": torch.where(has, torch.where(contact, gs, -math.inf).amax(-1), math.nan),
         "contact_count": torch.where(has, at.to(torch.float64), math.nan),
-        "alpha_n": alpha,
-        "contact_entropy": torch.where(has, log_count, math.nan),
-        "lambda_resolved": lam_r,
+        "alpha_n": torch.where(has & (n_keys > 1), log_at / n_keys.to(torch.float64).log(), math.nan),
+        "contact_entropy": torch.where(has, log_at, math.nan),
     }
+    if res is not None:
+        above = positive & (log_count > res.unsqueeze(-1))
+        lam_r = torch.where(above, (log_count - res.unsqueeze(-1)) / gs, -math.inf).amax(-1)
+        lam_r = torch.where(above.any(-1), lam_r, math.nan)
+        out["lambda_resolved"] = torch.where(n_max.to(torch.float64).log() > res, math.inf, lam_r)
+    return out
 
 
 def p_star_n(zm: torch.Tensor, betas: Sequence[float] | torch.Tensor) -> torch.Tensor:

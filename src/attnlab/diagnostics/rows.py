@@ -41,7 +41,7 @@ class RowOptions:
     sink: int = 0
     rowmap: str = "softmax"
     sigmoid: bool = False
-    r: float | None = None
+    r: float | str | None = None
     gamma: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
@@ -60,8 +60,10 @@ class RowOptions:
             raise ValueError(f"beta must be a finite number > 0 or a list of them, got {self.beta!r}")
         if not (isinstance(self.sink, int) and self.sink >= 0):
             raise ValueError(f"sink must be an int >= 0 (0 = the first allowed key), got {self.sink!r}")
-        if self.r is not None and not (isinstance(self.r, (int, float)) and math.isfinite(self.r) and self.r >= 0):
-            raise ValueError(f"r must be None (log(1 + log n)) or a finite number >= 0, got {self.r!r}")
+        if not (self.r is None or self.r == "auto" or (isinstance(self.r, (int, float)) and math.isfinite(self.r)
+                                                       and self.r >= 0)):
+            raise ValueError(f"r must be None (no lambda_resolved), 'auto' (log(1 + log n)) or a finite "
+                             f"number >= 0, got {self.r!r}")
         if not all(isinstance(x, (int, float)) and x > 0 and not math.isnan(x) for x in self.gamma):
             raise ValueError(f"gamma must be a list of numbers > 0 (beta = gamma Lambda_n), got {self.gamma!r}")
         rm = rowmaps.get(self.rowmap)
@@ -247,12 +249,13 @@ def row_stats(scores, mask=None, *, p: float | Sequence[float] = (2, 4, 8, 16), 
     beta: inverse temperature(s) of ``rowmap`` for the dispersion columns, the sink and target mass
     and p*_n(beta); with several betas those columns get a ``_beta<b>`` suffix. sink: which allowed key
     is the sink (0 = the first allowed key; NaN where not yet visible). sigmoid: add S_sigma (App. T).
-    r: resolution of lambda_resolved (default log(1 + log n), seed 003 App. D). gamma: add p*_n(gamma
+    r: add lambda_resolved, Lambda_n^(r) at resolution r (a number, or "auto" for log(1 + log n), seed
+    003 App. D); it reads deeper into each row than Lambda_n and costs more. gamma: add p*_n(gamma
     Lambda_n) columns ``p_star_n_gamma<g>`` (the App. D.1 boundary check).
 
     Columns: status, target, target_is_max, n_keys, a_act, delta, u_star, rho, s_p<p>, p_star, entropy,
     entropy_norm, support, max_weight, top2_gap, target_mass, sink_mass, argmax, lambda_n, tie,
-    contact_gap, contact_count, alpha_n, contact_entropy, lambda_resolved, p_star_n, safe_p<p>
+    contact_gap, contact_count, alpha_n, contact_entropy, p_star_n, [lambda_resolved], safe_p<p>
     (S_p < 1), safe_eps_p<p> (S_p < 1 + eps), pred_safe_p<p> (p >= p_star); boolean columns are NA
     where their statistic is undefined.
     """
