@@ -64,37 +64,39 @@ def gap_stats(zm: torch.Tensor, n_keys: torch.Tensor, *, eps: float = 1e-6,
 
 
 DENSE_BELOW = 512  # keys per row under which a full sort is as cheap as the binning below
-BINS = 1024
+KEYS_PER_BIN = 8  # bins per row: n / 8, at most MAX_BINS (finer bins prune more but cost a wider table)
+MAX_BINS = 1024
 
 
 def _binned_candidates(g: torch.Tensor, eps: float,
                        res: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Ascending candidate gaps per row (+inf padded) and their exact counts N_n, without sorting rows.
+    """Ascending gaps of each row up to where they can matter (+inf padded), found without a full sort.
 
-    A full sort costs ~100 softmax passes at 8192 keys. Instead the gaps of each row go into BINS equal
-    bins of width h over [0, max gap]; with C_k the number of gaps in bins 0..k, every gap in bin k >= 1
-    has log N / u <= log C_k / (k h), and the largest gap of bin k has log N / u > log C_k / ((k+1) h).
-    The best such lower bound over bins rules out every bin whose upper bound is below (1 - eps) of it
-    (likewise for (log N - r) / u when r is given). Only the remaining bins are sorted; a key's count is
-    the number of gaps in earlier bins plus its rank in its own bin. On N(0, 1) rows of 8192 keys about
-    0.02% of the keys remain (at most ~2% in a row).
+    A full sort costs ~100 softmax passes at 8192 keys. Instead the gaps of each row go into n / 8 (at
+    most MAX_BINS) equal bins of width h over [0, max gap]. With C_k the number of gaps in bins 0..k,
+    every gap in bin k >= 1 has log N / u <= log C_k / (k h), and the largest gap of bin k has
+    log N / u > log C_k / ((k+1) h). The best such lower bound rules out every bin whose upper bound is
+    below (1 - eps) of it (likewise for (log N - r) / u when r is given). The bins up to the last one
+    still needed are sorted, and a key's count is its rank among them. On N(0, 1) rows of 8192 keys
+    about 0.5% of the keys remain.
     """
     rows = g.shape[0]
+    bins = min(MAX_BINS, g.shape[-1] // KEYS_PER_BIN)
     top = g.nan_to_num(posinf=0.0).amax(-1, keepdim=True)
-    h = torch.where(top > 0, top / BINS, 1.0)
-    # Bin BINS holds the largest gap itself; masked keys (+inf) go to a bin of their own, BINS + 1.
-    index = (g / h).clamp_(max=BINS + 1).floor_().long()
-    hist = torch.zeros(rows, BINS + 2, dtype=torch.int64).scatter_add_(1, index, torch.ones_like(index))
+    h = torch.where(top > 0, top / bins, 1.0)
+    # Bin `bins` holds the largest gap itself; masked keys (+inf) go to a bin of their own, bins + 1.
+    index = (g / h).clamp_(max=bins + 1).floor_().long()
+    hist = torch.zeros(rows, bins + 2, dtype=torch.int64).scatter_add_(1, index, torch.ones_like(index))
     upto = hist.cumsum(-1)
     log_upto = upto.to(g.dtype).log()
-    k = torch.arange(BINS + 2, dtype=g.dtype)
+    k = torch.arange(bins + 2, dtype=g.dtype)
     # A relative slack covers the rounding of g / h: a gap placed in bin k may sit an ulp below k h.
     lower_edge = k * h * (1 - 1e-12)
     upper_edge = (k + 1) * h * (1 + 1e-12)
     filled = hist > 0
     informative = filled.clone()
     informative[:, 0] = hist[:, 0] > 1  # bin 0 alone holds the maximum, gap 0: no ratio
-    informative[:, BINS + 1] = False
+    informative[:, bins + 1] = False
     ub = torch.where(k > 0, log_upto / lower_edge, math.inf)
     lb = torch.where(informative, log_upto / upper_edge, -math.inf).amax(-1, keepdim=True)
     keep = filled & (ub >= (1 - eps) * lb)
@@ -103,7 +105,7 @@ def _binned_candidates(g: torch.Tensor, eps: float,
         ok = informative & (excess > 0)
         lb_r = torch.where(ok, excess / upper_edge, -math.inf).amax(-1, keepdim=True)
         keep |= filled & (excess > 0) & (torch.where(k > 0, excess / lower_edge, math.inf) >= lb_r)
-    keep[:, BINS + 1] = False
+    keep[:, bins + 1] = False
     # Keep every bin up to the last one needed: then a key's count is just its rank in the prefix.
     last = torch.where(keep, k.long(), -1).amax(-1, keepdim=True)
     chosen = index <= last
