@@ -7,7 +7,8 @@ support under softmax, Lambda_n and the contact point, sink mass, all in float64
 the same float32 rows (N(0, 1), causal mask over the last query block) go through ``torch.softmax`` and
 through ``row_stats``; the ratio of best times is the cost of the bundle in softmax passes. The naive
 baseline calls ``row_stats`` one row at a time, as a per-row script would (timed on a few rows and
-scaled). Peak memory is the resident-set high-water mark of a fresh process that runs one bundle.
+scaled). Peak memory is the resident-set high-water mark of a fresh process that runs one bundle, and
+its growth over the resident set just before the call (Linux /proc).
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ tune_malloc()
 torch.set_num_threads(int(sys.argv[3]))
 rows, keys = int(sys.argv[1]), int(sys.argv[2])
 z = torch.randn(rows, keys)
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+with open("/proc/self/statm") as f:
+    before = int(f.read().split()[1]) * resource.getpagesize() // 1024
 row_stats(z)
 print(before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """

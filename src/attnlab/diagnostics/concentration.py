@@ -20,15 +20,19 @@ import torch
 P_STAR_RHO_MAX = 0.99  # App. P: the clip of rho that caps log(1 / (1 - rho))
 
 
-def margins(zm: torch.Tensor, target: torch.Tensor, b: float) -> dict[str, torch.Tensor]:
+def margins(zm: torch.Tensor, target: torch.Tensor, b: float,
+            rest_max: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     """Delta, u_* and rho of seed 000 §3, and whether the target is score-maximal (Delta >= 0).
 
-    ``zm`` holds -inf at masked keys. Delta is +inf on a single-key row (no distractor); rho is NaN
-    where u_* <= 0, where it has no meaning (a dead row).
+    ``zm`` holds -inf at masked keys; ``rest_max``, the largest score other than the target's, is
+    computed when not given. Delta is +inf on a single-key row (no distractor); rho is NaN where
+    u_* <= 0, where it has no meaning (a dead row).
     """
     idx = target.unsqueeze(-1)
     z_star = zm.gather(-1, idx).squeeze(-1)
-    delta = z_star - zm.scatter(-1, idx, -math.inf).amax(-1)
+    if rest_max is None:
+        rest_max = zm.scatter(-1, idx, -math.inf).amax(-1)
+    delta = z_star - rest_max
     u_star = z_star + b
     rho = torch.where(u_star > 0, delta / u_star, math.nan)
     return {"delta": delta, "u_star": u_star, "rho": rho, "target_is_max": delta >= 0}

@@ -149,10 +149,12 @@ def _readable_stats(zm: torch.Tensor, target: torch.Tensor | None, opt: RowOptio
     rest = zm.scatter(-1, first.unsqueeze(-1), -math.inf).max(-1)
     second = torch.where(rest.values > -math.inf, rest.indices, first)
     if target is None:
+        m = conc.margins(zm, first, opt.b, rest_max=rest.values)
         target = first
     elif not (zm.gather(-1, target.unsqueeze(-1)) > -math.inf).all():
         raise ValueError("a target index points at a masked key; targets must be attended keys")
-    m = conc.margins(zm, target, opt.b)
+    else:
+        m = conc.margins(zm, target, opt.b)
     ratio, a_act = conc.ratios(zm, target, opt.b, opt.tau)
     out: dict[str, object] = {
         "status": conc.status(m["u_star"], opt.tau), "target": target, "target_is_max": m["target_is_max"],
