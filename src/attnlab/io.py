@@ -35,6 +35,7 @@ def write_json(path: str | os.PathLike, payload: Any) -> Path:
 
 
 TENSOR_SUFFIXES = (".npy", ".safetensors", ".pt", ".pth")
+PARQUET_META_KEY = b"attnlab"  # where attnlab's Parquet tables keep their run config (as JSON)
 
 
 def load_tensor(path: str | os.PathLike, key: str | None = None):
@@ -79,5 +80,5 @@ def write_parquet(path: str | os.PathLike, frame, metadata: dict | None = None) 
     table = pa.Table.from_pandas(frame, preserve_index=False)
     if metadata is not None:
         table = table.replace_schema_metadata(
-            {**(table.schema.metadata or {}), b"attnlab": json.dumps(metadata, default=str).encode()})
+            {**(table.schema.metadata or {}), PARQUET_META_KEY: json.dumps(metadata, default=str).encode()})
     return atomic_write(path, lambda tmp: pq.write_table(table, tmp))

@@ -19,12 +19,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
+from ..io import PARQUET_META_KEY
 from ..perf import trim_heap
 from .rows import RowOptions, as_rows, stats_frame
 
 LOCATION = ("layer", "head", "prompt", "query")
 ROW_GROUP = 1 << 16  # rows per Parquet row group: large enough to scan fast, small enough to hold
-META_KEY = b"attnlab"
 
 
 def _expand(name: str, t, shape: torch.Size) -> torch.Tensor:
@@ -139,7 +139,7 @@ class RowStatsWriter:
         self._pending, self._pending_rows = [], 0
         table = pa.Table.from_pandas(frame, preserve_index=False)
         if self._writer is None:
-            schema = table.schema.with_metadata({**(table.schema.metadata or {}), META_KEY: self._meta})
+            schema = table.schema.with_metadata({**(table.schema.metadata or {}), PARQUET_META_KEY: self._meta})
             self._writer = pq.ParquetWriter(self._tmp, schema)
         self._writer.write_table(table.replace_schema_metadata(self._writer.schema.metadata))
         self.rows_written += len(frame)
@@ -178,5 +178,5 @@ class RowStatsWriter:
 def read_rows(path: str | os.PathLike) -> tuple[pd.DataFrame, dict]:
     """A table written by ``RowStatsWriter`` and the metadata it was written with."""
     table = pq.read_table(path)
-    meta = json.loads((table.schema.metadata or {}).get(META_KEY, b"{}"))
+    meta = json.loads((table.schema.metadata or {}).get(PARQUET_META_KEY, b"{}"))
     return table.to_pandas(), meta
