@@ -8,7 +8,8 @@ App. C-D. With gaps g_j = z* - z_j over the n allowed keys (z* the row maximum):
     Lambda_n = inf when the maximum is tied (N_n(0) >= 2, Cor. C.2)
     Delta_n = the largest positive gap u with log N_n(u) / u >= (1 - eps) Lambda_n  (Def. 4.5; eps absorbs
               float rounding, 1e-6 by default), alpha_n = log N_n(Delta_n) / log n, C_n = alpha_n log n
-    Lambda_n^(r) = sup over t > 0 with log N_n(t) > r of (log N_n(t) - r) / t        (Def. D.3, on request)
+    Lambda_n^(r) = sup over t > 0 with log N_n(t) > r of (log N_n(t) - r) / t, sup of nothing = 0
+                                                                             (Def. D.3, on request)
     p*_n(beta) = max_j softmax(beta z)_j = 1 / Z_n(beta),  Z_n(beta) = sum_j exp(-beta g_j)   (App. D)
 
 Rows are float64 ``zm`` of shape (R, n) with -inf at masked keys; every row has at least one allowed
@@ -51,9 +52,9 @@ def gap_stats(zm: torch.Tensor, n_keys: torch.Tensor, *, eps: float = 1e-6,
     """lambda_n, tie, contact_gap, contact_count, alpha_n, contact_entropy and, when ``r`` is given,
     lambda_resolved per row (seed 003 §4.2, Lemma C.1, Cor. C.2, Def. D.3).
 
-    A single-key row has no competitor: N_n = 1 everywhere, so Lambda_n = 0 and the contact point is
-    undefined (NaN). On tied rows Lambda_n = inf and the contact point is NaN; the seed leaves them out
-    of aggregates. lambda_resolved is NaN where no t has log N_n(t) > r.
+    Rows with fewer than 2 allowed keys lie outside the seed's n >= 2 (§2.1): NaN, and ``tie`` False.
+    On tied rows Lambda_n = inf and the contact point is NaN; the seed leaves them out of aggregates.
+    lambda_resolved is 0 where no t has log N_n(t) > r (Def. D.3: sup of nothing = 0).
     """
     res = None if r is None else resolution(n_keys, r)
     g = zm.amax(-1, keepdim=True) - zm
@@ -135,6 +136,8 @@ def _from_sorted(gs: torch.Tensor, count: torch.Tensor, n_keys: torch.Tensor, ep
     at = torch.where(contact, count, 0).amax(-1)
     has = at > 0
     log_at = at.to(torch.float64).log()
+    few = n_keys < 2  # outside the seed's n >= 2 (§2.1): no competitor, nothing to count
+    tie = tie & ~few
     out = {
         "lambda_n": lam,
         "tie": tie,
@@ -146,9 +149,9 @@ def _from_sorted(gs: torch.Tensor, count: torch.Tensor, n_keys: torch.Tensor, ep
     if res is not None:
         above = positive & (log_count > res.unsqueeze(-1))
         lam_r = torch.where(above, (log_count - res.unsqueeze(-1)) / gs, -math.inf).amax(-1)
-        lam_r = torch.where(above.any(-1), lam_r, math.nan)
+        lam_r = lam_r.clamp(min=0.0)  # Def. D.3: sup of nothing = 0
         out["lambda_resolved"] = torch.where(n_max.to(torch.float64).log() > res, math.inf, lam_r)
-    return out
+    return {k: v if k == "tie" else torch.where(few, math.nan, v) for k, v in out.items()}
 
 
 def p_star_n(zm: torch.Tensor, betas: Sequence[float] | torch.Tensor) -> torch.Tensor:
