@@ -240,7 +240,8 @@ def _flag(values: np.ndarray, known: np.ndarray) -> pd.arrays.BooleanArray:
 def row_stats(scores, mask=None, *, p: float | Sequence[float] = (2, 4, 8, 16), b: float = 0.0,
               tau: float | None = None, target=None, eps: float = 1e-6,
               beta: float | Sequence[float] = 1.0, sink: int = 0, rowmap: str = "softmax",
-              sigmoid: bool = False, r: float | None = None, gamma: float | Sequence[float] = ()) -> pd.DataFrame:
+              sigmoid: bool = False, r: float | str | None = None,
+              gamma: float | Sequence[float] = ()) -> pd.DataFrame:
     """One record per score row (leading dims of ``scores`` flattened in C order), in float64.
 
     scores: (..., n) floating tensor or array, keys last. mask: bool, True = key may be attended,
