@@ -18,6 +18,7 @@ import pandas as pd
 import torch
 
 from .. import rowmaps
+from ..rowmaps._rows import check_rows
 from . import concentration as conc
 from .dispersion import dispersion, key_mass, sink_index, weights
 from .gaps import gap_stats, p_star_n
@@ -87,29 +88,14 @@ def as_rows(scores, mask=None, target=None) -> tuple[torch.Tensor, torch.Tensor 
     """Validate and flatten to float64 rows zm (R, n), -inf at masked keys, and target (R,) or None."""
     if isinstance(scores, np.ndarray):
         scores = torch.from_numpy(scores)
-    if not isinstance(scores, torch.Tensor):
-        raise TypeError(f"scores must be a torch.Tensor or numpy array, got {type(scores).__name__}")
-    if not scores.is_floating_point():
-        raise TypeError(f"scores has dtype {scores.dtype}; allowed: float16, bfloat16, float32, float64")
-    if scores.dim() == 0:
-        raise ValueError("scores must have at least one dimension (the key axis, last)")
+    if isinstance(mask, np.ndarray):
+        mask = torch.from_numpy(mask)
+    check_rows(scores, mask, -1)
     n = scores.shape[-1]
     if n == 0:
         raise ValueError(f"scores has an empty key axis (shape {tuple(scores.shape)}); rows need >= 1 key")
     z = scores.detach().to("cpu", torch.float64).reshape(-1, n)
     if mask is not None:
-        if isinstance(mask, np.ndarray):
-            mask = torch.from_numpy(mask)
-        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-            got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
-            raise TypeError(f"mask must be a bool tensor (True = key may be attended), got {got}")
-        try:
-            full = torch.broadcast_shapes(mask.shape, scores.shape)
-        except RuntimeError:
-            full = None
-        if full != scores.shape:
-            raise ValueError(f"mask shape {tuple(mask.shape)} does not broadcast to scores shape "
-                             f"{tuple(scores.shape)}")
         # One masked copy serves every statistic: masked keys (and a NaN there) become -inf.
         z = torch.where(mask.to("cpu").expand(scores.shape).reshape(-1, n), z, -math.inf)
     if target is None:

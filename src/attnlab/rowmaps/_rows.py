@@ -23,7 +23,8 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def _check(scores: torch.Tensor, mask: torch.Tensor | None, dim: int) -> int:
+def check_rows(scores: torch.Tensor, mask: torch.Tensor | None, dim: int) -> int:
+    """Validate scores, mask and dim with errors naming what is wrong and what is allowed; return dim >= 0."""
     if not isinstance(scores, torch.Tensor):
         raise TypeError(f"scores must be a torch.Tensor, got {type(scores).__name__}")
     if scores.dtype not in FLOAT_DTYPES:
@@ -58,7 +59,7 @@ def apply_rows(
     fn: Callable[[torch.Tensor], torch.Tensor],
 ) -> torch.Tensor:
     """Validate, move ``dim`` last, upcast, mask with -inf, run ``fn`` on the rows, restore."""
-    dim = _check(scores, mask, dim)
+    dim = check_rows(scores, mask, dim)
     z = scores.to(compute_dtype(scores.dtype))
     if mask is not None:
         z = z.masked_fill(~mask, NEG_INF)
