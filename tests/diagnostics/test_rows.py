@@ -174,3 +174,15 @@ def test_several_betas_get_suffixes():
     df = row_stats(torch.randn(4, 9), beta=(0.5, 2.0))
     assert {"entropy_beta0.5", "entropy_beta2", "sink_mass_beta2", "p_star_n_beta0.5"} <= set(df.columns)
     assert "entropy" not in df.columns
+
+
+def test_blocks_of_rows_give_the_same_table(monkeypatch):
+    """row_stats works a block of rows at a time (bounded memory); the blocking must not show."""
+    from attnlab.diagnostics import rows as rows_module
+
+    z, mask = _random_rows(6, rows=37, n=600)
+    z[5, 2] = math.nan
+    target = torch.zeros(37, dtype=torch.int64)
+    whole = row_stats(z, mask, target=target, r="auto")
+    monkeypatch.setattr(rows_module, "CHUNK_VALUES", 5 * 600)  # 5 rows a block, the last one short
+    pd.testing.assert_frame_equal(row_stats(z, mask, target=target, r="auto"), whole)

@@ -24,6 +24,7 @@ from .dispersion import dispersion, key_mass, sink_index, weights
 from .gaps import gap_stats, p_star_n
 
 SPECIAL = ("empty", "nan", "inf")
+CHUNK_VALUES = 1 << 21  # scores per block inside row_stats (16 MiB as float64)
 
 
 def _deg(p: float) -> str:
@@ -84,8 +85,9 @@ class RowOptions:
         return "" if len(self.beta) == 1 else f"_beta{beta:g}"
 
 
-def as_rows(scores, mask=None, target=None) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Validate and flatten to float64 rows zm (R, n), -inf at masked keys, and target (R,) or None."""
+def flat_rows(scores, mask=None, target=None):
+    """Validate, then view as rows: scores (R, n) in their own dtype, mask (R, n) bool or None and
+    target (R,) int64 or None. Nothing is upcast yet, so callers can convert a block at a time."""
     if isinstance(scores, np.ndarray):
         scores = torch.from_numpy(scores)
     if isinstance(mask, np.ndarray):
@@ -94,12 +96,10 @@ def as_rows(scores, mask=None, target=None) -> tuple[torch.Tensor, torch.Tensor 
     n = scores.shape[-1]
     if n == 0:
         raise ValueError(f"scores has an empty key axis (shape {tuple(scores.shape)}); rows need >= 1 key")
-    z = scores.detach().to("cpu", torch.float64).reshape(-1, n)
-    if mask is not None:
-        # One masked copy serves every statistic: masked keys (and a NaN there) become -inf.
-        z = torch.where(mask.to("cpu").expand(scores.shape).reshape(-1, n), z, -math.inf)
+    rows = scores.detach().to("cpu").reshape(-1, n)
+    mask = None if mask is None else mask.to("cpu").expand(scores.shape).reshape(-1, n)
     if target is None:
-        return z, None
+        return rows, mask, None
     if isinstance(target, np.ndarray):
         target = torch.from_numpy(target)
     target = torch.as_tensor(target)
@@ -114,7 +114,19 @@ def as_rows(scores, mask=None, target=None) -> tuple[torch.Tensor, torch.Tensor 
     if ((target < 0) | (target >= n)).any():
         raise ValueError(f"target indices must lie in [0, {n}); got min {int(target.min())}, "
                          f"max {int(target.max())}")
-    return z, target
+    return rows, mask, target
+
+
+def masked_float64(rows: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """One float64 copy of the rows that serves every statistic: masked keys (and a NaN there) -> -inf."""
+    z = rows.to(torch.float64)
+    return z if mask is None else torch.where(mask, z, -math.inf)
+
+
+def as_rows(scores, mask=None, target=None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Validate and flatten to float64 rows zm (R, n), -inf at masked keys, and target (R,) or None."""
+    rows, mask, target = flat_rows(scores, mask, target)
+    return masked_float64(rows, mask), target
 
 
 def _special(zmax: torch.Tensor) -> torch.Tensor:
@@ -250,5 +262,10 @@ def row_stats(scores, mask=None, *, p: float | Sequence[float] = (2, 4, 8, 16), 
     """
     opt = RowOptions.make(p=p, b=b, tau=tau, eps=eps, beta=beta, sink=sink, rowmap=rowmap, sigmoid=sigmoid,
                           r=r, gamma=gamma)
-    zm, tgt = as_rows(scores, mask, target)
-    return stats_frame(zm, tgt, opt)
+    rows, mask, target = flat_rows(scores, mask, target)
+    # A block at a time: the float64 copies and temporaries stay O(CHUNK_VALUES) however many rows come.
+    step = max(1, CHUNK_VALUES // rows.shape[-1])
+    frames = [stats_frame(masked_float64(rows[i:i + step], None if mask is None else mask[i:i + step]),
+                          None if target is None else target[i:i + step], opt)
+              for i in range(0, max(rows.shape[0], 1), step)]
+    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
