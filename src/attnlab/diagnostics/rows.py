@@ -10,7 +10,7 @@ are labelled in ``status`` and get NaN statistics, never dropped and never mixed
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -123,12 +123,6 @@ def masked_float64(rows: torch.Tensor, mask: torch.Tensor | None) -> torch.Tenso
     return z if mask is None else torch.where(mask, z, -math.inf)
 
 
-def as_rows(scores, mask=None, target=None) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Validate and flatten to float64 rows zm (R, n), -inf at masked keys, and target (R,) or None."""
-    rows, mask, target = flat_rows(scores, mask, target)
-    return masked_float64(rows, mask), target
-
-
 def _special(zmax: torch.Tensor) -> torch.Tensor:
     """Per-row code from the row maximum (NaN propagates through it): 0 readable, 1 empty (all keys
     masked), 2 NaN at an allowed key, 3 +inf at an allowed key."""
@@ -213,8 +207,18 @@ def _column(name: str, values: torch.Tensor, code: torch.Tensor, readable: np.nd
     return pd.arrays.IntegerArray(v.astype(np.int64), missing)
 
 
+def blocks(rows: torch.Tensor, mask: torch.Tensor | None, target: torch.Tensor | None, opt: RowOptions,
+           chunk_values: int | None = None) -> Iterator[tuple[int, pd.DataFrame]]:
+    """(first row, records) for successive blocks of rows from ``flat_rows``: the float64 copies and
+    temporaries stay O(chunk_values) scores (default CHUNK_VALUES) however many rows come."""
+    step = max(1, (CHUNK_VALUES if chunk_values is None else chunk_values) // rows.shape[-1])
+    for i in range(0, max(rows.shape[0], 1), step):
+        zm = masked_float64(rows[i:i + step], None if mask is None else mask[i:i + step])
+        yield i, stats_frame(zm, None if target is None else target[i:i + step], opt)
+
+
 def stats_frame(zm: torch.Tensor, target: torch.Tensor | None, opt: RowOptions) -> pd.DataFrame:
-    """``row_stats`` on rows already validated by ``as_rows``."""
+    """Records of float64 rows zm (-inf at masked keys) validated by ``flat_rows``."""
     code = _special(zm.amax(-1))
     readable = code == 0
     every = bool(readable.all())
@@ -262,10 +266,5 @@ def row_stats(scores, mask=None, *, p: float | Sequence[float] = (2, 4, 8, 16), 
     """
     opt = RowOptions.make(p=p, b=b, tau=tau, eps=eps, beta=beta, sink=sink, rowmap=rowmap, sigmoid=sigmoid,
                           r=r, gamma=gamma)
-    rows, mask, target = flat_rows(scores, mask, target)
-    # A block at a time: the float64 copies and temporaries stay O(CHUNK_VALUES) however many rows come.
-    step = max(1, CHUNK_VALUES // rows.shape[-1])
-    frames = [stats_frame(masked_float64(rows[i:i + step], None if mask is None else mask[i:i + step]),
-                          None if target is None else target[i:i + step], opt)
-              for i in range(0, max(rows.shape[0], 1), step)]
+    frames = [frame for _, frame in blocks(*flat_rows(scores, mask, target), opt)]
     return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)

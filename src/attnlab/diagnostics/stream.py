@@ -21,7 +21,7 @@ import torch
 
 from ..io import PARQUET_META_KEY
 from ..perf import trim_heap
-from .rows import RowOptions, as_rows, stats_frame
+from .rows import RowOptions, blocks, flat_rows, stats_frame
 
 LOCATION = ("layer", "head", "prompt", "query")
 ROW_GROUP = 1 << 16  # rows per Parquet row group: large enough to scan fast, small enough to hold
@@ -96,7 +96,7 @@ class RowStatsWriter:
         if scores.dim() != 4:
             raise ValueError(f"scores must be (heads, queries, keys) or (batch, heads, queries, keys), "
                              f"got shape {tuple(scores.shape)}")
-        bsz, n_heads, n_q, n_k = scores.shape
+        bsz, n_heads, n_q, _ = scores.shape
         prompts = [prompt] * bsz if isinstance(prompt, int) else list(prompt)
         head_ids = list(range(n_heads)) if heads is None else list(heads)
         if len(prompts) != bsz or len(head_ids) != n_heads:
@@ -107,24 +107,18 @@ class RowStatsWriter:
             return 0
         mask = None if mask is None else _expand("mask", mask, scores.shape).index_select(2, keep)
         target = None if target is None else _expand("target", target, scores.shape[:-1]).index_select(2, keep)
-        scores = scores.index_select(2, keep).reshape(-1, n_k)
-        mask = None if mask is None else mask.reshape(-1, n_k)
-        target = None if target is None else target.reshape(-1)
+        rows, mask, target = flat_rows(scores.index_select(2, keep), mask, target)
         loc = {  # C order over (batch, heads, kept queries), as scores was flattened
-            "layer": np.full(scores.shape[0], layer, dtype=np.int64),
+            "layer": np.full(rows.shape[0], layer, dtype=np.int64),
             "head": np.tile(np.repeat(np.asarray(head_ids, dtype=np.int64), keep.numel()), bsz),
             "prompt": np.repeat(np.asarray(prompts, dtype=np.int64), n_heads * keep.numel()),
             "query": np.tile(keep.numpy().astype(np.int64) + query_offset, bsz * n_heads),
         }
-        step = max(1, self.chunk_values // n_k)
-        for r0 in range(0, scores.shape[0], step):
-            sl = slice(r0, r0 + step)
-            zm, tgt = as_rows(scores[sl], None if mask is None else mask[sl],
-                              None if target is None else target[sl])
-            frame = stats_frame(zm, tgt, self.options)
-            self._buffer(pd.concat([pd.DataFrame({k: v[sl] for k, v in loc.items()}), frame], axis=1))
+        for r0, frame in blocks(rows, mask, target, self.options, self.chunk_values):
+            where = {k: v[r0:r0 + len(frame)] for k, v in loc.items()}
+            self._buffer(pd.concat([pd.DataFrame(where), frame], axis=1))
         trim_heap()
-        return scores.shape[0]
+        return rows.shape[0]
 
     def _buffer(self, frame: pd.DataFrame) -> None:
         self._pending.append(frame)
