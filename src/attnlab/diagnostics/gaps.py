@@ -24,11 +24,6 @@ from collections.abc import Sequence
 import torch
 
 
-def sorted_gaps(zm: torch.Tensor) -> torch.Tensor:
-    """Gaps z* - z_j in ascending order along each row; masked keys sort last as +inf."""
-    return (zm.amax(-1, keepdim=True) - zm).sort(-1).values
-
-
 def counts(gs: torch.Tensor) -> torch.Tensor:
     """j + 1 at sorted position j: N_n(g_(j)) at the last of each run of equal gaps (Def. 4.3).
 
