@@ -1,0 +1,68 @@
+"""Load a local Hugging Face checkpoint as a user would, with errors that say what to do."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin")
+
+
+class LoadError(ValueError):
+    """A checkpoint folder that cannot be loaded; the message says what to do."""
+
+
+def resolve_dtype(name: str, device: str) -> torch.dtype:
+    if name not in DTYPES:
+        raise LoadError(f"unknown dtype {name!r}; use one of {', '.join(DTYPES)}")
+    dtype = DTYPES[name]
+    if dtype != torch.float32 and device.startswith("cuda") and not torch.cuda.is_available():
+        raise LoadError(f"device {device!r} is not available on this machine")
+    return dtype
+
+
+def check_checkpoint(path: str | os.PathLike) -> Path:
+    folder = Path(path)
+    if not folder.exists():
+        raise LoadError(f"model path {folder} does not exist; pass a folder written by save_pretrained")
+    if not folder.is_dir():
+        raise LoadError(f"model path {folder} is a file; pass the folder written by save_pretrained")
+    if not (folder / "config.json").is_file():
+        raise LoadError(f"{folder} has no config.json; pass a folder written by save_pretrained")
+    if not any(any(folder.glob(pattern)) for pattern in WEIGHT_FILES):
+        raise LoadError(f"{folder} has no weights (model.safetensors or pytorch_model.bin); "
+                        "save the model with save_pretrained or download its weight files there")
+    return folder
+
+
+def load_model(path: str | os.PathLike, *, device: str = "cpu", dtype: str = "float32",
+               trust_remote_code: bool = False, tokenizer: bool = True):
+    """(model, tokenizer or None) from a local folder, in eval mode with eager attention; offline only.
+
+    ``trust_remote_code`` stays off unless asked for: custom modeling code runs only then (and attnlab
+    routes only transformers' own architectures anyway).
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = check_checkpoint(path)
+    torch_dtype = resolve_dtype(dtype, device)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            folder, dtype=torch_dtype, attn_implementation="eager", local_files_only=True,
+            trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, KeyError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise LoadError(f"could not load a causal LM from {folder}: {first}") from exc
+    model.to(device).eval()
+    tok = None
+    if tokenizer:
+        try:
+            tok = AutoTokenizer.from_pretrained(folder, local_files_only=True,
+                                                trust_remote_code=trust_remote_code)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise LoadError(f"{folder} has no usable tokenizer ({type(exc).__name__}); save one there with "
+                            "tokenizer.save_pretrained") from exc
+    return model, tok

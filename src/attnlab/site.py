@@ -1,0 +1,232 @@
+"""The attention site: one call that turns a layer's query, key and value into its attention output.
+
+Every model attnlab touches (a Hugging Face checkpoint through ``attnlab.hooks``, or attnlab's own
+decoder) attends through :func:`attend`, so an observer that reads score rows and a per-head row-map
+substitution work the same everywhere (DESIGN.md, "One picture"). Queries are processed in blocks, so
+memory is O(block x keys) beyond the inputs, whatever the context length.
+
+With no substitution and no length multiplier, the arithmetic is exactly that of transformers' eager
+attention (``matmul * scaling``, tanh softcap, additive mask, float32 softmax cast back, ``matmul``):
+outputs are bit-identical to the eager forward (float64 inputs get a float64 softmax instead). Blocks are split evenly and never thinner than
+:data:`MIN_BLOCK` queries, because a GEMM over a handful of rows may take a different kernel (a
+matrix-vector product for one row) whose float rounding differs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from .rowmaps import RowMap, length_multiplier
+
+MIN_BLOCK = 32
+DEFAULT_BLOCK = 512
+
+
+@dataclass(frozen=True)
+class ScoreBlock:
+    """What an observer sees: the pre-map scores of a block of queries of one layer.
+
+    ``scores`` (batch, heads, queries, keys) are post-softcap, with the additive mask added, before any
+    length multiplier or row map: the row z of seed 000 App. B. ``allowed`` (bool, broadcastable to
+    ``scores``) marks the keys each query may attend. ``query_start`` is the index of the block's first
+    query among the call's ``n_queries``; with a key cache, query i sits at key position
+    ``n_keys - n_queries + i``.
+    """
+
+    layer: int
+    scores: torch.Tensor
+    allowed: torch.Tensor
+    query_start: int
+    n_queries: int
+
+    @property
+    def n_keys(self) -> int:
+        return self.scores.shape[-1]
+
+    @property
+    def first_position(self) -> int:
+        """Key position of the block's first query (its absolute position in the sequence)."""
+        return self.n_keys - self.n_queries + self.query_start
+
+
+Observer = Callable[[ScoreBlock], None]
+
+
+@dataclass(frozen=True)
+class LengthScale:
+    """The inference-time multiplier m(n; xi) = max(1, log n / log n_train)^xi on the logits, with n the
+    number of keys the query may attend (seed 003 App. A.2). Observers still read the unscaled row."""
+
+    xi: float
+    n_train: int
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.xi, (int, float)) and math.isfinite(self.xi) and self.xi >= 0):
+            raise ValueError(f"length multiplier exponent xi must be a finite number >= 0, got {self.xi!r}")
+        if not (isinstance(self.n_train, int) and self.n_train >= 2):
+            raise ValueError(f"length multiplier n_train must be an int >= 2 (the training length), "
+                             f"got {self.n_train!r}")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the site does in one layer besides attending: per-head row maps (heads not listed keep the
+    model's softmax), observers, an optional length multiplier and the query block size."""
+
+    maps: Mapping[int, RowMap] = field(default_factory=dict)
+    observers: Sequence[Observer] = ()
+    length_scale: LengthScale | None = None
+    block: int = DEFAULT_BLOCK
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.block, int) and self.block >= MIN_BLOCK):
+            raise ValueError(f"query block must be an int >= {MIN_BLOCK}, got {self.block!r}")
+        for head, rowmap in self.maps.items():
+            if rowmap.needs_bias:
+                raise ValueError(f"head {head}: row map {rowmap.name!r} has b=auto; resolve b first "
+                                 "(attnlab.hooks.calibrate_b_auto)")
+
+    @property
+    def vanilla(self) -> bool:
+        return not self.maps and self.length_scale is None
+
+
+VANILLA = Plan()
+
+
+def query_blocks(n: int, block: int) -> list[tuple[int, int]]:
+    """Split n queries into ceil(n / block) contiguous ranges whose sizes differ by at most one."""
+    if n <= block:
+        return [(0, n)]
+    count = math.ceil(n / block)
+    base, extra = divmod(n, count)
+    bounds, start = [], 0
+    for i in range(count):
+        stop = start + base + (i < extra)
+        bounds.append((start, stop))
+        start = stop
+    return bounds
+
+
+def allowed_keys(mask: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
+    """Boolean 'may attend' from a boolean mask or an additive float mask (disallowed = -inf or the
+    dtype's lowest value, as transformers writes it)."""
+    if mask is None:
+        return torch.ones((1,) * like.dim(), dtype=torch.bool, device=like.device)
+    if mask.dtype == torch.bool:
+        return mask
+    return mask > torch.finfo(mask.dtype).min
+
+
+def causal_mask(n_queries: int, n_keys: int, start: int, stop: int, *, window: int | None = None,
+                device: torch.device | None = None) -> torch.Tensor:
+    """Boolean (1, 1, stop - start, n_keys) causal mask for queries start..stop-1 of n_queries, the last
+    query seeing every key; with ``window``, a query sees only its ``window`` most recent keys."""
+    pos = torch.arange(start, stop, device=device).unsqueeze(-1) + (n_keys - n_queries)
+    keys = torch.arange(n_keys, device=device)
+    ok = keys <= pos
+    if window is not None:
+        ok &= keys > pos - window
+    return ok[None, None]
+
+
+def _repeat_kv(t: torch.Tensor, groups: int) -> torch.Tensor:
+    # the copy transformers' repeat_kv makes; the same layout keeps the matmuls bit-identical
+    if groups == 1:
+        return t
+    b, h, n, d = t.shape
+    return t[:, :, None].expand(b, h, groups, n, d).reshape(b, h * groups, n, d)
+
+
+def _softmax(z: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    # eager's float32 softmax; float64 stays float64 (gradchecks, references)
+    return F.softmax(z, dim=-1, dtype=torch.float64 if z.dtype == torch.float64 else torch.float32)
+
+
+def _head_groups(plan: Plan, n_heads: int) -> list[tuple[Callable, list[int]]]:
+    """(row map, heads) groups covering every head once; heads without a map keep softmax."""
+    groups: dict[str, tuple[Callable, list[int]]] = {}
+    for head in range(n_heads):
+        rowmap = plan.maps.get(head)
+        name = "" if rowmap is None else rowmap.name
+        groups.setdefault(name, (_softmax if rowmap is None else rowmap, []))[1].append(head)
+    return list(groups.values())
+
+
+def _weights(z: torch.Tensor, allowed: torch.Tensor, plan: Plan, dtype: torch.dtype) -> torch.Tensor:
+    if plan.length_scale is not None:
+        n = allowed.expand_as(z).sum(-1, keepdim=True).to(z.dtype)
+        z = z * length_multiplier(n, plan.length_scale.xi, plan.length_scale.n_train).to(z.dtype)
+    groups = _head_groups(plan, z.shape[1])
+    if len(groups) == 1:
+        fn = groups[0][0]
+        return fn(z, allowed.expand_as(z)).to(dtype)
+    parts, order = [], []
+    for fn, heads in groups:
+        idx = torch.tensor(heads, device=z.device)
+        zs = z.index_select(1, idx)
+        sub = allowed if allowed.shape[1] == 1 else allowed.index_select(1, idx)
+        parts.append(fn(zs, sub.expand_as(zs)).to(dtype))
+        order.extend(heads)
+    inverse = torch.argsort(torch.tensor(order, device=z.device))
+    return torch.cat(parts, dim=1).index_select(1, inverse)
+
+
+def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, scaling: float,
+           mask: torch.Tensor | None = None, causal: bool = False, window: int | None = None,
+           softcap: float | None = None, layer: int = 0, plan: Plan = VANILLA, dropout: float = 0.0,
+           training: bool = False) -> torch.Tensor:
+    """Attention output (batch, queries, heads, head_dim) of one layer.
+
+    query (batch, heads, queries, head_dim); key and value (batch, kv_heads, keys, head_dim) with
+    heads a multiple of kv_heads (grouped-query attention). ``mask``: boolean (True = may attend) or
+    additive float, broadcastable to (batch, heads, queries, keys). ``causal``/``window`` build a causal
+    (sliding-window) mask per block instead, for callers that have none. ``softcap`` applies
+    z -> softcap * tanh(z / softcap) before the mask (Gemma); observers read the capped row.
+    """
+    if query.dim() != 4 or key.dim() != 4 or value.shape != key.shape:
+        raise ValueError(f"query, key, value must be (batch, heads, tokens, head_dim) with key and value "
+                         f"alike; got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
+    bsz, n_heads, n_q, _ = query.shape
+    if n_heads % key.shape[1]:
+        raise ValueError(f"{n_heads} query heads do not group over {key.shape[1]} key/value heads")
+    if mask is not None and (causal or window is not None):
+        raise ValueError("give either a mask or causal/window, not both")
+    if window is not None and not (causal and isinstance(window, int) and window >= 1):
+        raise ValueError(f"window must be an int >= 1 and needs causal=True, got {window!r}")
+    bad = [h for h in plan.maps if not 0 <= h < n_heads]
+    if bad:
+        raise ValueError(f"layer {layer}: heads {bad} out of range for {n_heads} heads")
+    groups = n_heads // key.shape[1]
+    key_t = _repeat_kv(key, groups).transpose(2, 3)
+    value = _repeat_kv(value, groups)
+    n_k = key_t.shape[-1]
+    out = query.new_empty(bsz, n_q, n_heads, value.shape[-1])
+    for start, stop in query_blocks(n_q, plan.block):
+        z = torch.matmul(query[:, :, start:stop], key_t) * scaling
+        if softcap is not None:
+            z = z / softcap
+            z = torch.tanh(z)
+            z = z * softcap
+        if causal:
+            allowed = causal_mask(n_q, n_k, start, stop, window=window, device=z.device)
+            z = z.masked_fill(~allowed, torch.finfo(z.dtype).min)
+        elif mask is not None:
+            block_mask = mask[:, :, start:stop] if mask.shape[-2] != 1 else mask
+            allowed = allowed_keys(block_mask, z)
+            z = z + block_mask if block_mask.dtype != torch.bool else z.masked_fill(~allowed,
+                                                                                     torch.finfo(z.dtype).min)
+        else:
+            allowed = allowed_keys(None, z)
+        for observer in plan.observers:
+            observer(ScoreBlock(layer, z, allowed, start, n_q))
+        w = _weights(z, allowed, plan, query.dtype)
+        if dropout and training:
+            w = F.dropout(w, p=dropout, training=True)
+        out[:, start:stop] = torch.matmul(w, value).transpose(1, 2)
+    return out
