@@ -82,3 +82,30 @@ def write_parquet(path: str | os.PathLike, frame, metadata: dict | None = None) 
         table = table.replace_schema_metadata(
             {**(table.schema.metadata or {}), PARQUET_META_KEY: json.dumps(metadata, default=str).encode()})
     return atomic_write(path, lambda tmp: pq.write_table(table, tmp))
+
+
+def to_markdown(table, digits: int = 4) -> str:
+    """A GitHub Markdown table (written by hand: pandas needs the optional tabulate for this)."""
+    import numpy as np
+    import pandas as pd
+
+    def cell(v) -> str:
+        if isinstance(v, (bool, np.bool_)):
+            return "yes" if v else "no"
+        if isinstance(v, (float, np.floating)):
+            return "-" if np.isnan(v) else f"{v:.{digits}f}"
+        return str(v).replace("|", "\\|")
+
+    numeric = [pd.api.types.is_numeric_dtype(t) and not pd.api.types.is_bool_dtype(t)
+               for t in table.dtypes]
+    head = "| " + " | ".join(map(str, table.columns)) + " |"
+    rule = "|" + "|".join("---:" if n else "---" for n in numeric) + "|"
+    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
+    return "\n".join([head, rule, *body]) + "\n"
+
+
+def write_table(stem: str | os.PathLike, table) -> dict[str, Path]:
+    """Write a DataFrame as ``stem.csv`` and ``stem.md``, each atomically; returns {"csv": .., "md": ..}."""
+    stem = Path(stem)
+    return {"csv": atomic_write(stem.with_suffix(".csv"), lambda tmp: table.to_csv(tmp, index=False)),
+            "md": write_text(stem.with_suffix(".md"), to_markdown(table))}

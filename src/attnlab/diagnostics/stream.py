@@ -35,11 +35,9 @@ def _expand(name: str, t, shape: torch.Size) -> torch.Tensor:
         raise ValueError(f"{name} shape {tuple(t.shape)} does not broadcast to {tuple(shape)}") from None
 
 
-def query_sample(n_queries: int, *, offset: int = 0, every: int = 1,
-                 positions: Sequence[int] | None = None) -> torch.Tensor:
-    """Indices (along a block's query axis) of the query positions to keep: every ``every``-th absolute
-    position (offset + i), or exactly ``positions`` (absolute) when given."""
-    absolute = torch.arange(offset, offset + n_queries)
+def query_sample(absolute: torch.Tensor, *, every: int = 1, positions: Sequence[int] | None = None) -> torch.Tensor:
+    """Indices (along a block's query axis) of the queries to keep, given their absolute positions:
+    every ``every``-th position, or exactly ``positions`` when given."""
     if positions is not None:
         keep = torch.isin(absolute, torch.as_tensor(list(positions), dtype=torch.int64))
     else:
@@ -83,11 +81,12 @@ class RowStatsWriter:
 
     def add(self, scores: torch.Tensor, mask: torch.Tensor | None = None, *, layer: int,
             prompt: int | Sequence[int] = 0, query_offset: int = 0, target: torch.Tensor | None = None,
-            heads: Sequence[int] | None = None) -> int:
+            heads: Sequence[int] | None = None, query_ids: Sequence[int] | None = None) -> int:
         """Diagnose a block of scores (heads, queries, keys) or (batch, heads, queries, keys).
 
         ``prompt`` labels the batch entries (an int for a single prompt, or one id per batch entry);
-        ``query_offset`` is the absolute position of the block's first query; ``heads`` labels the head
+        ``query_offset`` is the absolute position of the block's first query, or ``query_ids`` gives the
+        absolute position of each query when the block is not contiguous; ``heads`` labels the head
         axis (default 0..H-1); ``mask`` and ``target`` broadcast as in ``row_stats``. Returns the number
         of rows written.
         """
@@ -102,7 +101,11 @@ class RowStatsWriter:
         if len(prompts) != bsz or len(head_ids) != n_heads:
             raise ValueError(f"got {len(prompts)} prompt ids for batch {bsz} and {len(head_ids)} head ids "
                              f"for {n_heads} heads")
-        keep = query_sample(n_q, offset=query_offset, every=self.every, positions=self.positions)
+        absolute = (torch.arange(query_offset, query_offset + n_q) if query_ids is None
+                    else torch.as_tensor(list(query_ids), dtype=torch.int64))
+        if absolute.numel() != n_q:
+            raise ValueError(f"got {absolute.numel()} query ids for {n_q} queries")
+        keep = query_sample(absolute, every=self.every, positions=self.positions)
         if keep.numel() == 0:
             return 0
         mask = None if mask is None else _expand("mask", mask, scores.shape).index_select(2, keep)
@@ -112,7 +115,7 @@ class RowStatsWriter:
             "layer": np.full(rows.shape[0], layer, dtype=np.int64),
             "head": np.tile(np.repeat(np.asarray(head_ids, dtype=np.int64), keep.numel()), bsz),
             "prompt": np.repeat(np.asarray(prompts, dtype=np.int64), n_heads * keep.numel()),
-            "query": np.tile(keep.numpy().astype(np.int64) + query_offset, bsz * n_heads),
+            "query": np.tile(absolute[keep].numpy(), bsz * n_heads),
         }
         for r0, frame in blocks(rows, mask, target, self.options, self.chunk_values):
             where = {k: v[r0:r0 + len(frame)] for k, v in loc.items()}

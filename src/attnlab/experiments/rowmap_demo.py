@@ -14,7 +14,7 @@ import pandas as pd
 import torch
 
 from .. import rowmaps
-from ..io import atomic_write, write_json, write_text
+from ..io import write_json, write_table
 from ..report import plot_row_weights
 
 MAPS = (
@@ -77,23 +77,6 @@ def summarize(z: torch.Tensor, mask: torch.Tensor, names=MAPS) -> tuple[pd.DataF
     return pd.DataFrame.from_records(records, columns=list(COLUMNS)), weights
 
 
-def to_markdown(table: pd.DataFrame, digits: int = 4) -> str:
-    """A GitHub Markdown table (written by hand: pandas needs the optional tabulate for this)."""
-    def cell(v) -> str:
-        if isinstance(v, (bool, np.bool_)):
-            return "yes" if v else "no"
-        if isinstance(v, (float, np.floating)):
-            return "-" if np.isnan(v) else f"{v:.{digits}f}"
-        return str(v).replace("|", "\\|")
-
-    numeric = [pd.api.types.is_numeric_dtype(t) and not pd.api.types.is_bool_dtype(t)
-               for t in table.dtypes]
-    head = "| " + " | ".join(map(str, table.columns)) + " |"
-    rule = "|" + "|".join("---:" if n else "---" for n in numeric) + "|"
-    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
-    return "\n".join([head, rule, *body]) + "\n"
-
-
 def run(out_dir: str | Path, seed: int = 0) -> dict:
     """Run the demo and write, atomically, under ``out_dir``: rowmaps.csv, rowmaps.md,
     rowmaps.png (+ .svg) and config.json (seed, maps, row, mask).
@@ -104,8 +87,7 @@ def run(out_dir: str | Path, seed: int = 0) -> dict:
     z, mask = sample_row(seed)
     table, weights = summarize(z, mask)
     paths = {
-        "csv": atomic_write(out / "rowmaps.csv", lambda tmp: table.to_csv(tmp, index=False)),
-        "md": write_text(out / "rowmaps.md", to_markdown(table)),
+        **write_table(out / "rowmaps", table),
         "config": write_json(out / "config.json", {
             "seed": seed, "maps": list(MAPS), "dtype": str(z.dtype).removeprefix("torch."),
             "row": z.tolist(), "mask": mask.tolist()}),
