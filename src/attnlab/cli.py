@@ -160,6 +160,72 @@ def _finite(text: str) -> float:
     return value
 
 
+# ------------------------------------------------------------------------------ Hugging Face commands
+
+
+def _hf_errors():
+    """The errors of a run on a checkpoint that are the user's to fix, as one-line UserErrors."""
+    from . import hooks
+    from .experiments.hf_runs import RunError
+
+    return (RunError, hooks.LoadError, hooks.UnsupportedModel)
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from .experiments import audit
+
+    try:
+        cfg = audit.AuditConfig(model=str(args.model), suite=args.suite, prompts=args.prompts, p=tuple(args.p),
+                                b=tuple(args.b), seed=args.seed, pad=args.pad, length=args.length,
+                                every=args.every, device=args.device, dtype=args.dtype)
+        result = audit.run(cfg, args.out)
+    except _hf_errors() as exc:
+        raise UserError(str(exc)) from None
+    b_auto = result["b_auto"]
+    print(f"audit of {args.model} on {args.suite} ({args.prompts} prompts, every {args.every}th query and the "
+          f"last){'' if b_auto is None else f'; b_auto = {b_auto:.6g}'}; unsafe = S_p >= 1 over active rows, "
+          "with Wilson 95% intervals")
+    _print_table(result["table"])
+    print("wrote:")
+    for path in result["paths"].values():
+        print(f"  {path}")
+    return 0
+
+
+def _substitute(args: argparse.Namespace) -> int:
+    from .experiments import substitute
+
+    try:
+        cfg = substitute.SubstituteConfig(model=str(args.model), recipes=tuple(args.recipes), suite=args.suite,
+                                          prompts=args.prompts, seed=args.seed, pad=args.pad, length=args.length,
+                                          device=args.device, dtype=args.dtype, b_auto=args.b_auto)
+        result = substitute.run(cfg, args.out)
+    except _hf_errors() as exc:
+        raise UserError(str(exc)) from None
+    b_auto = result["b_auto"]
+    print(f"substitution on {args.model}, suite {args.suite} ({args.prompts} prompts)"
+          f"{'' if b_auto is None else f'; b_auto = {b_auto:.6g}'}; accuracy with Wilson 95% interval, "
+          "delta from softmax in percentage points")
+    _print_table(result["table"])
+    print("wrote:")
+    for path in result["paths"].values():
+        print(f"  {path}")
+    return 0
+
+
+def _hf_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", type=Path, required=True, metavar="PATH",
+                   help="folder of a Hugging Face checkpoint (written by save_pretrained), with its tokenizer")
+    p.add_argument("--suite", default="niah", help="prompt suite: niah, induction, mqar, copying, uuid_niah")
+    p.add_argument("--prompts", type=int, default=20, metavar="N", help="prompts in the suite (default 20)")
+    p.add_argument("--pad", type=int, default=None, help="haystack sentences (niah, uuid_niah)")
+    p.add_argument("--length", type=int, default=None, help="target prompt length in tokens")
+    p.add_argument("--seed", type=_seed, default=0, metavar="N", help="prompt seed (default 0)")
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:i]")
+    p.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
+                   help="default: float32 on CPU, bfloat16 on a GPU that supports it")
+
+
 # --------------------------------------------------------------------------------------------- main
 
 
@@ -211,6 +277,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rowmap", default="softmax", help="normalized row map for entropy/support/sink mass")
     p.add_argument("--out", type=Path, default=None, metavar="FILE.parquet", help="also keep every row here")
     p.set_defaults(func=_diagnose)
+    p = sub.add_parser("audit", help="prevalence of the polynomial-unsafe regime in a checkpoint (seed 000)",
+                       description="One forward per prompt with an observer at every attention site: per-row "
+                                   "S_p, margins, status and gap counting streamed to Parquet, and the "
+                                   "prevalence table of seed 000 Table 1/10/11 per bias b.")
+    _hf_options(p)
+    p.add_argument("--p", type=_finite, nargs="+", default=[2, 4, 8, 16], metavar="P", help="degrees of S_p")
+    p.add_argument("--b", nargs="+", default=["0", "auto"], metavar="B",
+                   help="biases: numbers or 'auto' (the 5%%-mass calibration, seed 000 App. B/J)")
+    p.add_argument("--every", type=int, default=16, metavar="K",
+                   help="audit every K-th query position and the last one (default 16; 1 = every row)")
+    p.add_argument("--out", type=Path, default=Path("runs/audit"), metavar="DIR", help="output folder")
+    p.set_defaults(func=_audit)
+    p = sub.add_parser("substitute", help="zero-shot substitution sweep: accuracy per recipe (seed 000)",
+                       description="Replace softmax on every head by each recipe in turn and score the suite "
+                                   "by exact match of the greedy continuation (seed 000 Table 3).")
+    _hf_options(p)
+    p.add_argument("--recipes", nargs="+", required=True, metavar="NAME",
+                   help="row-map names, e.g. relu_p4_bauto relu_p8_bauto sigmoid_b0 wortsman_p2_L")
+    p.add_argument("--b-auto", type=_finite, default=None, metavar="B",
+                   help="use this b_auto instead of calibrating (e.g. the value an audit stored)")
+    p.add_argument("--out", type=Path, default=Path("runs/substitute"), metavar="DIR", help="output folder")
+    p.set_defaults(func=_substitute)
     return ap
 
 

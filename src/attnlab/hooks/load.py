@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -38,6 +40,23 @@ def check_checkpoint(path: str | os.PathLike) -> Path:
     return folder
 
 
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """transformers' own loading bars and warnings off while loading: attnlab's commands print one
+    progress bar and, on failure, one line."""
+    from transformers.utils import logging
+
+    bars, level = logging.is_progress_bar_enabled(), logging.get_verbosity()
+    logging.disable_progress_bar()
+    logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(level)
+        if bars:
+            logging.enable_progress_bar()
+
+
 def load_model(path: str | os.PathLike, *, device: str = "cpu", dtype: str = "float32",
                trust_remote_code: bool = False, tokenizer: bool = True):
     """(model, tokenizer or None) from a local folder, in eval mode with eager attention; offline only.
@@ -45,10 +64,15 @@ def load_model(path: str | os.PathLike, *, device: str = "cpu", dtype: str = "fl
     ``trust_remote_code`` stays off unless asked for: custom modeling code runs only then (and attnlab
     routes only transformers' own architectures anyway).
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     folder = check_checkpoint(path)
     torch_dtype = resolve_dtype(dtype, device)
+    with _quiet_transformers():
+        return _load(folder, device, torch_dtype, trust_remote_code, tokenizer)
+
+
+def _load(folder: Path, device: str, torch_dtype: torch.dtype, trust_remote_code: bool, tokenizer: bool):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     try:
         model = AutoModelForCausalLM.from_pretrained(
             folder, dtype=torch_dtype, attn_implementation="eager", local_files_only=True,

@@ -1,0 +1,156 @@
+"""``attnlab audit``: prevalence of the polynomial-unsafe regime in a checkpoint (seed 000 §5.2, Tables
+1/10/11), with the gap-counting scale of seed 003 alongside.
+
+One forward per prompt, with an observer at every layer's attention site that reduces each block of
+pre-map score rows to per-row diagnostics (``attnlab.diagnostics``) streamed to Parquet: the attention
+maps are never stored. Query positions are sampled every ``every`` tokens, and the prompt's last
+position (the one that answers) is always kept.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from .. import hooks
+from ..diagnostics import RowOptions
+from ..diagnostics.rows import SPECIAL
+from ..diagnostics.stats import wilson
+from ..diagnostics.stream import RowStatsWriter
+from ..io import write_json, write_table
+from ..site import DEFAULT_BLOCK, ScoreBlock
+from .hf_runs import Bias, RunError, biases, load, parse_biases, staged_output, suite_prompts
+
+GAP_COLUMNS = ("lambda_n", "alpha_n", "contact_gap")
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    model: str
+    suite: str = "niah"
+    prompts: int = 20
+    p: tuple[float, ...] = (2, 4, 8, 16)
+    b: tuple[str, ...] = ("0", "auto")
+    seed: int = 0
+    pad: int | None = None
+    length: int | None = None
+    every: int = 16
+    device: str = "cpu"
+    dtype: str | None = None
+    block: int = DEFAULT_BLOCK
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.prompts, int) and self.prompts >= 1):
+            raise RunError(f"--prompts must be an int >= 1, got {self.prompts!r}")
+        if not (isinstance(self.every, int) and self.every >= 1):
+            raise RunError(f"--every must be an int >= 1, got {self.every!r}")
+        if not self.p or not all(math.isfinite(p) and p > 0 for p in self.p):
+            raise RunError(f"--p takes degrees > 0, got {list(self.p)}")
+        parse_biases(self.b)
+
+
+def sampled(block: ScoreBlock, every: int, last: int) -> torch.Tensor:
+    """Absolute positions of the block's queries that are audited: every ``every``-th and ``last``."""
+    pos = torch.arange(block.scores.shape[2]) + block.first_position
+    return pos[(pos % every == 0) | (pos == last)]
+
+
+class _Observer:
+    """Feeds sampled rows of each score block to one writer per bias."""
+
+    def __init__(self, writers: dict[str, RowStatsWriter], every: int) -> None:
+        self.writers, self.every = writers, every
+        self.prompt, self.last = 0, 0
+
+    def __call__(self, block: ScoreBlock) -> None:
+        keep = sampled(block, self.every, self.last)
+        if keep.numel() == 0:
+            return
+        local = keep - block.first_position
+        scores = block.scores.index_select(2, local)
+        allowed = block.allowed.expand_as(block.scores).index_select(2, local)
+        for writer in self.writers.values():
+            writer.add(scores, allowed, layer=block.layer, prompt=self.prompt, query_ids=keep.tolist())
+
+
+def prevalence(rows: pd.DataFrame, p: tuple[float, ...], b: Bias) -> list[dict]:
+    """Seed 000 Table 1/10/11 lines for one bias: over active-unsaturated rows, the unsafe rate
+    (S_p >= 1) with its Wilson 95% interval and the medians of rho, A_act and S_p; the dead share over
+    readable rows; the gap-counting medians (ties, Lambda_n = inf, left out and counted)."""
+    readable = rows[~rows["status"].isin(SPECIAL)]
+    active = readable[readable["status"] == "active"]
+    lam = readable["lambda_n"].astype(float)
+    gaps = {"med lambda_n": _median(lam[np.isfinite(lam)]), "ties": int(np.isinf(lam).sum()),
+            "med alpha_n": _median(readable["alpha_n"]), "med contact_gap": _median(readable["contact_gap"])}
+    lines = []
+    for q in p:
+        d = f"{q:g}"
+        safe = active[f"safe_p{d}"].dropna().astype(bool)
+        unsafe = int((~safe).sum())
+        lo, hi = wilson(unsafe, len(safe)) if len(safe) else (np.nan, np.nan)
+        lines.append({
+            "b": b.label, "b value": b.value, "p": q, "rows": len(readable), "active": len(active),
+            "unsafe %": 100 * unsafe / len(safe) if len(safe) else np.nan,
+            "unsafe lo": 100 * lo, "unsafe hi": 100 * hi,
+            "med rho": _median(active["rho"]), "med a_act": _median(active["a_act"]),
+            "med s_p": _median(active[f"s_p{d}"]),
+            "dead %": 100 * float((readable["status"] == "dead").mean()) if len(readable) else np.nan,
+            **gaps,
+        })
+    return lines
+
+
+def _median(values) -> float:
+    values = pd.Series(values, dtype=float).dropna()
+    return float(values.median()) if len(values) else np.nan
+
+
+def _columns(p: tuple[float, ...]) -> list[str]:
+    return (["status", "rho", "a_act", *GAP_COLUMNS]
+            + [f"{k}_p{q:g}" for q in p for k in ("s", "safe")])
+
+
+def run(cfg: AuditConfig, out: str | Path, *, progress: bool = True) -> dict:
+    """Audit ``cfg.model`` and write under ``out``: rows_b<label>.parquet (one row per layer, head,
+    prompt and sampled query), audit.csv/.md (the prevalence table) and config.json (with b_auto).
+    Returns {"table", "b_auto", "paths"}."""
+    model, tokenizer = load(cfg.model, cfg.device, cfg.dtype)
+    prompts = suite_prompts(model, tokenizer, cfg.suite, cfg.prompts, seed=cfg.seed, pad=cfg.pad,
+                            length=cfg.length)
+    bias_list, b_auto = biases(model, tokenizer, cfg.b, cfg.device)
+    n_layers, n_heads = hooks.num_heads(model)
+    config = {**asdict(cfg), "b_auto": b_auto, "biases": {b.label: b.value for b in bias_list},
+              "layers": n_layers, "heads": n_heads, "model_type": model.config.model_type}
+    with staged_output(out) as stage:
+        writers = {b.label: RowStatsWriter(stage / f"rows_b{b.label}.parquet", RowOptions.make(p=cfg.p, b=b.value),
+                                           config=config) for b in bias_list}
+        observer = _Observer(writers, cfg.every)
+        try:
+            for i, prompt in enumerate(tqdm(prompts, desc="audit", unit="prompt", disable=not progress)):
+                observer.prompt, observer.last = i, len(prompt.input_ids) - 1
+                ids = torch.tensor([prompt.input_ids], device=cfg.device)
+                with hooks.observed(model, observer, block=cfg.block), torch.no_grad():
+                    model(input_ids=ids)
+            paths = {f"rows_b{label}": w.close() for label, w in writers.items()}
+        except BaseException:
+            for w in writers.values():
+                w.abort()
+            raise
+        lines = []
+        for b in bias_list:
+            rows = pd.read_parquet(paths[f"rows_b{b.label}"], columns=_columns(cfg.p))
+            lines.extend(prevalence(rows, cfg.p, b))
+        table = pd.DataFrame(lines)
+        write_table(stage / "audit", table)
+        write_json(stage / "config.json", json.loads(json.dumps(config, default=str)))
+    final = Path(out)
+    return {"table": table, "b_auto": b_auto,
+            "paths": {name: final / Path(path).name for name, path in
+                      {**paths, "csv": "audit.csv", "md": "audit.md", "config": "config.json"}.items()}}

@@ -1,0 +1,135 @@
+"""What every command on a Hugging Face checkpoint shares: loading, prompts, b_auto and staged outputs.
+
+A run writes into a hidden staging folder inside ``--out`` and moves its files into place only when it
+finishes, so a failed run (bad input found late, Ctrl-C, a crash) leaves no partial file behind and
+keeps the previous run's files intact.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .. import hooks, tasks
+
+CALIBRATION_TOKENS = 1024  # seed 000 App. B: a held-out 1024-token generic-text input
+CALIBRATION_SEED = 20240601  # any fixed seed; the generic text's stream is separate from every suite's
+
+
+class RunError(ValueError):
+    """Bad input to a command, found before or while running; the message says what to do."""
+
+
+@contextlib.contextmanager
+def staged_output(out: str | os.PathLike) -> Iterator[Path]:
+    """Yield a staging folder; on success its files replace those of the same name in ``out``."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise RunError(f"--out {out} is a file; pass a folder")
+    created = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=out))
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        if created:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+    for item in sorted(staging.iterdir()):
+        os.replace(item, out / item.name)
+    staging.rmdir()
+
+
+def default_dtype(device: str) -> str:
+    """float32 on CPU; bfloat16 where the device supports it (seed 000 loads in bfloat16)."""
+    if device.startswith("cuda") and torch.cuda.is_available() and torch.cuda.is_bf16_supported():
+        return "bfloat16"
+    return "float32"
+
+
+def load(path: str, device: str = "cpu", dtype: str | None = None, trust_remote_code: bool = False):
+    """(model, tokenizer) ready for the hooks; every failure is a one-line LoadError/UnsupportedModel."""
+    if device != "cpu" and not (device.startswith("cuda") and torch.cuda.is_available()):
+        raise RunError(f"device {device!r} is not available here; use --device cpu")
+    model, tokenizer = hooks.load_model(path, device=device, dtype=dtype or default_dtype(device),
+                                        trust_remote_code=trust_remote_code)
+    hooks.num_heads(model)  # unsupported architectures fail here, before any work
+    return model, tokenizer
+
+
+def context_length(model) -> int | None:
+    return getattr(model.config, "max_position_embeddings", None)
+
+
+def suite_prompts(model, tokenizer, suite: str, n_prompts: int, *, seed: int = 0, pad: int | None = None,
+                  length: int | None = None) -> list[tasks.Prompt]:
+    """The suite's prompts for this tokenizer, checked against the model's context length."""
+    if suite not in tasks.SUITES:
+        raise RunError(f"unknown suite {suite!r}; choose one of {', '.join(sorted(tasks.SUITES))}")
+    try:
+        prompts = tasks.build_suite(suite, tokenizer, n_prompts, seed=seed, pad=pad, length=length)
+    except tasks.SuiteError as exc:
+        raise RunError(str(exc)) from exc
+    limit = context_length(model)
+    longest = max(len(p.input_ids) + len(p.answer_ids) for p in prompts)
+    if limit is not None and longest > limit:
+        raise RunError(f"prompts reach {longest} tokens but the model's context is {limit}; "
+                       "lower --pad/--length")
+    return prompts
+
+
+def calibration_ids(model, tokenizer, device: str) -> torch.Tensor:
+    """seed 000's held-out generic input: generated text, cut to 1024 tokens (or the model's context)."""
+    limit = min(CALIBRATION_TOKENS, context_length(model) or CALIBRATION_TOKENS)
+    text = tasks.generic_text(4 * limit, seed=CALIBRATION_SEED)
+    ids = tokenizer(text, add_special_tokens=True)["input_ids"][:limit]
+    if len(ids) < 2:
+        raise RunError("the tokenizer turned the calibration text into fewer than 2 tokens")
+    return torch.tensor([ids], device=device)
+
+
+@dataclass(frozen=True)
+class Bias:
+    label: str  # as typed: "0", "auto", "3.5"
+    value: float
+
+
+def parse_biases(specs: Sequence[str]) -> list[float | None]:
+    """Check --b values before any work: numbers, or "auto" (returned as None)."""
+    values = []
+    for spec in specs:
+        if spec == "auto":
+            values.append(None)
+            continue
+        try:
+            value = float(spec)
+        except ValueError:
+            raise RunError(f"--b takes numbers or 'auto', got {spec!r}") from None
+        if not math.isfinite(value):
+            raise RunError(f"--b must be finite, got {spec!r}")
+        values.append(value)
+    if not specs or len(set(specs)) != len(specs):
+        raise RunError(f"--b needs distinct values, got {list(specs)}")
+    return values
+
+
+def biases(model, tokenizer, specs: Sequence[str], device: str) -> tuple[list[Bias], float | None]:
+    """The biases b to audit at, with "auto" resolved by calibration (returned as b_auto, else None)."""
+    values = parse_biases(specs)
+    b_auto = None
+    if None in values:
+        b_auto = hooks.calibrate_b_auto(model, calibration_ids(model, tokenizer, device))
+    return [Bias(spec, b_auto if value is None else value) for spec, value in zip(specs, values, strict=True)], b_auto
+
+
+def needs_b_auto(names: Sequence[str]) -> bool:
+    return any(n.endswith("_bauto") for n in names)

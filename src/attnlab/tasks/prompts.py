@@ -1,0 +1,526 @@
+"""Tokenizer-agnostic, deterministic prompt suites: NIAH, pass-key and UUID NIAH, induction, MQAR, copying.
+
+The constructions follow seed 000: App. B (induction, MQAR, copying), App. E (NIAH), App. AA (pass key),
+App. AI (RULER ``niah_single_3`` template) and App. S (the answer key). Text suites are written as text and
+tokenized whole with the caller's tokenizer; induction and MQAR draw random ordinary token ids.
+
+Every prompt is audited as App. E's prompt audit asks: the planted answer tokenizes the same in place and
+as the continuation, and occurs in ``input_ids`` only where it was planted. Prompt ``index`` of a suite
+draws from its own numpy stream ``default_rng([seed, suite stream, index])``, so the same (suite,
+tokenizer, seed, length, pad) gives the same prompts on every machine, whatever ``n_prompts`` is.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from . import text
+
+# The fixed text of the templates, as in the seed (App. E, AA, AI); ``{key}`` is the RULER key noun.
+NIAH_CUE = "The secret word is"
+PASSKEY_CUE = "The pass key is"
+RULER_INTRO = (
+    "Some special magic uuids are hidden within the following text. Make sure to memorize it. "
+    "I will quiz you about the uuids afterwards.\n"
+)
+RULER_NEEDLE = "One of the special magic uuids for {key} is:"
+RULER_QUESTION = (
+    "\nWhat are all the special magic uuids for {key} mentioned in the provided text? "
+    "The special magic uuids for {key} mentioned in the provided text are"
+)
+
+# Stream 0 belongs to text.generic_text; a new suite takes the next free number, never a reused one.
+_STREAMS = {"niah": 1, "induction": 2, "mqar": 3, "copying": 4, "uuid_niah": 5, "passkey_niah": 6}
+
+_TRIES = 8  # fresh haystacks/values per prompt before a tokenizer is declared unable to host the suite
+_CHUNK = 64  # haystack sentences tokenized per batch while filling up to a target length
+_PASSAGE_SENTENCES = 4
+_PASSKEY_ALPHABET = tuple("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+_PASSKEY_CHARS = 8
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One prompt of a suite.
+
+    ``input_ids`` is what the model reads, with the tokenizer's BOS when it adds one. ``answer_ids`` is the
+    expected continuation: its first token decides single-token suites, the whole of it multi-token ones.
+    ``answer_positions`` are the positions in ``input_ids`` where the answer was planted (the answer key
+    of seed 000 App. S); for induction and copying, the position after the query token's first occurrence.
+    ``meta`` holds what was drawn (needle, key, value, haystack sentences as ``pad``...).
+    """
+
+    input_ids: tuple[int, ...]
+    answer_ids: tuple[int, ...]
+    answer_positions: tuple[int, ...]
+    suite: str
+    index: int
+    meta: dict = field(hash=False)
+
+
+class SuiteError(ValueError):
+    """A suite cannot be built or scored as asked; the message says what is wrong and what to do."""
+
+
+Lexicon = dict[str, tuple[str, ...]]  # word lists by category, as text.lexicon() gives them
+
+
+@dataclass(frozen=True)
+class _Tok:
+    """The caller's Hugging Face tokenizer, reduced to what the suites use."""
+
+    hf: Any = field(repr=False)
+    name: str
+    lead: tuple[int, ...]  # what add_special_tokens=True puts before the text (BOS), often ()
+    unk: int | None
+
+    def batch(self, texts: Sequence[str]) -> list[tuple[int, ...]]:
+        # verbose=False: long prompts past model_max_length are intended here, not a mistake to warn about.
+        out = self.hf(list(texts), add_special_tokens=False, verbose=False)["input_ids"]
+        return [tuple(ids) for ids in out]
+
+    def ids(self, text_: str) -> tuple[int, ...]:
+        return self.batch([text_])[0]
+
+    def ordinary(self) -> np.ndarray:
+        """Ids of the base vocabulary that are neither special nor added tokens."""
+        size = getattr(self.hf, "vocab_size", None) or len(self.hf)
+        skip = set(self.hf.all_special_ids) | set(self.hf.get_added_vocab().values())
+        return np.array([i for i in range(size) if i not in skip], dtype=np.int64)
+
+
+def _adapt(tokenizer: Any) -> _Tok:
+    name = str(getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
+    try:
+        bare = list(tokenizer("a", add_special_tokens=False)["input_ids"])
+        full = list(tokenizer("a", add_special_tokens=True)["input_ids"])
+    except (TypeError, KeyError, AttributeError) as err:
+        raise SuiteError(
+            f"expected a Hugging Face tokenizer (tokenizer(text, add_special_tokens=...) -> input_ids), "
+            f"got {type(tokenizer).__name__}: {err}"
+        ) from None
+    lead = next((full[:i] for i in range(len(full) - len(bare) + 1) if full[i:i + len(bare)] == bare), [])
+    return _Tok(tokenizer, name, tuple(lead), getattr(tokenizer, "unk_token_id", None))
+
+
+def _rng(seed: int, suite: str, *more: int) -> np.random.Generator:
+    return np.random.default_rng([seed, _STREAMS[suite], *more])
+
+
+def _cycle(rng: np.random.Generator, size: int, n: int) -> np.ndarray:
+    """n indices into a pool of ``size``: fresh permutations back to back, so n <= size never repeats."""
+    return np.concatenate([rng.permutation(size) for _ in range(-(-n // size))])[:n]
+
+
+def _occurrences(ids: Sequence[int], answer: Sequence[int]) -> list[int]:
+    n = len(answer)
+    return [i for i, t in enumerate(ids) if t == answer[0] and tuple(ids[i:i + n]) == tuple(answer)]
+
+
+def _planted_only(ids: Sequence[int], answer: Sequence[int], positions: Sequence[int]) -> bool:
+    return _occurrences(ids, answer) == [positions[0]]
+
+
+def _require_known(tok: _Tok, suite: str, template: str) -> None:
+    if tok.unk is None:
+        return
+    pieces = template.split()
+    bad = [p for p, ids in zip(pieces, tok.batch([" " + p for p in pieces])) if tok.unk in ids]
+    if bad:
+        raise SuiteError(
+            f"{suite}: tokenizer {tok.name!r} maps {', '.join(map(repr, bad[:4]))} of the template to its "
+            "unknown token; use a tokenizer whose vocabulary covers English text"
+        )
+
+
+def _screened_lexicon(tok: _Tok, suite: str) -> tuple[Lexicon, dict[str, tuple[int, ...]]]:
+    """The shipped words this tokenizer encodes without its unknown token, and each word's ids as " word"."""
+    lex = text.lexicon()
+    words = sorted({w for ws in lex.values() for w in ws})
+    enc = dict(zip(words, tok.batch([" " + w for w in words])))
+    known = {c: tuple(w for w in ws if enc[w] and tok.unk not in enc[w]) for c, ws in lex.items()}
+    for category, ws in known.items():
+        if not ws:
+            raise SuiteError(
+                f"{suite}: tokenizer {tok.name!r} encodes none of the built-in {category} without its unknown "
+                "token, so it cannot read generated text; use a tokenizer with an English vocabulary"
+            )
+    return known, enc
+
+
+def _without(lex: Lexicon, enc: dict[str, tuple[int, ...]], token: int) -> Lexicon:
+    """``lex`` less every word whose tokens include ``token`` (the needle's own word among them)."""
+    return {c: tuple(w for w in ws if token not in enc[w]) for c, ws in lex.items()}
+
+
+def _single_token_nouns(tok: _Tok, suite: str, nouns: Sequence[str], context: str) -> list[tuple[str, int]]:
+    """(noun, token) for nouns that continue ``context`` as exactly one token, in list order."""
+    base = tok.ids(context)
+    outs = tok.batch([f"{context} {noun}" for noun in nouns])
+    pool = [
+        (noun, ids[-1]) for noun, ids in zip(nouns, outs)
+        if len(ids) == len(base) + 1 and ids[:-1] == base and ids[-1] != tok.unk
+    ]
+    if not pool:
+        raise SuiteError(
+            f"{suite}: tokenizer {tok.name!r} encodes none of the {len(nouns)} built-in nouns as one token after "
+            f"{context!r}, and the needle must be one token; use a tokenizer with whole-word English tokens"
+        )
+    return pool
+
+
+def _fill(tok: _Tok, rng: np.random.Generator, lex: Lexicon, base: int, pad: int | None,
+          length: int | None) -> list[str]:
+    """Haystack sentences: exactly ``pad``, or as many as keep ``base`` + their tokens within ``length``."""
+    if pad is not None:
+        return text.sentences(rng, lex, pad)
+    hay: list[str] = []
+    while True:
+        chunk = text.sentences(rng, lex, _CHUNK)
+        for sent, ids in zip(chunk, tok.batch([" " + s for s in chunk])):
+            base += len(ids)
+            if base > length:
+                return hay
+            hay.append(sent)
+
+
+def _encode_planted(tok: _Tok, head: str, value: str, tail: str):
+    """(input_ids, answer_ids, answer_positions) of head+value+tail, or None where the tokenizer splits
+    ``value`` differently in place than as the continuation of the whole prompt."""
+    h, hv, full, cont = tok.batch([head, head + value, head + value + tail, head + value + tail + value])
+    if hv[:len(h)] != h or full[:len(hv)] != hv or cont[:len(full)] != full:
+        return None
+    planted, answer = hv[len(h):], cont[len(full):]
+    if not answer or planted != answer:
+        return None
+    start = len(tok.lead) + len(h)
+    return tok.lead + full, answer, tuple(range(start, start + len(answer)))
+
+
+Layout = Callable[[list[str], int, str], tuple[str, str]]
+
+
+def _plant(tok: _Tok, suite: str, index: int, rng: np.random.Generator, lex: Lexicon, draw: Callable,
+           layout: Layout, pad: int | None, length: int | None, counts: dict[int, int]):
+    """Build one text prompt; returns ((input_ids, answer_ids, positions), value, sentences, depth).
+
+    ``layout(haystack, depth, value)`` gives the text before and after " value"; ``counts`` are tokens that
+    must occur exactly so often (a RULER key: in the needle and twice in the question).
+    """
+    for _ in range(_TRIES):
+        value = draw(rng)
+        base = 0
+        if length is not None:
+            head, tail = layout([], 0, value)
+            base = len(tok.lead) + len(tok.ids(f"{head} {value}{tail}"))
+            if base > length:
+                raise SuiteError(
+                    f"{suite}: length {length} is shorter than the template alone ({base} tokens with "
+                    f"tokenizer {tok.name!r}); use length >= {base}, or pass pad instead"
+                )
+        hay = _fill(tok, rng, lex, base, pad, length)
+        at = rng.random()
+        while True:
+            depth = int(at * (len(hay) + 1))
+            head, tail = layout(hay, depth, value)
+            built = _encode_planted(tok, head, " " + value, tail)
+            if built is None or length is None or len(built[0]) <= length or not hay:
+                break
+            hay = hay[:-1]  # sentences tokenized alone can merge differently in place; drop until it fits
+        if (
+            built is not None
+            and (length is None or len(built[0]) <= length)
+            and (tok.unk is None or tok.unk not in built[0])
+            and _planted_only(*built)
+            and all(built[0].count(t) == c for t, c in counts.items())
+        ):
+            return built, value, len(hay), depth
+    raise SuiteError(
+        f"{suite}: prompt {index} still had its answer outside the planted position, an unknown token, or an "
+        f"answer split differently in place, after {_TRIES} draws with tokenizer {tok.name!r}; use a "
+        "tokenizer that keeps English words whole, or another seed"
+    )
+
+
+def _cue_layout(cue: str, hay: list[str], depth: int, value: str) -> tuple[str, str]:
+    # App. E / AA: the needle sentence opens the prompt and the cue closes it.
+    return cue, "." + "".join(" " + s for s in hay) + " " + cue
+
+
+def _ruler_layout(key: str, hay: list[str], depth: int, value: str) -> tuple[str, str]:
+    # App. AI: the needle sits at a random sentence boundary of the haystack.
+    head = RULER_INTRO + "".join(s + " " for s in hay[:depth]) + RULER_NEEDLE.format(key=key)
+    return head, "." + "".join(" " + s for s in hay[depth:]) + RULER_QUESTION.format(key=key)
+
+
+def _niah(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
+    _require_known(tok, "niah", NIAH_CUE)
+    lex, enc = _screened_lexicon(tok, "niah")
+    pool = _single_token_nouns(tok, "niah", lex["nouns"], NIAH_CUE)
+    prompts = []
+    for index, k in enumerate(_cycle(_rng(seed, "niah"), len(pool), n_prompts)):
+        needle, token = pool[k]
+        built, _, sentences, _ = _plant(
+            tok, "niah", index, _rng(seed, "niah", index), _without(lex, enc, token),
+            lambda rng, needle=needle: needle, partial(_cue_layout, NIAH_CUE), pad, length, {},
+        )
+        prompts.append(Prompt(*built, "niah", index, {"needle": needle, "pad": sentences}))
+    return prompts
+
+
+def _passkey(rng: np.random.Generator) -> str:
+    return "".join(rng.choice(_PASSKEY_ALPHABET, _PASSKEY_CHARS))
+
+
+def _passkey_niah(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
+    _require_known(tok, "passkey_niah", PASSKEY_CUE)
+    lex, _ = _screened_lexicon(tok, "passkey_niah")
+    prompts = []
+    for index in range(n_prompts):
+        built, value, sentences, _ = _plant(
+            tok, "passkey_niah", index, _rng(seed, "passkey_niah", index), lex, _passkey,
+            partial(_cue_layout, PASSKEY_CUE), pad, length, {},
+        )
+        prompts.append(Prompt(*built, "passkey_niah", index, {"pass_key": value, "pad": sentences}))
+    return prompts
+
+
+def _uuid(rng: np.random.Generator) -> str:
+    return str(uuid.UUID(bytes=rng.bytes(16), version=4))
+
+
+def _uuid_niah(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
+    template = RULER_INTRO + RULER_NEEDLE + RULER_QUESTION
+    _require_known(tok, "uuid_niah", template.replace("{key}", ""))
+    lex, enc = _screened_lexicon(tok, "uuid_niah")
+    context = RULER_NEEDLE.split(" {key}")[0]
+    pool = _single_token_nouns(tok, "uuid_niah", lex["nouns"], context)
+    prompts = []
+    for index, k in enumerate(_cycle(_rng(seed, "uuid_niah"), len(pool), n_prompts)):
+        key, token = pool[k]
+        built, value, sentences, depth = _plant(
+            tok, "uuid_niah", index, _rng(seed, "uuid_niah", index), _without(lex, enc, token), _uuid,
+            partial(_ruler_layout, key), pad, length, {token: 3},
+        )
+        meta = {"key": key, "value": value, "depth": depth, "pad": sentences}
+        prompts.append(Prompt(*built, "uuid_niah", index, meta))
+    return prompts
+
+
+def _induction(tok: _Tok, n_prompts: int, seed: int, length: int, pad: None) -> list[Prompt]:
+    # Olsson et al.: a random segment, then its repeat cut so that the next token is the segment's own.
+    body = length - len(tok.lead)
+    if body < 3:
+        raise SuiteError(
+            f"induction: length {length} leaves {body} tokens after BOS; use length >= {3 + len(tok.lead)}"
+        )
+    segment = body // 2 + 1
+    repeat = body - segment
+    pool = tok.ordinary()
+    if segment > pool.size:
+        raise SuiteError(
+            f"induction: length {length} needs {segment} distinct tokens but tokenizer {tok.name!r} has "
+            f"{pool.size} ordinary ones; use length <= {2 * pool.size - 1 + len(tok.lead)}"
+        )
+    prompts = []
+    for index in range(n_prompts):
+        a = tuple(int(t) for t in _rng(seed, "induction", index).choice(pool, segment, replace=False))
+        at = len(tok.lead) + repeat
+        prompts.append(Prompt(
+            tok.lead + a + a[:repeat], (a[repeat],), (at,), "induction", index,
+            {"segment": segment, "repeat": repeat},
+        ))
+    return prompts
+
+
+def _mqar(tok: _Tok, n_prompts: int, seed: int, length: int, pad: None) -> list[Prompt]:
+    # Arora et al. (Zoology): key-value pairs, then every key queried once in random order with its value
+    # given, except the last query, whose value is the answer; keys and values are disjoint random tokens.
+    body = length - len(tok.lead)
+    pairs = (body + 1) // 4
+    pool = tok.ordinary()
+    if pairs < 1:
+        raise SuiteError(
+            f"mqar: length {length} holds no key-value pair and query; use length >= {3 + len(tok.lead)}"
+        )
+    if 2 * pairs > pool.size:
+        raise SuiteError(
+            f"mqar: length {length} needs {2 * pairs} distinct tokens but tokenizer {tok.name!r} has "
+            f"{pool.size} ordinary ones; use length <= {4 * (pool.size // 2) + 2 + len(tok.lead)}"
+        )
+    prompts = []
+    for index in range(n_prompts):
+        rng = _rng(seed, "mqar", index)
+        drawn = [int(t) for t in rng.choice(pool, 2 * pairs, replace=False)]
+        keys, values = drawn[:pairs], drawn[pairs:]
+        order = [int(j) for j in rng.permutation(pairs)]
+        store = tuple(t for j in range(pairs) for t in (keys[j], values[j]))
+        queries = tuple(t for j in order[:-1] for t in (keys[j], values[j])) + (keys[order[-1]],)
+        at = len(tok.lead) + 2 * order[-1] + 1
+        prompts.append(Prompt(
+            tok.lead + store + queries, (values[order[-1]],), (at,), "mqar", index, {"pairs": pairs},
+        ))
+    return prompts
+
+
+def _first_unique(ids: Sequence[int], start: int) -> int | None:
+    """The first position >= start whose token occurs once in ``ids``."""
+    counts = Counter(ids)
+    return next((j for j in range(max(start, 1), len(ids)) if counts[ids[j]] == 1), None)
+
+
+def _copying(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
+    # Seed 000 App. B's "copying with padding", on a generated passage instead of memorized novel openings:
+    # passage, random tokens, then at least half the passage again; the copy stops before a token that
+    # occurs once in the passage, so only copying names the answer.
+    lex, _ = _screened_lexicon(tok, "copying")
+    pool = tok.ordinary()
+    prompts = []
+    for index in range(n_prompts):
+        rng = _rng(seed, "copying", index)
+        for _ in range(_TRIES):
+            passage = " ".join(text.sentences(rng, lex, _PASSAGE_SENTENCES))
+            ids = tok.ids(passage)
+            copied = _first_unique(ids, len(ids) // 2)
+            if copied is not None:
+                break
+        else:
+            raise SuiteError(
+                f"copying: no passage of prompt {index} had a token that occurs once, after {_TRIES} draws "
+                f"with tokenizer {tok.name!r}; use a tokenizer with whole-word English tokens"
+            )
+        if tok.unk is not None and tok.unk in ids:
+            raise SuiteError(
+                f"copying: tokenizer {tok.name!r} maps part of a generated passage to its unknown token; "
+                "use a tokenizer whose vocabulary covers English text"
+            )
+        noise = pad if pad is not None else length - len(tok.lead) - len(ids) - copied
+        if noise < 0:
+            raise SuiteError(
+                f"copying: length {length} is shorter than prompt {index}'s passage and copy "
+                f"({length - noise} tokens); use a larger length (passages vary), or pass pad instead"
+            )
+        filler = np.setdiff1d(pool, ids)
+        padding = tuple(int(t) for t in rng.choice(filler, noise)) if noise else ()
+        at = len(tok.lead) + copied
+        meta = {"passage": passage, "pad": noise, "copied": copied}
+        prompts.append(Prompt(tok.lead + ids + padding + ids[:copied], (ids[copied],), (at,), "copying", index, meta))
+    return prompts
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A registered suite; calling it is ``build_suite(name, ...)``.
+
+    ``scoring`` is "first token" (exact match of the first generated token, App. E) or "substring" (the
+    planted value inside the decoded generation, App. AA/AI). Suites with a ``default_pad`` take ``pad``
+    (haystack sentences, or random padding tokens for copying); the others take only ``length``.
+    """
+
+    name: str
+    summary: str
+    source: str
+    max_new_tokens: int
+    scoring: str
+    default_pad: int | None
+    default_length: int | None
+    build: Callable[..., list[Prompt]] = field(repr=False)
+
+    def __call__(self, tokenizer: Any, n_prompts: int, *, seed: int = 0, length: int | None = None,
+                 pad: int | None = None) -> list[Prompt]:
+        return build_suite(self.name, tokenizer, n_prompts, seed=seed, length=length, pad=pad)
+
+
+# Defaults: pad 128 is the matched NIAH and pass-key setting (App. E/F, AA); copying's pad 500 is Sec. 5.4;
+# length 1024 keeps induction and MQAR in-distribution for every audit model, Pythia's 2048 included.
+SUITES: dict[str, Suite] = {
+    s.name: s for s in (
+        Suite("niah", "'The secret word is X. [haystack] The secret word is' with X a one-token noun",
+              "seed 000 App. E", 1, "first token", 128, None, _niah),
+        Suite("induction", "a random-token segment and its repeat; predict the repeat's next token",
+              "seed 000 App. B; Olsson et al. 2022", 1, "first token", None, 1024, _induction),
+        Suite("mqar", "random-token key-value pairs, then queries; predict the last queried value",
+              "seed 000 App. B; Arora et al. 2023", 1, "first token", None, 1024, _mqar),
+        Suite("copying", "a generated passage, random padding, then the passage again; continue it",
+              "seed 000 App. B, Sec. 5.4", 1, "first token", 500, None, _copying),
+        Suite("uuid_niah", "RULER niah_single_3: recall the UUID planted for a key noun",
+              "seed 000 App. AI; Hsieh et al. 2024", 56, "substring", 128, None, _uuid_niah),
+        Suite("passkey_niah", "'The pass key is X. [haystack] The pass key is' with an 8-character key",
+              "seed 000 App. AA", 24, "substring", 128, None, _passkey_niah),
+    )
+}
+
+
+def _suite(name: str) -> Suite:
+    if name not in SUITES:
+        raise SuiteError(f"unknown suite {name!r}; choose one of: {', '.join(SUITES)}")
+    return SUITES[name]
+
+
+def _check_int(what: str, value: Any, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise SuiteError(f"{what} must be an int >= {low}, got {value!r}")
+
+
+def build_suite(name: str, tokenizer: Any, n_prompts: int, *, seed: int = 0, length: int | None = None,
+                pad: int | None = None) -> list[Prompt]:
+    """``n_prompts`` prompts of suite ``name`` for a Hugging Face ``tokenizer``.
+
+    ``pad`` counts haystack sentences (NIAH suites; seed 000 uses 0, 8, 32, 128, 512) or random padding
+    tokens (copying). ``length`` is the target total of ``input_ids``: exact for induction and copying,
+    within 3 tokens for MQAR, and short by less than one haystack sentence for the NIAH suites. Pass one of
+    the two; with neither, the suite's default applies. Raises SuiteError on anything it cannot build.
+    """
+    suite = _suite(name)
+    _check_int("n_prompts", n_prompts, 1)
+    _check_int("seed", seed, 0)
+    if length is not None:
+        _check_int("length", length, 1)
+    if pad is not None:
+        if suite.default_pad is None:
+            raise SuiteError(f"{name} takes length, not pad: its prompts have no padding")
+        _check_int("pad", pad, 0)
+        if length is not None:
+            raise SuiteError(f"{name}: pass pad or length, not both")
+    if pad is None and length is None:
+        pad, length = suite.default_pad, suite.default_length
+    prompts = suite.build(_adapt(tokenizer), int(n_prompts), int(seed), length, pad)
+    for prompt in prompts:
+        if not _planted_only(prompt.input_ids, prompt.answer_ids, prompt.answer_positions):
+            raise SuiteError(f"{name}: prompt {prompt.index} holds its answer outside the planted position; "
+                             "report this with the tokenizer's name")
+    return prompts
+
+
+def max_new_tokens(name: str) -> int:
+    """Tokens to generate when scoring suite ``name``: 1 for single-token suites, 24 (App. AA) or 56 (App. AI)."""
+    return _suite(name).max_new_tokens
+
+
+def answer_correct(prompt: Prompt, generated_ids: Any, tokenizer: Any = None) -> bool:
+    """Exact match of a generation (the new token ids only) against the prompt's answer.
+
+    Single-token suites compare the first generated token with ``answer_ids[0]`` (App. E). ``uuid_niah`` and
+    ``passkey_niah`` need ``tokenizer``: the planted value, as the tokenizer decodes ``answer_ids``, must be a
+    substring of the decoded first ``max_new_tokens(suite)`` tokens (App. AA, AI).
+    """
+    suite = _suite(prompt.suite)
+    flat = np.asarray(generated_ids.tolist() if hasattr(generated_ids, "tolist") else list(generated_ids))
+    if flat.ndim != 1:
+        raise SuiteError(f"generated_ids must be one prompt's 1-D token ids, got shape {flat.shape}")
+    ids = [int(t) for t in flat[:suite.max_new_tokens]]
+    if suite.scoring == "first token":
+        return bool(ids) and ids[0] == prompt.answer_ids[0]
+    if tokenizer is None:
+        raise SuiteError(
+            f"{prompt.suite} is scored on decoded text: call answer_correct(prompt, generated_ids, tokenizer)"
+        )
+    target = tokenizer.decode(list(prompt.answer_ids)).strip()
+    return target in tokenizer.decode(ids)

@@ -1,0 +1,87 @@
+"""The checkpoint commands run end to end on a saved tiny model, and every bad input is a one-line error
+with a non-zero exit and no output left behind."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from attnlab.cli import main
+
+from .checkpoints import save_checkpoint
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    return save_checkpoint(tmp_path_factory.mktemp("ckpt"))
+
+
+def _run(argv, capsys):
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_audit_command_writes_table_rows_and_config(checkpoint, tmp_path, capsys):
+    out = tmp_path / "audit"
+    code, stdout, err = _run(["audit", "--model", str(checkpoint), "--prompts", "2", "--pad", "2",
+                              "--p", "2", "4", "--out", str(out)], capsys)
+    assert code == 0, err
+    assert "b_auto =" in stdout and "unsafe %" in stdout
+    assert sorted(p.name for p in out.iterdir()) == ["audit.csv", "audit.md", "config.json", "rows_b0.parquet",
+                                                    "rows_bauto.parquet"]
+    config = json.loads((out / "config.json").read_text())
+    table = pd.read_csv(out / "audit.csv")
+    assert table.loc[table["b"] == "auto", "b value"].iloc[0] == pytest.approx(config["b_auto"])
+    assert set(table["p"]) == {2, 4}
+
+
+def test_substitute_command_scores_recipes_against_softmax(checkpoint, tmp_path, capsys):
+    out = tmp_path / "sub"
+    code, stdout, err = _run(["substitute", "--model", str(checkpoint), "--prompts", "3", "--pad", "1",
+                              "--recipes", "relu_p4_bauto", "sigmoid_b0", "--out", str(out)], capsys)
+    assert code == 0, err
+    table = pd.read_csv(out / "substitute.csv")
+    assert list(table["recipe"]) == ["softmax", "relu_p4_bauto", "sigmoid_b0"]
+    assert table["map"].iloc[1].startswith("relu_p4_b") and table["map"].iloc[1] != "relu_p4_bauto"
+    assert (table["n"] == 3).all()
+    answers = pd.read_parquet(out / "answers.parquet")
+    for recipe, group in answers.groupby("recipe"):
+        line = table[table["recipe"] == recipe].iloc[0]
+        assert line["correct"] == group["correct"].sum()
+    base = table["accuracy %"].iloc[0]
+    assert table["delta pp"].iloc[1:].tolist() == pytest.approx((table["accuracy %"].iloc[1:] - base).tolist())
+
+
+def _bad_inputs(tmp_path, checkpoint):
+    from transformers import AutoConfig
+
+    config_only = tmp_path / "config_only"
+    config_only.mkdir()
+    AutoConfig.from_pretrained(checkpoint).save_pretrained(config_only)
+    tiny_tok = save_checkpoint(tmp_path / "tinytok", tokenizer_kind="tiny")
+    short = save_checkpoint(tmp_path / "short", context=40)
+    model = str(checkpoint)
+    return {
+        "missing path": (["audit", "--model", str(tmp_path / "nope")], "does not exist"),
+        "no weights": (["audit", "--model", str(config_only)], "has no weights"),
+        "tokenizer cannot encode": (["audit", "--model", str(tiny_tok), "--pad", "2"], "tokenizer"),
+        "too long": (["audit", "--model", str(short), "--pad", "20"], "context is 40"),
+        "unknown recipe": (["substitute", "--model", model, "--recipes", "relu_p4_bfast", "--pad", "2"], "unknown row map"),
+        "unknown suite": (["audit", "--model", model, "--suite", "poetry", "--pad", "2"], "unknown suite"),
+        "bad b": (["audit", "--model", model, "--b", "0", "lots", "--pad", "2"], "--b takes numbers"),
+    }
+
+
+def test_bad_inputs_fail_with_one_line_and_leave_nothing(checkpoint, tmp_path, capsys):
+    cases = _bad_inputs(tmp_path, checkpoint)
+    capsys.readouterr()
+    for what, (argv, message) in cases.items():
+        out = tmp_path / f"out_{what.replace(' ', '_')}"
+        code, _, err = _run([*argv, "--prompts", "2", "--out", str(out)], capsys)
+        assert code != 0, what
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and message in lines[0], f"{what}: {err!r}"
+        assert not out.exists(), f"{what}: left {list(out.iterdir())}"

@@ -1,0 +1,317 @@
+"""Prompt suites are deterministic per seed, plant each answer only at answer_positions, follow the seed's templates, respect pad/length, and refuse tokenizers that cannot host them."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from attnlab.tasks import SUITES, SuiteError, answer_correct, build_suite, generic_text, max_new_tokens
+from attnlab.tasks.text import lexicon
+from offline import build_tokenizer
+
+CUES = ("secret", "word", "pass", "key", "magic", "uuid", "special")
+# Small settings per suite so the whole file stays fast.
+SMALL = {"niah": {"pad": 6}, "passkey_niah": {"pad": 6}, "uuid_niah": {"pad": 6},
+         "induction": {"length": 64}, "mqar": {"length": 64}, "copying": {"pad": 20}}
+
+
+@pytest.fixture(scope="module", params=["word", "bpe"])
+def tok(request, tmp_path_factory):
+    return build_tokenizer(tmp_path_factory.mktemp(request.param), request.param)
+
+
+@pytest.fixture(scope="module")
+def bpe(tmp_path_factory):
+    return build_tokenizer(tmp_path_factory.mktemp("bpe"), "bpe")
+
+
+@pytest.fixture(scope="module")
+def word(tmp_path_factory):
+    return build_tokenizer(tmp_path_factory.mktemp("word"), "word")
+
+
+def _ids(tokenizer, text: str) -> list[int]:
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def _find(ids, seq) -> list[int]:
+    """Start positions of ``seq`` in ``ids`` by brute force."""
+    seq = list(seq)
+    return [i for i in range(len(ids) - len(seq) + 1) if list(ids[i:i + len(seq)]) == seq]
+
+
+def _text(tokenizer, ids) -> str:
+    """The decoded prompt, lowercased and without the spaces a word-level decoder puts before punctuation."""
+    return re.sub(r" ([.,:?!])", r"\1", tokenizer.decode(list(ids), skip_special_tokens=True).lower())
+
+
+def _bos(tokenizer) -> list[int]:
+    return [] if tokenizer.bos_token_id is None else [tokenizer.bos_token_id]
+
+
+def test_registry_names():
+    assert {"niah", "induction", "mqar", "copying", "uuid_niah", "passkey_niah"} <= set(SUITES)
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_same_seed_same_prompts_other_seed_other_prompts(tok, name):
+    first = build_suite(name, tok, 3, seed=5, **SMALL[name])
+    assert first == build_suite(name, tok, 3, seed=5, **SMALL[name])
+    assert first == SUITES[name](tok, 3, seed=5, **SMALL[name])
+    # prompt i does not depend on how many prompts were asked for
+    assert first[:2] == build_suite(name, tok, 2, seed=5, **SMALL[name])
+    other = build_suite(name, tok, 3, seed=6, **SMALL[name])
+    assert all(a.input_ids != b.input_ids for a, b in zip(first, other))
+    assert len({p.input_ids for p in first}) == 3
+    assert [p.index for p in first] == [0, 1, 2] and {p.suite for p in first} == {name}
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_input_starts_with_the_tokenizers_bos_and_holds_no_special_token(tok, name):
+    bos = _bos(tok)
+    for p in build_suite(name, tok, 3, **SMALL[name]):
+        assert list(p.input_ids[:len(bos)]) == bos
+        assert not set(p.input_ids[len(bos):]) & set(tok.all_special_ids)
+
+
+def test_niah_needle_only_where_planted_and_template(tok):
+    prompts = build_suite("niah", tok, 30, seed=1, pad=8)
+    assert len({p.meta["needle"] for p in prompts}) == 30  # a fresh needle per prompt while the pool lasts
+    for p in prompts:
+        needle = p.meta["needle"]
+        [token] = _ids(tok, " " + needle)  # the needle is a single token with its leading space
+        ids = list(p.input_ids)
+        assert [i for i, t in enumerate(ids) if t == token] == list(p.answer_positions)
+        assert p.answer_ids == (token,)
+        assert _text(tok, ids[:p.answer_positions[0]]) == "the secret word is"
+        whole = _text(tok, ids)
+        assert whole.startswith(f"the secret word is {needle}.")
+        assert whole.endswith(". the secret word is")
+        haystack = whole[len(f"the secret word is {needle}."):-len("the secret word is")]
+        assert haystack.count(".") == 8 == p.meta["pad"]
+        assert not any(cue in haystack for cue in CUES)
+        assert needle not in re.findall(r"[a-z]+", haystack)
+
+
+def test_long_haystacks_never_repeat_the_needle(tok):
+    # 200 sentences draw each noun several times over, so only screening the needle out can keep it unique
+    for p in build_suite("niah", tok, 2, pad=200):
+        [token] = _ids(tok, " " + p.meta["needle"])
+        assert [i for i, t in enumerate(p.input_ids) if t == token] == list(p.answer_positions)
+
+
+def test_niah_text_round_trips_with_bpe(bpe):
+    for p in build_suite("niah", bpe, 5, seed=2, pad=3):
+        text = bpe.decode(p.input_ids)
+        assert bpe(text, add_special_tokens=False)["input_ids"] == list(p.input_ids)
+        assert bpe(text + " " + p.meta["needle"], add_special_tokens=False)["input_ids"][-1] == p.answer_ids[0]
+
+
+def test_bpe_splits_some_nouns_and_niah_uses_only_single_token_ones(bpe):
+    nouns = lexicon()["nouns"]
+    single = {n for n in nouns if len(_ids(bpe, " " + n)) == 1}
+    assert 20 <= len(single) < len(nouns)
+    assert {p.meta["needle"] for p in build_suite("niah", bpe, 40, pad=0)} <= single
+
+
+def test_uuid_niah_value_only_where_planted(tok):
+    for p in build_suite("uuid_niah", tok, 6, seed=3, pad=10):
+        key, value = p.meta["key"], p.meta["value"]
+        assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", value)
+        answer = _ids(tok, " " + value)
+        assert list(p.answer_ids) == answer
+        start = _find(p.input_ids, answer)
+        assert start == [p.answer_positions[0]]
+        assert list(p.answer_positions) == list(range(start[0], start[0] + len(answer)))
+        [k] = _ids(tok, " " + key)
+        assert list(p.input_ids).count(k) == 3  # the needle and the question's two mentions
+        whole = _text(tok, p.input_ids)
+        assert whole.startswith("some special magic uuids are hidden within the following text. make sure to "
+                                "memorize it. i will quiz you about the uuids afterwards.")
+        assert f"one of the special magic uuids for {key} is:" in whole
+        assert whole.endswith(f"what are all the special magic uuids for {key} mentioned in the provided text? "
+                              f"the special magic uuids for {key} mentioned in the provided text are")
+        assert whole.count(".") - 4 == 10 == p.meta["pad"]  # 3 periods in the intro, 1 after the needle
+
+
+def test_uuid_niah_needle_depth_varies(bpe):
+    depths = {p.meta["depth"] for p in build_suite("uuid_niah", bpe, 12, pad=10)}
+    assert len(depths) > 3 and depths <= set(range(11))
+
+
+def test_passkey_only_where_planted(bpe):
+    for p in build_suite("passkey_niah", bpe, 6, pad=4):
+        key = p.meta["pass_key"]
+        assert re.fullmatch(r"[A-Z0-9]{8}", key)
+        text = bpe.decode(p.input_ids)
+        assert text.startswith(f"The pass key is {key}.") and text.endswith(". The pass key is")
+        assert text.count(key) == 1
+        assert _find(p.input_ids, p.answer_ids) == [p.answer_positions[0]]
+
+
+def test_induction_answer_is_the_token_after_the_first_occurrence(tok):
+    bos = _bos(tok)
+    for p in build_suite("induction", tok, 4, length=101):
+        ids = list(p.input_ids)
+        assert len(ids) == 101
+        body = ids[len(bos):]
+        assert len(set(body[:len(body) // 2 + 1])) == len(body) // 2 + 1  # a segment of distinct tokens
+        first = ids.index(ids[-1])
+        assert first < len(ids) - 1
+        assert p.answer_ids == (ids[first + 1],) and p.answer_positions == (first + 1,)
+        assert ids.count(ids[first + 1]) == 1
+        # the prompt ends by repeating the segment from its start up to the query token
+        repeat = first + 1 - len(bos)
+        assert body[-repeat:] == body[:repeat] and repeat == len(body) - (len(body) // 2 + 1)
+
+
+def test_mqar_answer_is_the_value_stored_for_the_last_key(tok):
+    bos = _bos(tok)
+    for p in build_suite("mqar", tok, 4, length=90):
+        ids = list(p.input_ids)
+        assert 87 <= len(ids) <= 90
+        body = ids[len(bos):]
+        pairs = (len(body) + 1) // 4
+        store = dict(zip(body[0:2 * pairs:2], body[1:2 * pairs:2]))
+        assert len(store) == pairs and not set(store) & set(store.values())
+        queries = body[2 * pairs:]
+        assert all(store[k] == v for k, v in zip(queries[0::2], queries[1::2]))
+        assert sorted(queries[0::2]) == sorted(store)  # every key is queried once
+        last = queries[-1]
+        assert p.answer_ids == (store[last],)
+        assert [i for i, t in enumerate(ids) if t == store[last]] == list(p.answer_positions)
+        assert ids[p.answer_positions[0] - 1] == last
+
+
+def test_copying_repeats_the_passage_start_after_the_padding(tok):
+    bos = _bos(tok)
+    for p in build_suite("copying", tok, 4, pad=30):
+        ids = list(p.input_ids)
+        passage = _ids(tok, p.meta["passage"])
+        copied = p.meta["copied"]
+        assert ids == bos + passage + ids[len(bos) + len(passage):-copied] + passage[:copied]
+        noise = ids[len(bos) + len(passage):-copied]
+        assert len(noise) == 30 and not set(noise) & set(passage)
+        assert p.answer_ids == (passage[copied],) and p.answer_positions == (len(bos) + copied,)
+        assert ids.count(passage[copied]) == 1
+        assert copied >= len(passage) // 2
+        assert not any(cue in p.meta["passage"].lower() for cue in CUES)
+
+
+@pytest.mark.parametrize("name,length", [("niah", 300), ("uuid_niah", 400), ("passkey_niah", 250)])
+def test_text_suites_fill_to_length_without_exceeding(tok, name, length):
+    for p in build_suite(name, tok, 4, length=length):
+        # short by less than one sentence (every generated sentence is under 40 tokens)
+        assert length - 40 < len(p.input_ids) <= length
+
+
+def test_copying_length_is_exact(tok):
+    assert {len(p.input_ids) for p in build_suite("copying", tok, 4, length=200)} == {200}
+
+
+def test_tiny_tokenizer_is_refused_with_its_name(tmp_path):
+    tiny = build_tokenizer(tmp_path / "tiny-vocab", "tiny")
+    for name in ("niah", "uuid_niah", "passkey_niah", "copying"):
+        with pytest.raises(SuiteError, match="tiny-vocab") as err:
+            build_suite(name, tiny, 2)
+        assert "unknown token" in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(SuiteError, match=r"tiny-vocab.*use length <="):
+        build_suite("induction", tiny, 2)
+
+
+def test_length_bounds_are_exact(word):
+    pool = len(word) - len(word.all_special_ids)
+    top = 2 * pool - 1 + 1  # a segment of all ordinary tokens, one fewer repeated, and BOS
+    with pytest.raises(SuiteError, match=f"use length <= {top}"):
+        build_suite("induction", word, 1, length=top + 1)
+    assert len(build_suite("induction", word, 1, length=top)[0].input_ids) == top
+    most = 4 * (pool // 2) + 2 + 1  # pool // 2 pairs; a body of 4 * pairs + 3 would need one pair more
+    with pytest.raises(SuiteError, match=f"use length <= {most}"):
+        build_suite("mqar", word, 1, length=most + 1)
+    assert build_suite("mqar", word, 1, length=most)[0].meta["pairs"] == pool // 2
+    with pytest.raises(SuiteError, match=r"use length >= (\d+)") as err:
+        build_suite("niah", word, 1, length=5)
+    least = int(re.search(r"use length >= (\d+)", str(err.value)).group(1))
+    assert build_suite("niah", word, 1, length=least)[0].meta["pad"] == 0
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"name": "nope"}, "unknown suite 'nope'; choose one of: niah"),
+    ({"n_prompts": 0}, "n_prompts must be an int >= 1"),
+    ({"seed": -1}, "seed must be an int >= 0"),
+    ({"pad": 3, "length": 100}, "pass pad or length, not both"),
+    ({"name": "induction", "pad": 3}, "induction takes length, not pad"),
+    ({"length": 2.5}, "length must be an int"),
+])
+def test_bad_arguments(word, kwargs, match):
+    args = {"name": "niah", "n_prompts": 2} | kwargs
+    with pytest.raises(SuiteError, match=match):
+        build_suite(args.pop("name"), word, args.pop("n_prompts"), **args)
+
+
+def test_not_a_tokenizer():
+    with pytest.raises(SuiteError, match="expected a Hugging Face tokenizer"):
+        build_suite("niah", object(), 1)
+
+
+def test_max_new_tokens_follow_the_seed():
+    assert {n: max_new_tokens(n) for n in SMALL} == {
+        "niah": 1, "induction": 1, "mqar": 1, "copying": 1, "uuid_niah": 56, "passkey_niah": 24}
+
+
+def test_answer_correct_single_token(bpe):
+    p = build_suite("niah", bpe, 1, pad=2)[0]
+    right, wrong = p.answer_ids[0], (p.answer_ids[0] + 1) % len(bpe)
+    assert answer_correct(p, [right, wrong])
+    assert answer_correct(p, torch.tensor([right]))
+    assert not answer_correct(p, [wrong, right])
+    assert not answer_correct(p, [])
+    with pytest.raises(SuiteError, match="1-D"):
+        answer_correct(p, np.array([[right]]))
+
+
+def test_answer_correct_uuid_is_a_substring_of_the_decoded_generation(tok):
+    p = build_suite("uuid_niah", tok, 1, pad=2)[0]
+    value = p.meta["value"]
+    said = _ids(tok, f" {value}. It was")
+    assert answer_correct(p, said, tok)
+    assert answer_correct(p, list(p.answer_ids) + _ids(tok, " and more"), tok)
+    other = value[:-1] + ("0" if value[-1] != "0" else "1")
+    assert not answer_correct(p, _ids(tok, f" {other}."), tok)
+    late = _ids(tok, " the" * 56) + list(p.answer_ids)  # past the seed's 56 scored tokens
+    assert not answer_correct(p, late, tok)
+    with pytest.raises(SuiteError, match="scored on decoded text"):
+        answer_correct(p, said)
+
+
+def test_answer_correct_passkey(tok):
+    p = build_suite("passkey_niah", tok, 1, pad=2)[0]
+    assert answer_correct(p, list(p.answer_ids), tok)
+    assert not answer_correct(p, _ids(tok, " the"), tok)
+
+
+def test_generic_text_is_deterministic_exact_and_cue_free():
+    text = generic_text(500, 0)
+    assert text == generic_text(500, 0) != generic_text(500, 1)
+    assert len(text.split()) == 500
+    assert not any(cue in text.lower() for cue in CUES)
+
+
+def test_generic_text_shares_no_sentence_with_the_suites(bpe):
+    held_out = set(generic_text(3000, 0).split(". "))
+    for p in build_suite("niah", bpe, 5, pad=40) + build_suite("copying", bpe, 5, pad=0):
+        suite_text = p.meta.get("passage") or bpe.decode(p.input_ids)
+        assert not held_out & set(suite_text.split(". "))
+
+
+def test_word_lists_hold_no_cue_and_no_duplicate():
+    words = [w for ws in lexicon().values() for w in ws]
+    assert len(lexicon()["nouns"]) >= 200
+    assert len(words) == len(set(words))
+    assert all(re.fullmatch(r"[a-z]+", w) for w in words)
+    assert not [w for w in words if any(cue in w for cue in CUES)]
+    with pytest.raises(ValueError, match="n_words"):
+        generic_text(0, 0)
