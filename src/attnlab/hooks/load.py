@@ -27,7 +27,7 @@ def resolve_dtype(name: str, device: str) -> torch.dtype:
 
 
 def check_checkpoint(path: str | os.PathLike) -> Path:
-    folder = Path(path)
+    folder = Path(path).expanduser()
     if not folder.exists():
         raise LoadError(f"model path {folder} does not exist; pass a folder written by save_pretrained")
     if not folder.is_dir():
