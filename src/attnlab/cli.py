@@ -171,46 +171,46 @@ def _hf_errors():
     return (RunError, hooks.LoadError, hooks.UnsupportedModel)
 
 
-def _audit(args: argparse.Namespace) -> int:
-    from .experiments import audit
-
+def _hf_run(args: argparse.Namespace, make_run: Callable[[], dict], what: str) -> int:
+    """Run a checkpoint command, turning the user's errors into one line, then print its table."""
     try:
-        cfg = audit.AuditConfig(model=str(args.model), suite=args.suite, prompts=args.prompts, p=tuple(args.p),
-                                b=tuple(args.b), seed=args.seed, pad=args.pad, length=args.length,
-                                every=args.every, device=args.device, dtype=args.dtype)
-        result = audit.run(cfg, args.out)
+        result = make_run()
     except _hf_errors() as exc:
         raise UserError(str(exc)) from None
     b_auto = result["b_auto"]
-    print(f"audit of {args.model} on {args.suite} ({args.prompts} prompts, every {args.every}th query and the "
-          f"last){'' if b_auto is None else f'; b_auto = {b_auto:.6g}'}; unsafe = S_p >= 1 over active rows, "
-          "with Wilson 95% intervals")
+    print(f"{what}{'' if b_auto is None else f'; b_auto = {b_auto:.6g}'}")
     _print_table(result["table"])
     print("wrote:")
     for path in result["paths"].values():
         print(f"  {path}")
     return 0
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from .experiments import audit
+
+    def make_run():
+        cfg = audit.AuditConfig(model=str(args.model), suite=args.suite, prompts=args.prompts, p=tuple(args.p),
+                                b=tuple(args.b), seed=args.seed, pad=args.pad, length=args.length,
+                                every=args.every, device=args.device, dtype=args.dtype)
+        return audit.run(cfg, args.out)
+
+    return _hf_run(args, make_run, f"audit of {args.model} on {args.suite} ({args.prompts} prompts, every "
+                                   f"{args.every}th query and the last); unsafe = S_p >= 1 over active rows, "
+                                   "with Wilson 95% intervals")
 
 
 def _substitute(args: argparse.Namespace) -> int:
     from .experiments import substitute
 
-    try:
+    def make_run():
         cfg = substitute.SubstituteConfig(model=str(args.model), recipes=tuple(args.recipes), suite=args.suite,
                                           prompts=args.prompts, seed=args.seed, pad=args.pad, length=args.length,
                                           device=args.device, dtype=args.dtype, b_auto=args.b_auto)
-        result = substitute.run(cfg, args.out)
-    except _hf_errors() as exc:
-        raise UserError(str(exc)) from None
-    b_auto = result["b_auto"]
-    print(f"substitution on {args.model}, suite {args.suite} ({args.prompts} prompts)"
-          f"{'' if b_auto is None else f'; b_auto = {b_auto:.6g}'}; accuracy with Wilson 95% interval, "
-          "delta from softmax in percentage points")
-    _print_table(result["table"])
-    print("wrote:")
-    for path in result["paths"].values():
-        print(f"  {path}")
-    return 0
+        return substitute.run(cfg, args.out)
+
+    return _hf_run(args, make_run, f"substitution on {args.model}, suite {args.suite} ({args.prompts} prompts); "
+                                   "accuracy with Wilson 95% interval, delta from softmax in percentage points")
 
 
 def _hf_options(p: argparse.ArgumentParser) -> None:
