@@ -25,6 +25,11 @@ from .rows import RowOptions, blocks, flat_rows, stats_frame
 
 LOCATION = ("layer", "head", "prompt", "query")
 ROW_GROUP = 1 << 16  # rows per Parquet row group: large enough to scan fast, small enough to hold
+# Scores diagnosed between heap trims. Trimming returns the float64 temporaries' pages so a long stream
+# stays flat, but the forward then faults them back in: after every small add this cost an audit forward
+# ~0.9 s of 3.5 s (benchmarks/hooks.py); every 2^22 values (32 MiB of float64) keeps the 8192^2 x 8 stream
+# under 1 GiB (tests/diagnostics/test_stream.py) at a fraction of that cost.
+TRIM_VALUES = 1 << 22
 
 
 def _expand(name: str, t, shape: torch.Size) -> torch.Tensor:
@@ -76,6 +81,7 @@ class RowStatsWriter:
         self._writer: pq.ParquetWriter | None = None
         self._pending: list[pd.DataFrame] = []
         self._pending_rows = 0
+        self._untrimmed = 0
         self.rows_written = 0
         self.status_counts: dict[str, int] = {}
 
@@ -120,7 +126,10 @@ class RowStatsWriter:
         for r0, frame in blocks(rows, mask, target, self.options, self.chunk_values):
             where = {k: v[r0:r0 + len(frame)] for k, v in loc.items()}
             self._buffer(pd.concat([pd.DataFrame(where), frame], axis=1))
-        trim_heap()
+        self._untrimmed += rows.numel()
+        if self._untrimmed >= TRIM_VALUES:
+            trim_heap()
+            self._untrimmed = 0
         return rows.shape[0]
 
     def _buffer(self, frame: pd.DataFrame) -> None:

@@ -73,9 +73,10 @@ class _Observer:
         keep = sampled(block, self.every, self.last)
         if keep.numel() == 0:
             return
-        local = keep - block.first_position
-        scores = block.scores.index_select(2, local)
-        allowed = block.allowed.expand_as(block.scores).index_select(2, local)
+        scores, allowed = block.scores, block.allowed.expand_as(block.scores)
+        if keep.numel() < scores.shape[2]:
+            local = keep - block.first_position
+            scores, allowed = scores.index_select(2, local), allowed.index_select(2, local)
         for writer in self.writers.values():
             writer.add(scores, allowed, layer=block.layer, prompt=self.prompt, query_ids=keep.tolist())
 
