@@ -158,11 +158,11 @@ def _head_groups(plan: Plan, n_heads: int) -> list[tuple[Callable, list[int]]]:
     return list(groups.values())
 
 
-def _weights(z: torch.Tensor, allowed: torch.Tensor, plan: Plan, dtype: torch.dtype) -> torch.Tensor:
+def _weights(z: torch.Tensor, allowed: torch.Tensor, plan: Plan, groups: list[tuple[Callable, list[int]]],
+             dtype: torch.dtype) -> torch.Tensor:
     if plan.length_scale is not None:
         n = allowed.expand_as(z).sum(-1, keepdim=True).to(z.dtype)
         z = z * length_multiplier(n, plan.length_scale.xi, plan.length_scale.n_train).to(z.dtype)
-    groups = _head_groups(plan, z.shape[1])
     if len(groups) == 1:
         fn = groups[0][0]
         return fn(z, allowed.expand_as(z)).to(dtype)
@@ -207,6 +207,7 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, scali
     value = _repeat_kv(value, groups)
     n_k = key_t.shape[-1]
     out = query.new_empty(bsz, n_q, n_heads, value.shape[-1])
+    groups = _head_groups(plan, n_heads)
     for start, stop in query_blocks(n_q, plan.block):
         z = torch.matmul(query[:, :, start:stop], key_t) * scaling
         if softcap is not None:
@@ -225,7 +226,7 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, scali
             allowed = allowed_keys(None, z)
         for observer in plan.observers:
             observer(ScoreBlock(layer, z, allowed, start, n_q))
-        w = _weights(z, allowed, plan, query.dtype)
+        w = _weights(z, allowed, plan, groups, query.dtype)
         if dropout and training:
             w = F.dropout(w, p=dropout, training=True)
         out[:, start:stop] = torch.matmul(w, value).transpose(1, 2)

@@ -58,8 +58,6 @@ def default_dtype(device: str) -> str:
 
 def load(path: str, device: str = "cpu", dtype: str | None = None, trust_remote_code: bool = False):
     """(model, tokenizer) ready for the hooks; every failure is a one-line LoadError/UnsupportedModel."""
-    if device != "cpu" and not (device.startswith("cuda") and torch.cuda.is_available()):
-        raise RunError(f"device {device!r} is not available here; use --device cpu")
     model, tokenizer = hooks.load_model(path, device=device, dtype=dtype or default_dtype(device),
                                         trust_remote_code=trust_remote_code)
     hooks.num_heads(model)  # unsupported architectures fail here, before any work

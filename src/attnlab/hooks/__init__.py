@@ -22,21 +22,10 @@ from .. import rowmaps
 from ..rowmaps import RowMap
 from ..site import DEFAULT_BLOCK, LengthScale, Observer, Plan, ScoreBlock
 from .calibrate import calibrate_b_auto
-from .hf import UnsupportedModel, attention_modules, num_heads, routed
+from .hf import UnsupportedModel, attention_modules, num_heads, observed, routed
 from .load import LoadError, load_model
 
 Recipe = str | Mapping[tuple[int, int], str]
-
-
-@contextlib.contextmanager
-def observed(model: nn.Module, observer: Observer, *, layers: Iterable[int] | None = None,
-             block: int = DEFAULT_BLOCK) -> Iterator[None]:
-    """Call ``observer(ScoreBlock)`` on every block of pre-map scores of ``layers`` (default all) while
-    the context is open; the forward itself is unchanged."""
-    n_layers, _ = num_heads(model)
-    chosen = range(n_layers) if layers is None else list(layers)
-    with routed(model, {layer: Plan(observers=(observer,), block=block) for layer in chosen}):
-        yield
 
 
 def resolve(name: str, b_auto: float | None) -> RowMap:

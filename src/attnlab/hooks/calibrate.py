@@ -18,8 +18,8 @@ import math
 import torch
 from torch import nn
 
-from ..site import Plan, ScoreBlock
-from .hf import num_heads, routed
+from ..site import ScoreBlock
+from .hf import observed
 
 N_BINS = 1 << 16
 
@@ -62,8 +62,7 @@ class _Pass:
 
 
 def _forward(model: nn.Module, input_ids: torch.Tensor, observer: _Pass) -> None:
-    n_layers, _ = num_heads(model)
-    with routed(model, {layer: Plan(observers=(observer,)) for layer in range(n_layers)}), torch.no_grad():
+    with observed(model, observer), torch.no_grad():
         model(input_ids=input_ids)
 
 

@@ -14,13 +14,13 @@ state of attnlab's is involved: two models can be observed at once.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
-from ..site import Plan, attend
+from ..site import DEFAULT_BLOCK, Observer, Plan, attend
 
 ATTN_NAME = "attnlab"
 SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "gpt_neox", "phi", "phi3",
@@ -37,7 +37,6 @@ class UnsupportedModel(TypeError):
 class Route:
     layer: int
     plan: Plan
-    calls: int = 0
 
 
 @dataclass
@@ -57,7 +56,6 @@ def _attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value:
                            "attnlab.hooks context; open attnlab.hooks.observed(...) or substituted(...)")
     if scaling is None:  # Gemma's eager default
         scaling = module.head_dim ** -0.5
-    route.calls += 1
     out = attend(query, key, value, scaling=scaling, mask=attention_mask, softcap=softcap, layer=route.layer,
                  plan=route.plan, dropout=dropout, training=module.training)
     return out, None
@@ -171,3 +169,14 @@ def routed(model: nn.Module, plans: dict[int, Plan]) -> Iterator[dict[int, Route
             route.plan = _merge(state.plans, layer)
         if not state.plans:
             _uninstall(model, state)
+
+
+@contextlib.contextmanager
+def observed(model: nn.Module, observer: Observer, *, layers: Iterable[int] | None = None,
+             block: int = DEFAULT_BLOCK) -> Iterator[None]:
+    """Call ``observer(ScoreBlock)`` on every block of pre-map scores of ``layers`` (default all) while
+    the context is open; the forward itself is unchanged."""
+    n_layers, _ = num_heads(model)
+    chosen = range(n_layers) if layers is None else list(layers)
+    with routed(model, {layer: Plan(observers=(observer,), block=block) for layer in chosen}):
+        yield

@@ -20,10 +20,9 @@ class LoadError(ValueError):
 def resolve_dtype(name: str, device: str) -> torch.dtype:
     if name not in DTYPES:
         raise LoadError(f"unknown dtype {name!r}; use one of {', '.join(DTYPES)}")
-    dtype = DTYPES[name]
-    if dtype != torch.float32 and device.startswith("cuda") and not torch.cuda.is_available():
-        raise LoadError(f"device {device!r} is not available on this machine")
-    return dtype
+    if device != "cpu" and not (device.startswith("cuda") and torch.cuda.is_available()):
+        raise LoadError(f"device {device!r} is not available here; use --device cpu")
+    return DTYPES[name]
 
 
 def check_checkpoint(path: str | os.PathLike) -> Path:
