@@ -7,14 +7,17 @@ support under softmax, Lambda_n and the contact point, sink mass, all in float64
 the same float32 rows (N(0, 1), causal mask over the last query block) go through ``torch.softmax`` and
 through ``row_stats``; the ratio of best times is the cost of the bundle in softmax passes. The naive
 baseline calls ``row_stats`` one row at a time, as a per-row script would (timed on a few rows and
-scaled). Peak memory is the resident-set high-water mark of a fresh process that runs one bundle, and
-its growth over the resident set just before the call (Linux /proc).
+scaled). Peak memory: a fresh process builds the same rows and mask, resets its resident-set high-water
+mark (writing 5 to /proc/self/clear_refs, Linux >= 4.0, as ``benchmarks/hooks.py`` does: importing torch
+and pandas and building the input peak above the resting resident set), reads its resident set
+(/proc/self/statm), runs one bundle and reports the high-water mark (VmHWM in /proc/self/status) and its
+growth over the resident set before. ``ru_maxrss`` is not used: it folds in the parent's resident set at
+fork/exec, which clear_refs does not reset, so every shape read the same 403 MiB.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import time
@@ -30,16 +33,25 @@ SHAPES = ((512, 1024), (64, 8192), (16, 32768))
 
 PEAK = """
 import resource, sys, torch
+sys.path.insert(0, sys.argv[4])
+from diagnostics import inputs
 from attnlab.diagnostics import row_stats
 from attnlab.perf import tune_malloc
 tune_malloc()
 torch.set_num_threads(int(sys.argv[3]))
-rows, keys = int(sys.argv[1]), int(sys.argv[2])
-z = torch.randn(rows, keys)
+z, mask = inputs(int(sys.argv[1]), int(sys.argv[2]))
+try:  # reset the high-water mark so that it holds the bundle's peak alone
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    reset = 1
+except OSError:
+    reset = 0
 with open("/proc/self/statm") as f:
     before = int(f.read().split()[1]) * resource.getpagesize() // 1024
-row_stats(z)
-print(before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+row_stats(z, mask)
+with open("/proc/self/status") as f:
+    hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+print(reset, before, hwm)
 """
 
 
@@ -52,21 +64,27 @@ def _best(fn, reps: int) -> float:
     return min(times)
 
 
-def bench(rows: int, keys: int, rounds: int, naive_rows: int, threads: int) -> dict:
+def inputs(rows: int, keys: int) -> tuple[torch.Tensor, torch.Tensor | None]:
     z = torch.randn(rows, keys, generator=torch.Generator().manual_seed(0))
     mask = torch.ones(rows, keys, dtype=torch.bool).tril(keys - rows) if rows <= keys else None
+    return z, mask
+
+
+def bench(rows: int, keys: int, rounds: int, naive_rows: int, threads: int) -> dict:
+    z, mask = inputs(rows, keys)
     soft = _best(lambda: torch.softmax(z.masked_fill(~mask, float("-inf")) if mask is not None else z, -1),
                  rounds * 3)
     full = _best(lambda: row_stats(z, mask), rounds)
     naive = _best(lambda: [row_stats(z[i:i + 1], None if mask is None else mask[i:i + 1])
                            for i in range(naive_rows)], 1) * rows / naive_rows
-    out = subprocess.run([sys.executable, "-c", PEAK, str(rows), str(keys), str(threads)],
+    out = subprocess.run([sys.executable, "-c", PEAK, str(rows), str(keys), str(threads),
+                          str(Path(__file__).resolve().parent)],
                          capture_output=True, text=True, check=True).stdout.split()
-    before, after = (int(v) for v in out)
+    reset, before, after = (int(v) for v in out[-3:])
     return {"rows": rows, "keys": keys, "softmax_s": soft, "bundle_s": full, "naive_s": naive,
             "bundle_ratio": full / soft, "naive_ratio": naive / soft, "rows_per_s": rows / full,
             "input_mib": z.numel() * 4 / 2**20, "peak_rss_mib": after / 1024,
-            "peak_rss_growth_mib": (after - before) / 1024}
+            "peak_rss_growth_mib": (after - before) / 1024, "high_water_reset": bool(reset)}
 
 
 def main(argv: list[str] | None = None) -> dict:

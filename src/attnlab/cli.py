@@ -192,12 +192,12 @@ def _audit(args: argparse.Namespace) -> int:
     def make_run():
         cfg = audit.AuditConfig(model=str(args.model), suite=args.suite, prompts=args.prompts, p=tuple(args.p),
                                 b=tuple(args.b), seed=args.seed, pad=args.pad, length=args.length,
-                                every=args.every, device=args.device, dtype=args.dtype)
+                                every=args.every, target=args.target, device=args.device, dtype=args.dtype)
         return audit.run(cfg, args.out)
 
     return _hf_run(args, make_run, f"audit of {args.model} on {args.suite} ({args.prompts} prompts, every "
-                                   f"{args.every}th query and the last); unsafe = S_p >= 1 over active rows, "
-                                   "with Wilson 95% intervals")
+                                   f"{args.every}th query and the last, target {args.target}); unsafe = S_p >= 1 "
+                                   "over active rows, with Wilson 95% intervals")
 
 
 def _substitute(args: argparse.Namespace) -> int:
@@ -287,6 +287,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="biases: numbers or 'auto' (the 5%%-mass calibration, seed 000 App. B/J)")
     p.add_argument("--every", type=int, default=16, metavar="K",
                    help="audit every K-th query position and the last one (default 16; 1 = every row)")
+    p.add_argument("--target", choices=["argmax", "answer"], default="argmax",
+                   help="the key S_p is measured for: each row's argmax (default), or the planted answer "
+                        "key, reading only the rows that have one (seed 000 App. S)")
     p.add_argument("--out", type=Path, default=Path("runs/audit"), metavar="DIR", help="output folder")
     p.set_defaults(func=_audit)
     p = sub.add_parser("substitute", help="zero-shot substitution sweep: accuracy per recipe (seed 000)",

@@ -85,6 +85,21 @@ def test_empty_writer_and_bad_blocks(tmp_path):
     w.abort()
 
 
+def test_flags_are_declared_once_and_given_on_every_add(tmp_path):
+    with RowStatsWriter(tmp_path / "f.parquet", flags=("answer_key",)) as w:
+        w.add(torch.randn(2, 3, 4), layer=0, flags={"answer_key": True})
+        w.add(torch.randn(2, 1, 4), layer=1, flags={"answer_key": False})
+        with pytest.raises(ValueError, match="exactly the flags"):
+            w.add(torch.randn(2, 1, 4), layer=1)
+    df, _ = read_rows(tmp_path / "f.parquet")
+    assert df["answer_key"].tolist() == [True] * 6 + [False] * 2
+    with RowStatsWriter(tmp_path / "e.parquet", flags=("answer_key",)):
+        pass
+    assert "answer_key" in read_rows(tmp_path / "e.parquet")[0].columns
+    with pytest.raises(ValueError, match="shadow"):
+        RowStatsWriter(tmp_path / "g.parquet", flags=("s_p2",))
+
+
 MEMORY_SCRIPT = textwrap.dedent("""
     import resource, sys, torch
     from attnlab.diagnostics.stream import RowStatsWriter

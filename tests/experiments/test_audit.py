@@ -84,3 +84,32 @@ def test_audit_samples_every_kth_query_and_the_last(checkpoint, tmp_path):
     expected = sorted({*range(0, last + 1, 8), last})
     assert sorted(set(rows["query"])) == expected
     assert len(rows) == len(expected) * 2 * 4  # layers x heads
+
+
+@pytest.mark.parametrize("suite, kw", [("niah", {"pad": 2}), ("induction", {"length": 40})])
+def test_answer_target_reads_rows_against_the_planted_key(checkpoint, tmp_path, suite, kw):
+    cfg = audit.AuditConfig(model=str(checkpoint), suite=suite, prompts=2, every=3, b=("0",), target="answer",
+                            p=(2, 8), **kw)
+    result = audit.run(cfg, tmp_path / "out", progress=False)
+    rows = pd.read_parquet(result["paths"]["rows_b0"])
+    model, tok = hooks.load_model(checkpoint)
+    prompts = tasks.build_suite(suite, tok, 2, seed=0, **kw)
+    assert rows["answer_key"].all()
+    for i, prompt in enumerate(prompts):
+        keys = tasks.answer_keys(prompt)
+        t = len(prompt.input_ids)
+        queries = sorted(q for q in keys if q % 3 == 0 or q == t - 1)
+        causal = torch.ones(t, t, dtype=torch.bool).tril()[queries]
+        target = torch.tensor([keys[q] for q in queries])
+        for layer, z in _hand_scores(model, torch.tensor([prompt.input_ids])).items():
+            ref = row_stats(z[:, queries], causal, p=(2, 8), b=0.0, target=target)
+            got = rows[(rows.layer == layer) & (rows.prompt == i)].sort_values(["head", "query"])
+            assert got["query"].tolist() == queries * z.shape[0]
+            assert got["target"].tolist() == target.tolist() * z.shape[0]
+            for col in ("s_p2", "s_p8", "rho", "target_mass"):
+                pd.testing.assert_series_equal(got[col].reset_index(drop=True).astype(float),
+                                               ref[col].reset_index(drop=True).astype(float),
+                                               check_names=False, rtol=1e-5, atol=1e-9)
+    share = result["table"]["answer is argmax %"].iloc[0]
+    readable = rows[~rows["status"].isin(("empty", "nan", "inf"))]
+    assert share == pytest.approx(100 * readable["target_is_max"].astype(bool).mean())

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.tasks import SUITES, SuiteError, answer_correct, build_suite, generic_text, max_new_tokens
+from attnlab.tasks import SUITES, SuiteError, answer_correct, answer_keys, build_suite, generic_text, max_new_tokens
 from attnlab.tasks.text import lexicon
 from offline import build_tokenizer
 
@@ -166,6 +166,16 @@ def test_induction_answer_is_the_token_after_the_first_occurrence(tok):
         # the prompt ends by repeating the segment from its start up to the query token
         repeat = first + 1 - len(bos)
         assert body[-repeat:] == body[:repeat] and repeat == len(body) - (len(body) // 2 + 1)
+
+
+def test_answer_keys_point_after_the_query_tokens_first_occurrence(tok):
+    for p in build_suite("induction", tok, 2, length=60):
+        ids = list(p.input_ids)
+        keys = answer_keys(p)
+        expected = {q: ids.index(ids[q]) + 1 for q in range(len(ids)) if ids.index(ids[q]) < q}
+        assert keys == expected and keys[len(ids) - 1] == p.answer_positions[0]
+    for p in build_suite("niah", tok, 2, pad=2):
+        assert answer_keys(p) == {len(p.input_ids) - 1: p.answer_positions[0]}
 
 
 def test_mqar_answer_is_the_value_stored_for_the_last_key(tok):

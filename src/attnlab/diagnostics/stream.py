@@ -50,6 +50,11 @@ def query_sample(absolute: torch.Tensor, *, every: int = 1, positions: Sequence[
     return torch.nonzero(keep).flatten()
 
 
+def _no_rows(options: RowOptions) -> pd.DataFrame:
+    """The statistics columns with no rows: the schema of an empty table."""
+    return stats_frame(torch.zeros(0, 1, dtype=torch.float64), None, options)
+
+
 class RowStatsWriter:
     """Append per-row diagnostics of score blocks to a Parquet table (seed 000 App. B layout: one row per
     layer, head, prompt and query position), with ``config`` and the row options in the file metadata.
@@ -63,7 +68,7 @@ class RowStatsWriter:
 
     def __init__(self, path: str | os.PathLike, options: RowOptions = RowOptions(), *,
                  config: dict | None = None, every: int = 1, positions: Sequence[int] | None = None,
-                 chunk_values: int = 1 << 21) -> None:
+                 chunk_values: int = 1 << 21, flags: Sequence[str] = ()) -> None:
         if not (isinstance(every, int) and every >= 1):
             raise ValueError(f"every must be an int >= 1, got {every!r}")
         if chunk_values < 1:
@@ -74,6 +79,9 @@ class RowStatsWriter:
         self.options = options
         self.every, self.positions = every, None if positions is None else sorted(set(positions))
         self.chunk_values = chunk_values
+        self.flags = tuple(flags)
+        if clash := set(self.flags) & {*LOCATION, *_no_rows(options).columns}:
+            raise ValueError(f"flags {sorted(clash)} would shadow the table's own columns")
         meta = {"options": {k: getattr(options, k) for k in options.__dataclass_fields__},
                 "config": config or {}, "every": every, "positions": self.positions}
         self._meta = json.dumps(meta, default=str).encode()
@@ -87,15 +95,20 @@ class RowStatsWriter:
 
     def add(self, scores: torch.Tensor, mask: torch.Tensor | None = None, *, layer: int,
             prompt: int | Sequence[int] = 0, query_offset: int = 0, target: torch.Tensor | None = None,
-            heads: Sequence[int] | None = None, query_ids: Sequence[int] | None = None) -> int:
+            heads: Sequence[int] | None = None, query_ids: Sequence[int] | None = None,
+            flags: dict[str, bool] | None = None) -> int:
         """Diagnose a block of scores (heads, queries, keys) or (batch, heads, queries, keys).
 
         ``prompt`` labels the batch entries (an int for a single prompt, or one id per batch entry);
         ``query_offset`` is the absolute position of the block's first query, or ``query_ids`` gives the
         absolute position of each query when the block is not contiguous; ``heads`` labels the head
-        axis (default 0..H-1); ``mask`` and ``target`` broadcast as in ``row_stats``. Returns the number
-        of rows written.
+        axis (default 0..H-1); ``mask`` and ``target`` broadcast as in ``row_stats``. ``flags`` gives the
+        block's value of each boolean column declared when the writer was made (e.g. which rows were read
+        against an answer key). Returns the number of rows written.
         """
+        flags = flags or {}
+        if set(flags) != set(self.flags):
+            raise ValueError(f"add needs exactly the flags {list(self.flags)}, got {sorted(flags)}")
         if scores.dim() == 3:
             scores = scores.unsqueeze(0)
         if scores.dim() != 4:
@@ -122,6 +135,7 @@ class RowStatsWriter:
             "head": np.tile(np.repeat(np.asarray(head_ids, dtype=np.int64), keep.numel()), bsz),
             "prompt": np.repeat(np.asarray(prompts, dtype=np.int64), n_heads * keep.numel()),
             "query": np.tile(absolute[keep].numpy(), bsz * n_heads),
+            **{k: np.full(rows.shape[0], bool(flags[k])) for k in self.flags},
         }
         for r0, frame in blocks(rows, mask, target, self.options, self.chunk_values):
             where = {k: v[r0:r0 + len(frame)] for k, v in loc.items()}
@@ -156,8 +170,9 @@ class RowStatsWriter:
         """Finish the file and move it into place; with no rows added, an empty table is written."""
         self._flush()
         if self._writer is None:
-            empty = stats_frame(torch.zeros(0, 1, dtype=torch.float64), None, self.options)
-            loc = pd.DataFrame({k: np.zeros(0, dtype=np.int64) for k in LOCATION})
+            empty = _no_rows(self.options)
+            loc = pd.DataFrame({**{k: np.zeros(0, dtype=np.int64) for k in LOCATION},
+                                **{k: np.zeros(0, dtype=bool) for k in self.flags}})
             self._buffer(pd.concat([loc, empty], axis=1))
             self._flush()
         self._writer.close()

@@ -1,10 +1,10 @@
 """``attnlab audit``: prevalence of the polynomial-unsafe regime in a checkpoint (seed 000 §5.2, Tables
 1/10/11), with the gap-counting scale of seed 003 alongside.
 
-One forward per prompt, with an observer at every layer's attention site that reduces each block of
-pre-map score rows to per-row diagnostics (``attnlab.diagnostics``) streamed to Parquet: the attention
-maps are never stored. Query positions are sampled every ``every`` tokens, and the prompt's last
-position (the one that answers) is always kept.
+Rows are read as ``experiments.readout`` does: the attention maps are never stored. Query positions are
+sampled every ``every`` tokens, and the prompt's last position (the one that answers) is always kept.
+With ``target="answer"`` only the sampled rows that have an answer key are read, each against that key
+instead of its argmax (seed 000 App. S), and the table adds the share of rows whose argmax is the answer.
 """
 
 from __future__ import annotations
@@ -16,19 +16,18 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
-from tqdm.auto import tqdm
 
 from .. import hooks
 from ..diagnostics import RowOptions
 from ..diagnostics.rows import SPECIAL
 from ..diagnostics.stats import wilson
-from ..diagnostics.stream import RowStatsWriter
 from ..io import write_json, write_table
-from ..site import DEFAULT_BLOCK, ScoreBlock
+from ..site import DEFAULT_BLOCK
 from .hf_runs import Bias, RunError, biases, load, parse_biases, staged_output, suite_prompts
+from .readout import prompt_reading, read_rows
 
 GAP_COLUMNS = ("lambda_n", "alpha_n", "contact_gap")
+TARGETS = ("argmax", "answer")
 
 
 @dataclass(frozen=True)
@@ -42,6 +41,7 @@ class AuditConfig:
     pad: int | None = None
     length: int | None = None
     every: int = 16
+    target: str = "argmax"
     device: str = "cpu"
     dtype: str | None = None
     block: int = DEFAULT_BLOCK
@@ -54,42 +54,24 @@ class AuditConfig:
         if not self.p or not all(math.isfinite(p) and p > 0 for p in self.p):
             raise RunError(f"--p takes degrees > 0, got {list(self.p)}")
         parse_biases(self.b)
+        if self.target not in TARGETS:
+            raise RunError(f"--target takes {' or '.join(TARGETS)}, got {self.target!r}")
 
 
-def sampled(block: ScoreBlock, every: int, last: int) -> torch.Tensor:
-    """Absolute positions of the block's queries that are audited: every ``every``-th and ``last``."""
-    pos = torch.arange(block.scores.shape[2]) + block.first_position
-    return pos[(pos % every == 0) | (pos == last)]
-
-
-class _Observer:
-    """Feeds sampled rows of each score block to one writer per bias."""
-
-    def __init__(self, writers: dict[str, RowStatsWriter], every: int) -> None:
-        self.writers, self.every = writers, every
-        self.prompt, self.last = 0, 0
-
-    def __call__(self, block: ScoreBlock) -> None:
-        keep = sampled(block, self.every, self.last)
-        if keep.numel() == 0:
-            return
-        scores, allowed = block.scores, block.allowed.expand_as(block.scores)
-        if keep.numel() < scores.shape[2]:
-            local = keep - block.first_position
-            scores, allowed = scores.index_select(2, local), allowed.index_select(2, local)
-        for writer in self.writers.values():
-            writer.add(scores, allowed, layer=block.layer, prompt=self.prompt, query_ids=keep.tolist())
-
-
-def prevalence(rows: pd.DataFrame, p: tuple[float, ...], b: Bias) -> list[dict]:
+def prevalence(rows: pd.DataFrame, p: tuple[float, ...], b: Bias, *, answer: bool = False) -> list[dict]:
     """Seed 000 Table 1/10/11 lines for one bias: over active-unsaturated rows, the unsafe rate
     (S_p >= 1) with its Wilson 95% interval and the medians of rho, A_act and S_p; the dead share over
-    readable rows; the gap-counting medians (ties, Lambda_n = inf, left out and counted)."""
+    readable rows; the gap-counting medians (ties, Lambda_n = inf, left out and counted). ``answer``: the
+    rows were read against their answer key; add the share whose argmax is that key (App. S: only there
+    does the bound's Delta >= 0 premise hold)."""
     readable = rows[~rows["status"].isin(SPECIAL)]
     active = readable[readable["status"] == "active"]
     lam = readable["lambda_n"].astype(float)
     gaps = {"med lambda_n": _median(lam[np.isfinite(lam)]), "ties": int(np.isinf(lam).sum()),
             "med alpha_n": _median(readable["alpha_n"]), "med contact_gap": _median(readable["contact_gap"])}
+    if answer:
+        gaps["answer is argmax %"] = (100 * float(readable["target_is_max"].astype(bool).mean())
+                                      if len(readable) else np.nan)
     lines = []
     for q in p:
         d = f"{q:g}"
@@ -114,7 +96,7 @@ def _median(values) -> float:
 
 
 def _columns(p: tuple[float, ...]) -> list[str]:
-    return (["status", "rho", "a_act", *GAP_COLUMNS]
+    return (["status", "rho", "a_act", "target_is_max", *GAP_COLUMNS]
             + [f"{k}_p{q:g}" for q in p for k in ("s", "safe")])
 
 
@@ -130,28 +112,19 @@ def run(cfg: AuditConfig, out: str | Path, *, progress: bool = True) -> dict:
     config = {**asdict(cfg), "b_auto": b_auto, "biases": {b.label: b.value for b in bias_list},
               "layers": n_layers, "heads": n_heads, "model_type": model.config.model_type}
     with staged_output(out) as stage:
-        writers = {b.label: RowStatsWriter(stage / f"rows_b{b.label}.parquet", RowOptions.make(p=cfg.p, b=b.value),
-                                           config=config) for b in bias_list}
-        observer = _Observer(writers, cfg.every)
-        try:
-            for i, prompt in enumerate(tqdm(prompts, desc="audit", unit="prompt", disable=not progress)):
-                observer.prompt, observer.last = i, len(prompt.input_ids) - 1
-                ids = torch.tensor([prompt.input_ids], device=cfg.device)
-                with hooks.observed(model, observer, block=cfg.block), torch.no_grad():
-                    model(input_ids=ids)
-            paths = {f"rows_b{label}": w.close() for label, w in writers.items()}
-        except BaseException:
-            for w in writers.values():
-                w.abort()
-            raise
+        readings = [prompt_reading(prompt, cfg.every, cfg.target) for prompt in prompts]
+        options = {f"b{b.label}": RowOptions.make(p=cfg.p, b=b.value) for b in bias_list}
+        paths = read_rows(model, readings, options, stage, config=config, device=cfg.device, block=cfg.block,
+                          desc="audit", progress=progress)
         lines = []
         for b in bias_list:
-            rows = pd.read_parquet(paths[f"rows_b{b.label}"], columns=_columns(cfg.p))
-            lines.extend(prevalence(rows, cfg.p, b))
+            rows = pd.read_parquet(paths[f"b{b.label}"], columns=_columns(cfg.p))
+            lines.extend(prevalence(rows, cfg.p, b, answer=cfg.target == "answer"))
         table = pd.DataFrame(lines)
         write_table(stage / "audit", table)
         write_json(stage / "config.json", json.loads(json.dumps(config, default=str)))
     final = Path(out)
     return {"table": table, "b_auto": b_auto,
-            "paths": {name: final / Path(path).name for name, path in
-                      {**paths, "csv": "audit.csv", "md": "audit.md", "config": "config.json"}.items()}}
+            "paths": {**{f"rows_{k}": final / v.name for k, v in paths.items()},
+                      **{k: final / f for k, f in (("csv", "audit.csv"), ("md", "audit.md"),
+                                                   ("config", "config.json"))}}}

@@ -5,10 +5,10 @@
     >>> tasks.answer_correct(prompts[0], generated_ids)
 """
 
-from .prompts import SUITES, Prompt, Suite, SuiteError, answer_correct, build_suite, max_new_tokens
+from .prompts import SUITES, Prompt, Suite, SuiteError, answer_correct, answer_keys, build_suite, max_new_tokens
 from .text import CUE_WORDS, generic_text
 
 __all__ = [
-    "CUE_WORDS", "SUITES", "Prompt", "Suite", "SuiteError", "answer_correct", "build_suite", "generic_text",
+    "CUE_WORDS", "SUITES", "Prompt", "Suite", "SuiteError", "answer_correct", "answer_keys", "build_suite", "generic_text",
     "max_new_tokens",
 ]

@@ -504,6 +504,22 @@ def max_new_tokens(name: str) -> int:
     return _suite(name).max_new_tokens
 
 
+def answer_keys(prompt: Prompt) -> dict[int, int]:
+    """Query position -> the key position holding its answer (seed 000 App. S's answer key).
+
+    Every suite's last input position answers from ``answer_positions[0]``. Induction has an answer at
+    every position of the repeat: the token after the current token's first occurrence, the planted B
+    of App. H, one segment length back plus one.
+    """
+    last = len(prompt.input_ids) - 1
+    keys = {last: prompt.answer_positions[0]}
+    if prompt.suite == "induction":
+        segment, repeat = prompt.meta["segment"], prompt.meta["repeat"]
+        start = len(prompt.input_ids) - repeat
+        keys.update({q: q - segment + 1 for q in range(start, len(prompt.input_ids))})
+    return keys
+
+
 def answer_correct(prompt: Prompt, generated_ids: Any, tokenizer: Any = None) -> bool:
     """Exact match of a generation (the new token ids only) against the prompt's answer.
 

@@ -1,0 +1,113 @@
+"""Reading chosen score rows of a checkpoint's forward passes into per-row diagnostics tables.
+
+One forward per input, with an observer at every layer's attention site that reduces the chosen rows of
+each block of pre-map scores to per-row diagnostics (``attnlab.diagnostics``) streamed to Parquet: the
+attention maps are never stored. A row read against its answer key (seed 000 App. S) takes that key as
+the diagnostic target instead of the row argmax; the tables flag those rows in ``answer_key``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from .. import hooks, tasks
+from ..diagnostics import RowOptions
+from ..diagnostics.stream import RowStatsWriter
+from ..site import DEFAULT_BLOCK, ScoreBlock
+
+FLAGS = ("answer_key",)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One input and the rows read from it: ``queries`` (absolute positions), of which those in
+    ``answer_keys`` are read against that key position."""
+
+    ids: tuple[int, ...]
+    queries: tuple[int, ...]
+    answer_keys: Mapping[int, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if stray := sorted(set(self.answer_keys) - set(self.queries)):
+            raise ValueError(f"answer keys given for unread queries {stray[:5]}")
+
+
+def sampled(length: int, every: int) -> tuple[int, ...]:
+    """Every ``every``-th position of an input of ``length`` tokens, and its last (the one that answers)."""
+    return tuple(sorted({*range(0, length, every), length - 1}))
+
+
+def prompt_reading(prompt: tasks.Prompt, every: int, target: str) -> Reading:
+    """The audit's rows of a suite prompt: with target "argmax", every ``every``-th query and the last;
+    with "answer", those of them that have an answer key (``tasks.answer_keys``), read against it."""
+    queries = sampled(len(prompt.input_ids), every)
+    if target == "argmax":
+        return Reading(prompt.input_ids, queries)
+    keys = tasks.answer_keys(prompt)
+    chosen = tuple(q for q in queries if q in keys)
+    return Reading(prompt.input_ids, chosen, {q: keys[q] for q in chosen})
+
+
+class _Observer:
+    """Feeds the chosen rows of each score block to every writer."""
+
+    def __init__(self, writers: Iterable[RowStatsWriter]) -> None:
+        self.writers = list(writers)
+        self.prompt = 0
+        self.queries = torch.zeros(0, dtype=torch.int64)
+        self.key_of = torch.zeros(0, dtype=torch.int64)
+
+    def start(self, prompt: int, reading: Reading) -> None:
+        self.prompt = prompt
+        self.queries = torch.tensor(reading.queries, dtype=torch.int64)
+        self.key_of = torch.full((len(reading.ids),), -1, dtype=torch.int64)  # -1: no answer key
+        for q, k in reading.answer_keys.items():
+            self.key_of[q] = k
+
+    def __call__(self, block: ScoreBlock) -> None:
+        first, n_q = block.first_position, block.scores.shape[2]
+        pos = self.queries[(self.queries >= first) & (self.queries < first + n_q)]
+        if pos.numel() == 0:
+            return
+        keys = self.key_of[pos]
+        allowed = block.allowed.expand_as(block.scores)
+        for is_answer in (False, True):
+            part = pos[(keys >= 0) == is_answer]
+            if part.numel() == 0:
+                continue
+            scores, mask = block.scores, allowed
+            if part.numel() < n_q:  # a full block goes as it is, without a copy
+                index = (part - first).to(scores.device)
+                scores, mask = scores.index_select(2, index), mask.index_select(2, index)
+            target = self.key_of[part].view(1, 1, -1) if is_answer else None
+            for writer in self.writers:
+                writer.add(scores, mask, layer=block.layer, prompt=self.prompt, query_ids=part.tolist(),
+                           target=target, flags={"answer_key": is_answer})
+
+
+def read_rows(model, readings: Sequence[Reading], options: Mapping[str, RowOptions], stage: str | os.PathLike,
+              *, config: dict, device: str, block: int = DEFAULT_BLOCK, desc: str = "rows",
+              progress: bool = True) -> dict[str, Path]:
+    """One forward per reading; the rows go to ``stage``/rows_<label>.parquet, one table per entry of
+    ``options`` (label -> row options), each with ``config`` in its metadata. Returns label -> path.
+    A failure drops every partial table."""
+    writers = {label: RowStatsWriter(Path(stage) / f"rows_{label}.parquet", opt, config=config, flags=FLAGS)
+               for label, opt in options.items()}
+    observer = _Observer(writers.values())
+    try:
+        for i, reading in enumerate(tqdm(readings, desc=desc, unit="input", disable=not progress)):
+            observer.start(i, reading)
+            ids = torch.tensor([reading.ids], device=device)
+            with hooks.observed(model, observer, block=block), torch.no_grad():
+                model(input_ids=ids)
+        return {label: w.close() for label, w in writers.items()}
+    except BaseException:
+        for w in writers.values():
+            w.abort()
+        raise
