@@ -213,13 +213,44 @@ def _substitute(args: argparse.Namespace) -> int:
                                    "accuracy with Wilson 95% interval, delta from softmax in percentage points")
 
 
-def _hf_options(p: argparse.ArgumentParser) -> None:
+def _ablate(args: argparse.Namespace) -> int:
+    from .experiments import ablate
+
+    def make_run():
+        cfg = ablate.AblateConfig(model=str(args.model), k=tuple(args.k), rank_by=args.rank_by, p=args.p, b=args.b,
+                                  recipe=args.recipe, random_draws=args.random_draws, rank_suite=args.rank_suite,
+                                  rank_prompts=args.rank_prompts, rank_length=args.rank_length, every=args.every,
+                                  suite=args.suite, prompts=args.prompts, seed=args.seed, pad=args.pad,
+                                  length=args.length, device=args.device, dtype=args.dtype)
+        return ablate.run(cfg, args.out)
+
+    return _hf_run(args, make_run, f"group ablation on {args.model}: heads ranked by median {args.rank_by} on "
+                                   f"{args.rank_suite}, top/bottom/random K polynomialized with {args.recipe}, "
+                                   f"scored on {args.suite} ({args.prompts} prompts); delta from softmax in pp, "
+                                   "decisive = top below every random draw")
+
+
+def _heads(args: argparse.Namespace) -> int:
+    from .experiments import heads
+
+    def make_run():
+        cfg = heads.HeadsConfig(model=str(args.model), prompts=args.prompts, length=args.length, seed=args.seed,
+                                every=args.every, device=args.device, dtype=args.dtype)
+        return heads.run(cfg, args.out)
+
+    return _hf_run(args, make_run, f"head types of {args.model} over {args.prompts} induction prompts at "
+                                   f"L = {args.length} (seed 000 App. H); per head in heads.csv")
+
+
+def _hf_options(p: argparse.ArgumentParser, suite: bool = True) -> None:
     p.add_argument("--model", type=Path, required=True, metavar="PATH",
                    help="folder of a Hugging Face checkpoint (written by save_pretrained), with its tokenizer")
-    p.add_argument("--suite", default="niah", help="prompt suite: niah, induction, mqar, copying, uuid_niah")
-    p.add_argument("--prompts", type=int, default=20, metavar="N", help="prompts in the suite (default 20)")
-    p.add_argument("--pad", type=int, default=None, help="haystack sentences (niah, uuid_niah)")
-    p.add_argument("--length", type=int, default=None, help="target prompt length in tokens")
+    if suite:
+        p.add_argument("--suite", default="niah", help="prompt suite: niah, induction, mqar, copying, uuid_niah, "
+                                                       "passkey_niah")
+        p.add_argument("--prompts", type=int, default=20, metavar="N", help="prompts in the suite (default 20)")
+        p.add_argument("--pad", type=int, default=None, help="haystack sentences (niah, uuid_niah)")
+        p.add_argument("--length", type=int, default=None, help="target prompt length in tokens")
     p.add_argument("--seed", type=_seed, default=0, metavar="N", help="prompt seed (default 0)")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:i]")
     p.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
@@ -302,6 +333,33 @@ def build_parser() -> argparse.ArgumentParser:
                    help="use this b_auto instead of calibrating (e.g. the value an audit stored)")
     p.add_argument("--out", type=Path, default=Path("runs/substitute"), metavar="DIR", help="output folder")
     p.set_defaults(func=_substitute)
+    p = sub.add_parser("ablate", help="group head ablation: top/bottom/random-K heads by S_p (seed 000)",
+                       description="Rank heads by their median S_p in one diagnostic pass, polynomialize the "
+                                   "top-K, bottom-K and random-K heads with a recipe, and score the suite "
+                                   "(seed 000 §5.4); decisive = top-K strictly worse than every random draw.")
+    _hf_options(p)
+    p.add_argument("--rank-by", choices=["s_p", "entropy"], default="s_p",
+                   help="per-head median that orders the heads (default s_p, at --p and --b)")
+    p.add_argument("--k", type=int, nargs="+", default=[5, 10, 20, 40], metavar="K", help="subset sizes")
+    p.add_argument("--random-draws", type=int, default=5, metavar="N", help="random-K draws, seeds 0..N-1")
+    p.add_argument("--recipe", default="relu_p2_bauto", help="the map the chosen heads get (default relu_p2_bauto)")
+    p.add_argument("--p", type=_finite, default=2.0, help="degree of the ranking S_p (default 2)")
+    p.add_argument("--b", default="auto", help="bias of the ranking S_p: a number or 'auto' (default)")
+    p.add_argument("--rank-suite", default="induction", help="suite of the ranking pass (default induction)")
+    p.add_argument("--rank-prompts", type=int, default=20, metavar="N", help="prompts of the ranking pass")
+    p.add_argument("--rank-length", type=int, default=None, help="prompt length of the ranking pass")
+    p.add_argument("--every", type=int, default=16, metavar="K", help="ranking reads every K-th query and the last")
+    p.add_argument("--out", type=Path, default=Path("runs/ablate"), metavar="DIR", help="output folder")
+    p.set_defaults(func=_ablate)
+    p = sub.add_parser("heads", help="sink / induction / local / diffuse type of every head (seed 000 App. H)",
+                       description="One forward per induction prompt; per head the mean weight at the planted "
+                                   "B, row entropy, query-to-argmax distance and sink weight, and its type.")
+    _hf_options(p, suite=False)
+    p.add_argument("--prompts", type=int, default=80, metavar="N", help="induction prompts (default 80)")
+    p.add_argument("--length", type=int, default=1024, help="prompt length in tokens (default 1024)")
+    p.add_argument("--every", type=int, default=16, metavar="K", help="read every K-th query and the last")
+    p.add_argument("--out", type=Path, default=Path("runs/heads"), metavar="DIR", help="output folder")
+    p.set_defaults(func=_heads)
     return ap
 
 

@@ -55,6 +55,28 @@ def test_substitute_command_scores_recipes_against_softmax(checkpoint, tmp_path,
     assert table["delta pp"].iloc[1:].tolist() == pytest.approx((table["accuracy %"].iloc[1:] - base).tolist())
 
 
+def test_ablate_command_prints_the_decisive_table(checkpoint, tmp_path, capsys):
+    out = tmp_path / "ablate"
+    code, stdout, err = _run(["ablate", "--model", str(checkpoint), "--k", "1", "3", "--random-draws", "2",
+                              "--rank-prompts", "2", "--rank-length", "40", "--prompts", "2", "--pad", "1",
+                              "--out", str(out)], capsys)
+    assert code == 0, err
+    assert "decisive" in stdout and "b_auto =" in stdout
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["ablate.csv", "ablate.md", "cells.csv", "cells.md", "ranking.csv", "ranking.md", "rows_rank.parquet",
+         "answers.parquet", "config.json"])
+    assert pd.read_csv(out / "ablate.csv")["k"].tolist() == [1, 3]
+
+
+def test_heads_command_counts_types(checkpoint, tmp_path, capsys):
+    out = tmp_path / "heads"
+    code, stdout, err = _run(["heads", "--model", str(checkpoint), "--prompts", "2", "--length", "40",
+                              "--out", str(out)], capsys)
+    assert code == 0, err
+    assert "head type" in stdout
+    assert len(pd.read_csv(out / "heads.csv")) == 2 * 4
+
+
 def _bad_inputs(tmp_path, checkpoint):
     from transformers import AutoConfig
 
@@ -72,6 +94,9 @@ def _bad_inputs(tmp_path, checkpoint):
         "unknown recipe": (["substitute", "--model", model, "--recipes", "relu_p4_bfast", "--pad", "2"], "unknown row map"),
         "unknown suite": (["audit", "--model", model, "--suite", "poetry", "--pad", "2"], "unknown suite"),
         "bad b": (["audit", "--model", model, "--b", "0", "lots", "--pad", "2"], "--b takes numbers"),
+        "k above heads": (["ablate", "--model", model, "--k", "9", "--pad", "1", "--rank-length", "40"],
+                          "exceeds the model's 8 heads"),
+        "heads too long": (["heads", "--model", str(short), "--length", "80"], "context is 40"),
     }
 
 

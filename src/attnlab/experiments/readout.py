@@ -43,15 +43,17 @@ def sampled(length: int, every: int) -> tuple[int, ...]:
     return tuple(sorted({*range(0, length, every), length - 1}))
 
 
-def prompt_reading(prompt: tasks.Prompt, every: int, target: str) -> Reading:
-    """The audit's rows of a suite prompt: with target "argmax", every ``every``-th query and the last;
-    with "answer", those of them that have an answer key (``tasks.answer_keys``), read against it."""
+def prompt_reading(prompt: tasks.Prompt, every: int, target: str = "argmax", *,
+                   keep_all: bool = False) -> Reading:
+    """The rows of a suite prompt: every ``every``-th query and the last. target "argmax" reads them all
+    against their argmax; "answer" reads those with an answer key (``tasks.answer_keys``) against it,
+    and the others only with ``keep_all`` (against their argmax)."""
     queries = sampled(len(prompt.input_ids), every)
     if target == "argmax":
         return Reading(prompt.input_ids, queries)
     keys = tasks.answer_keys(prompt)
-    chosen = tuple(q for q in queries if q in keys)
-    return Reading(prompt.input_ids, chosen, {q: keys[q] for q in chosen})
+    chosen = queries if keep_all else tuple(q for q in queries if q in keys)
+    return Reading(prompt.input_ids, chosen, {q: keys[q] for q in chosen if q in keys})
 
 
 class _Observer:
