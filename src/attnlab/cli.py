@@ -180,6 +180,8 @@ def _hf_run(args: argparse.Namespace, make_run: Callable[[], dict], what: str) -
     b_auto = result["b_auto"]
     print(f"{what}{'' if b_auto is None else f'; b_auto = {b_auto:.6g}'}")
     _print_table(result["table"])
+    if result.get("summary"):
+        print(result["summary"])
     print("wrote:")
     for path in result["paths"].values():
         print(f"  {path}")
@@ -240,6 +242,20 @@ def _heads(args: argparse.Namespace) -> int:
 
     return _hf_run(args, make_run, f"head types of {args.model} over {args.prompts} induction prompts at "
                                    f"L = {args.length} (seed 000 App. H); per head in heads.csv")
+
+
+def _temperature(args: argparse.Namespace) -> int:
+    from .experiments import temperature
+
+    def make_run():
+        cfg = temperature.TemperatureConfig(model=str(args.model), n=tuple(args.n), suite=args.suite, text=args.text,
+                                            docs=args.docs, seed=args.seed, eps=args.eps, n_boot=args.n_boot,
+                                            device=args.device, dtype=args.dtype)
+        return temperature.run(cfg, args.out)
+
+    return _hf_run(args, make_run, f"contact triples of {args.model} at n = {' '.join(map(str, args.n))} "
+                                   f"({args.docs} documents, {args.suite}; seed 003 §4.5): bucket means of log X "
+                                   "over non-tied rows")
 
 
 def _hf_options(p: argparse.ArgumentParser, suite: bool = True) -> None:
@@ -360,6 +376,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--every", type=int, default=16, metavar="K", help="read every K-th query and the last")
     p.add_argument("--out", type=Path, default=Path("runs/heads"), metavar="DIR", help="output folder")
     p.set_defaults(func=_heads)
+    p = sub.add_parser("temperature", help="contact triples per context length and xi_hat_Lambda (seed 003)",
+                       description="One forward per document; per layer, head and n the row of the query that "
+                                   "sees n keys, its contact triple (Lambda_n, alpha_n, Delta_n), and the "
+                                   "exponents xi_hat with bootstrap half-IQRs over (layer, head) (seed 003 §4.5).")
+    _hf_options(p, suite=False)
+    p.add_argument("--n", type=int, nargs="+", default=[128, 256, 512, 1024], metavar="N",
+                   help="context lengths of the grid (default 128 256 512 1024)")
+    p.add_argument("--suite", default="text", help="text (default: generated, or --text FILE) or a suite "
+                                                   "with exact lengths (induction, copying)")
+    p.add_argument("--text", default=None, metavar="FILE", help="UTF-8 text file cut into documents of max(n) tokens")
+    p.add_argument("--docs", type=int, default=4, metavar="N", help="documents (default 4)")
+    p.add_argument("--eps", type=_finite, default=1e-6, help="tolerance of the contact gap (default 1e-6)")
+    p.add_argument("--n-boot", type=int, default=200, metavar="B", help="bootstrap resamples (default 200)")
+    p.add_argument("--out", type=Path, default=Path("runs/temperature"), metavar="DIR", help="output folder")
+    p.set_defaults(func=_temperature)
     return ap
 
 

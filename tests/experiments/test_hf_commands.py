@@ -77,6 +77,16 @@ def test_heads_command_counts_types(checkpoint, tmp_path, capsys):
     assert len(pd.read_csv(out / "heads.csv")) == 2 * 4
 
 
+def test_temperature_command_prints_xi_hat(checkpoint, tmp_path, capsys):
+    out = tmp_path / "temperature"
+    code, stdout, err = _run(["temperature", "--model", str(checkpoint), "--n", "16", "32", "64", "--docs", "2",
+                              "--n-boot", "20", "--out", str(out)], capsys)
+    assert code == 0, err
+    assert "xi_hat_Lambda =" in stdout and "mean log Lambda" in stdout
+    assert pd.read_csv(out / "temperature.csv")["n"].tolist() == [16, 32, 64]
+    assert json.loads((out / "config.json").read_text())["cor49"]["residual"] is not None
+
+
 def _bad_inputs(tmp_path, checkpoint):
     from transformers import AutoConfig
 
@@ -97,6 +107,7 @@ def _bad_inputs(tmp_path, checkpoint):
         "k above heads": (["ablate", "--model", model, "--k", "9", "--pad", "1", "--rank-length", "40"],
                           "exceeds the model's 8 heads"),
         "heads too long": (["heads", "--model", str(short), "--length", "80"], "context is 40"),
+        "temperature too long": (["temperature", "--model", str(short), "--n", "16", "64"], "context is 40"),
     }
 
 
@@ -105,7 +116,8 @@ def test_bad_inputs_fail_with_one_line_and_leave_nothing(checkpoint, tmp_path, c
     capsys.readouterr()
     for what, (argv, message) in cases.items():
         out = tmp_path / f"out_{what.replace(' ', '_')}"
-        code, _, err = _run([*argv, "--prompts", "2", "--out", str(out)], capsys)
+        sized = [] if argv[0] == "temperature" else ["--prompts", "2"]
+        code, _, err = _run([*argv, *sized, "--out", str(out)], capsys)
         assert code != 0, what
         lines = err.strip().splitlines()
         assert len(lines) == 1 and message in lines[0], f"{what}: {err!r}"
