@@ -23,9 +23,8 @@ from .. import hooks
 from ..diagnostics import RowOptions
 from ..diagnostics.stats import aggregate, wilson
 from ..io import write_json, write_parquet, write_table
-from ..site import DEFAULT_BLOCK
-from .hf_runs import (RunError, biases, calibration_ids, load, needs_b_auto, parse_biases, staged_output,
-                      suite_prompts)
+from .hf_runs import (RunError, SuiteRun, biases, calibration_ids, check_count, load, needs_b_auto,
+                      parse_biases, staged_output, suite_prompts)
 from .readout import prompt_reading, read_rows
 from .substitute import BASELINE, check_recipes, score
 
@@ -33,9 +32,8 @@ RANKINGS = ("s_p", "entropy")
 Head = tuple[int, int]
 
 
-@dataclass(frozen=True)
-class AblateConfig:
-    model: str
+@dataclass(frozen=True, kw_only=True)
+class AblateConfig(SuiteRun):
     k: tuple[int, ...] = (5, 10, 20, 40)
     rank_by: str = "s_p"
     p: float = 2
@@ -46,24 +44,17 @@ class AblateConfig:
     rank_prompts: int = 20
     rank_length: int | None = None
     every: int = 16
-    suite: str = "niah"
-    prompts: int = 20
-    seed: int = 0
-    pad: int | None = None
-    length: int | None = None
-    device: str = "cpu"
-    dtype: str | None = None
-    block: int = DEFAULT_BLOCK
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.rank_by not in RANKINGS:
             raise RunError(f"--rank-by takes {' or '.join(RANKINGS)}, got {self.rank_by!r}")
-        if not self.k or not all(isinstance(k, int) and k >= 1 for k in self.k) or len(set(self.k)) != len(self.k):
+        if not self.k or len(set(self.k)) != len(self.k):
             raise RunError(f"--k takes distinct head counts >= 1, got {list(self.k)}")
-        for name in ("random_draws", "rank_prompts", "prompts", "every"):
-            value = getattr(self, name)
-            if not (isinstance(value, int) and value >= 1):
-                raise RunError(f"--{name.replace('_', '-')} must be an int >= 1, got {value!r}")
+        for k in self.k:
+            check_count("k", k)
+        for name in ("random_draws", "rank_prompts", "every"):
+            check_count(name, getattr(self, name))
         if not (math.isfinite(self.p) and self.p > 0):
             raise RunError(f"--p must be a degree > 0, got {self.p!r}")
         parse_biases([self.b])

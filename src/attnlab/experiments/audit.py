@@ -22,35 +22,24 @@ from ..diagnostics import RowOptions
 from ..diagnostics.rows import SPECIAL
 from ..diagnostics.stats import wilson
 from ..io import write_json, write_table
-from ..site import DEFAULT_BLOCK
-from .hf_runs import Bias, RunError, biases, load, parse_biases, staged_output, suite_prompts
+from .hf_runs import (Bias, RunError, SuiteRun, biases, check_count, load, parse_biases, staged_output,
+                      suite_prompts)
 from .readout import prompt_reading, read_rows
 
 GAP_COLUMNS = ("lambda_n", "alpha_n", "contact_gap")
 TARGETS = ("argmax", "answer")
 
 
-@dataclass(frozen=True)
-class AuditConfig:
-    model: str
-    suite: str = "niah"
-    prompts: int = 20
+@dataclass(frozen=True, kw_only=True)
+class AuditConfig(SuiteRun):
     p: tuple[float, ...] = (2, 4, 8, 16)
     b: tuple[str, ...] = ("0", "auto")
-    seed: int = 0
-    pad: int | None = None
-    length: int | None = None
     every: int = 16
     target: str = "argmax"
-    device: str = "cpu"
-    dtype: str | None = None
-    block: int = DEFAULT_BLOCK
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.prompts, int) and self.prompts >= 1):
-            raise RunError(f"--prompts must be an int >= 1, got {self.prompts!r}")
-        if not (isinstance(self.every, int) and self.every >= 1):
-            raise RunError(f"--every must be an int >= 1, got {self.every!r}")
+        super().__post_init__()
+        check_count("every", self.every)
         if not self.p or not all(math.isfinite(p) and p > 0 for p in self.p):
             raise RunError(f"--p takes degrees > 0, got {list(self.p)}")
         parse_biases(self.b)

@@ -20,30 +20,23 @@ from .. import hooks
 from ..diagnostics import RowOptions
 from ..diagnostics.heads import HeadThresholds, head_types
 from ..io import write_json, write_table
-from ..site import DEFAULT_BLOCK
-from .hf_runs import RunError, load, staged_output, suite_prompts
+from .hf_runs import CheckpointRun, check_count, load, staged_output, suite_prompts
 from .readout import prompt_reading, read_rows
 
 SUITE = "induction"
 COLUMNS = ["layer", "head", "query", "argmax", "target_mass", "entropy", "sink_mass", "status", "answer_key"]
 
 
-@dataclass(frozen=True)
-class HeadsConfig:
-    model: str
+@dataclass(frozen=True, kw_only=True)
+class HeadsConfig(CheckpointRun):
     prompts: int = 80
     length: int = 1024
-    seed: int = 0
     every: int = 16
-    device: str = "cpu"
-    dtype: str | None = None
-    block: int = DEFAULT_BLOCK
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         for name in ("prompts", "length", "every"):
-            value = getattr(self, name)
-            if not (isinstance(value, int) and value >= 1):
-                raise RunError(f"--{name} must be an int >= 1, got {value!r}")
+            check_count(name, getattr(self, name))
 
 
 def type_counts(types: pd.DataFrame) -> pd.DataFrame:

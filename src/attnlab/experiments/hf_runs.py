@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from .. import hooks, tasks
+from ..site import DEFAULT_BLOCK
 
 CALIBRATION_TOKENS = 1024  # seed 000 App. B: a held-out 1024-token generic-text input
 CALIBRATION_SEED = 20240601  # any fixed seed; the generic text's stream is separate from every suite's
@@ -26,6 +27,40 @@ CALIBRATION_SEED = 20240601  # any fixed seed; the generic text's stream is sepa
 
 class RunError(ValueError):
     """Bad input to a command, found before or while running; the message says what to do."""
+
+
+def check_count(name: str, value, low: int = 1) -> None:
+    """An int option >= ``low``, or a RunError naming the option as the user typed it."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise RunError(f"--{name.replace('_', '-')} must be an int >= {low}, got {value!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointRun:
+    """What every command on a checkpoint takes."""
+
+    model: str
+    seed: int = 0
+    device: str = "cpu"
+    dtype: str | None = None
+    block: int = DEFAULT_BLOCK
+
+    def __post_init__(self) -> None:
+        check_count("seed", self.seed, 0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SuiteRun(CheckpointRun):
+    """A command that runs a prompt suite (``tasks.build_suite``) on a checkpoint."""
+
+    suite: str = "niah"
+    prompts: int = 20
+    pad: int | None = None
+    length: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_count("prompts", self.prompts)
 
 
 @contextlib.contextmanager

@@ -20,30 +20,21 @@ from tqdm.auto import tqdm
 from .. import hooks, rowmaps, tasks
 from ..diagnostics.stats import wilson
 from ..io import write_json, write_parquet, write_table
-from .hf_runs import RunError, calibration_ids, load, needs_b_auto, staged_output, suite_prompts
+from .hf_runs import RunError, SuiteRun, calibration_ids, load, needs_b_auto, staged_output, suite_prompts
 
 BASELINE = "softmax"
 
 
-@dataclass(frozen=True)
-class SubstituteConfig:
-    model: str
+@dataclass(frozen=True, kw_only=True)
+class SubstituteConfig(SuiteRun):
     recipes: tuple[str, ...]
-    suite: str = "niah"
-    prompts: int = 20
-    seed: int = 0
-    pad: int | None = None
-    length: int | None = None
-    device: str = "cpu"
-    dtype: str | None = None
     b_auto: float | None = None
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if not self.recipes:
             raise RunError("--recipes needs at least one row-map name")
         check_recipes(self.recipes)
-        if not (isinstance(self.prompts, int) and self.prompts >= 1):
-            raise RunError(f"--prompts must be an int >= 1, got {self.prompts!r}")
 
 
 def check_recipes(names: Sequence[str]) -> None:

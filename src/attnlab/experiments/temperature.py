@@ -23,36 +23,30 @@ from .. import hooks, tasks
 from ..diagnostics import RowOptions
 from ..diagnostics.stats import check_cor49, exponent, tie_mask
 from ..io import write_json, write_table
-from ..site import DEFAULT_BLOCK
-from .hf_runs import RunError, context_length, load, staged_output, suite_prompts
+from .hf_runs import (CheckpointRun, RunError, check_count, context_length, load, staged_output,
+                      suite_prompts)
 from .readout import Reading, read_rows
 
 TEXT = "text"
 TRIPLE = {"Lambda": "lambda_n", "alpha": "alpha_n", "Delta": "contact_gap"}
 
 
-@dataclass(frozen=True)
-class TemperatureConfig:
-    model: str
+@dataclass(frozen=True, kw_only=True)
+class TemperatureConfig(CheckpointRun):
     n: tuple[int, ...] = (128, 256, 512, 1024)
     suite: str = TEXT
     text: str | None = None
     docs: int = 4
-    seed: int = 0
     eps: float = 1e-6
     n_boot: int = 200
-    device: str = "cpu"
-    dtype: str | None = None
-    block: int = DEFAULT_BLOCK
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         distinct = len(set(self.n)) == len(self.n)
         if len(self.n) < 2 or not distinct or not all(isinstance(n, int) and n >= 2 for n in self.n):
             raise RunError(f"--n takes at least two distinct context lengths >= 2, got {list(self.n)}")
         for name in ("docs", "n_boot"):
-            value = getattr(self, name)
-            if not (isinstance(value, int) and value >= 1):
-                raise RunError(f"--{name.replace('_', '-')} must be an int >= 1, got {value!r}")
+            check_count(name, getattr(self, name))
         if not (math.isfinite(self.eps) and self.eps >= 0):
             raise RunError(f"--eps must be a finite number >= 0, got {self.eps!r}")
         if self.text is not None and self.suite != TEXT:
