@@ -7,12 +7,13 @@ support under softmax, Lambda_n and the contact point, sink mass, all in float64
 the same float32 rows (N(0, 1), causal mask over the last query block) go through ``torch.softmax`` and
 through ``row_stats``; the ratio of best times is the cost of the bundle in softmax passes. The naive
 baseline calls ``row_stats`` one row at a time, as a per-row script would (timed on a few rows and
-scaled). Peak memory: a fresh process builds the same rows and mask, resets its resident-set high-water
-mark (writing 5 to /proc/self/clear_refs, Linux >= 4.0, as ``benchmarks/hooks.py`` does: importing torch
-and pandas and building the input peak above the resting resident set), reads its resident set
-(/proc/self/statm), runs one bundle and reports the high-water mark (VmHWM in /proc/self/status) and its
-growth over the resident set before. ``ru_maxrss`` is not used: it folds in the parent's resident set at
-fork/exec, which clear_refs does not reset, so every shape read the same 403 MiB.
+scaled). Peak memory: a fresh process builds the same rows and mask, runs the bundle on one row (the
+first call lazily imports some 500 modules, sympy among them, which would otherwise be charged to the
+bundle), resets its resident-set high-water mark (writing 5 to /proc/self/clear_refs, Linux >= 4.0, as
+``benchmarks/hooks.py`` does), reads its resident set (/proc/self/statm), runs one bundle and reports the
+high-water mark (VmHWM in /proc/self/status) and its growth over the resident set before. ``ru_maxrss``
+is not used: the kernel folds the parent's resident set at fork/exec into it and clear_refs does not
+reset that part, so every shape read the same 403 MiB.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from attnlab.perf import tune_malloc
 tune_malloc()
 torch.set_num_threads(int(sys.argv[3]))
 z, mask = inputs(int(sys.argv[1]), int(sys.argv[2]))
+row_stats(z[:1], None if mask is None else mask[:1])  # its first call imports sympy via torch, ~50 MiB
 try:  # reset the high-water mark so that it holds the bundle's peak alone
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")
