@@ -10,11 +10,11 @@ ids, batch 1, ``torch.no_grad``. Timed, one forward each:
 - ``eager``: the model's own eager forward, the baseline;
 - ``observed no-op``: ``hooks.observed`` with an observer that does nothing: the cost of routing the
   attention through the attnlab site (query blocks of 512) alone;
-- ``audit every=K``: what ``attnlab audit`` does per prompt: ``hooks.observed(model,
-  audit._Observer(writers, K))`` with one ``RowStatsWriter`` at b = 0 (p = 2, 4, 8, 16) writing Parquet
-  to a temporary folder; every K-th query position and the last one are diagnosed, for every layer and
-  head. Creating the writer and closing it (flush, file rename) is inside the timed region: with one
-  prompt the audit pays it once. K = 16 is the command's default; K = 1 diagnoses every row;
+- ``audit every=K``: what ``attnlab audit`` does per prompt: ``experiments.readout.read_rows`` with
+  one table at b = 0 (p = 2, 4, 8, 16) written as Parquet to a temporary folder; every K-th query
+  position and the last one are diagnosed, for every layer and head. Creating the writer and closing it
+  (flush, file rename) is inside the timed region: with one prompt the audit pays it once. K = 16 is the
+  command's default; K = 1 diagnoses every row;
 - ``substituted <recipe>``: ``hooks.substituted(model, recipe)`` on every head of every layer.
 
 Variants are run round-robin after an untimed warm-up round, so machine noise hits all alike: in each
@@ -48,12 +48,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import torch
 
 from attnlab import hooks
 from attnlab.diagnostics import RowOptions
-from attnlab.diagnostics.stream import RowStatsWriter
-from attnlab.experiments import audit
+from attnlab.experiments import readout
 from attnlab.io import write_json
 from attnlab.perf import tune_malloc
 
@@ -80,17 +80,10 @@ def prompt(tokens: int, seed: int = 0) -> torch.Tensor:
 
 def audit_forward(model: torch.nn.Module, ids: torch.Tensor, every: int, folder: Path) -> int:
     """One prompt of ``attnlab audit``: returns the number of rows written."""
-    writer = RowStatsWriter(Path(folder) / f"rows_every{every}.parquet", RowOptions.make(**OPTIONS))
-    observer = audit._Observer({"0": writer}, every)
-    observer.prompt, observer.last = 0, ids.shape[1] - 1
-    try:
-        with hooks.observed(model, observer), torch.no_grad():
-            model(input_ids=ids)
-        writer.close()
-    except BaseException:
-        writer.abort()
-        raise
-    return writer.rows_written
+    reading = readout.Reading(tuple(ids[0].tolist()), readout.sampled(ids.shape[1], every))
+    paths = readout.read_rows(model, [reading], {f"every{every}": RowOptions.make(**OPTIONS)}, folder, config={},
+                              device=str(ids.device), progress=False)
+    return pq.ParquetFile(paths[f"every{every}"]).metadata.num_rows
 
 
 PEAK = """
