@@ -16,7 +16,8 @@ def _qkv(b=2, h=4, hkv=2, q=70, k=70, d=8, seed=0, dtype=torch.float64):
     return [torch.randn(*shape, generator=g, dtype=dtype) for shape in ((b, h, q, d), (b, hkv, k, d), (b, hkv, k, d))]
 
 
-def _reference(query, key, value, *, scaling, allowed, softcap=None, maps=None, length=None):
+def _reference(query, key, value, *, scaling, allowed, softcap=None, maps=None, length=None, bias=None,
+               scale=None):
     """One row at a time, straight from the definitions."""
     b, h, q, _ = query.shape
     groups = h // key.shape[1]
@@ -27,7 +28,11 @@ def _reference(query, key, value, *, scaling, allowed, softcap=None, maps=None, 
                 z = (key[bi, hi // groups] @ query[bi, hi, qi]) * scaling
                 if softcap is not None:
                     z = softcap * torch.tanh(z / softcap)
+                if bias is not None:
+                    z = z + bias[hi, qi]
                 ok = allowed[bi, hi, qi]
+                if scale is not None:
+                    z = z * scale[hi, qi]
                 if length is not None:
                     n = int(ok.sum())
                     z = z * max(1.0, math.log(n) / math.log(length[1])) ** length[0]
@@ -69,6 +74,25 @@ def test_additive_and_boolean_masks_agree_with_reference_and_window():
     for kwargs in ({"mask": additive}, {"mask": ok[:, :1]}, {"causal": True, "window": 9}):
         out = attend(q, k, v, scaling=0.5, plan=Plan(block=32), **kwargs)
         torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
+
+
+def test_blockwise_bias_and_row_scale_match_the_reference():
+    q, k, v = _qkv(q=70, k=70)
+    g = torch.Generator().manual_seed(1)
+    bias = torch.randn(4, 70, 70, generator=g, dtype=torch.float64)
+    scale = torch.rand(4, 70, 1, generator=g, dtype=torch.float64) * 3
+    calls = []
+
+    def block_bias(start, stop):
+        calls.append((start, stop))
+        return bias[:, start:stop]
+
+    maps = {2: rowmaps.get("relu_p2_b0")}
+    out = attend(q, k, v, scaling=0.4, causal=True, plan=Plan(maps=maps, block=32), bias=block_bias, scale=scale)
+    ref = _reference(q, k, v, scaling=0.4, allowed=_causal(70, 70).expand(2, 4, 70, 70), maps=maps, bias=bias,
+                     scale=scale[..., 0])
+    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
+    assert calls == query_blocks(70, 32)
 
 
 def test_observers_see_every_row_once_with_positions():

@@ -180,7 +180,8 @@ def _weights(z: torch.Tensor, allowed: torch.Tensor, plan: Plan, groups: list[tu
 def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, scaling: float,
            mask: torch.Tensor | None = None, causal: bool = False, window: int | None = None,
            softcap: float | None = None, layer: int = 0, plan: Plan = VANILLA, dropout: float = 0.0,
-           training: bool = False) -> torch.Tensor:
+           training: bool = False, bias: Callable[[int, int], torch.Tensor] | None = None,
+           scale: torch.Tensor | None = None) -> torch.Tensor:
     """Attention output (batch, queries, heads, head_dim) of one layer.
 
     query (batch, heads, queries, head_dim); key and value (batch, kv_heads, keys, head_dim) with
@@ -188,6 +189,10 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, scali
     additive float, broadcastable to (batch, heads, queries, keys). ``causal``/``window`` build a causal
     (sliding-window) mask per block instead, for callers that have none. ``softcap`` applies
     z -> softcap * tanh(z / softcap) before the mask (Gemma); observers read the capped row.
+    ``bias(start, stop)`` gives an additive score bias for query rows start..stop-1, broadcastable to
+    (batch, heads, rows, keys): a position bias such as ALiBi, built per block so that no (queries x keys)
+    tensor is held; observers read the row with it. ``scale`` (broadcastable to (batch, heads, queries,
+    1)) multiplies each row after the observers and before the map: a learnable inverse temperature.
     """
     if query.dim() != 4 or key.dim() != 4 or value.shape != key.shape:
         raise ValueError(f"query, key, value must be (batch, heads, tokens, head_dim) with key and value "
@@ -214,6 +219,8 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, scali
             z = z / softcap
             z = torch.tanh(z)
             z = z * softcap
+        if bias is not None:
+            z = z + bias(start, stop)
         if causal:
             allowed = causal_mask(n_q, n_k, start, stop, window=window, device=z.device)
             z = z.masked_fill(~allowed, torch.finfo(z.dtype).min)
@@ -226,6 +233,8 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, scali
             allowed = allowed_keys(None, z)
         for observer in plan.observers:
             observer(ScoreBlock(layer, z, allowed, start, n_q))
+        if scale is not None:
+            z = z * (scale if scale.shape[-2] == 1 else scale[..., start:stop, :])
         w = _weights(z, allowed, plan, groups, query.dtype)
         if dropout and training:
             w = F.dropout(w, p=dropout, training=True)
