@@ -1,0 +1,163 @@
+"""``ModelConfig``: every design switch of the own decoder as a validated field (issue 5).
+
+Built from a mapping (a YAML/TOML file's ``model`` table, or ``--set model.key=value``) by
+``ModelConfig.from_dict``, which rejects unknown keys; every check names the field, the value it got and
+what is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from .. import rowmaps
+
+POSITIONS = ("none", "learned", "rope", "alibi", "nape")
+ALIBI_SLOPES = ("geometric", "inverse")
+FFNS = ("gelu", "swiglu", "geglu")
+NORMS = ("layernorm", "rmsnorm")
+
+
+class ConfigError(ValueError):
+    """A config field holds a value it may not; the message names the field, the value and what is allowed."""
+
+
+def _int(name: str, value: Any, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(f"model.{name} must be an int >= {low}, got {value!r}")
+
+
+def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"model.{name} must be one of {', '.join(allowed)}, got {value!r}")
+
+
+def _number(name: str, value: Any, *, low: float, inclusive: bool = False) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < low or (value == low and not inclusive):
+        bound = f">= {low:g}" if inclusive else f"> {low:g}"
+        raise ConfigError(f"model.{name} must be a finite number {bound}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """A causal decoder.
+
+    vocab, context (the training window: learned positions and dynamic NTK read it), layers, heads,
+    d_model (a multiple of heads), ffn_width (the GELU-equivalent width, default 4 d_model; gated FFNs
+    get the matched width of seed 002 §4 when ffn_matched). positions: none, learned, rope (rope_base,
+    rope_scaling, rope_dynamic = the dynamic NTK base of seed 003 App. A.2 beyond ``context``), alibi or
+    nape (half the heads NoPE, half ALiBi, seed 001 §4.2), with alibi_slopes geometric or inverse (1/h).
+    rowmap: one row-map name for every head, a list with one name per layer, or a list of per-layer
+    lists with one name per head. block: query rows per attention block.
+    """
+
+    vocab: int
+    context: int
+    layers: int = 2
+    heads: int = 4
+    d_model: int = 128
+    ffn_width: int | None = None
+    positions: str = "rope"
+    rope_base: float = 10000.0
+    rope_scaling: float = 1.0
+    rope_dynamic: bool = False
+    alibi_slopes: str = "geometric"
+    ffn: str = "gelu"
+    ffn_matched: bool = True
+    norm: str = "layernorm"
+    norm_eps: float = 1e-5
+    bias: bool = True
+    tie_embeddings: bool = True
+    rowmap: str | tuple = "softmax"
+    dropout: float = 0.0
+    block: int = 512
+
+    def __post_init__(self) -> None:
+        _int("vocab", self.vocab, 2)
+        _int("context", self.context, 1)
+        _int("layers", self.layers, 1)
+        _int("heads", self.heads, 1)
+        _int("d_model", self.d_model, 1)
+        if self.d_model % self.heads:
+            raise ConfigError(f"model.d_model ({self.d_model}) must be a multiple of model.heads ({self.heads})")
+        if self.ffn_width is not None:
+            _int("ffn_width", self.ffn_width, 1)
+        _choice("positions", self.positions, POSITIONS)
+        if self.positions == "rope" and self.head_dim % 2:
+            raise ConfigError(f"model.positions rope needs an even head width; d_model / heads = {self.head_dim}")
+        _number("rope_base", self.rope_base, low=1.0)
+        _number("rope_scaling", self.rope_scaling, low=1.0, inclusive=True)
+        _choice("alibi_slopes", self.alibi_slopes, ALIBI_SLOPES)
+        _choice("ffn", self.ffn, FFNS)
+        _choice("norm", self.norm, NORMS)
+        _number("norm_eps", self.norm_eps, low=0.0)
+        _number("dropout", self.dropout, low=0.0, inclusive=True)
+        if self.dropout >= 1:
+            raise ConfigError(f"model.dropout must be in [0, 1), got {self.dropout!r}")
+        _int("block", self.block, 32)
+        for name in ("rope_dynamic", "ffn_matched", "bias", "tie_embeddings"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"model.{name} must be true or false, got {getattr(self, name)!r}")
+        object.__setattr__(self, "rowmap", _freeze(self.rowmap))
+        self.head_maps()
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.heads
+
+    @property
+    def width(self) -> int:
+        return 4 * self.d_model if self.ffn_width is None else self.ffn_width
+
+    def head_maps(self) -> list[list[str]]:
+        """The row-map name of every (layer, head), each checked against the registry."""
+        spec = self.rowmap
+        if isinstance(spec, str):
+            names = [[spec] * self.heads for _ in range(self.layers)]
+        elif len(spec) != self.layers:
+            raise ConfigError(f"model.rowmap lists {len(spec)} layers but model.layers is {self.layers}")
+        else:
+            names = [[layer] * self.heads if isinstance(layer, str) else list(layer) for layer in spec]
+        for i, layer in enumerate(names):
+            if len(layer) != self.heads:
+                raise ConfigError(f"model.rowmap layer {i} lists {len(layer)} heads but model.heads is {self.heads}")
+            for name in layer:
+                try:
+                    rowmap = rowmaps.get(name)
+                except (ValueError, TypeError) as exc:
+                    raise ConfigError(f"model.rowmap: {exc}") from None
+                if rowmap.needs_bias:
+                    raise ConfigError(f"model.rowmap {name!r} has b=auto, which is a zero-shot calibration; "
+                                      "give b as a number for training")
+        return names
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> ModelConfig:
+        """A config from a mapping; unknown keys are an error that lists the known ones."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ConfigError(f"unknown model field(s) {unknown}; known: {', '.join(sorted(known))}")
+        for required in ("vocab", "context"):
+            if required not in values:
+                raise ConfigError(f"model.{required} is required")
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: _thaw(getattr(self, f.name)) for f in fields(self)}
+
+
+def _freeze(spec: Any) -> str | tuple:
+    """Lists (as YAML gives them) become tuples so that the config stays hashable and immutable."""
+    if isinstance(spec, str):
+        return spec
+    if isinstance(spec, (list, tuple)):
+        return tuple(_freeze(x) for x in spec)
+    raise ConfigError(f"model.rowmap must be a name, a list of names per layer or of per-head lists, got {spec!r}")
+
+
+def _thaw(value: Any) -> Any:
+    return [_thaw(x) for x in value] if isinstance(value, tuple) else value

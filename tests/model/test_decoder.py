@@ -1,0 +1,105 @@
+"""The own decoder: every row map overfits a tiny batch; its observed scores are q k^T / sqrt(d) plus the
+ALiBi bias by hand; query blocking does not change the logits; configs fail on bad fields by name."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnlab.model import positions as pe
+from attnlab.model.config import ConfigError, ModelConfig
+from attnlab.model.decoder import Decoder, loss
+from attnlab.rowmaps import FAMILIES
+
+MAPS = [f.example for f in FAMILIES]
+
+
+def _tiny(**kw):
+    return ModelConfig(**{"vocab": 16, "context": 64, "layers": 2, "heads": 2, "d_model": 32, "ffn_width": 64,
+                          "block": 32, **kw})
+
+
+@pytest.mark.parametrize("rowmap", MAPS)
+def test_every_row_map_overfits_a_tiny_batch(rowmap):
+    torch.manual_seed(0)
+    model = Decoder(_tiny(rowmap=rowmap, positions="nape", layers=1))
+    ids = torch.randint(0, 16, (2, 10), generator=torch.Generator().manual_seed(1))
+    opt = torch.optim.Adam(model.parameters(), lr=2e-2)
+    first = None
+    for _ in range(60):
+        value = loss(model(ids[:, :-1]), ids[:, 1:])
+        first = float(value.detach()) if first is None else first
+        opt.zero_grad()
+        value.backward()
+        opt.step()
+    assert float(value.detach()) < 0.1 * first, (rowmap, first, float(value.detach()))
+
+
+@pytest.mark.parametrize("positions", ["alibi", "nape", "rope", "none", "learned"])
+def test_observed_scores_are_qk_plus_position_bias_by_hand(positions):
+    torch.manual_seed(0)
+    cfg = _tiny(positions=positions, heads=4)
+    model = Decoder(cfg).eval()
+    ids = torch.randint(0, 16, (1, 40), generator=torch.Generator().manual_seed(2))
+    seen, inputs = {}, {}
+    model.layers[1].attn.register_forward_pre_hook(lambda m, args: inputs.__setitem__("x", args[0]))
+    with model.observed(lambda blk: seen.setdefault(blk.layer, []).append(blk.scores.clone())), torch.no_grad():
+        model(ids)
+    z = torch.cat(seen[1], dim=2)[0]
+    attn = model.layers[1].attn
+    x = inputs["x"][0]
+    q = attn.q_proj(x).view(40, 4, 8).transpose(0, 1)
+    k = attn.k_proj(x).view(40, 4, 8).transpose(0, 1)
+    if positions == "rope":
+        cos, sin = pe.rope_angles(torch.arange(40), pe.rope_frequencies(8))
+        q, k = pe.apply_rope(q[None], cos, sin)[0], pe.apply_rope(k[None], cos, sin)[0]
+    ref = q @ k.transpose(1, 2) / 8 ** 0.5
+    if positions in ("alibi", "nape"):
+        slopes = pe.alibi_slopes(4) if positions == "alibi" else pe.nape_slopes(4, "geometric")
+        i = torch.arange(40)
+        ref = ref + slopes[:, None, None] * (i[None, :] - i[:, None]).clamp(max=0)
+    causal = torch.ones(40, 40, dtype=torch.bool).tril()
+    torch.testing.assert_close(z[:, causal], ref[:, causal], rtol=1e-5, atol=1e-5)
+
+
+def test_query_blocks_do_not_change_the_logits():
+    torch.manual_seed(0)
+    small = Decoder(_tiny(positions="alibi", rowmap="entmax_a1.5", block=32)).eval()
+    large = Decoder(_tiny(positions="alibi", rowmap="entmax_a1.5", block=512)).eval()
+    large.load_state_dict(small.state_dict())
+    ids = torch.randint(0, 16, (2, 64), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        torch.testing.assert_close(small(ids), large(ids), rtol=1e-5, atol=1e-6)
+
+
+def test_rowmap_per_layer_and_per_head():
+    cfg = _tiny(rowmap=["softmax", ["relu_p4_b0", "entmax_a1.5"]])
+    model = Decoder(cfg)
+    assert model.layers[0].attn.maps == {}
+    assert {h: m.name for h, m in model.layers[1].attn.maps.items()} == {0: "relu_p4_b0", 1: "entmax_a1.5"}
+    assert cfg.to_dict()["rowmap"] == ["softmax", ["relu_p4_b0", "entmax_a1.5"]]
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"positions": "sinusoid"}, "model.positions must be one of"),
+    ({"d_model": 33}, "multiple of model.heads"),
+    ({"rowmap": "relu_p4_bauto"}, "b=auto"),
+    ({"rowmap": "nope"}, "model.rowmap"),
+    ({"rowmap": ["softmax"]}, "lists 1 layers"),
+    ({"rowmap": ["softmax", ["softmax"]]}, "layer 1 lists 1 heads"),
+    ({"heads": 0}, "model.heads must be an int >= 1"),
+    ({"dropout": 1.0}, "model.dropout"),
+    ({"bias": "yes"}, "model.bias must be true or false"),
+    ({"block": 8}, "model.block must be an int >= 32"),
+])
+def test_bad_fields_are_named(bad, message):
+    with pytest.raises(ConfigError, match=message):
+        _tiny(**bad)
+
+
+def test_from_dict_rejects_unknown_and_missing_keys():
+    with pytest.raises(ConfigError, match="unknown model field"):
+        ModelConfig.from_dict({"vocab": 8, "context": 8, "width": 3})
+    with pytest.raises(ConfigError, match="model.context is required"):
+        ModelConfig.from_dict({"vocab": 8})
+    assert ModelConfig.from_dict(_tiny().to_dict()) == _tiny()
