@@ -55,7 +55,7 @@ def test_observed_scores_are_qk_plus_position_bias_by_hand(positions):
         q, k = pe.apply_rope(q[None], cos, sin)[0], pe.apply_rope(k[None], cos, sin)[0]
     ref = q @ k.transpose(1, 2) / 8 ** 0.5
     if positions in ("alibi", "nape"):
-        slopes = pe.alibi_slopes(4) if positions == "alibi" else pe.nape_slopes(4, "geometric")
+        slopes = pe.alibi_slopes(4) if positions == "alibi" else pe.nape_slopes(4, "inverse")
         i = torch.arange(40)
         ref = ref + slopes[:, None, None] * (i[None, :] - i[:, None]).clamp(max=0)
     causal = torch.ones(40, 40, dtype=torch.bool).tril()

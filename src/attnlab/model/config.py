@@ -49,7 +49,9 @@ class ModelConfig:
     d_model (a multiple of heads), ffn_width (the GELU-equivalent width, default 4 d_model; gated FFNs
     get the matched width of seed 002 §4 when ffn_matched). positions: none, learned, rope (rope_base,
     rope_scaling, rope_dynamic = the dynamic NTK base of seed 003 App. A.2 beyond ``context``), alibi or
-    nape (half the heads NoPE, half ALiBi, seed 001 §4.2), with alibi_slopes geometric or inverse (1/h).
+    nape (half the heads NoPE, half ALiBi, seed 001 §4.2), with alibi_slopes geometric or inverse (1/h);
+    unset, each kind takes its source's slopes: geometric for alibi (Press et al.), 1/h for nape (seed 001
+    App. G.2).
     rowmap: one row-map name for every head, a list with one name per layer, or a list of per-layer
     lists with one name per head. block: query rows per attention block.
     """
@@ -64,7 +66,7 @@ class ModelConfig:
     rope_base: float = 10000.0
     rope_scaling: float = 1.0
     rope_dynamic: bool = False
-    alibi_slopes: str = "geometric"
+    alibi_slopes: str | None = None
     ffn: str = "gelu"
     ffn_matched: bool = True
     norm: str = "layernorm"
@@ -90,7 +92,8 @@ class ModelConfig:
             raise ConfigError(f"model.positions rope needs an even head width; d_model / heads = {self.head_dim}")
         _number("rope_base", self.rope_base, low=1.0)
         _number("rope_scaling", self.rope_scaling, low=1.0, inclusive=True)
-        _choice("alibi_slopes", self.alibi_slopes, ALIBI_SLOPES)
+        if self.alibi_slopes is not None:
+            _choice("alibi_slopes", self.alibi_slopes, ALIBI_SLOPES)
         _choice("ffn", self.ffn, FFNS)
         _choice("norm", self.norm, NORMS)
         _number("norm_eps", self.norm_eps, low=0.0)
@@ -103,6 +106,12 @@ class ModelConfig:
                 raise ConfigError(f"model.{name} must be true or false, got {getattr(self, name)!r}")
         object.__setattr__(self, "rowmap", _freeze(self.rowmap))
         self.head_maps()
+
+    @property
+    def slope_kind(self) -> str:
+        if self.alibi_slopes is not None:
+            return self.alibi_slopes
+        return "inverse" if self.positions == "nape" else "geometric"
 
     @property
     def head_dim(self) -> int:

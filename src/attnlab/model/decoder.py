@@ -82,9 +82,9 @@ class Decoder(nn.Module):
         self.positions = pe.LearnedPositions(cfg.context, cfg.d_model) if cfg.positions == "learned" else None
         slopes = None
         if cfg.positions == "alibi":
-            slopes = pe.alibi_slopes(cfg.heads, cfg.alibi_slopes)
+            slopes = pe.alibi_slopes(cfg.heads, cfg.slope_kind)
         elif cfg.positions == "nape":
-            slopes = pe.nape_slopes(cfg.heads, cfg.alibi_slopes)
+            slopes = pe.nape_slopes(cfg.heads, cfg.slope_kind)
         self.layers = nn.ModuleList(Block(cfg, i, slopes) for i in range(cfg.layers))
         self.norm = make_norm(cfg.norm, cfg.d_model, bias=cfg.bias, eps=cfg.norm_eps)
         self.head = nn.Linear(cfg.d_model, cfg.vocab, bias=False)
