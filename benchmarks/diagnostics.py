@@ -33,27 +33,18 @@ from attnlab.perf import tune_malloc
 SHAPES = ((512, 1024), (64, 8192), (16, 32768))
 
 PEAK = """
-import resource, sys, torch
+import sys, torch
 sys.path.insert(0, sys.argv[4])
 from diagnostics import inputs
 from attnlab.diagnostics import row_stats
-from attnlab.perf import tune_malloc
+from attnlab.perf import peak_rss, reset_peak_rss, tune_malloc
 tune_malloc()
 torch.set_num_threads(int(sys.argv[3]))
 z, mask = inputs(int(sys.argv[1]), int(sys.argv[2]))
 row_stats(z[:1], None if mask is None else mask[:1])  # its first call imports sympy via torch, ~50 MiB
-try:  # reset the high-water mark so that it holds the bundle's peak alone
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-    reset = 1
-except OSError:
-    reset = 0
-with open("/proc/self/statm") as f:
-    before = int(f.read().split()[1]) * resource.getpagesize() // 1024
+reset, before = reset_peak_rss()  # the high-water mark then holds the bundle's peak alone
 row_stats(z, mask)
-with open("/proc/self/status") as f:
-    hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
-print(reset, before, hwm)
+print(int(reset), before, peak_rss())
 """
 
 

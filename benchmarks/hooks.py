@@ -90,28 +90,19 @@ PEAK = """
 import resource, sys, tempfile, torch
 sys.path.insert(0, sys.argv[4])
 from hooks import audit_forward, build, prompt
-from attnlab.perf import tune_malloc
+from attnlab.perf import peak_rss, reset_peak_rss, tune_malloc
 tune_malloc()
 torch.set_num_threads(int(sys.argv[3]))
 tokens, variant = int(sys.argv[1]), sys.argv[2]
 model, ids = build(), prompt(tokens)
 with tempfile.TemporaryDirectory() as folder:
-    try:  # reset the high-water mark: building the model peaks above its resting resident set
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        reset = 1
-    except OSError:
-        reset = 0
-    with open("/proc/self/statm") as f:
-        before = int(f.read().split()[1]) * resource.getpagesize() // 1024
+    reset, before = reset_peak_rss()  # building the model peaks above its resting resident set
     if variant == "eager":
         with torch.no_grad():
             model(input_ids=ids)
     else:
         audit_forward(model, ids, int(variant), folder)
-    with open("/proc/self/status") as f:
-        hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
-    print(reset, before, hwm, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    print(int(reset), before, peak_rss(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
 
 

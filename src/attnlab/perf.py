@@ -42,3 +42,26 @@ def trim_heap() -> None:
     libc = _libc()
     if libc is not None and hasattr(libc, "malloc_trim"):
         libc.malloc_trim(0)
+
+
+def reset_peak_rss() -> tuple[bool, int]:
+    """Reset this process's resident-set high-water mark (writing 5 to /proc/self/clear_refs, Linux >= 4.0)
+    and return (whether it was reset, the resident set now in KiB), so that a later ``peak_rss`` holds the
+    peak of what runs in between. ``ru_maxrss`` cannot serve: the kernel folds the parent's resident set at
+    fork/exec into it and clear_refs does not reset that part."""
+    import resource
+
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        reset = True
+    except OSError:
+        reset = False
+    with open("/proc/self/statm") as f:
+        return reset, int(f.read().split()[1]) * resource.getpagesize() // 1024
+
+
+def peak_rss() -> int:
+    """The resident-set high-water mark in KiB (VmHWM in /proc/self/status)."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
