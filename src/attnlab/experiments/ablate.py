@@ -21,12 +21,12 @@ from tqdm.auto import tqdm
 
 from .. import hooks
 from ..diagnostics import RowOptions
-from ..diagnostics.stats import aggregate, wilson
+from ..diagnostics.stats import aggregate
 from ..io import write_json, write_parquet, write_table
-from .hf_runs import (RunError, SuiteRun, biases, calibration_ids, check_count, load, needs_b_auto,
-                      parse_biases, staged_output, suite_prompts)
+from .hf_runs import (RunError, SuiteRun, biases, check_count, load, parse_biases, recipe_b_auto, staged_output,
+                      suite_prompts)
 from .readout import prompt_reading, read_rows
-from .substitute import BASELINE, check_recipes, score
+from .substitute import BASELINE, accuracy, check_recipes, score
 
 RANKINGS = ("s_p", "entropy")
 Head = tuple[int, int]
@@ -92,14 +92,8 @@ def subsets(ranking: pd.DataFrame, k: int, draws: int) -> list[tuple[str, int, l
 def cells(answers: pd.DataFrame) -> pd.DataFrame:
     """One line per (K, subset, draw): correct/n, accuracy % with Wilson 95% interval, delta pp."""
     base = answers[answers["subset"] == BASELINE]["correct"].mean() * 100
-    lines = []
-    for (k, subset, draw), ok in answers.groupby(["k", "subset", "draw"], sort=False)["correct"]:
-        n_ok, n = int(ok.sum()), len(ok)
-        lo, hi = wilson(n_ok, n)
-        acc = 100 * n_ok / n
-        lines.append({"k": k, "subset": subset, "draw": draw, "correct": n_ok, "n": n, "accuracy %": acc,
-                      "lo": 100 * lo, "hi": 100 * hi, "delta pp": acc - base})
-    return pd.DataFrame(lines)
+    return pd.DataFrame([{"k": k, "subset": subset, "draw": draw, **accuracy(ok, base)} for (k, subset, draw), ok
+                         in answers.groupby(["k", "subset", "draw"], sort=False)["correct"]])
 
 
 def decisive_table(cell_table: pd.DataFrame) -> pd.DataFrame:
@@ -125,8 +119,7 @@ def run(cfg: AblateConfig, out: str | Path, *, progress: bool = True) -> dict:
     prompts = suite_prompts(model, tokenizer, cfg.suite, cfg.prompts, seed=cfg.seed, pad=cfg.pad,
                             length=cfg.length)
     (bias,), b_auto = biases(model, tokenizer, [cfg.b], cfg.device)
-    if b_auto is None and needs_b_auto([cfg.recipe]):
-        b_auto = hooks.calibrate_b_auto(model, calibration_ids(model, tokenizer, cfg.device))
+    b_auto = recipe_b_auto(model, tokenizer, [cfg.recipe], cfg.device, b_auto)
     n_layers, n_heads = hooks.num_heads(model)
     if max(cfg.k) > n_layers * n_heads:
         raise RunError(f"--k {max(cfg.k)} exceeds the model's {n_layers * n_heads} heads")

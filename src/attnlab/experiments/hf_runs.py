@@ -164,5 +164,8 @@ def biases(model, tokenizer, specs: Sequence[str], device: str) -> tuple[list[Bi
     return [Bias(spec, b_auto if value is None else value) for spec, value in zip(specs, values, strict=True)], b_auto
 
 
-def needs_b_auto(names: Sequence[str]) -> bool:
-    return any(n.endswith("_bauto") for n in names)
+def recipe_b_auto(model, tokenizer, recipes: Sequence[str], device: str, b_auto: float | None = None) -> float | None:
+    """``b_auto`` if given, else calibrated when a recipe is a ``_bauto`` name, else None."""
+    if b_auto is None and any(n.endswith("_bauto") for n in recipes):
+        return hooks.calibrate_b_auto(model, calibration_ids(model, tokenizer, device))
+    return b_auto

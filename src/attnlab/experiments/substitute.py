@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 from .. import hooks, rowmaps, tasks
 from ..diagnostics.stats import wilson
 from ..io import write_json, write_parquet, write_table
-from .hf_runs import RunError, SuiteRun, calibration_ids, load, needs_b_auto, staged_output, suite_prompts
+from .hf_runs import RunError, SuiteRun, load, recipe_b_auto, staged_output, suite_prompts
 
 BASELINE = "softmax"
 
@@ -72,17 +72,24 @@ def score(model, tokenizer, prompts: Sequence[tasks.Prompt], suite: str, device:
     return records
 
 
+def accuracy(ok: pd.Series, base: float) -> dict:
+    """correct/n, accuracy % with its Wilson 95% interval, and the difference from ``base`` % in pp."""
+    k, n = int(ok.sum()), len(ok)
+    lo, hi = wilson(k, n)
+    acc = 100 * k / n
+    return {"correct": k, "n": n, "accuracy %": acc, "lo": 100 * lo, "hi": 100 * hi, "delta pp": acc - base}
+
+
 def accuracy_table(records: pd.DataFrame, order: Sequence[str], resolved: dict[str, str]) -> pd.DataFrame:
     """One line per recipe: correct/n, accuracy % with Wilson 95% interval, delta from softmax in pp."""
-    lines = []
     base = records[records["recipe"] == BASELINE]["correct"].mean() * 100
+    lines = []
     for label in order:
-        ok = records[records["recipe"] == label]["correct"]
-        k, n = int(ok.sum()), len(ok)
-        lo, hi = wilson(k, n)
-        acc = 100 * k / n
-        lines.append({"recipe": label, "map": resolved[label], "correct": k, "n": n, "accuracy %": acc,
-                      "lo": 100 * lo, "hi": 100 * hi, "delta pp": acc - base if label != BASELINE else np.nan})
+        line = {"recipe": label, "map": resolved[label],
+                **accuracy(records[records["recipe"] == label]["correct"], base)}
+        if label == BASELINE:
+            line["delta pp"] = np.nan
+        lines.append(line)
     return pd.DataFrame(lines)
 
 
@@ -92,9 +99,7 @@ def run(cfg: SubstituteConfig, out: str | Path, *, progress: bool = True) -> dic
     model, tokenizer = load(cfg.model, cfg.device, cfg.dtype)
     prompts = suite_prompts(model, tokenizer, cfg.suite, cfg.prompts, seed=cfg.seed, pad=cfg.pad,
                             length=cfg.length)
-    b_auto = cfg.b_auto
-    if b_auto is None and needs_b_auto(cfg.recipes):
-        b_auto = hooks.calibrate_b_auto(model, calibration_ids(model, tokenizer, cfg.device))
+    b_auto = recipe_b_auto(model, tokenizer, cfg.recipes, cfg.device, cfg.b_auto)
     resolved = {BASELINE: BASELINE, **{r: hooks.resolve(r, b_auto).name for r in cfg.recipes}}
     with staged_output(out) as stage:
         records = score(model, tokenizer, prompts, cfg.suite, cfg.device, BASELINE, progress)
