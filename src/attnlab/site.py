@@ -58,6 +58,22 @@ Observer = Callable[[ScoreBlock], None]
 
 
 @dataclass(frozen=True)
+class WeightBlock:
+    """What a weight observer sees: the attention weights (batch, heads, queries, keys) of a block of
+    queries of one layer, after the row map (and any scale) and before dropout, still in the autograd
+    graph so a regularizer can use them. The other fields are those of :class:`ScoreBlock`."""
+
+    layer: int
+    weights: torch.Tensor
+    allowed: torch.Tensor
+    query_start: int
+    n_queries: int
+
+
+WeightObserver = Callable[[WeightBlock], None]
+
+
+@dataclass(frozen=True)
 class LengthScale:
     """The inference-time multiplier m(n; xi) = max(1, log n / log n_train)^xi on the logits, with n the
     number of keys the query may attend (seed 003 App. A.2). Observers still read the unscaled row."""
@@ -76,10 +92,12 @@ class LengthScale:
 @dataclass(frozen=True)
 class Plan:
     """What the site does in one layer besides attending: per-head row maps (heads not listed keep the
-    model's softmax), observers, an optional length multiplier and the query block size."""
+    model's softmax), observers of the scores and of the weights, an optional length multiplier and the
+    query block size."""
 
     maps: Mapping[int, RowMap] = field(default_factory=dict)
     observers: Sequence[Observer] = ()
+    weight_observers: Sequence[WeightObserver] = ()
     length_scale: LengthScale | None = None
     block: int = DEFAULT_BLOCK
 
@@ -90,10 +108,6 @@ class Plan:
             if rowmap.needs_bias:
                 raise ValueError(f"head {head}: row map {rowmap.name!r} has b=auto; resolve b first "
                                  "(attnlab.hooks.calibrate_b_auto)")
-
-    @property
-    def vanilla(self) -> bool:
-        return not self.maps and self.length_scale is None
 
 
 VANILLA = Plan()
@@ -234,8 +248,12 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, scali
         for observer in plan.observers:
             observer(ScoreBlock(layer, z, allowed, start, n_q))
         if scale is not None:
-            z = z * (scale if scale.shape[-2] == 1 else scale[..., start:stop, :])
+            # re-masked because a learnable scale may turn negative and lift masked keys to the top
+            z = (z * (scale if scale.shape[-2] == 1 else scale[..., start:stop, :])).masked_fill(
+                ~allowed, torch.finfo(z.dtype).min)
         w = _weights(z, allowed, plan, groups, query.dtype)
+        for observer in plan.weight_observers:
+            observer(WeightBlock(layer, w, allowed, start, n_q))
         if dropout and training:
             w = F.dropout(w, p=dropout, training=True)
         out[:, start:stop] = torch.matmul(w, value).transpose(1, 2)

@@ -13,11 +13,13 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from .. import rowmaps
+from .scaling import SCALERS
 
+INPUTS = ("tokens", "vectors")
 POSITIONS = ("none", "learned", "rope", "alibi", "nape")
 ALIBI_SLOPES = ("geometric", "inverse")
-FFNS = ("gelu", "swiglu", "geglu")
-NORMS = ("layernorm", "rmsnorm")
+FFNS = ("gelu", "swiglu", "geglu", "none")
+NORMS = ("layernorm", "rmsnorm", "none")
 
 
 class ConfigError(ValueError):
@@ -54,10 +56,18 @@ class ModelConfig:
     App. G.2).
     rowmap: one row-map name for every head, a list with one name per layer, or a list of per-layer
     lists with one name per head. block: query rows per attention block.
+    scaler: a learnable per-head inverse temperature on the score rows before the map: ssmax (delta +
+    s_h log n), adaptive (delta + beta (log n)^gamma from the layer input, seed 001 eq. 8-9; with an
+    entmax rowmap this is ASEntmax, with softmax ASSMax; scaler_bound is the bound s on |gamma|) or
+    beta_n (s_h beta_n + b_h with one learnable beta_n over positions, seed 003 eq. A.1).
+    inputs: tokens (ids in, logits out; vocab required) or vectors (the input-free model of seed 004
+    §3.4: d_model-wide vectors in and out, no embedding or head; with ffn none, norm none and
+    residual false, each layer is exactly W_O sum_j alpha_ij W_V x_j).
     """
 
-    vocab: int
     context: int
+    vocab: int | None = None
+    inputs: str = "tokens"
     layers: int = 2
     heads: int = 4
     d_model: int = 128
@@ -76,9 +86,20 @@ class ModelConfig:
     rowmap: str | tuple = "softmax"
     dropout: float = 0.0
     block: int = 512
+    scaler: str = "none"
+    scaler_delta: float = 1.0
+    scaler_bound: float = 1.0
+    residual: bool = True
 
     def __post_init__(self) -> None:
-        _int("vocab", self.vocab, 2)
+        _choice("inputs", self.inputs, INPUTS)
+        if self.inputs == "tokens":
+            if self.vocab is None:
+                raise ConfigError("model.vocab is required for inputs tokens")
+            _int("vocab", self.vocab, 2)
+        elif self.vocab is not None:
+            raise ConfigError(f"model.vocab must be unset for inputs vectors (vectors are d_model wide), "
+                              f"got {self.vocab!r}")
         _int("context", self.context, 1)
         _int("layers", self.layers, 1)
         _int("heads", self.heads, 1)
@@ -101,7 +122,10 @@ class ModelConfig:
         if self.dropout >= 1:
             raise ConfigError(f"model.dropout must be in [0, 1), got {self.dropout!r}")
         _int("block", self.block, 32)
-        for name in ("rope_dynamic", "ffn_matched", "bias", "tie_embeddings"):
+        _choice("scaler", self.scaler, SCALERS)
+        _number("scaler_delta", self.scaler_delta, low=float("-inf"))
+        _number("scaler_bound", self.scaler_bound, low=0.0)
+        for name in ("rope_dynamic", "ffn_matched", "bias", "tie_embeddings", "residual"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"model.{name} must be true or false, got {getattr(self, name)!r}")
         object.__setattr__(self, "rowmap", _freeze(self.rowmap))
@@ -150,9 +174,8 @@ class ModelConfig:
         unknown = sorted(set(values) - known)
         if unknown:
             raise ConfigError(f"unknown model field(s) {unknown}; known: {', '.join(sorted(known))}")
-        for required in ("vocab", "context"):
-            if required not in values:
-                raise ConfigError(f"model.{required} is required")
+        if "context" not in values:
+            raise ConfigError("model.context is required")
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:

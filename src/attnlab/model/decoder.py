@@ -1,9 +1,10 @@
 """The own causal decoder: pre-norm blocks whose attention goes through ``attnlab.site.attend``.
 
-Each layer's row maps come from the config (one per head); ALiBi is a blockwise score bias, so no
-(queries x keys) tensor exists at any length, and evaluation under ``torch.no_grad`` holds one query
-block of scores at a time. ``Decoder.observed(observer)`` lets diagnostics and probes read every
-layer's pre-map score blocks, as ``attnlab.hooks.observed`` does for Hugging Face models.
+Each layer's row maps come from the config (one per head); ALiBi is a blockwise score bias and a
+learnable scaler a per-row multiplier, so no (queries x keys) tensor exists at any length, and
+evaluation under ``torch.no_grad`` holds one query block of scores at a time. ``Decoder.observed``
+lets diagnostics and probes read every layer's pre-map score blocks (and, with ``weights=True``, the
+weights after the map), as ``attnlab.hooks.observed`` does for Hugging Face models.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import rowmaps
-from ..site import Observer, Plan, attend
+from ..site import Observer, Plan, WeightObserver, attend
 from . import positions as pe
 from .config import ModelConfig
 from .ffn import make_ffn, make_norm
+from .scaling import make_scaler
 
 
 class Attention(nn.Module):
@@ -36,9 +38,12 @@ class Attention(nn.Module):
         names = cfg.head_maps()[layer]
         self.maps = {h: rowmaps.get(name) for h, name in enumerate(names) if name != "softmax"}
         self.register_buffer("slopes", slopes, persistent=False)
+        self.scaler = make_scaler(cfg.scaler, cfg.heads, d, delta=cfg.scaler_delta, bound=cfg.scaler_bound)
         self.observers: tuple[Observer, ...] = ()
+        self.weight_observers: tuple[WeightObserver, ...] = ()
 
-    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None,
+                beta: torch.Tensor | None = None) -> torch.Tensor:
         b, t, _ = x.shape
         h, hd = self.cfg.heads, self.cfg.head_dim
         q, k, v = (proj(x).view(b, t, h, hd).transpose(1, 2) for proj in (self.q_proj, self.k_proj, self.v_proj))
@@ -52,33 +57,56 @@ class Attention(nn.Module):
             def bias(start: int, stop: int) -> torch.Tensor:
                 return pe.alibi_bias(slopes, keys[start:stop], keys).to(q.dtype)
 
-        plan = Plan(maps=self.maps, observers=self.observers, block=self.cfg.block)
+        scale = None
+        if self.scaler is not None:
+            # causal: query i may attend keys 0..i, so n = i + 1
+            scale = self.scaler(x, torch.arange(1, t + 1, device=x.device), beta).to(q.dtype)
+        plan = Plan(maps=self.maps, observers=self.observers, weight_observers=self.weight_observers,
+                    block=self.cfg.block)
         out = attend(q, k, v, scaling=hd ** -0.5, causal=True, layer=self.layer, plan=plan, bias=bias,
-                     dropout=self.cfg.dropout, training=self.training)
+                     scale=scale, dropout=self.cfg.dropout, training=self.training)
         return self.o_proj(out.reshape(b, t, h * hd))
 
 
+def _norm(cfg: ModelConfig) -> nn.Module:
+    return nn.Identity() if cfg.norm == "none" else make_norm(cfg.norm, cfg.d_model, bias=cfg.bias,
+                                                              eps=cfg.norm_eps)
+
+
 class Block(nn.Module):
+    """Pre-norm: x + attn(norm(x)), then x + ffn(norm(x)); without ``residual`` each sublayer's output
+    replaces x (seed 004's single attention layer f(x) = W_O sum alpha W_V x)."""
+
     def __init__(self, cfg: ModelConfig, layer: int, slopes: torch.Tensor | None) -> None:
         super().__init__()
-        self.attn_norm = make_norm(cfg.norm, cfg.d_model, bias=cfg.bias, eps=cfg.norm_eps)
+        self.residual = cfg.residual
+        self.attn_norm = _norm(cfg)
         self.attn = Attention(cfg, layer, slopes)
-        self.ffn_norm = make_norm(cfg.norm, cfg.d_model, bias=cfg.bias, eps=cfg.norm_eps)
-        self.ffn = make_ffn(cfg.ffn, cfg.d_model, cfg.width, bias=cfg.bias, matched=cfg.ffn_matched)
+        self.ffn = None
+        if cfg.ffn != "none":
+            self.ffn_norm = _norm(cfg)
+            self.ffn = make_ffn(cfg.ffn, cfg.d_model, cfg.width, bias=cfg.bias, matched=cfg.ffn_matched)
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: torch.Tensor, rope) -> torch.Tensor:
-        x = x + self.drop(self.attn(self.attn_norm(x), rope))
-        return x + self.drop(self.ffn(self.ffn_norm(x)))
+    def forward(self, x: torch.Tensor, rope, beta: torch.Tensor | None = None) -> torch.Tensor:
+        out = self.drop(self.attn(self.attn_norm(x), rope, beta))
+        x = x + out if self.residual else out
+        if self.ffn is None:
+            return x
+        out = self.drop(self.ffn(self.ffn_norm(x)))
+        return x + out if self.residual else out
 
 
 class Decoder(nn.Module):
-    """Token ids (batch, tokens) -> logits (batch, tokens, vocab)."""
+    """Token ids (batch, tokens) -> logits (batch, tokens, vocab); with ``inputs: vectors``, vectors
+    (batch, tokens, d_model) -> vectors of the same shape."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.cfg = cfg
-        self.embed = nn.Embedding(cfg.vocab, cfg.d_model)
+        tokens = cfg.inputs == "tokens"
+        self.embed = nn.Embedding(cfg.vocab, cfg.d_model) if tokens else None
+        self.beta_n = nn.Parameter(torch.ones(cfg.context)) if cfg.scaler == "beta_n" else None
         self.positions = pe.LearnedPositions(cfg.context, cfg.d_model) if cfg.positions == "learned" else None
         slopes = None
         if cfg.positions == "alibi":
@@ -86,9 +114,9 @@ class Decoder(nn.Module):
         elif cfg.positions == "nape":
             slopes = pe.nape_slopes(cfg.heads, cfg.slope_kind)
         self.layers = nn.ModuleList(Block(cfg, i, slopes) for i in range(cfg.layers))
-        self.norm = make_norm(cfg.norm, cfg.d_model, bias=cfg.bias, eps=cfg.norm_eps)
-        self.head = nn.Linear(cfg.d_model, cfg.vocab, bias=False)
-        if cfg.tie_embeddings:
+        self.norm = _norm(cfg)
+        self.head = nn.Linear(cfg.d_model, cfg.vocab, bias=False) if tokens else None
+        if tokens and cfg.tie_embeddings:
             self.head.weight = self.embed.weight
         self.drop = nn.Dropout(cfg.dropout)
         self.apply(_init)
@@ -103,30 +131,39 @@ class Decoder(nn.Module):
                                        scaling=1.0 if cfg.rope_dynamic else cfg.rope_scaling)
         return pe.rope_angles(torch.arange(t, device=device), inv_freq.to(device))
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        if ids.dim() != 2:
-            raise ValueError(f"ids must be (batch, tokens), got shape {tuple(ids.shape)}")
-        t = ids.shape[1]
-        x = self.embed(ids)
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        if self.embed is not None:
+            if inputs.dim() != 2:
+                raise ValueError(f"ids must be (batch, tokens), got shape {tuple(inputs.shape)}")
+            x = self.embed(inputs)
+        else:
+            if inputs.dim() != 3 or inputs.shape[-1] != self.cfg.d_model:
+                raise ValueError(f"vectors must be (batch, tokens, d_model={self.cfg.d_model}), "
+                                 f"got shape {tuple(inputs.shape)}")
+            x = inputs
+        t = inputs.shape[1]
         if self.positions is not None:
             x = x + self.positions(t)
         x = self.drop(x)
-        rope = self.rope(t, ids.device)
+        rope = self.rope(t, inputs.device)
         for block in self.layers:
-            x = block(x, rope)
-        return self.head(self.norm(x))
+            x = block(x, rope, self.beta_n)
+        x = self.norm(x)
+        return x if self.head is None else self.head(x)
 
     @contextlib.contextmanager
-    def observed(self, observer: Observer) -> Iterator[None]:
-        """Call ``observer(ScoreBlock)`` on every layer's pre-map score blocks while the context is open."""
+    def observed(self, observer: Observer | WeightObserver, *, weights: bool = False) -> Iterator[None]:
+        """Call ``observer`` on every layer's pre-map ``ScoreBlock``s (or, with ``weights``, on its
+        ``WeightBlock``s after the map) while the context is open."""
+        slot = "weight_observers" if weights else "observers"
         attns = [block.attn for block in self.layers]
         for a in attns:
-            a.observers = (*a.observers, observer)
+            setattr(a, slot, (*getattr(a, slot), observer))
         try:
             yield
         finally:
             for a in attns:
-                a.observers = tuple(o for o in a.observers if o is not observer)
+                setattr(a, slot, tuple(o for o in getattr(a, slot) if o is not observer))
 
 
 def _init(module: nn.Module) -> None:

@@ -1,0 +1,77 @@
+"""Learnable inverse temperatures of the own decoder: per-head, per-query multipliers on score rows.
+
+Each scaler maps (the layer's normalized input x, the number n of keys each query may attend) to a
+multiplier of shape (batch or 1, heads, queries, 1) that ``attnlab.site.attend`` applies to the scores
+after the observers and before the row map. The map stays the config's ``rowmap``, so ASEntmax is the
+``adaptive`` scaler with ``entmax_a1.5`` and ASSMax the same scaler with softmax (seed 001 §4.1).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..rowmaps.scalers import AdaptiveScale
+
+SCALERS = ("none", "ssmax", "adaptive", "beta_n")
+
+
+class SSMaxScale(nn.Module):
+    """delta + s_h log n per head (seed 001 §4.1, Fig. 3: the SSMax fit, after Nakanishi 2025).
+
+    s_h starts at 0, so an untrained model attends as the unscaled one does; n is clamped to 2 as in
+    ``rowmaps.softmax.ssmax`` (a row with one key is one-hot under any positive multiplier).
+    """
+
+    def __init__(self, heads: int, delta: float) -> None:
+        super().__init__()
+        self.delta = delta
+        self.s = nn.Parameter(torch.zeros(heads))
+
+    def forward(self, x: torch.Tensor, n: torch.Tensor, beta: torch.Tensor | None = None) -> torch.Tensor:
+        log_n = torch.log(n.to(self.s.dtype).clamp_min(2))
+        return (self.delta + self.s[:, None] * log_n)[None, :, :, None]
+
+
+class AdaptiveScaler(nn.Module):
+    """delta + softplus(x w_beta) (log n)^(s tanh(x w_gamma)) per head and query (seed 001 eq. 8-9);
+    the projections read the layer's normalized input, as ``rowmaps.AdaptiveScale`` defines them."""
+
+    def __init__(self, heads: int, dim: int, delta: float, bound: float) -> None:
+        super().__init__()
+        self.scale = AdaptiveScale(heads, dim, delta=delta, s=bound)
+
+    def forward(self, x: torch.Tensor, n: torch.Tensor, beta: torch.Tensor | None = None) -> torch.Tensor:
+        return self.scale.multiplier(x, n[:, None], per_head=False)
+
+
+class BetaNScale(nn.Module):
+    """s_{l,h} beta_n + b_{l,h} (seed 003 eq. A.1, App. A.3): beta_n is one learnable vector over
+    positions shared by every layer and head (it lives on the decoder and arrives as ``beta``); s starts
+    at 1 and b at 0. Queries beyond the vector's length (evaluation past the training context) use its
+    last entry, since the vector was only ever trained up to there."""
+
+    def __init__(self, heads: int) -> None:
+        super().__init__()
+        self.s = nn.Parameter(torch.ones(heads))
+        self.b = nn.Parameter(torch.zeros(heads))
+
+    def forward(self, x: torch.Tensor, n: torch.Tensor, beta: torch.Tensor | None = None) -> torch.Tensor:
+        if beta is None:
+            raise ValueError("the beta_n scaler needs the decoder's beta_n vector")
+        index = (n - 1).clamp(0, beta.shape[0] - 1)
+        per_query = beta[index]
+        return (self.s[:, None] * per_query + self.b[:, None])[None, :, :, None]
+
+
+def make_scaler(kind: str, heads: int, dim: int, *, delta: float, bound: float) -> nn.Module | None:
+    """The scaler module of one attention layer, or None for unscaled rows."""
+    if kind == "none":
+        return None
+    if kind == "ssmax":
+        return SSMaxScale(heads, delta)
+    if kind == "adaptive":
+        return AdaptiveScaler(heads, dim, delta, bound)
+    if kind == "beta_n":
+        return BetaNScale(heads)
+    raise ValueError(f"scaler must be one of {', '.join(SCALERS)}, got {kind!r}")
