@@ -1,0 +1,284 @@
+"""``RunConfig``: a training run as validated dataclasses, from a YAML/TOML file plus ``--set`` overrides.
+
+The file has four tables: ``model`` (``attnlab.model.ModelConfig``), ``data``, ``train`` and
+``intervention`` (seed 002: the early upper-Q/K learning-rate multiplier, the entropy floor, and the
+release rule both share). Unknown keys and bad values fail on load with a message that names the field,
+the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..model.config import ConfigError, ModelConfig
+
+PRECISIONS = ("fp32", "bf16")
+RELEASES = ("rule", "fixed", "never")
+TOKENIZER_HELP = "'bytes' or the path of a local Hugging Face tokenizer folder"
+
+
+def _fail(section: str, name: str, value: Any, allowed: str) -> None:
+    raise ConfigError(f"{section}.{name} must be {allowed}, got {value!r}")
+
+
+def _check_int(section: str, name: str, value: Any, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        _fail(section, name, value, f"an int >= {low}")
+
+
+def _check_number(section: str, name: str, value: Any, low: float, high: float = math.inf, *,
+                  low_open: bool = False, high_open: bool = False) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if ok:
+        ok = (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
+    if not ok:
+        lo, hi = ("(" if low_open else "["), (")" if high_open else "]")
+        _fail(section, name, value, f"a finite number in {lo}{low:g}, {high:g}{hi}")
+
+
+def _check_bool(section: str, name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        _fail(section, name, value, "true or false")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """folder: a folder of text files (None: the Python standard library's .py files found on this
+    machine); patterns: file-name globs to read in it (None: *.txt, *.md, *.py); tokenizer: 'bytes' or a
+    local Hugging Face tokenizer folder; val_fraction: the share of files held out for validation;
+    max_tokens: a cap on tokens read per split (None: all)."""
+
+    folder: str | None = None
+    patterns: tuple[str, ...] | None = None
+    tokenizer: str = "bytes"
+    val_fraction: float = 0.05
+    max_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.folder is not None and not (isinstance(self.folder, str) and self.folder):
+            _fail("data", "folder", self.folder, "a folder path or unset")
+        if self.patterns is not None:
+            patterns = [self.patterns] if isinstance(self.patterns, str) else self.patterns
+            if not (isinstance(patterns, Sequence) and patterns and all(isinstance(p, str) and p for p in patterns)):
+                _fail("data", "patterns", self.patterns, "a list of file-name globs such as ['*.txt'] or unset")
+            object.__setattr__(self, "patterns", tuple(patterns))
+        if not (isinstance(self.tokenizer, str) and self.tokenizer):
+            _fail("data", "tokenizer", self.tokenizer, TOKENIZER_HELP)
+        _check_number("data", "val_fraction", self.val_fraction, 0.0, 0.5, low_open=True)
+        if self.max_tokens is not None:
+            _check_int("data", "max_tokens", self.max_tokens, 2)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """steps; batch: sequences per optimizer step over all processes and micro-batches; accum: micro-
+    batches per step; lr (peak), min_lr (the cosine floor), warmup (linear warmup steps); weight_decay on
+    matrices and embeddings only; betas; clip: the gradient-norm bound (0 = off); precision fp32 or bf16
+    (autocast; parameters and optimizer stay float32); seed; eval_every, eval_batches; probes: log the
+    seed-002 probes at each evaluation; checkpoint_every (0 = only at the end) and keep (checkpoints
+    kept); tensorboard: also write TensorBoard events when the package is installed."""
+
+    steps: int = 200
+    batch: int = 16
+    accum: int = 1
+    lr: float = 3e-3
+    min_lr: float = 3e-4
+    warmup: int = 20
+    weight_decay: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.95)
+    clip: float = 1.0
+    precision: str = "fp32"
+    seed: int = 0
+    eval_every: int = 50
+    eval_batches: int = 4
+    probes: bool = True
+    checkpoint_every: int = 100
+    keep: int = 2
+    tensorboard: bool = True
+
+    def __post_init__(self) -> None:
+        for name, low in (("steps", 1), ("batch", 1), ("accum", 1), ("warmup", 0), ("seed", 0),
+                          ("eval_every", 1), ("eval_batches", 1), ("checkpoint_every", 0), ("keep", 1)):
+            _check_int("train", name, getattr(self, name), low)
+        if self.batch % self.accum:
+            raise ConfigError(f"train.batch ({self.batch}) must be a multiple of train.accum ({self.accum})")
+        _check_number("train", "lr", self.lr, 0.0, low_open=True)
+        _check_number("train", "min_lr", self.min_lr, 0.0, self.lr)
+        _check_number("train", "weight_decay", self.weight_decay, 0.0)
+        _check_number("train", "clip", self.clip, 0.0)
+        betas = self.betas
+        if not (isinstance(betas, Sequence) and len(betas) == 2):
+            _fail("train", "betas", betas, "two numbers in [0, 1)")
+        for b in betas:
+            _check_number("train", "betas", b, 0.0, 1.0, high_open=True)
+        object.__setattr__(self, "betas", tuple(float(b) for b in betas))
+        if self.precision not in PRECISIONS:
+            _fail("train", "precision", self.precision, f"one of {', '.join(PRECISIONS)}")
+        _check_bool("train", "probes", self.probes)
+        _check_bool("train", "tensorboard", self.tensorboard)
+
+
+@dataclass(frozen=True)
+class InterventionConfig:
+    """Seed 002 §2 and App. D, F, G. upper_qk_lr: the early learning-rate multiplier on the upper half's
+    W_Q and W_K (1 = off; the seed's 0.25); entropy_floor: lambda of lambda * max(0, h0 - H_upper) (0 =
+    off; the seed's 0.10 with h0 = 0.80). Both hold until release, then ramp to the plain run over
+    ``ramp`` of the steps. release: rule (the lower-copy maturity rule: ``patience`` consecutive
+    evaluations with lower-copy >= ``threshold``, not before ``earliest`` of the steps, forced at
+    ``forced``), fixed (at ``release_at``) or never."""
+
+    upper_qk_lr: float = 1.0
+    entropy_floor: float = 0.0
+    h0: float = 0.80
+    release: str = "rule"
+    release_at: float = 0.03
+    threshold: float = 0.005
+    patience: int = 3
+    earliest: float = 0.03
+    forced: float = 0.12
+    ramp: float = 0.01
+
+    def __post_init__(self) -> None:
+        _check_number("intervention", "upper_qk_lr", self.upper_qk_lr, 0.0)
+        _check_number("intervention", "entropy_floor", self.entropy_floor, 0.0)
+        _check_number("intervention", "h0", self.h0, 0.0, 1.0)
+        if self.release not in RELEASES:
+            _fail("intervention", "release", self.release, f"one of {', '.join(RELEASES)}")
+        for name in ("release_at", "earliest", "forced", "ramp"):
+            _check_number("intervention", name, getattr(self, name), 0.0, 1.0)
+        _check_number("intervention", "threshold", self.threshold, 0.0)
+        _check_int("intervention", "patience", self.patience, 1)
+        if self.forced < self.earliest:
+            raise ConfigError(f"intervention.forced ({self.forced}) must be >= intervention.earliest "
+                              f"({self.earliest})")
+
+    @property
+    def active(self) -> bool:
+        return self.upper_qk_lr != 1.0 or self.entropy_floor > 0
+
+
+SECTIONS = {"data": DataConfig, "train": TrainConfig, "intervention": InterventionConfig}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    model: ModelConfig
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    intervention: InterventionConfig = field(default_factory=InterventionConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"model": self.model.to_dict()}
+        for name in SECTIONS:
+            values = asdict(getattr(self, name))
+            out[name] = {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
+        return out
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> RunConfig:
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"a run config must be a mapping of tables, got {type(values).__name__}")
+        unknown = sorted(set(values) - {"model", *SECTIONS})
+        if unknown:
+            raise ConfigError(f"unknown table(s) {unknown}; known: model, {', '.join(SECTIONS)}")
+        if "model" not in values:
+            raise ConfigError("the model table is required (at least model.context)")
+        parts = {}
+        for name, kind in SECTIONS.items():
+            table = values.get(name) or {}
+            if not isinstance(table, Mapping):
+                raise ConfigError(f"{name} must be a table of fields, got {table!r}")
+            known = {f.name for f in fields(kind)}
+            bad = sorted(set(table) - known)
+            if bad:
+                raise ConfigError(f"unknown {name} field(s) {bad}; known: {', '.join(sorted(known))}")
+            parts[name] = kind(**_floats(kind, table))
+        model = values["model"]
+        if not isinstance(model, Mapping):
+            raise ConfigError(f"model must be a table of fields, got {model!r}")
+        return cls(model=ModelConfig.from_dict(_floats(ModelConfig, _with_vocab(model, parts["data"]))), **parts)
+
+
+def _floats(kind: type, table: Mapping[str, Any]) -> dict[str, Any]:
+    """Float fields given as strings such as ``3e-4``: YAML 1.1 reads an exponent without a dot as a
+    string, and a user who wrote a number means a number."""
+    out = dict(table)
+    for f in fields(kind):
+        value = out.get(f.name)
+        if str(f.type).startswith("float") and isinstance(value, str):
+            try:
+                out[f.name] = float(value)
+            except ValueError:
+                pass
+    return out
+
+
+def _with_vocab(model: Mapping[str, Any], data: DataConfig) -> dict[str, Any]:
+    """The model table with vocab taken from the tokenizer when left unset, or checked against it."""
+    model = dict(model)
+    if model.get("inputs", "tokens") != "tokens":
+        return model
+    from .data import DataError, load_tokenizer
+
+    try:
+        vocab = load_tokenizer(data.tokenizer).vocab_size
+    except DataError as exc:
+        raise ConfigError(f"data.tokenizer: {exc}") from None
+    given = model.setdefault("vocab", vocab)
+    if isinstance(given, int) and not isinstance(given, bool) and given < vocab:
+        raise ConfigError(f"model.vocab ({given}) is smaller than the tokenizer's vocabulary ({vocab}); leave it "
+                          "unset to take the tokenizer's")
+    return model
+
+
+def read_file(path: str | Path) -> dict[str, Any]:
+    """The raw tables of a .yaml/.yml or .toml config file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such config file")
+    text = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix in (".yaml", ".yml"):
+            values = yaml.safe_load(text) or {}
+        elif path.suffix == ".toml":
+            values = tomllib.loads(text)
+        else:
+            raise ConfigError(f"{path}: config files must end in .yaml, .yml or .toml")
+    except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid {path.suffix[1:].upper()}: {exc}") from None
+    if not isinstance(values, dict):
+        raise ConfigError(f"{path}: a config file must hold tables (model, data, train, intervention)")
+    return values
+
+
+def apply_overrides(values: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """``section.key=value`` assignments on raw tables; values are read as YAML scalars or lists
+    (``3e-4``, ``true``, ``[softmax, entmax_a1.5]``)."""
+    out = {k: dict(v) if isinstance(v, Mapping) else v for k, v in values.items()}
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        section, dot, name = key.strip().partition(".")
+        if not sep or not dot or not section or not name:
+            raise ConfigError(f"--set {item!r}: expected section.key=value, e.g. train.steps=100")
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--set {item!r}: the value is not a YAML scalar or list: {exc}") from None
+        table = out.setdefault(section, {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"--set {item!r}: {section} is not a table")
+        table[name] = value
+    return out
+
+
+def load(path: str | Path | None, overrides: Sequence[str] = ()) -> RunConfig:
+    """A validated run config from a file (or none: only ``--set``) plus overrides."""
+    values = read_file(path) if path is not None else {}
+    return RunConfig.from_dict(apply_overrides(values, overrides))

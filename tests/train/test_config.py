@@ -1,0 +1,95 @@
+"""Run configs load from YAML and TOML with --set overrides, and every bad field fails by name, value and
+what is allowed."""
+
+from __future__ import annotations
+
+import pytest
+
+from attnlab.model.config import ConfigError
+from attnlab.train.config import RunConfig, apply_overrides, load
+
+YAML = """
+model: {context: 32, layers: 2, rowmap: [softmax, entmax_a1.5]}
+data: {max_tokens: 1000, patterns: "*.txt"}
+train: {steps: 10, betas: [0.9, 0.99]}
+intervention: {upper_qk_lr: 0.25}
+"""
+
+TOML = """
+[model]
+context = 32
+layers = 2
+rowmap = ["softmax", "entmax_a1.5"]
+[data]
+max_tokens = 1000
+patterns = ["*.txt"]
+[train]
+steps = 10
+betas = [0.9, 0.99]
+[intervention]
+upper_qk_lr = 0.25
+"""
+
+
+def test_yaml_and_toml_give_the_same_config(tmp_path):
+    (tmp_path / "a.yaml").write_text(YAML)
+    (tmp_path / "a.toml").write_text(TOML)
+    a, b = load(tmp_path / "a.yaml"), load(tmp_path / "a.toml")
+    assert a == b
+    assert a.train.betas == (0.9, 0.99) and a.data.patterns == ("*.txt",) and a.intervention.active
+    assert RunConfig.from_dict(a.to_dict()) == a
+
+
+def test_overrides_are_typed_and_create_tables(tmp_path):
+    (tmp_path / "a.yaml").write_text(YAML)
+    cfg = load(tmp_path / "a.yaml", ["train.lr=3e-4", "train.precision=bf16", "model.rowmap=[relu_p4_b1, softmax]",
+                                     "intervention.release=fixed", "data.folder=/tmp"])
+    assert cfg.train.lr == 3e-4 and cfg.train.precision == "bf16" and cfg.model.rowmap == ("relu_p4_b1", "softmax")
+    assert cfg.intervention.release == "fixed" and cfg.data.folder == "/tmp"
+    assert load(None, ["model.context=8"]).model.context == 8
+
+
+def test_vocab_comes_from_the_tokenizer_or_is_checked_against_it():
+    assert load(None, ["model.context=8"]).model.vocab == 257
+    assert load(None, ["model.context=8", "model.vocab=320"]).model.vocab == 320
+    assert load(None, ["model.context=8", "model.inputs=vectors"]).model.vocab is None
+    with pytest.raises(ConfigError, match=r"model.vocab \(100\) is smaller than the tokenizer's vocabulary \(257\)"):
+        load(None, ["model.context=8", "model.vocab=100"])
+    with pytest.raises(ConfigError, match=r"data.tokenizer: .*'bytes'"):
+        load(None, ["model.context=8", "data.tokenizer=/no/such/tokenizer"])
+
+
+@pytest.mark.parametrize("overrides, match", [
+    (["train.steps=0"], r"train.steps must be an int >= 1, got 0"),
+    (["train.lr=-1"], r"train.lr must be a finite number in \(0, inf\], got -1"),
+    (["train.min_lr=1"], r"train.min_lr must be a finite number in \[0, 0.003\]"),
+    (["train.precision=fp16"], r"train.precision must be one of fp32, bf16, got 'fp16'"),
+    (["train.batch=10", "train.accum=4"], r"train.batch \(10\) must be a multiple of train.accum \(4\)"),
+    (["train.betas=[0.9]"], r"train.betas must be two numbers"),
+    (["train.stepz=3"], r"unknown train field\(s\) \['stepz'\]; known: "),
+    (["intervention.release=late"], r"intervention.release must be one of rule, fixed, never"),
+    (["intervention.forced=0.01"], r"intervention.forced \(0.01\) must be >= intervention.earliest"),
+    (["intervention.h0=2"], r"intervention.h0 must be a finite number in \[0, 1\]"),
+    (["data.val_fraction=0.9"], r"data.val_fraction must be a finite number in \(0, 0.5\]"),
+    (["data.patterns=[]"], r"data.patterns must be a list of file-name globs"),
+    (["model.positions=sinusoid"], r"model.positions must be one of none, learned, rope, alibi, nape"),
+    (["optim.lr=1"], r"unknown table\(s\) \['optim'\]"),
+])
+def test_bad_fields_are_named(overrides, match):
+    with pytest.raises(ConfigError, match=match):
+        load(None, ["model.context=8", *overrides])
+
+
+def test_bad_files_and_assignments(tmp_path):
+    (tmp_path / "bad.yaml").write_text("model: [unclosed")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load(tmp_path / "bad.yaml")
+    (tmp_path / "a.json").write_text("{}")
+    with pytest.raises(ConfigError, match=r"must end in .yaml, .yml or .toml"):
+        load(tmp_path / "a.json")
+    with pytest.raises(ConfigError, match="no such config file"):
+        load(tmp_path / "missing.yaml")
+    with pytest.raises(ConfigError, match="expected section.key=value"):
+        apply_overrides({}, ["steps=3"])
+    with pytest.raises(ConfigError, match="the model table is required"):
+        load(None, ["train.steps=3"])
