@@ -1,5 +1,6 @@
 """The own decoder: every row map overfits a tiny batch; its observed scores are q k^T / sqrt(d) plus the
-ALiBi bias by hand; query blocking does not change the logits; configs fail on bad fields by name."""
+ALiBi bias by hand; query blocking and the fused softmax kernel leave the logits as they are; configs
+fail on bad fields by name."""
 
 from __future__ import annotations
 
@@ -103,3 +104,17 @@ def test_from_dict_rejects_unknown_and_missing_keys():
     with pytest.raises(ConfigError, match="model.context is required"):
         ModelConfig.from_dict({"vocab": 8})
     assert ModelConfig.from_dict(_tiny().to_dict()) == _tiny()
+
+
+@pytest.mark.parametrize("positions", ["rope", "none", "learned"])
+def test_unobserved_softmax_takes_the_fused_kernel_with_the_same_logits(positions):
+    torch.manual_seed(0)
+    model = Decoder(_tiny(positions=positions)).eval()
+    ids = torch.randint(0, 16, (2, 50), generator=torch.Generator().manual_seed(4))
+    calls = []
+    with torch.no_grad():
+        fused = model(ids)
+        with model.observed(lambda blk: calls.append(blk.layer)):
+            routed = model(ids)
+    assert calls == [0, 0, 1, 1]  # the observed forward went through the site, in blocks of 32 queries
+    torch.testing.assert_close(fused, routed, rtol=1e-5, atol=1e-6)

@@ -49,6 +49,12 @@ class Attention(nn.Module):
         q, k, v = (proj(x).view(b, t, h, hd).transpose(1, 2) for proj in (self.q_proj, self.k_proj, self.v_proj))
         if rope is not None:
             q, k = pe.apply_rope(q, *rope), pe.apply_rope(k, *rope)
+        if not (self.maps or self.observers or self.weight_observers or self.scaler is not None
+                or self.slopes is not None):
+            # plain softmax that nobody reads: PyTorch's fused kernel, which never holds the score matrix
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=hd ** -0.5,
+                                                 dropout_p=self.cfg.dropout if self.training else 0.0)
+            return self.o_proj(out.transpose(1, 2).reshape(b, t, h * hd))
         bias = None
         if self.slopes is not None:
             keys = torch.arange(t, device=x.device)
