@@ -11,19 +11,40 @@ from typing import Any
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
-    """Call ``write(tmp_path)`` on a temporary file beside ``path``, then rename it over ``path``."""
+    """Call ``write(tmp_path)`` on a temporary file beside ``path``, then rename it over ``path``.
+
+    The file is fsynced before the rename and the directory after it, so that after a crash or power
+    loss ``path`` holds the old content or all of the new, never a renamed but empty file.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
         write(tmp)
+        fd = os.open(tmp, os.O_RDWR)  # RDWR: Windows cannot flush a read-only handle
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+    fsync_dir(path.parent)
     return path
+
+
+def fsync_dir(path: str | os.PathLike) -> None:
+    """Make a directory's entries (new files, a rename) survive a power loss."""
+    if os.name == "nt":  # Windows cannot open a directory to flush it
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def write_text(path: str | os.PathLike, text: str) -> Path:
