@@ -1,0 +1,327 @@
+"""The training loop: one function, ``train(cfg, out)``, for one process or many under torchrun.
+
+Every step is a pure function of (config, step, weights, optimizer state): batches come from the
+stream by step, dropout's generator is reseeded from (seed, step, rank), and the release rule's state
+travels in the checkpoint. So a run killed at any point and resumed from its last checkpoint retraces
+the uninterrupted run bit for bit on CPU, and a run on N processes sees the same global batch as one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from tqdm import tqdm
+
+from .. import io
+from ..model.config import ConfigError
+from ..model.decoder import Decoder, loss
+from . import checkpoint as ckpt
+from . import probes
+from .config import RunConfig
+from .data import TextStream, load_tokenizer, text_files
+from .optim import cosine_lr, make_optimizer, set_lr, upper_qk_names
+from .release import Release
+
+# Fields that change nothing a step computes, so a resumed run may differ in them.
+RESUMABLE_CHANGES = {"train.checkpoint_every", "train.keep", "train.tensorboard", "train.probes"}
+
+
+class RunError(RuntimeError):
+    """A run that cannot start or go on as asked (existing output, world size, missing checkpoint)."""
+
+
+@dataclass(frozen=True)
+class World:
+    rank: int = 0
+    size: int = 1
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def init_world() -> World:
+    """The process group torchrun describes in the environment (gloo on CPU, nccl on CUDA), or a world of
+    one when run directly."""
+    size = int(os.environ.get("WORLD_SIZE", "1"))
+    if torch.cuda.is_available():
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        torch.cuda.set_device(local)
+        device = torch.device("cuda", local)
+    else:
+        device = torch.device("cpu")
+    if size > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return World(int(os.environ.get("RANK", "0")), size, device)
+
+
+def make_stream(cfg: RunConfig) -> TextStream:
+    corpus = text_files(cfg.data.folder, cfg.data.patterns)
+    return TextStream(corpus, load_tokenizer(cfg.data.tokenizer), context=cfg.model.context, seed=cfg.train.seed,
+                      val_fraction=cfg.data.val_fraction, max_tokens=cfg.data.max_tokens)
+
+
+def _flat(config: dict[str, Any]) -> dict[str, Any]:
+    return {f"{section}.{key}": value for section, table in config.items() for key, value in table.items()}
+
+
+def _check_resumable(saved: dict[str, Any], current: dict[str, Any]) -> None:
+    keep = {k: v for k, v in _flat(saved).items() if k not in RESUMABLE_CHANGES}
+    now = {k: v for k, v in _flat(current).items() if k not in RESUMABLE_CHANGES}
+    ckpt.check_compatible(keep, now, what="run config")
+
+
+def _step_seed(seed: int, step: int, rank: int) -> int:
+    return (seed * 1_000_003 + step * 7919 + rank) % 2**63
+
+
+def _autocast(precision: str, device: torch.device):
+    if precision == "bf16":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def _mean(value: float, world: World) -> float:
+    if world.size == 1:
+        return value
+    t = torch.tensor([value], dtype=torch.float64, device=world.device)
+    dist.all_reduce(t)
+    return float(t) / world.size
+
+
+class Metrics:
+    """Appends one JSON line per record to metrics.jsonl (flushed, so a killed run keeps what it logged)
+    and, when TensorBoard is installed and asked for, mirrors the numbers there."""
+
+    def __init__(self, out: Path, tensorboard: bool) -> None:
+        self.path = out / "metrics.jsonl"
+        self.file = self.path.open("a", encoding="utf-8")
+        self.board = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:
+                self.board = None
+            else:
+                self.board = SummaryWriter(str(out / "tensorboard"))
+
+    def log(self, record: dict[str, Any]) -> None:
+        self.file.write(json.dumps(record, sort_keys=True) + "\n")
+        self.file.flush()
+        if self.board is not None:
+            for key, value in record.items():
+                if isinstance(value, (int, float)) and key != "step":
+                    self.board.add_scalar(f"{record['kind']}/{key}", value, record["step"])
+
+    def close(self) -> None:
+        self.file.close()
+        if self.board is not None:
+            self.board.close()
+
+
+def read_metrics(out: Path) -> list[dict[str, Any]]:
+    path = Path(out) / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _truncate_metrics(out: Path, step: int) -> None:
+    """Drop records a killed run logged past its last checkpoint: the resumed run logs them again."""
+    kept = [r for r in read_metrics(out) if r["step"] <= step]
+    io.write_text(out / "metrics.jsonl", "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
+
+
+def write_tables(out: Path) -> dict[str, Path]:
+    """metrics.jsonl as train.csv and eval.csv, for spreadsheets and pandas."""
+    import pandas as pd
+
+    records = read_metrics(out)
+    written = {}
+    for kind in ("train", "eval"):
+        rows = [r for r in records if r["kind"] == kind]
+        if rows:
+            frame = pd.DataFrame(rows).drop(columns="kind")
+            written[kind] = io.atomic_write(out / f"{kind}.csv", lambda tmp, f=frame: f.to_csv(tmp, index=False))
+    return written
+
+
+class Trainer:
+    """One run: the model (DDP-wrapped when the world is larger than one), its optimizer, the release
+    rule and the stream. ``run()`` trains from the current step to ``train.steps``."""
+
+    def __init__(self, cfg: RunConfig, out: str | Path, *, resume: bool = False, progress: bool = True,
+                 world: World | None = None) -> None:
+        self.world = world or init_world()
+        self.out = Path(out)
+        self.progress = progress and self.world.main
+        self.cfg = cfg
+        self.stream = make_stream(cfg)
+        t = cfg.train
+        if (t.batch // self.world.size) % t.accum or t.batch % self.world.size:
+            raise ConfigError(f"train.batch ({t.batch}) must split evenly over {self.world.size} processes and then "
+                              f"over train.accum ({t.accum}) micro-batches")
+        if cfg.intervention.entropy_floor > 0 and cfg.model.layers < 2:
+            raise ConfigError("intervention.entropy_floor needs model.layers >= 2 (it acts on the upper half)")
+        torch.manual_seed(t.seed)
+        self.model = Decoder(cfg.model).to(self.world.device)
+        self.initial = {name: p.detach().clone() for name, p in self.model.named_parameters()
+                        if name in set(upper_qk_names(self.model))}
+        self.optimizer = make_optimizer(self.model, t.lr, t.weight_decay, t.betas)
+        self.release = Release(cfg.intervention, t.steps)
+        self.step = 0
+        self._start(resume)
+        self.net: nn.Module = self.model
+        if self.world.size > 1:
+            self.net = nn.parallel.DistributedDataParallel(
+                self.model, device_ids=[self.world.device.index] if self.world.device.type == "cuda" else None)
+
+    def _start(self, resume: bool) -> None:
+        found = ckpt.latest_checkpoint(self.out)
+        if found is not None and not resume:
+            raise RunError(f"{self.out} already holds a run (checkpoint {found.name}); pass --resume to continue "
+                           "it or choose another --out")
+        if found is not None:
+            state = ckpt.load_checkpoint(found)
+            _check_resumable(state.meta["config"], self.cfg.to_dict())
+            self.model.load_state_dict(state.model_state)
+            self.optimizer.load_state_dict(state.optimizer_state)
+            self.release.load_state_dict(state.meta["release"])
+            ckpt.restore_rng(state.rng)
+            self.step = state.step
+        if self.world.main:
+            self.out.mkdir(parents=True, exist_ok=True)
+            if resume:
+                _truncate_metrics(self.out, self.step)
+            io.write_json(self.out / "config.json", {**self.cfg.to_dict(), "data_stream": self.stream.describe(),
+                                                     "world_size": self.world.size})
+        if self.world.size > 1:
+            dist.barrier()
+
+    def train_step(self, step: int) -> dict[str, float]:
+        cfg, t = self.cfg, self.cfg.train
+        self.release.advance(step)
+        lr = cosine_lr(step, steps=t.steps, lr=t.lr, min_lr=t.min_lr, warmup=t.warmup)
+        multiplier = self.release.upper_qk_multiplier(step)
+        set_lr(self.optimizer, lr, multiplier)
+        floor = self.release.entropy_floor(step)
+        inputs, targets = self.stream.train_batch(step, t.batch, self.world.rank, self.world.size)
+        inputs, targets = inputs.to(self.world.device), targets.to(self.world.device)
+        torch.manual_seed(_step_seed(t.seed, step, self.world.rank))
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        micro = inputs.shape[0] // t.accum
+        ce_sum = h_sum = 0.0
+        for i in range(t.accum):
+            rows = slice(i * micro, (i + 1) * micro)
+            last = i == t.accum - 1
+            sync = contextlib.nullcontext() if last or self.net is self.model else self.net.no_sync()
+            tracker = probes.upper_entropy_tracker(self.model) if floor > 0 else contextlib.nullcontext()
+            with sync:
+                with _autocast(t.precision, self.world.device), tracker as seen:
+                    ce = loss(self.net(inputs[rows]), targets[rows])
+                objective = ce
+                if floor > 0:
+                    h_upper = seen.value()
+                    objective = ce + floor * torch.relu(cfg.intervention.h0 - h_upper)
+                    h_sum += float(h_upper.detach())
+                (objective / t.accum).backward()
+            ce_sum += float(ce.detach())
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        if t.clip > 0:
+            norm = float(torch.nn.utils.clip_grad_norm_(params, t.clip))
+        else:
+            norm = float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params])))
+        self.optimizer.step()
+        record = {"loss": _mean(ce_sum / t.accum, self.world), "lr": lr, "upper_qk_lr_multiplier": multiplier,
+                  "grad_norm": norm}
+        if floor > 0:
+            record.update(entropy_floor=floor, upper_entropy=_mean(h_sum / t.accum, self.world))
+        return record
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        """Validation loss and perplexity on the fixed validation batches; the seed-002 probes on the
+        first of them. Every rank computes the same numbers, so the release rule agrees without talking."""
+        t = self.cfg.train
+        batches = self.stream.val_batches(max(1, t.batch // t.accum), t.eval_batches)
+        self.model.eval()
+        total = 0.0
+        for inputs, targets in batches:
+            with _autocast(t.precision, self.world.device):
+                total += float(loss(self.model(inputs.to(self.world.device)), targets.to(self.world.device)))
+        record = {"val_loss": total / len(batches), "val_ppl": math.exp(total / len(batches))}
+        first = [x.to(self.world.device) for x in batches[0]]
+        if t.probes:
+            record.update(probes.probe(self.model, *first, initial=self.initial))
+        if self.cfg.intervention.active and self.cfg.intervention.release == "rule":
+            copy = record["lower_copy"] if "lower_copy" in record else probes.lower_copy_score(self.model, first[0])
+            self.release.observe(self.step, copy)
+        record["released"] = self.release.released_at is not None
+        self.model.train()
+        return record
+
+    def save(self) -> None:
+        if self.world.main:
+            meta = {"config": self.cfg.to_dict(), "release": self.release.state_dict(),
+                    "data": {"next_step": self.step, "stream": self.stream.describe()}, "world_size": self.world.size}
+            ckpt.save_checkpoint(self.out, self.step, model_state=self.model.state_dict(),
+                                 optimizer_state=self.optimizer.state_dict(), meta=meta, rng=ckpt.capture_rng(),
+                                 keep=self.cfg.train.keep)
+        if self.world.size > 1:
+            dist.barrier()
+
+    def run(self) -> dict[str, Any]:
+        t = self.cfg.train
+        metrics = Metrics(self.out, t.tensorboard) if self.world.main else None
+        bar = tqdm(total=t.steps, initial=self.step, disable=not self.progress, unit="step", dynamic_ncols=True)
+        tokens_per_step = t.batch * self.cfg.model.context
+        started, start_step = time.perf_counter(), self.step
+        record: dict[str, Any] = {}
+        evaluated: dict[str, Any] = {}
+        try:
+            while self.step < t.steps:
+                tick = time.perf_counter()
+                record = self.train_step(self.step)
+                self.step += 1
+                record.update(kind="train", step=self.step, tokens_per_s=tokens_per_step / (time.perf_counter() - tick))
+                if metrics:
+                    metrics.log(record)
+                if self.step % t.eval_every == 0 or self.step == t.steps:
+                    evaluated = {"kind": "eval", "step": self.step, **self.evaluate()}
+                    if metrics:
+                        metrics.log(evaluated)
+                if (t.checkpoint_every and self.step % t.checkpoint_every == 0) or self.step == t.steps:
+                    self.save()
+                bar.update(1)
+                bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:.0f}")
+        finally:
+            bar.close()
+            if metrics:
+                metrics.close()
+        seconds = time.perf_counter() - started
+        summary = {"steps": self.step, "loss": record.get("loss"), "val_loss": evaluated.get("val_loss"),
+                   "val_ppl": evaluated.get("val_ppl"), "released_at": self.release.released_at,
+                   "release_reason": self.release.reason, "world_size": self.world.size,
+                   "seconds": seconds, "tokens_per_s": tokens_per_step * (self.step - start_step) / max(seconds, 1e-9)}
+        if self.world.main:
+            write_tables(self.out)
+            io.write_json(self.out / "summary.json", summary)
+        return summary
+
+
+def train(cfg: RunConfig, out: str | Path, *, resume: bool = False, progress: bool = True) -> dict[str, Any]:
+    """Train ``cfg`` into ``out`` (checkpoints, metrics.jsonl, train.csv, eval.csv, config.json,
+    summary.json); with ``resume``, continue from ``out``'s last checkpoint."""
+    return Trainer(cfg, out, resume=resume, progress=progress).run()

@@ -1,0 +1,184 @@
+"""A run trains and logs, a SIGKILLed run resumes to the uninterrupted run's weights bit for bit, two
+torchrun processes match one, and bad runs (existing output, changed config, corrupt checkpoint, empty
+data) stop with clear errors that leave the last good checkpoint intact."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from attnlab.model.config import ConfigError
+from attnlab.train import checkpoint as ckpt
+from attnlab.train.config import load
+from attnlab.train.data import DataError
+from attnlab.train.trainer import RunError, Trainer, read_metrics, train
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = ["model.context=32", "model.layers=2", "model.heads=2", "model.d_model=32", "model.ffn_width=64",
+        "data.max_tokens=60000", "train.batch=8", "train.warmup=2", "train.tensorboard=false"]
+
+
+def _cfg(*more):
+    return load(None, [*TINY, *more])
+
+
+def _final_weights(out: Path) -> dict[str, torch.Tensor]:
+    return load_file(ckpt.latest_checkpoint(out) / "model.safetensors")
+
+
+def _losses(out: Path) -> list[tuple[int, float]]:
+    return [(r["step"], r["loss"]) for r in read_metrics(out) if r["kind"] == "train"]
+
+
+def test_a_run_learns_and_writes_metrics_probes_and_checkpoints(tmp_path):
+    summary = train(_cfg("train.steps=40", "train.eval_every=20", "train.checkpoint_every=20",
+                         "train.lr=1e-2"), tmp_path, progress=False)
+    losses = [loss for _, loss in _losses(tmp_path)]
+    assert len(losses) == 40 and summary["steps"] == 40
+    assert sum(losses[-5:]) / 5 < 0.75 * sum(losses[:5]) / 5
+    evals = [r for r in read_metrics(tmp_path) if r["kind"] == "eval"]
+    assert [r["step"] for r in evals] == [20, 40]
+    for key in ("val_loss", "val_ppl", "upper_entropy", "lower_copy", "dppl_zero_qk", "ffn_write_rms/1"):
+        assert key in evals[-1], key
+    for name in ("train.csv", "eval.csv", "summary.json", "config.json"):
+        assert (tmp_path / name).is_file()
+    assert sorted(p.name for p in (tmp_path / "checkpoints").glob("step-*")) == ["step-00000020", "step-00000040"]
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["model"]["vocab"] == 257 and saved["data_stream"]["folder"] == "stdlib"
+
+
+def test_accumulation_and_bf16_train_the_same_batch(tmp_path):
+    losses = {}
+    for name, more in {"plain": [], "accum": ["train.accum=2"], "bf16": ["train.precision=bf16"]}.items():
+        trainer = Trainer(_cfg("train.steps=3", "train.probes=false", *more), tmp_path / name, progress=False)
+        losses[name] = [trainer.train_step(s)["loss"] for s in range(3)]
+    assert losses["accum"] == pytest.approx(losses["plain"], rel=1e-5)
+    assert losses["bf16"] == pytest.approx(losses["plain"], rel=3e-2)
+    assert losses["bf16"] != losses["plain"]
+
+
+def test_the_intervention_slows_upper_qk_until_release(tmp_path):
+    train(_cfg("train.steps=50", "train.eval_every=2", "train.probes=false", "train.checkpoint_every=0",
+               "intervention.upper_qk_lr=0.25", "intervention.entropy_floor=0.1", "intervention.ramp=0.1"),
+          tmp_path, progress=False)
+    records = [r for r in read_metrics(tmp_path) if r["kind"] == "train"]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    released = summary["released_at"]
+    assert summary["release_reason"] in ("rule", "forced") and 2 <= released <= 6  # earliest 3%, forced 12% of 50
+    before = [r for r in records if r["step"] <= released]
+    assert all(r["upper_qk_lr_multiplier"] == 0.25 and r["entropy_floor"] == 0.1 for r in before)
+    assert all(0 < r["upper_entropy"] <= 1 for r in before)
+    assert records[-1]["upper_qk_lr_multiplier"] == 1.0 and "entropy_floor" not in records[-1]
+
+
+def _cli(out: Path, *more: str) -> list[str]:
+    return [sys.executable, "-m", "attnlab", "train", "--no-progress", "--out", str(out),
+            *(f"--set={s}" for s in [*TINY, *more])]
+
+
+KILL = ["train.steps=400", "train.eval_every=50", "train.probes=false", "train.checkpoint_every=20",
+        "model.d_model=16", "model.ffn_width=32", "model.dropout=0.1"]
+
+
+def test_a_killed_run_resumes_to_the_uninterrupted_weights_bit_for_bit(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    subprocess.run(_cli(whole, *KILL), check=True, env=env, capture_output=True)
+    proc = subprocess.Popen(_cli(killed, *KILL), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    latest = killed / "checkpoints" / "latest"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (latest.is_file() and latest.read_text().strip() >= "step-00000040"):
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL, "the run ended before it could be killed"
+    stopped = ckpt.load_checkpoint(killed).step
+    assert 40 <= stopped < 400
+    subprocess.run([*_cli(killed, *KILL), "--resume"], check=True, env=env, capture_output=True)
+    a, b = _final_weights(whole), _final_weights(killed)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert _losses(killed) == _losses(whole)
+
+
+def test_two_torchrun_processes_match_one(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    run = ["train.steps=6", "train.eval_every=6", "train.probes=false", "train.checkpoint_every=0"]
+    subprocess.run(_cli(tmp_path / "one", *run), check=True, env=env, capture_output=True)
+    two = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           "-m", "attnlab", *_cli(tmp_path / "two", *run)[3:]]
+    done = subprocess.run(two, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    one, pair = _losses(tmp_path / "one"), _losses(tmp_path / "two")
+    assert [s for s, _ in one] == [s for s, _ in pair] == list(range(1, 7))
+    assert [v for _, v in pair] == pytest.approx([v for _, v in one], rel=1e-4)
+    assert json.loads((tmp_path / "two" / "summary.json").read_text())["world_size"] == 2
+
+
+def test_an_existing_run_is_never_overwritten_without_resume(tmp_path):
+    train(_cfg("train.steps=2", "train.probes=false"), tmp_path, progress=False)
+    with pytest.raises(RunError, match="already holds a run .* pass --resume"):
+        Trainer(_cfg("train.steps=2", "train.probes=false"), tmp_path, progress=False)
+
+
+def test_resuming_with_another_config_names_the_fields(tmp_path):
+    train(_cfg("train.steps=2", "train.probes=false"), tmp_path, progress=False)
+    with pytest.raises(ckpt.CheckpointError, match=r"model.d_model.*32.*48"):
+        Trainer(_cfg("train.steps=4", "train.probes=false", "model.d_model=48"), tmp_path, resume=True,
+                progress=False)
+
+
+def test_a_corrupt_checkpoint_stops_the_resume_and_stays_for_inspection(tmp_path):
+    train(_cfg("train.steps=2", "train.probes=false"), tmp_path, progress=False)
+    weights = ckpt.latest_checkpoint(tmp_path) / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-10])
+    with pytest.raises(ckpt.CheckpointError, match="model.safetensors: truncated"):
+        Trainer(_cfg("train.steps=4", "train.probes=false"), tmp_path, resume=True, progress=False)
+
+
+def test_a_failed_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
+    trainer = Trainer(_cfg("train.steps=4", "train.probes=false", "train.checkpoint_every=2"), tmp_path,
+                      progress=False)
+    calls = []
+
+    def failing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) > 1:
+            raise OSError(28, "No space left on device")
+        return saver(*args, **kwargs)
+
+    saver = ckpt.save_checkpoint
+    monkeypatch.setattr(ckpt, "save_checkpoint", failing)
+    with pytest.raises(OSError, match="No space left"):
+        trainer.run()
+    assert ckpt.load_checkpoint(tmp_path).step == 2
+
+
+def test_an_empty_data_folder_is_a_clear_error(tmp_path):
+    (tmp_path / "data").mkdir()
+    with pytest.raises(DataError, match="has no regular files matching"):
+        Trainer(_cfg(f"data.folder={tmp_path / 'data'}"), tmp_path / "run", progress=False)
+
+
+def test_batch_must_split_over_accumulation_and_processes():
+    with pytest.raises(ConfigError, match=r"train.batch \(8\) must be a multiple of train.accum \(3\)"):
+        _cfg("train.accum=3")
+
+
+def test_the_cli_trains_the_tiny_example_and_reports_bad_configs(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "attnlab", "train", str(REPO / "examples" / "tiny.yaml"),
+                          "--set", "train.steps=3", "--set", "train.eval_every=3", "--no-progress",
+                          "--out", str(tmp_path / "tiny")], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "training 2-layer 64-wide decoder" in out.stdout and "val_ppl=" in out.stdout
+    bad = subprocess.run([sys.executable, "-m", "attnlab", "train", str(REPO / "examples" / "tiny.yaml"),
+                          "--set", "train.precision=fp8", "--out", str(tmp_path / "bad")], capture_output=True, text=True)
+    assert bad.returncode == 1
+    assert "train.precision must be one of fp32, bf16, got 'fp8'" in bad.stderr and "Traceback" not in bad.stderr
