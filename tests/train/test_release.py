@@ -106,3 +106,8 @@ def test_rule_matches_the_brute_force_reading_on_random_traces(scores, every, pa
     trace = {every * (i + 1): v for i, v in enumerate(scores) if every * (i + 1) < steps}
     rule = _replay(cfg, trace, steps)
     assert (rule.released_at, rule.reason) == _reference(cfg, trace, steps)
+
+
+def test_nothing_is_released_when_no_intervention_is_on():
+    rule = _replay(InterventionConfig(), {s: 1.0 for s in range(10, STEPS, 10)})
+    assert rule.released_at is None and rule.upper_qk_multiplier(0) == 1.0 and rule.entropy_floor(0) == 0.0

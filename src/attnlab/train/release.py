@@ -32,7 +32,7 @@ class Release:
     def observe(self, step: int, lower_copy: float) -> None:
         """Record an evaluation's lower-copy score at ``step``; the rule may fire here."""
         self.scores.append((step, float(lower_copy)))
-        if self.released_at is not None or self.cfg.release != "rule" or step < _at(self.cfg.earliest, self.steps):
+        if not self.cfg.active or self.released_at is not None or self.cfg.release != "rule" or step < _at(self.cfg.earliest, self.steps):
             return
         recent = [s for _, s in self.scores[-self.cfg.patience:]]
         # NaN (no repeated token in the batch) never counts as mature
@@ -41,7 +41,7 @@ class Release:
 
     def advance(self, step: int) -> None:
         """Apply the step-driven releases (fixed, forced) before ``step`` is trained."""
-        if self.released_at is not None:
+        if not self.cfg.active or self.released_at is not None:
             return
         if self.cfg.release == "fixed" and step >= _at(self.cfg.release_at, self.steps):
             self.released_at, self.reason = step, "fixed"
