@@ -21,7 +21,8 @@ softmax best in that round (the machine is shared and noisy; ratios taken side b
 
 Evaluation: for each length in ``--eval-lengths`` and each map (softmax, entmax_a1.5, relu_p4_b0), a
 fresh Python process builds a 2-layer 128-wide decoder (4 heads, RoPE, context 256 as trained) with
-query blocks of ``--eval-block`` rows, resets the resident-set high-water mark (/proc/self/clear_refs),
+``model.block = --eval-block`` (the decoder thins blocks further so that one holds at most 2^24 scores:
+64 query rows at 65,536 keys and 4 heads), resets the resident-set high-water mark (/proc/self/clear_refs),
 runs one ``torch.no_grad`` forward of one random sequence, and reports the time, the peak resident set
 (VmHWM) and its growth over the resident set before the forward.
 """
@@ -135,7 +136,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--reps", type=int, default=2, help="back-to-back steps per variant and round (best kept)")
     ap.add_argument("--batch", type=int, default=8, help="sequences per training step")
     ap.add_argument("--eval-lengths", default="4096,16384,65536", help="comma-separated evaluation lengths")
-    ap.add_argument("--eval-block", type=int, default=128, help="query rows per attention block in evaluation")
+    ap.add_argument("--eval-block", type=int, default=512,
+                    help="model.block: query rows per attention block at most (default 512, the config default)")
     ap.add_argument("--no-steps", action="store_true", help="skip the training-step timings")
     ap.add_argument("--no-eval", action="store_true", help="skip the evaluation runs")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/train.json"))
@@ -161,7 +163,8 @@ def main(argv: list[str] | None = None) -> dict:
             lo, hi = r["ratio_range"]
             print(f"| {name} | {r['best_s'] * 1000:.0f} ms | {r['median_round_ratio']:.2f}x | {lo:.2f}-{hi:.2f}x |")
     if evals:
-        print(f"evaluation, 2 x 128 decoder, one sequence, no_grad, query blocks of {args.eval_block}, fresh process")
+        print(f"evaluation, 2 x 128 decoder, one sequence, no_grad, block <= {args.eval_block} rows and 2^24 scores, "
+              "fresh process")
         print("| tokens | map | time | peak RSS | growth |")
         print("|---|---|---|---|---|")
         for r in evals:

@@ -118,3 +118,11 @@ def test_unobserved_softmax_takes_the_fused_kernel_with_the_same_logits(position
             routed = model(ids)
     assert calls == [0, 0, 1, 1]  # the observed forward went through the site, in blocks of 32 queries
     torch.testing.assert_close(fused, routed, rtol=1e-5, atol=1e-6)
+
+
+def test_long_inputs_get_thinner_query_blocks_within_the_score_budget():
+    from attnlab.model.decoder import SCORE_BUDGET, block_rows
+
+    assert block_rows(512, 16, 4, 256) == 512
+    assert block_rows(512, 1, 4, 65536) == 64 and 64 * 4 * 65536 <= SCORE_BUDGET
+    assert block_rows(512, 8, 16, 65536) == 32  # never thinner than the site's minimum

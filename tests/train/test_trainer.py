@@ -182,3 +182,54 @@ def test_the_cli_trains_the_tiny_example_and_reports_bad_configs(tmp_path):
                           "--set", "train.precision=fp8", "--out", str(tmp_path / "bad")], capture_output=True, text=True)
     assert bad.returncode == 1
     assert "train.precision must be one of fp32, bf16, got 'fp8'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+class _Averaging:
+    """Seed 004's trigger-conditional averaging task in miniature (§3.2): BOS, a trigger at a random
+    position j >= 3, and at the trigger the mean of the tokens before it as target."""
+
+    vocab_size = 0
+
+    def __init__(self, dim: int, length: int, seed: int = 0) -> None:
+        self.dim, self.length, self.seed = dim, length, seed
+
+    def _batch(self, rows: int, seed: int):
+        g = torch.Generator().manual_seed(seed)
+        x = torch.rand(rows, self.length, self.dim, generator=g) * 2 - 1
+        x[..., :2], x[..., -1] = 0.0, 1.0
+        x[:, 0] = torch.nn.functional.one_hot(torch.tensor(0), self.dim).float()
+        y = torch.zeros_like(x)
+        for r in range(rows):
+            j = int(torch.randint(2, self.length, (1,), generator=g))
+            x[r, j] = torch.nn.functional.one_hot(torch.tensor(1), self.dim).float()
+            y[r, j] = x[r, 1:j].mean(0)
+        return x, y
+
+    def train_batch(self, step, batch, rank=0, world=1):
+        x, y = self._batch(batch, self.seed * 100_003 + step)
+        rows = slice(rank * batch // world, (rank + 1) * batch // world)
+        return x[rows], y[rows]
+
+    def val_batches(self, batch, n_batches=None, rank=0, world=1):
+        return [self._batch(batch, -1 - i) for i in range(n_batches or 1)]
+
+    def describe(self):
+        return {"task": "trigger averaging", "dim": self.dim, "length": self.length}
+
+
+VECTORS = ["model.inputs=vectors", "model.context=12", "model.d_model=8", "model.layers=1", "model.heads=1",
+           "model.positions=none", "model.ffn=none", "model.norm=none", "model.residual=false", "model.bias=false",
+           "model.rowmap=reluattn", "train.lr=3e-2", "train.warmup=1", "train.tensorboard=false"]
+
+
+def test_a_vector_stream_trains_the_seed_004_model_with_eval_hooks(tmp_path):
+    cfg = load(None, [*VECTORS, "train.steps=100", "train.eval_every=50"])
+    seen = lambda trainer: {"steps_seen": float(trainer.step)}  # noqa: E731
+    summary = Trainer(cfg, tmp_path, stream=_Averaging(8, 12), eval_hooks=[seen], progress=False).run()
+    losses = [loss for _, loss in _losses(tmp_path)]
+    assert summary["val_loss"] < 0.6 * losses[0]
+    evals = [r for r in read_metrics(tmp_path) if r["kind"] == "eval"]
+    assert [r["steps_seen"] for r in evals] == [50.0, 100.0] and "val_ppl" not in evals[0]
+    with pytest.raises(ConfigError, match="needs model.inputs tokens"):
+        Trainer(load(None, [*VECTORS, "intervention.upper_qk_lr=0.25"]), tmp_path / "x", stream=_Averaging(8, 12),
+                progress=False)

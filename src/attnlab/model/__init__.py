@@ -2,3 +2,8 @@
 
 Attention goes through ``attnlab.site`` so that diagnostics, probes and substitutions see it.
 """
+
+from .config import ConfigError, ModelConfig
+from .decoder import Decoder, loss
+
+__all__ = ["ConfigError", "Decoder", "ModelConfig", "loss"]

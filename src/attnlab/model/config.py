@@ -55,7 +55,8 @@ class ModelConfig:
     unset, each kind takes its source's slopes: geometric for alibi (Press et al.), 1/h for nape (seed 001
     App. G.2).
     rowmap: one row-map name for every head, a list with one name per layer, or a list of per-layer
-    lists with one name per head. block: query rows per attention block.
+    lists with one name per head. block: query rows per attention block at most (long inputs get fewer,
+    so that a block holds at most 2^24 scores: see ``decoder.block_rows``).
     scaler: a learnable per-head inverse temperature on the score rows before the map: ssmax (delta +
     s_h log n), adaptive (delta + beta (log n)^gamma from the layer input, seed 001 eq. 8-9; with an
     entmax rowmap this is ASEntmax, with softmax ASSMax; scaler_bound is the bound s on |gamma|) or

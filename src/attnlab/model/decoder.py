@@ -17,11 +17,21 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import rowmaps
-from ..site import Observer, Plan, WeightObserver, attend
+from ..site import MIN_BLOCK, Observer, Plan, WeightObserver, attend
 from . import positions as pe
 from .config import ModelConfig
 from .ffn import make_ffn, make_norm
 from .scaling import make_scaler
+
+
+# Score elements one query block may hold (64 MiB in float32): long inputs get thinner blocks, so a
+# 65,536-token evaluation holds a few blocks' worth of rows for any map instead of 512 rows x 65,536 keys.
+SCORE_BUDGET = 2**24
+
+
+def block_rows(cfg_block: int, batch: int, heads: int, keys: int) -> int:
+    """Query rows per block: ``cfg_block`` at most, fewer when the block would pass ``SCORE_BUDGET``."""
+    return max(MIN_BLOCK, min(cfg_block, SCORE_BUDGET // max(1, batch * heads * keys)))
 
 
 class Attention(nn.Module):
@@ -68,7 +78,7 @@ class Attention(nn.Module):
             # causal: query i may attend keys 0..i, so n = i + 1
             scale = self.scaler(x, torch.arange(1, t + 1, device=x.device), beta).to(q.dtype)
         plan = Plan(maps=self.maps, observers=self.observers, weight_observers=self.weight_observers,
-                    block=self.cfg.block)
+                    block=block_rows(self.cfg.block, b, h, t))
         out = attend(q, k, v, scaling=hd ** -0.5, causal=True, layer=self.layer, plan=plan, bias=bias,
                      scale=scale, dropout=self.cfg.dropout, training=self.training)
         return self.o_proj(out.reshape(b, t, h * hd))

@@ -214,6 +214,8 @@ class Batches(Protocol):
     def val_batches(self, batch: int, n_batches: int | None = None, rank: int = 0,
                     world: int = 1) -> list[tuple[torch.Tensor, torch.Tensor]]: ...
 
+    def describe(self) -> dict: ...
+
 
 class TextStream:
     """Windows of ``context + 1`` tokens from a tokenized corpus; inputs are ``window[:-1]``, targets

@@ -13,6 +13,7 @@ import json
 import math
 import os
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,12 +29,17 @@ from ..model.decoder import Decoder, loss
 from . import checkpoint as ckpt
 from . import probes
 from .config import RunConfig
-from .data import TextStream, load_tokenizer, text_files
+from .data import Batches, TextStream, load_tokenizer, text_files
 from .optim import cosine_lr, make_optimizer, set_lr, upper_qk_names
 from .release import Release
 
 # Fields that change nothing a step computes, so a resumed run may differ in them.
 RESUMABLE_CHANGES = {"train.checkpoint_every", "train.keep", "train.tensorboard", "train.probes"}
+
+
+def vector_loss(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean over positions of the squared l2 error: the training loss of seed 004's vector task (App. A)."""
+    return (outputs.float() - targets.float()).pow(2).sum(-1).mean()
 
 
 class RunError(RuntimeError):
@@ -157,21 +163,40 @@ def write_tables(out: Path) -> dict[str, Path]:
     return written
 
 
+EvalHook = Callable[["Trainer"], Mapping[str, float]]
+
+
 class Trainer:
     """One run: the model (DDP-wrapped when the world is larger than one), its optimizer, the release
-    rule and the stream. ``run()`` trains from the current step to ``train.steps``."""
+    rule and the stream. ``run()`` trains from the current step to ``train.steps``.
+
+    ``stream``: any ``data.Batches`` (a synthetic task stream) instead of the config's text; token
+    streams train with cross-entropy, ``model.inputs: vectors`` streams with the squared l2 error.
+    ``eval_hooks``: callables given the trainer at each evaluation, whose numbers join the eval record
+    (a task's accuracy, a study's own probe).
+    """
 
     def __init__(self, cfg: RunConfig, out: str | Path, *, resume: bool = False, progress: bool = True,
-                 world: World | None = None) -> None:
+                 world: World | None = None, stream: Batches | None = None,
+                 eval_hooks: Sequence[EvalHook] = ()) -> None:
         self.world = world or init_world()
         self.out = Path(out)
         self.progress = progress and self.world.main
         self.cfg = cfg
-        self.stream = make_stream(cfg)
+        self.stream = make_stream(cfg) if stream is None else stream
+        self.eval_hooks = tuple(eval_hooks)
+        self.tokens = cfg.model.inputs == "tokens"
+        self.loss = loss if self.tokens else vector_loss
+        if self.tokens and self.stream.vocab_size > cfg.model.vocab:
+            raise ConfigError(f"model.vocab ({cfg.model.vocab}) is smaller than the stream's vocabulary "
+                              f"({self.stream.vocab_size})")
         t = cfg.train
         if (t.batch // self.world.size) % t.accum or t.batch % self.world.size:
             raise ConfigError(f"train.batch ({t.batch}) must split evenly over {self.world.size} processes and then "
                               f"over train.accum ({t.accum}) micro-batches")
+        if cfg.intervention.active and not self.tokens:
+            raise ConfigError("the intervention table (seed 002) needs model.inputs tokens: its release rule and "
+                              "entropy floor read token repeats and attention rows of a language model")
         if cfg.intervention.entropy_floor > 0 and cfg.model.layers < 2:
             raise ConfigError("intervention.entropy_floor needs model.layers >= 2 (it acts on the upper half)")
         torch.manual_seed(t.seed)
@@ -230,7 +255,7 @@ class Trainer:
             tracker = probes.upper_entropy_tracker(self.model) if floor > 0 else contextlib.nullcontext()
             with sync:
                 with _autocast(t.precision, self.world.device), tracker as seen:
-                    ce = loss(self.net(inputs[rows]), targets[rows])
+                    ce = self.loss(self.net(inputs[rows]), targets[rows])
                 objective = ce
                 if floor > 0:
                     h_upper = seen.value()
@@ -260,12 +285,16 @@ class Trainer:
         total = 0.0
         for inputs, targets in batches:
             with _autocast(t.precision, self.world.device):
-                total += float(loss(self.model(inputs.to(self.world.device)), targets.to(self.world.device)))
-        record = {"val_loss": total / len(batches), "val_ppl": math.exp(total / len(batches))}
+                total += float(self.loss(self.model(inputs.to(self.world.device)), targets.to(self.world.device)))
+        record = {"val_loss": total / len(batches)}
         first = [x.to(self.world.device) for x in batches[0]]
-        if t.probes:
-            record.update(probes.probe(self.model, *first, initial=self.initial))
-        if self.cfg.intervention.active and self.cfg.intervention.release == "rule":
+        if self.tokens:
+            record["val_ppl"] = math.exp(record["val_loss"])
+            if t.probes:
+                record.update(probes.probe(self.model, *first, initial=self.initial))
+        for hook in self.eval_hooks:
+            record.update(hook(self))
+        if self.tokens and self.cfg.intervention.active and self.cfg.intervention.release == "rule":
             copy = record["lower_copy"] if "lower_copy" in record else probes.lower_copy_score(self.model, first[0])
             self.release.observe(self.step, copy)
         record["released"] = self.release.released_at is not None
