@@ -177,7 +177,7 @@ def test_the_cli_trains_the_tiny_example_and_reports_bad_configs(tmp_path):
                           "--set", "train.steps=3", "--set", "train.eval_every=3", "--no-progress",
                           "--out", str(tmp_path / "tiny")], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    assert "training 2-layer 64-wide decoder" in out.stdout and "val_ppl=" in out.stdout
+    assert "training 4-layer 128-wide decoder" in out.stdout and "val_ppl=" in out.stdout
     bad = subprocess.run([sys.executable, "-m", "attnlab", "train", str(REPO / "examples" / "tiny.yaml"),
                           "--set", "train.precision=fp8", "--out", str(tmp_path / "bad")], capture_output=True, text=True)
     assert bad.returncode == 1
