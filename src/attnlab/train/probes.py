@@ -1,10 +1,10 @@
 """The seed-002 probes logged at every evaluation, and the differentiable upper entropy of its entropy floor.
 
 Seed 002 (Learning Less Is More: Premature Upper-Layer Attention Specialization) measures premature
-upper-layer attention specialization with upper attention entropy and logit magnitude, the upper/lower logit ratio, the top
-singular value of the upper W_Q^T W_K bilinear form and its displacement from initialization, the FFN
-residual write, the lower-copy score, and the perplexity increase from zeroing upper-half Q/K (§2, §4,
-§5.3-5.6, App. C, D, G).
+upper-layer attention specialization with upper attention entropy and logit magnitude, the upper/lower
+logit ratio, the top singular value of the upper W_Q^T W_K bilinear form and its displacement from
+initialization, the FFN residual write, the lower-copy score, and the perplexity increase from zeroing
+upper-half Q/K (§2, §4, §5.3-5.6, App. C, D, G).
 
     >>> record = probe(model, ids, targets, initial=initial_qk_weights)
     >>> record["upper_entropy"], record["dppl_zero_qk"], record["qk_sigma_max/1"]
