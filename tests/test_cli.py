@@ -177,3 +177,15 @@ def test_diagnose_errors_are_one_line(tmp_path, capsys):
         assert main(["diagnose", *args]) == 1
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1, err
+
+
+def test_tasks_lists_every_task_and_shows_one(capsys):
+    from attnlab.tasks import TASKS
+
+    assert main(["tasks"]) == 0
+    listed = capsys.readouterr().out
+    assert all(name in listed for name in TASKS)
+    assert main(["tasks", "copy", "--length", "12"]) == 0
+    assert "<sep>" in capsys.readouterr().out
+    assert main(["tasks", "nope"]) == 1
+    assert "unknown task 'nope'; known tasks: 2back" in capsys.readouterr().err

@@ -286,6 +286,24 @@ def _seed(text: str) -> int:
     return value
 
 
+# -------------------------------------------------------------------------------------------- tasks
+
+
+def _tasks(args: argparse.Namespace) -> int:
+    from .tasks import synthetic
+
+    if args.name is None:
+        for name, task in synthetic.TASKS.items():
+            print(f"{name:18s} {task.describe().get('source', '')}")
+        print("\n'attnlab tasks NAME [--length L] [--seed S]' prints one example with its scored positions.")
+        return 0
+    try:
+        print(synthetic.show(args.name, length=args.length, seed=args.seed))
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    return 0
+
+
 # -------------------------------------------------------------------------------------------- train
 
 
@@ -434,6 +452,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="continue the run in --out from its last checkpoint (a fresh start when it has none)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_train)
+    p = sub.add_parser("tasks", help="list the synthetic tasks, or show one example of a task",
+                       description="Without NAME, list the synthetic tasks; with NAME, print one generated "
+                                   "example: its input tokens and the targets of the scored positions.")
+    p.add_argument("name", nargs="?", default=None, help="a task name, e.g. copy, mqmtar, flipflop_sparse")
+    p.add_argument("--length", type=int, default=None, help="sequence length (default: the task's example length)")
+    p.add_argument("--seed", type=_seed, default=0, metavar="N", help="seed of the example (default 0)")
+    p.set_defaults(func=_tasks)
     return ap
 
 

@@ -1,14 +1,21 @@
-"""Synthetic tasks and prompt suites (seed 000 App. B, E, AA, AI).
+"""Synthetic tasks and prompt suites (seed 000 App. B, E, AA, AI; seed 001 App. G.1, H.3; seed 004 §3.2).
 
     >>> from attnlab import tasks
     >>> prompts = tasks.build_suite("niah", tokenizer, 200, pad=128)
     >>> tasks.answer_correct(prompts[0], generated_ids)
+    >>> batch = tasks.TASKS["copy"].generate(n=64, length=64, seed=0)      # ids, targets (-100 unscored)
+    >>> stream = tasks.TaskStream("mqmtar", length=64, seed=0)              # what attnlab.train reads
 """
 
 from .prompts import SUITES, Prompt, Suite, SuiteError, answer_correct, answer_keys, build_suite, max_new_tokens
+from .synthetic import (
+    TASKS, Task, TaskBatch, TaskError, TaskStream, VectorBatch, exact_match, get_task, scored_accuracy, show,
+    trigger_mask,
+)
 from .text import CUE_WORDS, generic_text
 
 __all__ = [
-    "CUE_WORDS", "SUITES", "Prompt", "Suite", "SuiteError", "answer_correct", "answer_keys", "build_suite", "generic_text",
-    "max_new_tokens",
+    "CUE_WORDS", "SUITES", "TASKS", "Prompt", "Suite", "SuiteError", "Task", "TaskBatch", "TaskError", "TaskStream",
+    "VectorBatch", "answer_correct", "answer_keys", "build_suite", "exact_match", "generic_text", "get_task",
+    "max_new_tokens", "scored_accuracy", "show", "trigger_mask",
 ]

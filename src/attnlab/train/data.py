@@ -265,7 +265,7 @@ class TextStream:
         from ``np.random.default_rng([seed, step])`` over every start with a full window."""
         if step < 0:
             raise DataError(f"step {step} is negative; allowed: step >= 0")
-        lo, hi = _rank_rows(batch, rank, world)
+        lo, hi = rank_rows(batch, rank, world)
         starts = np.random.default_rng([self.seed, step]).integers(0, self.n_train_tokens - self.context, size=batch)
         return self._windows(self.train_tokens, starts[lo:hi])
 
@@ -276,7 +276,7 @@ class TextStream:
         The split is cut into consecutive windows of ``context + 1`` tokens; the ``n_batches * batch``
         used are spread evenly over them, so a capped evaluation still samples the whole split.
         """
-        lo, hi = _rank_rows(batch, rank, world)
+        lo, hi = rank_rows(batch, rank, world)
         n_windows = self.n_val_tokens // (self.context + 1)
         available = n_windows // batch
         if available == 0:
@@ -304,7 +304,9 @@ class TextStream:
         }
 
 
-def _rank_rows(batch: int, rank: int, world: int) -> tuple[int, int]:
+def rank_rows(batch: int, rank: int, world: int) -> tuple[int, int]:
+    """Rows [lo, hi) of a global batch that rank ``rank`` of ``world`` takes: the rule every stream follows,
+    so a run on N processes sees the single-process batch."""
     if world < 1 or not 0 <= rank < world:
         raise DataError(f"rank {rank} of world {world}: allowed are world >= 1 and 0 <= rank < world")
     if batch < 1 or batch % world:
