@@ -167,6 +167,11 @@ def test_an_empty_data_folder_is_a_clear_error(tmp_path):
         Trainer(_cfg(f"data.folder={tmp_path / 'data'}"), tmp_path / "run", progress=False)
 
 
+def test_a_vocab_smaller_than_the_stream_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match=r"model.vocab \(100\) is smaller than the stream's vocabulary \(257\)"):
+        Trainer(_cfg("model.vocab=100"), tmp_path, progress=False)
+
+
 def test_batch_must_split_over_accumulation_and_processes():
     with pytest.raises(ConfigError, match=r"train.batch \(8\) must be a multiple of train.accum \(3\)"):
         _cfg("train.accum=3")

@@ -221,20 +221,17 @@ def _floats(kind: type, table: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _with_vocab(model: Mapping[str, Any], data: DataConfig) -> dict[str, Any]:
-    """The model table with vocab taken from the tokenizer when left unset, or checked against it."""
+    """The model table with vocab taken from the tokenizer when left unset (the trainer checks a given
+    vocab against the stream it trains on, which may be a synthetic task's rather than the text's)."""
     model = dict(model)
-    if model.get("inputs", "tokens") != "tokens":
+    if model.get("inputs", "tokens") != "tokens" or "vocab" in model:
         return model
     from .data import DataError, load_tokenizer
 
     try:
-        vocab = load_tokenizer(data.tokenizer).vocab_size
+        model["vocab"] = load_tokenizer(data.tokenizer).vocab_size
     except DataError as exc:
         raise ConfigError(f"data.tokenizer: {exc}") from None
-    given = model.setdefault("vocab", vocab)
-    if isinstance(given, int) and not isinstance(given, bool) and given < vocab:
-        raise ConfigError(f"model.vocab ({given}) is smaller than the tokenizer's vocabulary ({vocab}); leave it "
-                          "unset to take the tokenizer's")
     return model
 
 
