@@ -304,6 +304,25 @@ def _tasks(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lengthgen(args: argparse.Namespace) -> int:
+    from .experiments import lengthgen
+
+    try:
+        cfg = lengthgen.LengthgenConfig(task=args.task, maps=tuple(args.maps), pe=args.pe, train_len=args.train_len,
+                                        eval_mult=tuple(args.eval_mult), budget=args.budget, steps=args.steps,
+                                        samples=args.samples, seed=args.seed)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    result = lengthgen.run(cfg, args.out, progress=not args.no_progress)
+    print(f"exact match (%) on {cfg.task}, trained at {cfg.train_len} tokens with {cfg.pe}, "
+          f"{cfg.plan['samples']} samples per length ({cfg.budget} budget, {cfg.plan['steps']} steps)")
+    print(result["table"].round(1).to_string())
+    print("wrote:")
+    for path in result["paths"].values():
+        print(f"  {path}")
+    return 0
+
+
 # -------------------------------------------------------------------------------------------- train
 
 
@@ -459,6 +478,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--length", type=int, default=None, help="sequence length (default: the task's example length)")
     p.add_argument("--seed", type=_seed, default=0, metavar="N", help="seed of the example (default 0)")
     p.set_defaults(func=_tasks)
+    p = sub.add_parser("lengthgen", help="length generalization per attention variant (seed 001 Table 1)",
+                       description="Train one decoder per variant on a synthetic task at --train-len, score exact "
+                                   "match at each multiple of it, and record attention entropy and support per "
+                                   "layer; finished cells are reused on a rerun.")
+    p.add_argument("--task", default="mqmtar", help="a token task (attnlab tasks lists them; default mqmtar)")
+    p.add_argument("--maps", nargs="+", default=["softmax", "entmax_a1.5"], metavar="NAME",
+                   help="variants: registry row maps, or ssmax, asentmax, assmax")
+    p.add_argument("--pe", default="nape", help="positions: none, learned, rope, alibi, nape (default nape)")
+    p.add_argument("--train-len", type=int, default=64, help="training length in tokens (default 64)")
+    p.add_argument("--eval-mult", type=int, nargs="+", default=[1, 2, 4, 16, 64, 256, 1024], metavar="M",
+                   help="evaluation lengths as multiples of --train-len")
+    p.add_argument("--budget", choices=["smoke", "full"], default="smoke", help="steps, model size and samples")
+    p.add_argument("--steps", type=int, default=None, help="override the budget's training steps")
+    p.add_argument("--samples", type=int, default=None, help="override the budget's samples per length")
+    p.add_argument("--seed", type=_seed, default=0, metavar="N", help="seed of data and initialization")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--out", type=Path, default=Path("runs/lengthgen"), metavar="DIR", help="output folder")
+    p.set_defaults(func=_lengthgen)
     return ap
 
 

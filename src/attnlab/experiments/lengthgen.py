@@ -1,0 +1,201 @@
+"""Length generalization (seed 001 §5.1, Table 1): one model per attention variant, trained at one length
+on a synthetic task and scored by exact match at multiples of it, with the entropy and support of the
+attention rows at every length (the non-dispersion claim of seed 001 §3.2).
+
+Each variant is a cell: trained into ``out/runs/<variant>`` (resumable) and written to
+``out/cells/<variant>.json`` once scored; a rerun skips finished cells whose config matches.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from .. import io, rowmaps
+from ..model import ModelConfig
+from ..site import WeightBlock
+from ..tasks import TASKS, TaskStream, exact_match
+from ..train.config import RunConfig
+from ..train.trainer import Trainer
+
+# Names that are a scaler plus a map rather than a registry map (seed 001 §4.1, §5 baselines).
+VARIANTS: dict[str, dict[str, str]] = {
+    "ssmax": {"scaler": "ssmax", "rowmap": "softmax"},
+    "asentmax": {"scaler": "adaptive", "rowmap": "entmax_a1.5"},
+    "assmax": {"scaler": "adaptive", "rowmap": "softmax"},
+}
+BUDGETS = {  # steps, layers, d_model, batch, samples
+    "smoke": (600, 2, 64, 32, 200),
+    "full": (20000, 4, 256, 64, 1000),
+}
+
+
+def variant(name: str) -> dict[str, str]:
+    """The model fields of a variant name: one of ``VARIANTS`` or any registered row-map name."""
+    if name in VARIANTS:
+        return dict(VARIANTS[name])
+    try:
+        rowmaps.get(name)
+    except ValueError as exc:
+        raise ValueError(f"unknown variant {name!r}: {exc}; or one of {', '.join(VARIANTS)}") from None
+    return {"rowmap": name}
+
+
+@dataclass(frozen=True)
+class LengthgenConfig:
+    task: str = "mqmtar"
+    maps: tuple[str, ...] = ("softmax", "entmax_a1.5")
+    pe: str = "nape"
+    train_len: int = 64
+    eval_mult: tuple[int, ...] = (1, 2, 4, 16, 64, 256, 1024)
+    budget: str = "smoke"
+    steps: int | None = None
+    samples: int | None = None
+    seed: int = 0
+    lr: float = 3e-3
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS or TASKS[self.task].kind == "vector":
+            raise ValueError(f"task must be a token task: {', '.join(n for n, t in TASKS.items() if t.kind != 'vector')}; "
+                             f"got {self.task!r}")
+        if self.budget not in BUDGETS:
+            raise ValueError(f"budget must be one of {', '.join(BUDGETS)}, got {self.budget!r}")
+        if not self.maps or not self.eval_mult or any(m < 1 for m in self.eval_mult):
+            raise ValueError("maps and eval_mult must be non-empty, with multiples >= 1")
+        for name in self.maps:
+            variant(name)
+        TASKS[self.task].check_length(self.train_len)
+
+    @property
+    def plan(self) -> dict[str, int]:
+        steps, layers, d_model, batch, samples = BUDGETS[self.budget]
+        return {"steps": self.steps or steps, "layers": layers, "d_model": d_model, "batch": batch,
+                "samples": self.samples or samples}
+
+
+def run_config(cfg: LengthgenConfig, name: str, vocab: int) -> RunConfig:
+    plan = cfg.plan
+    model = {"context": cfg.train_len, "vocab": vocab, "layers": plan["layers"], "heads": 4,
+             "d_model": plan["d_model"], "positions": cfg.pe, **variant(name)}
+    train = {"steps": plan["steps"], "batch": plan["batch"], "lr": cfg.lr, "min_lr": cfg.lr / 10,
+             "warmup": max(1, plan["steps"] // 20), "weight_decay": 0.0, "seed": cfg.seed,
+             "eval_every": max(1, plan["steps"] // 4), "eval_batches": 1, "probes": False,
+             "checkpoint_every": max(1, plan["steps"] // 4), "tensorboard": False}
+    return RunConfig.from_dict({"model": model, "train": train})
+
+
+def _dispersion(layers: int) -> tuple[Any, dict[str, list[float]]]:
+    """A weight observer summing each layer's row entropy and support (weights > 0) over rows with at
+    least two allowed keys, and the sums it fills."""
+    sums = {"entropy": [0.0] * layers, "support": [0.0] * layers, "rows": [0.0] * layers}
+
+    def observe(block: WeightBlock) -> None:
+        w = block.weights.detach().double()
+        rows = block.allowed.expand_as(w).sum(-1) >= 2
+        entropy = -torch.special.xlogy(w, w).sum(-1)
+        sums["entropy"][block.layer] += float(entropy[rows].sum())
+        sums["support"][block.layer] += float((w > 0).sum(-1)[rows].sum())
+        sums["rows"][block.layer] += float(rows.sum())
+
+    return observe, sums
+
+
+@torch.no_grad()
+def score(model, task: str, length: int, samples: int, seed: int) -> dict[str, Any]:
+    """Exact-match accuracy on ``samples`` fixed rows at ``length``, and per-layer mean entropy and
+    support of the attention rows of the first chunk."""
+    batch = TASKS[task].generate(samples, length, seed)
+    chunk = max(1, 2**16 // length)
+    model.eval()
+    correct = 0
+    observe, sums = _dispersion(model.cfg.layers)
+    for start in range(0, samples, chunk):
+        ids, targets = batch.ids[start:start + chunk], batch.targets[start:start + chunk]
+        if start == 0:
+            with model.observed(observe, weights=True):
+                logits = model(ids)
+        else:
+            logits = model(ids)
+        correct += int(exact_match(logits, targets).sum())
+    def mean(key: str) -> list[float]:
+        return [v / r if r else math.nan for v, r in zip(sums[key], sums["rows"])]
+
+    return {"accuracy": correct / samples, "entropy": mean("entropy"), "support": mean("support")}
+
+
+def run_cell(cfg: LengthgenConfig, name: str, out: Path, progress: bool = False) -> dict[str, Any]:
+    """Train (or resume) one variant and score it at every length; reuses a finished cell."""
+    path = out / "cells" / f"{name}.json"
+    settings = {**asdict(cfg), "variant": name}
+    if path.is_file():
+        done = json.loads(path.read_text())
+        if done.get("settings") == json.loads(json.dumps(settings)):
+            return done
+    stream = TaskStream(cfg.task, cfg.train_len, seed=cfg.seed)
+    runs = out / "runs" / name
+    trainer = Trainer(run_config(cfg, name, stream.vocab_size), runs, resume=True, progress=progress,
+                      stream=stream)
+    summary = trainer.run()
+    lengths = {}
+    for mult in cfg.eval_mult:
+        length = cfg.train_len * mult
+        lengths[str(length)] = score(trainer.model, cfg.task, length, cfg.plan["samples"], seed=10_000 + cfg.seed)
+    cell = {"settings": settings, "train": summary, "lengths": lengths}
+    io.write_json(path, cell)
+    return cell
+
+
+def table(cells: Mapping[str, Mapping[str, Any]], cfg: LengthgenConfig) -> pd.DataFrame:
+    """Seed 001 Table 1's shape: one row per variant, exact match (%) per length multiple."""
+    rows = {name: {f"{m}x": 100 * cell["lengths"][str(cfg.train_len * m)]["accuracy"] for m in cfg.eval_mult}
+            for name, cell in cells.items()}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("variant")
+
+
+def dispersion_table(cells: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """Per variant, length and layer: mean row entropy (nats) and support size."""
+    rows = [{"variant": name, "length": int(length), "layer": layer, "entropy": r["entropy"][layer],
+             "support": r["support"][layer], "log_length": math.log(int(length))}
+            for name, cell in cells.items() for length, r in cell["lengths"].items()
+            for layer in range(len(r["entropy"]))]
+    return pd.DataFrame(rows)
+
+
+def plot(acc: pd.DataFrame, cfg: LengthgenConfig, path: Path) -> tuple[Path, Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..report.figures import save_figure
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    lengths = [cfg.train_len * m for m in cfg.eval_mult]
+    for name, row in acc.iterrows():
+        ax.plot(lengths, row.values, marker="o", label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("evaluation length (tokens)")
+    ax.set_ylabel("exact match (%)")
+    ax.set_ylim(-2, 102)
+    ax.set_title(f"{cfg.task}, trained at {cfg.train_len}, {cfg.pe}")
+    ax.legend()
+    return save_figure(fig, path)
+
+
+def run(cfg: LengthgenConfig, out: str | Path, progress: bool = False) -> dict[str, Any]:
+    out = Path(out)
+    io.write_json(out / "config.json", {**asdict(cfg), "plan": cfg.plan})
+    cells = {name: run_cell(cfg, name, out, progress) for name in cfg.maps}
+    acc = table(cells, cfg)
+    paths = {**io.write_table(out / "accuracy", acc.reset_index()),
+             **{f"dispersion_{k}": v for k, v in io.write_table(out / "dispersion", dispersion_table(cells)).items()}}
+    png, svg = plot(acc, cfg, out / "accuracy")
+    paths.update(png=png, svg=svg)
+    return {"table": acc, "cells": cells, "paths": paths}

@@ -1,0 +1,64 @@
+"""attnlab lengthgen: a cell per variant trains, is scored at every length by exact match against the
+task's targets, writes its table and plot, and a rerun reuses finished cells with the same numbers."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnlab.experiments import lengthgen
+from attnlab.tasks import TASKS
+
+
+def _cfg(**kw):
+    return lengthgen.LengthgenConfig(**{"task": "copy", "maps": ("softmax", "asentmax"), "train_len": 16,
+                                        "eval_mult": (1, 2), "steps": 20, "samples": 12, **kw})
+
+
+def test_variants_name_scalers_or_registry_maps():
+    assert lengthgen.variant("asentmax") == {"scaler": "adaptive", "rowmap": "entmax_a1.5"}
+    assert lengthgen.variant("topk_k32") == {"rowmap": "topk_k32"}
+    with pytest.raises(ValueError, match="unknown variant 'fastmax'"):
+        lengthgen.variant("fastmax")
+    with pytest.raises(ValueError, match="task must be a token task"):
+        _cfg(task="trigger_averaging")
+
+
+def test_score_counts_rows_whose_every_scored_position_is_right():
+    class Oracle(torch.nn.Module):
+        """Puts all logit mass on the task's own targets (and on 0 where unscored)."""
+
+        def __init__(self, targets, vocab):
+            super().__init__()
+            self.cfg = type("Cfg", (), {"layers": 1})()
+            self.targets, self.vocab = targets, vocab
+
+        def observed(self, fn, weights=False):
+            import contextlib
+            return contextlib.nullcontext()
+
+        def forward(self, ids):
+            t = self.targets[:ids.shape[0]].clamp(min=0)
+            return torch.nn.functional.one_hot(t, self.vocab).float()
+
+    batch = TASKS["copy"].generate(10, 16, seed=5)
+    oracle = Oracle(batch.targets, TASKS["copy"].vocab_size)
+    assert lengthgen.score(oracle, "copy", 16, 10, seed=5)["accuracy"] == 1.0
+
+
+def test_a_run_writes_cells_table_and_plot_and_reuses_finished_cells(tmp_path, monkeypatch):
+    cfg = _cfg()
+    result = lengthgen.run(cfg, tmp_path)
+    assert list(result["table"].columns) == ["1x", "2x"] and list(result["table"].index) == ["softmax", "asentmax"]
+    for name in ("accuracy.csv", "accuracy.md", "accuracy.png", "accuracy.svg", "dispersion.csv", "config.json",
+                 "cells/softmax.json", "cells/asentmax.json"):
+        assert (tmp_path / name).is_file(), name
+    cell = result["cells"]["softmax"]["lengths"]["32"]
+    assert len(cell["entropy"]) == 2 and all(s >= 1 for s in cell["support"])
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a finished cell was trained again")
+
+    monkeypatch.setattr(lengthgen, "Trainer", refuse)
+    again = lengthgen.run(cfg, tmp_path)
+    assert again["table"].equals(result["table"])
