@@ -62,3 +62,9 @@ def test_a_run_writes_cells_table_and_plot_and_reuses_finished_cells(tmp_path, m
     monkeypatch.setattr(lengthgen, "Trainer", refuse)
     again = lengthgen.run(cfg, tmp_path)
     assert again["table"].equals(result["table"])
+
+
+def test_smoke_budget_scores_fewer_rows_at_long_lengths():
+    cfg = _cfg(samples=200, train_len=64)
+    assert [cfg.samples_at(64 * m) for m in (1, 4, 16, 1024)] == [200, 200, 50, 8]
+    assert _cfg(samples=200, budget="full").samples_at(65536) == 200

@@ -32,7 +32,7 @@ VARIANTS: dict[str, dict[str, str]] = {
     "assmax": {"scaler": "adaptive", "rowmap": "softmax"},
 }
 BUDGETS = {  # steps, layers, d_model, batch, samples
-    "smoke": (600, 2, 64, 32, 200),
+    "smoke": (2000, 2, 64, 32, 200),
     "full": (20000, 4, 256, 64, 1000),
 }
 
@@ -72,6 +72,14 @@ class LengthgenConfig:
         for name in self.maps:
             variant(name)
         TASKS[self.task].check_length(self.train_len)
+
+    def samples_at(self, length: int) -> int:
+        """Rows scored at ``length``: the plan's samples, and under the smoke budget fewer at long lengths
+        (as many tokens as 4x the training length would take, at least 8), so that a CPU run ends."""
+        samples = self.plan["samples"]
+        if self.budget == "full":
+            return samples
+        return min(samples, max(8, samples * 4 * self.train_len // length))
 
     @property
     def plan(self) -> dict[str, int]:
@@ -146,7 +154,8 @@ def run_cell(cfg: LengthgenConfig, name: str, out: Path, progress: bool = False)
     lengths = {}
     for mult in cfg.eval_mult:
         length = cfg.train_len * mult
-        lengths[str(length)] = score(trainer.model, cfg.task, length, cfg.plan["samples"], seed=10_000 + cfg.seed)
+        n = cfg.samples_at(length)
+        lengths[str(length)] = {"samples": n, **score(trainer.model, cfg.task, length, n, seed=10_000 + cfg.seed)}
     cell = {"settings": settings, "train": summary, "lengths": lengths}
     io.write_json(path, cell)
     return cell
