@@ -9,8 +9,6 @@ else. Each group's learning rate is base lr x cosine(step) x its multiplier.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-
 import torch
 from torch import nn
 
@@ -25,18 +23,12 @@ def upper_qk_names(model: nn.Module) -> list[str]:
     return [name for name, _ in model.named_parameters() if any(name.startswith(u) for u in upper)]
 
 
-def _named(model: nn.Module) -> Iterator[tuple[str, nn.Parameter]]:
-    # DDP wraps the model as .module; group names must not depend on the wrapper
-    inner = getattr(model, "module", model)
-    return inner.named_parameters()
-
-
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     """AdamW groups with a ``name`` key each; empty groups are left out."""
-    inner = getattr(model, "module", model)
+    inner = getattr(model, "module", model)  # DDP wraps the model; group names must not depend on it
     upper = set(upper_qk_names(inner))
     buckets: dict[str, list[nn.Parameter]] = {"decay": [], "no_decay": [], "upper_qk": [], "upper_qk_no_decay": []}
-    for name, param in _named(model):
+    for name, param in inner.named_parameters():
         if not param.requires_grad:
             continue
         decay = param.dim() >= 2

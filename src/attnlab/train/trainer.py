@@ -201,8 +201,8 @@ class Trainer:
             raise ConfigError("intervention.entropy_floor needs model.layers >= 2 (it acts on the upper half)")
         torch.manual_seed(t.seed)
         self.model = Decoder(cfg.model).to(self.world.device)
-        self.initial = {name: p.detach().clone() for name, p in self.model.named_parameters()
-                        if name in set(upper_qk_names(self.model))}
+        upper = set(upper_qk_names(self.model))
+        self.initial = {name: p.detach().clone() for name, p in self.model.named_parameters() if name in upper}
         self.optimizer = make_optimizer(self.model, t.lr, t.weight_decay, t.betas)
         self.release = Release(cfg.intervention, t.steps)
         self.step = 0
