@@ -9,6 +9,7 @@ else. Each group's learning rate is base lr x cosine(step) x its multiplier.
 from __future__ import annotations
 
 import math
+
 import torch
 from torch import nn
 
