@@ -309,7 +309,7 @@ def _lengthgen(args: argparse.Namespace) -> int:
 
     try:
         cfg = lengthgen.LengthgenConfig(task=args.task, maps=tuple(args.maps), pe=args.pe, train_len=args.train_len,
-                                        eval_mult=tuple(args.eval_mult), budget=args.budget, steps=args.steps,
+                                        eval_mult=tuple(args.eval_mult) if args.eval_mult else None, budget=args.budget, steps=args.steps,
                                         samples=args.samples, seed=args.seed)
     except ValueError as exc:
         raise UserError(str(exc)) from None
@@ -487,8 +487,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="variants: registry row maps, or ssmax, asentmax, assmax")
     p.add_argument("--pe", default="nape", help="positions: none, learned, rope, alibi, nape (default nape)")
     p.add_argument("--train-len", type=int, default=64, help="training length in tokens (default 64)")
-    p.add_argument("--eval-mult", type=int, nargs="+", default=[1, 2, 4, 16, 64, 256, 1024], metavar="M",
-                   help="evaluation lengths as multiples of --train-len")
+    p.add_argument("--eval-mult", type=int, nargs="+", default=None, metavar="M",
+                   help="evaluation lengths as multiples of --train-len (default: smoke 1 2 4 8 16, "
+                        "full 1 2 4 16 64 256 1024)")
     p.add_argument("--budget", choices=["smoke", "full"], default="smoke", help="steps, model size and samples")
     p.add_argument("--steps", type=int, default=None, help="override the budget's training steps")
     p.add_argument("--samples", type=int, default=None, help="override the budget's samples per length")

@@ -3,6 +3,8 @@ task's targets, writes its table and plot, and a rerun reuses finished cells wit
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -30,7 +32,7 @@ def test_score_counts_rows_whose_every_scored_position_is_right():
 
         def __init__(self, targets, vocab):
             super().__init__()
-            self.cfg = type("Cfg", (), {"layers": 1})()
+            self.cfg = type("Cfg", (), {"layers": 1, "heads": 1})()
             self.targets, self.vocab = targets, vocab
 
         def observed(self, fn, weights=False):
@@ -44,6 +46,27 @@ def test_score_counts_rows_whose_every_scored_position_is_right():
     batch = TASKS["copy"].generate(10, 16, seed=5)
     oracle = Oracle(batch.targets, TASKS["copy"].vocab_size)
     assert lengthgen.score(oracle, "copy", 16, 10, seed=5)["accuracy"] == 1.0
+
+
+def test_spaced_keeps_evenly_spaced_marked_positions_up_to_a_cap():
+    mask = torch.tensor([[True] * 10, [False, True] * 5])
+    assert lengthgen.spaced(mask, 4).nonzero().tolist() == [[0, 0], [0, 3], [0, 6], [0, 9],
+                                                            [1, 1], [1, 5], [1, 9]]
+    assert lengthgen.spaced(mask, 100).equal(mask)
+
+
+def test_dispersion_does_not_depend_on_how_queries_are_blocked():
+    from attnlab.model import Decoder
+    cfg = _cfg(maps=("entmax_a1.5",))
+    results = []
+    for block in (32, 512):
+        torch.manual_seed(0)
+        model_cfg = lengthgen.run_config(cfg, "entmax_a1.5", TASKS["copy"].vocab_size).model
+        model = Decoder(dataclasses.replace(model_cfg, block=block))
+        results.append(lengthgen.score(model, "copy", 100, 3, seed=1))
+    for key, value in results[0]["heads"].items():
+        assert torch.tensor(value) == pytest.approx(torch.tensor(results[1]["heads"][key]), rel=1e-5), key
+    assert results[0]["answer_support"] != results[0]["support"]
 
 
 def test_a_run_writes_cells_table_and_plot_and_reuses_finished_cells(tmp_path, monkeypatch):
@@ -62,6 +85,22 @@ def test_a_run_writes_cells_table_and_plot_and_reuses_finished_cells(tmp_path, m
     monkeypatch.setattr(lengthgen, "Trainer", refuse)
     again = lengthgen.run(cfg, tmp_path)
     assert again["table"].equals(result["table"])
+
+
+def test_the_same_seed_reproduces_every_number_in_a_fresh_folder(tmp_path):
+    cfg = _cfg(maps=("entmax_a1.5",))
+    first, second = lengthgen.run(cfg, tmp_path / "a"), lengthgen.run(cfg, tmp_path / "b")
+    assert first["table"].equals(second["table"])
+    assert first["cells"]["entmax_a1.5"]["lengths"] == second["cells"]["entmax_a1.5"]["lengths"]
+    assert (tmp_path / "a" / "dispersion.csv").read_bytes() == (tmp_path / "b" / "dispersion.csv").read_bytes()
+
+
+def test_budgets_choose_lengths_unless_given():
+    assert _cfg(eval_mult=None).lengths == [16, 32, 64, 128, 256]
+    assert _cfg(eval_mult=None, budget="full").plan["eval_mult"][-1] == 1024
+    assert _cfg(eval_mult=(3,)).lengths == [48]
+    with pytest.raises(ValueError, match="eval_mult must be non-empty multiples >= 1"):
+        _cfg(eval_mult=(0,))
 
 
 def test_smoke_budget_scores_fewer_rows_at_long_lengths():

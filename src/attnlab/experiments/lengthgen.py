@@ -22,6 +22,7 @@ from .. import io, rowmaps
 from ..model import ModelConfig
 from ..site import WeightBlock
 from ..tasks import TASKS, TaskStream, exact_match
+from ..tasks.seqtask import IGNORE
 from ..train.config import RunConfig
 from ..train.trainer import Trainer
 
@@ -31,9 +32,12 @@ VARIANTS: dict[str, dict[str, str]] = {
     "asentmax": {"scaler": "adaptive", "rowmap": "entmax_a1.5"},
     "assmax": {"scaler": "adaptive", "rowmap": "softmax"},
 }
-BUDGETS = {  # steps, layers, d_model, batch, samples
-    "smoke": (2000, 2, 64, 32, 200),
-    "full": (20000, 4, 256, 64, 1000),
+# The smoke budget stops at 16x: one 65,536-token row of an entmax model takes minutes on two CPU cores.
+BUDGETS: dict[str, dict[str, Any]] = {
+    "smoke": {"steps": 2000, "layers": 2, "d_model": 64, "batch": 32, "samples": 200,
+              "eval_mult": (1, 2, 4, 8, 16)},
+    "full": {"steps": 20000, "layers": 4, "d_model": 256, "batch": 64, "samples": 1000,
+             "eval_mult": (1, 2, 4, 16, 64, 256, 1024)},
 }
 
 
@@ -54,7 +58,7 @@ class LengthgenConfig:
     maps: tuple[str, ...] = ("softmax", "entmax_a1.5")
     pe: str = "nape"
     train_len: int = 64
-    eval_mult: tuple[int, ...] = (1, 2, 4, 16, 64, 256, 1024)
+    eval_mult: tuple[int, ...] | None = None
     budget: str = "smoke"
     steps: int | None = None
     samples: int | None = None
@@ -67,8 +71,10 @@ class LengthgenConfig:
                              f"got {self.task!r}")
         if self.budget not in BUDGETS:
             raise ValueError(f"budget must be one of {', '.join(BUDGETS)}, got {self.budget!r}")
-        if not self.maps or not self.eval_mult or any(m < 1 for m in self.eval_mult):
-            raise ValueError("maps and eval_mult must be non-empty, with multiples >= 1")
+        if not self.maps:
+            raise ValueError("maps must name at least one variant")
+        if self.eval_mult is not None and (not self.eval_mult or any(m < 1 for m in self.eval_mult)):
+            raise ValueError(f"eval_mult must be non-empty multiples >= 1, got {self.eval_mult}")
         for name in self.maps:
             variant(name)
         TASKS[self.task].check_length(self.train_len)
@@ -82,10 +88,14 @@ class LengthgenConfig:
         return min(samples, max(8, samples * 4 * self.train_len // length))
 
     @property
-    def plan(self) -> dict[str, int]:
-        steps, layers, d_model, batch, samples = BUDGETS[self.budget]
-        return {"steps": self.steps or steps, "layers": layers, "d_model": d_model, "batch": batch,
-                "samples": self.samples or samples}
+    def plan(self) -> dict[str, Any]:
+        """The budget's settings with the given overrides (steps, samples, eval_mult) applied."""
+        given = {"steps": self.steps, "samples": self.samples, "eval_mult": self.eval_mult}
+        return {k: given.get(k) or v for k, v in BUDGETS[self.budget].items()}
+
+    @property
+    def lengths(self) -> list[int]:
+        return [self.train_len * m for m in self.plan["eval_mult"]]
 
 
 def run_config(cfg: LengthgenConfig, name: str, vocab: int) -> RunConfig:
@@ -99,31 +109,58 @@ def run_config(cfg: LengthgenConfig, name: str, vocab: int) -> RunConfig:
     return RunConfig.from_dict({"model": model, "train": train})
 
 
-def _dispersion(layers: int) -> tuple[Any, dict[str, list[float]]]:
-    """A weight observer summing each layer's row entropy and support (weights > 0) over rows with at
-    least two allowed keys, and the sums it fills."""
-    sums = {"entropy": [0.0] * layers, "support": [0.0] * layers, "rows": [0.0] * layers}
+ROWS = ("all", "answer")
+SAMPLED_ROWS = 1024  # rows of each kind per sequence whose dispersion is measured
+
+
+def spaced(mask: torch.Tensor, most: int) -> torch.Tensor:
+    """``mask`` (batch, length) thinned to at most ``most`` evenly spaced true positions per row."""
+    rank = mask.cumsum(-1) - 1
+    step = (mask.sum(-1, keepdim=True) + most - 1) // most
+    return mask & (rank % step.clamp(min=1) == 0)
+
+
+def _dispersion(layers: int, heads: int, answer: torch.Tensor) -> tuple[Any, dict[str, torch.Tensor]]:
+    """A weight observer summing, per layer and head, row entropy (nats) and support (weights > 0) over
+    rows with at least two allowed keys: all rows, and the rows whose prediction is scored (``answer``,
+    (batch, length) bool), where the task needs the model to find something. Each kind keeps at most
+    ``SAMPLED_ROWS`` evenly spaced rows per sequence, which makes the means estimates at long lengths but
+    keeps the observer from costing more than the forward. Returns the observer and its sums."""
+    sums = {f"{kind}_{what}": torch.zeros(layers, heads, dtype=torch.float64)
+            for kind in ROWS for what in ("entropy", "support", "rows")}
+    kept = {"all": spaced(torch.ones_like(answer), SAMPLED_ROWS), "answer": spaced(answer, SAMPLED_ROWS)}
 
     def observe(block: WeightBlock) -> None:
-        w = block.weights.detach().double()
-        rows = block.allowed.expand_as(w).sum(-1) >= 2
-        entropy = -torch.special.xlogy(w, w).sum(-1)
-        sums["entropy"][block.layer] += float(entropy[rows].sum())
-        sums["support"][block.layer] += float((w > 0).sum(-1)[rows].sum())
-        sums["rows"][block.layer] += float(rows.sum())
+        span = slice(block.query_start, block.query_start + block.weights.shape[-2])
+        masks = {kind: m[:, span] for kind, m in kept.items()}
+        local = (masks["all"] | masks["answer"]).any(0).nonzero().squeeze(-1)
+        if not len(local):
+            return
+        w = block.weights.detach()[..., local, :]
+        allowed = block.allowed[..., local, :] if block.allowed.shape[-2] > 1 else block.allowed
+        rows = allowed.sum(-1).expand(w.shape[:-1]) >= 2
+        stats = {"entropy": -torch.special.xlogy(w, w).sum(-1, dtype=torch.float64),
+                 "support": (w > 0).sum(-1).double()}
+        for kind, mask in masks.items():
+            keep = rows & mask[:, local][:, None, :]
+            sums[f"{kind}_rows"][block.layer] += keep.sum((0, 2))
+            for what, value in stats.items():
+                sums[f"{kind}_{what}"][block.layer] += torch.where(keep, value, 0.0).sum((0, 2))
 
     return observe, sums
 
 
 @torch.no_grad()
 def score(model, task: str, length: int, samples: int, seed: int) -> dict[str, Any]:
-    """Exact-match accuracy on ``samples`` fixed rows at ``length``, and per-layer mean entropy and
-    support of the attention rows of the first chunk."""
+    """Exact-match accuracy on ``samples`` fixed rows at ``length``, and the mean entropy and support of
+    the attention rows of the first chunk (see ``_dispersion``) per layer (pooled over heads) and per layer
+    and head, over all rows (``entropy``, ``support``) and over the scored rows (``answer_entropy``,
+    ``answer_support``)."""
     batch = TASKS[task].generate(samples, length, seed)
     chunk = max(1, 2**16 // length)
     model.eval()
     correct = 0
-    observe, sums = _dispersion(model.cfg.layers)
+    observe, sums = _dispersion(model.cfg.layers, model.cfg.heads, batch.targets[:chunk] != IGNORE)
     for start in range(0, samples, chunk):
         ids, targets = batch.ids[start:start + chunk], batch.targets[start:start + chunk]
         if start == 0:
@@ -132,10 +169,15 @@ def score(model, task: str, length: int, samples: int, seed: int) -> dict[str, A
         else:
             logits = model(ids)
         correct += int(exact_match(logits, targets).sum())
-    def mean(key: str) -> list[float]:
-        return [v / r if r else math.nan for v, r in zip(sums[key], sums["rows"])]
-
-    return {"accuracy": correct / samples, "entropy": mean("entropy"), "support": mean("support")}
+    result: dict[str, Any] = {"accuracy": correct / samples, "heads": {}}
+    for kind in ROWS:
+        rows = sums[f"{kind}_rows"]
+        prefix = "" if kind == "all" else f"{kind}_"
+        for what in ("entropy", "support"):
+            total = sums[f"{kind}_{what}"]
+            result[prefix + what] = (total.sum(1) / rows.sum(1)).tolist()
+            result["heads"][prefix + what] = (total / rows).tolist()
+    return result
 
 
 def run_cell(cfg: LengthgenConfig, name: str, out: Path, progress: bool = False) -> dict[str, Any]:
@@ -152,8 +194,7 @@ def run_cell(cfg: LengthgenConfig, name: str, out: Path, progress: bool = False)
                       stream=stream)
     summary = trainer.run()
     lengths = {}
-    for mult in cfg.eval_mult:
-        length = cfg.train_len * mult
+    for length in cfg.lengths:
         n = cfg.samples_at(length)
         lengths[str(length)] = {"samples": n, **score(trainer.model, cfg.task, length, n, seed=10_000 + cfg.seed)}
     cell = {"settings": settings, "train": summary, "lengths": lengths}
@@ -163,17 +204,18 @@ def run_cell(cfg: LengthgenConfig, name: str, out: Path, progress: bool = False)
 
 def table(cells: Mapping[str, Mapping[str, Any]], cfg: LengthgenConfig) -> pd.DataFrame:
     """Seed 001 Table 1's shape: one row per variant, exact match (%) per length multiple."""
-    rows = {name: {f"{m}x": 100 * cell["lengths"][str(cfg.train_len * m)]["accuracy"] for m in cfg.eval_mult}
+    rows = {name: {f"{m}x": 100 * cell["lengths"][str(cfg.train_len * m)]["accuracy"] for m in cfg.plan["eval_mult"]}
             for name, cell in cells.items()}
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("variant")
 
 
 def dispersion_table(cells: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
-    """Per variant, length and layer: mean row entropy (nats) and support size."""
-    rows = [{"variant": name, "length": int(length), "layer": layer, "entropy": r["entropy"][layer],
-             "support": r["support"][layer], "log_length": math.log(int(length))}
+    """Per variant, length, layer and head: mean row entropy (nats) and support size over all rows and
+    over the answer rows."""
+    rows = [{"variant": name, "length": int(length), "log_length": math.log(int(length)), "layer": layer,
+             "head": head, **{key: r["heads"][key][layer][head] for key in r["heads"]}}
             for name, cell in cells.items() for length, r in cell["lengths"].items()
-            for layer in range(len(r["entropy"]))]
+            for layer in range(len(r["entropy"])) for head in range(len(r["heads"]["entropy"][layer]))]
     return pd.DataFrame(rows)
 
 
@@ -186,9 +228,8 @@ def plot(acc: pd.DataFrame, cfg: LengthgenConfig, path: Path) -> tuple[Path, Pat
     from ..report.figures import save_figure
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    lengths = [cfg.train_len * m for m in cfg.eval_mult]
     for name, row in acc.iterrows():
-        ax.plot(lengths, row.values, marker="o", label=name)
+        ax.plot(cfg.lengths, row.values, marker="o", label=name)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("evaluation length (tokens)")
     ax.set_ylabel("exact match (%)")
