@@ -107,3 +107,21 @@ def test_smoke_budget_scores_fewer_rows_at_long_lengths():
     cfg = _cfg(samples=200, train_len=64)
     assert [cfg.samples_at(64 * m) for m in (1, 4, 16, 1024)] == [200, 200, 50, 8]
     assert _cfg(samples=200, budget="full").samples_at(65536) == 200
+
+
+@pytest.mark.slow
+def test_softmax_entropy_grows_with_length_while_entmax_alibi_heads_keep_a_bounded_support(tmp_path):
+    # Seed 001 §3.2 on trained models: copy at 16 tokens, scored at 16, 64 and 256. Under NAPE the
+    # entmax heads that stay sparse are the ALiBi half; the NoPE half of both models spreads over the
+    # whole row at length (printed below, and reported in the lengthgen docs).
+    cfg = _cfg(maps=("softmax", "entmax_a1.5"), eval_mult=(1, 4, 16), steps=600, samples=16)
+    result = lengthgen.run(cfg, tmp_path)
+    table = lengthgen.dispersion_table(result["cells"])
+    print(table.pivot_table(index=["variant", "layer", "head"], columns="length",
+                            values=["entropy", "answer_support"]).round(2).to_string())
+    assert (result["table"]["1x"] >= 80).all(), result["table"]
+    lengths = [str(n) for n in cfg.lengths]
+    softmax = [sum(result["cells"]["softmax"]["lengths"][n]["entropy"]) for n in lengths]
+    assert all(b > a + 0.25 for a, b in zip(softmax, softmax[1:])), softmax
+    alibi = table[(table["variant"] == "entmax_a1.5") & (table["head"] < 2)]
+    assert len(alibi) == 2 * 2 * 3 and alibi["answer_support"].max() <= 6, alibi
