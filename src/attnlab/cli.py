@@ -317,6 +317,10 @@ def _lengthgen(args: argparse.Namespace) -> int:
     print(f"exact match (%) on {cfg.task}, trained at {cfg.train_len} tokens with {cfg.pe}, "
           f"{cfg.plan['samples']} samples per length ({cfg.budget} budget, {cfg.plan['steps']} steps)")
     print(result["table"].round(1).to_string())
+    dispersion = lengthgen.dispersion_table(result["cells"])
+    print("attention of the answer rows by length, mean over layers and heads: entropy (nats), support (keys)")
+    summary = dispersion.pivot_table(index="variant", columns="length", values=["answer_entropy", "answer_support"])
+    print(summary.reindex(list(cfg.maps)).round(2).to_string())
     print("wrote:")
     for path in result["paths"].values():
         print(f"  {path}")

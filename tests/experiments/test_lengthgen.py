@@ -4,6 +4,7 @@ task's targets, writes its table and plot, and a rerun reuses finished cells wit
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 import torch
@@ -125,3 +126,17 @@ def test_softmax_entropy_grows_with_length_while_entmax_alibi_heads_keep_a_bound
     assert all(b > a + 0.25 for a, b in zip(softmax, softmax[1:])), softmax
     alibi = table[(table["variant"] == "entmax_a1.5") & (table["head"] < 2)]
     assert len(alibi) == 2 * 2 * 3 and alibi["answer_support"].max() <= 6, alibi
+
+
+def test_the_command_prints_accuracy_and_answer_row_dispersion_per_length(tmp_path, capsys):
+    from attnlab.cli import main
+
+    argv = ["lengthgen", "--task", "copy", "--train-len", "16", "--maps", "softmax", "entmax_a1.5",
+            "--eval-mult", "1", "2", "--steps", "5", "--samples", "4", "--no-progress", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    cells = {name: json.loads((tmp_path / "cells" / f"{name}.json").read_text())
+             for name in ("softmax", "entmax_a1.5")}
+    table = lengthgen.dispersion_table(cells)
+    expected = table[(table["variant"] == "entmax_a1.5") & (table["length"] == 32)]["answer_support"].mean()
+    assert "1x" in out and "answer_support" in out and f"{expected:.2f}" in out
