@@ -40,7 +40,7 @@ torch.manual_seed(0)
 model = Decoder(lengthgen.run_config(cfg, name, TASKS[task].vocab_size).model)
 reset, before = reset_peak_rss()
 t0 = time.perf_counter()
-result = lengthgen.score(model, task, length, 1, seed=0)
+result = lengthgen.score(model, TASKS[task], length, 1, seed=0)
 seconds = time.perf_counter() - t0
 assert all(e == e for e in result["entropy"]), result
 print(int(reset), before, peak_rss(), seconds, max(result["support"]))

@@ -298,10 +298,16 @@ def _tasks(args: argparse.Namespace) -> int:
         print("\n'attnlab tasks NAME [--length L] [--seed S]' prints one example with its scored positions.")
         return 0
     try:
-        print(synthetic.show(args.name, length=args.length, seed=args.seed))
+        print(synthetic.show(args.name, length=args.length, seed=args.seed, **_task_params(args.param)))
     except ValueError as exc:
         raise UserError(str(exc)) from None
     return 0
+
+
+def _task_params(items: list[str]) -> dict:
+    from .train.config import assignment
+
+    return dict(assignment(item, "--param", "alphabet=16") for item in items)
 
 
 def _lengthgen(args: argparse.Namespace) -> int:
@@ -309,8 +315,9 @@ def _lengthgen(args: argparse.Namespace) -> int:
 
     try:
         cfg = lengthgen.LengthgenConfig(task=args.task, maps=tuple(args.maps), pe=args.pe, train_len=args.train_len,
-                                        eval_mult=tuple(args.eval_mult) if args.eval_mult else None, budget=args.budget, steps=args.steps,
-                                        samples=args.samples, seed=args.seed)
+                                        eval_mult=tuple(args.eval_mult) if args.eval_mult else None,
+                                        budget=args.budget, steps=args.steps, samples=args.samples, seed=args.seed,
+                                        params=_task_params(args.param))
     except ValueError as exc:
         raise UserError(str(exc)) from None
     result = lengthgen.run(cfg, args.out, progress=not args.no_progress)
@@ -481,12 +488,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", nargs="?", default=None, help="a task name, e.g. copy, mqmtar, flipflop_sparse")
     p.add_argument("--length", type=int, default=None, help="sequence length (default: the task's example length)")
     p.add_argument("--seed", type=_seed, default=0, metavar="N", help="seed of the example (default 0)")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="a task parameter replacing its default, e.g. --param queries=2 (repeatable)")
     p.set_defaults(func=_tasks)
     p = sub.add_parser("lengthgen", help="length generalization per attention variant (seed 001 Table 1)",
                        description="Train one decoder per variant on a synthetic task at --train-len, score exact "
                                    "match at each multiple of it, and record attention entropy and support per "
                                    "layer; finished cells are reused on a rerun.")
     p.add_argument("--task", default="mqmtar", help="a token task (attnlab tasks lists them; default mqmtar)")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="a task parameter, e.g. --param alphabet=16 (repeatable; attnlab tasks NAME lists them)")
     p.add_argument("--maps", nargs="+", default=["softmax", "entmax_a1.5"], metavar="NAME",
                    help="variants: registry row maps, or ssmax, asentmax, assmax")
     p.add_argument("--pe", default="nape", help="positions: none, learned, rope, alibi, nape (default nape)")

@@ -46,7 +46,7 @@ def test_score_counts_rows_whose_every_scored_position_is_right():
 
     batch = TASKS["copy"].generate(10, 16, seed=5)
     oracle = Oracle(batch.targets, TASKS["copy"].vocab_size)
-    assert lengthgen.score(oracle, "copy", 16, 10, seed=5)["accuracy"] == 1.0
+    assert lengthgen.score(oracle, TASKS["copy"], 16, 10, seed=5)["accuracy"] == 1.0
 
 
 def test_spaced_keeps_evenly_spaced_marked_positions_up_to_a_cap():
@@ -64,7 +64,7 @@ def test_dispersion_does_not_depend_on_how_queries_are_blocked():
         torch.manual_seed(0)
         model_cfg = lengthgen.run_config(cfg, "entmax_a1.5", TASKS["copy"].vocab_size).model
         model = Decoder(dataclasses.replace(model_cfg, block=block))
-        results.append(lengthgen.score(model, "copy", 100, 3, seed=1))
+        results.append(lengthgen.score(model, TASKS["copy"], 100, 3, seed=1))
     for key, value in results[0]["heads"].items():
         assert torch.tensor(value) == pytest.approx(torch.tensor(results[1]["heads"][key]), rel=1e-5), key
     assert results[0]["answer_support"] != results[0]["support"]
@@ -94,6 +94,17 @@ def test_the_same_seed_reproduces_every_number_in_a_fresh_folder(tmp_path):
     assert first["table"].equals(second["table"])
     assert first["cells"]["entmax_a1.5"]["lengths"] == second["cells"]["entmax_a1.5"]["lengths"]
     assert (tmp_path / "a" / "dispersion.csv").read_bytes() == (tmp_path / "b" / "dispersion.csv").read_bytes()
+
+
+def test_task_parameters_reach_training_and_scoring_and_are_checked(tmp_path):
+    cfg = _cfg(maps=("softmax",), eval_mult=(1,), params={"symbols": 4})
+    result = lengthgen.run(cfg, tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text())["params"] == {"symbols": 4}
+    trained = json.loads((tmp_path / "runs" / "softmax" / "config.json").read_text())
+    assert trained["model"]["vocab"] == TASKS["copy"].vocab_size - 28
+    assert result["cells"]["softmax"]["settings"]["params"] == {"symbols": 4}
+    with pytest.raises(ValueError, match="unknown parameter"):
+        _cfg(params={"alphabet": 4})
 
 
 def test_budgets_choose_lengths_unless_given():
@@ -131,7 +142,7 @@ def test_softmax_entropy_grows_with_length_while_entmax_alibi_heads_keep_a_bound
 def test_the_command_prints_accuracy_and_answer_row_dispersion_per_length(tmp_path, capsys):
     from attnlab.cli import main
 
-    argv = ["lengthgen", "--task", "copy", "--train-len", "16", "--maps", "softmax", "entmax_a1.5",
+    argv = ["lengthgen", "--task", "copy", "--param", "symbols=8", "--train-len", "16", "--maps", "softmax", "entmax_a1.5",
             "--eval-mult", "1", "2", "--steps", "5", "--samples", "4", "--no-progress", "--out", str(tmp_path)]
     assert main(argv) == 0
     out = capsys.readouterr().out

@@ -113,6 +113,9 @@ def test_vector_stream_gives_float_inputs_and_a_recoverable_mask():
 @pytest.mark.parametrize("call, words", [
     (lambda: get_task("copyy"), ["unknown task 'copyy'", "copy", "mqmtar", "trigger_averaging"]),
     (lambda: get_task("copy", vocab=3), ["unknown parameter", "symbols"]),
+    (lambda: get_task("mqmtar", alphabet="16"), ["alphabet must be int", "'16'"]),
+    (lambda: get_task("copy", symbols=True), ["symbols must be int", "True"]),
+    (lambda: get_task("mqmtar", kv_vocab=2.5), ["kv_vocab must be int | None"]),
     (lambda: get_task("flipflop_dense", p_write=1.5), ["p_write", "0 < p_write < 1"]),
     (lambda: TASKS["mqmtar"].generate(4, 40, seed=0), ["length 40", "51 <= length"]),
     (lambda: TASKS["copy"].generate(4, 3, seed=0), ["length 3", "4 <= length"]),

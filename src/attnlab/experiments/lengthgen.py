@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +21,8 @@ import torch
 from .. import io, rowmaps
 from ..model import ModelConfig
 from ..site import WeightBlock
-from ..tasks import TASKS, TaskStream, exact_match
-from ..tasks.seqtask import IGNORE
+from ..tasks import TASKS, TaskStream, exact_match, get_task
+from ..tasks.seqtask import IGNORE, Task
 from ..train.config import RunConfig
 from ..train.trainer import Trainer
 
@@ -64,6 +64,7 @@ class LengthgenConfig:
     samples: int | None = None
     seed: int = 0
     lr: float = 3e-3
+    params: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.task not in TASKS or TASKS[self.task].kind == "vector":
@@ -77,7 +78,12 @@ class LengthgenConfig:
             raise ValueError(f"eval_mult must be non-empty multiples >= 1, got {self.eval_mult}")
         for name in self.maps:
             variant(name)
-        TASKS[self.task].check_length(self.train_len)
+        self.task_def.check_length(self.train_len)
+
+    @property
+    def task_def(self) -> Task:
+        """The task with ``params`` replacing its defaults (``attnlab tasks NAME`` lists them)."""
+        return get_task(self.task, **self.params)
 
     def samples_at(self, length: int) -> int:
         """Rows scored at ``length``: the plan's samples, and under the smoke budget fewer at long lengths
@@ -151,12 +157,12 @@ def _dispersion(layers: int, heads: int, answer: torch.Tensor) -> tuple[Any, dic
 
 
 @torch.no_grad()
-def score(model, task: str, length: int, samples: int, seed: int) -> dict[str, Any]:
+def score(model, task: Task, length: int, samples: int, seed: int) -> dict[str, Any]:
     """Exact-match accuracy on ``samples`` fixed rows at ``length``, and the mean entropy and support of
     the attention rows of the first chunk (see ``_dispersion``) per layer (pooled over heads) and per layer
     and head, over all rows (``entropy``, ``support``) and over the scored rows (``answer_entropy``,
     ``answer_support``)."""
-    batch = TASKS[task].generate(samples, length, seed)
+    batch = task.generate(samples, length, seed)
     chunk = max(1, 2**16 // length)
     model.eval()
     correct = 0
@@ -188,7 +194,7 @@ def run_cell(cfg: LengthgenConfig, name: str, out: Path, progress: bool = False)
         done = json.loads(path.read_text())
         if done.get("settings") == json.loads(json.dumps(settings)):
             return done
-    stream = TaskStream(cfg.task, cfg.train_len, seed=cfg.seed)
+    stream = TaskStream(cfg.task, cfg.train_len, seed=cfg.seed, **cfg.params)
     runs = out / "runs" / name
     trainer = Trainer(run_config(cfg, name, stream.vocab_size), runs, resume=True, progress=progress,
                       stream=stream)
@@ -196,7 +202,8 @@ def run_cell(cfg: LengthgenConfig, name: str, out: Path, progress: bool = False)
     lengths = {}
     for length in cfg.lengths:
         n = cfg.samples_at(length)
-        lengths[str(length)] = {"samples": n, **score(trainer.model, cfg.task, length, n, seed=10_000 + cfg.seed)}
+        lengths[str(length)] = {"samples": n, **score(trainer.model, cfg.task_def, length, n,
+                                                                seed=10_000 + cfg.seed)}
     cell = {"settings": settings, "train": summary, "lengths": lengths}
     io.write_json(path, cell)
     return cell
@@ -234,7 +241,8 @@ def plot(acc: pd.DataFrame, cfg: LengthgenConfig, path: Path) -> tuple[Path, Pat
     ax.set_xlabel("evaluation length (tokens)")
     ax.set_ylabel("exact match (%)")
     ax.set_ylim(-2, 102)
-    ax.set_title(f"{cfg.task}, trained at {cfg.train_len}, {cfg.pe}")
+    given = "".join(f", {k}={v}" for k, v in cfg.params.items())
+    ax.set_title(f"{cfg.task}{given}, trained at {cfg.train_len}, {cfg.pe}")
     ax.legend()
     return save_figure(fig, path)
 

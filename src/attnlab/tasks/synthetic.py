@@ -45,7 +45,22 @@ def get_task(name: str, **params) -> Task:
     if unknown:
         raise TaskError(f"{name}: unknown parameter(s) {', '.join(unknown)}; allowed: "
                         f"{', '.join(task.params()) or 'none'}")
+    types = {f.name: f.type for f in dataclasses.fields(task)}
+    for key, value in params.items():
+        if not _is_a(value, types[key]):
+            raise TaskError(f"{name}: parameter {key} must be {types[key]}, got {value!r}")
     return dataclasses.replace(task, **params)
+
+
+_TYPES = {"int": int, "float": (int, float), "str": str, "None": type(None), "bool": bool}
+
+
+def _is_a(value, annotation: str) -> bool:
+    """Whether ``value`` fits a field annotation written as names joined by ``|`` (bool is no number)."""
+    kinds = [_TYPES[part.strip()] for part in annotation.split("|")]
+    if isinstance(value, bool):
+        return bool in kinds
+    return any(isinstance(value, kind) for kind in kinds)
 
 
 class TaskStream:
