@@ -321,7 +321,7 @@ def _lengthgen(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UserError(str(exc)) from None
     result = lengthgen.run(cfg, args.out, progress=not args.no_progress)
-    print(f"exact match (%) on {cfg.task}, trained at {cfg.train_len} tokens with {cfg.pe}, "
+    print(f"{lengthgen.metric(cfg.task_def)[0]} (%) on {cfg.task}, trained at {cfg.train_len} tokens with {cfg.pe}, "
           f"{cfg.plan['samples']} samples per length ({cfg.budget} budget, {cfg.plan['steps']} steps)")
     print(result["table"].round(1).to_string())
     dispersion = lengthgen.dispersion_table(result["cells"])

@@ -107,6 +107,28 @@ def test_task_parameters_reach_training_and_scoring_and_are_checked(tmp_path):
         _cfg(params={"alphabet": 4})
 
 
+def test_the_full_budget_builds_each_task_s_model_of_seed_001_table_5():
+    full = _cfg(task="mqmtar", train_len=64, budget="full")
+    model = lengthgen.run_config(full, "asentmax", TASKS["mqmtar"].vocab_size).model
+    assert (model.heads, model.layers, model.d_model, model.ffn_width) == (16, 4, 512, 1024)
+    assert model.scaler == "adaptive" and model.positions == "nape"
+    assert lengthgen.run_config(full, "softmax", 262).train.batch == 128
+    assert _cfg(task="reverse", budget="full").plan["layers"] == 6
+    assert _cfg(task="mqar", budget="full").plan["layers"] == 4
+    assert _cfg(task="reverse").plan["layers"] == 2
+
+
+def test_classification_tasks_are_scored_by_accuracy_over_positions():
+    batch = TASKS["2back"].generate(6, 20, seed=0)
+    one_wrong = batch.targets.clamp(min=0).clone()
+    one_wrong[0, 5] = (one_wrong[0, 5] + 1) % TASKS["2back"].vocab_size
+    logits = torch.nn.functional.one_hot(one_wrong, TASKS["2back"].vocab_size).float()
+    name, fn = lengthgen.metric(TASKS["2back"])
+    scored = int((batch.targets[0] != -100).sum())
+    assert name == "accuracy" and fn(logits, batch.targets).tolist() == pytest.approx([1 - 1 / scored] + [1.0] * 5)
+    assert lengthgen.metric(TASKS["copy"])[0] == "exact match"
+
+
 def test_budgets_choose_lengths_unless_given():
     assert _cfg(eval_mult=None).lengths == [16, 32, 64, 128, 256]
     assert _cfg(eval_mult=None, budget="full").plan["eval_mult"][-1] == 1024
