@@ -19,7 +19,6 @@ import pandas as pd
 import torch
 
 from .. import io, rowmaps
-from ..model import ModelConfig
 from ..site import WeightBlock
 from ..tasks import TASKS, TaskStream, exact_match, get_task, scored_accuracy
 from ..tasks.seqtask import IGNORE, Task
