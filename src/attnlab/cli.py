@@ -315,13 +315,15 @@ def _lengthgen(args: argparse.Namespace) -> int:
 
     try:
         cfg = lengthgen.LengthgenConfig(task=args.task, maps=tuple(args.maps), pe=args.pe, train_len=args.train_len,
+                                        min_train_len=args.min_train_len,
                                         eval_mult=tuple(args.eval_mult) if args.eval_mult else None,
                                         budget=args.budget, steps=args.steps, samples=args.samples, seed=args.seed,
                                         params=_task_params(args.param))
     except ValueError as exc:
         raise UserError(str(exc)) from None
     result = lengthgen.run(cfg, args.out, progress=not args.no_progress)
-    print(f"{lengthgen.metric(cfg.task_def)[0]} (%) on {cfg.task}, trained at {cfg.train_len} tokens with {cfg.pe}, "
+    trained = f"{cfg.min_train_len}-{cfg.train_len}" if cfg.min_train_len else cfg.train_len
+    print(f"{lengthgen.metric(cfg.task_def)[0]} (%) on {cfg.task}, trained at {trained} tokens with {cfg.pe}, "
           f"{cfg.plan['samples']} samples per length ({cfg.budget} budget, {cfg.plan['steps']} steps)")
     print(result["table"].round(1).to_string())
     dispersion = lengthgen.dispersion_table(result["cells"])
@@ -502,6 +504,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="variants: registry row maps, or ssmax, asentmax, assmax")
     p.add_argument("--pe", default="nape", help="positions: none, learned, rope, alibi, nape (default nape)")
     p.add_argument("--train-len", type=int, default=64, help="training length in tokens (default 64)")
+    p.add_argument("--min-train-len", type=int, default=None, metavar="N",
+                   help="train on lengths drawn per step from N..--train-len (seed 001: 32-64); scores stay "
+                        "multiples of --train-len")
     p.add_argument("--eval-mult", type=int, nargs="+", default=None, metavar="M",
                    help="evaluation lengths as multiples of --train-len (default: smoke 1 2 4 8 16, "
                         "full 1 2 4 16 64 256 1024)")

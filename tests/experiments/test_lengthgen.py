@@ -129,6 +129,14 @@ def test_classification_tasks_are_scored_by_accuracy_over_positions():
     assert lengthgen.metric(TASKS["copy"])[0] == "exact match"
 
 
+def test_variable_length_training_is_recorded_and_checked(tmp_path):
+    cfg = _cfg(maps=("softmax",), eval_mult=(1,), min_train_len=8)
+    lengthgen.run(cfg, tmp_path)
+    assert json.loads((tmp_path / "cells" / "softmax.json").read_text())["settings"]["min_train_len"] == 8
+    with pytest.raises(ValueError, match="min_train_len 20 is above train_len 16"):
+        _cfg(min_train_len=20)
+
+
 def test_budgets_choose_lengths_unless_given():
     assert _cfg(eval_mult=None).lengths == [16, 32, 64, 128, 256]
     assert _cfg(eval_mult=None, budget="full").plan["eval_mult"][-1] == 1024

@@ -110,7 +110,21 @@ def test_vector_stream_gives_float_inputs_and_a_recoverable_mask():
     assert (mask.sum(1) == 1).all() and (targets[~mask] == 0).all()
 
 
+def test_a_stream_with_min_length_varies_the_length_per_step_and_validates_at_length():
+    stream = TaskStream("copy", 24, seed=3, min_length=10)
+    lengths = [stream.train_batch(step, 4)[0].shape[1] for step in range(60)]
+    assert min(lengths) == 10 and max(lengths) == 24 and len(set(lengths)) > 8
+    assert lengths == [TaskStream("copy", 24, seed=3, min_length=10).train_batch(s, 4)[0].shape[1] for s in range(60)]
+    first, second = stream.train_batch(5, 4, rank=0, world=2), stream.train_batch(5, 4, rank=1, world=2)
+    assert first[0].shape == second[0].shape
+    assert all(x.shape[1] == 24 for x, _ in stream.val_batches(4, 3))
+    assert stream.describe()["min_length"] == 10
+    assert TaskStream("copy", 24, seed=3).train_batch(5, 4)[0].equal(TaskStream("copy", 24, seed=3).train_batch(5, 4)[0])
+
+
 @pytest.mark.parametrize("call, words", [
+    (lambda: TaskStream("copy", 24, min_length=30), ["min_length 30 is above length 24"]),
+    (lambda: TaskStream("copy", 24, min_length=2), ["length 2", "4 <= length"]),
     (lambda: get_task("copyy"), ["unknown task 'copyy'", "copy", "mqmtar", "trigger_averaging"]),
     (lambda: get_task("copy", vocab=3), ["unknown parameter", "symbols"]),
     (lambda: get_task("mqmtar", alphabet="16"), ["alphabet must be int", "'16'"]),

@@ -64,6 +64,7 @@ class LengthgenConfig:
     maps: tuple[str, ...] = ("softmax", "entmax_a1.5")
     pe: str = "nape"
     train_len: int = 64
+    min_train_len: int | None = None
     eval_mult: tuple[int, ...] | None = None
     budget: str = "smoke"
     steps: int | None = None
@@ -85,6 +86,10 @@ class LengthgenConfig:
         for name in self.maps:
             variant(name)
         self.task_def.check_length(self.train_len)
+        if self.min_train_len is not None:
+            self.task_def.check_length(self.min_train_len)
+            if self.min_train_len > self.train_len:
+                raise ValueError(f"min_train_len {self.min_train_len} is above train_len {self.train_len}")
 
     @property
     def task_def(self) -> Task:
@@ -209,7 +214,7 @@ def run_cell(cfg: LengthgenConfig, name: str, out: Path, progress: bool = False)
         done = json.loads(path.read_text())
         if done.get("settings") == json.loads(json.dumps(settings)):
             return done
-    stream = TaskStream(cfg.task, cfg.train_len, seed=cfg.seed, **cfg.params)
+    stream = TaskStream(cfg.task, cfg.train_len, seed=cfg.seed, min_length=cfg.min_train_len, **cfg.params)
     runs = out / "runs" / name
     trainer = Trainer(run_config(cfg, name, stream.vocab_size), runs, resume=True, progress=progress,
                       stream=stream)
@@ -257,8 +262,10 @@ def plot(acc: pd.DataFrame, cfg: LengthgenConfig, path: Path) -> tuple[Path, Pat
     ax.set_ylabel(f"{metric(cfg.task_def)[0]} (%)")
     ax.set_ylim(-2, 102)
     given = "".join(f", {k}={v}" for k, v in cfg.params.items())
-    ax.set_title(f"{cfg.task}{given}, trained at {cfg.train_len}, {cfg.pe}")
+    trained = f"{cfg.min_train_len}-{cfg.train_len}" if cfg.min_train_len else cfg.train_len
+    ax.set_title(f"{cfg.task}{given}, trained at {trained}, {cfg.pe}")
     ax.legend()
+    fig.tight_layout()
     return save_figure(fig, path)
 
 

@@ -64,26 +64,36 @@ def _is_a(value, annotation: str) -> bool:
 
 
 class TaskStream:
-    """A synthetic task as the trainer's ``train.data.Batches``: fixed ``length``, seeded by ``seed``.
+    """A synthetic task as the trainer's ``train.data.Batches``: rows of ``length``, seeded by ``seed``.
 
-    Step ``s``'s global batch is ``task.draw(default_rng([stream id, TRAIN, seed, s]), batch, length)`` and
-    rank ``r`` of ``w`` takes its rows ``[r*B/w, (r+1)*B/w)``. Validation batch ``i`` comes from
-    ``default_rng([stream id, VALIDATION, seed, i])``, a stream apart from every training step. Token tasks
+    Step ``s``'s global batch is ``task.draw(rng, batch, length)`` with ``rng = default_rng([stream id,
+    TRAIN, seed, s])``, and rank ``r`` of ``w`` takes its rows ``[r*B/w, (r+1)*B/w)``. With ``min_length``,
+    each step first draws its length uniformly from ``min_length..length`` with that rng (seed 001 trains
+    on lengths 32-64, Table 5), the same for every row of the step so the batch stays rectangular.
+    Validation batch ``i`` comes from ``default_rng([stream id, VALIDATION, seed, i])`` at ``length``, a
+    stream apart from every training step. Token tasks
     give (ids, targets) torch.long; ``trigger_averaging`` gives float (inputs, targets) of shape
     (rows, length, dim), scored by the trainer's squared l2 loss on all positions, with the trigger position
     recoverable as ``trigger_mask(inputs)`` (see ``describe()["mask"]``); its ``vocab_size`` is 0.
     """
 
-    def __init__(self, task_name: str, length: int, seed: int = 0, **params):
+    def __init__(self, task_name: str, length: int, seed: int = 0, min_length: int | None = None, **params):
         if seed < 0:
             raise TaskError(f"seed {seed} is negative; allowed: seed >= 0")
         self.task = get_task(task_name, **params)
         self.task.check_length(length)
-        self.length, self.seed = length, seed
+        if min_length is not None:
+            self.task.check_length(min_length)
+            if min_length > length:
+                raise TaskError(f"min_length {min_length} is above length {length}; allowed: min_length <= length")
+        self.length, self.seed, self.min_length = length, seed, min_length
         self.vocab_size = self.task.vocab_size
 
     def _draw(self, purpose: int, index: int, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
-        drawn = self.task.draw(task_rng(self.task.name, purpose, self.seed, index), batch, self.length)
+        rng = task_rng(self.task.name, purpose, self.seed, index)
+        varied = purpose == TRAIN and self.min_length is not None
+        length = int(rng.integers(self.min_length, self.length + 1)) if varied else self.length
+        drawn = self.task.draw(rng, batch, length)
         return (drawn.ids, drawn.targets) if isinstance(drawn, TaskBatch) else (drawn.inputs, drawn.targets)
 
     def train_batch(self, step: int, batch: int, rank: int = 0,
@@ -106,8 +116,8 @@ class TaskStream:
 
     def describe(self) -> dict:
         """The task's spec plus this stream's length, sizes and seeds, for a run's config.json."""
-        return {**self.task.describe(), "length": self.length, "sizes": self.task.sizes(self.length),
-                "seed": self.seed, "stream_id": STREAMS[self.task.name],
+        return {**self.task.describe(), "length": self.length, "min_length": self.min_length,
+                "sizes": self.task.sizes(self.length), "seed": self.seed, "stream_id": STREAMS[self.task.name],
                 "rng": {"train": f"default_rng([stream_id, {TRAIN}, seed, step])",
                         "val": f"default_rng([stream_id, {VALIDATION}, seed, index])"}}
 
