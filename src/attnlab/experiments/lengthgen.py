@@ -1,6 +1,12 @@
 """Length generalization (seed 001 §5.1, Table 1): one model per attention variant, trained at one length
-on a synthetic task and scored by exact match at multiples of it, with the entropy and support of the
-attention rows at every length (the non-dispersion claim of seed 001 §3.2).
+(or at lengths drawn from a range, as the seed's 32-64) on a synthetic task and scored by exact match
+(accuracy for classification tasks) at multiples of it, with the entropy and support of the attention
+rows at every length (the non-dispersion claim of seed 001 §3.2).
+
+Under NAPE the split between rows that disperse and rows that stay bounded can follow the head's
+position encoding rather than the row map: on small Copy models the ALiBi heads keep a bounded support
+under entmax while the NoPE heads spread under both maps (see the per-head ``dispersion`` table and
+``tests/experiments/test_lengthgen.py``).
 
 Each variant is a cell: trained into ``out/runs/<variant>`` (resumable) and written to
 ``out/cells/<variant>.json`` once scored; a rerun skips finished cells whose config matches.
