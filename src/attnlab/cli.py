@@ -295,7 +295,8 @@ def _tasks(args: argparse.Namespace) -> int:
     if args.name is None:
         for name, task in synthetic.TASKS.items():
             print(f"{name:18s} {task.describe().get('source', '')}")
-        print("\n'attnlab tasks NAME [--length L] [--seed S]' prints one example with its scored positions.")
+        print("\n'attnlab tasks NAME [--length L] [--seed S] [--param KEY=VALUE]' prints one example with its "
+              "scored positions.")
         return 0
     try:
         print(synthetic.show(args.name, length=args.length, seed=args.seed, **_task_params(args.param)))
@@ -322,8 +323,7 @@ def _lengthgen(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UserError(str(exc)) from None
     result = lengthgen.run(cfg, args.out, progress=not args.no_progress)
-    trained = f"{cfg.min_train_len}-{cfg.train_len}" if cfg.min_train_len else cfg.train_len
-    print(f"{lengthgen.metric(cfg.task_def)[0]} (%) on {cfg.task}, trained at {trained} tokens with {cfg.pe}, "
+    print(f"{lengthgen.metric(cfg.task_def)[0]} (%) on {cfg.task}, trained at {cfg.trained_at} tokens with {cfg.pe}, "
           f"{cfg.plan['samples']} samples per length ({cfg.budget} budget, {cfg.plan['steps']} steps)")
     print(result["table"].round(1).to_string())
     dispersion = lengthgen.dispersion_table(result["cells"])

@@ -81,7 +81,8 @@ class LengthgenConfig:
 
     def __post_init__(self) -> None:
         if self.task not in TASKS or TASKS[self.task].kind == "vector":
-            raise ValueError(f"task must be a token task: {', '.join(n for n, t in TASKS.items() if t.kind != 'vector')}; "
+            tokens = ", ".join(n for n, t in TASKS.items() if t.kind != "vector")
+            raise ValueError(f"task must be a token task: {tokens}; "
                              f"got {self.task!r}")
         if self.budget not in BUDGETS:
             raise ValueError(f"budget must be one of {', '.join(BUDGETS)}, got {self.budget!r}")
@@ -91,9 +92,10 @@ class LengthgenConfig:
             raise ValueError(f"eval_mult must be non-empty multiples >= 1, got {self.eval_mult}")
         for name in self.maps:
             variant(name)
-        self.task_def.check_length(self.train_len)
+        task = self.task_def
+        task.check_length(self.train_len)
         if self.min_train_len is not None:
-            self.task_def.check_length(self.min_train_len)
+            task.check_length(self.min_train_len)
             if self.min_train_len > self.train_len:
                 raise ValueError(f"min_train_len {self.min_train_len} is above train_len {self.train_len}")
 
@@ -118,6 +120,11 @@ class LengthgenConfig:
             plan.update(zip(("heads", "layers", "d_model", "ffn_width"), TABLE5[self.task]))
         given = {"steps": self.steps, "samples": self.samples, "eval_mult": self.eval_mult}
         return {k: given.get(k) or v for k, v in plan.items()}
+
+    @property
+    def trained_at(self) -> str:
+        """The training length, or range of lengths, as a reader sees it ("64", "32-64")."""
+        return f"{self.min_train_len}-{self.train_len}" if self.min_train_len else str(self.train_len)
 
     @property
     def lengths(self) -> list[int]:
@@ -184,14 +191,14 @@ def metric(task: Task) -> tuple[str, Any]:
 
 @torch.no_grad()
 def score(model, task: Task, length: int, samples: int, seed: int) -> dict[str, Any]:
-    """The task's ``metric`` over ``samples`` fixed rows at ``length`` (the fraction right), and the mean entropy and support of
-    the attention rows of the first chunk (see ``_dispersion``) per layer (pooled over heads) and per layer
-    and head, over all rows (``entropy``, ``support``) and over the scored rows (``answer_entropy``,
-    ``answer_support``)."""
+    """The task's ``metric`` over ``samples`` fixed rows at ``length`` (the fraction right), and the mean
+    entropy and support of the attention rows of the first chunk (see ``_dispersion``) per layer (pooled
+    over heads) and per layer and head, over all rows (``entropy``, ``support``) and over the scored rows
+    (``answer_entropy``, ``answer_support``)."""
     batch = task.generate(samples, length, seed)
     chunk = max(1, 2**16 // length)
     model.eval()
-    correct = 0
+    correct, right = 0.0, metric(task)[1]
     observe, sums = _dispersion(model.cfg.layers, model.cfg.heads, batch.targets[:chunk] != IGNORE)
     for start in range(0, samples, chunk):
         ids, targets = batch.ids[start:start + chunk], batch.targets[start:start + chunk]
@@ -200,7 +207,7 @@ def score(model, task: Task, length: int, samples: int, seed: int) -> dict[str, 
                 logits = model(ids)
         else:
             logits = model(ids)
-        correct += float(metric(task)[1](logits, targets).sum())
+        correct += float(right(logits, targets).sum())
     result: dict[str, Any] = {"accuracy": correct / samples, "heads": {}}
     for kind in ROWS:
         rows = sums[f"{kind}_rows"]
@@ -268,8 +275,7 @@ def plot(acc: pd.DataFrame, cfg: LengthgenConfig, path: Path) -> tuple[Path, Pat
     ax.set_ylabel(f"{metric(cfg.task_def)[0]} (%)")
     ax.set_ylim(-2, 102)
     given = "".join(f", {k}={v}" for k, v in cfg.params.items())
-    trained = f"{cfg.min_train_len}-{cfg.train_len}" if cfg.min_train_len else cfg.train_len
-    ax.set_title(f"{cfg.task}{given}, trained at {trained}, {cfg.pe}")
+    ax.set_title(f"{cfg.task}{given}, trained at {cfg.trained_at}, {cfg.pe}")
     ax.legend()
     fig.tight_layout()
     return save_figure(fig, path)
