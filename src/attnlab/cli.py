@@ -1,4 +1,4 @@
-"""The ``attnlab`` command: ``attnlab maps`` lists the row maps, ``attnlab demo`` runs the demo.
+"""The ``attnlab`` command: row maps, diagnostics, checkpoint audits, training, tasks, studies and the demo.
 
 User errors (bad arguments, an output folder that cannot be written) end with a one-line message on
 stderr and a nonzero exit status, never a traceback: 2 for usage errors (argparse), 1 otherwise.
@@ -11,8 +11,8 @@ import os
 import sys
 import tempfile
 import textwrap
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -52,25 +52,6 @@ def _maps(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------------- demo
 
 
-@dataclass(frozen=True)
-class DemoSection:
-    """One part of ``attnlab demo``: ``run(out_dir, seed)`` returns {"table", "paths", ...};
-    its outputs go to ``<out>/<name>/``."""
-
-    name: str
-    title: str
-    run: Callable[..., dict]
-
-
-def demo_sections() -> list[DemoSection]:
-    """The demo's sections, in the order they run. Add new sections here."""
-    from .experiments import rowmap_demo
-
-    return [
-        DemoSection("rowmaps", "Row maps on one score row (rowmaps.csv: one line per map)", rowmap_demo.run),
-    ]
-
-
 def _check_writable(out: Path) -> None:
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -87,17 +68,72 @@ def _print_table(table) -> None:
         print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}", na_rep="-"))
 
 
+def _print_section(section, folder: Path) -> None:
+    print(f"== {section.title} ({folder})")
+    for f in section.findings:
+        print(textwrap.fill(f"[{f.verdict}] {f.claim}: {f.evidence}", width=110, subsequent_indent="    "))
+
+
+def _run_study(cfg, folder: Path, progress: bool):
+    from .experiments import studies
+
+    _check_writable(folder)
+    started = time.monotonic()
+    section = studies.run(cfg, folder, progress=progress)
+    _print_section(section, folder)
+    print(f"   ({time.monotonic() - started:.0f} s)")
+    return section
+
+
+def _study(args: argparse.Namespace) -> int:
+    from .experiments import studies
+
+    try:
+        cfg = studies.StudyConfig(study=args.name, budget=args.budget, model=args.model, seed=args.seed)
+        out = args.out or Path("runs") / args.name
+        _run_study(cfg, out, progress=not args.no_progress)
+        page = studies.report([out], out / "index.html", title=f"attnlab study {args.name}")
+    except studies.StudyError as exc:
+        raise UserError(str(exc)) from None
+    print(f"report: {page}")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .experiments import studies
+
+    if args.out is None and len(args.folders) > 1:
+        raise UserError("give --out FILE when reporting on more than one folder")
+    out = args.out or args.folders[0] / "index.html"
+    try:
+        page = studies.report(args.folders, out)
+    except studies.StudyError as exc:
+        raise UserError(str(exc)) from None
+    print(f"report: {page}")
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
+    from .experiments import studies
+
     out: Path = args.out
     _check_writable(out)
-    for section in demo_sections():
-        result = section.run(out / section.name, seed=args.seed)
-        print(f"== {section.title}, seed {args.seed}")
-        _print_table(result["table"])
-        print("wrote:")
-        for path in result["paths"].values():
-            print(f"  {path}")
-        print()
+    names = args.studies or list(studies.STUDIES)
+    started, failed = time.monotonic(), []
+    for name in names:
+        try:
+            _run_study(studies.StudyConfig(study=name, seed=args.seed), out / name, progress=not args.no_progress)
+        except studies.StudyError as exc:
+            raise UserError(str(exc)) from None
+        except Exception as exc:  # one study's failure must not cost the others their report
+            failed.append(name)
+            print(f"== study {name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+    done = [name for name in names if name not in failed]
+    if done:
+        page = studies.report([out / name for name in done], out / "index.html", title="attnlab demo")
+        print(f"demo finished in {(time.monotonic() - started) / 60:.1f} min; report: {page}")
+    if failed:
+        raise UserError(f"studies failed: {', '.join(failed)}; rerun the same command to resume them")
     return 0
 
 
@@ -365,6 +401,12 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _study_names() -> list[str]:
+    from .experiments.studies import STUDIES
+
+    return list(STUDIES)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="attnlab",
@@ -379,13 +421,36 @@ def build_parser() -> argparse.ArgumentParser:
                        description="List every registered row-map family with an example name, its "
                                    "formula, parameters, source seed and options.")
     p.set_defaults(func=_maps)
-    p = sub.add_parser("demo", help="run the demo and write its tables and figures",
-                       description="Run the demo: for now, a representative set of row maps on one "
-                                   "sample score row (a table, CSV/Markdown, PNG/SVG and config.json).")
+    p = sub.add_parser("demo", help="run every study at the smoke budget and write one HTML report",
+                       description="Run every study (attnlab study NAME) at --budget smoke on this machine, "
+                                   "each into DIR/<study>/, and write the report DIR/index.html. Rerunning "
+                                   "the same command resumes unfinished studies and reuses finished ones.")
     p.add_argument("--out", type=Path, default=Path("runs/demo"), metavar="DIR",
-                   help="output folder (default: runs/demo); each section writes to DIR/<section>/")
-    p.add_argument("--seed", type=_seed, default=0, metavar="N", help="seed of the sample data (default: 0)")
+                   help="output folder (default: runs/demo)")
+    p.add_argument("--seed", type=_seed, default=0, metavar="N", help="seed of data and training (default: 0)")
+    p.add_argument("--studies", nargs="+", metavar="NAME", choices=_study_names(),
+                   help="run only these studies (default: all, in this order: %(choices)s)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=_demo)
+    p = sub.add_parser("study", help="run one study (one per seed) and write its tables, figures and report",
+                       description="Run one study into --out: its raw results (Parquet/CSV/JSON), tables "
+                                   "(CSV, Markdown), figures (PNG, SVG), section.json and index.html. Rerunning "
+                                   "the same command resumes an interrupted study.")
+    p.add_argument("name", choices=_study_names(), metavar="NAME", help="one of: %(choices)s")
+    p.add_argument("--budget", choices=("smoke", "full"), default="smoke",
+                   help="smoke: minutes on a CPU; full: the seed's scale, for a GPU (default: smoke)")
+    p.add_argument("--model", help="a local Hugging Face checkpoint folder, for the studies that read one")
+    p.add_argument("--seed", type=_seed, default=0, metavar="N", help="seed of data and training (default: 0)")
+    p.add_argument("--out", type=Path, default=None, metavar="DIR", help="output folder (default: runs/NAME)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=_study)
+    p = sub.add_parser("report", help="recompute study sections from their folders and write one HTML page",
+                       description="Recompute every section from the files of each study folder (or of each "
+                                   "study folder inside a demo folder) and write one self-contained HTML page.")
+    p.add_argument("folders", type=Path, nargs="+", metavar="RUN_DIR", help="study folders or demo folders")
+    p.add_argument("--out", type=Path, default=None, metavar="FILE",
+                   help="the HTML file (default: RUN_DIR/index.html when one folder is given)")
+    p.set_defaults(func=_report)
     p = sub.add_parser("diagnose", help="per-row concentration diagnostics of a saved score tensor",
                        description="Run the diagnostics engine on a saved score tensor (keys on the last "
                                    "axis; .npy, .safetensors or .pt) and print a summary per bias b.")

@@ -79,7 +79,7 @@ def summarize(z: torch.Tensor, mask: torch.Tensor, names=MAPS) -> tuple[pd.DataF
 
 def run(out_dir: str | Path, seed: int = 0) -> dict:
     """Run the demo and write, atomically, under ``out_dir``: rowmaps.csv, rowmaps.md,
-    rowmaps.png (+ .svg) and config.json (seed, maps, row, mask).
+    rowmaps.png (+ .svg) and row.json (seed, maps, row, mask).
 
     Returns ``{"table": DataFrame, "paths": {kind: Path}, "weights": {name: ndarray}, "row": ..., "mask": ...}``.
     """
@@ -88,7 +88,7 @@ def run(out_dir: str | Path, seed: int = 0) -> dict:
     table, weights = summarize(z, mask)
     paths = {
         **write_table(out / "rowmaps", table),
-        "config": write_json(out / "config.json", {
+        "row": write_json(out / "row.json", {
             "seed": seed, "maps": list(MAPS), "dtype": str(z.dtype).removeprefix("torch."),
             "row": z.tolist(), "mask": mask.tolist()}),
     }

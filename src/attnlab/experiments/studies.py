@@ -1,0 +1,163 @@
+"""The studies: one per seed, run by ``attnlab study NAME`` and gathered by ``attnlab demo`` (issue 7).
+
+One registry, keyed by the names users type. A study runs in two steps:
+
+- ``compute(cfg, folder)`` does the expensive work (training, forward passes) and writes its raw
+  results into the study folder as Parquet, CSV or JSON. It is resumable: training runs resume from
+  their checkpoints and finished pieces are kept, so a study interrupted and started again with the
+  same folder carries on.
+- ``summarize(folder)`` reads only the folder's files (``config.json`` and the raw results), writes
+  the derived tables (CSV and Markdown) and figures (PNG and SVG), and returns the report ``Section``.
+  ``attnlab report FOLDER`` calls it again: every number of a report is recomputed from the files.
+
+``run`` ties the two together and writes ``section.json`` last, so a folder holding one is complete.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shlex
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import __version__, io
+from ..report.sections import Section
+
+BUDGETS = ("smoke", "full")
+CONFIG = "config.json"
+SECTION = "section.json"
+
+
+class StudyError(ValueError):
+    """Bad input to a study, or a folder that holds another run; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    """study: a registry name; budget: smoke (CPU, minutes) or full (the seed's scale, a GPU);
+    model: a local Hugging Face checkpoint folder, for the studies that read one; seed."""
+
+    study: str
+    budget: str = "smoke"
+    model: str | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.study not in STUDIES:
+            raise StudyError(f"unknown study {self.study!r}; choose one of {', '.join(STUDIES)}")
+        if self.budget not in BUDGETS:
+            raise StudyError(f"--budget must be one of {', '.join(BUDGETS)}, got {self.budget!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise StudyError(f"--seed must be an int >= 0, got {self.seed!r}")
+        if self.model is not None and not STUDIES[self.study].takes_model:
+            raise StudyError(f"study {self.study!r} trains its own models and takes no --model; "
+                             f"--model is for {', '.join(n for n, s in STUDIES.items() if s.takes_model)}")
+
+    def command(self, folder: Path) -> str:
+        """The command line that makes this folder."""
+        parts = ["attnlab", "study", self.study, "--budget", self.budget, "--seed", str(self.seed)]
+        if self.model is not None:
+            parts += ["--model", self.model]
+        return shlex.join([*parts, "--out", str(folder)])
+
+
+@dataclass(frozen=True)
+class Study:
+    """A registry entry: ``module`` (in ``attnlab.experiments``) defines ``compute(cfg, folder,
+    progress)`` and ``summarize(folder)``; ``source`` is the seed file the study re-asks."""
+
+    name: str
+    title: str
+    source: str
+    module: str
+    takes_model: bool = False
+
+    def functions(self) -> tuple[Callable[..., None], Callable[[Path], Section]]:
+        mod = importlib.import_module(f".{self.module}", __package__)
+        return mod.compute, mod.summarize
+
+
+STUDIES: dict[str, Study] = {s.name: s for s in (
+    Study("rowmaps", "Row maps on one score row", "seeds 000, 001, 003, 004", "study_rowmaps"),
+    Study("lengthgen", "Length generalization with sparse attention",
+          "001_ac38add56f50d167.txt", "study_lengthgen"),
+    Study("temperature", "Critical scaling of the inverse temperature",
+          "003_77d6e061fcb6919a.txt", "study_temperature"),
+)}
+
+
+def read_config(folder: Path) -> dict[str, Any]:
+    """The study config a folder was made with; StudyError if it holds none."""
+    path = Path(folder) / CONFIG
+    try:
+        saved = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise StudyError(f"{folder} holds no {CONFIG}: it is not a study folder") from None
+    except json.JSONDecodeError as exc:
+        raise StudyError(f"{path} is not valid JSON ({exc})") from None
+    if not isinstance(saved, dict) or saved.get("study") not in STUDIES:
+        raise StudyError(f"{path} names no known study")
+    return saved
+
+
+def load_config(folder: Path) -> StudyConfig:
+    saved = read_config(folder)
+    return StudyConfig(**{k: saved[k] for k in ("study", "budget", "model", "seed")})
+
+
+def _claim(cfg: StudyConfig, folder: Path) -> None:
+    """Write the config, or check that the folder's own config is this one (resume)."""
+    if (folder / CONFIG).is_file():
+        saved = load_config(folder)
+        if saved != cfg:
+            raise StudyError(f"{folder} holds a run made with {saved.command(folder)}; resume with that "
+                             "command, or pass another --out")
+        return
+    if folder.exists() and any(folder.iterdir()):
+        raise StudyError(f"{folder} is not empty and holds no study; pass an empty or new --out")
+    io.write_json(folder / CONFIG, {**asdict(cfg), "attnlab": __version__, "command": cfg.command(folder)})
+
+
+def summarize(folder: Path) -> Section:
+    """The folder's section, recomputed from its files (written to ``section.json``)."""
+    folder = Path(folder)
+    section = STUDIES[read_config(folder)["study"]].functions()[1](folder)
+    io.write_json(folder / SECTION, section.to_dict())
+    return section
+
+
+def run(cfg: StudyConfig, folder: str | Path, progress: bool = False) -> Section:
+    """Run (or resume) a study into ``folder`` and return its section."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise StudyError(f"--out {folder} is a file; pass a folder")
+    _claim(cfg, folder)
+    STUDIES[cfg.study].functions()[0](cfg, folder, progress)
+    return summarize(folder)
+
+
+def study_folders(path: str | Path) -> list[Path]:
+    """The study folders a path names: itself if it is one, else its subfolders that are (a demo's
+    folder), in registry order."""
+    path = Path(path)
+    if not path.is_dir():
+        raise StudyError(f"{path} is not a folder")
+    if (path / CONFIG).is_file():
+        return [path]
+    found = {read_config(sub)["study"]: sub for sub in sorted(path.iterdir())
+             if sub.is_dir() and (sub / CONFIG).is_file()}
+    if not found:
+        raise StudyError(f"{path} holds no study folder (a folder with the {CONFIG} that attnlab study writes)")
+    return [found[name] for name in STUDIES if name in found]
+
+
+def report(paths: list[str | Path], out: str | Path, title: str = "attnlab report") -> Path:
+    """Recompute every section from its folder's files and write one HTML page to ``out``."""
+    from ..report.html import render
+
+    folders = [folder for path in paths for folder in study_folders(path)]
+    sections = [(summarize(folder), folder) for folder in folders]
+    return io.write_text(out, render(sections, title))

@@ -1,0 +1,131 @@
+"""One self-contained HTML page from study sections: figures embedded, tables sortable, findings first.
+
+Rendering only: it reads the files a ``Section`` points at (CSV tables, PNG figures) and never computes
+a number. The page needs no network and no other file: images are inline base64, the sort script and
+the style sheet are in the page.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from .sections import Section
+
+MAX_ROWS = 200  # longer tables are cut in the page (the CSV beside it holds every row)
+
+_STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width: 1100px; margin: 2em auto;
+       padding: 0 1em; color: #1d1d1f; line-height: 1.45; }
+h1 { margin-bottom: 0.2em; } h2 { border-top: 2px solid #ddd; padding-top: 1em; margin-top: 2em; }
+.meta, .source { color: #666; font-size: 0.9em; }
+code { background: #f3f3f3; padding: 0.1em 0.3em; border-radius: 3px; font-size: 0.9em; }
+.finding { border-left: 5px solid #999; padding: 0.4em 0.8em; margin: 0.6em 0; background: #fafafa; }
+.finding.reproduced { border-color: #2e8540; } .finding.not-reproduced { border-color: #c0392b; }
+.finding.not-checked { border-color: #e0a800; }
+.verdict { font-weight: 600; text-transform: uppercase; font-size: 0.8em; letter-spacing: 0.04em; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0 1.5em; }
+th, td { border: 1px solid #ddd; padding: 0.25em 0.6em; text-align: right; }
+th { background: #f0f0f0; cursor: pointer; user-select: none; }
+td.text, th.text { text-align: left; }
+figure { margin: 1em 0 2em; } figure img { max-width: 100%; border: 1px solid #eee; }
+figcaption { font-size: 0.9em; color: #333; } .cmd { color: #666; font-size: 0.85em; }
+nav ul { columns: 2; } .scroll { overflow-x: auto; }
+"""
+
+_SORT = """
+document.querySelectorAll("table.sortable th").forEach(function (th, col) {
+  th.addEventListener("click", function () {
+    var table = th.closest("table"), body = table.tBodies[0];
+    var rows = Array.from(body.rows), up = th.dataset.dir !== "up";
+    table.querySelectorAll("th").forEach(function (h) { h.dataset.dir = ""; });
+    th.dataset.dir = up ? "up" : "down";
+    var index = Array.from(th.parentNode.children).indexOf(th);
+    rows.sort(function (a, b) {
+      var x = a.cells[index].textContent, y = b.cells[index].textContent;
+      var nx = parseFloat(x), ny = parseFloat(y);
+      var c = (isNaN(nx) || isNaN(ny)) ? x.localeCompare(y) : nx - ny;
+      return up ? c : -c;
+    });
+    rows.forEach(function (r) { body.appendChild(r); });
+  });
+});
+"""
+
+
+def _esc(text: str) -> str:
+    return html.escape(str(text))
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        return "-" if pd.isna(value) else f"{value:.4g}"
+    return _esc(value)
+
+
+def table_html(csv: Path) -> str:
+    """A CSV file as a sortable HTML table (numbers right-aligned, text left)."""
+    frame = pd.read_csv(csv)
+    shown = frame.head(MAX_ROWS)
+    text = [not pd.api.types.is_numeric_dtype(t) or pd.api.types.is_bool_dtype(t) for t in frame.dtypes]
+    head = "".join(f'<th class="{"text" if t else "num"}">{_esc(c)}</th>' for c, t in zip(frame.columns, text))
+    body = "".join("<tr>" + "".join(f'<td class="{"text" if t else "num"}">{_cell(v)}</td>'
+                                    for v, t in zip(row, text)) + "</tr>"
+                   for row in shown.itertuples(index=False))
+    cut = (f'<p class="meta">first {MAX_ROWS} of {len(frame)} rows; all of them are in '
+           f"<code>{_esc(csv.name)}</code></p>" if len(frame) > MAX_ROWS else "")
+    return (f'<div class="scroll"><table class="sortable"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table></div>{cut}")
+
+
+def _image(png: Path) -> str:
+    data = base64.b64encode(png.read_bytes()).decode("ascii")
+    return f'<img alt="{_esc(png.stem)}" src="data:image/png;base64,{data}">'
+
+
+def section_html(section: Section, folder: Path, anchor: str) -> str:
+    parts = [f'<h2 id="{anchor}">{_esc(section.title)}</h2>',
+             f'<p class="source">seed <code>{_esc(section.source)}</code> &middot; folder '
+             f"<code>{_esc(folder)}</code></p>",
+             f"<p>{_esc(section.question)}</p>",
+             f'<p class="cmd">made by <code>{_esc(section.command)}</code>; every number below is recomputed '
+             f"from the folder's files by <code>attnlab report {_esc(folder)}</code></p>"]
+    for f in section.findings:
+        kind = f.verdict.replace(" ", "-")
+        parts.append(f'<div class="finding {kind}"><span class="verdict">{_esc(f.verdict)}</span>: '
+                     f"{_esc(f.claim)}<br>{_esc(f.evidence)}</div>")
+    for note in section.notes:
+        parts.append(f'<p class="meta">{_esc(note)}</p>')
+    for t in section.tables:
+        csv = folder / f"{t.stem}.csv"
+        parts.append(f"<h3>{_esc(t.caption)}</h3>")
+        parts.append(table_html(csv))
+        parts.append(f'<p class="meta">file: <code>{_esc(csv)}</code></p>')
+    for fig in section.figures:
+        png = folder / f"{fig.stem}.png"
+        parts.append(f"<figure>{_image(png)}<figcaption>{_esc(fig.caption)}"
+                     f'<br><span class="cmd">{_esc(png)} (and .svg), made by <code>{_esc(section.command)}</code>'
+                     "</span></figcaption></figure>")
+    return "\n".join(parts)
+
+
+def render(sections: Sequence[tuple[Section, Path]], title: str = "attnlab report") -> str:
+    """The whole page: a summary of every finding, then one part per section."""
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    anchors = [f"s{i}-{s.study}" for i, (s, _) in enumerate(sections)]
+    toc = "".join(f'<li><a href="#{a}">{_esc(s.title)}</a></li>' for (s, _), a in zip(sections, anchors))
+    rows = "".join(f'<tr><td class="text"><a href="#{a}">{_esc(s.study)}</a></td><td class="text">{_esc(f.verdict)}'
+                   f'</td><td class="text">{_esc(f.claim)}</td></tr>'
+                   for (s, _), a in zip(sections, anchors) for f in s.findings)
+    summary = ('<table class="sortable"><thead><tr><th class="text">study</th><th class="text">verdict</th>'
+               f'<th class="text">finding checked</th></tr></thead><tbody>{rows}</tbody></table>' if rows else "")
+    body = "\n".join(section_html(s, folder, a) for (s, folder), a in zip(sections, anchors))
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{_esc(title)}</title>'
+            f"<style>{_STYLE}</style></head><body>\n<h1>{_esc(title)}</h1>"
+            f'<p class="meta">written {stamp}</p><nav><ul>{toc}</ul></nav>{summary}\n{body}\n'
+            f"<script>{_SORT}</script></body></html>\n")
