@@ -86,6 +86,8 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           "001_ac38add56f50d167.txt", "study_lengthgen"),
     Study("temperature", "Critical scaling of the inverse temperature",
           "003_77d6e061fcb6919a.txt", "study_temperature"),
+    Study("sinks", "Attention sinks: softmax vs ReLU attention on trigger-conditional averaging",
+          "004_4c20691c678efca4.txt", "study_sinks"),
 )}
 
 

@@ -1,0 +1,91 @@
+"""Figures of the ``sinks`` study (seed 004, ``004_4c20691c678efca4.txt`` §4, Fig. 2-4): attention heat
+maps (query x key) and the BOS mass before the trigger.
+
+Rendering only: callers hand over arrays and labels; nothing here trains or reads a study folder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from .figures import plt, save_figure
+
+
+def plot_heatmaps(maps: Mapping[tuple[str, str], np.ndarray], rows: Sequence[str], cols: Sequence[str],
+                  trigger: int, path: str | Path, title: str) -> tuple[Path, Path]:
+    """A grid of (query x key) heat maps, ``maps[(row, col)]`` an (L, L) array indexed from 0 and drawn
+    with 1-based positions as in seed 004's figures. Columns whose label ends in "std" share one colour
+    scale and the other columns another (0 up to at least 1), each with its colour bar. The BOS key
+    (position 1) and the trigger query (``trigger``, 1-based) are outlined so the sink can be read off."""
+    kinds = ["std" if c.endswith("std") else "mean" for c in cols]
+    top = {k: max([float(np.nanmax(maps[(r, c)])) for r in rows for c, kc in zip(cols, kinds) if kc == k]
+                  + [1.0 if k == "mean" else 1e-6]) for k in set(kinds)}
+    fig, axes = plt.subplots(len(rows), len(cols), figsize=(2.9 * len(cols) + 0.8, 2.7 * len(rows) + 0.6),
+                             squeeze=False, layout="constrained")
+    images = {}
+    for i, r in enumerate(rows):
+        for j, (c, kind) in enumerate(zip(cols, kinds)):
+            ax = axes[i, j]
+            data = maps[(r, c)]
+            length = data.shape[0]
+            images[kind] = ax.imshow(data, cmap="viridis" if kind == "mean" else "magma", vmin=0.0, vmax=top[kind],
+                                     extent=(0.5, length + 0.5, length + 0.5, 0.5), interpolation="nearest")
+            ax.add_patch(plt.Rectangle((0.5, 0.5), 1, length, fill=False, ec="tab:cyan", lw=1.2))
+            ax.add_patch(plt.Rectangle((0.5, trigger - 0.5), length, 1, fill=False, ec="tab:red", lw=1.2))
+            ax.set_title(f"{r}\n{c}", fontsize=8.5)
+            ticks = [1, *range(4, length + 1, 4)]
+            ax.set_xticks(ticks)
+            ax.set_yticks(ticks)
+            ax.tick_params(labelsize=7)
+            if i == len(rows) - 1:
+                ax.set_xlabel("key position", fontsize=8)
+            if j == 0:
+                ax.set_ylabel("query position", fontsize=8)
+    for kind, image in images.items():
+        owners = [axes[i, j] for i in range(len(rows)) for j, k in enumerate(kinds) if k == kind]
+        fig.colorbar(image, ax=owners, shrink=0.6, label="mean weight" if kind == "mean" else "std of weight")
+    fig.suptitle(title, fontsize=11)
+    return save_figure(fig, path)
+
+
+def plot_bos_mass(labels: Sequence[str], mass: Sequence[float], groups: Sequence[str], high: float, low: float,
+                  path: str | Path) -> tuple[Path, Path]:
+    """One bar per (run, layer, head): its mean weight on BOS over the pre-trigger queries, coloured by
+    ``groups`` (the attention kind), on a log axis with the ``high`` and ``low`` thresholds drawn."""
+    mass = np.asarray(mass, dtype=float)
+    colors = {g: f"C{i}" for i, g in enumerate(dict.fromkeys(groups))}
+    fig, ax = plt.subplots(figsize=(1.0 + 0.55 * len(labels), 4.2), layout="constrained")
+    floor = 1e-6
+    ax.bar(range(len(labels)), np.maximum(mass, floor), color=[colors[g] for g in groups])
+    for x, m in enumerate(mass):
+        ax.text(x, max(m, floor) * 1.3, f"{m:.2g}", ha="center", va="bottom", fontsize=7)
+    ax.axhline(high, color="black", ls="--", lw=0.9, label=f"{high:g} (softmax sink)")
+    ax.axhline(low, color="0.5", ls=":", lw=0.9, label=f"{low:g} (ReLU: no sink)")
+    ax.set_yscale("log")
+    ax.set_ylim(floor, 10)
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=8)
+    ax.set_ylabel("mean weight on BOS, queries 2..j-1")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colors.values()]
+    lines, names = ax.get_legend_handles_labels()
+    ax.legend(handles + lines, list(colors) + names, fontsize=8, loc="upper right")
+    ax.set_title("BOS mass before the trigger (j = 8, L = 16), per run, layer and head", fontsize=10)
+    return save_figure(fig, path)
+
+
+def plot_loss_curves(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], zero: float,
+                     path: str | Path) -> tuple[Path, Path]:
+    """Training loss against step for each run (log axis), with the all-zeros predictor's loss."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
+    for name, (step, loss) in curves.items():
+        ax.plot(step, loss, lw=1.0, label=name)
+    ax.axhline(zero, color="black", ls="--", lw=0.9, label="all-zeros predictor")
+    ax.set_yscale("log")
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss (mean squared l2 per position)")
+    ax.legend(fontsize=8)
+    ax.set_title("Training loss, trigger-conditional averaging", fontsize=10)
+    return save_figure(fig, path)
