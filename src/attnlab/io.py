@@ -22,6 +22,8 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
     os.close(fd)
     try:
         write(tmp)
+        # mkstemp makes the file private (0600); the result should get the mode any new file would.
+        os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else _new_file_mode())
         fd = os.open(tmp, os.O_RDWR)  # RDWR: Windows cannot flush a read-only handle
         try:
             os.fsync(fd)
@@ -34,6 +36,12 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
         raise
     fsync_dir(path.parent)
     return path
+
+
+def _new_file_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def fsync_dir(path: str | os.PathLike) -> None:
