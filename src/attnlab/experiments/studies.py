@@ -84,6 +84,8 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
     Study("rowmaps", "Row maps on one score row", "seeds 000, 001, 003, 004", "study_rowmaps"),
     Study("lengthgen", "Length generalization with sparse attention",
           "001_ac38add56f50d167.txt", "study_lengthgen"),
+    Study("specialization", "Premature upper-layer attention specialization",
+          "002_009c146c34718970.txt", "study_specialization"),
     Study("temperature", "Critical scaling of the inverse temperature",
           "003_77d6e061fcb6919a.txt", "study_temperature"),
     Study("sinks", "Attention sinks: softmax vs ReLU attention on trigger-conditional averaging",
