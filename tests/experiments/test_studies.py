@@ -15,7 +15,10 @@ from attnlab.report.sections import Figure, Finding, Section, Table
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def test_every_registered_study_defines_both_steps():
+def test_registry_has_one_study_per_seed_and_every_module_defines_both_steps():
+    sources = {s.source for s in studies.STUDIES.values()}
+    for seed in ("000", "001", "002", "003", "004"):
+        assert any(src.startswith(seed) for src in sources), seed
     for study in studies.STUDIES.values():
         compute, summarize = study.functions()
         assert callable(compute) and callable(summarize), study.name

@@ -79,7 +79,8 @@ def staged_output(out: str | os.PathLike) -> Iterator[Path]:
         if created:
             shutil.rmtree(out, ignore_errors=True)
         raise
-    for item in sorted(staging.iterdir()):
+    # config.json goes last: a folder holding it counts as finished when a study resumes.
+    for item in sorted(staging.iterdir(), key=lambda p: (p.name == "config.json", p.name)):
         os.replace(item, out / item.name)
     staging.rmdir()
 

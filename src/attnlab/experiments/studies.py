@@ -82,6 +82,8 @@ class Study:
 
 STUDIES: dict[str, Study] = {s.name: s for s in (
     Study("rowmaps", "Row maps on one score row", "seeds 000, 001, 003, 004", "study_rowmaps"),
+    Study("concentration", "When does polynomial attention concentrate? Audit, substitution and ablation",
+          "000_c3af34216dc32d93.txt", "study_concentration", takes_model=True),
     Study("lengthgen", "Length generalization with sparse attention",
           "001_ac38add56f50d167.txt", "study_lengthgen"),
     Study("specialization", "Premature upper-layer attention specialization",

@@ -1,0 +1,93 @@
+"""The concentration study decides seed 000's collapse claim only on learned models with low-safe cells,
+validates the p* bound row by row, and resumes without retraining or re-running an engine."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from attnlab.experiments import studies, study_concentration as sc
+from attnlab.experiments.studies import StudyConfig
+
+from .checkpoints import save_checkpoint
+
+
+def _cells(base, cells):
+    return pd.DataFrame([{"recipe": r, "softmax %": base, "all-head safe %": safe, "accuracy %": acc}
+                         for r, safe, acc in cells])
+
+
+def test_claim_is_reproduced_only_when_every_low_safe_cell_collapses():
+    f = sc.finding(_cells(90.0, [("relu_p2_b0", 1.0, 9.0), ("relu_p2_bauto", 3.0, 0.0), ("relu_p4_b0", 60.0, 80.0)]))
+    assert f.verdict == "reproduced"
+    assert "2 low-safe cell(s), 2 collapsed" in f.evidence and "relu_p2_b0: 1.0% safe, accuracy 9.0%" in f.evidence
+    g = sc.finding(_cells(90.0, [("relu_p2_b0", 1.0, 9.0), ("relu_p2_bauto", 2.0, 9.5)]))
+    assert g.verdict == "not reproduced" and "1 collapsed" in g.evidence
+
+
+def test_claim_is_not_checked_without_a_learned_model_or_a_low_safe_cell():
+    unlearned = sc.finding(_cells(40.0, [("relu_p2_b0", 0.0, 0.0)]))
+    assert unlearned.verdict == "not checked" and "softmax scores only 40.0%" in unlearned.evidence
+    all_safe = sc.finding(_cells(100.0, [("relu_p2_b0", 3.5, 0.0), ("relu_p4_b0", 99.0, 100.0)]))
+    assert all_safe.verdict == "not checked"
+    assert "ranges 3.5%-99.0% over the ReLU cells; the least safe, relu_p2_b0, scores 0.0%" in all_safe.evidence
+
+
+def _rows(flags):
+    """Active rows of heads (0, 0) and (0, 1) with (pred_safe, safe, s_p) per row at every degree."""
+    data = []
+    for head, pred, safe, s in flags:
+        data.append({"layer": 0, "head": head, "status": "active", "rho": 0.5, "a_act": 2.0, "p_star": 1.0,
+                     **{f"{k}_p{p}": v for p in sc.P for k, v in (("pred_safe", pred), ("safe", safe), ("s", s))}})
+    return pd.DataFrame(data)
+
+
+def test_bound_validation_counts_violations_and_conservatism():
+    rows = _rows([(0, True, True, 0.5), (0, False, True, 0.9), (0, False, False, 2.0), (1, True, False, 1.5)])
+    line = sc.bound_validation({"0": rows}).iloc[0]
+    assert (line["FP (pred safe, measured unsafe)"], line["FN (pred unsafe, measured safe)"]) == (1, 1)
+    assert line["measured-safe %"] == 50.0 and line["pred-safe %"] == 50.0
+
+
+def test_matched_takes_the_top_k_heads_by_median_s_p():
+    rows = _rows([(0, True, True, 0.1), (0, True, True, 0.2), (1, False, False, 3.0), (1, False, True, 0.9)])
+    sub = pd.DataFrame([{"recipe": r, "accuracy %": 50.0, "lo": 40.0, "hi": 60.0, "delta pp": -50.0}
+                        for r in sc.RECIPES] + [{"recipe": "softmax", "accuracy %": 100.0, "lo": 96.0, "hi": 100.0,
+                                                 "delta pp": float("nan")}])
+    line = sc.matched({"0": rows, "auto": rows}, sub, k=1).iloc[0]
+    assert (line["all-head safe %"], line["top-1 safe %"]) == (75.0, 50.0)
+    assert (line["softmax %"], line["accuracy %"]) == (100.0, 50.0)
+
+
+@pytest.fixture
+def tiny(monkeypatch):
+    monkeypatch.setitem(sc.BUDGETS, "smoke", {
+        "train": {"layers": 2, "heads": 2, "hidden": 32, "ffn": 64, "context": 64, "steps": 3, "batch": 4, "lr": 3e-3},
+        "length": 32, "audit_prompts": 2, "every": 8, "prompts": 3, "k": (1,), "random_draws": 1, "rank_prompts": 2})
+
+
+def test_tiny_run_writes_tables_figures_and_resumes_without_rerunning(tiny, tmp_path):
+    section = studies.run(StudyConfig(study="concentration"), tmp_path)
+    sub = pd.read_csv(tmp_path / "substitution.csv")
+    assert list(sub["recipe"]) == ["softmax", *sc.RECIPES] and (sub["n"] == 3).all()
+    assert len(pd.read_csv(tmp_path / "matched.csv")) == 8
+    assert len(pd.read_csv(tmp_path / "model" / "train_loss.csv")) == 3
+    for stem in ("phase", "p_star", "matched", "substitution"):
+        assert (tmp_path / f"{stem}.png").is_file() and (tmp_path / f"{stem}.svg").is_file()
+    assert section.findings[0].verdict in ("reproduced", "not reproduced", "not checked")
+    pieces = [tmp_path / "model" / "model.safetensors", *(tmp_path / d / "config.json"
+                                                          for d in ("audit", "substitute", "ablate"))]
+    stamps = [p.stat().st_mtime_ns for p in pieces]
+    again = studies.run(StudyConfig(study="concentration"), tmp_path)
+    assert [p.stat().st_mtime_ns for p in pieces] == stamps, "a finished piece was computed again"
+    assert again == section
+
+
+def test_a_given_model_is_audited_as_is_without_training(tiny, tmp_path):
+    checkpoint = save_checkpoint(tmp_path / "ckpt")
+    out = tmp_path / "study"
+    section = studies.run(StudyConfig(study="concentration", model=str(checkpoint)), out)
+    assert not (out / "model").exists()
+    assert len(pd.read_csv(out / "head_medians.csv")) <= 2 * 2 * 4  # 2 biases x 2 layers x 4 heads
+    assert f"Model: {checkpoint}, run as given (no training)." in section.notes
+    assert "--model" in section.command
