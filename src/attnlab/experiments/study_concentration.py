@@ -34,6 +34,7 @@ import pandas as pd
 import torch
 
 from .. import io, tasks
+from ..hooks.load import quiet_transformers
 from ..report.sections import Figure, Finding, Section, Table
 from . import ablate, audit, substitute
 from .studies import STUDIES, StudyConfig, load_config
@@ -127,8 +128,9 @@ def train(plan: dict[str, Any], seed: int, out: Path, progress: bool, device: st
         if progress and (step % 50 == 0 or step == spec["steps"] - 1):
             print(f"concentration train step {step} loss {loss.item():.3f} ({time.time() - start:.0f}s)", flush=True)
     stage = Path(tempfile.mkdtemp(prefix=".model-", dir=out.parent))
-    model.cpu().save_pretrained(stage)
-    tok.save_pretrained(stage)
+    with quiet_transformers():
+        model.cpu().save_pretrained(stage)
+        tok.save_pretrained(stage)
     io.write_table(stage / "train_loss", pd.DataFrame(log))
     stage.rename(out)
 

@@ -40,8 +40,8 @@ def check_checkpoint(path: str | os.PathLike) -> Path:
 
 
 @contextlib.contextmanager
-def _quiet_transformers() -> Iterator[None]:
-    """transformers' own loading bars and warnings off while loading: attnlab's commands print one
+def quiet_transformers() -> Iterator[None]:
+    """transformers' own progress bars and warnings off (loading, saving): attnlab's commands print one
     progress bar and, on failure, one line."""
     from transformers.utils import logging
 
@@ -65,7 +65,7 @@ def load_model(path: str | os.PathLike, *, device: str = "cpu", dtype: str = "fl
     """
     folder = check_checkpoint(path)
     torch_dtype = resolve_dtype(dtype, device)
-    with _quiet_transformers():
+    with quiet_transformers():
         return _load(folder, device, torch_dtype, trust_remote_code, tokenizer)
 
 
