@@ -127,6 +127,13 @@ def _claim(cfg: StudyConfig, folder: Path) -> None:
     io.write_json(folder / CONFIG, {**asdict(cfg), "attnlab": __version__, "command": cfg.command(folder)})
 
 
+def section(name: str, folder: Path, **fields: Any) -> Section:
+    """Study ``name``'s section with the registry's title and source and the command that made ``folder``."""
+    study = STUDIES[name]
+    return Section(study=name, title=study.title, source=study.source,
+                   command=load_config(folder).command(folder), **fields)
+
+
 def summarize(folder: Path) -> Section:
     """The folder's section, recomputed from its files (written to ``section.json``)."""
     folder = Path(folder)

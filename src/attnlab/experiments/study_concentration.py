@@ -37,7 +37,7 @@ from .. import io, tasks
 from ..hooks.load import quiet_transformers
 from ..report.sections import Figure, Finding, Section, Table
 from . import ablate, audit, substitute
-from .studies import STUDIES, StudyConfig, load_config
+from .studies import StudyConfig, load_config, section
 
 P = (2, 4, 8, 16)
 B = ("0", "auto")
@@ -282,12 +282,12 @@ def summarize(folder: Path) -> Section:
     notes.append(f"Evaluation: {plan['prompts']} induction prompts of {plan['length']} tokens per recipe and subset "
                  f"(seed 000: 200); audit over {plan['audit_prompts']} prompts, a query every {plan['every']} tokens; "
                  f"ablation K in {list(plan['k'])} with {plan['random_draws']} random draws.")
-    return Section(
-        study="concentration", title=STUDIES["concentration"].title, source=STUDIES["concentration"].source,
+    return section(
+        "concentration", folder,
         question="How often do a softmax model's attention rows sit in the regime where ReLU^p attention cannot "
                  "concentrate (S_p >= 1), does the bound A (1 - rho)^p predict it, and does putting polynomial maps "
                  "in place of softmax break the model where rows are unsafe?",
-        command=cfg.command(folder), findings=(finding(diag),),
+        findings=(finding(diag),),
         tables=(Table("prevalence", "Audit (seed 000 Table 1): per b and p, the unsafe % of active rows with its "
                                     "Wilson 95% interval and the medians of rho, A_act and S_p."),
                 Table("bound_validation", "Lower-bound validation: rows predicted safe (p >= p*) vs measured safe "

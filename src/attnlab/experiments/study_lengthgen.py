@@ -19,7 +19,7 @@ import pandas as pd
 from .. import io
 from ..report.sections import Figure, Finding, Section, Table
 from . import lengthgen
-from .studies import STUDIES, StudyConfig, load_config
+from .studies import StudyConfig, load_config, section
 
 # Seed 001 §5 compares these five; top-K keeps K = a quarter of the training length (K = 16 at 64 in
 # Tables 9-15), so the smoke budget's 16-token training gives K = 4.
@@ -183,11 +183,11 @@ def summarize(folder: Path) -> Section:
     if cfg.budget == "smoke":
         notes.append("Long lengths are scored on fewer rows (as many tokens as 4x the training length would take); "
                      "see the samples column of accuracy.csv.")
-    return Section(
-        study="lengthgen", title=STUDIES["lengthgen"].title, source=STUDIES["lengthgen"].source,
+    return section(
+        "lengthgen", folder,
         question="Trained at one length, which row maps still solve the task at 2x to 8x (smoke) or up to 1024x "
                  "(full) that length, and do their attention rows disperse as the row grows?",
-        command=cfg.command(folder), findings=(finding(summary),),
+        findings=(finding(summary),),
         tables=(Table("beyond_training", "Per task and variant: in-distribution score and mean score over the "
                                          "lengths past training (%)."),
                 Table("accuracy", "Every cell: score (%) per task, variant and evaluation length, with the mean "

@@ -16,7 +16,7 @@ from .. import io
 from ..report import plot_row_weights
 from ..report.sections import Figure, Finding, Section, Table
 from . import rowmap_demo
-from .studies import STUDIES, StudyConfig, load_config
+from .studies import StudyConfig, section
 
 
 def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
@@ -34,11 +34,10 @@ def summarize(folder: Path) -> Section:
     worst = float(np.abs(normalized["sum"] - 1).max())
     masked_weight = max(float(w[~mask.numpy()].max()) for w in weights.values())
     ok = worst <= 1e-5 and masked_weight == 0
-    return Section(
-        study="rowmaps", title=STUDIES["rowmaps"].title, source=STUDIES["rowmaps"].source,
+    return section(
+        "rowmaps", folder,
         question="How does each registered row map turn the same score row into weights: how many keys keep "
                  "weight, and how much goes to the largest score?",
-        command=load_config(folder).command(folder),
         findings=(Finding("normalized maps put their weight on the simplex of allowed keys, and no map puts "
                           "weight on a masked key", "reproduced" if ok else "not reproduced",
                           f"largest |sum - 1| over the {len(normalized)} normalized maps: {worst:.2g}; largest "

@@ -36,8 +36,6 @@ from ..train.trainer import Trainer, vector_loss
 from . import studies
 
 NAME = "sinks"
-TITLE = "Attention sinks: softmax vs ReLU attention on trigger-conditional averaging"
-SOURCE = "004_4c20691c678efca4.txt"
 DIM = 16      # the seed's n (App. A)
 LENGTH = 16   # the seed's L (§4)
 TRIGGER = 8   # §4: every figure fixes the trigger at j = 8 (1-based)
@@ -314,11 +312,10 @@ def summarize(folder: Path) -> Section:
         "2x2 models start from PyTorch's default Linear init, 1x1 from the decoder's N(0, 0.02) (see "
         "study_sinks.ARCHS for why).",
     ]
-    return Section(
-        study=NAME, title=TITLE, source=SOURCE,
+    return studies.section(
+        NAME, folder,
         question=("Does softmax attention trained on trigger-conditional averaging park its mass on BOS at "
                   "every position before the trigger, while ReLU attention solves the same task without a sink?"),
-        command=cfg.command(folder),
         findings=tuple(finding(arch, loss, bos) for arch in ARCHS),
         tables=(Table("table_losses", (
                     "Per run: final training loss, and on 1000 held-out inputs (uniform trigger: uniform_*; "

@@ -26,7 +26,7 @@ from .. import io
 from ..report.sections import Figure, Finding, Section, Table
 from ..train.config import RunConfig
 from ..train.trainer import Trainer
-from .studies import STUDIES, StudyConfig, load_config
+from .studies import StudyConfig, load_config, section
 
 MULTIPLIER = 0.25  # seed 002 §2
 RUNS = {"gelu_control": ("gelu", 1.0), "gelu_intervention": ("gelu", MULTIPLIER),
@@ -164,11 +164,11 @@ def summarize(folder: Path) -> Section:
     _plot(curves, results, folder / "curves")
     cfg = load_config(folder)
     plan = BUDGETS[cfg.budget]
-    return Section(
-        study="specialization", title=STUDIES["specialization"].title, source=STUDIES["specialization"].source,
+    return section(
+        "specialization", folder,
         question="Does slowing the upper layers' W_Q and W_K early in pretraining delay their attention "
                  "specialization, and does the model reach the control's loss sooner?",
-        command=cfg.command(folder), findings=(finding(table_early),),
+        findings=(finding(table_early),),
         tables=(Table("early", "At the intervention's last evaluation before release: upper logit and entropy of "
                                "control and intervention, per FFN."),
                 Table("outcomes", "Final validation loss and perplexity, release step, and tokens to reach the "

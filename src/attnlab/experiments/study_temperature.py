@@ -42,11 +42,10 @@ import pandas as pd
 from .. import io
 from ..diagnostics.stats import check_cor49, exponent, tie_mask
 from ..report.sections import Figure, Finding, Section, Table
-from .studies import load_config
+from .studies import load_config, section
 from .temperature import TRIPLE, per_n
 
 NAME = "beta_n"
-SOURCE = "003_77d6e061fcb6919a.txt"
 PLAN = "plan.json"
 BETA = "beta_n.parquet"
 HEAD_SCALES = "head_scales.parquet"
@@ -406,12 +405,12 @@ def summarize(folder: Path) -> Section:
         f"beta_n past the window holds its last entry. {sweep_words}. The seed runs this sweep on Qwen-7B, "
         "not on the beta_n model; here it scores the multiplier on top of the trained beta_n.",
     )
-    return Section(
-        study="temperature", title="Critical scaling of the inverse temperature", source=SOURCE,
+    return section(
+        "temperature", folder,
         question="Does the growth exponent xi_Lambda of the upper-tail accumulation scale, read off a trained "
                  "model's attention scores alone, land on the same side of 1 as the exponent of the "
                  "inverse temperature beta_n that the same model learned?",
-        command=cfg.command(folder), findings=tuple(findings),
+        findings=tuple(findings),
         tables=(Table("exponents", "Growth exponents: xi_hat_Lambda, xi_hat_alpha, xi_hat_Delta (bucket-mean "
                                    "OLS slopes on log log n, half-IQR of the bootstrap over (eval seed, layer, "
                                    "head)), Cor. 4.9's xi_alpha - xi_Delta + 1, and the two fits of beta_n "
