@@ -89,6 +89,15 @@ KILL = ["train.steps=400", "train.eval_every=50", "train.probes=false", "train.c
         "model.d_model=16", "model.ffn_width=32", "model.dropout=0.1"]
 
 
+def test_resuming_a_finished_run_keeps_its_summary(tmp_path):
+    cfg = _cfg("train.steps=4", "train.eval_every=2", "train.checkpoint_every=2")
+    first = train(cfg, tmp_path, progress=False)
+    assert first["val_loss"] is not None
+    again = Trainer(cfg, tmp_path, resume=True, progress=False).run()
+    assert again == first == json.loads((tmp_path / "summary.json").read_text())
+    assert len(_losses(tmp_path)) == 4
+
+
 def test_a_killed_run_resumes_to_the_uninterrupted_weights_bit_for_bit(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     whole, killed = tmp_path / "whole", tmp_path / "killed"

@@ -190,11 +190,8 @@ def compute(cfg, folder: Path, progress: bool) -> None:
         plan = json.loads((folder / PLAN).read_text())
     else:
         io.write_json(folder / PLAN, plan)
-    run_cfg = run_config(plan, cfg.seed)
-    trainer = Trainer(run_cfg, folder / "runs" / NAME, resume=True, progress=progress)
-    # A finished run is not run again: Trainer.run with no step left would rewrite its summary empty.
-    if trainer.step < run_cfg.train.steps:
-        trainer.run()
+    trainer = Trainer(run_config(plan, cfg.seed), folder / "runs" / NAME, resume=True, progress=progress)
+    trainer.run()
     model, device = trainer.model.eval(), trainer.world.device
     val = trainer.stream.val_tokens
 

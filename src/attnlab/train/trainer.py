@@ -313,6 +313,10 @@ class Trainer:
 
     def run(self) -> dict[str, Any]:
         t = self.cfg.train
+        done = self.out / "summary.json"
+        if self.step >= t.steps and done.is_file():
+            # A resumed run with no step left keeps the summary of the process that trained it.
+            return json.loads(done.read_text())
         metrics = Metrics(self.out, t.tensorboard) if self.world.main else None
         bar = tqdm(total=t.steps, initial=self.step, disable=not self.progress, unit="step", dynamic_ncols=True)
         tokens_per_step = t.batch * self.cfg.model.context
