@@ -91,8 +91,8 @@ def _study(args: argparse.Namespace) -> int:
     try:
         cfg = studies.StudyConfig(study=args.name, budget=args.budget, model=args.model, seed=args.seed)
         out = args.out or Path("runs") / args.name
-        _run_study(cfg, out, progress=not args.no_progress)
-        page = studies.report([out], out / "index.html", title=f"attnlab study {args.name}")
+        section = _run_study(cfg, out, progress=not args.no_progress)
+        page = studies.write_page([(section, out)], out / "index.html", title=f"attnlab study {args.name}")
     except studies.StudyError as exc:
         raise UserError(str(exc)) from None
     print(f"report: {page}")
@@ -119,18 +119,18 @@ def _demo(args: argparse.Namespace) -> int:
     out: Path = args.out
     _check_writable(out)
     names = args.studies or list(studies.STUDIES)
-    started, failed = time.monotonic(), []
+    started, failed, done = time.monotonic(), [], []
     for name in names:
         try:
-            _run_study(studies.StudyConfig(study=name, seed=args.seed), out / name, progress=not args.no_progress)
+            cfg = studies.StudyConfig(study=name, seed=args.seed)
+            done.append((_run_study(cfg, out / name, progress=not args.no_progress), out / name))
         except studies.StudyError as exc:
             raise UserError(str(exc)) from None
         except Exception as exc:  # one study's failure must not cost the others their report
             failed.append(name)
             print(f"== study {name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-    done = [name for name in names if name not in failed]
     if done:
-        page = studies.report([out / name for name in done], out / "index.html", title="attnlab demo")
+        page = studies.write_page(done, out / "index.html", title="attnlab demo")
         print(f"demo finished in {(time.monotonic() - started) / 60:.1f} min; report: {page}")
     if failed:
         raise UserError(f"studies failed: {', '.join(failed)}; rerun the same command to resume them")

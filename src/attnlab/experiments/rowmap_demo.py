@@ -1,21 +1,18 @@
-"""The row-map demo: a representative set of row maps on one score row, as a table and a figure.
+"""The row-map demo's data: a representative set of row maps on one score row (``study_rowmaps`` writes
+the table and the figure).
 
 Every map sees the same row (24 keys: a clear winner, two runners-up, small and negative scores, and
 one masked key whose score is high, so that ignoring the mask would show). The table reports, per map,
-how concentrated its weights are; the figure (drawn by ``attnlab.report``) shows them key by key.
+how concentrated its weights are; the figure shows them key by key.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
 from .. import rowmaps
-from ..io import write_json, write_table
-from ..report import plot_row_weights
 
 MAPS = (
     "softmax", "softmax_t0.5", "ssmax_s0.43", "logn_xi2_n8", "topk_k4", "entmax_a1.25",
@@ -75,23 +72,3 @@ def summarize(z: torch.Tensor, mask: torch.Tensor, names=MAPS) -> tuple[pd.DataF
             "argmax_weight": float(w[star]),
         })
     return pd.DataFrame.from_records(records, columns=list(COLUMNS)), weights
-
-
-def run(out_dir: str | Path, seed: int = 0) -> dict:
-    """Run the demo and write, atomically, under ``out_dir``: rowmaps.csv, rowmaps.md,
-    rowmaps.png (+ .svg) and row.json (seed, maps, row, mask).
-
-    Returns ``{"table": DataFrame, "paths": {kind: Path}, "weights": {name: ndarray}, "row": ..., "mask": ...}``.
-    """
-    out = Path(out_dir)
-    z, mask = sample_row(seed)
-    table, weights = summarize(z, mask)
-    paths = {
-        **write_table(out / "rowmaps", table),
-        "row": write_json(out / "row.json", {
-            "seed": seed, "maps": list(MAPS), "dtype": str(z.dtype).removeprefix("torch."),
-            "row": z.tolist(), "mask": mask.tolist()}),
-    }
-    png, svg = plot_row_weights(z.numpy(), weights, out / "rowmaps.png", masked=(~mask).numpy())
-    paths.update(png=png, svg=svg)
-    return {"table": table, "paths": paths, "weights": weights, "row": z.numpy(), "mask": mask.numpy()}

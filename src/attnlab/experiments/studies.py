@@ -167,10 +167,14 @@ def study_folders(path: str | Path) -> list[Path]:
     return [found[name] for name in STUDIES if name in found]
 
 
-def report(paths: list[str | Path], out: str | Path, title: str = "attnlab report") -> Path:
-    """Recompute every section from its folder's files and write one HTML page to ``out``."""
+def write_page(sections: list[tuple[Section, Path]], out: str | Path, title: str) -> Path:
+    """One HTML page of (section, its folder) pairs, written to ``out``."""
     from ..report.html import render
 
-    folders = [folder for path in paths for folder in study_folders(path)]
-    sections = [(summarize(folder), folder) for folder in folders]
     return io.write_text(out, render(sections, title))
+
+
+def report(paths: list[str | Path], out: str | Path, title: str = "attnlab report") -> Path:
+    """Recompute every section from its folder's files and write one HTML page to ``out``."""
+    folders = [folder for path in paths for folder in study_folders(path)]
+    return write_page([(summarize(folder), folder) for folder in folders], out, title)
