@@ -1,6 +1,9 @@
-"""The lengthgen study decides seed 001's claim only on learned tasks, and resumes without retraining."""
+"""The lengthgen study decides seed 001's claim only on learned tasks, resumes without retraining, and
+summarizes from the runs' CSV tables and configs alone."""
 
 from __future__ import annotations
+
+import shutil
 
 import pandas as pd
 import pytest
@@ -56,3 +59,12 @@ def test_tiny_run_writes_tables_figures_and_resumes_without_retraining(tiny, tmp
     again = studies.run(StudyConfig(study="lengthgen"), tmp_path)
     assert cell.stat().st_mtime_ns == stamp, "a finished cell was trained again"
     assert again == section
+
+
+def test_summary_needs_only_the_csv_tables_and_configs(tiny, tmp_path):
+    section = studies.run(StudyConfig(study="lengthgen"), tmp_path)
+    acc = pd.read_csv(tmp_path / "accuracy.csv")
+    for kept in ("cells", "runs"):
+        shutil.rmtree(tmp_path / "copy" / kept)
+    assert studies.summarize(tmp_path) == section
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "accuracy.csv"), acc)

@@ -10,7 +10,7 @@ from attnlab.experiments.studies import StudyConfig
 
 
 def _results(released=20):
-    return {name: {"run": name, "ffn": ffn, "upper_qk_lr": m, "tokens_per_step": 100,
+    return {name: {"run": name, "ffn": ffn, "upper_qk_lr": m,
                    "summary": {"val_loss": 2.0 if m == 1.0 else 1.9, "val_ppl": 7.0,
                                "released_at": None if m == 1.0 else released}}
             for name, (ffn, m) in spec.RUNS.items()}
@@ -60,7 +60,7 @@ def test_tiny_run_writes_curves_and_resumes_without_retraining(tiny, tmp_path):
     assert sorted(curves.run.unique()) == sorted(spec.RUNS) and set(curves.step) == {2, 4, 6, 8}
     assert (tmp_path / "curves.png").is_file() and section.findings[0].verdict in (
         "reproduced", "not reproduced", "not checked")
-    done = tmp_path / "results" / "gelu_control.json"
+    done = tmp_path / "runs" / "gelu_control" / "summary.json"
     stamp = done.stat().st_mtime_ns
     assert studies.run(StudyConfig(study="specialization"), tmp_path) == section
     assert done.stat().st_mtime_ns == stamp, "a finished run was trained again"

@@ -37,8 +37,9 @@ def _hand_folder(folder: Path, *, xi_alpha: float, xi_delta: float, beta: np.nda
     io.write_json(folder / st.PLAN, plan)
     run = folder / "runs" / st.NAME
     run.mkdir(parents=True)
-    io.write_json(run / "summary.json", {"steps": 500, "loss": val_loss, "val_loss": val_loss,
-                                         "val_ppl": math.exp(val_loss)})
+    pd.DataFrame({"step": [500], "loss": [val_loss]}).to_csv(run / "train.csv", index=False)
+    pd.DataFrame({"step": [500], "val_loss": [val_loss], "val_ppl": [math.exp(val_loss)]}).to_csv(
+        run / "eval.csv", index=False)
     io.write_json(run / "config.json", {"model": {"vocab": 257}})
     io.write_parquet(folder / st.BETA, pd.DataFrame({"n": np.arange(1, 257), "beta_n": beta}))
     io.write_parquet(folder / st.HEAD_SCALES, pd.DataFrame({"layer": [0, 0], "head": [0, 1], "s": [1.0, 1.0],

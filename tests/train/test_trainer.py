@@ -1,6 +1,6 @@
 """A run trains and logs, a SIGKILLed run resumes to the uninterrupted run's weights bit for bit, two
-torchrun processes match one, and bad runs (existing output, changed config, corrupt checkpoint, empty
-data) stop with clear errors that leave the last good checkpoint intact."""
+torchrun processes match one, the CSV logs give back the summary, and bad runs (existing output, changed
+config, corrupt checkpoint, empty data) stop with clear errors that leave the last good checkpoint intact."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from attnlab.model.config import ConfigError
 from attnlab.train import checkpoint as ckpt
 from attnlab.train.config import load
 from attnlab.train.data import DataError
-from attnlab.train.trainer import RunError, Trainer, read_metrics, train
+from attnlab.train.trainer import RunError, Trainer, outcome, read_metrics, train
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["model.context=32", "model.layers=2", "model.heads=2", "model.d_model=32", "model.ffn_width=64",
@@ -78,6 +78,7 @@ def test_the_intervention_slows_upper_qk_until_release(tmp_path):
     assert all(r["upper_qk_lr_multiplier"] == 0.25 and r["entropy_floor"] == 0.1 for r in before)
     assert all(0 < r["upper_entropy"] <= 1 for r in before)
     assert records[-1]["upper_qk_lr_multiplier"] == 1.0 and "entropy_floor" not in records[-1]
+    assert outcome(tmp_path) == {k: summary[k] for k in ("steps", "loss", "val_loss", "val_ppl", "released_at")}
 
 
 def _cli(out: Path, *more: str) -> list[str]:
@@ -95,6 +96,7 @@ def test_resuming_a_finished_run_keeps_its_summary(tmp_path):
     assert first["val_loss"] is not None
     again = Trainer(cfg, tmp_path, resume=True, progress=False).run()
     assert again == first == json.loads((tmp_path / "summary.json").read_text())
+    assert outcome(tmp_path) == {**{k: first[k] for k in ("steps", "loss", "val_loss", "val_ppl")}, "released_at": None}
     assert len(_losses(tmp_path)) == 4
 
 

@@ -56,35 +56,36 @@ def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
         lengthgen.run(run_cfg, folder / task, progress=progress)
 
 
-def _read_task(run: Path) -> tuple[lengthgen.LengthgenConfig, dict[str, dict[str, Any]]]:
+def _read_task(run: Path) -> tuple[lengthgen.LengthgenConfig, pd.DataFrame, pd.DataFrame]:
+    """A task's lengthgen config and its two tables, as the engine wrote them (accuracy.csv, dispersion.csv)."""
     saved = json.loads((run / "config.json").read_text())
     saved.pop("plan", None)
     saved["maps"] = tuple(saved["maps"])
     if saved.get("eval_mult") is not None:
         saved["eval_mult"] = tuple(saved["eval_mult"])
-    run_cfg = lengthgen.LengthgenConfig(**saved)
-    cells = {name: json.loads((run / "cells" / f"{name}.json").read_text()) for name in run_cfg.maps}
-    return run_cfg, cells
+    return (lengthgen.LengthgenConfig(**saved), pd.read_csv(run / "accuracy.csv", index_col="variant"),
+            pd.read_csv(run / "dispersion.csv"))
 
 
-def read_runs(folder: Path) -> dict[str, tuple[lengthgen.LengthgenConfig, dict[str, dict[str, Any]]]]:
-    """task -> (its lengthgen config, variant -> cell), from the folder's files."""
+def read_runs(folder: Path) -> dict[str, tuple[lengthgen.LengthgenConfig, pd.DataFrame, pd.DataFrame]]:
+    """task -> (its lengthgen config, its accuracy table, its dispersion table), from the folder's files."""
     tasks = BUDGETS[load_config(folder).budget]["tasks"]
     return {task: _read_task(folder / task) for task in tasks}
 
 
 def accuracy_long(runs) -> pd.DataFrame:
-    """One row per task, variant and evaluation length: the score (%) and the length multiple."""
+    """One row per task, variant and evaluation length: the score (%), the length multiple, the rows scored
+    and the answer rows' entropy and support averaged over layers and heads (every head of a layer sees the
+    same rows, so this is the mean over the sampled rows of each layer, averaged over layers)."""
     rows = []
-    for task, (run_cfg, cells) in runs.items():
-        for name, cell in cells.items():
+    for task, (run_cfg, acc, disp) in runs.items():
+        answer = disp.groupby(["variant", "length"])[["answer_entropy", "answer_support"]].mean()
+        for name in run_cfg.maps:
             for mult, length in zip(run_cfg.plan["eval_mult"], run_cfg.lengths, strict=True):
-                r = cell["lengths"][str(length)]
                 rows.append({"task": task, "variant": name, "trained_at": run_cfg.trained_at, "multiple": mult,
                              "length": length, "metric": lengthgen.metric(run_cfg.task_def)[0],
-                             "score": 100 * r["accuracy"], "samples": r["samples"],
-                             "answer_entropy": sum(r["answer_entropy"]) / len(r["answer_entropy"]),
-                             "answer_support": sum(r["answer_support"]) / len(r["answer_support"])})
+                             "score": acc.loc[name, f"{mult}x"], "samples": run_cfg.samples_at(length),
+                             **answer.loc[(name, length)].to_dict()})
     return pd.DataFrame(rows)
 
 
@@ -178,7 +179,7 @@ def summarize(folder: Path) -> Section:
     plan = next(iter(runs.values()))[0].plan
     notes = [f"{cfg.budget} budget: {plan['layers']} layers x {plan['heads']} heads x {plan['d_model']} wide, NAPE "
              "positions (half the heads NoPE, half ALiBi), "
-             + ", ".join(f"{t} trained at {c.trained_at} tokens for {c.plan['steps']} steps" for t, (c, _) in runs.items())
+             + ", ".join(f"{t} trained at {c.trained_at} tokens for {c.plan['steps']} steps" for t, (c, *_) in runs.items())
              + "; the seed trains Table 5's models on 50M samples."]
     if cfg.budget == "smoke":
         notes.append("Long lengths are scored on fewer rows (as many tokens as 4x the training length would take); "

@@ -16,7 +16,6 @@ inside it, where both runs have seen the same data from the same weights.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ import pandas as pd
 from .. import io
 from ..report.sections import Figure, Finding, Section, Table
 from ..train.config import RunConfig
-from ..train.trainer import Trainer
+from ..train.trainer import Trainer, outcome
 from .studies import StudyConfig, load_config, section
 
 MULTIPLIER = 0.25  # seed 002 §2
@@ -58,25 +57,22 @@ def run_config(plan: dict[str, Any], ffn: str, multiplier: float, seed: int) -> 
 def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
     plan = BUDGETS[cfg.budget]
     for name, (ffn, multiplier) in RUNS.items():
-        done = folder / "results" / f"{name}.json"
-        if done.is_file():
-            continue
-        run_dir = folder / "runs" / name
-        trainer = Trainer(run_config(plan, ffn, multiplier, cfg.seed), run_dir, resume=True, progress=progress)
-        summary = trainer.run()
-        io.write_json(done, {"run": name, "ffn": ffn, "upper_qk_lr": multiplier, "summary": summary,
-                             "tokens_per_step": plan["batch"] * plan["context"]})
+        # A finished run only loads its last checkpoint and returns its summary.
+        Trainer(run_config(plan, ffn, multiplier, cfg.seed), folder / "runs" / name, resume=True,
+                progress=progress).run()
 
 
 def read_runs(folder: Path) -> tuple[dict[str, dict[str, Any]], pd.DataFrame]:
-    """run -> its result JSON, and every run's eval.csv stacked (columns run, step, tokens, CURVES)."""
+    """run -> its settings and final figures (``trainer.outcome``), and every run's eval.csv stacked
+    (columns run, step, tokens, CURVES): all from the runs' CSV logs and the study's config."""
+    plan = BUDGETS[load_config(folder).budget]
     results, curves = {}, []
-    for name in RUNS:
-        result = json.loads((folder / "results" / f"{name}.json").read_text())
-        frame = pd.read_csv(folder / "runs" / name / "eval.csv")
-        frame = frame.assign(run=name, tokens=frame.step * result["tokens_per_step"])
-        results[name] = result
-        curves.append(frame[["run", "step", "tokens", *CURVES]])
+    for name, (ffn, multiplier) in RUNS.items():
+        run = folder / "runs" / name
+        results[name] = {"run": name, "ffn": ffn, "upper_qk_lr": multiplier, "summary": outcome(run)}
+        frame = pd.read_csv(run / "eval.csv")
+        curves.append(frame.assign(run=name, tokens=frame.step * plan["batch"] * plan["context"])
+                      [["run", "step", "tokens", *CURVES]])
     return results, pd.concat(curves, ignore_index=True)
 
 

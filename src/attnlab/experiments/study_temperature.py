@@ -42,6 +42,7 @@ import pandas as pd
 from .. import io
 from ..diagnostics.stats import check_cor49, exponent, tie_mask
 from ..report.sections import Figure, Finding, Section, Table
+from ..train.trainer import Trainer, outcome
 from .studies import load_config, section
 from .temperature import TRIPLE, per_n
 
@@ -182,8 +183,6 @@ def sweep_model(trained, xi: float):
 
 def compute(cfg, folder: Path, progress: bool) -> None:
     """Train (or resume) the beta_n decoder, then write each missing piece (see the module docstring)."""
-    from ..train.trainer import Trainer
-
     folder = Path(folder)
     plan = BUDGETS[cfg.budget]
     if (folder / PLAN).is_file():
@@ -293,7 +292,7 @@ def summarize(folder: Path) -> Section:
     cfg = load_config(folder)
     plan = json.loads((folder / PLAN).read_text())
     run = folder / "runs" / NAME
-    summary = json.loads((run / "summary.json").read_text())
+    summary = outcome(run)
     beta = pd.read_parquet(folder / BETA)
     scales = pd.read_parquet(folder / HEAD_SCALES)
     rows = pd.read_parquet(folder / ROWS)

@@ -163,6 +163,25 @@ def write_tables(out: Path) -> dict[str, Path]:
     return written
 
 
+def outcome(out: str | os.PathLike) -> dict[str, Any]:
+    """A finished run's final figures, recomputed from its train.csv and eval.csv: the steps, the last
+    training loss, the last evaluation's val_loss and val_ppl (None without validation text) and the step
+    at which the upper-Q/K intervention was released (None if it never was)."""
+    import pandas as pd
+
+    out = Path(out)
+    last = pd.read_csv(out / "train.csv").iloc[-1]
+    evaluated = pd.read_csv(out / "eval.csv").iloc[-1]
+
+    def read(key: str) -> float | None:
+        value = evaluated.get(key)
+        return None if value is None or pd.isna(value) else float(value)
+
+    released = read("released_at")
+    return {"steps": int(last.step), "loss": float(last.loss), "val_loss": read("val_loss"),
+            "val_ppl": read("val_ppl"), "released_at": None if released is None else int(released)}
+
+
 EvalHook = Callable[["Trainer"], Mapping[str, float]]
 
 
@@ -297,7 +316,7 @@ class Trainer:
         if self.tokens and self.cfg.intervention.active and self.cfg.intervention.release == "rule":
             copy = record["lower_copy"] if "lower_copy" in record else probes.lower_copy_score(self.model, first[0])
             self.release.observe(self.step, copy)
-        record["released"] = self.release.released_at is not None
+        record["released_at"] = self.release.released_at
         self.model.train()
         return record
 
