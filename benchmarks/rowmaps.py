@@ -16,6 +16,10 @@ default, 1.7-2.2x tuned).
 PyTorch's CPU performance guide recommends jemalloc or tcmalloc for the same reason; set
 MALLOC_TRIM_THRESHOLD_ and MALLOC_MMAP_THRESHOLD_ in your environment to get the same effect. The `entmax` package is timed as the reference point
 the issue quotes; attnlab itself never imports it.
+
+alpha-entmax runs on the compiled kernel where it builds (``attnlab.rowmaps.kernel``; the output says which);
+``ATTNLAB_KERNEL=0 python benchmarks/rowmaps.py --out benchmarks/results/rowmaps_torch_ops.json`` times the
+torch-ops path that GPUs and machines without a C compiler use.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import torch
 
 from attnlab import rowmaps
 from attnlab.perf import tune_malloc
+from attnlab.rowmaps import kernel
 
 SHAPES = ((512, 1024), (64, 8192), (8, 65536))
 MAPS = (
@@ -139,11 +144,12 @@ def main(argv: list[str] | None = None) -> dict:
     results = [bench_shape(r, k, names, args.rounds, args.reps, args.scale, args.seed)
                for r, k in shapes]
     payload = {"threads": args.threads, "rounds": args.rounds, "reps": args.reps, "scale": args.scale,
-               "torch": torch.__version__, "malloc": malloc, "baseline": "torch.softmax, same tensor, same round",
+               "torch": torch.__version__, "malloc": malloc, "kernel": kernel.status(),
+               "baseline": "torch.softmax, same tensor, same round",
                "results": results}
     write_json(args.out, payload)
     print(f"time / torch.softmax time (median over {args.rounds} rounds of best-of-{args.reps}, "
-          f"{args.threads} threads, N(0, {args.scale:g}^2) rows, {malloc} malloc)")
+          f"{args.threads} threads, N(0, {args.scale:g}^2) rows, {malloc} malloc; {kernel.status()})")
     print(table(results))
     print("softmax itself: " + ", ".join(
         f"{r['keys']} keys {r['softmax_us']['fwd']:.0f} us fwd, {r['softmax_us']['fwd_bwd']:.0f} us f+b"

@@ -27,6 +27,11 @@ and alpha = 1.5 (Peters et al. 2019), cited in seed 001 App. A.
 
 Backward (both methods): with s = p^(2 - alpha) on the support, dL/dz = s * (g - <s, g> / sum s)
 (Peters et al. 2019), so no iteration is differentiated.
+
+On CPU, float32 and float64 rows with alpha in {2, 1.5, 1.25} go through the compiled kernel
+(``kernel.py``), which runs the same Newton iteration one cached row at a time, forward and backward;
+the torch-ops path below serves everything else (GPU tensors, other alphas, machines without a C
+compiler) and is tested to the same references.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import math
 import torch
 from torch.autograd.function import once_differentiable
 
+from . import kernel
 from ._rows import denormal_floor, normalized_rows
 from .softmax import softmax
 
@@ -259,7 +265,12 @@ class _Entmax(torch.autograd.Function):
         k = 1.0 / (alpha - 1.0)
         need_s = ctx.needs_input_grad[0]
         if method == "newton" and _is_int(k) and round(k) in FAST_K:
-            p, s = _fast_forward(z, m, round(k), alpha, need_s)
+            fused = kernel.get() if kernel.usable(z, m) else None
+            if fused is not None:
+                p, s = fused.forward(z, m, round(k), alpha - 1.0, denormal_floor(round(k), z.shape[-1], z.dtype),
+                                     need_s)
+            else:
+                p, s = _fast_forward(z, m, round(k), alpha, need_s)
         else:
             p, s = _general_weights((z - m).mul_(alpha - 1.0), k, method)
         ctx.save_for_backward(s if need_s else None)
@@ -271,6 +282,10 @@ class _Entmax(torch.autograd.Function):
         # Jacobian diag(s) - s s^T / sum s with s = p^(2 - alpha) (Peters et al. 2019):
         # dz = s * (dp - <s, dp> / sum s).
         (s,) = ctx.saved_tensors
+        dp = dp.contiguous()
+        fused = kernel.get() if kernel.usable(s, dp) else None
+        if fused is not None:
+            return fused.backward(s, dp), None, None, None
         sg = s * dp
         q = sg.sum(-1, keepdim=True).div_(s.sum(-1, keepdim=True))
         return sg.addcmul_(s, q, value=-1.0), None, None, None
