@@ -1,5 +1,5 @@
-"""Shared setup for the rowmaps tests: makes the reference module ``rowmap_refs`` importable, and runs
-alpha-entmax tests on both of its paths (``entmax_path``)."""
+"""Shared setup for the rowmaps tests: makes the reference module ``rowmap_refs`` importable, and runs the
+tests of maps with a compiled kernel on both of their paths (``kernel_path``)."""
 
 import os
 import sys
@@ -14,9 +14,9 @@ torch.set_num_threads(min(torch.get_num_threads(), 2))
 
 
 @pytest.fixture(params=["kernel", "torch"])
-def entmax_path(request, monkeypatch):
-    """Run a test on each alpha-entmax path: the compiled kernel (skipped where it cannot be built) and the
-    torch-ops path every other device and machine uses."""
+def kernel_path(request, monkeypatch):
+    """Run a test on each path of alpha-entmax and ReLU^p: the compiled kernel (skipped where it cannot be
+    built) and the torch-ops path every other device and machine uses."""
     from attnlab.rowmaps import kernel
 
     if request.param == "torch":

@@ -13,7 +13,7 @@ from attnlab import rowmaps
 from rowmap_refs import UNIT, assert_close_np, entmax_jacobian, np64, ref_entmax, ref_softmax
 
 # Every test runs on both paths of alpha = 2, 1.5, 1.25: the compiled kernel and torch ops (conftest).
-pytestmark = pytest.mark.usefixtures("entmax_path")
+pytestmark = pytest.mark.usefixtures("kernel_path")
 
 ALPHAS = (1.01, 1.25, 1.5, 2.0, 3.0, 4.0)
 SCALES = (0.1, 1.0, 10.0)

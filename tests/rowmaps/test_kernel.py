@@ -1,5 +1,5 @@
-"""The compiled alpha-entmax kernel carries the CPU rows, matches the float64 reference on long, flat and tied
-rows at any thread count, is built once into its cache, and is turned off cleanly."""
+"""The compiled kernel carries CPU rows of alpha-entmax and ReLU^p, matches the float64 references on long,
+flat and tied rows at any thread count, is built once into its cache, and is turned off cleanly."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.rowmaps import entmax, kernel
-from rowmap_refs import assert_close_np, entmax_jacobian, np64, ref_entmax
+from attnlab.rowmaps import entmax, kernel, relu_power
+from rowmap_refs import assert_close_np, entmax_jacobian, np64, ref_entmax, ref_relu_power
 
 ENTMAX = importlib.import_module("attnlab.rowmaps.entmax")
+POINTWISE = importlib.import_module("attnlab.rowmaps.pointwise")
 FAST_ALPHAS = (2.0, 1.5, 1.25)
 
 
@@ -52,6 +53,17 @@ def test_cpu_rows_take_the_kernel_forward_and_backward(built, monkeypatch, alpha
         assert np.abs(np64(z.grad[row]) - want).max() < 1e-12
 
 
+@pytest.mark.parametrize("p", [1, 2, 4, 8, 16])
+def test_cpu_rows_take_the_kernel_for_relu_powers(built, monkeypatch, p):
+    def torch_path(*args):
+        raise AssertionError("the torch-ops forward ran")
+
+    monkeypatch.setattr(POINTWISE, "_power", torch_path)
+    z = _rows(40, 1.0, torch.float64, seed=3).requires_grad_()
+    assert torch.autograd.gradcheck(lambda t: relu_power(t, p, 0.5), (z,))
+    assert_close_np(relu_power(z, p, 0.5), ref_relu_power(z, None, p, 0.5), 1e-12, msg=f"p={p}:")
+
+
 @pytest.mark.parametrize("alpha", FAST_ALPHAS)
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.float64, 1e-10)], ids=["f32", "f64"])
 def test_long_rows_match_the_reference(built, alpha, dtype, tol):
@@ -81,21 +93,21 @@ def test_thread_count_does_not_change_a_bit(built):
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        one = entmax(z, 1.25)
+        one = entmax(z, 1.25), relu_power(z, 16, 0.0)
         torch.set_num_threads(2)
-        two = entmax(z, 1.25)
+        two = entmax(z, 1.25), relu_power(z, 16, 0.0)
     finally:
         torch.set_num_threads(before)
-    assert torch.equal(one, two)
+    assert all(torch.equal(a, b) for a, b in zip(one, two, strict=True))
 
 
 def test_build_lands_in_the_cache_once(fresh, built):
-    libs = list((fresh / "kernels").glob("entmax-*.so"))
-    assert len(libs) == 1 and not list((fresh / "kernels").glob(".entmax-*"))
+    libs = list((fresh / "kernels").glob("rowmaps-*.so"))
+    assert len(libs) == 1 and not list((fresh / "kernels").glob(".rowmaps-*"))
     stamp = libs[0].stat().st_mtime_ns
     kernel._load.cache_clear()
     assert kernel.get() is not None and libs[0].stat().st_mtime_ns == stamp
-    assert kernel.status().startswith("entmax kernel: on")
+    assert kernel.status().startswith("row-map kernel: on")
 
 
 @pytest.mark.parametrize("env,why", [({"ATTNLAB_KERNEL": "0"}, "turned off by ATTNLAB_KERNEL=0"),

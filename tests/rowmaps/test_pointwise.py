@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 import torch
@@ -12,6 +11,9 @@ from rowmap_refs import (
     UNIT, assert_close_np, np64, ref_relu_power, ref_reluattn, ref_sigmoid, ref_softmax,
     ref_wortsman,
 )
+
+# Every test runs on both paths of ReLU^p (p a power of two up to 16): the compiled kernel and torch ops.
+pytestmark = pytest.mark.usefixtures("kernel_path")
 
 TOL = {torch.float32: 1e-5, torch.float64: 1e-12}
 POWERS = (1, 2, 4, 8, 16)

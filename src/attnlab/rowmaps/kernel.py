@@ -1,10 +1,12 @@
-"""The compiled alpha-entmax kernel (``_entmax_kernel.c``): built on first use with the machine's C compiler,
-cached, and loaded with ctypes; ``entmax`` falls back to its torch-ops path wherever it is missing.
+"""The compiled row-map kernels (``_kernels.c``): alpha-entmax for alpha in {2, 1.5, 1.25} and normalized
+ReLU^p for p a power of two up to 16, forward and backward, on CPU float32/float64 rows. Built on first use
+with the machine's C compiler, cached, and loaded with ctypes; the maps fall back to their torch-ops paths
+wherever the kernel is missing.
 
-Why a kernel: the torch-ops path reads every row 4-8 times in separate passes, each a full trip through
-memory, and pays PyTorch's per-op cost on one number per row (measured here: forward+backward 3.9-6.2x
-softmax's at 1024-65536 keys). The kernel solves one row at a time while the row is in cache and touches
-the whole row three times (benchmarks/rowmaps.py has the figures).
+Why a kernel: the torch-ops paths read every row several times in separate passes (alpha-entmax 4-8,
+ReLU^16 about 9), each a full trip through memory, and pay PyTorch's per-op cost on one number per row
+(measured here: alpha-entmax forward+backward 3.6-7.5x softmax's at 1024-65536 keys). The kernels work
+on one row at a time while it is in cache (benchmarks/rowmaps.py has the figures).
 
 Why ctypes and not ``torch.utils.cpp_extension``: the C file needs no PyTorch headers, so it builds in
 about a second with ``cc`` alone, where an extension needs ninja and a minute of compiling headers.
@@ -33,23 +35,29 @@ from pathlib import Path
 
 import torch
 
-SOURCE = Path(__file__).with_name("_entmax_kernel.c")
+SOURCE = Path(__file__).with_name("_kernels.c")
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
 _TYPES = {torch.float32: "f32", torch.float64: "f64"}
 _P, _N = ctypes.c_void_p, ctypes.c_int64
 
 
 class Kernel:
-    """The loaded library's two entry points per dtype, as tensor functions."""
+    """The loaded library's entry points, as tensor functions."""
 
     def __init__(self, lib: ctypes.CDLL) -> None:
+        _I, _D = ctypes.c_int, ctypes.c_double
+        signatures = {"entmax_{}_forward": ([_P, _P, _P, _P, _N, _N, _I, _D, _D, _I], _I),
+                      "entmax_{}_backward": ([_P, _P, _P, _N, _N, _I], None),
+                      "relu_power_{}_forward": ([_P, _P, _P, _P, _N, _N, _I, _D, _D, _I], None),
+                      "relu_power_{}_backward": ([_P, _P, _P, _P, _P, _N, _N, _D, _D, _I], None)}
         for tag in _TYPES.values():
-            fwd, bwd = getattr(lib, f"entmax_{tag}_forward"), getattr(lib, f"entmax_{tag}_backward")
-            fwd.argtypes = [_P, _P, _P, _P, _N, _N, ctypes.c_int, ctypes.c_double, ctypes.c_double, ctypes.c_int]
-            fwd.restype = ctypes.c_int
-            bwd.argtypes = [_P, _P, _P, _N, _N, ctypes.c_int]
-            bwd.restype = None
+            for name, (args, result) in signatures.items():
+                fn = getattr(lib, name.format(tag))
+                fn.argtypes, fn.restype = args, result
         self.lib = lib
+
+    def _fn(self, name: str, t: torch.Tensor):
+        return getattr(self.lib, name.format(_TYPES[t.dtype]))
 
     def forward(self, z: torch.Tensor, m: torch.Tensor, k: int, a: float, floor: float,
                 need_s: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -58,7 +66,7 @@ class Kernel:
         n = z.shape[-1]
         p = torch.empty_like(z)
         s = torch.empty_like(z) if need_s else None
-        failed = getattr(self.lib, f"entmax_{_TYPES[z.dtype]}_forward")(
+        failed = self._fn("entmax_{}_forward", z)(
             z.data_ptr(), m.data_ptr(), p.data_ptr(), None if s is None else s.data_ptr(), z.numel() // n, n, k,
             a, floor, torch.get_num_threads())
         if failed:
@@ -69,8 +77,29 @@ class Kernel:
         """dz = s * (dp - <s, dp> / sum s) for contiguous CPU rows of one dtype."""
         n = s.shape[-1]
         dz = torch.empty_like(s)
-        getattr(self.lib, f"entmax_{_TYPES[s.dtype]}_backward")(
-            s.data_ptr(), dp.data_ptr(), dz.data_ptr(), s.numel() // n, n, torch.get_num_threads())
+        self._fn("entmax_{}_backward", s)(s.data_ptr(), dp.data_ptr(), dz.data_ptr(), s.numel() // n, n,
+                                          torch.get_num_threads())
+        return dz
+
+    def relu_power_forward(self, z: torch.Tensor, m: torch.Tensor, p: int, b: float, floor: float,
+                           keep_q: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Normalized ReLU^p of contiguous CPU rows z with maxima m, p a power of two up to 16, and, when
+        ``keep_q``, q = [(z + b) / r_max]_+ for the backward."""
+        n = z.shape[-1]
+        y = torch.empty_like(z)
+        q = torch.empty_like(z) if keep_q else None
+        self._fn("relu_power_{}_forward", z)(z.data_ptr(), m.data_ptr(), y.data_ptr(),
+                                             None if q is None else q.data_ptr(), z.numel() // n, n,
+                                             p.bit_length() - 1, b, floor, torch.get_num_threads())
+        return y, q
+
+    def relu_power_backward(self, y: torch.Tensor, q: torch.Tensor, rmax: torch.Tensor, dy: torch.Tensor,
+                            p: float, floor: float) -> torch.Tensor:
+        """dz = (p / r_max) y (dy - <dy, y>) / max(q, floor) for contiguous CPU rows of one dtype."""
+        n = y.shape[-1]
+        dz = torch.empty_like(y)
+        self._fn("relu_power_{}_backward", y)(y.data_ptr(), q.data_ptr(), rmax.data_ptr(), dy.data_ptr(),
+                                              dz.data_ptr(), y.numel() // n, n, p, floor, torch.get_num_threads())
         return dz
 
 
@@ -100,11 +129,11 @@ def _build(compiler: str) -> Path:
     version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
     key = hashlib.sha256("\0".join([SOURCE.read_text(), version, " ".join(FLAGS), _cpu_flags(),
                                     platform.machine()]).encode()).hexdigest()[:16]
-    target = _cache_dir() / f"entmax-{key}.so"
+    target = _cache_dir() / f"rowmaps-{key}.so"
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".entmax-", suffix=".so")
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".rowmaps-", suffix=".so")
     os.close(fd)
     try:
         done = subprocess.run([compiler, *FLAGS, "-o", tmp, str(SOURCE), "-lm"], capture_output=True, text=True,
@@ -137,6 +166,6 @@ def get() -> Kernel | None:
 
 
 def status() -> str:
-    """One line: whether alpha-entmax runs on the compiled kernel, and why not if it does not."""
+    """One line: whether the row maps run on the compiled kernel, and why not if they do not."""
     kernel, why = _load()
-    return f"entmax kernel: {'on' if kernel else 'off'} ({why})"
+    return f"row-map kernel: {'on' if kernel else 'off'} ({why})"

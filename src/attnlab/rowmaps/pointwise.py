@@ -5,15 +5,20 @@ from __future__ import annotations
 import torch
 from torch.autograd.function import once_differentiable
 
+from . import kernel
 from ._rows import allowed_count, denormal_floor, normalized_rows, pointwise_rows
 
 DEAD_RULES = ("zeros", "uniform", "softmax")
 
 
+def _power_of_two(p: float) -> bool:
+    return p >= 1 and float(p).is_integer() and (int(p) & (int(p) - 1)) == 0
+
+
 def _power(q: torch.Tensor, p: float, out: torch.Tensor) -> torch.Tensor:
     """q^p written into ``out`` (which may be q itself), by repeated squaring when p is a power of two:
     one pass each, where std::pow costs ~25 passes."""
-    if p >= 1 and float(p).is_integer() and (int(p) & (int(p) - 1)) == 0:
+    if _power_of_two(p):
         if out is not q:
             out.copy_(q)
         for _ in range(int(p).bit_length() - 1):
@@ -38,6 +43,7 @@ class _ReluPower(torch.autograd.Function):
 
     With q = ReLU(z + b) / r_max and y the output, dy/dz has the closed form
     dz = (p / r) y (dy - <dy, y>), which replaces log2(p) saved squarings in autograd's backward.
+    On CPU, p a power of two up to 16 runs on the compiled kernel (``kernel.py``), forward and backward.
     """
 
     @staticmethod
@@ -47,20 +53,29 @@ class _ReluPower(torch.autograd.Function):
         # keys stay -inf rather than -inf * 0 = NaN. Dividing (not multiplying by 1/rmax) keeps a
         # subnormal rmax from overflowing the reciprocal.
         rmax = torch.where(rmax > 0, rmax, torch.ones((), dtype=z.dtype))
-        q = (z + b if b else z) / rmax
-        floor = denormal_floor(p, q.shape[-1], q.dtype)
-        torch.nn.functional.threshold_(q, floor, 0.0)
+        floor = denormal_floor(p, z.shape[-1], z.dtype)
         keep = ctx.needs_input_grad[0]
+        ctx.p, ctx.floor = p, floor
+        fused = kernel.get() if _power_of_two(p) and p <= 16 and kernel.usable(z, m) else None
+        if fused is not None:
+            y, q = fused.relu_power_forward(z, m, int(p), b, floor, keep)
+            ctx.save_for_backward(y, q, rmax)
+            return y
+        q = (z + b if b else z) / rmax
+        torch.nn.functional.threshold_(q, floor, 0.0)
         w = _power(q, p, torch.empty_like(q) if keep else q)
         y = w.div_(w.sum(-1, keepdim=True).clamp_min(torch.finfo(w.dtype).tiny))
         ctx.save_for_backward(y, q, rmax)
-        ctx.p, ctx.floor = p, floor
         return y
 
     @staticmethod
     @once_differentiable
     def backward(ctx, dy: torch.Tensor):
         y, q, rmax = ctx.saved_tensors
+        dy = dy.contiguous()
+        fused = kernel.get() if kernel.usable(y, q, rmax, dy) else None
+        if fused is not None:
+            return fused.relu_power_backward(y, q, rmax, dy, ctx.p, ctx.floor), None, None, None
         c = (dy * y).sum(-1, keepdim=True)
         dz = (dy - c).mul_(y).div_(q.clamp_min(ctx.floor)).mul_(ctx.p / rmax)
         return dz, None, None, None
