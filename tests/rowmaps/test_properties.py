@@ -1,4 +1,4 @@
-"""Every row map keeps dtype/shape, stays finite and non-negative, zeroes masked and -inf keys, sums to 1 (or 0), follows the NaN rules and honours ``dim``, on hypothesis-generated rows in all four float dtypes."""
+"""Every row map keeps dtype/shape, stays finite and non-negative, zeroes masked and -inf keys, sums to 1 (or 0), follows the NaN rules and honours ``dim``, on hypothesis-generated rows in all four float dtypes, on the compiled-kernel and torch-ops paths alike."""
 
 from __future__ import annotations
 
@@ -141,6 +141,7 @@ SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=N
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
+@pytest.mark.usefixtures("kernel_path")
 @pytest.mark.parametrize("rm", [m for _, m in MAPS], ids=IDS)
 @SETTINGS
 @given(data=row_batches())
@@ -186,6 +187,7 @@ EDGE_MASK[6, 2] = False
 EDGE_MASK[9, 0] = False
 
 
+@pytest.mark.usefixtures("kernel_path")
 @pytest.mark.parametrize("rm", [m for _, m in MAPS], ids=IDS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=["fp16", "bf16", "f32", "f64"])
 def test_edge_rows(rm, dtype):
@@ -218,6 +220,7 @@ def test_maps_cover_every_family():
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("kernel_path")
 @pytest.mark.parametrize("rm", [m for _, m in MAPS], ids=IDS)
 @settings(max_examples=300, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

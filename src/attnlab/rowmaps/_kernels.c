@@ -28,6 +28,10 @@
 #define POW_K(r, k) \
     ((k) == 0 ? 1 : (k) == 1 ? (r) : (k) == 2 ? (r) * (r) : (k) == 3 ? (r) * (r) * (r) : ((r) * (r)) * ((r) * (r)))
 
+/* The chunks [c0, c1) of CHUNK keys that split a row of n (the header says why sums go by chunks). */
+#define FOR_CHUNKS(c0, c1, n) \
+    for (int64_t c0 = 0, c1 = CHUNK < (n) ? CHUNK : (n); c0 < (n); c0 = c1, c1 = c1 + CHUNK < (n) ? c1 + CHUNK : (n))
+
 /* Newton's step on ||r||_k - 1 from total = sum r^k and slope = sum r^(k-1). */
 static inline double newton_step(double total, double slope, int k) {
     const double norm = k == 1 ? total : k == 2 ? sqrt(total) : sqrt(sqrt(total));
@@ -38,8 +42,7 @@ static inline double newton_step(double total, double slope, int k) {
     static double NAME##_theta_k##k(const T *z, double m, int64_t n, double a, double *buf, int64_t *kept) {\
         const T ta = (T)a, tm = (T)m;                                                                     \
         double total = 0.0, slope = 0.0;                                                                  \
-        for (int64_t c0 = 0; c0 < n; c0 += CHUNK) {                                                       \
-            const int64_t c1 = c0 + CHUNK < n ? c0 + CHUNK : n;                                           \
+        FOR_CHUNKS(c0, c1, n) {                                                                           \
             T part = 0, partd = 0;                                                                        \
             _Pragma("omp simd reduction(+ : part, partd)")                                                \
             for (int64_t i = c0; i < c1; i++) {                                                           \
@@ -110,7 +113,7 @@ static inline double newton_step(double total, double slope, int k) {
                 int64_t c;                                                                                \
                 const double theta = NAME##_theta_k##k(zr, mr, n, a, buf, &c);                            \
                 const T ta = (T)a, tm = (T)mr, tt = (T)theta, tf = (T)floor;                              \
-                const T inv = (T)(1.0 / NAME##_total_k##k(buf, c, theta));                                     \
+                const T inv = (T)(1.0 / NAME##_total_k##k(buf, c, theta));                                \
                 if (s) {                                                                                  \
                     T *sr = s + row * n;                                                                  \
                     _Pragma("omp simd")                                                                   \
@@ -154,8 +157,7 @@ static inline double newton_step(double total, double slope, int k) {
             const T *sr = s + row * n, *gr = dp + row * n;                                                \
             T *out = dz + row * n;                                                                        \
             double ss = 0.0, sg = 0.0;                                                                    \
-            for (int64_t c0 = 0; c0 < n; c0 += CHUNK) {                                                   \
-                const int64_t c1 = c0 + CHUNK < n ? c0 + CHUNK : n;                                       \
+            FOR_CHUNKS(c0, c1, n) {                                                                       \
                 T ps = 0, pg = 0;                                                                         \
                 _Pragma("omp simd reduction(+ : ps, pg)")                                                 \
                 for (int64_t i = c0; i < c1; i++) {                                                       \
@@ -188,8 +190,7 @@ ENTMAX_KERNELS(double, entmax_f64)
             T rmax = m[row] + tb;                                                                         \
             rmax = rmax > (T)0 ? rmax : (T)1;                                                             \
             double total = 0.0;                                                                           \
-            for (int64_t c0 = 0; c0 < n; c0 += CHUNK) {                                                   \
-                const int64_t c1 = c0 + CHUNK < n ? c0 + CHUNK : n;                                       \
+            FOR_CHUNKS(c0, c1, n) {                                                                       \
                 T part = 0;                                                                               \
                 if (qr) { /* two loops: a store under a condition kept GCC from vectorizing (15x slower) */ \
                     _Pragma("omp simd reduction(+ : part)")                                               \
@@ -248,8 +249,7 @@ ENTMAX_KERNELS(double, entmax_f64)
             const T *yr = y + row * n, *qr = q + row * n, *gr = dy + row * n;                             \
             T *out = dz + row * n;                                                                        \
             double dot = 0.0;                                                                             \
-            for (int64_t c0 = 0; c0 < n; c0 += CHUNK) {                                                   \
-                const int64_t c1 = c0 + CHUNK < n ? c0 + CHUNK : n;                                       \
+            FOR_CHUNKS(c0, c1, n) {                                                                       \
                 T part = 0;                                                                               \
                 _Pragma("omp simd reduction(+ : part)")                                                   \
                 for (int64_t i = c0; i < c1; i++) part += gr[i] * yr[i];                                  \
