@@ -32,6 +32,22 @@
 #define FOR_CHUNKS(c0, c1, n) \
     for (int64_t c0 = 0, c1 = CHUNK < (n) ? CHUNK : (n); c0 < (n); c0 = c1, c1 = c1 + CHUNK < (n) ? c1 + CHUNK : (n))
 
+/* sum_i a_i b_i over a row, in float by chunks and in double across them. */
+#define DOT_ROW(T, SUFFIX)                                                                                \
+    static double dot_##SUFFIX(const T *a, const T *b, int64_t n) {                                       \
+        double dot = 0.0;                                                                                 \
+        FOR_CHUNKS(c0, c1, n) {                                                                           \
+            T part = 0;                                                                                   \
+            _Pragma("omp simd reduction(+ : part)")                                                       \
+            for (int64_t i = c0; i < c1; i++) part += a[i] * b[i];                                        \
+            dot += (double)part;                                                                          \
+        }                                                                                                 \
+        return dot;                                                                                       \
+    }
+DOT_ROW(float, f32)
+DOT_ROW(double, f64)
+#define DOT(a, b, n) _Generic((a), const float *: dot_f32, const double *: dot_f64)(a, b, n)
+
 /* Newton's step on ||r||_k - 1 from total = sum r^k and slope = sum r^(k-1). */
 static inline double newton_step(double total, double slope, int k) {
     const double norm = k == 1 ? total : k == 2 ? sqrt(total) : sqrt(sqrt(total));
@@ -248,13 +264,7 @@ ENTMAX_KERNELS(double, entmax_f64)
         for (int64_t row = 0; row < rows; row++) {                                                        \
             const T *yr = y + row * n, *qr = q + row * n, *gr = dy + row * n;                             \
             T *out = dz + row * n;                                                                        \
-            double dot = 0.0;                                                                             \
-            FOR_CHUNKS(c0, c1, n) {                                                                       \
-                T part = 0;                                                                               \
-                _Pragma("omp simd reduction(+ : part)")                                                   \
-                for (int64_t i = c0; i < c1; i++) part += gr[i] * yr[i];                                  \
-                dot += (double)part;                                                                      \
-            }                                                                                             \
+            const double dot = DOT(gr, yr, n);                                                            \
             const T c = (T)dot, scale = (T)(p / (double)rmax[row]), tf = (T)floor;                        \
             _Pragma("omp simd")                                                                           \
             for (int64_t i = 0; i < n; i++) out[i] = (gr[i] - c) * yr[i] / (qr[i] > tf ? qr[i] : tf) * scale; \
@@ -263,3 +273,22 @@ ENTMAX_KERNELS(double, entmax_f64)
 
 RELU_KERNELS(float, relu_power_f32)
 RELU_KERNELS(double, relu_power_f64)
+
+/* Normalized sigmoid's backward (pointwise.py's _SigmoidNormalized): with y = sigma(u) / S and S the row's
+ * sum of sigma, du = y (1 - sigma) (dy - <dy, y>), sigma = y S. Two passes. */
+#define SIGMOID_KERNELS(T, NAME)                                                                          \
+    void NAME##_backward(const T *y, const T *total, const T *dy, T *du, int64_t rows, int64_t n,         \
+                         int threads) {                                                                   \
+        _Pragma("omp parallel for schedule(static) num_threads(threads)")                                 \
+        for (int64_t row = 0; row < rows; row++) {                                                        \
+            const T *yr = y + row * n, *gr = dy + row * n;                                                \
+            T *out = du + row * n;                                                                        \
+            const double dot = DOT(gr, yr, n);                                                            \
+            const T c = (T)dot, s = total[row];                                                           \
+            _Pragma("omp simd")                                                                           \
+            for (int64_t i = 0; i < n; i++) out[i] = yr[i] * ((T)1 - yr[i] * s) * (gr[i] - c);            \
+        }                                                                                                 \
+    }
+
+SIGMOID_KERNELS(float, sigmoid_f32)
+SIGMOID_KERNELS(double, sigmoid_f64)

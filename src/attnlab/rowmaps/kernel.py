@@ -1,5 +1,6 @@
 """The compiled row-map kernels (``_kernels.c``): alpha-entmax for alpha in {2, 1.5, 1.25} and normalized
-ReLU^p for p a power of two up to 16, forward and backward, on CPU float32/float64 rows. Built on first use
+ReLU^p for p a power of two up to 16, forward and backward, and normalized sigmoid's backward, on CPU
+float32/float64 rows. Built on first use
 with the machine's C compiler, cached, and loaded with ctypes; the maps fall back to their torch-ops paths
 wherever the kernel is missing.
 
@@ -49,7 +50,8 @@ class Kernel:
         signatures = {"entmax_{}_forward": ([_P, _P, _P, _P, _N, _N, _I, _D, _D, _I], _I),
                       "entmax_{}_backward": ([_P, _P, _P, _N, _N, _I], None),
                       "relu_power_{}_forward": ([_P, _P, _P, _P, _N, _N, _I, _D, _D, _I], None),
-                      "relu_power_{}_backward": ([_P, _P, _P, _P, _P, _N, _N, _D, _D, _I], None)}
+                      "relu_power_{}_backward": ([_P, _P, _P, _P, _P, _N, _N, _D, _D, _I], None),
+                      "sigmoid_{}_backward": ([_P, _P, _P, _P, _N, _N, _I], None)}
         for tag in _TYPES.values():
             for name, (args, result) in signatures.items():
                 fn = getattr(lib, name.format(tag))
@@ -101,6 +103,15 @@ class Kernel:
         self._fn("relu_power_{}_backward", y)(y.data_ptr(), q.data_ptr(), rmax.data_ptr(), dy.data_ptr(),
                                               dz.data_ptr(), y.numel() // n, n, p, floor, torch.get_num_threads())
         return dz
+
+
+    def sigmoid_backward(self, y: torch.Tensor, total: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+        """du = y (1 - y S) (dy - <dy, y>) for normalized sigmoid rows y with sums of sigma S."""
+        n = y.shape[-1]
+        du = torch.empty_like(y)
+        self._fn("sigmoid_{}_backward", y)(y.data_ptr(), total.data_ptr(), dy.data_ptr(), du.data_ptr(),
+                                           y.numel() // n, n, torch.get_num_threads())
+        return du
 
 
 def usable(*tensors: torch.Tensor) -> bool:

@@ -100,24 +100,46 @@ def relu_power(z: torch.Tensor, p: float, b: float, dead: str = "zeros") -> torc
     return normalized_rows(z, rows)
 
 
+class _SigmoidNormalized(torch.autograd.Function):
+    """Rows z (masked keys at -inf) with detached maxima m -> sigma(z + b) / S, S = sum_j sigma(z_j + b).
+
+    With y the output, du = y (1 - y S) (dy - <dy, y>) (sigma = y S), which needs only y and S: autograd
+    would keep sigma and walk back through the division, the sum and the sigmoid.
+    """
+
+    @staticmethod
+    def forward(ctx, z: torch.Tensor, m: torch.Tensor, b: float) -> torch.Tensor:
+        u = z + b if b else z
+        w = torch.sigmoid(u)
+        total = w.sum(-1, keepdim=True)
+        y = w.div_(total)
+        low = (m + b) < (-60.0 if z.dtype == torch.float32 else -600.0)
+        if bool(low.any()):
+            # sigma underflows there: the same quantity in log space. S is then 0 to working precision,
+            # and 1 - y S = 1 in the backward is its limit.
+            y = torch.where(low, torch.softmax(torch.nn.functional.logsigmoid(u), dim=-1), y)
+        ctx.save_for_backward(y, total)
+        return y
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dy: torch.Tensor):
+        y, total = ctx.saved_tensors
+        dy = dy.contiguous()
+        fused = kernel.get() if kernel.usable(y, total, dy) else None
+        if fused is not None:
+            return fused.sigmoid_backward(y, total, dy), None, None
+        c = (dy * y).sum(-1, keepdim=True)
+        return (dy - c).mul_(y).mul_(1.0 - y * total), None, None
+
+
 def sigmoid_normalized(z: torch.Tensor, b: float) -> torch.Tensor:
     """Normalized sigmoid: sigma(z_i + b) / sum_j sigma(z_j + b). Seed 000 §5.3 and App. T.
 
     sigma > 0, so no row is dead. Rows whose largest z + b is so negative that sigma underflows are
     computed as softmax(log sigma(z + b)), the same quantity in log space.
     """
-    def rows(c: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-        u = c + b if b else c
-        w = torch.sigmoid(u)
-        # sigmoid's backward reads its output, so normalize in place only when no gradient is taken.
-        total = w.sum(-1, keepdim=True)
-        w = w.div_(total) if not (torch.is_grad_enabled() and c.requires_grad) else w / total
-        low = (m + b) < (-60.0 if c.dtype == torch.float32 else -600.0)
-        if bool(low.any()):
-            w = torch.where(low, torch.softmax(torch.nn.functional.logsigmoid(u), dim=-1), w)
-        return w
-
-    return normalized_rows(z, rows)
+    return normalized_rows(z, lambda c, m: _SigmoidNormalized.apply(c, m, b))
 
 
 def wortsman(z: torch.Tensor, p: float, by: str) -> torch.Tensor:
