@@ -46,8 +46,8 @@ def _maps(args: argparse.Namespace) -> int:
     print(_aligned(head, rows, wrap=(None, 42, 34, 22, None)))
     print("\nNames carry their parameters (relu_p4_b3.55, entmax_a1.25, logn_xi2_n8192); options are "
           "keywords:\nrowmaps.get('relu_p4_b1', dead='uniform'). b=auto names need .with_bias(b) first.")
-    print(f"On CPU, alpha-entmax at alpha = 2, 1.5, 1.25 and ReLU^p at p = 1, 2, 4, 8, 16 use a compiled "
-          f"kernel; {kernel.status()}.")
+    print(f"On CPU, alpha-entmax at alpha = 2, 1.5, 1.25, ReLU^p at p = 1, 2, 4, 8, 16 and the sigmoid's "
+          f"backward use a compiled kernel; {kernel.status()}.")
     return 0
 
 
