@@ -193,18 +193,17 @@ ENTMAX_KERNELS(float, entmax_f32)
 ENTMAX_KERNELS(double, entmax_f64)
 
 /* Normalized ReLU^p for p = 2^SQ (seed 000 Alg. 1, pointwise.py's _ReluPower): q = [(z + b) / r_max]_+ with
- * r_max = m + b (1 on a dead row, where every q is 0), q below `floor` set to 0, y = q^p / sum q^p; q is kept
+ * r_max per row as _ReluPower computed it, q below `floor` set to 0, y = q^p / sum q^p; q is kept
  * for the backward when q_out is given. Two passes: powers and their sum, then the division. */
 #define RELU_ROWS(T, NAME, SQ)                                                                            \
-    static void NAME##_forward_sq##SQ(const T *z, const T *m, T *y, T *q_out, int64_t rows, int64_t n,    \
+    static void NAME##_forward_sq##SQ(const T *z, const T *r, T *y, T *q_out, int64_t rows, int64_t n,    \
                                       double b, double floor, int threads) {                              \
         _Pragma("omp parallel for schedule(static) num_threads(threads)")                                 \
         for (int64_t row = 0; row < rows; row++) {                                                        \
             const T *zr = z + row * n;                                                                    \
             T *yr = y + row * n, *qr = q_out ? q_out + row * n : 0;                                       \
             const T tb = (T)b, tf = (T)floor;                                                             \
-            T rmax = m[row] + tb;                                                                         \
-            rmax = rmax > (T)0 ? rmax : (T)1;                                                             \
+            const T rmax = r[row];                                                                        \
             double total = 0.0;                                                                           \
             FOR_CHUNKS(c0, c1, n) {                                                                       \
                 T part = 0;                                                                               \
@@ -246,14 +245,14 @@ ENTMAX_KERNELS(double, entmax_f64)
     RELU_ROWS(T, NAME, 4)                                                                                 \
                                                                                                           \
     /* p = 2^squarings, squarings in 0..4; q_out may be NULL (no backward). */                            \
-    void NAME##_forward(const T *z, const T *m, T *y, T *q_out, int64_t rows, int64_t n, int squarings,   \
+    void NAME##_forward(const T *z, const T *r, T *y, T *q_out, int64_t rows, int64_t n, int squarings,   \
                         double b, double floor, int threads) {                                            \
         switch (squarings) {                                                                              \
-        case 0: NAME##_forward_sq0(z, m, y, q_out, rows, n, b, floor, threads); break;                    \
-        case 1: NAME##_forward_sq1(z, m, y, q_out, rows, n, b, floor, threads); break;                    \
-        case 2: NAME##_forward_sq2(z, m, y, q_out, rows, n, b, floor, threads); break;                    \
-        case 3: NAME##_forward_sq3(z, m, y, q_out, rows, n, b, floor, threads); break;                    \
-        default: NAME##_forward_sq4(z, m, y, q_out, rows, n, b, floor, threads); break;                   \
+        case 0: NAME##_forward_sq0(z, r, y, q_out, rows, n, b, floor, threads); break;                    \
+        case 1: NAME##_forward_sq1(z, r, y, q_out, rows, n, b, floor, threads); break;                    \
+        case 2: NAME##_forward_sq2(z, r, y, q_out, rows, n, b, floor, threads); break;                    \
+        case 3: NAME##_forward_sq3(z, r, y, q_out, rows, n, b, floor, threads); break;                    \
+        default: NAME##_forward_sq4(z, r, y, q_out, rows, n, b, floor, threads); break;                   \
         }                                                                                                 \
     }                                                                                                     \
                                                                                                           \

@@ -265,7 +265,7 @@ class _Entmax(torch.autograd.Function):
         k = 1.0 / (alpha - 1.0)
         need_s = ctx.needs_input_grad[0]
         if method == "newton" and _is_int(k) and round(k) in FAST_K:
-            fused = kernel.get() if kernel.usable(z, m) else None
+            fused = kernel.for_rows(z, m)
             if fused is not None:
                 p, s = fused.forward(z, m, round(k), alpha - 1.0, denormal_floor(round(k), z.shape[-1], z.dtype),
                                      need_s)
@@ -283,7 +283,7 @@ class _Entmax(torch.autograd.Function):
         # dz = s * (dp - <s, dp> / sum s).
         (s,) = ctx.saved_tensors
         dp = dp.contiguous()
-        fused = kernel.get() if kernel.usable(s, dp) else None
+        fused = kernel.for_rows(s, dp)
         if fused is not None:
             return fused.backward(s, dp), None, None, None
         sg = s * dp

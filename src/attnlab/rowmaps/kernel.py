@@ -83,14 +83,14 @@ class Kernel:
                                           torch.get_num_threads())
         return dz
 
-    def relu_power_forward(self, z: torch.Tensor, m: torch.Tensor, p: int, b: float, floor: float,
+    def relu_power_forward(self, z: torch.Tensor, rmax: torch.Tensor, p: int, b: float, floor: float,
                            keep_q: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Normalized ReLU^p of contiguous CPU rows z with maxima m, p a power of two up to 16, and, when
-        ``keep_q``, q = [(z + b) / r_max]_+ for the backward."""
+        """Normalized ReLU^p of contiguous CPU rows z divided by their r_max (one per row, > 0), p a power of
+        two up to 16, and, when ``keep_q``, q = [(z + b) / r_max]_+ for the backward."""
         n = z.shape[-1]
         y = torch.empty_like(z)
         q = torch.empty_like(z) if keep_q else None
-        self._fn("relu_power_{}_forward", z)(z.data_ptr(), m.data_ptr(), y.data_ptr(),
+        self._fn("relu_power_{}_forward", z)(z.data_ptr(), rmax.data_ptr(), y.data_ptr(),
                                              None if q is None else q.data_ptr(), z.numel() // n, n,
                                              p.bit_length() - 1, b, floor, torch.get_num_threads())
         return y, q
@@ -114,11 +114,13 @@ class Kernel:
         return du
 
 
-def usable(*tensors: torch.Tensor) -> bool:
-    """Whether the kernel can take these tensors: CPU, float32 or float64, one dtype, contiguous."""
+def for_rows(*tensors: torch.Tensor) -> Kernel | None:
+    """The loaded kernel if it can take these tensors (CPU, float32 or float64, one dtype, contiguous),
+    else None: the caller then takes its torch-ops path."""
     first = tensors[0]
-    return all(t.device.type == "cpu" and t.dtype == first.dtype and t.is_contiguous() for t in tensors) \
-        and first.dtype in _TYPES
+    takes = first.dtype in _TYPES and all(
+        t.device.type == "cpu" and t.dtype == first.dtype and t.is_contiguous() for t in tensors)
+    return get() if takes else None
 
 
 def _cache_dir() -> Path:

@@ -56,9 +56,9 @@ class _ReluPower(torch.autograd.Function):
         floor = denormal_floor(p, z.shape[-1], z.dtype)
         keep = ctx.needs_input_grad[0]
         ctx.p, ctx.floor = p, floor
-        fused = kernel.get() if _power_of_two(p) and p <= 16 and kernel.usable(z, m) else None
+        fused = kernel.for_rows(z, rmax) if _power_of_two(p) and p <= 16 else None
         if fused is not None:
-            y, q = fused.relu_power_forward(z, m, int(p), b, floor, keep)
+            y, q = fused.relu_power_forward(z, rmax, int(p), b, floor, keep)
             ctx.save_for_backward(y, q, rmax)
             return y
         q = (z + b if b else z) / rmax
@@ -73,7 +73,7 @@ class _ReluPower(torch.autograd.Function):
     def backward(ctx, dy: torch.Tensor):
         y, q, rmax = ctx.saved_tensors
         dy = dy.contiguous()
-        fused = kernel.get() if kernel.usable(y, q, rmax, dy) else None
+        fused = kernel.for_rows(y, q, rmax, dy)
         if fused is not None:
             return fused.relu_power_backward(y, q, rmax, dy, ctx.p, ctx.floor), None, None, None
         c = (dy * y).sum(-1, keepdim=True)
@@ -126,7 +126,7 @@ class _SigmoidNormalized(torch.autograd.Function):
     def backward(ctx, dy: torch.Tensor):
         y, total = ctx.saved_tensors
         dy = dy.contiguous()
-        fused = kernel.get() if kernel.usable(y, total, dy) else None
+        fused = kernel.for_rows(y, total, dy)
         if fused is not None:
             return fused.sigmoid_backward(y, total, dy), None, None
         c = (dy * y).sum(-1, keepdim=True)
