@@ -59,7 +59,7 @@ def test_maps_lists_every_family(capsys):
     for fam in FAMILIES:
         assert fam.example in out
         assert fam.source.split()[0] in out
-    assert "row-map kernel: o" in out
+    assert "C kernel (row maps, diagnostics): o" in out
 
 
 def test_module_entry_point_runs():

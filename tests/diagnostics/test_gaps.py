@@ -1,4 +1,4 @@
-"""gap_stats reads seed 003's gap-counting statistics (Lambda_n, contact point, C_n, Lambda_n^(r), p*_n) exactly: brute force, closed-form rows, Thm. 4.6 scaling, D.1 boundary check."""
+"""gap_stats reads seed 003's gap-counting statistics (Lambda_n, contact point, C_n, Lambda_n^(r), p*_n) exactly: brute force, closed-form rows, Thm. 4.6 scaling, D.1 boundary check, on the kernel and the torch-ops path."""
 
 from __future__ import annotations
 
@@ -14,18 +14,26 @@ from attnlab.diagnostics import row_stats
 from attnlab.diagnostics.gaps import _from_sorted, counts, p_star_n, resolution
 from attnlab.diagnostics.gaps import gap_stats as _gap_stats
 
+pytestmark = pytest.mark.usefixtures("kernel_path")
+
 EPS = 1e-6
 FLOAT_KEYS = ("lambda_n", "contact_gap", "contact_count", "alpha_n", "contact_entropy", "lambda_resolved")
 
 
+def _columns(df) -> dict[str, torch.Tensor]:
+    """row_stats' gap columns as tensors (NA ties of unreadable rows read False)."""
+    out = {k: torch.tensor(df[k].to_numpy(dtype=float, na_value=math.nan)) for k in FLOAT_KEYS if k in df}
+    out["tie"] = torch.tensor(df["tie"].fillna(False).to_numpy(dtype=bool))
+    return out
+
+
 def gap_stats(z, allowed, *, betas=(1.0,), eps=EPS, r=None):
-    """The engine's gap_stats on (z, allowed) rows, with p*_n(beta) columns and r = None meaning the
-    default resolution log(1 + log n), as row_stats would call it (rows with no key are given zeros
-    there: row_stats labels them "empty" and never asks)."""
+    """The engine's gap statistics of (z, allowed) rows as row_stats computes them, on the path that
+    ``kernel_path`` picks, with p*_n(beta) columns; r = None means the default resolution log(1 + log n)."""
+    out = _columns(row_stats(z, allowed, eps=eps, r="auto" if r is None else r))
     n_keys = allowed.sum(-1)
     zm = torch.where(allowed, z, -math.inf)
-    zm = torch.where((n_keys > 0).unsqueeze(-1), zm, 0.0)
-    out = _gap_stats(zm, n_keys, eps=eps, r="auto" if r is None else r)
+    zm = torch.where((n_keys > 0).unsqueeze(-1), zm, 0.0)  # p_star_n needs a key; row_stats says "empty"
     for b in betas:
         p = p_star_n(zm, (b,))[:, 0]
         out[f"p_star_beta{b:g}"] = torch.where(n_keys > 1, p, math.nan)
@@ -327,11 +335,10 @@ def test_d1_boundary_check_on_random_rows():
 
 
 def _stats(z, mask=None, r="auto"):
-    """The engine's gap_stats on rows given as nested lists or a tensor, optionally masked."""
+    """The engine's gap statistics (through row_stats) of rows given as nested lists or a tensor."""
     z = torch.as_tensor(z, dtype=torch.float64)
     z = z if z.dim() == 2 else z.unsqueeze(0)
-    zm = z if mask is None else torch.where(torch.as_tensor(mask), z, -math.inf)
-    return _gap_stats(zm, (zm > -math.inf).sum(-1), r=r)
+    return _columns(row_stats(z, None if mask is None else torch.as_tensor(mask), r=r))
 
 
 def test_boundary_check_columns_follow_gamma():

@@ -1,4 +1,4 @@
-"""row_stats matches a per-row brute-force loop for status, margins, S_p, p*, dispersion and sink mass, on random and hand-built rows."""
+"""row_stats matches a per-row brute-force loop for status, margins, S_p, p*, dispersion and sink mass, on random and hand-built rows, on the kernel and the torch-ops path."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import torch
 from attnlab import rowmaps
 from attnlab.diagnostics import row_stats
 from row_refs import concentration_row, dispersion_row, sink_key, softmax_row
+
+pytestmark = pytest.mark.usefixtures("kernel_path")
 
 PS = (2, 4, 8, 16)
 
@@ -186,3 +188,43 @@ def test_blocks_of_rows_give_the_same_table(monkeypatch):
     whole = row_stats(z, mask, target=target, r="auto")
     monkeypatch.setattr(rows_module, "CHUNK_VALUES", 5 * 600)  # 5 rows a block, the last one short
     pd.testing.assert_frame_equal(row_stats(z, mask, target=target, r="auto"), whole)
+
+
+def test_subnormal_weights_count_in_the_support_as_the_weights_do():
+    """Support counts w > 0 with w = e / Z: exp(-744) is subnormal but positive, while exp(-744.4) / 4
+    rounds to 0 (the kernel recounts such rows exactly)."""
+    z = torch.tensor([[0.0, -744.0, -800.0, -math.inf], [0.0, 0.0, 0.0, 0.0]], dtype=torch.float64)
+    z[1, 3] = -744.4
+    df = row_stats(z, torch.tensor([[True, True, True, False], [True] * 4]))
+    for i in range(2):
+        w = softmax_row(z[i].tolist(), [True] * 3 + [i == 1])
+        assert df["support"].iloc[i] == sum(1 for x in w if x > 0) == [2, 3][i]
+
+
+def test_diverse_rows_match_the_other_path(kernel_path, monkeypatch):
+    """Both paths give the same table (up to rounding) on long rows with ties, plateaus, masks and targets,
+    at 1 and 2 threads."""
+    from attnlab.rowmaps import kernel
+
+    z, mask = _random_rows(7, rows=24, n=3000)
+    z[0] = torch.round(z[0] * 4) / 4
+    z[1, 10] = z[1].max()
+    z[2, :50] = 5.0
+    target = torch.randint(0, 3000, (24,), generator=torch.Generator().manual_seed(7))
+    mask[torch.arange(24), target] = True
+    kw = dict(target=target, b=0.3, tau=4.0, p=(1, 2, 2.5, 3, 16), beta=(0.5, 2.0), sink=3, r="auto")
+    got = row_stats(z, mask, **kw)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        pd.testing.assert_frame_equal(row_stats(z, mask, **kw), got)
+    finally:
+        torch.set_num_threads(threads)
+    if kernel_path == "kernel":
+        monkeypatch.setattr(kernel, "get", lambda: None)
+    else:
+        monkeypatch.undo()  # the fixture's switch to the torch path
+        if kernel.get() is None:
+            pytest.skip(kernel.status())
+    other = row_stats(z, mask, **kw)
+    pd.testing.assert_frame_equal(other, got, rtol=1e-12, atol=1e-14)

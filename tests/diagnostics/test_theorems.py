@@ -1,4 +1,4 @@
-"""Seed 000's theorems hold on generated rows: S_p non-increasing in p, p >= p* implies S_p <= 1, ReLU^p target mass = 1 / (1 + S_p)."""
+"""Seed 000's theorems hold on generated rows: S_p non-increasing in p, p >= p* implies S_p <= 1, ReLU^p target mass = 1 / (1 + S_p), on the kernel and the torch-ops path."""
 
 from __future__ import annotations
 
@@ -6,12 +6,15 @@ import math
 
 import hypothesis.extra.numpy as hnp
 import numpy as np
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnlab import rowmaps
 from attnlab.diagnostics import row_stats
+
+pytestmark = pytest.mark.usefixtures("kernel_path")
 
 DEGREES = (1, 1.5, 2, 3, 4, 8, 16, 32)
 

@@ -102,12 +102,12 @@ def test_thread_count_does_not_change_a_bit(built):
 
 
 def test_build_lands_in_the_cache_once(fresh, built):
-    libs = list((fresh / "kernels").glob("rowmaps-*.so"))
-    assert len(libs) == 1 and not list((fresh / "kernels").glob(".rowmaps-*"))
+    libs = list((fresh / "kernels").glob("attnlab-*.so"))
+    assert len(libs) == 1 and not list((fresh / "kernels").glob(".attnlab-*"))
     stamp = libs[0].stat().st_mtime_ns
     kernel._load.cache_clear()
     assert kernel.get() is not None and libs[0].stat().st_mtime_ns == stamp
-    assert kernel.status().startswith("row-map kernel: on")
+    assert kernel.status().startswith("C kernel (row maps, diagnostics): on")
 
 
 @pytest.mark.parametrize("env,why", [({"ATTNLAB_KERNEL": "0"}, "turned off by ATTNLAB_KERNEL=0"),

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import torch
 
+SQUARED_BELOW = 2**21
 P_STAR_RHO_MAX = 0.99  # App. P: the clip of rho that caps log(1 / (1 - rho))
 
 
@@ -68,13 +69,14 @@ def ratios(zm: torch.Tensor, target: torch.Tensor, b: float,
 def s_p(ratio: torch.Tensor, degrees: Sequence[float]) -> dict[float, torch.Tensor]:
     """S_p = sum_j (r_j / r_*)^p for each degree p (seed 000 eq. 3, App. B), NaN on dead rows.
 
-    Integer degrees are built by repeated squaring (2, 4, 8, 16 cost one multiplication each, and an
-    exact boundary such as a tied distractor gives S_p == 1 exactly); others go through pow.
+    Integer degrees below 2^21 are built by repeated squaring (2, 4, 8, 16 cost one multiplication each,
+    and an exact boundary such as a tied distractor gives S_p == 1 exactly); others go through pow, as in
+    the kernel (diagnostics/_rows.c, MAX_BIT).
     """
     squares = {1: ratio}
     out = {}
     for p in degrees:
-        if float(p).is_integer():
+        if float(p).is_integer() and p < SQUARED_BELOW:
             n, bit, acc = int(p), 1, None
             while n:
                 if bit not in squares:

@@ -18,6 +18,7 @@ import pandas as pd
 import torch
 
 from .. import rowmaps
+from ..rowmaps import kernel
 from ..rowmaps._rows import check_rows
 from . import concentration as conc
 from .dispersion import dispersion, key_mass, sink_index, weights
@@ -133,52 +134,100 @@ def _special(zmax: torch.Tensor) -> torch.Tensor:
     return code
 
 
-def _readable_stats(zm: torch.Tensor, target: torch.Tensor | None, opt: RowOptions) -> dict[str, object]:
+def _torch_basics(zm: torch.Tensor, target: torch.Tensor | None, opt: RowOptions) -> dict[str, object]:
+    """The per-row basics of ``_readable_stats`` by torch ops, one pass per statistic: n_keys, first and
+    second (argmax and runner-up), rest (the largest score but the argmax's), a_act, S_p per degree,
+    sink, softmax dispersion per beta (None for other maps) and the gap statistics."""
     n = zm.shape[-1]
     full = bool(zm.amin(-1).gt(-math.inf).all()) if zm.numel() else True
     n_keys = torch.full(zm.shape[:1], n, dtype=torch.int64) if full else (zm > -math.inf).sum(-1)
     first = zm.max(-1).indices
     rest = zm.scatter(-1, first.unsqueeze(-1), -math.inf).max(-1)
     second = torch.where(rest.values > -math.inf, rest.indices, first)
-    if target is None:
-        m = conc.margins(zm, first, opt.b, rest_max=rest.values)
-        target = first
-    elif not (zm.gather(-1, target.unsqueeze(-1)) > -math.inf).all():
-        raise ValueError("a target index points at a masked key; targets must be attended keys")
-    else:
-        m = conc.margins(zm, target, opt.b)
-    ratio, a_act = conc.ratios(zm, target, opt.b, opt.tau)
-    out: dict[str, object] = {
-        "status": conc.status(m["u_star"], opt.tau), "target": target, "target_is_max": m["target_is_max"],
-        "n_keys": n_keys, "a_act": a_act, "delta": m["delta"], "u_star": m["u_star"], "rho": m["rho"],
-    }
+    ratio, a_act = conc.ratios(zm, first if target is None else target, opt.b, opt.tau)
     s = conc.s_p(ratio, opt.p)
     del ratio
+    return {"n_keys": n_keys, "first": first, "second": second, "rest": rest.values, "a_act": a_act, "s_p": s,
+            "sink": sink_index(zm, n_keys, opt.sink, full), "softmax": None,
+            "gaps": gap_stats(zm, n_keys, eps=opt.eps, r=opt.r)}
+
+
+R_MODES = {None: 0, "auto": 2}
+
+
+def _kernel_basics(k, zm: torch.Tensor, target: torch.Tensor | None, opt: RowOptions) -> dict[str, object]:
+    """``_torch_basics`` from the compiled kernel (diagnostics/_rows.c), which reads each row while it
+    is in cache; softmax's dispersion comes with it when the row map is softmax."""
+    softmax = opt.rowmap == "softmax"
+    betas = torch.tensor(opt.beta if softmax else (), dtype=torch.float64)
+    table = k.diag_rows(zm, None if target is None else target.contiguous(), opt.b, opt.tau,
+                        torch.tensor(opt.p, dtype=torch.float64), betas, opt.sink, opt.eps,
+                        R_MODES.get(opt.r, 1), 0.0 if opt.r in R_MODES else float(opt.r))
+    (n_keys, first, second, rest, a_act, sink, lam, tie, cgap, ccount, alpha, cent,
+     lam_r) = table[:kernel.DIAG_FIXED]
+    gaps = {"lambda_n": lam, "tie": tie > 0, "contact_gap": cgap, "contact_count": ccount, "alpha_n": alpha,
+            "contact_entropy": cent}
+    if opt.r is not None:
+        gaps["lambda_resolved"] = lam_r
+    s_cols = table[kernel.DIAG_FIXED:kernel.DIAG_FIXED + len(opt.p)]
+    per_beta = table[kernel.DIAG_FIXED + len(opt.p):].reshape(len(betas), 6, zm.shape[0])
+    n_keys = n_keys.long()
+    return {"n_keys": n_keys, "first": first.long(), "second": second.long(), "rest": rest,
+            "a_act": a_act.long(), "s_p": dict(zip(opt.p, s_cols)), "sink": sink.long(),
+            "softmax": [_softmax_columns(*cols, n_keys) for cols in per_beta] if softmax else None, "gaps": gaps}
+
+
+def _softmax_columns(entropy, support, max_weight, top2_gap, target_mass, sink_mass, n_keys) -> dict:
+    return {"entropy": entropy, "entropy_norm": entropy / torch.where(n_keys > 1, n_keys.double().log(), math.nan),
+            "support": support.long(), "max_weight": max_weight, "top2_gap": top2_gap,
+            "target_mass": target_mass, "sink_mass": sink_mass}
+
+
+def _readable_stats(zm: torch.Tensor, target: torch.Tensor | None, opt: RowOptions) -> dict[str, object]:
+    if target is not None and not (zm.gather(-1, target.unsqueeze(-1)) > -math.inf).all():
+        raise ValueError("a target index points at a masked key; targets must be attended keys")
+    k = kernel.for_rows(zm) if zm.numel() else None
+    basics = _kernel_basics(k, zm, target, opt) if k is not None else _torch_basics(zm, target, opt)
+    first, n_keys = basics["first"], basics["n_keys"]
+    rest = basics["rest"]
+    if target is not None:
+        # the largest score but the target's: the runner-up's where the target is the argmax, else the max
+        rest = torch.where(target == first, rest, zm.gather(-1, first.unsqueeze(-1)).squeeze(-1))
+    else:
+        target = first
+    m = conc.margins(zm, target, opt.b, rest_max=rest)
+    out: dict[str, object] = {
+        "status": conc.status(m["u_star"], opt.tau), "target": target, "target_is_max": m["target_is_max"],
+        "n_keys": n_keys, "a_act": basics["a_act"], "delta": m["delta"], "u_star": m["u_star"], "rho": m["rho"],
+    }
     for p in opt.p:
-        out[f"s_p{_deg(p)}"] = s[p]
-    out["p_star"] = conc.p_star(a_act, m["rho"], m["target_is_max"])
+        out[f"s_p{_deg(p)}"] = basics["s_p"][p]
+    out["p_star"] = conc.p_star(basics["a_act"], m["rho"], m["target_is_max"])
     if opt.sigmoid:
         out["s_sigmoid"] = conc.s_sigmoid(zm, target, opt.b)
-    rm = rowmaps.get(opt.rowmap)
-    sink = sink_index(zm, n_keys, opt.sink, full)
     out["argmax"] = first
-    for beta in opt.beta:
+    rm = rowmaps.get(opt.rowmap)
+    for i, beta in enumerate(opt.beta):
         suffix = opt.beta_suffix(beta)
-        w = weights(zm, rm, beta)
-        for k, v in dispersion(w, zm, first, second, n_keys, beta, softmax=opt.rowmap == "softmax").items():
-            out[k + suffix] = v
-        out["target_mass" + suffix] = key_mass(w, target)
-        out["sink_mass" + suffix] = key_mass(w, sink)
+        if basics["softmax"] is not None:
+            cols = basics["softmax"][i]
+        else:
+            w = weights(zm, rm, beta)
+            cols = dispersion(w, zm, first, basics["second"], n_keys, beta, softmax=opt.rowmap == "softmax")
+            cols["target_mass"] = key_mass(w, target)
+            cols["sink_mass"] = key_mass(w, basics["sink"])
+            del w
+        for name, v in cols.items():
+            out[name + suffix] = v
         # p*_n(beta) is softmax's largest weight (seed 003 App. D): already at hand for softmax.
         out["p_star_n" + suffix] = (out["max_weight" + suffix] if opt.rowmap == "softmax"
                                     else p_star_n(zm, (beta,))[:, 0])
-        del w
-    out.update(gap_stats(zm, n_keys, eps=opt.eps, r=opt.r))
+    out.update(basics["gaps"])
     if opt.gamma:
         gammas = torch.tensor(opt.gamma, dtype=zm.dtype)
         ps = p_star_n(zm, out["lambda_n"].unsqueeze(-1) * gammas)
-        for k, gamma in enumerate(opt.gamma):
-            out[f"p_star_n_gamma{gamma:g}"] = ps[:, k]
+        for j, gamma in enumerate(opt.gamma):
+            out[f"p_star_n_gamma{gamma:g}"] = ps[:, j]
     return out
 
 

@@ -1,8 +1,8 @@
-"""The compiled row-map kernels (``_kernels.c``): alpha-entmax for alpha in {2, 1.5, 1.25} and normalized
-ReLU^p for p a power of two up to 16, forward and backward, and normalized sigmoid's backward, on CPU
-float32/float64 rows. Built on first use
-with the machine's C compiler, cached, and loaded with ctypes; the maps fall back to their torch-ops paths
-wherever the kernel is missing.
+"""The compiled kernels: the row maps' (``_kernels.c``: alpha-entmax for alpha in {2, 1.5, 1.25} and
+normalized ReLU^p for p a power of two up to 16, forward and backward, and normalized sigmoid's backward,
+on CPU float32/float64 rows) and the diagnostics bundle of ``row_stats`` (``diagnostics/_rows.c``), one
+library built on first use with the machine's C compiler, cached, and loaded with ctypes; every caller
+falls back to its torch-ops path wherever the kernel is missing.
 
 Why a kernel: the torch-ops paths read every row several times in separate passes (alpha-entmax 4-8,
 ReLU^16 about 9), each a full trip through memory, and pay PyTorch's per-op cost on one number per row
@@ -27,6 +27,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import math
 import os
 import platform
 import shutil
@@ -36,7 +37,7 @@ from pathlib import Path
 
 import torch
 
-SOURCE = Path(__file__).with_name("_kernels.c")
+SOURCES = (Path(__file__).with_name("_kernels.c"), Path(__file__).parent.parent / "diagnostics" / "_rows.c")
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
 _TYPES = {torch.float32: "f32", torch.float64: "f64"}
 _P, _N = ctypes.c_void_p, ctypes.c_int64
@@ -56,6 +57,8 @@ class Kernel:
             for name, (args, result) in signatures.items():
                 fn = getattr(lib, name.format(tag))
                 fn.argtypes, fn.restype = args, result
+        lib.diag_rows_f64.argtypes = [_P, _N, _N, _P, _D, _D, _P, _N, _P, _N, _N, _D, _I, _D, _P, _I]
+        lib.diag_rows_f64.restype = _I
         self.lib = lib
 
     def _fn(self, name: str, t: torch.Tensor):
@@ -114,6 +117,25 @@ class Kernel:
         return du
 
 
+    def diag_rows(self, zm: torch.Tensor, target: torch.Tensor | None, b: float, tau: float | None,
+                  degrees: torch.Tensor, betas: torch.Tensor, sink: int, eps: float, r_mode: int,
+                  r: float) -> torch.Tensor:
+        """The diagnostics bundle of contiguous float64 rows zm (see ``diagnostics/_rows.c``): a
+        (columns, rows) table, columns OUT_* then S_p per degree then six per beta."""
+        rows, n = zm.shape
+        out = torch.empty(DIAG_FIXED + len(degrees) + 6 * len(betas), rows, dtype=torch.float64)
+        failed = self.lib.diag_rows_f64(
+            zm.data_ptr(), rows, n, None if target is None else target.data_ptr(), b,
+            math.inf if tau is None else tau, degrees.data_ptr(), len(degrees), betas.data_ptr(), len(betas),
+            sink, eps, r_mode, r, out.data_ptr(), torch.get_num_threads())
+        if failed:
+            raise MemoryError(f"the diagnostics kernel could not allocate its {n}-key scratch rows")
+        return out
+
+
+DIAG_FIXED = 13  # the OUT_* columns of diagnostics/_rows.c
+
+
 def for_rows(*tensors: torch.Tensor) -> Kernel | None:
     """The loaded kernel if it can take these tensors (CPU, float32 or float64, one dtype, contiguous),
     else None: the caller then takes its torch-ops path."""
@@ -140,16 +162,17 @@ def _cpu_flags() -> str:
 
 def _build(compiler: str) -> Path:
     version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
-    key = hashlib.sha256("\0".join([SOURCE.read_text(), version, " ".join(FLAGS), _cpu_flags(),
+    texts = [source.read_text() for source in SOURCES]
+    key = hashlib.sha256("\0".join([*texts, version, " ".join(FLAGS), _cpu_flags(),
                                     platform.machine()]).encode()).hexdigest()[:16]
-    target = _cache_dir() / f"rowmaps-{key}.so"
+    target = _cache_dir() / f"attnlab-{key}.so"
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".rowmaps-", suffix=".so")
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".attnlab-", suffix=".so")
     os.close(fd)
     try:
-        done = subprocess.run([compiler, *FLAGS, "-o", tmp, str(SOURCE), "-lm"], capture_output=True, text=True,
+        done = subprocess.run([compiler, *FLAGS, "-o", tmp, *map(str, SOURCES), "-lm"], capture_output=True, text=True,
                               timeout=300)
         if done.returncode:
             raise RuntimeError(f"{compiler} failed: {done.stderr.strip()[-500:]}")
@@ -179,6 +202,6 @@ def get() -> Kernel | None:
 
 
 def status() -> str:
-    """One line: whether the row maps run on the compiled kernel, and why not if they do not."""
+    """One line: whether the row maps and diagnostics run on the compiled kernel, and why not if they do not."""
     kernel, why = _load()
-    return f"row-map kernel: {'on' if kernel else 'off'} ({why})"
+    return f"C kernel (row maps, diagnostics): {'on' if kernel else 'off'} ({why})"
