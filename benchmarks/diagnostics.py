@@ -30,7 +30,7 @@ from attnlab.diagnostics import row_stats
 from attnlab.io import write_json
 from attnlab.perf import tune_malloc
 
-SHAPES = ((512, 1024), (64, 8192), (16, 32768))
+SHAPES = ((2048, 1024), (256, 8192), (64, 32768))
 
 PEAK = """
 import sys, torch

@@ -16,7 +16,6 @@
  * Results go to a column-major table, one column per statistic (OUT_* below, then S_p per degree, then
  * six columns per beta).
  */
-#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -114,6 +113,21 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Ascending: by insertion for the few gaps a bin usually holds, by qsort for crowded bins (all the
+ * gaps but an outlier's can share bin 0, as with an additive -1e9 mask). */
+static void sort_gaps(double *g, int64_t c) {
+    if (c > 32) {
+        qsort(g, (size_t)c, sizeof(double), cmp_double);
+        return;
+    }
+    for (int64_t i = 1; i < c; i++) {
+        const double v = g[i];
+        int64_t j = i;
+        for (; j > 0 && g[j - 1] > v; j--) g[j] = g[j - 1];
+        g[j] = v;
+    }
+}
+
 typedef struct {
     const int64_t *target;
     double b, tau, eps, r;
@@ -127,7 +141,7 @@ typedef struct {
 typedef struct {
     double *gaps;    /* n: the gaps still needed, then sorted */
     int64_t *hist;   /* MAX_BINS + 2: the last bin takes masked keys */
-    int32_t *bin;    /* CH */
+    int32_t *bin;    /* n: each key's bin */
     double *lg;      /* MAX_BINS + 1: log C_k */
     double *levels;  /* (MAX_BIT + 1) x CH: q^(2^k) over a block */
     double *acc;     /* CH */
@@ -198,19 +212,18 @@ static void gap_row(const double *z, int64_t n, int64_t count, double m, double 
     const int64_t bins = n / KEYS_PER_BIN < 1 ? 1 : n / KEYS_PER_BIN > MAX_BINS ? MAX_BINS : n / KEYS_PER_BIN;
     const double top = m - lo, h = top > 0 ? top / (double)bins : 1.0;
     /* Bin k = floor(g / h) by a product with 1 / h: its few ulps of error sit far inside SLACK. */
-    const double inv_h = 1.0 / h;
+    const double inv_h = 1.0 / h, last_bin = (double)bins;
     int64_t *hist = s->hist;
+    int32_t *bin = s->bin;
     memset(hist, 0, (size_t)(bins + 2) * sizeof(int64_t));
-    for (int64_t c0 = 0; c0 < n; c0 += CH) {
-        const int64_t len = c0 + CH < n ? CH : n - c0;
-        const double *zc = z + c0;
-        #pragma omp simd
-        for (int64_t i = 0; i < len; i++) {
-            const double k = (m - zc[i]) * inv_h;
-            s->bin[i] = (int32_t)(zc[i] > -INFINITY ? (k < (double)bins ? k : (double)bins) : (double)(bins + 1));
-        }
-        for (int64_t i = 0; i < len; i++) hist[s->bin[i]]++;
+    #pragma omp simd
+    for (int64_t i = 0; i < n; i++) {
+        double k = (m - z[i]) * inv_h;
+        k = k < last_bin ? k : last_bin;
+        k = z[i] > -INFINITY ? k : last_bin + 1.0; /* masked keys have a bin of their own */
+        bin[i] = (int32_t)k;
     }
+    for (int64_t i = 0; i < n; i++) hist[bin[i]]++;
     /* The bounds of gaps._binned_candidates: with C_k the gaps in bins 0..k, every gap of bin k >= 1 has
      * log N / u <= log C_k / (k h), and bin k's largest gap has log N / u > log C_k / ((k + 1) h). */
     double *lg = s->lg, upto = 0.0;
@@ -225,8 +238,10 @@ static void gap_row(const double *z, int64_t n, int64_t count, double m, double 
     for (int64_t k = 0; k <= bins; k++) {
         const int informative = hist[k] > (k == 0);
         const double upper = (double)(k + 1) * h * (1 + SLACK);
-        lb = fmax(lb, informative ? lg[k] / upper : -INFINITY);
-        lb_r = fmax(lb_r, informative && lg[k] - res > 0 ? (lg[k] - res) / upper : -INFINITY);
+        const double lbk = informative ? lg[k] / upper : -INFINITY;
+        lb = lbk > lb ? lbk : lb;
+        const double lbrk = informative && lg[k] - res > 0 ? (lg[k] - res) / upper : -INFINITY;
+        lb_r = lbrk > lb_r ? lbrk : lb_r;
     }
     if (res < 0) lb_r = INFINITY; /* no Lambda_n^(r): no bin is kept for it */
     /* The last bin kept, scanning down from the last one whose bound could reach: log C_k <= log C_bins. */
@@ -238,35 +253,42 @@ static void gap_row(const double *z, int64_t n, int64_t count, double m, double 
                                (lg[last] - res > 0 && (lg[last] - res) / lower >= lb_r)))
             break;
     }
-    /* Every gap up to the end of bin `last` (none is missed: see SLACK), and maybe a few just past it:
-     * a prefix of the sorted gaps all the same, so each one's rank is its exact count N_n. */
-    const double cut = last == bins ? DBL_MAX : (double)(last + 1) * h * (1 + SLACK); /* masked: g = inf */
+    /* The gaps of bins 0..last, a prefix of the sorted gaps (bins rise with the gap), so each one's rank
+     * is its exact count N_n: placed bin by bin (hist becomes each bin's next slot, then its end), then
+     * sorted within each bin. */
     int64_t c = 0;
+    for (int64_t k = 0; k <= last; k++) {
+        const int64_t size = hist[k];
+        hist[k] = c;
+        c += size;
+    }
+    const int32_t top_bin = (int32_t)last;
     for (int64_t i0 = 0; i0 < n; i0 += 16) { /* few keys are taken: test blocks of 16 at once first */
         const int64_t i1 = i0 + 16 < n ? i0 + 16 : n;
         int any = 0;
         #pragma omp simd reduction(| : any)
-        for (int64_t i = i0; i < i1; i++) any |= m - z[i] <= cut;
+        for (int64_t i = i0; i < i1; i++) any |= bin[i] <= top_bin;
         if (!any) continue;
         for (int64_t i = i0; i < i1; i++)
-            if (m - z[i] <= cut) s->gaps[c++] = m - z[i];
+            if (bin[i] <= top_bin) s->gaps[hist[bin[i]]++] = m - z[i];
     }
-    qsort(s->gaps, (size_t)c, sizeof(double), cmp_double);
+    for (int64_t k = 0, start = 0; k <= last; start = hist[k++]) sort_gaps(s->gaps + start, hist[k] - start);
     /* gaps.counts: position j holds N_n at the last of each run of equal gaps, j + 1 */
     int64_t n_max = 0;
     double lam = 0.0, lam_r = 0.0;
     while (n_max < c && s->gaps[n_max] == 0.0) n_max++;
     for (int64_t j = n_max; j < c; j++) {
-        const double lg = log((double)(j + 1));
-        lam = fmax(lam, lg / s->gaps[j]);
-        if (res >= 0 && lg > res) lam_r = fmax(lam_r, (lg - res) / s->gaps[j]);
+        const double lg = log_count((double)(j + 1));
+        const double ratio = lg / s->gaps[j], ratio_r = res >= 0 && lg > res ? (lg - res) / s->gaps[j] : 0.0;
+        lam = ratio > lam ? ratio : lam;
+        lam_r = ratio_r > lam_r ? ratio_r : lam_r;
     }
     const int tie = n_max >= 2;
     int64_t at = 0;
     double contact = NAN;
     if (!tie) {
         for (int64_t j = c - 1; j >= n_max; j--) {
-            if (log((double)(j + 1)) / s->gaps[j] >= (1 - eps) * lam) {
+            if (log_count((double)(j + 1)) / s->gaps[j] >= (1 - eps) * lam) {
                 at = j + 1;
                 contact = s->gaps[j];
                 break;
@@ -312,12 +334,15 @@ static void softmax_row(const double *z, int64_t n, double m, double beta, int64
 
 static void one_row(const double *z, int64_t n, int64_t row, const Options *o, Scratch *s, double *out,
                     int64_t stride) {
-    double m = -INFINITY, lo = INFINITY, allowed = 0.0;
-    #pragma omp simd reduction(max : m) reduction(min : lo) reduction(+ : allowed)
+    const double b = o->b;
+    double m = -INFINITY, lo = INFINITY, allowed = 0.0, active = 0.0;
+    #pragma omp simd reduction(max : m) reduction(min : lo) reduction(+ : allowed, active)
     for (int64_t i = 0; i < n; i++) {
         m = z[i] > m ? z[i] : m;
-        lo = z[i] > -INFINITY && z[i] < lo ? z[i] : lo;
+        const double low = z[i] > -INFINITY ? z[i] : INFINITY;
+        lo = low < lo ? low : lo;
         allowed += COUNT(z[i] > -INFINITY);
+        active += COUNT(z[i] + b > 0.0);
     }
     const int64_t count = (int64_t)allowed;
     const int64_t first = first_equal(z, n, m, -1);
@@ -346,10 +371,6 @@ static void one_row(const double *z, int64_t n, int64_t row, const Options *o, S
     double r_star = z[t] + o->b;
     r_star = r_star > 0.0 ? r_star : 0.0;
     r_star = r_star < o->tau ? r_star : o->tau;
-    double active = 0.0;
-    const double b = o->b;
-    #pragma omp simd reduction(+ : active)
-    for (int64_t i = 0; i < n; i++) active += COUNT(z[i] + b > 0.0);
     out[OUT_NKEYS * stride] = (double)count;
     out[OUT_FIRST * stride] = (double)first;
     out[OUT_SECOND * stride] = (double)second;
@@ -381,7 +402,7 @@ int diag_rows_f64(const double *z, int64_t rows, int64_t n, const int64_t *targe
     #pragma omp parallel num_threads(threads) reduction(| : failed)
     {
         Scratch s = {malloc((size_t)n * sizeof(double)), malloc((MAX_BINS + 2) * sizeof(int64_t)),
-                     malloc(CH * sizeof(int32_t)), malloc((MAX_BINS + 1) * sizeof(double)),
+                     malloc((size_t)n * sizeof(int32_t)), malloc((MAX_BINS + 1) * sizeof(double)),
                      malloc((MAX_BIT + 1) * CH * sizeof(double)), malloc(CH * sizeof(double)),
                      malloc((size_t)(n_deg > 0 ? n_deg : 1) * sizeof(double))};
         const int ok = s.gaps && s.hist && s.bin && s.lg && s.levels && s.acc && s.sums;
