@@ -34,6 +34,13 @@ enum { OUT_NKEYS, OUT_FIRST, OUT_SECOND, OUT_REST, OUT_AACT, OUT_SINK, OUT_LAMBD
        OUT_CCOUNT, OUT_ALPHA, OUT_CENT, OUT_LAMR, OUT_FIXED };
 enum { B_ENTROPY, B_SUPPORT, B_MAXW, B_TOP2, B_TARGET, B_SINK, B_COLS };
 
+/* c[0] x^(k-1) + ... + c[k-1], Horner's rule (constant k: GCC unrolls it inside vectorized loops). */
+static inline double horner(const double *c, int k, double x) {
+    double p = c[0];
+    for (int i = 1; i < k; i++) p = p * x + c[i];
+    return p;
+}
+
 /* exp(x) for x <= 0 (-inf included), within an ulp or two of glibc's, written so that GCC vectorizes it:
  * x = k ln 2 + r with |r| <= ln 2 / 2, exp(r) by its Taylor series to r^13 (truncation < 1e-17), and
  * 2^k built from bits in two factors so that results down to the smallest subnormal come out. */
@@ -47,20 +54,10 @@ static inline double exp_nonpos(double x) {
     memcpy(&sb, &shift, 8);
     const int64_t k = tb - sb;
     const double r = (x - kd * 0x1.62e42fefa3800p-1) - kd * 0x1.ef35793c7673p-45;
-    double p = 1.0 / 6227020800.0;
-    p = p * r + 1.0 / 479001600.0;
-    p = p * r + 1.0 / 39916800.0;
-    p = p * r + 1.0 / 3628800.0;
-    p = p * r + 1.0 / 362880.0;
-    p = p * r + 1.0 / 40320.0;
-    p = p * r + 1.0 / 5040.0;
-    p = p * r + 1.0 / 720.0;
-    p = p * r + 1.0 / 120.0;
-    p = p * r + 1.0 / 24.0;
-    p = p * r + 1.0 / 6.0;
-    p = p * r + 0.5;
-    p = p * r + 1.0;
-    p = p * r + 1.0;
+    static const double taylor[] = {1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0,
+                                    1.0 / 362880.0, 1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0,
+                                    1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0};
+    const double p = horner(taylor, 14, r);
     const int64_t k1 = k >> 1, k2 = k - k1;
     const int64_t b1 = (k1 + 1023) << 52, b2 = (k2 + 1023) << 52;
     double s1, s2;
@@ -95,16 +92,9 @@ static inline double log_count(double x) {
     m = big ? 0.5 * m : m;
     const double e = (double)(int32_t)((bits >> 52) - 1023 + big);
     const double f = (m - 1.0) / (m + 1.0), f2 = f * f;
-    double t = 1.0 / 21;
-    t = t * f2 + 1.0 / 19;
-    t = t * f2 + 1.0 / 17;
-    t = t * f2 + 1.0 / 15;
-    t = t * f2 + 1.0 / 13;
-    t = t * f2 + 1.0 / 11;
-    t = t * f2 + 1.0 / 9;
-    t = t * f2 + 1.0 / 7;
-    t = t * f2 + 1.0 / 5;
-    t = t * f2 + 1.0 / 3;
+    static const double atanh_series[] = {1.0 / 21, 1.0 / 19, 1.0 / 17, 1.0 / 15, 1.0 / 13, 1.0 / 11, 1.0 / 9,
+                                          1.0 / 7, 1.0 / 5, 1.0 / 3};
+    const double t = horner(atanh_series, 10, f2);
     return e * 0x1.62e42fefa3800p-1 + (2.0 * f + 2.0 * f * (f2 * t) + e * 0x1.ef35793c7673p-45);
 }
 
