@@ -138,6 +138,12 @@ typedef struct {
     double *sums;    /* one per degree */
 } Scratch;
 
+/* r = clamp(u, 0, tau) (seed 000 §3), branch-free for vectorized loops. */
+static inline double capped_relu(double u, double tau) {
+    const double r = u > 0.0 ? u : 0.0;
+    return r < tau ? r : tau;
+}
+
 /* True for the degrees taken by repeated squaring (concentration.s_p uses the same rule). */
 static inline int squared_degree(double p) { return p == floor(p) && p < (double)(2 << MAX_BIT); }
 
@@ -157,10 +163,7 @@ static void s_p_row(const double *z, int64_t n, int64_t t, double r_star, const 
         double *q = s->levels;
         #pragma omp simd
         for (int64_t i = 0; i < len; i++) {
-            double r = z[c0 + i] + b;
-            r = r > 0.0 ? r : 0.0;
-            r = r < tau ? r : tau;
-            q[i] = c0 + i == t ? 0.0 : r / r_star;
+            q[i] = c0 + i == t ? 0.0 : capped_relu(z[c0 + i] + b, tau) / r_star;
         }
         for (int k = 1; k <= top_bit; k++) {
             const double *prev = s->levels + (k - 1) * CH;
@@ -358,9 +361,7 @@ static void one_row(const double *z, int64_t n, int64_t row, const Options *o, S
             }
         }
     }
-    double r_star = z[t] + o->b;
-    r_star = r_star > 0.0 ? r_star : 0.0;
-    r_star = r_star < o->tau ? r_star : o->tau;
+    const double r_star = capped_relu(z[t] + b, o->tau);
     out[OUT_NKEYS * stride] = (double)count;
     out[OUT_FIRST * stride] = (double)first;
     out[OUT_SECOND * stride] = (double)second;

@@ -30,6 +30,11 @@ def weights(zm: torch.Tensor, rowmap: RowMap, beta: float) -> torch.Tensor:
     return rowmap(zm * beta)
 
 
+def normalized_entropy(entropy: torch.Tensor, n_keys: torch.Tensor) -> torch.Tensor:
+    """Entropy / log L, L the allowed keys of the row; NaN where L = 1 (seed 001 §3.2)."""
+    return entropy / torch.where(n_keys > 1, n_keys.to(entropy.dtype).log(), math.nan)
+
+
 def dispersion(w: torch.Tensor, zm: torch.Tensor, first: torch.Tensor, second: torch.Tensor,
                n_keys: torch.Tensor, beta: float, softmax: bool) -> dict[str, torch.Tensor]:
     """Shannon entropy, entropy / log L (L = allowed keys; NaN when L = 1), support (weights > 0),
@@ -51,7 +56,7 @@ def dispersion(w: torch.Tensor, zm: torch.Tensor, first: torch.Tensor, second: t
         entropy = -torch.special.xlogy(w, w).sum(-1)
     return {
         "entropy": entropy,
-        "entropy_norm": entropy / torch.where(n_keys > 1, n_keys.to(w.dtype).log(), math.nan),
+        "entropy_norm": normalized_entropy(entropy, n_keys),
         "support": w.sign().sum(-1).to(torch.int64),  # w >= 0: sign counts nonzeros without a bool pass
         "max_weight": w_max,
         "top2_gap": w_max - w_2nd,

@@ -21,7 +21,7 @@ from .. import rowmaps
 from ..rowmaps import kernel
 from ..rowmaps._rows import check_rows
 from . import concentration as conc
-from .dispersion import dispersion, key_mass, sink_index, weights
+from .dispersion import dispersion, key_mass, normalized_entropy, sink_index, weights
 from .gaps import gap_stats, p_star_n
 
 SPECIAL = ("empty", "nan", "inf")
@@ -170,7 +170,7 @@ def _kernel_basics(k, zm: torch.Tensor, target: torch.Tensor | None, opt: RowOpt
     if opt.r is not None:
         gaps["lambda_resolved"] = lam_r
     s_cols = table[kernel.DIAG_FIXED:kernel.DIAG_FIXED + len(opt.p)]
-    per_beta = table[kernel.DIAG_FIXED + len(opt.p):].reshape(len(betas), 6, zm.shape[0])
+    per_beta = table[kernel.DIAG_FIXED + len(opt.p):].reshape(len(betas), kernel.DIAG_PER_BETA, zm.shape[0])
     n_keys = n_keys.long()
     return {"n_keys": n_keys, "first": first.long(), "second": second.long(), "rest": rest,
             "a_act": a_act.long(), "s_p": dict(zip(opt.p, s_cols)), "sink": sink.long(),
@@ -178,7 +178,7 @@ def _kernel_basics(k, zm: torch.Tensor, target: torch.Tensor | None, opt: RowOpt
 
 
 def _softmax_columns(entropy, support, max_weight, top2_gap, target_mass, sink_mass, n_keys) -> dict:
-    return {"entropy": entropy, "entropy_norm": entropy / torch.where(n_keys > 1, n_keys.double().log(), math.nan),
+    return {"entropy": entropy, "entropy_norm": normalized_entropy(entropy, n_keys),
             "support": support.long(), "max_weight": max_weight, "top2_gap": top2_gap,
             "target_mass": target_mass, "sink_mass": sink_mass}
 

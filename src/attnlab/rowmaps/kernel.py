@@ -121,9 +121,9 @@ class Kernel:
                   degrees: torch.Tensor, betas: torch.Tensor, sink: int, eps: float, r_mode: int,
                   r: float) -> torch.Tensor:
         """The diagnostics bundle of contiguous float64 rows zm (see ``diagnostics/_rows.c``): a
-        (columns, rows) table, columns OUT_* then S_p per degree then six per beta."""
+        (columns, rows) table, columns OUT_* then S_p per degree then DIAG_PER_BETA per beta."""
         rows, n = zm.shape
-        out = torch.empty(DIAG_FIXED + len(degrees) + 6 * len(betas), rows, dtype=torch.float64)
+        out = torch.empty(DIAG_FIXED + len(degrees) + DIAG_PER_BETA * len(betas), rows, dtype=torch.float64)
         failed = self.lib.diag_rows_f64(
             zm.data_ptr(), rows, n, None if target is None else target.data_ptr(), b,
             math.inf if tau is None else tau, degrees.data_ptr(), len(degrees), betas.data_ptr(), len(betas),
@@ -134,6 +134,7 @@ class Kernel:
 
 
 DIAG_FIXED = 13  # the OUT_* columns of diagnostics/_rows.c
+DIAG_PER_BETA = 6  # its B_* columns, one set per beta
 
 
 def for_rows(*tensors: torch.Tensor) -> Kernel | None:
