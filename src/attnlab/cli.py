@@ -358,9 +358,10 @@ def _lengthgen(args: argparse.Namespace) -> int:
                                         eval_mult=tuple(args.eval_mult) if args.eval_mult else None,
                                         budget=args.budget, steps=args.steps, samples=args.samples, seed=args.seed,
                                         params=_task_params(args.param))
+        lengthgen.check_jobs(args.jobs)
     except ValueError as exc:
         raise UserError(str(exc)) from None
-    result = lengthgen.run(cfg, args.out, progress=not args.no_progress)
+    result = lengthgen.run(cfg, args.out, progress=not args.no_progress, jobs=args.jobs)
     print(f"{lengthgen.metric(cfg.task_def)[0]} (%) on {cfg.task}, trained at {cfg.trained_at} tokens with {cfg.pe}, "
           f"{cfg.plan['samples']} samples per length ({cfg.budget} budget, {cfg.plan['steps']} steps)")
     print(result["table"].round(1).to_string())
@@ -581,6 +582,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=None, help="override the budget's training steps")
     p.add_argument("--samples", type=int, default=None, help="override the budget's samples per length")
     p.add_argument("--seed", type=_seed, default=0, metavar="N", help="seed of data and initialization")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="train N variants at once in separate processes, splitting the CPU threads between them "
+                        "(default 1; on CPU, one per core is fastest for the smoke models)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--out", type=Path, default=Path("runs/lengthgen"), metavar="DIR", help="output folder")
     p.set_defaults(func=_lengthgen)

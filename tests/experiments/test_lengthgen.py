@@ -96,6 +96,24 @@ def test_the_same_seed_reproduces_every_number_in_a_fresh_folder(tmp_path):
     assert (tmp_path / "a" / "dispersion.csv").read_bytes() == (tmp_path / "b" / "dispersion.csv").read_bytes()
 
 
+def test_cells_trained_in_parallel_processes_equal_cells_trained_one_after_another(tmp_path, monkeypatch):
+    # One thread here gives each worker one thread too, so the two runs do the same arithmetic.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        cfg = _cfg(maps=("softmax", "entmax_a1.5"))
+        one, two = lengthgen.run(cfg, tmp_path / "one"), lengthgen.run(cfg, tmp_path / "two", jobs=2)
+    finally:
+        torch.set_num_threads(threads)
+    assert one["table"].equals(two["table"])
+    assert {k: v["lengths"] for k, v in one["cells"].items()} == {k: v["lengths"] for k, v in two["cells"].items()}
+    with pytest.raises(ValueError, match="jobs must be at least 1"):
+        lengthgen.run(cfg, tmp_path / "none", jobs=0)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ValueError, match="under torchrun use jobs 1"):
+        lengthgen.check_jobs(2)
+
+
 def test_task_parameters_reach_training_and_scoring_and_are_checked(tmp_path):
     cfg = _cfg(maps=("softmax",), eval_mult=(1,), params={"symbols": 4})
     result = lengthgen.run(cfg, tmp_path)

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import json
 import math
+import multiprocessing
+import os
 from collections.abc import Mapping
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -281,10 +284,40 @@ def plot(acc: pd.DataFrame, cfg: LengthgenConfig, path: Path) -> tuple[Path, Pat
     return save_figure(fig, path)
 
 
-def run(cfg: LengthgenConfig, out: str | Path, progress: bool = False) -> dict[str, Any]:
+def check_jobs(jobs: int) -> None:
+    if jobs < 1:
+        raise ValueError(f"jobs must be at least 1, got {jobs}")
+    if jobs > 1 and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise ValueError("jobs > 1 trains variants in separate processes, which torchrun does not manage; "
+                         "under torchrun use jobs 1")
+
+
+def _cell_in_process(cfg: LengthgenConfig, name: str, out: Path, threads: int) -> dict[str, Any]:
+    torch.set_num_threads(threads)
+    return run_cell(cfg, name, out)
+
+
+def _run_cells(cfg: LengthgenConfig, out: Path, progress: bool, jobs: int) -> dict[str, dict[str, Any]]:
+    """Every variant's cell, ``jobs`` at a time. Separate processes with the threads split between them:
+    a small decoder keeps one CPU thread about as busy as two keep it, so two cells on two cores finish in
+    about the time of one. Each cell still writes its own JSON, so a failed cell leaves the others."""
+    jobs = min(jobs, len(cfg.maps))
+    if jobs == 1:
+        return {name: run_cell(cfg, name, out, progress) for name in cfg.maps}
+    threads = max(1, torch.get_num_threads() // jobs)
+    # spawn, not fork: a forked child inherits OpenMP's thread pool in an unusable state.
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {name: pool.submit(_cell_in_process, cfg, name, out, threads) for name in cfg.maps}
+        return {name: future.result() for name, future in futures.items()}
+
+
+def run(cfg: LengthgenConfig, out: str | Path, progress: bool = False, jobs: int = 1) -> dict[str, Any]:
+    """Train and score every variant (``jobs`` cells at once, see ``_run_cells``), then write the config,
+    the accuracy and dispersion tables and the plot into ``out``."""
+    check_jobs(jobs)
     out = Path(out)
     io.write_json(out / "config.json", {**asdict(cfg), "plan": cfg.plan})
-    cells = {name: run_cell(cfg, name, out, progress) for name in cfg.maps}
+    cells = _run_cells(cfg, out, progress, jobs)
     acc = table(cells, cfg)
     paths = {**io.write_table(out / "accuracy", acc.reset_index()),
              **{f"dispersion_{k}": v for k, v in io.write_table(out / "dispersion", dispersion_table(cells)).items()}}
