@@ -357,7 +357,7 @@ def _lengthgen(args: argparse.Namespace) -> int:
                                         min_train_len=args.min_train_len,
                                         eval_mult=tuple(args.eval_mult) if args.eval_mult else None,
                                         budget=args.budget, steps=args.steps, samples=args.samples, seed=args.seed,
-                                        params=_task_params(args.param))
+                                        lr=args.lr, params=_task_params(args.param))
         lengthgen.check_jobs(args.jobs)
     except ValueError as exc:
         raise UserError(str(exc)) from None
@@ -581,6 +581,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", choices=["smoke", "full"], default="smoke", help="steps, model size and samples")
     p.add_argument("--steps", type=int, default=None, help="override the budget's training steps")
     p.add_argument("--samples", type=int, default=None, help="override the budget's samples per length")
+    p.add_argument("--lr", type=_finite, default=None, help="override the budget's peak learning rate")
     p.add_argument("--seed", type=_seed, default=0, metavar="N", help="seed of data and initialization")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="train N variants at once in separate processes, splitting the CPU threads between them "

@@ -136,6 +136,19 @@ def test_the_full_budget_builds_each_task_s_model_of_seed_001_table_5():
     assert _cfg(task="reverse").plan["layers"] == 2
 
 
+def test_the_smoke_budget_takes_a_task_s_own_settings_and_given_overrides_win():
+    smoke = _cfg(task="mqmtar", train_len=64, steps=None)
+    run = lengthgen.run_config(smoke, "softmax", TASKS["mqmtar"].vocab_size)
+    own = lengthgen.SMOKE_TASKS["mqmtar"]
+    assert (run.model.heads, run.train.lr, run.train.steps) == (own["heads"], own["lr"], own["steps"])
+    assert run.train.min_lr == pytest.approx(own["lr"] / 10)
+    given = lengthgen.run_config(_cfg(task="mqmtar", train_len=64, steps=7, lr=5e-4), "softmax", 262).train
+    assert (given.steps, given.lr) == (7, 5e-4)
+    assert _cfg().plan["heads"] == lengthgen.BUDGETS["smoke"]["heads"]
+    with pytest.raises(ValueError, match="lr must be a positive finite number"):
+        _cfg(lr=0.0)
+
+
 def test_classification_tasks_are_scored_by_accuracy_over_positions():
     batch = TASKS["2back"].generate(6, 20, seed=0)
     one_wrong = batch.targets.clamp(min=0).clone()

@@ -176,10 +176,9 @@ def summarize(folder: Path) -> Section:
     _plot_accuracy(acc, folder / "accuracy")
     _plot_dispersion(acc, folder / "dispersion")
     cfg = load_config(folder)
-    plan = next(iter(runs.values()))[0].plan
-    notes = [f"{cfg.budget} budget: {plan['layers']} layers x {plan['heads']} heads x {plan['d_model']} wide, NAPE "
-             "positions (half the heads NoPE, half ALiBi), "
-             + ", ".join(f"{t} trained at {c.trained_at} tokens for {c.plan['steps']} steps" for t, (c, *_) in runs.items())
+    notes = [f"{cfg.budget} budget, NAPE positions (half the heads NoPE, half ALiBi): "
+             + ", ".join(f"{t} on {c.plan['layers']} layers x {c.plan['heads']} heads x {c.plan['d_model']} wide, "
+                         f"trained at {c.trained_at} tokens for {c.plan['steps']} steps" for t, (c, *_) in runs.items())
              + "; the seed trains Table 5's models on 50M samples."]
     if cfg.budget == "smoke":
         notes.append("Long lengths are scored on fewer rows (as many tokens as 4x the training length would take); "
