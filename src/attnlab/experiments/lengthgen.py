@@ -61,6 +61,11 @@ TABLE5 = {
     "flipflop_dense": (8, 4, 256, 512), "copy": (16, 2, 256, 1024), "reverse": (8, 6, 256, 512),
     "mqmtar": (16, 4, 512, 1024), "sort": (8, 2, 256, 1024),
 }
+# Each budget's settings per task, applied over the budget's own.
+TASK_PLANS: dict[str, dict[str, dict[str, Any]]] = {
+    "smoke": SMOKE_TASKS,
+    "full": {task: dict(zip(("heads", "layers", "d_model", "ffn_width"), row)) for task, row in TABLE5.items()},
+}
 
 
 def variant(name: str) -> dict[str, str]:
@@ -126,13 +131,9 @@ class LengthgenConfig:
 
     @property
     def plan(self) -> dict[str, Any]:
-        """The budget's settings, with the task's own (``TABLE5`` for the full budget, ``SMOKE_TASKS`` for
-        the smoke one) and then the given overrides (steps, samples, eval_mult, lr) applied."""
-        plan = dict(BUDGETS[self.budget])
-        if self.budget == "full" and self.task in TABLE5:
-            plan.update(zip(("heads", "layers", "d_model", "ffn_width"), TABLE5[self.task]))
-        if self.budget == "smoke":
-            plan.update(SMOKE_TASKS.get(self.task, {}))
+        """The budget's settings, with the task's own for that budget (``TASK_PLANS``) and then the given
+        overrides (steps, samples, eval_mult, lr) applied."""
+        plan = {**BUDGETS[self.budget], **TASK_PLANS[self.budget].get(self.task, {})}
         given = {"steps": self.steps, "samples": self.samples, "eval_mult": self.eval_mult, "lr": self.lr}
         return {k: given.get(k) or v for k, v in plan.items()}
 
