@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import math
 import multiprocessing
-import os
 from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -32,7 +31,7 @@ from ..site import WeightBlock
 from ..tasks import TASKS, TaskStream, exact_match, get_task, scored_accuracy
 from ..tasks.seqtask import IGNORE, Task
 from ..train.config import RunConfig
-from ..train.trainer import Trainer
+from ..train.trainer import Trainer, world_size
 
 # Names that are a scaler plus a map rather than a registry map (seed 001 §4.1, §5 baselines).
 VARIANTS: dict[str, dict[str, str]] = {
@@ -300,7 +299,7 @@ def plot(acc: pd.DataFrame, cfg: LengthgenConfig, path: Path) -> tuple[Path, Pat
 def check_jobs(jobs: int) -> None:
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, got {jobs}")
-    if jobs > 1 and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+    if jobs > 1 and world_size() > 1:
         raise ValueError("jobs > 1 trains variants in separate processes, which torchrun does not manage; "
                          "under torchrun use jobs 1")
 

@@ -57,10 +57,15 @@ class World:
         return self.rank == 0
 
 
+def world_size() -> int:
+    """The number of processes torchrun started (1 when run directly)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
 def init_world() -> World:
     """The process group torchrun describes in the environment (gloo on CPU, nccl on CUDA), or a world of
     one when run directly."""
-    size = int(os.environ.get("WORLD_SIZE", "1"))
+    size = world_size()
     if torch.cuda.is_available():
         local = int(os.environ.get("LOCAL_RANK", "0"))
         torch.cuda.set_device(local)
