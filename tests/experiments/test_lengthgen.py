@@ -140,11 +140,11 @@ def test_the_smoke_budget_takes_a_task_s_own_settings_and_given_overrides_win():
     smoke = _cfg(task="mqmtar", train_len=64, steps=None)
     run = lengthgen.run_config(smoke, "softmax", TASKS["mqmtar"].vocab_size)
     own = lengthgen.SMOKE_TASKS["mqmtar"]
-    assert (run.model.heads, run.train.lr, run.train.steps) == (own["heads"], own["lr"], own["steps"])
+    assert (run.model.ffn, run.train.lr, run.train.steps) == (own["ffn"], own["lr"], own["steps"])
     assert run.train.min_lr == pytest.approx(own["lr"] / 10)
     given = lengthgen.run_config(_cfg(task="mqmtar", train_len=64, steps=7, lr=5e-4), "softmax", 262).train
     assert (given.steps, given.lr) == (7, 5e-4)
-    assert _cfg().plan["heads"] == lengthgen.BUDGETS["smoke"]["heads"]
+    assert _cfg().plan["ffn"] == lengthgen.BUDGETS["smoke"]["ffn"] == "gelu"
     with pytest.raises(ValueError, match="lr must be a positive finite number"):
         _cfg(lr=0.0)
 
