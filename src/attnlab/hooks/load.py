@@ -25,14 +25,41 @@ def resolve_dtype(name: str, device: str) -> torch.dtype:
     return DTYPES[name]
 
 
+MODEL_HELP = "a fetched model's name (attnlab fetch --list), a .gguf file, or a folder written by save_pretrained"
+
+
+def resolve_checkpoint(spec: str | os.PathLike, *, log=None) -> Path:
+    """The ``save_pretrained`` folder that ``--model`` names: an existing path first (a folder, a
+    ``.gguf`` file, or a folder holding one ``.gguf`` and no config.json), else a fetched model's name.
+    GGUF files are converted once (``convert.converted``)."""
+    from . import convert, fetch
+
+    path = Path(spec).expanduser()
+    if not path.exists() and str(spec) in fetch.MODELS:
+        found = fetch.fetched(str(spec))
+        if found is None:
+            raise LoadError(f"model {str(spec)!r} is not fetched yet; run: attnlab fetch {spec}")
+        return convert.converted(found, log=log)
+    if path.is_file() and path.suffix == ".gguf":
+        return convert.converted(path, log=log)
+    if path.is_dir() and not (path / "config.json").is_file():
+        ggufs = convert.gguf_files(path)
+        if len(ggufs) == 1:
+            return convert.converted(ggufs[0], log=log)
+        if ggufs:
+            raise LoadError(f"{path} holds {len(ggufs)} .gguf files ({', '.join(p.name for p in ggufs)}); "
+                            "pass one of them")
+    return check_checkpoint(path)
+
+
 def check_checkpoint(path: str | os.PathLike) -> Path:
     folder = Path(path).expanduser()
     if not folder.exists():
-        raise LoadError(f"model path {folder} does not exist; pass a folder written by save_pretrained")
+        raise LoadError(f"model {str(path)!r} is neither a path nor a known model name; pass {MODEL_HELP}")
     if not folder.is_dir():
-        raise LoadError(f"model path {folder} is a file; pass the folder written by save_pretrained")
+        raise LoadError(f"model path {folder} is a file but not a .gguf; pass {MODEL_HELP}")
     if not (folder / "config.json").is_file():
-        raise LoadError(f"{folder} has no config.json; pass a folder written by save_pretrained")
+        raise LoadError(f"{folder} has no config.json and no .gguf file; pass {MODEL_HELP}")
     if not any(any(folder.glob(pattern)) for pattern in WEIGHT_FILES):
         raise LoadError(f"{folder} has no weights (model.safetensors or pytorch_model.bin); "
                         "save the model with save_pretrained or download its weight files there")
@@ -57,14 +84,15 @@ def quiet_transformers() -> Iterator[None]:
 
 
 def load_model(path: str | os.PathLike, *, device: str = "cpu", dtype: str = "float32",
-               trust_remote_code: bool = False, tokenizer: bool = True):
-    """(model, tokenizer or None) from a local folder, in eval mode with eager attention; offline only.
+               trust_remote_code: bool = False, tokenizer: bool = True, log=None):
+    """(model, tokenizer or None) from a local folder, a GGUF file or a fetched model's name
+    (``resolve_checkpoint``), in eval mode with eager attention; offline only.
 
     ``trust_remote_code`` stays off unless asked for: custom modeling code runs only then (and attnlab
     routes only transformers' own architectures anyway).
     """
-    folder = check_checkpoint(path)
     torch_dtype = resolve_dtype(dtype, device)
+    folder = resolve_checkpoint(path, log=log)
     with quiet_transformers():
         return _load(folder, device, torch_dtype, trust_remote_code, tokenizer)
 
