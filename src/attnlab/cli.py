@@ -118,24 +118,39 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _demo_models(given: list[str] | None) -> list[str]:
+    """The pretrained models of the demo's real-model sections: the ones given, else every named model
+    that is fetched."""
+    from .hooks import fetch
+
+    if given is not None:
+        return [m for m in given if m != "none"]
+    models = [name for name in fetch.MODELS if fetch.fetched(name) is not None]
+    if not models:
+        print("no real model fetched: the real-model sections are left out (attnlab fetch smollm2 adds them)")
+    return models
+
+
 def _demo(args: argparse.Namespace) -> int:
     from .experiments import studies
 
     out: Path = args.out
     _check_writable(out)
     names = args.studies or list(studies.STUDIES)
+    models = _demo_models(args.models)
     started, failed, done = time.monotonic(), [], []
-    for name in names:
+    for name, model, folder in studies.demo_plan(names, models, out):
         try:
-            cfg = studies.StudyConfig(study=name, seed=args.seed)
-            done.append((_run_study(cfg, out / name, progress=not args.no_progress), out / name))
+            cfg = studies.StudyConfig(study=name, seed=args.seed, model=model)
+            done.append((_run_study(cfg, folder, progress=not args.no_progress), folder))
         except studies.StudyError as exc:
             raise UserError(str(exc)) from None
         except Exception as exc:  # one study's failure must not cost the others their report
-            failed.append(name)
-            print(f"== study {name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            failed.append(folder.name)
+            print(f"== study {folder.name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
     if done:
-        page = studies.write_page(done, out / "index.html", title="attnlab demo")
+        compared = studies.comparisons([folder for _, folder in done], out)
+        page = studies.write_page([*compared, *done], out / "index.html", title="attnlab demo")
         print(f"demo finished in {(time.monotonic() - started) / 60:.1f} min; report: {page}")
     if failed:
         raise UserError(f"studies failed: {', '.join(failed)}; rerun the same command to resume them")
@@ -235,7 +250,8 @@ def _audit(args: argparse.Namespace) -> int:
     def make_run():
         cfg = audit.AuditConfig(model=str(args.model), suite=args.suite, prompts=args.prompts, p=tuple(args.p),
                                 b=tuple(args.b), seed=args.seed, pad=args.pad, length=args.length,
-                                every=args.every, target=args.target, device=args.device, dtype=args.dtype)
+                                every=args.every, target=args.target, device=args.device, dtype=args.dtype,
+                                b_auto=args.b_auto)
         return audit.run(cfg, args.out)
 
     return _hf_run(args, make_run, f"audit of {args.model} on {args.suite} ({args.prompts} prompts, every "
@@ -264,7 +280,7 @@ def _ablate(args: argparse.Namespace) -> int:
                                   recipe=args.recipe, random_draws=args.random_draws, rank_suite=args.rank_suite,
                                   rank_prompts=args.rank_prompts, rank_length=args.rank_length, every=args.every,
                                   suite=args.suite, prompts=args.prompts, seed=args.seed, pad=args.pad,
-                                  length=args.length, device=args.device, dtype=args.dtype)
+                                  length=args.length, device=args.device, dtype=args.dtype, b_auto=args.b_auto)
         return ablate.run(cfg, args.out)
 
     return _hf_run(args, make_run, f"group ablation on {args.model}: heads ranked by median {args.rank_by} on "
@@ -325,6 +341,8 @@ def _hf_options(p: argparse.ArgumentParser, suite: bool = True) -> None:
         p.add_argument("--prompts", type=int, default=20, metavar="N", help="prompts in the suite (default 20)")
         p.add_argument("--pad", type=int, default=None, help="haystack sentences (niah, uuid_niah)")
         p.add_argument("--length", type=int, default=None, help="target prompt length in tokens")
+        p.add_argument("--b-auto", type=_finite, default=None, metavar="B",
+                       help="use this b_auto instead of calibrating (e.g. the value an audit stored)")
     p.add_argument("--seed", type=_seed, default=0, metavar="N", help="prompt seed (default 0)")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:i]")
     p.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
@@ -453,6 +471,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=_seed, default=0, metavar="N", help="seed of data and training (default: 0)")
     p.add_argument("--studies", nargs="+", metavar="NAME", choices=_study_names(),
                    help="run only these studies (default: all, in this order: %(choices)s)")
+    p.add_argument("--models", nargs="+", metavar="MODEL",
+                   help="pretrained models for the real-model sections: the first one's in every study that takes "
+                        "one, the concentration study on each of them (default: every fetched named model; "
+                        "'none' for none)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=_demo)
     p = sub.add_parser("study", help="run one study (one per seed) and write its tables, figures and report",
@@ -519,8 +541,6 @@ def build_parser() -> argparse.ArgumentParser:
     _hf_options(p)
     p.add_argument("--recipes", nargs="+", required=True, metavar="NAME",
                    help="row-map names, e.g. relu_p4_bauto relu_p8_bauto sigmoid_b0 wortsman_p2_L")
-    p.add_argument("--b-auto", type=_finite, default=None, metavar="B",
-                   help="use this b_auto instead of calibrating (e.g. the value an audit stored)")
     p.add_argument("--out", type=Path, default=Path("runs/substitute"), metavar="DIR", help="output folder")
     p.set_defaults(func=_substitute)
     p = sub.add_parser("ablate", help="group head ablation: top/bottom/random-K heads by S_p (seed 000)",

@@ -29,7 +29,7 @@ def test_registry_has_one_study_per_seed_and_every_module_defines_both_steps():
     ({"study": "nope"}, "unknown study 'nope'"),
     ({"study": "temperature", "budget": "huge"}, "--budget must be one of smoke, full"),
     ({"study": "temperature", "seed": -1}, "--seed must be an int >= 0"),
-    ({"study": "temperature", "model": "some/folder"}, "takes no --model"),
+    ({"study": "lengthgen", "model": "some/folder"}, "takes no --model"),
 ])
 def test_bad_config_is_a_clear_error(kwargs, message):
     with pytest.raises(StudyError, match=message):
@@ -138,5 +138,5 @@ def test_report_command_errors_are_one_line(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert "holds no study folder" in err and "Traceback" not in err
-    assert main(["study", "temperature", "--model", "x", "--out", str(tmp_path / "s")]) == 1
+    assert main(["study", "lengthgen", "--model", "x", "--out", str(tmp_path / "s")]) == 1
     assert "takes no --model" in capsys.readouterr().err

@@ -1,5 +1,6 @@
-"""The concentration study decides seed 000's collapse claim only on learned models with low-safe cells,
-validates the p* bound row by row, and resumes without retraining or re-running an engine."""
+"""The concentration study decides seed 000's collapse claim only on learned models with low-safe cells and its
+prevalence claim on a given model's suites, validates the p* bound row by row, warns when softmax itself
+fails, and resumes without retraining or re-running an engine."""
 
 from __future__ import annotations
 
@@ -33,6 +34,19 @@ def test_claim_is_not_checked_without_a_learned_model_or_a_low_safe_cell():
     assert "ranges 3.5%-99.0% over the ReLU cells; the least safe, relu_p2_b0, scores 0.0%" in all_safe.evidence
 
 
+def _prevalence(unsafe: dict[str, float]) -> pd.DataFrame:
+    return pd.DataFrame([{"suite": suite, "b": b, "p": p, "unsafe %": u if (p, b) == (2, "0") else 0.0,
+                          "unsafe lo": u - 1, "unsafe hi": u + 1}
+                         for suite, u in unsafe.items() for b in ("0", "auto") for p in sc.P])
+
+
+def test_prevalence_claim_needs_every_suite_above_70():
+    yes = sc.prevalence_finding(_prevalence({"niah": 78.0, "induction": 70.0}))
+    assert yes.verdict == "reproduced" and "niah 78.0% [77.0, 79.0]" in yes.evidence
+    no = sc.prevalence_finding(_prevalence({"niah": 78.0, "induction": 47.0}))
+    assert no.verdict == "not reproduced" and "1 of 2 suites" in no.evidence
+
+
 def _rows(flags):
     """Active rows of heads (0, 0) and (0, 1) with (pred_safe, safe, s_p) per row at every degree."""
     data = []
@@ -61,9 +75,12 @@ def test_matched_takes_the_top_k_heads_by_median_s_p():
 
 @pytest.fixture
 def tiny(monkeypatch):
+    engines = {"length": 32, "audit_prompts": 2, "every": 8, "prompts": 3, "k": (1,), "random_draws": 1,
+               "rank_prompts": 2, "heads_prompts": 2}
     monkeypatch.setitem(sc.BUDGETS, "smoke", {
         "train": {"layers": 2, "heads": 2, "hidden": 32, "ffn": 64, "context": 64, "steps": 3, "batch": 4, "lr": 3e-3},
-        "length": 32, "audit_prompts": 2, "every": 8, "prompts": 3, "k": (1,), "random_draws": 1, "rank_prompts": 2})
+        **engines, "suites": ("induction",), "suite": "induction"})
+    monkeypatch.setitem(sc.REAL, "smoke", {**engines, "suites": ("induction", "mqar"), "suite": "induction"})
 
 
 def test_tiny_run_writes_tables_figures_and_resumes_without_rerunning(tiny, tmp_path):
@@ -76,7 +93,7 @@ def test_tiny_run_writes_tables_figures_and_resumes_without_rerunning(tiny, tmp_
         assert (tmp_path / f"{stem}.png").is_file() and (tmp_path / f"{stem}.svg").is_file()
     assert section.findings[0].verdict in ("reproduced", "not reproduced", "not checked")
     pieces = [tmp_path / "model" / "model.safetensors", *(tmp_path / d / "config.json"
-                                                          for d in ("audit", "substitute", "ablate"))]
+                                                          for d in ("audit/induction", "substitute", "ablate", "heads"))]
     stamps = [p.stat().st_mtime_ns for p in pieces]
     again = studies.run(StudyConfig(study="concentration"), tmp_path)
     assert [p.stat().st_mtime_ns for p in pieces] == stamps, "a finished piece was computed again"
@@ -89,5 +106,39 @@ def test_a_given_model_is_audited_as_is_without_training(tiny, tmp_path):
     section = studies.run(StudyConfig(study="concentration", model=str(checkpoint)), out)
     assert not (out / "model").exists()
     assert len(pd.read_csv(out / "head_medians.csv")) <= 2 * 2 * 4  # 2 biases x 2 layers x 4 heads
-    assert f"Model: {checkpoint}, run as given (no training)." in section.notes
+    assert any(n.startswith(f"Model: {checkpoint} (llama, 2 layers x 4 heads), pretrained") for n in section.notes)
     assert "--model" in section.command
+    prevalence = pd.read_csv(out / "prevalence.csv")
+    assert set(prevalence["suite"]) == {"induction", "mqar"} and len(prevalence) == 2 * 2 * len(sc.P)
+    assert section.findings[0].claim.startswith("a pretrained model's active rows are mostly polynomial-unsafe")
+    # a random model cannot do induction: the sweep's deltas are flagged
+    assert section.warnings[0].startswith("softmax itself scores")
+    assert (out / "head_types.csv").is_file()
+
+
+def test_report_over_two_given_models_puts_them_side_by_side(tiny, tmp_path):
+    folders = []
+    for seed in (0, 1):
+        checkpoint = save_checkpoint(tmp_path / f"ckpt{seed}", seed=seed)
+        folders.append(tmp_path / f"study{seed}")
+        studies.run(StudyConfig(study="concentration", model=str(checkpoint)), folders[-1])
+    page = studies.report(folders, tmp_path / "page" / "index.html")
+    models = pd.read_csv(tmp_path / "page" / "compare_concentration" / "models.csv")
+    assert list(models["model"]) == [str(tmp_path / "ckpt0"), str(tmp_path / "ckpt1")]
+    for folder, row in zip(folders, models.to_dict("records")):
+        prevalence = pd.read_csv(folder / "prevalence.csv")
+        cell = prevalence[(prevalence["suite"] == "mqar") & (prevalence["p"] == 2) & (prevalence["b"] == "0")]
+        assert row["mqar unsafe % (p2, b0)"] == float(cell["unsafe %"].iloc[0])
+        assert row["verdict: a pretrained model's active rows are mostly polynomial-unsafe"] in (
+            "reproduced", "not reproduced")
+    assert "Across models" in page.read_text()
+    # one folder alone, or the toy study, has no cross-model section
+    assert studies.comparisons(folders[:1], tmp_path / "x") == []
+
+
+def test_demo_plan_runs_concentration_once_per_model(tmp_path):
+    plan = studies.demo_plan(["rowmaps", "concentration", "sinks"], ["smollm2", "gemma3"], tmp_path)
+    assert plan == [("rowmaps", None, tmp_path / "rowmaps"), ("concentration", "smollm2", tmp_path / "concentration"),
+                    ("concentration", "gemma3", tmp_path / "concentration-gemma3"),
+                    ("sinks", "smollm2", tmp_path / "sinks")]
+    assert studies.demo_plan(["concentration"], [], tmp_path) == [("concentration", None, tmp_path / "concentration")]

@@ -118,7 +118,7 @@ def run(cfg: AblateConfig, out: str | Path, *, progress: bool = True) -> dict:
                                  length=cfg.rank_length)
     prompts = suite_prompts(model, tokenizer, cfg.suite, cfg.prompts, seed=cfg.seed, pad=cfg.pad,
                             length=cfg.length)
-    (bias,), b_auto = biases(model, tokenizer, [cfg.b], cfg.device)
+    (bias,), b_auto = biases(model, tokenizer, [cfg.b], cfg.device, cfg.b_auto)
     b_auto = recipe_b_auto(model, tokenizer, [cfg.recipe], cfg.device, b_auto)
     n_layers, n_heads = hooks.num_heads(model)
     if max(cfg.k) > n_layers * n_heads:

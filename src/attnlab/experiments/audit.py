@@ -96,7 +96,7 @@ def run(cfg: AuditConfig, out: str | Path, *, progress: bool = True) -> dict:
     model, tokenizer = load(cfg.model, cfg.device, cfg.dtype)
     prompts = suite_prompts(model, tokenizer, cfg.suite, cfg.prompts, seed=cfg.seed, pad=cfg.pad,
                             length=cfg.length)
-    bias_list, b_auto = biases(model, tokenizer, cfg.b, cfg.device)
+    bias_list, b_auto = biases(model, tokenizer, cfg.b, cfg.device, cfg.b_auto)
     n_layers, n_heads = hooks.num_heads(model)
     config = {**asdict(cfg), "b_auto": b_auto, "biases": {b.label: b.value for b in bias_list},
               "layers": n_layers, "heads": n_heads, "model_type": model.config.model_type}

@@ -57,10 +57,13 @@ class SuiteRun(CheckpointRun):
     prompts: int = 20
     pad: int | None = None
     length: int | None = None
+    b_auto: float | None = None  # a calibrated b_auto to reuse (e.g. one an audit stored); None calibrates
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_count("prompts", self.prompts)
+        if self.b_auto is not None and not math.isfinite(self.b_auto):
+            raise RunError(f"--b-auto must be finite, got {self.b_auto!r}")
 
 
 @contextlib.contextmanager
@@ -156,11 +159,12 @@ def parse_biases(specs: Sequence[str]) -> list[float | None]:
     return values
 
 
-def biases(model, tokenizer, specs: Sequence[str], device: str) -> tuple[list[Bias], float | None]:
-    """The biases b to audit at, with "auto" resolved by calibration (returned as b_auto, else None)."""
+def biases(model, tokenizer, specs: Sequence[str], device: str,
+           b_auto: float | None = None) -> tuple[list[Bias], float | None]:
+    """The biases b to audit at, with "auto" resolved to ``b_auto`` when given, else by calibration
+    (returned as b_auto: the given one, the calibrated one, or None)."""
     values = parse_biases(specs)
-    b_auto = None
-    if None in values:
+    if None in values and b_auto is None:
         b_auto = hooks.calibrate_b_auto(model, calibration_ids(model, tokenizer, device))
     return [Bias(spec, b_auto if value is None else value) for spec, value in zip(specs, values, strict=True)], b_auto
 

@@ -38,7 +38,9 @@ class StudyError(ValueError):
 @dataclass(frozen=True)
 class StudyConfig:
     """study: a registry name; budget: smoke (CPU, minutes) or full (the seed's scale, a GPU);
-    model: a local Hugging Face checkpoint folder, for the studies that read one; seed."""
+    model: a pretrained checkpoint for the studies that read one (a fetched model's name, a .gguf file or
+    a save_pretrained folder): the concentration study audits it instead of its toy model, the sinks and
+    temperature studies add a real-model section on it; seed."""
 
     study: str
     budget: str = "smoke"
@@ -55,6 +57,8 @@ class StudyConfig:
         if self.model is not None and not STUDIES[self.study].takes_model:
             raise StudyError(f"study {self.study!r} trains its own models and takes no --model; "
                              f"--model is for {', '.join(n for n, s in STUDIES.items() if s.takes_model)}")
+        if self.model is not None and (not isinstance(self.model, str) or not self.model):
+            raise StudyError(f"--model must be a model name or path, got {self.model!r}")
 
     def command(self, folder: Path) -> str:
         """The command line that makes this folder."""
@@ -67,7 +71,9 @@ class StudyConfig:
 @dataclass(frozen=True)
 class Study:
     """A registry entry: ``module`` (in ``attnlab.experiments``) defines ``compute(cfg, folder,
-    progress)`` and ``summarize(folder)``; ``source`` is the seed file the study re-asks."""
+    progress)`` and ``summarize(folder)``, and may define ``compare(folders, into)``: a Section across
+    several summarized folders of the study (or None), its tables written into ``into``; ``source`` is
+    the seed file the study re-asks."""
 
     name: str
     title: str
@@ -79,6 +85,9 @@ class Study:
         mod = importlib.import_module(f".{self.module}", __package__)
         return mod.compute, mod.summarize
 
+    def comparison(self) -> Callable[[list[Path], Path], Section | None] | None:
+        return getattr(importlib.import_module(f".{self.module}", __package__), "compare", None)
+
 
 STUDIES: dict[str, Study] = {s.name: s for s in (
     Study("rowmaps", "Row maps on one score row", "seeds 000, 001, 003, 004", "study_rowmaps"),
@@ -89,10 +98,24 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
     Study("specialization", "Premature upper-layer attention specialization",
           "002_009c146c34718970.txt", "study_specialization"),
     Study("temperature", "Critical scaling of the inverse temperature",
-          "003_77d6e061fcb6919a.txt", "study_temperature"),
+          "003_77d6e061fcb6919a.txt", "study_temperature", takes_model=True),
     Study("sinks", "Attention sinks: softmax vs ReLU attention on trigger-conditional averaging",
-          "004_4c20691c678efca4.txt", "study_sinks"),
+          "004_4c20691c678efca4.txt", "study_sinks", takes_model=True),
 )}
+
+
+def demo_plan(names: list[str], models: list[str], out: Path) -> list[tuple[str, str | None, Path]]:
+    """(study, model, folder) for the demo: each study once into ``out/<study>``, with the first model
+    where the study takes one; the concentration study again on each further model, into
+    ``out/<study>-<model>`` (the cross-model table compares them)."""
+    first = models[0] if models else None
+    plan = []
+    for name in names:
+        takes = STUDIES[name].takes_model
+        plan.append((name, first if takes else None, out / name))
+        if name == "concentration":
+            plan += [(name, model, out / f"{name}-{Path(model).stem}") for model in models[1:]]
+    return plan
 
 
 def read_config(folder: Path) -> dict[str, Any]:
@@ -160,11 +183,12 @@ def study_folders(path: str | Path) -> list[Path]:
         raise StudyError(f"{path} is not a folder")
     if (path / CONFIG).is_file():
         return [path]
-    found = {read_config(sub)["study"]: sub for sub in sorted(path.iterdir())
-             if sub.is_dir() and (sub / CONFIG).is_file()}
+    found = [(read_config(sub)["study"], sub) for sub in sorted(path.iterdir())
+             if sub.is_dir() and (sub / CONFIG).is_file()]
     if not found:
         raise StudyError(f"{path} holds no study folder (a folder with the {CONFIG} that attnlab study writes)")
-    return [found[name] for name in STUDIES if name in found]
+    order = list(STUDIES)
+    return [sub for _, sub in sorted(found, key=lambda pair: order.index(pair[0]))]
 
 
 def write_page(sections: list[tuple[Section, Path]], out: str | Path, title: str) -> Path:
@@ -174,7 +198,25 @@ def write_page(sections: list[tuple[Section, Path]], out: str | Path, title: str
     return io.write_text(out, render(sections, title))
 
 
+def comparisons(folders: list[Path], into: Path) -> list[tuple[Section, Path]]:
+    """The cross-folder sections (e.g. one row per model) of every study given more than one folder."""
+    by_study: dict[str, list[Path]] = {}
+    for folder in folders:
+        by_study.setdefault(read_config(folder)["study"], []).append(folder)
+    out = []
+    for name, group in by_study.items():
+        compare = STUDIES[name].comparison()
+        if compare is not None and len(group) > 1:
+            target = into / f"compare_{name}"
+            found = compare(group, target)
+            if found is not None:
+                out.append((found, target))
+    return out
+
+
 def report(paths: list[str | Path], out: str | Path, title: str = "attnlab report") -> Path:
-    """Recompute every section from its folder's files and write one HTML page to ``out``."""
+    """Recompute every section from its folder's files and write one HTML page to ``out``, with the
+    cross-folder comparisons (written beside it, in ``compare_<study>/``) first."""
     folders = [folder for path in paths for folder in study_folders(path)]
-    return write_page([(summarize(folder), folder) for folder in folders], out, title)
+    sections = [(summarize(folder), folder) for folder in folders]
+    return write_page([*comparisons(folders, Path(out).parent), *sections], out, title)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import string
 import tempfile
@@ -37,7 +38,8 @@ from .. import io, tasks
 from ..hooks.load import quiet_transformers
 from ..report.sections import Figure, Finding, Section, Table
 from . import ablate, audit, substitute
-from .studies import StudyConfig, load_config, section
+from . import heads as head_types
+from .studies import STUDIES, StudyConfig, load_config, section
 
 P = (2, 4, 8, 16)
 B = ("0", "auto")
@@ -45,25 +47,46 @@ B = ("0", "auto")
 RECIPES = (*(f"relu_p{p}_b{b}" for p in P for b in B), "sigmoid_b0", "sigmoid_bauto",
            *(f"wortsman_p{p}_{d}" for p in (1, 2) for d in ("L", "sqrtL")))
 SUITE = "induction"
+# Seed 000 App. B/E/AI's diagnostic suites, audited on a pretrained model.
+REAL_SUITES = ("niah", "induction", "mqar", "copying", "uuid_niah")
+UNSAFE_MOST = 70.0  # % unsafe at p = 2, b = 0 that three of seed 000's four models cross on every suite
+BASELINE_OK = 80.0  # softmax accuracy (%) below which the deltas of a sweep are flagged as not interpretable
 LOW_SAFE = 3.0  # % of active rows measured safe at or below which a cell counts as "very low"
 COLLAPSE = 0.10  # a cell collapses when it keeps at most this share of softmax's accuracy
 LEARNED = 50.0  # softmax accuracy (%) below which the finding is not checked
 TRAIN_SEED_OFFSET = 1000  # training prompts come from another seed than the evaluation prompts
 
 BUDGETS: dict[str, dict[str, Any]] = {
+    # The toy plans audit and score the suite they train on; a pretrained model (REAL) is audited on every
+    # diagnostic suite and scored on NIAH, as seed 000 §5.5 scores its matched diagnostic.
     # ~250 steps take the 2-layer model's answer-position loss from 6.3 to ~0.05 (100% accuracy) in
     # seconds on 2 CPU cores; the engines then dominate.
     "smoke": {"train": {"layers": 2, "heads": 4, "hidden": 64, "ffn": 128, "context": 256, "steps": 250,
                         "batch": 32, "lr": 3e-3},
               "length": 48, "audit_prompts": 20, "every": 4, "prompts": 200,
-              "k": (2, 4), "random_draws": 5, "rank_prompts": 20},
+              "k": (2, 4), "random_draws": 5, "rank_prompts": 20, "suites": (SUITE,), "suite": SUITE,
+              "heads_prompts": 20},
     # Seed 000 scores 200 prompts per cell (500 in its fresh-seed replication) and ablates K in
     # {5, 10, 20, 40} of a pretrained model's heads.
     "full": {"train": {"layers": 4, "heads": 8, "hidden": 256, "ffn": 1024, "context": 1024, "steps": 3000,
                        "batch": 64, "lr": 1e-3},
              "length": 256, "audit_prompts": 100, "every": 4, "prompts": 500,
-             "k": (5, 10, 20), "random_draws": 5, "rank_prompts": 50},
+             "k": (5, 10, 20), "random_draws": 5, "rank_prompts": 50, "suites": (SUITE,), "suite": SUITE,
+             "heads_prompts": 80},
 }
+REAL: dict[str, dict[str, Any]] = {
+    # Sized for a 135M-270M model on 2 CPU cores (one 256-token forward ~0.3-1 s): under 20 minutes.
+    "smoke": {"length": 256, "audit_prompts": 4, "every": 16, "prompts": 20, "k": (10, 40), "random_draws": 3,
+              "rank_prompts": 4, "suites": REAL_SUITES, "suite": "niah", "heads_prompts": 8},
+    # Seed 000: 200 prompts per cell, K in {5, 10, 20, 40, 80}, 5 random draws, head types over 80 prompts.
+    "full": {"length": 1024, "audit_prompts": 20, "every": 8, "prompts": 200, "k": (5, 10, 20, 40, 80),
+             "random_draws": 5, "rank_prompts": 20, "suites": REAL_SUITES, "suite": "niah", "heads_prompts": 80},
+}
+
+
+def plan_for(cfg: StudyConfig) -> dict[str, Any]:
+    """The budget's plan: the toy one, or the pretrained-model one when ``--model`` is given."""
+    return (BUDGETS if cfg.model is None else REAL)[cfg.budget]
 
 
 def _tokenizer():
@@ -135,45 +158,79 @@ def train(plan: dict[str, Any], seed: int, out: Path, progress: bool, device: st
     stage.rename(out)
 
 
-def model_path(cfg: StudyConfig, folder: Path) -> Path:
-    return Path(cfg.model) if cfg.model is not None else folder / "model"
+def model_path(cfg: StudyConfig, folder: Path) -> str:
+    """The model the engines load: the user's (a name, GGUF or folder) or the one trained here."""
+    return cfg.model if cfg.model is not None else str(folder / "model")
+
+
+def _done(folder: Path) -> bool:
+    return (folder / "config.json").is_file()
 
 
 def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
-    plan = BUDGETS[cfg.budget]
+    plan = plan_for(cfg)
     model = model_path(cfg, folder)
     device = "cuda" if torch.cuda.is_available() else "cpu"  # the full budget is meant for a GPU
-    if cfg.model is None and not (model / "config.json").is_file():
+    if cfg.model is None and not _done(folder / "model"):
         for stale in folder.glob(".model-*"):
             shutil.rmtree(stale, ignore_errors=True)
-        train(plan, cfg.seed, model, progress, device)
-    common = dict(model=str(model), seed=cfg.seed, suite=SUITE, length=plan["length"], device=device)
-    if not (folder / "audit" / "config.json").is_file():
-        audit.run(audit.AuditConfig(**{**common, "prompts": plan["audit_prompts"]}, p=P, b=B, every=plan["every"]),
-                  folder / "audit", progress=progress)
-    b_auto = json.loads((folder / "audit" / "config.json").read_text())["b_auto"]
-    if not (folder / "substitute" / "config.json").is_file():
-        substitute.run(substitute.SubstituteConfig(**common, prompts=plan["prompts"], recipes=RECIPES, b_auto=b_auto),
-                       folder / "substitute", progress=progress)
-    if not (folder / "ablate" / "config.json").is_file():
-        ablate.run(ablate.AblateConfig(**common, prompts=plan["prompts"], k=plan["k"],
+        train(plan, cfg.seed, folder / "model", progress, device)
+    common = dict(model=str(model), seed=cfg.seed, length=plan["length"], device=device)
+    # Every engine after the first audit reuses its calibrated b_auto: one calibration per study.
+    b_auto = None
+    for suite in (plan["suite"], *(s for s in plan["suites"] if s != plan["suite"])):
+        out = folder / "audit" / suite
+        if not _done(out):
+            audit.run(audit.AuditConfig(**common, suite=suite, prompts=plan["audit_prompts"], p=P, b=B,
+                                        every=plan["every"], b_auto=b_auto), out, progress=progress)
+        b_auto = json.loads((out / "config.json").read_text())["b_auto"]
+    suite = dict(common, suite=plan["suite"], prompts=plan["prompts"], b_auto=b_auto)
+    if not _done(folder / "substitute"):
+        substitute.run(substitute.SubstituteConfig(**suite, recipes=RECIPES), folder / "substitute", progress=progress)
+    layers_heads = json.loads((folder / "audit" / plan["suite"] / "config.json").read_text())
+    n_heads = layers_heads["layers"] * layers_heads["heads"]
+    if not _done(folder / "ablate"):
+        ablate.run(ablate.AblateConfig(**suite, k=tuple(k for k in plan["k"] if k <= n_heads // 2) or (1,),
                                        random_draws=plan["random_draws"], rank_prompts=plan["rank_prompts"],
                                        rank_length=plan["length"], every=plan["every"]),
                    folder / "ablate", progress=progress)
+    if not _done(folder / "heads"):
+        head_types.run(head_types.HeadsConfig(model=str(model), seed=cfg.seed, device=device, prompts=plan["heads_prompts"],
+                                    length=plan["length"], every=plan["every"]), folder / "heads", progress=progress)
 
 
 # ---- summarize: everything below reads only the folder's files ----
 
-def _rows(folder: Path, b: str) -> pd.DataFrame:
+def _rows(audit_folder: Path, b: str) -> pd.DataFrame:
     cols = ["layer", "head", "status", "rho", "a_act", "p_star",
             *(f"{k}_p{p}" for p in P for k in ("s", "safe", "pred_safe"))]
-    rows = pd.read_parquet(folder / "audit" / f"rows_b{b}.parquet", columns=cols)
+    rows = pd.read_parquet(audit_folder / f"rows_b{b}.parquet", columns=cols)
     return rows[rows["status"] == "active"]
 
 
 def _pct(flags: pd.Series) -> float:
     flags = flags.dropna().astype(bool)
     return 100 * float(flags.mean()) if len(flags) else np.nan
+
+
+def prevalence_table(folder: Path, suites) -> pd.DataFrame:
+    """Each audited suite's prevalence lines (seed 000 Table 1), one block per suite."""
+    return pd.concat([pd.read_csv(folder / "audit" / s / "audit.csv").assign(suite=s) for s in suites],
+                     ignore_index=True).pipe(lambda t: t[["suite", *t.columns[:-1]]])
+
+
+def prevalence_finding(prevalence: pd.DataFrame) -> Finding:
+    """Seed 000 §5.2 / Table 1: three of its four pretrained models have >= 70% unsafe active rows at
+    p = 2, b = 0 on every diagnostic suite; decided on this model's suites."""
+    claim = (f"a pretrained model's active rows are mostly polynomial-unsafe: >= {UNSAFE_MOST:g}% unsafe at p = 2, "
+             "b = 0 on every diagnostic suite (seed 000 §5.2, Table 1; true of three of its four models)")
+    cells = prevalence[(prevalence["p"] == 2) & (prevalence["b"].astype(str) == "0")]
+    text = "; ".join(f"{r.suite} {r['unsafe %']:.1f}% [{r['unsafe lo']:.1f}, {r['unsafe hi']:.1f}]"
+                     for _, r in cells.iterrows())
+    above = cells["unsafe %"] >= UNSAFE_MOST
+    verdict = "reproduced" if above.all() else "not reproduced"
+    return Finding(claim, verdict, f"unsafe % of active rows at p = 2, b = 0 (Wilson 95%): {text}; "
+                                   f"{int(above.sum())} of {len(cells)} suites at or above {UNSAFE_MOST:g}%.")
 
 
 def head_medians(rows: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -251,16 +308,17 @@ def summarize(folder: Path) -> Section:
     from ..report import plot_concentration as plots
 
     cfg = load_config(folder)
-    plan = BUDGETS[cfg.budget]
-    rows = {b: _rows(folder, b) for b in B}
-    audit_cfg = json.loads((folder / "audit" / "config.json").read_text())
-    prevalence = pd.read_csv(folder / "audit" / "audit.csv")
+    plan = plan_for(cfg)
+    rows = {b: _rows(folder / "audit" / plan["suite"], b) for b in B}
+    audit_cfg = json.loads((folder / "audit" / plan["suite"] / "config.json").read_text())
+    prevalence = prevalence_table(folder, plan["suites"])
     sub = pd.read_csv(folder / "substitute" / "substitute.csv")
     abl = pd.read_csv(folder / "ablate" / "ablate.csv")
+    types = pd.read_csv(folder / "heads" / "types.csv")
     k = int(abl["k"].min())
     heads, valid, diag = head_medians(rows), bound_validation(rows), matched(rows, sub, k)
     for stem, table in (("prevalence", prevalence), ("head_medians", heads), ("bound_validation", valid),
-                        ("substitution", sub), ("matched", diag), ("ablation", abl)):
+                        ("substitution", sub), ("matched", diag), ("ablation", abl), ("head_types", types)):
         io.write_table(folder / stem, table)
     plots.plot_phase(heads, P, folder / "phase")
     plots.plot_p_star({b: r["p_star"].to_numpy(dtype=float) for b, r in rows.items()}, P, folder / "p_star")
@@ -268,6 +326,10 @@ def summarize(folder: Path) -> Section:
     plots.plot_substitution(sub, folder / "substitution")
 
     b_auto = audit_cfg["b_auto"]
+    base = float(sub.set_index("recipe").loc[substitute.BASELINE, "accuracy %"])
+    warnings = ((f"softmax itself scores {base:.1f}% (< {BASELINE_OK:g}%) on {plan['suite']}: the model cannot do "
+                 "the task reliably, so the substitution and ablation deltas are not interpretable.",)
+                if base < BASELINE_OK else ())
     notes = [f"b = auto resolves to {b_auto:.3f} (seed 000 App. B calibration on generic text)."]
     if cfg.model is None:
         spec = plan["train"]
@@ -278,18 +340,23 @@ def summarize(folder: Path) -> Section:
                      f"{loss.iloc[-10:].mean():.3f}, mean of the last 10 steps); seed 000 audits pretrained Llama-3 "
                      "(1-8B), Qwen3, Gemma-4 and Pythia checkpoints on prompts up to ~4K tokens.")
     else:
-        notes.append(f"Model: {cfg.model}, run as given (no training).")
-    notes.append(f"Evaluation: {plan['prompts']} induction prompts of {plan['length']} tokens per recipe and subset "
-                 f"(seed 000: 200); audit over {plan['audit_prompts']} prompts, a query every {plan['every']} tokens; "
-                 f"ablation K in {list(plan['k'])} with {plan['random_draws']} random draws.")
+        notes.append(f"Model: {cfg.model} ({audit_cfg['model_type']}, {audit_cfg['layers']} layers x "
+                     f"{audit_cfg['heads']} heads), pretrained, run as given in float32. A GGUF's weights are "
+                     "dequantized from its 4-bit blocks: the numbers are those of the quantized model, not of its "
+                     "bf16 original.")
+    notes.append(f"Evaluation: {plan['prompts']} {plan['suite']} prompts of {plan['length']} tokens per recipe and "
+                 f"subset (seed 000: 200); audit over {plan['audit_prompts']} prompts per suite "
+                 f"({', '.join(plan['suites'])}), a query every {plan['every']} tokens and the last; ablation K in "
+                 f"{sorted(set(abl['k']))} with {plan['random_draws']} random draws, ranked on induction; head types "
+                 f"over {plan['heads_prompts']} induction prompts (seed 000 App. H).")
     return section(
         "concentration", folder,
         question="How often do a softmax model's attention rows sit in the regime where ReLU^p attention cannot "
                  "concentrate (S_p >= 1), does the bound A (1 - rho)^p predict it, and does putting polynomial maps "
                  "in place of softmax break the model where rows are unsafe?",
-        findings=(finding(diag),),
-        tables=(Table("prevalence", "Audit (seed 000 Table 1): per b and p, the unsafe % of active rows with its "
-                                    "Wilson 95% interval and the medians of rho, A_act and S_p."),
+        findings=(*([prevalence_finding(prevalence)] if cfg.model is not None else []), finding(diag)),
+        tables=(Table("prevalence", "Audit (seed 000 Table 1): per suite, b and p, the unsafe % of active rows with "
+                                    "its Wilson 95% interval and the medians of rho, A_act and S_p."),
                 Table("bound_validation", "Lower-bound validation: rows predicted safe (p >= p*) vs measured safe "
                                           "(S_p < 1); FP would violate the bound, FN are its conservatism."),
                 Table("substitution", "Substitution sweep (seed 000 Table 3): exact-match accuracy % of each recipe "
@@ -298,6 +365,8 @@ def summarize(folder: Path) -> Section:
                                  f"top-{k} heads by median S_p, beside the cell's accuracy."),
                 Table("ablation", "Group head ablation (relu_p2_bauto on K heads): change in accuracy for top-, "
                                   "bottom- and random-K; decisive when top-K is worse than every random draw."),
+                Table("head_types", "Head types (seed 000 App. H): heads typed sink, induction, local or diffuse; "
+                                    "per-head features in heads/heads.csv."),
                 Table("head_medians", "Per b and head: median rho and A_act over active rows, measured-safe % per p.")),
         figures=(Figure("phase", "Phase plot: each point is one head's median (rho, A_act) over active rows, one "
                                  "panel per b; the curves are the boundaries A (1 - rho)^p = 1 (legend below). A "
@@ -313,4 +382,43 @@ def summarize(folder: Path) -> Section:
                                    "near 0% safe at the bottom."),
                  Figure("substitution", "Accuracy % of every recipe with Wilson 95% intervals; the dashed line is "
                                         "softmax.")),
-        notes=tuple(notes))
+        notes=tuple(notes), warnings=warnings)
+
+
+def model_row(folder: Path) -> dict[str, Any]:
+    """One model's line of the cross-model table (seed 000 Table 1's layout: one row per model), read from
+    a summarized study folder."""
+    cfg, plan = load_config(folder), plan_for(load_config(folder))
+    audit_cfg = json.loads((folder / "audit" / plan["suite"] / "config.json").read_text())
+    prevalence = pd.read_csv(folder / "prevalence.csv")
+    cells = prevalence[(prevalence["p"] == 2) & (prevalence["b"].astype(str) == "0")].set_index("suite")
+    sub = pd.read_csv(folder / "substitution.csv").set_index("recipe")
+    recipes = sub.drop(index=substitute.BASELINE)
+    best = recipes["accuracy %"].idxmax()
+    verdicts = {f["claim"].split(":")[0]: f["verdict"] for f in json.loads((folder / "section.json").read_text())["findings"]}
+    return {"model": cfg.model or "trained here", "type": audit_cfg["model_type"],
+            "layers x heads": f"{audit_cfg['layers']} x {audit_cfg['heads']}", "b_auto": audit_cfg["b_auto"],
+            **{f"{suite} unsafe % (p2, b0)": float(cells.loc[suite, "unsafe %"]) for suite in plan["suites"]},
+            f"softmax % ({plan['suite']})": float(sub.loc[substitute.BASELINE, "accuracy %"]),
+            "best recipe": best, "best recipe %": float(recipes.loc[best, "accuracy %"]),
+            **{f"verdict: {claim}": verdict for claim, verdict in verdicts.items()}}
+
+
+def compare(folders: list[Path], into: Path) -> Section | None:
+    """The cross-model table over the folders made with ``--model`` (one row per model), or None when
+    fewer than two are."""
+    given = [f for f in folders if load_config(f).model is not None]
+    if len(given) < 2:
+        return None
+    table = pd.DataFrame([model_row(f) for f in given])
+    io.write_table(into / "models", table)
+    command = shlex.join(["attnlab", "report", *map(str, given)])
+    return Section(
+        study="concentration", title="Across models: polynomial-unsafe prevalence and substitution",
+        source=STUDIES["concentration"].source, command=command,
+        question="Do the pretrained models agree: how unsafe are their rows on each suite, and does any recipe "
+                 "replace softmax?",
+        tables=(Table("models", "One row per model (seed 000 Table 1's layout): unsafe % of active rows at p = 2, "
+                                "b = 0 per suite, softmax's and the best recipe's accuracy, and each finding's "
+                                "verdict; every cell is read from that model's study folder."),),
+        notes=tuple(f"{row['model']}: {folder}" for row, folder in zip(table.to_dict("records"), given)))

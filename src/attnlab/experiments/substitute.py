@@ -28,7 +28,6 @@ BASELINE = "softmax"
 @dataclass(frozen=True, kw_only=True)
 class SubstituteConfig(SuiteRun):
     recipes: tuple[str, ...]
-    b_auto: float | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()

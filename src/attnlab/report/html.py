@@ -28,6 +28,7 @@ code { background: #f3f3f3; padding: 0.1em 0.3em; border-radius: 3px; font-size:
 .finding { border-left: 5px solid #999; padding: 0.4em 0.8em; margin: 0.6em 0; background: #fafafa; }
 .finding.reproduced { border-color: #2e8540; } .finding.not-reproduced { border-color: #c0392b; }
 .finding.not-checked { border-color: #e0a800; }
+.warning { border: 2px solid #c0392b; background: #fdecea; padding: 0.5em 0.8em; margin: 0.6em 0; font-weight: 600; }
 .verdict { font-weight: 600; text-transform: uppercase; font-size: 0.8em; letter-spacing: 0.04em; }
 table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0 1.5em; }
 th, td { border: 1px solid #ddd; padding: 0.25em 0.6em; text-align: right; }
@@ -95,6 +96,8 @@ def section_html(section: Section, folder: Path, anchor: str) -> str:
              f"<p>{_esc(section.question)}</p>",
              f'<p class="cmd">made by <code>{_esc(section.command)}</code>; every number below is recomputed '
              f"from the folder's files by <code>attnlab report {_esc(folder)}</code></p>"]
+    for warning in section.warnings:
+        parts.append(f'<div class="warning">warning: {_esc(warning)}</div>')
     for f in section.findings:
         kind = f.verdict.replace(" ", "-")
         parts.append(f'<div class="finding {kind}"><span class="verdict">{_esc(f.verdict)}</span>: '

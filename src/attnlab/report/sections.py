@@ -52,7 +52,8 @@ class Section:
 
     study: the registry name; title; source: the seed file; question: what the study asks, one or two
     sentences; command: the command that made the folder; notes: anything a reader needs to weigh
-    the numbers (budget, what was scaled down)."""
+    the numbers (budget, what was scaled down); warnings: what makes some of its numbers not
+    interpretable (e.g. a baseline that cannot do the task), shown above the findings."""
 
     study: str
     title: str
@@ -63,6 +64,7 @@ class Section:
     tables: tuple[Table, ...] = ()
     figures: tuple[Figure, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    warnings: tuple[str, ...] = field(default_factory=tuple)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -73,4 +75,5 @@ class Section:
                       "findings": tuple(Finding(**f) for f in data.get("findings", ())),
                       "tables": tuple(Table(**t) for t in data.get("tables", ())),
                       "figures": tuple(Figure(**f) for f in data.get("figures", ())),
-                      "notes": tuple(data.get("notes", ()))})
+                      "notes": tuple(data.get("notes", ())),
+                      "warnings": tuple(data.get("warnings", ()))})
