@@ -1,11 +1,13 @@
-"""Hooked forwards against the vanilla eager forward on a tiny randomly initialised Llama-shaped model.
+"""Hooked forwards against the vanilla eager forward on a randomly initialised Llama-shaped model, or on a
+real pretrained one.
 
     python benchmarks/hooks.py [--threads 2] [--rounds 3] [--reps 2] [--tokens 2048] [--peak-tokens 4096]
-                               [--out benchmarks/results/hooks.json]
+                               [--model NAME] [--out benchmarks/results/hooks.json]
 
 The model is transformers' Llama at 8 layers, 512 hidden, 8 heads (no grouping), 1376 MLP, an 8192-token
-vocabulary, random weights, float32, ``attn_implementation="eager"``; one prompt of ``--tokens`` random
-ids, batch 1, ``torch.no_grad``. Timed, one forward each:
+vocabulary, random weights, float32, ``attn_implementation="eager"``; or, with ``--model``, a real model
+as ``--model`` takes it (a fetched name such as smollm2, a .gguf file or a folder), float32, eager. One
+prompt of ``--tokens`` random ids, batch 1, ``torch.no_grad``. Timed, one forward each:
 
 - ``eager``: the model's own eager forward, the baseline;
 - ``observed no-op``: ``hooks.observed`` with an observer that does nothing: the cost of routing the
@@ -66,16 +68,19 @@ SLOW_EVERY = 4  # audits sampling more densely than this are timed once per roun
 TARGETS = {"audit every=16": 2.0, "substituted": 1.3, "peak_audit_mib": 2048}
 
 
-def build(seed: int = 0) -> torch.nn.Module:
+def build(seed: int = 0, name: str | None = None) -> torch.nn.Module:
+    """The random Llama of CONFIG, or the real model ``name`` (as ``--model`` takes it)."""
     from transformers import AutoModelForCausalLM, LlamaConfig
 
+    if name is not None:
+        return hooks.load_model(name, tokenizer=False)[0]
     torch.manual_seed(seed)
     cfg = LlamaConfig(**CONFIG)
     return AutoModelForCausalLM.from_config(cfg, attn_implementation="eager").eval()
 
 
-def prompt(tokens: int, seed: int = 0) -> torch.Tensor:
-    return torch.randint(0, CONFIG["vocab_size"], (1, tokens), generator=torch.Generator().manual_seed(seed))
+def prompt(tokens: int, seed: int = 0, vocab: int = CONFIG["vocab_size"]) -> torch.Tensor:
+    return torch.randint(0, vocab, (1, tokens), generator=torch.Generator().manual_seed(seed))
 
 
 def audit_forward(model: torch.nn.Module, ids: torch.Tensor, every: int, folder: Path) -> int:
@@ -140,8 +145,10 @@ def variants(model: torch.nn.Module, ids: torch.Tensor, folder: Path, every: tup
             **{f"substituted {name}": substituted(name) for name in recipes}}
 
 
-def bench(tokens: int, rounds: int, reps: int, every: tuple[int, ...], recipes: tuple[str, ...]) -> dict:
-    model, ids = build(), prompt(tokens)
+def bench(tokens: int, rounds: int, reps: int, every: tuple[int, ...], recipes: tuple[str, ...],
+          name: str | None = None) -> dict:
+    model = build(name=name)
+    ids = prompt(tokens, vocab=model.config.vocab_size)
     with tempfile.TemporaryDirectory() as folder:
         runs = variants(model, ids, Path(folder), every, recipes)
         slow = {f"audit every={k}" for k in every if k < SLOW_EVERY}
@@ -182,24 +189,28 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--every", default=",".join(map(str, EVERY)), help="comma-separated audit sampling steps")
     ap.add_argument("--recipes", default=",".join(RECIPES), help="comma-separated row maps to substitute")
     ap.add_argument("--no-peak", action="store_true", help="skip the peak-memory subprocesses")
+    ap.add_argument("--model", default=None, help="a real model instead of the random Llama, e.g. smollm2 "
+                                                  "(attnlab fetch smollm2); the peak runs stay on the random one")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/hooks.json"))
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     malloc = "tuned" if tune_malloc() else "default"
     every = tuple(int(k) for k in args.every.split(","))
     recipes = tuple(args.recipes.split(","))
-    timed = bench(args.tokens, args.rounds, args.reps, every, recipes)
+    timed = bench(args.tokens, args.rounds, args.reps, every, recipes, args.model)
     peaks = {} if args.no_peak else {
         name: peak(variant, args.peak_tokens, args.threads)
         for name, variant in [("eager", "eager"), *((f"audit every={k}", str(k)) for k in every)]}
     payload = {"threads": args.threads, "rounds": args.rounds, "reps": args.reps, "torch": torch.__version__,
                "transformers": __import__("transformers").__version__, "malloc": malloc,
-               "date": datetime.date.today().isoformat(), "model": {"type": "llama", **CONFIG},
+               "date": datetime.date.today().isoformat(),
+               "model": {"type": "llama", **CONFIG} if args.model is None else {"name": args.model},
                "dtype": "float32", "baseline": "eager forward, same model and prompt, same rounds",
                "audit_options": {**OPTIONS, "every": list(every)}, "targets": TARGETS,
                "timed": timed, "peak": peaks}
     write_json(args.out, payload)
-    print(f"forward time / eager forward time, Llama 8 x 512 random weights, {args.tokens} tokens, float32, "
+    what = "Llama 8 x 512 random weights" if args.model is None else args.model
+    print(f"forward time / eager forward time, {what}, {args.tokens} tokens, float32, "
           f"{args.threads} threads, {malloc} malloc, {args.rounds} interleaved rounds of best-of-{args.reps} "
           f"(audit every<{SLOW_EVERY}: 1 call per round)")
     print("| forward | best | / eager (best) | / eager (median round) | rows diagnosed |")

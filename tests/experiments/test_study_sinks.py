@@ -1,4 +1,4 @@
-"""The sinks study (seed 004): verdicts come from the raw files, BOS mass skips the right queries, resume skips work."""
+"""Sinks study (seed 004): verdicts from the files, BOS mass skips the right queries, resume, real mass = eager's."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from attnlab import io
+from attnlab.experiments import real_sinks
 from attnlab.experiments import study_sinks as sinks
 from attnlab.experiments.studies import StudyConfig, StudyError, run
 from attnlab.model import Decoder
@@ -75,6 +76,9 @@ def test_summarize_reproduced_when_the_numbers_say_so(tmp_path):
     for fig in section.figures:
         assert (tmp_path / f"{fig.stem}.png").is_file() and (tmp_path / f"{fig.stem}.svg").is_file()
     assert len(pd.read_csv(tmp_path / "table_bos_mass.csv")) == 1 + 1 + 4 + 4
+    # no real-model part: the section says how to add one
+    assert any("attnlab study sinks --model smollm2" in n for n in section.notes)
+    assert not (tmp_path / "table_real_layers.csv").exists()
 
 
 def _findings(tmp_path, bos, ratio):
@@ -136,3 +140,118 @@ def test_run_end_to_end_and_resume_without_retraining(tmp_path, monkeypatch):
     records = [json.loads(x) for x in (tmp_path / "runs" / "relu_2x2" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records if r["kind"] == "train"] == [1, 2, 3, 4]  # resumed, not retrained
     assert all(np.isfinite(r["val_linf"]) for r in records if r["kind"] == "eval")
+
+
+# ------------------------------------------------------------------------------------- real-model part
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A random 2-layer Llama (4 query / 2 KV heads) whose word tokenizer adds BOS, loaded eager."""
+    from attnlab.experiments import hf_runs
+
+    from .checkpoints import save_checkpoint
+
+    folder = save_checkpoint(tmp_path_factory.mktemp("ckpt"))
+    return (folder, *hf_runs.load(str(folder)))
+
+
+def test_first_token_mass_matches_the_eager_attentions(tiny):
+    _, model, tok = tiny
+    docs = real_sinks.documents(tok, 2, 40, seed=0)
+    assert all(ids[0] == tok.bos_token_id for ids in docs)
+    got = real_sinks.first_token_mass(model, docs, min_query=8)
+    assert len(got) == 2 * 2 * 4 and (got["queries"] == 40 - 8).all()
+    with torch.no_grad():
+        for d, ids in enumerate(docs):
+            attentions = model(torch.tensor([ids]), output_attentions=True).attentions
+            for layer, a in enumerate(attentions):
+                for head in range(4):
+                    row = got[(got["document"] == d) & (got["layer"] == layer) & (got["head"] == head)]
+                    assert row["mass"].item() == pytest.approx(a[0, head, 8:, 0].double().mean().item(), abs=1e-6)
+                    assert row["uniform"].item() == pytest.approx(np.mean(1 / np.arange(9, 41)), rel=1e-12)
+
+
+def test_first_token_mass_leaves_out_queries_that_cannot_see_key_0():
+    from attnlab.site import ScoreBlock
+
+    # 6 queries (positions 0..5), a window of 3 keys: key 0 is hidden from positions 3..5
+    pos = torch.arange(6)
+    allowed = ((pos[None, :] <= pos[:, None]) & (pos[None, :] > pos[:, None] - 3))[None, None]
+    scores = torch.zeros(1, 2, 6, 6).masked_fill(~allowed, torch.finfo(torch.float32).min)
+    mass, uniform, count = real_sinks.first_key_sums(ScoreBlock(0, scores, allowed, 0, 6), min_query=1)
+    assert count.tolist() == [2.0, 2.0]                                       # positions 1 and 2 only
+    assert mass.tolist() == pytest.approx([1 / 2 + 1 / 3] * 2) and uniform.tolist() == mass.tolist()
+
+
+def _real(folder, median_mass: float, layers: int = 6, heads: int = 4, documents: int = 2):
+    """Hand-made real-model files: in every layer after the first two, the heads' masses spread around
+    ``median_mass``; layers 0 and 1 put 0.01 on key 0."""
+    rows = []
+    for d in range(documents):
+        for layer in range(layers):
+            for head in range(heads):
+                mass = 0.01 if layer < real_sinks.SKIP_LAYERS else min(1.0, median_mass * (0.5 + head / (heads - 1)))
+                rows.append((d, layer, head, 248, mass, 0.014))
+    io.write_parquet(folder / "real" / real_sinks.TABLE,
+                     pd.DataFrame(rows, columns=["document", "layer", "head", "queries", "mass", "uniform"]))
+    io.write_json(folder / "real" / "config.json", {
+        "model": "hand-made", "checkpoint": "/nowhere", "model_type": "llama", "layers": layers, "heads": heads,
+        "documents": documents, "tokens": 256, "min_query": 8, "seed": 0, "device": "cpu", "dtype": "float32",
+        "adds_bos": False, "first_tokens": ["The"], "seconds": 1.0})
+    return folder
+
+
+def test_real_verdict_follows_the_median_head(tmp_path):
+    sinking = sinks.summarize(_real(_folder(tmp_path / "a", GOOD_BOS, LOW), median_mass=0.6))
+    assert len(sinking.findings) == 3 and sinking.findings[2].verdict == "reproduced"
+    assert "4 of 4 layers after the first 2 reach 0.3" in sinking.findings[2].evidence
+    assert "L2 0.60" in sinking.findings[2].evidence and "first text token (The)" in sinking.findings[2].claim
+    table = pd.read_csv(tmp_path / "a" / "table_real_layers.csv")
+    assert table["median"].tolist() == pytest.approx([0.01, 0.01] + [0.6] * 4)
+    assert table["sink_heads"].tolist() == [0, 0, 4, 4, 4, 4]
+    for ext in ("png", "svg"):
+        assert (tmp_path / "a" / f"real_first_token_mass.{ext}").is_file()
+    assert "real_first_token_mass" in [f.stem for f in sinking.figures]
+
+    spread = _real(tmp_path / "b", median_mass=0.02)
+    finding, *_ = real_sinks.summarize(spread / "real", spread)
+    assert finding.verdict == "not reproduced" and "0 of 4 layers" in finding.evidence
+    shallow = _real(tmp_path / "c", median_mass=0.9, layers=2)
+    assert real_sinks.summarize(shallow / "real", shallow)[0].verdict == "not checked"
+
+
+def test_summarize_names_a_missing_real_part(tmp_path):
+    folder = _folder(tmp_path, GOOD_BOS, LOW)
+    io.write_json(folder / "config.json", {"study": "sinks", "budget": "smoke", "model": "smollm2", "seed": 0})
+    with pytest.raises(StudyError, match="lacks the real-model results on smollm2"):
+        sinks.summarize(folder)
+
+
+def test_real_compute_writes_config_last_and_resumes(tiny, tmp_path, monkeypatch):
+    folder, _, _ = tiny
+    monkeypatch.setitem(real_sinks.BUDGETS, "smoke", {"documents": 2, "tokens": 24})
+    cfg = StudyConfig(study="sinks", model=str(folder))
+    real_sinks.compute(cfg, tmp_path / "real", progress=False)
+    raw = pd.read_parquet(tmp_path / "real" / real_sinks.TABLE)
+    config = json.loads((tmp_path / "real" / "config.json").read_text())
+    assert len(raw) == 2 * 2 * 4 and raw["mass"].between(0, 1).all()
+    assert config["adds_bos"] and config["first_tokens"] == ["<s>"] and config["tokens"] == 24
+    before = (tmp_path / "real" / real_sinks.TABLE).stat().st_mtime_ns
+    real_sinks.compute(cfg, tmp_path / "real", progress=False)
+    assert (tmp_path / "real" / real_sinks.TABLE).stat().st_mtime_ns == before
+
+
+def test_real_compute_bad_model_is_one_line_study_error(tmp_path):
+    with pytest.raises(StudyError, match="--model /no/such/model: .*neither a path nor a known model name"):
+        real_sinks.compute(StudyConfig(study="sinks", model="/no/such/model"), tmp_path / "real", progress=False)
+    assert not (tmp_path / "real").exists()
+
+
+@pytest.mark.real
+def test_smollm2_first_token_mass_invariants(real_models):
+    model, tok = real_models("smollm2")
+    docs = real_sinks.documents(tok, 2, 48, seed=0)
+    got = real_sinks.first_token_mass(model, docs)
+    assert len(got) == 2 * 30 * 9 and got["mass"].between(0, 1).all()
+    assert (got["queries"] == 48 - real_sinks.MIN_QUERY).all()
+    assert (real_sinks.head_table(got)["mass"] > got["uniform"].max()).any()

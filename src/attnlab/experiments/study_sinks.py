@@ -14,6 +14,9 @@ softmax must give all its mass to key 1, is left out).
 ``compute`` writes per run ``raw/<run>_attention.parquet`` (layer, head, query, key, mean, std; 1-based
 positions) and then ``raw/<run>_loss.csv`` (final losses and the all-zeros predictor's on the same
 inputs); a run whose two files exist is skipped, and training resumes from ``runs/<run>``'s checkpoints.
+
+With ``--model``, ``compute`` first measures the first-token mass of that pretrained softmax LM into
+``real/`` (``experiments.real_sinks``), and ``summarize`` adds its table, heat map and finding.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from ..tasks import TaskStream
 from ..tasks.vectors import TriggerAveraging
 from ..train.config import RunConfig
 from ..train.trainer import Trainer, vector_loss
-from . import studies
+from . import real_sinks, studies
 
 NAME = "sinks"
 DIM = 16      # the seed's n (App. A)
@@ -166,6 +169,9 @@ def run_piece(run: str, plan: dict[str, Any], seed: int, folder: Path, progress:
 
 
 def compute(cfg: studies.StudyConfig, folder: Path, progress: bool) -> None:
+    if cfg.model is not None:
+        # before the toy runs, so that a --model that does not load fails in seconds, not minutes
+        real_sinks.compute(cfg, Path(folder) / real_sinks.FOLDER, progress)
     plan = BUDGETS[cfg.budget]
     # The models are 16 wide: a second intra-op thread costs more in synchronisation than it saves, and
     # on a shared CPU it made steps up to 50x slower in our timing.
@@ -269,6 +275,10 @@ def summarize(folder: Path) -> Section:
     folder = Path(folder)
     cfg = studies.load_config(folder)
     maps, raw_loss = _read(folder)
+    real = folder / real_sinks.FOLDER
+    if cfg.model is not None and not (real / "config.json").is_file():
+        raise studies.StudyError(f"{folder} lacks the real-model results on {cfg.model}; run "
+                                 f"`{cfg.command(folder)}` to finish it")
     loss = loss_table(raw_loss)
     bos = bos_table(maps)
     io.write_table(folder / "table_losses", loss)
@@ -312,22 +322,34 @@ def summarize(folder: Path) -> Section:
         "2x2 models start from PyTorch's default Linear init, 1x1 from the decoder's N(0, 0.02) (see "
         "study_sinks.ARCHS for why).",
     ]
+    findings = [finding(arch, loss, bos) for arch in ARCHS]
+    tables = [Table("table_losses", (
+                  "Per run: final training loss, and on 1000 held-out inputs (uniform trigger: uniform_*; "
+                  f"trigger at j = {TRIGGER}: fixed_*) the squared-l2 loss, the l-inf loss (largest l2 error "
+                  "of any position) and the all-zeros predictor's loss; loss_ratio = uniform_loss / "
+                  f"uniform_zero_loss, low_loss = ratio <= {LOW_LOSS:g}, linf_below_target = l-inf < "
+                  f"{LINF_TARGET:g} (App. A's stopping rule).")),
+              Table("table_bos_mass", (
+                  f"Per run, layer and head: bos_mass = mean weight on key 1 over queries 2..{TRIGGER - 1} "
+                  f"(trigger at j = {TRIGGER}, mean over inputs), its smallest and largest query, row_total "
+                  "= the mean total weight of those rows (softmax rows sum to 1, ReLU rows need not), and "
+                  "bos_at_trigger = the weight on key 1 at the trigger query."))]
+    if (real / "config.json").is_file():
+        real_finding, real_table, real_figure, real_note = real_sinks.summarize(real, folder)
+        findings.append(real_finding)
+        tables.append(real_table)
+        figures.append(real_figure)
+        notes.append(real_note)
+    else:
+        notes.append("The real-model part (first-token mass of a pretrained softmax LM) was not run: fetch a "
+                     "model and pass it, e.g. `attnlab fetch smollm2` then `attnlab study sinks --model smollm2`.")
     return studies.section(
         NAME, folder,
         question=("Does softmax attention trained on trigger-conditional averaging park its mass on BOS at "
-                  "every position before the trigger, while ReLU attention solves the same task without a sink?"),
-        findings=tuple(finding(arch, loss, bos) for arch in ARCHS),
-        tables=(Table("table_losses", (
-                    "Per run: final training loss, and on 1000 held-out inputs (uniform trigger: uniform_*; "
-                    f"trigger at j = {TRIGGER}: fixed_*) the squared-l2 loss, the l-inf loss (largest l2 error "
-                    "of any position) and the all-zeros predictor's loss; loss_ratio = uniform_loss / "
-                    f"uniform_zero_loss, low_loss = ratio <= {LOW_LOSS:g}, linf_below_target = l-inf < "
-                    f"{LINF_TARGET:g} (App. A's stopping rule).")),
-                Table("table_bos_mass", (
-                    f"Per run, layer and head: bos_mass = mean weight on key 1 over queries 2..{TRIGGER - 1} "
-                    f"(trigger at j = {TRIGGER}, mean over inputs), its smallest and largest query, row_total "
-                    "= the mean total weight of those rows (softmax rows sum to 1, ReLU rows need not), and "
-                    "bos_at_trigger = the weight on key 1 at the trigger query."))),
+                  "every position before the trigger, while ReLU attention solves the same task without a sink? "
+                  "And, given --model, does a pretrained softmax LM park its attention on its first token?"),
+        findings=tuple(findings),
+        tables=tuple(tables),
         figures=tuple(figures),
         notes=tuple(notes),
     )

@@ -1,5 +1,6 @@
 """Figures of the ``sinks`` study (seed 004, ``004_4c20691c678efca4.txt`` §4, Fig. 2-4): attention heat
-maps (query x key) and the BOS mass before the trigger.
+maps (query x key) and the BOS mass before the trigger; and a pretrained model's first-token mass per
+layer and head (the study's real-model part).
 
 Rendering only: callers hand over arrays and labels; nothing here trains or reads a study folder.
 """
@@ -88,4 +89,37 @@ def plot_loss_curves(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], zero: 
     ax.set_ylabel("training loss (mean squared l2 per position)")
     ax.legend(fontsize=8)
     ax.set_title("Training loss, trigger-conditional averaging", fontsize=10)
+    return save_figure(fig, path)
+
+
+def plot_first_token_mass(mass: np.ndarray, lines: Mapping[str, np.ndarray], uniform: np.ndarray, threshold: float,
+                          skip: int, path: str | Path, title: str) -> tuple[Path, Path]:
+    """A pretrained model's first-token mass: a (layers x heads) heat map on a 0-1 scale, values printed,
+    and beside it, per layer, the ``lines`` (e.g. the median and largest head) against the ``threshold``
+    and the ``uniform`` share; layers 0..skip-1 are shaded (left out of the verdict)."""
+    n_layers, n_heads = mass.shape
+    fig, (ax, side) = plt.subplots(1, 2, figsize=(3.2 + 0.55 * n_heads + 3.2, 1.4 + 0.3 * n_layers), sharey=True,
+                                   gridspec_kw={"width_ratios": [max(n_heads, 2), 5]}, layout="constrained")
+    image = ax.imshow(mass, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
+    for (layer, head), value in np.ndenumerate(mass):
+        ax.text(head, layer, f"{value:.2f}", ha="center", va="center", fontsize=6.5,
+                color="black" if value > 0.6 else "white")
+    ax.set_xticks(range(n_heads))
+    ax.set_yticks(range(n_layers))
+    ax.tick_params(labelsize=7)
+    ax.set_xlabel("head")
+    ax.set_ylabel("layer")
+    fig.colorbar(image, ax=ax, location="left", shrink=0.6, pad=0.02, label="weight on key 0")
+    for i, (label, values) in enumerate(lines.items()):
+        side.plot(values, range(n_layers), marker="o", ms=3, lw=1.0, color=f"C{i}", label=label)
+    side.plot(uniform, range(n_layers), color="0.4", ls=":", lw=1.0, label="uniform share")
+    side.axvline(threshold, color="black", ls="--", lw=0.9, label=f"sink threshold {threshold:g}")
+    if skip:
+        side.axhspan(-0.5, skip - 0.5, color="0.85", lw=0, label="left out of the verdict")
+    side.set_xlim(0, 1)
+    side.set_xlabel("weight on key 0")
+    # below the panels: a legend inside the side panel would cover a model's lines somewhere
+    fig.legend(*side.get_legend_handles_labels(), fontsize=7, loc="outside lower right", ncol=3)
+    side.grid(axis="x", color="0.9", lw=0.6)
+    fig.suptitle(title, fontsize=10)
     return save_figure(fig, path)

@@ -1,0 +1,224 @@
+"""The real-model part of the ``sinks`` study: does a pretrained softmax LM park attention on its first
+token, as seed 004 argues softmax attention must (§1, §2: real heads attend to BOS as a default no-op;
+§3.5, Theorems 1-2: a softmax model that writes nothing by default needs a sink)?
+
+One forward per document of generic text (``tasks.generic_text``, tokenized with the tokenizer's special
+tokens, so key 0 is BOS where the tokenizer adds one and the first text token where it adds none). An
+observer on the attention site reads each layer's pre-softmax scores and keeps, per head, the softmax
+weight on key 0 averaged over the queries i >= MIN_QUERY that may attend key 0, beside the uniform share
+1 / (keys the query may attend) averaged over the same queries: the first-token mass.
+
+``compute`` writes ``real/first_token_mass.parquet`` (document, layer, head, queries, mass, uniform;
+layers and heads 0-based as the hooks number them) and then ``real/config.json``; a folder holding the
+latter is finished and skipped. ``summarize`` reads those two files back into the per-layer table, the
+(layer x head) heat map and the finding.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from .. import hooks, io, tasks
+from ..hooks.load import resolve_checkpoint
+from ..report.plot_sinks import plot_first_token_mass
+from ..report.sections import Figure, Finding, Table
+from ..site import ScoreBlock
+from . import hf_runs, studies
+
+FOLDER = "real"
+TABLE = "first_token_mass.parquet"
+# Queries before this 0-based position are left out: there the uniform share 1/(i+1) is itself large,
+# so a high weight on key 0 says nothing about a sink.
+MIN_QUERY = 8
+# The sink threshold on a head's first-token mass; Gu et al. 2024 ("When attention sink emerges in
+# language models", cited by seed 004 §1) call a head a sink head at the same 0.3.
+SINK_MASS = 0.3
+# Layers 0 and 1 are left out of the verdict: in pretrained LMs sinks are reported from the third layer
+# on (Xiao et al. 2024, "Efficient streaming language models with attention sinks", cited by seed 004 §1).
+SKIP_LAYERS = 2
+HALF = 0.5  # the table also counts heads with more than half their weight on key 0
+BUDGETS = {"smoke": {"documents": 4, "tokens": 256}, "full": {"documents": 32, "tokens": 1024}}
+DOC_SEED = 4_004_000  # any fixed seed; generic_text's stream is apart from every suite's and b_auto's
+
+
+def first_key_sums(block: ScoreBlock, min_query: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per head of one score block, over its queries at positions >= ``min_query`` whose row may attend
+    key 0: the summed softmax weight on key 0, the summed uniform share 1 / (allowed keys) and the count
+    (three float64 (heads,) tensors, summed over the batch too). Seed 004 §4 measures a sink as the
+    weight on the first position; the softmax is redone in float64 over the allowed keys only, from the
+    very scores the model's own softmax sees."""
+    z = block.scores.double()
+    allowed = block.allowed.expand_as(z)
+    w0 = torch.exp(z[..., 0] - torch.logsumexp(z.masked_fill(~allowed, -math.inf), dim=-1))
+    positions = torch.arange(block.scores.shape[-2], device=z.device) + block.first_position
+    counted = allowed[..., 0] & (positions >= min_query)
+    uniform = 1.0 / allowed.sum(-1).clamp(min=1).double()
+    return ((w0 * counted).sum((0, 2)), (uniform * counted).sum((0, 2)), counted.sum((0, 2)).double())
+
+
+@torch.no_grad()
+def first_token_mass(model, documents: list[list[int]], min_query: int = MIN_QUERY) -> pd.DataFrame:
+    """One row per (document, layer, head): the first-token mass (mean softmax weight on key 0 over the
+    queries i >= ``min_query`` that may attend it; seed 004 §4's sink measure on a pretrained model), the
+    uniform share 1 / (allowed keys) averaged over the same queries, and their count."""
+    short = [d for d, ids in enumerate(documents) if len(ids) <= min_query]
+    if short:
+        raise hf_runs.RunError(f"documents {short} have no query at position >= {min_query}")
+    device = next(model.parameters()).device
+    rows = []
+    for d, ids in enumerate(documents):
+        sums: dict[int, list[torch.Tensor]] = {}
+
+        def observe(block: ScoreBlock) -> None:
+            parts = first_key_sums(block, min_query)
+            seen = sums.get(block.layer)
+            sums[block.layer] = list(parts) if seen is None else [a + b for a, b in zip(seen, parts, strict=True)]
+
+        with hooks.observed(model, observe):
+            model(torch.tensor([ids], device=device))
+        for layer in sorted(sums):
+            mass, uniform, count = (t.cpu().numpy() for t in sums[layer])
+            for head in range(len(mass)):
+                rows.append((d, layer, head, int(count[head]), mass[head] / count[head], uniform[head] / count[head]))
+    return pd.DataFrame(rows, columns=["document", "layer", "head", "queries", "mass", "uniform"])
+
+
+def documents(tokenizer, n: int, tokens: int, seed: int) -> list[list[int]]:
+    """``n`` documents of generic text, tokenized with the tokenizer's special tokens, cut to ``tokens``."""
+    docs = []
+    for d in range(n):
+        # every word is at least one token, so ``tokens`` words always fill the document
+        text = tasks.generic_text(tokens, seed=DOC_SEED + 1000 * seed + d)
+        ids = tokenizer(text, add_special_tokens=True)["input_ids"]
+        if len(ids) < tokens:
+            raise hf_runs.RunError(f"the tokenizer turned {tokens} words into only {len(ids)} tokens")
+        docs.append(ids[:tokens])
+    return docs
+
+
+def compute(cfg: studies.StudyConfig, folder: Path, progress: bool) -> None:
+    """Measure the first-token mass of ``cfg.model`` into ``folder`` (skipped when its config.json exists).
+    Errors loading the model come back as one-line StudyErrors."""
+    folder = Path(folder)
+    if (folder / "config.json").is_file():
+        return
+    plan = BUDGETS[cfg.budget]
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        checkpoint = resolve_checkpoint(cfg.model, log=print)
+        model, tokenizer = hf_runs.load(str(checkpoint), device)
+        tokens = min(plan["tokens"], hf_runs.context_length(model) or plan["tokens"])
+        docs = documents(tokenizer, plan["documents"], tokens, cfg.seed)
+        started = time.monotonic()
+        frame = first_token_mass(model, docs)
+    except (hooks.LoadError, hooks.UnsupportedModel, hf_runs.RunError) as exc:
+        raise studies.StudyError(f"--model {cfg.model}: {exc}") from None
+    seconds = time.monotonic() - started
+    n_layers, n_heads = hooks.num_heads(model)
+    bos = tokenizer.bos_token_id
+    config = {"model": cfg.model, "checkpoint": str(checkpoint), "model_type": model.config.model_type,
+              "layers": n_layers, "heads": n_heads, "documents": len(docs), "tokens": tokens,
+              "min_query": MIN_QUERY, "seed": cfg.seed, "device": device,
+              "dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
+              "adds_bos": bos is not None and all(ids[0] == bos for ids in docs),
+              "first_tokens": sorted({tokenizer.convert_ids_to_tokens(ids[0]) for ids in docs}),
+              "seconds": round(seconds, 1)}
+    io.write_parquet(folder / TABLE, frame, metadata=config)
+    io.write_json(folder / "config.json", config)  # last: a folder holding it is finished
+    if progress:
+        print(f"sinks real: {len(docs)} documents x {tokens} tokens on {cfg.model} in {seconds:.1f} s", flush=True)
+
+
+# ----------------------------------------------------------------------------------------------- summary
+
+def head_table(raw: pd.DataFrame) -> pd.DataFrame:
+    """Per (layer, head): the first-token mass and the uniform share pooled over documents (weighted by
+    their query counts), and mass / uniform."""
+    weighted = raw.assign(mass=raw["mass"] * raw["queries"], uniform=raw["uniform"] * raw["queries"])
+    table = weighted.groupby(["layer", "head"], sort=True)[["mass", "uniform", "queries"]].sum().reset_index()
+    table["mass"] /= table["queries"]
+    table["uniform"] /= table["queries"]
+    table["ratio"] = table["mass"] / table["uniform"]
+    return table
+
+
+def layer_table(heads: pd.DataFrame) -> pd.DataFrame:
+    """Per layer, over its heads: mean, median and max first-token mass, the heads above HALF and at or
+    above SINK_MASS, and the uniform share (seed 004 App. B.2's "a sink in at least one head every layer"
+    reads off the max column)."""
+    grouped = heads.groupby("layer", sort=True)
+    return pd.DataFrame({
+        "mean": grouped["mass"].mean(), "median": grouped["mass"].median(), "max": grouped["mass"].max(),
+        "heads": grouped["mass"].size(),
+        "heads_over_half": grouped["mass"].apply(lambda m: int((m > HALF).sum())),
+        "sink_heads": grouped["mass"].apply(lambda m: int((m >= SINK_MASS).sum())),
+        "uniform": grouped["uniform"].mean(),
+    }).reset_index()
+
+
+def finding(layers: pd.DataFrame, config: dict) -> Finding:
+    """Seed 004's claim carried to a pretrained LM: in a majority of the layers after the first
+    SKIP_LAYERS, the median head puts at least SINK_MASS of its weight on key 0."""
+    key0 = "BOS" if config["adds_bos"] else f"the first text token ({', '.join(config['first_tokens'])})"
+    claim = (f"A pretrained softmax LM ({config['model']}) puts an attention sink on its first token, key 0 = "
+             f"{key0} (seed 004 §1-2, §3.5: softmax attention needs a sink to write nothing by default): in a "
+             f"majority of the layers after the first {SKIP_LAYERS}, the median head puts at least {SINK_MASS:g} "
+             f"of its weight on key 0, averaged over queries i >= {config['min_query']}")
+    later = layers[layers["layer"] >= SKIP_LAYERS]
+    per_layer = ", ".join(f"L{r.layer} {r.median:.2f}" for r in layers.itertuples())
+    evidence = (f"Median head's first-token mass per layer ({config['documents']} documents x {config['tokens']} "
+                f"tokens): {per_layer}. ")
+    if later.empty:
+        return Finding(claim, "not checked",
+                       evidence + f"The model has only {len(layers)} layers, none after the first {SKIP_LAYERS}.")
+    sinking = int((later["median"] >= SINK_MASS).sum())
+    uniform = float(later["uniform"].mean())
+    total = int(later["heads"].sum())
+    evidence += (f"{sinking} of {len(later)} layers after the first {SKIP_LAYERS} reach {SINK_MASS:g}; there "
+                 f"{int(later['sink_heads'].sum())} of {total} heads put >= {SINK_MASS:g} and "
+                 f"{int(later['heads_over_half'].sum())} put > {HALF:g} on key 0, and the largest head reaches "
+                 f"{SINK_MASS:g} in {int((later['max'] >= SINK_MASS).sum())} of those layers. The "
+                 f"uniform share over the same queries is {uniform:.3g}, so {SINK_MASS:g} is "
+                 f"{SINK_MASS / uniform:.0f}x it.")
+    return Finding(claim, "reproduced" if sinking > len(later) / 2 else "not reproduced", evidence)
+
+
+def summarize(folder: Path, out: Path) -> tuple[Finding, Table, Figure, str]:
+    """The real-model finding, its table (``out/table_real_layers``), heat map (``out/real_first_token_mass``)
+    and note, from ``folder``'s two files only."""
+    config = json.loads((folder / "config.json").read_text())
+    heads = head_table(pd.read_parquet(folder / TABLE))
+    layers = layer_table(heads)
+    io.write_table(out / "table_real_layers", layers)
+    grid = heads.pivot(index="layer", columns="head", values="mass").sort_index().to_numpy()
+    key0 = "BOS" if config["adds_bos"] else "first text token"
+    plot_first_token_mass(grid, {"median head": layers["median"].to_numpy(), "largest head": layers["max"].to_numpy()},
+                          layers["uniform"].to_numpy(), SINK_MASS, SKIP_LAYERS, out / "real_first_token_mass",
+                          f"{config['model']}: softmax weight on key 0 ({key0}), mean over queries "
+                          f"i >= {config['min_query']}")
+    table = Table("table_real_layers", (
+        f"{config['model']}, per layer (0-based) over its {config['heads']} heads: mean, median and max first-token "
+        f"mass (softmax weight on key 0 averaged over queries i >= {config['min_query']} of "
+        f"{config['documents']} documents x {config['tokens']} tokens), the heads above {HALF:g} and at or above "
+        f"{SINK_MASS:g}, and the uniform share 1 / (keys attended) averaged over the same queries."))
+    figure = Figure("real_first_token_mass", (
+        f"Left: first-token mass of every head of {config['model']} (rows: layers from 0 at the top; columns: "
+        f"heads, 0-based), on a 0-1 colour scale with the value printed in each cell. Right: the median and "
+        f"largest head per layer; the dashed line is the sink threshold {SINK_MASS:g}, the dotted one the "
+        f"uniform share (the mass of a head that spreads evenly). The shaded layers 0-{SKIP_LAYERS - 1} are "
+        "left out of the verdict."))
+    note = (f"Real-model part: {config['model']} ({config['model_type']}, checkpoint {config['checkpoint']}, "
+            f"{config['layers']} layers x {config['heads']} query heads, {config['dtype']} on {config['device']}); "
+            f"{config['documents']} documents of generic text (attnlab.tasks.generic_text) x {config['tokens']} "
+            f"tokens, one forward each ({config['seconds']:g} s in all). The tokenizer "
+            f"{'adds BOS, so key 0 is BOS' if config['adds_bos'] else 'adds no BOS, so key 0 is the first text token'}"
+            f" ({', '.join(config['first_tokens'])}). The softmax is redone in float64 from the scores the "
+            f"model's own softmax sees (post-softcap, masked keys left out); queries that may not attend key 0 "
+            f"(past a sliding window) are left out.")
+    return finding(layers, config), table, figure, note
