@@ -1,5 +1,6 @@
-"""study temperature: the verdict follows the side of 1 of xi_hat_Lambda and xi*_beta on known folders, and the
-study's pieces (beta_n fit, contact rows, back-half sweep) are right, resumable and end to end runnable."""
+"""study temperature: the verdicts follow the side of 1 of xi_hat_Lambda and xi*_beta, and of the pretrained
+model's xi_hat_Lambda band, on known folders; the study's pieces (beta_n fit, contact rows, back-half sweep, the
+real-model part on a tiny checkpoint) are right, resumable, end to end runnable and summarized from files alone."""
 
 from __future__ import annotations
 
@@ -19,19 +20,22 @@ from attnlab.experiments import studies
 from attnlab.experiments import study_temperature as st
 from attnlab.report import plot_temperature
 
+from .checkpoints import save_checkpoint
+
 TINY = {**st.BUDGETS["smoke"], "context": 32, "layers": 1, "heads": 2, "d_model": 8, "steps": 4, "every": 2,
         "batch": 4, "max_tokens": 20_000, "n_grid": [4, 8, 16, 24, 32], "n_min": 4, "eval_seeds": 2, "windows": 2,
         "n_boot": 20, "sweep_lengths": [32, 64], "sweep_xi": [0, 2], "sweep_windows": 2, "sweep_batch": 2}
 GRID = [16, 32, 64, 128, 192, 256]
+REAL_TINY = {"n": [16, 32, 64], "docs": 2, "n_boot": 20}
 
 
 def _hand_folder(folder: Path, *, xi_alpha: float, xi_delta: float, beta: np.ndarray, val_loss: float = 1.0,
-                 best_xi: float = 1.5) -> Path:
+                 best_xi: float = 1.5, model: str | None = None) -> Path:
     """A study folder with raw results whose answer is known: alpha_n = a_u (log n)^xi_alpha and
     Delta_n = d_u (log n)^xi_delta per unit u = (seed, layer, head), Lambda_n by the contact formula (4.4)
     (so xi_Lambda = xi_alpha - xi_Delta + 1 exactly); the sweep's loss is smallest at ``best_xi``."""
     folder.mkdir(parents=True)
-    cfg = studies.StudyConfig(study="temperature")
+    cfg = studies.StudyConfig(study="temperature", model=model)
     io.write_json(folder / "config.json", {**asdict(cfg), "command": cfg.command(folder)})
     plan = {**st.BUDGETS["smoke"], "n_grid": GRID, "n_min": 16, "sweep_lengths": [256, 512], "n_boot": 50}
     io.write_json(folder / st.PLAN, plan)
@@ -69,7 +73,7 @@ def _hand_folder(folder: Path, *, xi_alpha: float, xi_delta: float, beta: np.nda
 
 @pytest.fixture
 def no_plots(monkeypatch):
-    for name in ("plot_beta_fit", "plot_bucket_means", "plot_counting", "plot_sweep"):
+    for name in ("plot_beta_fit", "plot_bucket_means", "plot_counting", "plot_sweep", "plot_real_lambda"):
         monkeypatch.setattr(plot_temperature, name, lambda *a, **k: None)
 
 
@@ -145,16 +149,20 @@ def test_sweep_model_scales_the_logits_only_past_the_training_window():
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
+    """The study with --model on a tiny save_pretrained checkpoint, n-grid and budget."""
+    checkpoint = save_checkpoint(tmp_path_factory.mktemp("ckpt"))
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(st.BUDGETS, "smoke", TINY)
+        mp.setitem(st.REAL_PLANS, "smoke", REAL_TINY)
         folder = tmp_path_factory.mktemp("temperature") / "run"
-        section = studies.run(studies.StudyConfig(study="temperature", budget="smoke", seed=0), folder)
+        section = studies.run(studies.StudyConfig(study="temperature", budget="smoke", model=str(checkpoint), seed=0),
+                              folder)
     return folder, section
 
 
 def test_tiny_end_to_end_run_writes_a_section_and_the_raw_pieces(tiny_run):
     folder, section = tiny_run
-    assert section.study == "temperature" and len(section.findings) == 2
+    assert section.study == "temperature" and len(section.findings) == 3
     for fig in section.figures:
         assert (folder / f"{fig.stem}.png").stat().st_size > 0 and (folder / f"{fig.stem}.svg").is_file()
     rows = pd.read_parquet(folder / st.ROWS)
@@ -186,7 +194,8 @@ def test_contact_rows_are_the_engines_triples_of_the_stored_gaps(tiny_run):
 
 def test_rerun_resumes_without_retraining_and_redoes_only_missing_pieces(tiny_run):
     folder, _ = tiny_run
-    raw = [st.PLAN, st.BETA, st.HEAD_SCALES, st.GAPS, st.ROWS, *(f"sweep_{n}.parquet" for n in TINY["sweep_lengths"])]
+    raw = [st.PLAN, st.BETA, st.HEAD_SCALES, st.GAPS, st.ROWS, *(f"sweep_{n}.parquet" for n in TINY["sweep_lengths"]),
+           f"{st.REAL}/config.json", f"{st.REAL}/{st.REAL_ROWS}"]
     run = folder / "runs" / st.NAME
     # the trainer rewrites metrics.jsonl on resume (dropping records past the checkpoint); the weights
     # and the summary of a finished run must stay as they are
@@ -203,3 +212,91 @@ def test_rerun_resumes_without_retraining_and_redoes_only_missing_pieces(tiny_ru
             assert path.stat().st_mtime_ns == mtime, f"{path.name} was rewritten"
     assert json.loads((run / "summary.json").read_text())["steps"] == TINY["steps"]
     pd.testing.assert_frame_equal(pd.read_parquet(missing), kept_sweep)
+
+
+def test_real_part_end_to_end_matches_the_temperature_command_and_resummarizes_identically(tiny_run):
+    folder, section = tiny_run
+    real = folder / st.REAL
+    rows = pd.read_parquet(real / st.REAL_ROWS)
+    assert sorted(set(rows["n_keys"])) == REAL_TINY["n"] and (rows["query"] + 1 == rows["n_keys"]).all()
+    assert len(rows) == REAL_TINY["docs"] * 2 * 4 * len(REAL_TINY["n"])  # docs x layers x heads x n
+    assert {"real_per_n", "real_exponents"} <= {t.stem for t in section.tables}
+    assert (folder / "real_lambda.png").stat().st_size > 0 and (folder / "real_lambda.svg").is_file()
+    finding = section.findings[-1]
+    assert "pretrained" in finding.claim and finding.verdict in ("reproduced", "not reproduced")
+    # the study's numbers, recomputed from the row table, are the temperature command's own
+    pd.testing.assert_frame_equal(pd.read_csv(folder / "real_per_n.csv"), pd.read_csv(real / "temperature.csv"))
+    ours = pd.read_csv(folder / "real_exponents.csv").set_index("exponent")
+    theirs = pd.read_csv(real / "exponents.csv").set_index("exponent")
+    np.testing.assert_allclose(ours.loc[theirs.index, ["xi_hat", "half_iqr"]], theirs[["xi_hat", "half_iqr"]])
+    xi, h = theirs.loc["xi_Lambda", ["xi_hat", "half_iqr"]]
+    assert f"xi_hat_Lambda = {xi:.3f} (half-IQR {h:.3f}" in finding.evidence
+    # summarize reads files only: a second pass gives the same section and the same tables
+    tables = {t.stem: (folder / f"{t.stem}.csv").read_text() for t in section.tables}
+    again = studies.summarize(folder)
+    assert again.to_dict() == section.to_dict()
+    assert {t.stem: (folder / f"{t.stem}.csv").read_text() for t in again.tables} == tables
+
+
+def _hand_real(folder: Path, *, xi_lambda: float, spread: float = 0.05, window: int | None = None) -> None:
+    """folder/real as the temperature command writes it, with Lambda_n = c_u (log n)^(xi_lambda + o_u) per unit
+    u = (layer, head), the offsets o_u in (spread, 0, -spread) over each layer's heads (so xi_hat_Lambda =
+    xi_lambda, over all layers or one); with ``window``, layer 0 sees at most ``window`` keys, as a
+    sliding-window layer does."""
+    real = folder / st.REAL
+    real.mkdir()
+    grid = [128, 256, 512, 1024, 2048]
+    io.write_json(real / "config.json", {"model": "hand", "model_type": "llama", "layers": 2, "heads": 3,
+                                         "documents": 2, "n": grid, "n_boot": 50, "seed": 0, "device": "cpu",
+                                         "dtype": "float32"})
+    rows = []
+    for layer in range(2):
+        for head in range(3):
+            xi_u = xi_lambda + spread * (1 - head)
+            for doc in range(2):
+                for n in grid:
+                    keys = min(n, window) if window and layer == 0 else n
+                    lam = (1 + 0.1 * head + 0.05 * doc) * math.log(keys) ** xi_u
+                    delta = 0.3 * math.log(keys) / lam  # the contact formula (4.4) with alpha_n = 0.3
+                    rows.append({"layer": layer, "head": head, "prompt": doc, "query": n - 1, "n_keys": keys,
+                                 "status": "active", "lambda_n": lam, "alpha_n": 0.3, "contact_gap": delta})
+    rows.append({**rows[0], "status": "empty", "lambda_n": math.nan})  # unreadable rows never count
+    io.write_parquet(real / st.REAL_ROWS, pd.DataFrame(rows))
+
+
+@pytest.mark.parametrize(("xi_lambda", "spread", "verdict", "words"), [
+    (1.8, 0.05, "reproduced", "lies above 1"),
+    (0.4, 0.05, "not reproduced", "lies below 1"),
+    (1.02, 0.3, "not reproduced", "contains 1"),
+])
+def test_real_verdict_follows_the_band_around_one(tmp_path, no_plots, xi_lambda, spread, verdict, words):
+    folder = _hand_folder(tmp_path / "s", xi_alpha=-0.9, xi_delta=-0.4, beta=_power(0.4), model="hand")
+    _hand_real(folder, xi_lambda=xi_lambda, spread=spread)
+    finding = st.summarize(folder).findings[-1]
+    assert finding.verdict == verdict and words in finding.evidence, finding.evidence
+    assert f"xi_hat_Lambda = {xi_lambda:.3f}" in finding.evidence
+    exps = pd.read_csv(folder / "real_exponents.csv").set_index("exponent")
+    assert exps.loc["xi_Lambda", "xi_hat"] == pytest.approx(xi_lambda, abs=1e-9)
+    assert exps.loc["xi_Lambda", "half_iqr"] > 0
+    assert st.real_verdict(math.nan, 0.1)[0] == "not checked"
+
+
+def test_sliding_window_rows_are_named_in_a_note_with_the_full_attention_fit(tmp_path, no_plots):
+    folder = _hand_folder(tmp_path / "s", xi_alpha=-0.9, xi_delta=-0.4, beta=_power(0.4), model="hand")
+    _hand_real(folder, xi_lambda=1.5, window=512)
+    section = st.summarize(folder)
+    assert "see the notes" in section.findings[-1].evidence
+    windowed = [n for n in section.notes if "sliding window" in n]
+    assert len(windowed) == 1 and "in layers [0]" in windowed[0] and "[512] keys" in windowed[0]
+    assert "xi_hat_Lambda = 1.500" in windowed[0]  # layer 1 alone sees n keys at every n
+    per_n = pd.read_csv(folder / "real_per_n.csv").set_index("n")["rows"]
+    # 3 heads x 2 documents per layer and n: layer 0's rows at n = 1024, 2048 join layer 0's and 1's at 512
+    assert per_n[512] == 6 * 4 and per_n[1024] == per_n[2048] == 6
+
+
+@pytest.mark.parametrize(("model", "words"), [(None, "attnlab fetch smollm2"), ("smollm2", "has not finished")])
+def test_without_the_real_part_a_note_says_how_to_run_it(tmp_path, no_plots, model, words):
+    folder = _hand_folder(tmp_path / "s", xi_alpha=-0.9, xi_delta=-0.4, beta=_power(0.4), model=model)
+    section = st.summarize(folder)
+    assert len(section.findings) == 2 and not any(t.stem.startswith("real") for t in section.tables)
+    assert any(words in n for n in section.notes), section.notes

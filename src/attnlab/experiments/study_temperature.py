@@ -1,8 +1,10 @@
-"""``attnlab study temperature``: critical scaling of the inverse temperature on the own decoder (seed
-003_77d6e061fcb6919a.txt, §3, §4.2, §4.5, App. A.2, A.3, B.1, F, G.1).
+"""``attnlab study temperature``: critical scaling of the inverse temperature on the own decoder and, with
+``--model``, on a pretrained checkpoint (seed 003_77d6e061fcb6919a.txt, §3, §4.2, §4.5, App. A.2, A.3, B.1, F,
+G.1).
 
 One decoder is trained on text with the learnable per-position vector beta_n of seed 003 eq. (A.1),
-beta_{n,l,h} = s_{l,h} beta_n + b_{l,h} (``ModelConfig(scaler="beta_n")``), and read four ways:
+beta_{n,l,h} = s_{l,h} beta_n + b_{l,h} (``ModelConfig(scaler="beta_n")``), and read four ways, (a) to (d);
+(e) reads a pretrained checkpoint beside it:
 
 (a) App. B.1: the trained beta_n, fitted bias-free to a_1 (log n)^xi on n >= n_min, a_1 by least
     squares at each xi of a 0.05 grid; the MSE curve over xi and its argmin xi*_beta (the body's "M2"
@@ -18,14 +20,18 @@ beta_{n,l,h} = s_{l,h} beta_n + b_{l,h} (``ModelConfig(scaler="beta_n")``), and 
 (d) §3 and App. A.2: the inference-time multiplier m(n; xi) = max(1, log n / log n_train)^xi (the
     ``logn_xi*_n*`` row maps) on top of the trained beta_n, at window lengths n_eval beyond training,
     scored by back-half sliding-window perplexity.
+(e) With ``--model``, §4.5.1 on a pretrained checkpoint: ``attnlab temperature`` reads the model's own
+    score rows at n = 2^7 .. 2^11 on generated documents; xi_hat_Lambda with its half-IQR over (layer,
+    head), set against the side of 1 where Table 2 puts every pretrained (Qwen-7B-Chat) cell.
 
 The finding of issue 7: xi_hat_Lambda lands on the same side of 1 as the fitted xi*_beta.
 
 ``compute`` writes the raw results (each piece's file only once the piece is done, so a rerun skips it):
-``plan.json`` (the budget), ``runs/beta_n/`` (the trainer's run, resumable), ``beta_n.parquet`` and
-``head_scales.parquet``, ``gaps.parquet`` (the sorted gaps of every row at the largest n) then
+``real/`` (the temperature command's folder, with ``--model`` only; first, so a bad model fails before
+training), ``plan.json`` (the budget), ``runs/beta_n/`` (the trainer's run, resumable), ``beta_n.parquet``
+and ``head_scales.parquet``, ``gaps.parquet`` (the sorted gaps of every row at the largest n) then
 ``contact_rows.parquet``, and ``sweep_<n_eval>.parquet`` per window length. ``summarize`` derives
-everything else from those files.
+everything else from those files, the real part from ``real/config.json`` and its row table.
 """
 
 from __future__ import annotations
@@ -40,10 +46,11 @@ import numpy as np
 import pandas as pd
 
 from .. import io
-from ..diagnostics.stats import check_cor49, exponent, tie_mask
+from ..diagnostics.stats import UNREADABLE, check_cor49, exponent, tie_mask
 from ..report.sections import Figure, Finding, Section, Table
 from ..train.trainer import Trainer, outcome
-from .studies import load_config, section
+from . import temperature
+from .studies import StudyConfig, load_config, section
 from .temperature import TRIPLE, per_n
 
 NAME = "beta_n"
@@ -53,6 +60,8 @@ HEAD_SCALES = "head_scales.parquet"
 GAPS = "gaps.parquet"
 ROWS = "contact_rows.parquet"
 EXPONENT_UNIT = ["seed", "layer", "head"]  # App. F: the nanoGPT bootstrap unit (s, l, h)
+REAL = "real"
+REAL_ROWS = "rows_contact.parquet"  # what ``temperature.run`` names its row table
 
 # smoke: a byte-level decoder on the standard library, minutes on two CPU cores. full: seed 003 App. A.3,
 # Table 3 (GPT-124M shape, AdamW 6e-4 -> 6e-5 cosine, warmup 1000, effective batch 2048 x 1024, bf16,
@@ -73,6 +82,15 @@ BUDGETS: dict[str, dict[str, Any]] = {
              "n_boot": 200, "eps": 1e-6, "xi_max": 3.0, "xi_step": 0.05,
              "sweep_lengths": [1024, 1536, 2048, 3072, 4096], "sweep_xi": [0, 0.5, 1, 1.5, 2, 2.5, 3],
              "sweep_windows": 20, "sweep_batch": 4},
+}
+
+
+# The pretrained-checkpoint part (e): the n-grid 2^7 .. 2^11 and B = 200 (§4.5.1). smoke: four documents
+# (the temperature command's default): SmolLM2-135M (30 x 9 heads) reads a 2048-token document in about 26 s
+# on a quiet CPU core, 40-50 s on two busy ones; full: sixteen, more than the 4 + 5 per Qwen cell of App. G.1.
+REAL_PLANS: dict[str, dict[str, Any]] = {
+    "smoke": {"n": [128, 256, 512, 1024, 2048], "docs": 4, "n_boot": 200},
+    "full": {"n": [128, 256, 512, 1024, 2048], "docs": 16, "n_boot": 200},
 }
 
 
@@ -181,9 +199,28 @@ def sweep_model(trained, xi: float):
     return model.to(next(trained.parameters()).device)
 
 
+def compute_real(cfg: StudyConfig, folder: Path, progress: bool) -> None:
+    """(e): ``attnlab temperature`` on ``cfg.model`` into folder/real, unless its config.json (written
+    last) says it is done."""
+    import torch
+
+    out = folder / REAL
+    if (out / "config.json").is_file():
+        return
+    plan = REAL_PLANS[cfg.budget]
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    # float32 on a GPU too: bfloat16 scores tie competitors that float32 tells apart, and ties are dropped
+    run = temperature.TemperatureConfig(model=cfg.model, n=tuple(plan["n"]), docs=plan["docs"],
+                                        n_boot=plan["n_boot"], seed=cfg.seed, device=device, dtype="float32")
+    temperature.run(run, out, progress=progress)
+
+
 def compute(cfg, folder: Path, progress: bool) -> None:
-    """Train (or resume) the beta_n decoder, then write each missing piece (see the module docstring)."""
+    """The real-model part if asked for, then train (or resume) the beta_n decoder and write each
+    missing piece (see the module docstring)."""
     folder = Path(folder)
+    if cfg.model is not None:
+        compute_real(cfg, folder, progress)
     plan = BUDGETS[cfg.budget]
     if (folder / PLAN).is_file():
         plan = json.loads((folder / PLAN).read_text())
@@ -279,6 +316,120 @@ def sweep_table(sweep: pd.DataFrame) -> pd.DataFrame:
     out["best xi"] = ppl.idxmin(axis=1).to_numpy()
     out["ppl at best / at xi=0"] = (ppl.min(axis=1) / ppl[0.0]).to_numpy() if 0.0 in ppl.columns else np.nan
     return out
+
+
+# --------------------------------------------------------------------------------------- the real model
+
+
+def real_rows(folder: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The readable rows of folder/real, the ones ``temperature.run`` fits, and its config.json."""
+    real = folder / REAL
+    config = json.loads((real / "config.json").read_text())
+    rows = pd.read_parquet(real / REAL_ROWS, columns=["layer", "head", "query", "n_keys", "status",
+                                                      *TRIPLE.values()])
+    return rows[~rows["status"].isin(UNREADABLE)].reset_index(drop=True), config
+
+
+def real_exponents(rows: pd.DataFrame, n_boot: int, seed: int) -> tuple[pd.DataFrame, dict]:
+    """The temperature command's xi_hat table (seed 003 §4.5.1, half-IQR over (layer, head)) with the band
+    xi_hat +- 2 half-IQR that the finding reads, and its Cor. 4.9 check."""
+    fits, cor49 = temperature.exponents(rows, n_boot, seed)
+    return fits.assign(**{"xi_hat - 2 half_iqr": fits["xi_hat"] - 2 * fits["half_iqr"],
+                          "xi_hat + 2 half_iqr": fits["xi_hat"] + 2 * fits["half_iqr"]}), cor49
+
+
+def real_verdict(xi: float, half_iqr: float) -> tuple[str, str]:
+    """Seed 003 Table 2's side for pretrained models: reproduced when the band xi_hat_Lambda +- 2 half-IQR
+    (the band the trained part quotes too; +-1.35 standard deviations were the bootstrap normal) lies above 1,
+    not reproduced when it reaches 1 or lies below; not checked without a finite band."""
+    lo, hi = xi - 2 * half_iqr, xi + 2 * half_iqr
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return "not checked", "xi_hat_Lambda +- 2 half-IQR is not finite (fewer than two n with rows). "
+    band = f"the band xi_hat_Lambda +- 2 half-IQR = [{lo:.3f}, {hi:.3f}]"
+    if lo > 1:
+        return "reproduced", f"{band} lies above 1. "
+    return "not reproduced", f"{band} {'contains 1' if hi >= 1 else 'lies below 1'}. "
+
+
+def windowed_note(rows: pd.DataFrame, n_boot: int, seed: int) -> str | None:
+    """What sliding-window layers do to the buckets: their query at n - 1 sees only its last W keys, so its
+    row lands in the bucket n_keys = W, not n. None when every row sees n keys."""
+    short = rows["n_keys"] < rows["query"] + 1
+    if not short.any():
+        return None
+    layers = sorted(int(x) for x in rows.loc[short, "layer"].unique())
+    windows = sorted(int(x) for x in rows.loc[short, "n_keys"].unique())
+    full = rows[~rows["layer"].isin(layers)]
+    words = (f"{int(short.sum())} of {len(rows)} rows, in layers {layers}, see fewer keys than "
+             f"their n (a sliding window: the query at n - 1 attends its last {windows} keys only). Rows are "
+             "binned by the keys they see, so those rows join the bucket at the window, and every bucket above "
+             "it holds the other layers' rows alone: xi_hat mixes a change of n with a change of layers. ")
+    if full.empty:
+        return words + "No layer sees n keys at every n, so no full-attention fit exists here."
+    fit = temperature.exponents(full, n_boot, seed)[0].set_index("exponent").loc["xi_Lambda"]
+    return words + (f"On layers {sorted(int(x) for x in full['layer'].unique())} alone, which see n keys at every "
+                    f"n, xi_hat_Lambda = {fit['xi_hat']:.3f} (half-IQR {fit['half_iqr']:.3f}).")
+
+
+def missing_real_note(cfg: StudyConfig, folder: Path) -> str:
+    """Why the folder has no real-model section, and the command that adds one."""
+    if cfg.model is None:
+        return ("The real-model section (seed 003 §4.5.1 on a pretrained checkpoint: xi_hat_Lambda from the "
+                "model's own score rows at n = 2^7 .. 2^11) was not run, for want of --model. Run `attnlab fetch "
+                "smollm2`, then `attnlab study temperature --model smollm2 --out NEW_FOLDER` (a new folder: this "
+                "one belongs to its own command, and the trained part runs again there).")
+    return (f"The real-model section on {cfg.model} has not finished (no {REAL}/config.json); rerun "
+            f"`{cfg.command(folder)}` to complete it.")
+
+
+def real_part(cfg: StudyConfig, folder: Path) -> tuple[list[Finding], list[Table], list[Figure], list[str]]:
+    """(e): the tables, figure, finding and notes of folder/real, or the note saying it is missing."""
+    from ..report import plot_temperature as plots
+
+    if not (folder / REAL / "config.json").is_file():
+        return [], [], [], [missing_real_note(cfg, folder)]
+    rows, config = real_rows(folder)
+    table = per_n(rows)
+    io.write_table(folder / "real_per_n", table)
+    exps, cor49 = real_exponents(rows, config["n_boot"], config["seed"])
+    io.write_table(folder / "real_exponents", exps)
+    lam = exps.set_index("exponent").loc["xi_Lambda"]
+    xi, h = float(lam["xi_hat"]), float(lam["half_iqr"])
+    model = f"{config['model']} ({config['model_type']}, {config['layers']} layers x {config['heads']} heads)"
+    plots.plot_real_lambda(table, xi, h, str(config["model"]), folder / "real_lambda")
+
+    verdict, why = real_verdict(xi, h)
+    means = ", ".join(f"{m:.3f} at n = {n}" for n, m in zip(table["n"], table["mean log Lambda"]))
+    evidence = (why + f"xi_hat_Lambda = {xi:.3f} (half-IQR {h:.3f}, B = {config['n_boot']} over (layer, head)) on "
+                f"{model}, {config['documents']} documents; bucket means of log Lambda_n: {means}; Cor. 4.9's "
+                f"xi_alpha - xi_Delta + 1 = {cor49['predicted']:.3f}.")
+    grid = config["n"]
+    claim = (f"on a pretrained checkpoint, xi_hat_Lambda read off the model's own score rows at n = {min(grid)} .. "
+             f"{max(grid)} lies above 1, its band xi_hat_Lambda +- 2 half-IQR clear of 1 (seed 003 §4.5.2, Table "
+             "2: all four pretrained Qwen-7B-Chat cells give 1.74 to 2.33, half-IQR 0.10 to 0.11)")
+    tie_pct = 100 * float(tie_mask(rows["lambda_n"]).mean())
+    notes = [f"Real-model section: `attnlab temperature` on {model}, {config['documents']} generated documents "
+             f"(tasks.generic_text sentences, not PG-19 or Proof-Pile-2) of {max(grid)} tokens, one {config['dtype']} "
+             f"forward each on {config['device']}; per layer, head and n = {grid} the query at n - 1; "
+             f"{tie_pct:.1f}% exact ties excluded. These n lie inside the checkpoint's context window, while "
+             "Table 2's Qwen cells are read at n up to 16384 and 32768, past Qwen-7B-Chat's n_train = 8192 under "
+             "dynamic NTK: the comparison is of the side of 1, across that difference of regime."]
+    windowed = windowed_note(rows, config["n_boot"], config["seed"])
+    if windowed:
+        notes.append(windowed)
+        evidence += " Sliding-window rows change the layers behind the buckets above the window (see the notes)."
+    return ([Finding(claim, verdict, evidence)],
+            [Table("real_per_n", f"Real model ({config['model']}): per n, rows, exact ties and the bucket means "
+                                 "of log Lambda_n, log alpha_n and log Delta_n over the non-tied rows of all layers "
+                                 "and heads."),
+             Table("real_exponents", f"Real model ({config['model']}): xi_hat_Lambda, xi_hat_alpha, xi_hat_Delta "
+                                     "(bucket-mean OLS slopes on log log n) with the half-IQR of B bootstrap "
+                                     "resamples over (layer, head), and the band +- 2 half-IQR.")],
+            [Figure("real_lambda", f"Real model ({config['model']}): bucket means of log Lambda_n against log log n "
+                                   "(top axis: n), the OLS line whose slope is xi_hat_Lambda, and the slope-1 line "
+                                   "through the same centroid (dotted), the finding's threshold: a fitted line "
+                                   "steeper than it lands on the side of Table 2's pretrained cells.")],
+            notes)
 
 
 def _side(x: float) -> str:
@@ -401,12 +552,13 @@ def summarize(folder: Path) -> Section:
         f"beta_n past the window holds its last entry. {sweep_words}. The seed runs this sweep on Qwen-7B, "
         "not on the beta_n model; here it scores the multiplier on top of the trained beta_n.",
     )
+    real_findings, real_tables, real_figures, real_notes = real_part(cfg, folder)
     return section(
         "temperature", folder,
         question="Does the growth exponent xi_Lambda of the upper-tail accumulation scale, read off a trained "
                  "model's attention scores alone, land on the same side of 1 as the exponent of the "
                  "inverse temperature beta_n that the same model learned?",
-        findings=tuple(findings),
+        findings=(*findings, *real_findings),
         tables=(Table("exponents", "Growth exponents: xi_hat_Lambda, xi_hat_alpha, xi_hat_Delta (bucket-mean "
                                    "OLS slopes on log log n, half-IQR of the bootstrap over (eval seed, layer, "
                                    "head)), Cor. 4.9's xi_alpha - xi_Delta + 1, and the two fits of beta_n "
@@ -418,7 +570,8 @@ def summarize(folder: Path) -> Section:
                 Table("sweep", "Back-half sliding-window perplexity at each window length n_eval (rows) and "
                                "multiplier exponent xi (columns); n_eval equal to the training window is the "
                                "reference, where m(n; xi) = 1."),
-                Table("training", "The training run and the learned beta_n (init 1) and per-head s_h, b_h.")),
+                Table("training", "The training run and the learned beta_n (init 1) and per-head s_h, b_h."),
+                *real_tables),
         figures=(Figure("beta_fit", "Left: the learned beta_n over positions n (dots) with the bias-free fits "
                                     "a_1 (log n)^xi at the MSE-optimal xi and at xi = 1; the grey band is n < "
                                     "n_min, left out of the fit. Right: the fit's MSE over xi (log scale), star at "
@@ -434,5 +587,6 @@ def summarize(folder: Path) -> Section:
                  Figure("sweep", "Back-half sliding-window perplexity against the multiplier exponent xi, one "
                                  "curve per window length n_eval (the training window as reference, flat because "
                                  "m = 1 there); stars mark the minimum of each curve past the training window, the "
-                                 "dotted line xi = 1.")),
-        notes=notes)
+                                 "dotted line xi = 1."),
+                 *real_figures),
+        notes=(*notes, *real_notes))

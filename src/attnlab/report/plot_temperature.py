@@ -1,6 +1,7 @@
 """Figures of the ``temperature`` study (seed 003_77d6e061fcb6919a.txt): the beta_n fit and its MSE curve
-(Fig. 1c-d, Fig. 5), the bucket means behind xi_hat (§4.5.1), N_n(t) with envelope and contact point
-(Fig. 2 / 6) and the inference-time xi sweep (Fig. 1a-b). Rendering only: the numbers come in computed.
+(Fig. 1c-d, Fig. 5), the bucket means behind xi_hat (§4.5.1), on the trained decoder and on a pretrained
+checkpoint, N_n(t) with envelope and contact point (Fig. 2 / 6) and the inference-time xi sweep (Fig. 1a-b).
+Rendering only: the numbers come in computed.
 """
 
 from __future__ import annotations
@@ -61,10 +62,38 @@ def plot_bucket_means(table: pd.DataFrame, fits: dict[str, dict], path: Path) ->
         ax.set_title(f"xi_hat_{name} = {fit['xi_hat']:.3f} +- {fit['half_iqr']:.3f}", fontsize=10)
         ax.set_xlabel("log log n")
         ax.set_ylabel(f"bucket mean of log {name}_n")
-        top = ax.secondary_xaxis("top", functions=(lambda u: np.exp(np.exp(u)), lambda n: np.log(np.log(
-            np.clip(n, 1.0001, None)))))
-        top.set_xticks(table["n"].to_numpy(float))
-        top.tick_params(labelsize=7, labelrotation=60)
+        _n_axis(ax, table["n"].to_numpy(float))
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def _n_axis(ax, n: np.ndarray) -> None:
+    """A top axis in n over the log log n axis, ticked at the grid."""
+    top = ax.secondary_xaxis("top", functions=(lambda u: np.exp(np.exp(u)), lambda m: np.log(np.log(
+        np.clip(m, 1.0001, None)))))
+    top.set_xticks(n)
+    top.tick_params(labelsize=7, labelrotation=60)
+
+
+def plot_real_lambda(table: pd.DataFrame, xi_hat: float, half_iqr: float, model: str, path: Path) -> tuple[Path, Path]:
+    """Bucket means of log Lambda_n against log log n with the OLS line of slope xi_hat and the slope-1
+    line through the same centroid (seed 003 Table 2 puts pretrained models above it)."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    n = table["n"].to_numpy(float)
+    t, y = np.log(np.log(n)), table["mean log Lambda"].to_numpy(float)
+    ax.plot(t, y, "o", color="tab:blue", label="bucket mean of log Lambda_n")
+    ok = np.isfinite(y)
+    if ok.sum() >= 2:
+        t0, y0 = t[ok].mean(), y[ok].mean()
+        if math.isfinite(xi_hat):
+            ax.plot(t, y0 + xi_hat * (t - t0), "-", color="tab:blue",
+                    label=f"OLS, slope xi_hat_Lambda = {xi_hat:.3f} +- {half_iqr:.3f}")
+        ax.plot(t, y0 + (t - t0), ":", color="0.3", label="slope 1 (the finding's threshold)")
+    ax.set_xlabel("log log n")
+    ax.set_ylabel("bucket mean of log Lambda_n")
+    ax.set_title(f"{model}: upper-tail accumulation scale against n", fontsize=10)
+    ax.legend(fontsize=8)
+    _n_axis(ax, n)
     fig.tight_layout()
     return save_figure(fig, path)
 
