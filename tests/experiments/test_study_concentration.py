@@ -34,6 +34,17 @@ def test_claim_is_not_checked_without_a_learned_model_or_a_low_safe_cell():
     assert "ranges 3.5%-99.0% over the ReLU cells; the least safe, relu_p2_b0, scores 0.0%" in all_safe.evidence
 
 
+def test_sufficiency_claim_needs_a_high_safe_cell_that_still_loses():
+    def cells(rows):
+        return pd.DataFrame([{"recipe": r, "softmax %": 80.0, "all-head safe %": safe, "delta pp": d}
+                             for r, safe, d in rows])
+    yes = sc.sufficiency_finding(cells([("relu_p16_b0", 90.7, -80.0), ("relu_p2_b0", 40.0, -75.0)]))
+    assert yes.verdict == "reproduced" and "1 high-safe cell(s), 1 losing" in yes.evidence
+    no = sc.sufficiency_finding(cells([("relu_p16_b0", 90.7, -5.0), ("relu_p2_b0", 40.0, -75.0)]))
+    assert no.verdict == "not reproduced"
+    assert sc.sufficiency_finding(cells([("relu_p2_b0", 40.0, -75.0)])).verdict == "not checked"
+
+
 def _prevalence(unsafe: dict[str, float]) -> pd.DataFrame:
     return pd.DataFrame([{"suite": suite, "b": b, "p": p, "unsafe %": u if (p, b) == (2, "0") else 0.0,
                           "unsafe lo": u - 1, "unsafe hi": u + 1}

@@ -51,6 +51,8 @@ SUITE = "induction"
 REAL_SUITES = ("niah", "induction", "mqar", "copying", "uuid_niah")
 UNSAFE_MOST = 70.0  # % unsafe at p = 2, b = 0 that three of seed 000's four models cross on every suite
 BASELINE_OK = 80.0  # softmax accuracy (%) below which the deltas of a sweep are flagged as not interpretable
+HIGH_SAFE = 66.0  # seed 000 Table 4's middle cells: >= 66% measured safe ...
+HIGH_DROP = 19.0  # ... yet losing >= 19 pp: a high safe fraction is not sufficient
 LOW_SAFE = 3.0  # % of active rows measured safe at or below which a cell counts as "very low"
 COLLAPSE = 0.10  # a cell collapses when it keeps at most this share of softmax's accuracy
 LEARNED = 50.0  # softmax accuracy (%) below which the finding is not checked
@@ -75,11 +77,14 @@ BUDGETS: dict[str, dict[str, Any]] = {
              "heads_prompts": 80},
 }
 REAL: dict[str, dict[str, Any]] = {
-    # Sized for a 135M-270M model on 2 CPU cores (one 256-token forward ~0.3-1 s): under 20 minutes.
-    "smoke": {"length": 256, "audit_prompts": 4, "every": 16, "prompts": 20, "k": (10, 40), "random_draws": 3,
-              "rank_prompts": 4, "suites": REAL_SUITES, "suite": "niah", "heads_prompts": 8},
-    # Seed 000: 200 prompts per cell, K in {5, 10, 20, 40, 80}, 5 random draws, head types over 80 prompts.
-    "full": {"length": 1024, "audit_prompts": 20, "every": 8, "prompts": 200, "k": (5, 10, 20, 40, 80),
+    # Sized for a 135M-270M model on 2 CPU cores: the scored NIAH suite at seed 000's pad = 8 (about 130
+    # tokens; softmax scored 80% on SmolLM2 and 95% on Gemma 3 there, against 75% and 45% at 256 tokens),
+    # the other suites audited at 256 tokens.
+    "smoke": {"length": 256, "pad": 8, "audit_prompts": 4, "every": 16, "prompts": 20, "k": (10, 40),
+              "random_draws": 3, "rank_prompts": 4, "suites": REAL_SUITES, "suite": "niah", "heads_prompts": 8},
+    # Seed 000 §5.5: NIAH at pad = 128 (~1500 tokens), 200 prompts per cell, K in {5, 10, 20, 40, 80}, 5 random
+    # draws, head types over 80 prompts.
+    "full": {"length": 1024, "pad": 128, "audit_prompts": 20, "every": 8, "prompts": 200, "k": (5, 10, 20, 40, 80),
              "random_draws": 5, "rank_prompts": 20, "suites": REAL_SUITES, "suite": "niah", "heads_prompts": 80},
 }
 
@@ -175,16 +180,19 @@ def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
         for stale in folder.glob(".model-*"):
             shutil.rmtree(stale, ignore_errors=True)
         train(plan, cfg.seed, folder / "model", progress, device)
-    common = dict(model=str(model), seed=cfg.seed, length=plan["length"], device=device)
+    common = dict(model=str(model), seed=cfg.seed, device=device)
+    # The scored suite is audited on the very prompts the sweep scores (the matched diagnostic).
+    sized = {s: ({"pad": plan["pad"]} if s == plan["suite"] and plan.get("pad") is not None
+                 else {"length": plan["length"]}) for s in plan["suites"]}
     # Every engine after the first audit reuses its calibrated b_auto: one calibration per study.
     b_auto = None
     for suite in (plan["suite"], *(s for s in plan["suites"] if s != plan["suite"])):
         out = folder / "audit" / suite
         if not _done(out):
-            audit.run(audit.AuditConfig(**common, suite=suite, prompts=plan["audit_prompts"], p=P, b=B,
-                                        every=plan["every"], b_auto=b_auto), out, progress=progress)
+            audit.run(audit.AuditConfig(**common, **sized[suite], suite=suite, prompts=plan["audit_prompts"], p=P,
+                                        b=B, every=plan["every"], b_auto=b_auto), out, progress=progress)
         b_auto = json.loads((out / "config.json").read_text())["b_auto"]
-    suite = dict(common, suite=plan["suite"], prompts=plan["prompts"], b_auto=b_auto)
+    suite = dict(common, **sized[plan["suite"]], suite=plan["suite"], prompts=plan["prompts"], b_auto=b_auto)
     if not _done(folder / "substitute"):
         substitute.run(substitute.SubstituteConfig(**suite, recipes=RECIPES), folder / "substitute", progress=progress)
     layers_heads = json.loads((folder / "audit" / plan["suite"] / "config.json").read_text())
@@ -195,7 +203,7 @@ def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
                                        rank_length=plan["length"], every=plan["every"]),
                    folder / "ablate", progress=progress)
     if not _done(folder / "heads"):
-        head_types.run(head_types.HeadsConfig(model=str(model), seed=cfg.seed, device=device, prompts=plan["heads_prompts"],
+        head_types.run(head_types.HeadsConfig(**common, prompts=plan["heads_prompts"],
                                     length=plan["length"], every=plan["every"]), folder / "heads", progress=progress)
 
 
@@ -304,6 +312,25 @@ def finding(table: pd.DataFrame) -> Finding:
                                    f"(<= {COLLAPSE * base:.1f}%): {cells}.")
 
 
+def sufficiency_finding(table: pd.DataFrame) -> Finding:
+    """The other half of seed 000's screen (§5.5, Table 4; abstract): a high measured-safe fraction does not
+    guarantee preservation. Decided on the ReLU cells with >= HIGH_SAFE% of active rows measured safe."""
+    claim = (f"a high measured-safe fraction does not guarantee preservation (seed 000 §5.5, Table 4): some ReLU "
+             f"cell with >= {HIGH_SAFE:g}% of active rows measured safe still loses >= {HIGH_DROP:g} pp")
+    base = float(table["softmax %"].iloc[0])
+    high = table[table["all-head safe %"] >= HIGH_SAFE]
+    if base < LEARNED:
+        return Finding(claim, "not checked", f"softmax scores only {base:.1f}% (< {LEARNED:g}%): no drop to measure.")
+    if high.empty:
+        return Finding(claim, "not checked", f"no ReLU cell has >= {HIGH_SAFE:g}% measured-safe rows (the safest "
+                                             f"has {table['all-head safe %'].max():.1f}%).")
+    lost = high[-high["delta pp"] >= HIGH_DROP]
+    cells = "; ".join(f"{r.recipe}: {r['all-head safe %']:.1f}% safe, {r['delta pp']:+.1f} pp" for _, r in high.iterrows())
+    verdict = "reproduced" if len(lost) else "not reproduced"
+    return Finding(claim, verdict, f"softmax {base:.1f}%; {len(high)} high-safe cell(s), {len(lost)} losing >= "
+                                   f"{HIGH_DROP:g} pp: {cells}.")
+
+
 def summarize(folder: Path) -> Section:
     from ..report import plot_concentration as plots
 
@@ -344,8 +371,9 @@ def summarize(folder: Path) -> Section:
                      f"{audit_cfg['heads']} heads), pretrained, run as given in float32. A GGUF's weights are "
                      "dequantized from its 4-bit blocks: the numbers are those of the quantized model, not of its "
                      "bf16 original.")
-    notes.append(f"Evaluation: {plan['prompts']} {plan['suite']} prompts of {plan['length']} tokens per recipe and "
-                 f"subset (seed 000: 200); audit over {plan['audit_prompts']} prompts per suite "
+    size = f"pad {plan['pad']}" if plan.get("pad") is not None else f"{plan['length']} tokens"
+    notes.append(f"Evaluation: {plan['prompts']} {plan['suite']} prompts ({size}) per recipe and subset "
+                 f"(seed 000: 200); the other suites at {plan['length']} tokens; audit over {plan['audit_prompts']} prompts per suite "
                  f"({', '.join(plan['suites'])}), a query every {plan['every']} tokens and the last; ablation K in "
                  f"{sorted(set(abl['k']))} with {plan['random_draws']} random draws, ranked on induction; head types "
                  f"over {plan['heads_prompts']} induction prompts (seed 000 App. H).")
@@ -354,7 +382,8 @@ def summarize(folder: Path) -> Section:
         question="How often do a softmax model's attention rows sit in the regime where ReLU^p attention cannot "
                  "concentrate (S_p >= 1), does the bound A (1 - rho)^p predict it, and does putting polynomial maps "
                  "in place of softmax break the model where rows are unsafe?",
-        findings=(*([prevalence_finding(prevalence)] if cfg.model is not None else []), finding(diag)),
+        findings=(*([prevalence_finding(prevalence)] if cfg.model is not None else []), finding(diag),
+                  sufficiency_finding(diag)),
         tables=(Table("prevalence", "Audit (seed 000 Table 1): per suite, b and p, the unsafe % of active rows with "
                                     "its Wilson 95% interval and the medians of rho, A_act and S_p."),
                 Table("bound_validation", "Lower-bound validation: rows predicted safe (p >= p*) vs measured safe "
