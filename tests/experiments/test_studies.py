@@ -140,3 +140,16 @@ def test_report_command_errors_are_one_line(tmp_path, capsys):
     assert "holds no study folder" in err and "Traceback" not in err
     assert main(["study", "lengthgen", "--model", "x", "--out", str(tmp_path / "s")]) == 1
     assert "takes no --model" in capsys.readouterr().err
+
+
+def test_demo_models_default_to_the_fetched_ones(monkeypatch, capsys):
+    from attnlab import cli
+    from attnlab.hooks import fetch
+
+    monkeypatch.setattr(fetch, "fetched", lambda name: "/x.gguf" if name == "gemma3" else None)
+    assert cli._demo_models(None) == ["gemma3"]
+    assert cli._demo_models(["none"]) == []
+    assert cli._demo_models(["smollm2", "my.gguf"]) == ["smollm2", "my.gguf"]
+    monkeypatch.setattr(fetch, "fetched", lambda name: None)
+    assert cli._demo_models(None) == []
+    assert "attnlab fetch smollm2 adds them" in capsys.readouterr().out
