@@ -27,9 +27,10 @@ LOCATION = ("layer", "head", "prompt", "query")
 ROW_GROUP = 1 << 16  # rows per Parquet row group: large enough to scan fast, small enough to hold
 # Scores diagnosed between heap trims. Trimming returns the float64 temporaries' pages so a long stream
 # stays flat, but the forward then faults them back in: after every small add this cost an audit forward
-# ~0.9 s of 3.5 s (benchmarks/hooks.py); every 2^22 values (32 MiB of float64) keeps the 8192^2 x 8 stream
-# under 1 GiB (tests/diagnostics/test_stream.py) at a fraction of that cost.
-TRIM_VALUES = 1 << 22
+# ~0.9 s of 3.5 s (benchmarks/hooks.py). Every 2^26 values, a 1024-token audit of a 30-layer model
+# (~18M values) is not trimmed at all: 1.18-1.19x the eager forward against 1.27-1.37x at 2^22, while the
+# 8192^2 x 8 stream peaks at 698 MiB against 540 MiB (under the 1 GiB of tests/diagnostics/test_stream.py).
+TRIM_VALUES = 1 << 26
 
 
 def _expand(name: str, t, shape: torch.Size) -> torch.Tensor:
