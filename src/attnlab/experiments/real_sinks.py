@@ -1,5 +1,6 @@
 """The real-model part of the ``sinks`` study: does a pretrained softmax LM park attention on its first
-token, as seed 004 argues softmax attention must (§1, §2: real heads attend to BOS as a default no-op;
+token, as Attention Sinks Essential argues softmax attention must (§1, §2: real heads attend to BOS as a default
+no-op;
 §3.5, Theorems 1-2: a softmax model that writes nothing by default needs a sink)?
 
 One forward per document of generic text (``tasks.generic_text``, tokenized with the tokenizer's special
@@ -37,10 +38,11 @@ TABLE = "first_token_mass.parquet"
 # so a high weight on key 0 says nothing about a sink.
 MIN_QUERY = 8
 # The sink threshold on a head's first-token mass; Gu et al. 2024 ("When attention sink emerges in
-# language models", cited by seed 004 §1) call a head a sink head at the same 0.3.
+# language models", cited by Attention Sinks Essential §1) call a head a sink head at the same 0.3.
 SINK_MASS = 0.3
 # Layers 0 and 1 are left out of the verdict: in pretrained LMs sinks are reported from the third layer
-# on (Xiao et al. 2024, "Efficient streaming language models with attention sinks", cited by seed 004 §1).
+# on (Xiao et al. 2024, "Efficient streaming language models with attention sinks", cited by Attention Sinks
+# Essential §1).
 SKIP_LAYERS = 2
 HALF = 0.5  # the table also counts heads with more than half their weight on key 0
 BUDGETS = {"smoke": {"documents": 4, "tokens": 256}, "full": {"documents": 32, "tokens": 1024}}
@@ -65,7 +67,8 @@ def first_key_sums(block: ScoreBlock, min_query: int) -> tuple[torch.Tensor, tor
 @torch.no_grad()
 def first_token_mass(model, documents: list[list[int]], min_query: int = MIN_QUERY) -> pd.DataFrame:
     """One row per (document, layer, head): the first-token mass (mean softmax weight on key 0 over the
-    queries i >= ``min_query`` that may attend it; seed 004 §4's sink measure on a pretrained model), the
+    queries i >= ``min_query`` that may attend it; Attention Sinks Essential §4's sink measure on a pretrained
+    model), the
     uniform share 1 / (allowed keys) averaged over the same queries, and their count."""
     short = [d for d, ids in enumerate(documents) if len(ids) <= min_query]
     if short:
@@ -150,7 +153,8 @@ def head_table(raw: pd.DataFrame) -> pd.DataFrame:
 
 def layer_table(heads: pd.DataFrame) -> pd.DataFrame:
     """Per layer, over its heads: mean, median and max first-token mass, the heads above HALF and at or
-    above SINK_MASS, and the uniform share (seed 004 App. B.2's "a sink in at least one head every layer"
+    above SINK_MASS, and the uniform share (Attention Sinks Essential App. B.2's "a sink in at least one head every
+    layer"
     reads off the max column)."""
     grouped = heads.groupby("layer", sort=True)
     return pd.DataFrame({
@@ -167,7 +171,8 @@ def finding(layers: pd.DataFrame, config: dict) -> Finding:
     SKIP_LAYERS, the median head puts at least SINK_MASS of its weight on key 0."""
     key0 = "BOS" if config["adds_bos"] else f"the first text token ({', '.join(config['first_tokens'])})"
     claim = (f"A pretrained softmax LM ({config['model']}) puts an attention sink on its first token, key 0 = "
-             f"{key0} (seed 004 §1-2, §3.5: softmax attention needs a sink to write nothing by default): in a "
+             f"{key0} (Attention Sinks Essential §1-2, §3.5: softmax attention needs a sink to write nothing by "
+             f"default): in a "
              f"majority of the layers after the first {SKIP_LAYERS}, the median head puts at least {SINK_MASS:g} "
              f"of its weight on key 0, averaged over queries i >= {config['min_query']}")
     later = layers[layers["layer"] >= SKIP_LAYERS]

@@ -1,5 +1,5 @@
-"""The ``concentration`` study (seed 000, ``000_c3af34216dc32d93.txt``): when does polynomial attention
-concentrate like softmax?
+"""The ``concentration`` study ("When Does Polynomial Attention Concentrate?", cited as Polynomial
+Concentration): when does polynomial attention concentrate like softmax?
 
 A small Llama decoder is trained with softmax on the induction suite (or the user's ``--model`` is
 taken as is) and saved as a Hugging Face checkpoint in ``folder/model``; then the checkpoint engines run
@@ -49,9 +49,9 @@ RECIPES = (*(f"relu_p{p}_b{b}" for p in P for b in B), "sigmoid_b0", "sigmoid_ba
 SUITE = "induction"
 # Seed 000 App. B/E/AI's diagnostic suites, audited on a pretrained model.
 REAL_SUITES = ("niah", "induction", "mqar", "copying", "uuid_niah")
-UNSAFE_MOST = 70.0  # % unsafe at p = 2, b = 0 that three of seed 000's four models cross on every suite
+UNSAFE_MOST = 70.0  # % unsafe at p = 2, b = 0 that three of Polynomial Concentration's four models cross on every suite
 BASELINE_OK = 80.0  # softmax accuracy (%) below which the deltas of a sweep are flagged as not interpretable
-HIGH_SAFE = 66.0  # seed 000 Table 4's middle cells: >= 66% measured safe ...
+HIGH_SAFE = 66.0  # Polynomial Concentration Table 4's middle cells: >= 66% measured safe ...
 HIGH_DROP = 19.0  # ... yet losing >= 19 pp: a high safe fraction is not sufficient
 LOW_SAFE = 3.0  # % of active rows measured safe at or below which a cell counts as "very low"
 COLLAPSE = 0.10  # a cell collapses when it keeps at most this share of softmax's accuracy
@@ -60,7 +60,7 @@ TRAIN_SEED_OFFSET = 1000  # training prompts come from another seed than the eva
 
 BUDGETS: dict[str, dict[str, Any]] = {
     # The toy plans audit and score the suite they train on; a pretrained model (REAL) is audited on every
-    # diagnostic suite and scored on NIAH, as seed 000 §5.5 scores its matched diagnostic.
+    # diagnostic suite and scored on NIAH, as Polynomial Concentration §5.5 scores its matched diagnostic.
     # ~250 steps take the 2-layer model's answer-position loss from 6.3 to ~0.05 (100% accuracy) in
     # seconds on 2 CPU cores; the engines then dominate.
     "smoke": {"train": {"layers": 2, "heads": 4, "hidden": 64, "ffn": 128, "context": 256, "steps": 250,
@@ -77,7 +77,7 @@ BUDGETS: dict[str, dict[str, Any]] = {
              "heads_prompts": 80},
 }
 REAL: dict[str, dict[str, Any]] = {
-    # Sized for a 135M-270M model on 2 CPU cores: the scored NIAH suite at seed 000's pad = 8 (about 130
+    # Sized for a 135M-270M model on 2 CPU cores: the scored NIAH suite at Polynomial Concentration's pad = 8 (about 130
     # tokens; softmax scored 80% on SmolLM2 and 95% on Gemma 3 there, against 75% and 45% at 256 tokens),
     # the other suites audited at 256 tokens.
     "smoke": {"length": 256, "pad": 8, "audit_prompts": 4, "every": 16, "prompts": 20, "k": (10, 40),
@@ -222,7 +222,7 @@ def _pct(flags: pd.Series) -> float:
 
 
 def prevalence_table(folder: Path, suites) -> pd.DataFrame:
-    """Each audited suite's prevalence lines (seed 000 Table 1), one block per suite."""
+    """Each audited suite's prevalence lines (Polynomial Concentration Table 1), one block per suite."""
     return pd.concat([pd.read_csv(folder / "audit" / s / "audit.csv").assign(suite=s) for s in suites],
                      ignore_index=True).pipe(lambda t: t[["suite", *t.columns[:-1]]])
 
@@ -231,7 +231,8 @@ def prevalence_finding(prevalence: pd.DataFrame) -> Finding:
     """Seed 000 §5.2 / Table 1: three of its four pretrained models have >= 70% unsafe active rows at
     p = 2, b = 0 on every diagnostic suite; decided on this model's suites."""
     claim = (f"a pretrained model's active rows are mostly polynomial-unsafe: >= {UNSAFE_MOST:g}% unsafe at p = 2, "
-             "b = 0 on every diagnostic suite (seed 000 §5.2, Table 1; true of three of its four models)")
+             "b = 0 on every diagnostic suite (Polynomial Concentration §5.2, Table 1; true of three of its four "
+             "models)")
     cells = prevalence[(prevalence["p"] == 2) & (prevalence["b"].astype(str) == "0")]
     text = "; ".join(f"{r.suite} {r['unsafe %']:.1f}% [{r['unsafe lo']:.1f}, {r['unsafe hi']:.1f}]"
                      for _, r in cells.iterrows())
@@ -290,7 +291,8 @@ def matched(rows: dict[str, pd.DataFrame], sub: pd.DataFrame, k: int) -> pd.Data
 
 def finding(table: pd.DataFrame) -> Finding:
     """Seed 000's claim, decided on the ReLU cells whose all-head measured-safe fraction is very low."""
-    claim = (f"rows with very low measured-safe fraction collapse under substitution (seed 000 §5.3): every ReLU "
+    claim = (f"rows with very low measured-safe fraction collapse under substitution (Polynomial Concentration "
+             f"§5.3): every ReLU "
              f"cell with <= {LOW_SAFE:g}% of active rows measured safe keeps <= {100 * COLLAPSE:g}% of softmax's "
              "accuracy")
     base = float(table["softmax %"].iloc[0])
@@ -313,9 +315,11 @@ def finding(table: pd.DataFrame) -> Finding:
 
 
 def sufficiency_finding(table: pd.DataFrame) -> Finding:
-    """The other half of seed 000's screen (§5.5, Table 4; abstract): a high measured-safe fraction does not
+    """The other half of Polynomial Concentration's screen (§5.5, Table 4; abstract): a high measured-safe fraction
+    does not
     guarantee preservation. Decided on the ReLU cells with >= HIGH_SAFE% of active rows measured safe."""
-    claim = (f"a high measured-safe fraction does not guarantee preservation (seed 000 §5.5, Table 4): some ReLU "
+    claim = (f"a high measured-safe fraction does not guarantee preservation (Polynomial Concentration §5.5, "
+             f"Table 4): some ReLU "
              f"cell with >= {HIGH_SAFE:g}% of active rows measured safe still loses >= {HIGH_DROP:g} pp")
     base = float(table["softmax %"].iloc[0])
     high = table[table["all-head safe %"] >= HIGH_SAFE]
@@ -325,7 +329,8 @@ def sufficiency_finding(table: pd.DataFrame) -> Finding:
         return Finding(claim, "not checked", f"no ReLU cell has >= {HIGH_SAFE:g}% measured-safe rows (the safest "
                                              f"has {table['all-head safe %'].max():.1f}%).")
     lost = high[-high["delta pp"] >= HIGH_DROP]
-    cells = "; ".join(f"{r.recipe}: {r['all-head safe %']:.1f}% safe, {r['delta pp']:+.1f} pp" for _, r in high.iterrows())
+    cells = "; ".join(f"{r.recipe}: {r['all-head safe %']:.1f}% safe, {r['delta pp']:+.1f} pp"
+                      for _, r in high.iterrows())
     verdict = "reproduced" if len(lost) else "not reproduced"
     return Finding(claim, verdict, f"softmax {base:.1f}%; {len(high)} high-safe cell(s), {len(lost)} losing >= "
                                    f"{HIGH_DROP:g} pp: {cells}.")
@@ -334,8 +339,7 @@ def sufficiency_finding(table: pd.DataFrame) -> Finding:
 def summarize(folder: Path) -> Section:
     from ..report import plot_concentration as plots
 
-    cfg = load_config(folder)
-    plan = plan_for(cfg)
+    cfg, plan = load_config(folder), plan_for(load_config(folder))
     rows = {b: _rows(folder / "audit" / plan["suite"], b) for b in B}
     audit_cfg = json.loads((folder / "audit" / plan["suite"] / "config.json").read_text())
     prevalence = prevalence_table(folder, plan["suites"])
@@ -357,14 +361,15 @@ def summarize(folder: Path) -> Section:
     warnings = ((f"softmax itself scores {base:.1f}% (< {BASELINE_OK:g}%) on {plan['suite']}: the model cannot do "
                  "the task reliably, so the substitution and ablation deltas are not interpretable.",)
                 if base < BASELINE_OK else ())
-    notes = [f"b = auto resolves to {b_auto:.3f} (seed 000 App. B calibration on generic text)."]
+    notes = [f"b = auto resolves to {b_auto:.3f} (Polynomial Concentration App. B calibration on generic text)."]
     if cfg.model is None:
         spec = plan["train"]
         loss = pd.read_csv(folder / "model" / "train_loss.csv")["loss"]
         notes.append(f"{cfg.budget} budget: the model is a {spec['layers']}-layer x {spec['heads']}-head Llama, "
                      f"{spec['hidden']} wide, trained here with softmax for {spec['steps']} steps on induction prompts "
                      f"of {plan['length']} tokens (answer-position loss {loss.iloc[0]:.2f} -> "
-                     f"{loss.iloc[-10:].mean():.3f}, mean of the last 10 steps); seed 000 audits pretrained Llama-3 "
+                     f"{loss.iloc[-10:].mean():.3f}, mean of the last 10 steps); the Polynomial Concentration paper "
+                     "audits pretrained Llama-3 "
                      "(1-8B), Qwen3, Gemma-4 and Pythia checkpoints on prompts up to ~4K tokens.")
     else:
         notes.append(f"Model: {cfg.model} ({audit_cfg['model_type']}, {audit_cfg['layers']} layers x "
@@ -373,10 +378,11 @@ def summarize(folder: Path) -> Section:
                      "bf16 original.")
     size = f"pad {plan['pad']}" if plan.get("pad") is not None else f"{plan['length']} tokens"
     notes.append(f"Evaluation: {plan['prompts']} {plan['suite']} prompts ({size}) per recipe and subset "
-                 f"(seed 000: 200); the other suites at {plan['length']} tokens; audit over {plan['audit_prompts']} prompts per suite "
+                 f"(the paper: 200); the other suites at {plan['length']} tokens; audit over "
+                 f"{plan['audit_prompts']} prompts per suite "
                  f"({', '.join(plan['suites'])}), a query every {plan['every']} tokens and the last; ablation K in "
                  f"{sorted(set(abl['k']))} with {plan['random_draws']} random draws, ranked on induction; head types "
-                 f"over {plan['heads_prompts']} induction prompts (seed 000 App. H).")
+                 f"over {plan['heads_prompts']} induction prompts (Polynomial Concentration App. H).")
     return section(
         "concentration", folder,
         question="How often do a softmax model's attention rows sit in the regime where ReLU^p attention cannot "
@@ -384,17 +390,20 @@ def summarize(folder: Path) -> Section:
                  "in place of softmax break the model where rows are unsafe?",
         findings=(*([prevalence_finding(prevalence)] if cfg.model is not None else []), finding(diag),
                   sufficiency_finding(diag)),
-        tables=(Table("prevalence", "Audit (seed 000 Table 1): per suite, b and p, the unsafe % of active rows with "
+        tables=(Table("prevalence", "Audit (Polynomial Concentration Table 1): per suite, b and p, the unsafe % of "
+                                    "active rows with "
                                     "its Wilson 95% interval and the medians of rho, A_act and S_p."),
                 Table("bound_validation", "Lower-bound validation: rows predicted safe (p >= p*) vs measured safe "
                                           "(S_p < 1); FP would violate the bound, FN are its conservatism."),
-                Table("substitution", "Substitution sweep (seed 000 Table 3): exact-match accuracy % of each recipe "
+                Table("substitution", "Substitution sweep (Polynomial Concentration Table 3): exact-match accuracy % "
+                                      "of each recipe "
                                       "on every head, Wilson 95% interval, change from softmax in pp."),
                 Table("matched", f"Matched diagnostic: per ReLU cell, measured-safe % over all heads and over the "
                                  f"top-{k} heads by median S_p, beside the cell's accuracy."),
                 Table("ablation", "Group head ablation (relu_p2_bauto on K heads): change in accuracy for top-, "
                                   "bottom- and random-K; decisive when top-K is worse than every random draw."),
-                Table("head_types", "Head types (seed 000 App. H): heads typed sink, induction, local or diffuse; "
+                Table("head_types", "Head types (Polynomial Concentration App. H): heads typed sink, induction, "
+                                    "local or diffuse; "
                                     "per-head features in heads/heads.csv."),
                 Table("head_medians", "Per b and head: median rho and A_act over active rows, measured-safe % per p.")),
         figures=(Figure("phase", "Phase plot: each point is one head's median (rho, A_act) over active rows, one "
@@ -415,16 +424,19 @@ def summarize(folder: Path) -> Section:
 
 
 def model_row(folder: Path) -> dict[str, Any]:
-    """One model's line of the cross-model table (seed 000 Table 1's layout: one row per model), read from
+    """One model's line of the cross-model table (Polynomial Concentration Table 1's layout: one row per model),
+    read from
     a summarized study folder."""
-    cfg, plan = load_config(folder), plan_for(load_config(folder))
+    cfg = load_config(folder)
+    plan = plan_for(cfg)
     audit_cfg = json.loads((folder / "audit" / plan["suite"] / "config.json").read_text())
     prevalence = pd.read_csv(folder / "prevalence.csv")
     cells = prevalence[(prevalence["p"] == 2) & (prevalence["b"].astype(str) == "0")].set_index("suite")
     sub = pd.read_csv(folder / "substitution.csv").set_index("recipe")
     recipes = sub.drop(index=substitute.BASELINE)
     best = recipes["accuracy %"].idxmax()
-    verdicts = {f["claim"].split(":")[0]: f["verdict"] for f in json.loads((folder / "section.json").read_text())["findings"]}
+    findings = json.loads((folder / "section.json").read_text())["findings"]
+    verdicts = {f["claim"].split(":")[0]: f["verdict"] for f in findings}
     return {"model": cfg.model or "trained here", "type": audit_cfg["model_type"],
             "layers x heads": f"{audit_cfg['layers']} x {audit_cfg['heads']}", "b_auto": audit_cfg["b_auto"],
             **{f"{suite} unsafe % (p2, b0)": float(cells.loc[suite, "unsafe %"]) for suite in plan["suites"]},
@@ -447,7 +459,8 @@ def compare(folders: list[Path], into: Path) -> Section | None:
         source=STUDIES["concentration"].source, command=command,
         question="Do the pretrained models agree: how unsafe are their rows on each suite, and does any recipe "
                  "replace softmax?",
-        tables=(Table("models", "One row per model (seed 000 Table 1's layout): unsafe % of active rows at p = 2, "
+        tables=(Table("models", "One row per model (Polynomial Concentration Table 1's layout): unsafe % of active "
+                                "rows at p = 2, "
                                 "b = 0 per suite, softmax's and the best recipe's accuracy, and each finding's "
                                 "verdict; every cell is read from that model's study folder."),),
         notes=tuple(f"{row['model']}: {folder}" for row, folder in zip(table.to_dict("records"), given)))

@@ -1,8 +1,8 @@
 """``attnlab study temperature``: critical scaling of the inverse temperature on the own decoder and, with
-``--model``, on a pretrained checkpoint (seed 003_77d6e061fcb6919a.txt, §3, §4.2, §4.5, App. A.2, A.3, B.1, F,
+``--model``, on a pretrained checkpoint (Hayase & Karakida, §3, §4.2, §4.5, App. A.2, A.3, B.1, F,
 G.1).
 
-One decoder is trained on text with the learnable per-position vector beta_n of seed 003 eq. (A.1),
+One decoder is trained on text with the learnable per-position vector beta_n of Hayase & Karakida eq. (A.1),
 beta_{n,l,h} = s_{l,h} beta_n + b_{l,h} (``ModelConfig(scaler="beta_n")``), and read four ways, (a) to (d);
 (e) reads a pretrained checkpoint beside it:
 
@@ -63,7 +63,7 @@ EXPONENT_UNIT = ["seed", "layer", "head"]  # App. F: the nanoGPT bootstrap unit 
 REAL = "real"
 REAL_ROWS = "rows_contact.parquet"  # what ``temperature.run`` names its row table
 
-# smoke: a byte-level decoder on the standard library, minutes on two CPU cores. full: seed 003 App. A.3,
+# smoke: a byte-level decoder on the standard library, minutes on two CPU cores. full: Hayase & Karakida App. A.3,
 # Table 3 (GPT-124M shape, AdamW 6e-4 -> 6e-5 cosine, warmup 1000, effective batch 2048 x 1024, bf16,
 # 100k iterations), the n-grid of §4.5.1 with three evaluation seeds of 16 windows (App. F), and a
 # sweep over the xi grid of App. G.1 at 1.5-4x the training window (the Qwen ratios of App. A.4).
@@ -117,7 +117,7 @@ def run_config(plan: dict[str, Any], seed: int):
 
 class _ContactRows:
     """Observer of the decoder's score blocks: per layer and grid point n, the row of the query at
-    position n - 1 over its n keys (all of them allowed), in float64 (seed 003 App. G.1)."""
+    position n - 1 over its n keys (all of them allowed), in float64 (Hayase & Karakida App. G.1)."""
 
     def __init__(self, n_grid: list[int]) -> None:
         self.n_grid = n_grid
@@ -164,7 +164,7 @@ def contact_rows(model, tokens: np.ndarray, plan: dict[str, Any], seed: int, dev
 
 def back_half_losses(model, tokens: np.ndarray, n_eval: int, windows: int, batch: int, device) -> pd.DataFrame:
     """Per window: the summed cross-entropy of the back half (positions n_eval/2 .. n_eval - 1, each
-    conditioned on >= n_eval/2 tokens) and its token count (seed 003 App. A.2). The windows are
+    conditioned on >= n_eval/2 tokens) and its token count (Hayase & Karakida App. A.2). The windows are
     non-overlapping, spread evenly over the token array, the same for every xi."""
     import torch
     import torch.nn.functional as F
@@ -289,7 +289,7 @@ def beta_slope(beta: pd.DataFrame, n_grid: list[int]) -> dict[str, float]:
 
 def contact_exponents(rows: pd.DataFrame, n_boot: int, seed: int) -> dict[str, dict]:
     """xi_hat of Lambda, alpha and Delta (bucket-mean OLS slopes, exact ties excluded from all three)
-    with bootstrap half-IQRs over (evaluation seed, layer, head) (seed 003 §4.5.1, App. F)."""
+    with bootstrap half-IQRs over (evaluation seed, layer, head) (Hayase & Karakida §4.5.1, App. F)."""
     tie = tie_mask(rows["lambda_n"])
     return {name: exponent(rows["n_keys"], rows[col], exclude=tie, unit=rows[EXPONENT_UNIT], n_boot=n_boot,
                            seed=seed) for name, col in TRIPLE.items()}
@@ -309,7 +309,7 @@ def representative(rows: pd.DataFrame, table: pd.DataFrame) -> pd.Series:
 
 def sweep_table(sweep: pd.DataFrame) -> pd.DataFrame:
     """Back-half sliding-window perplexity per (n_eval, xi): exp of the mean per-window log-perplexity
-    (seed 003 App. A.2), and the argmin xi per n_eval."""
+    (Hayase & Karakida App. A.2), and the argmin xi per n_eval."""
     per_window = sweep.assign(nll=sweep["loss_sum"] / sweep["tokens"])
     ppl = per_window.groupby(["n_eval", "xi"])["nll"].mean().apply(math.exp).unstack("xi")
     out = ppl.rename(columns=lambda xi: f"xi={xi:g}").reset_index()
@@ -331,7 +331,7 @@ def real_rows(folder: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
 
 
 def real_exponents(rows: pd.DataFrame, n_boot: int, seed: int) -> tuple[pd.DataFrame, dict]:
-    """The temperature command's xi_hat table (seed 003 §4.5.1, half-IQR over (layer, head)) with the band
+    """The temperature command's xi_hat table (Hayase & Karakida §4.5.1, half-IQR over (layer, head)) with the band
     xi_hat +- 2 half-IQR that the finding reads, and its Cor. 4.9 check."""
     fits, cor49 = temperature.exponents(rows, n_boot, seed)
     return fits.assign(**{"xi_hat - 2 half_iqr": fits["xi_hat"] - 2 * fits["half_iqr"],
@@ -374,7 +374,7 @@ def windowed_note(rows: pd.DataFrame, n_boot: int, seed: int) -> str | None:
 def missing_real_note(cfg: StudyConfig, folder: Path) -> str:
     """Why the folder has no real-model section, and the command that adds one."""
     if cfg.model is None:
-        return ("The real-model section (seed 003 §4.5.1 on a pretrained checkpoint: xi_hat_Lambda from the "
+        return ("The real-model section (Hayase & Karakida §4.5.1 on a pretrained checkpoint: xi_hat_Lambda from the "
                 "model's own score rows at n = 2^7 .. 2^11) was not run, for want of --model. Run `attnlab fetch "
                 "smollm2`, then `attnlab study temperature --model smollm2 --out NEW_FOLDER` (a new folder: this "
                 "one belongs to its own command, and the trained part runs again there).")
@@ -405,7 +405,8 @@ def real_part(cfg: StudyConfig, folder: Path) -> tuple[list[Finding], list[Table
                 f"xi_alpha - xi_Delta + 1 = {cor49['predicted']:.3f}.")
     grid = config["n"]
     claim = (f"on a pretrained checkpoint, xi_hat_Lambda read off the model's own score rows at n = {min(grid)} .. "
-             f"{max(grid)} lies above 1, its band xi_hat_Lambda +- 2 half-IQR clear of 1 (seed 003 §4.5.2, Table "
+             f"{max(grid)} lies above 1, its band xi_hat_Lambda +- 2 half-IQR clear of 1 (Hayase & Karakida §4.5.2, "
+             f"Table "
              "2: all four pretrained Qwen-7B-Chat cells give 1.74 to 2.33, half-IQR 0.10 to 0.11)")
     tie_pct = 100 * float(tie_mask(rows["lambda_n"]).mean())
     notes = [f"Real-model section: `attnlab temperature` on {model}, {config['documents']} generated documents "
@@ -525,11 +526,11 @@ def summarize(folder: Path) -> Section:
     interval = (f"1 lies {'inside' if abs(xi_lambda - 1) <= 2 * h_lambda else 'outside'} xi_hat_Lambda +- 2 "
                 "half-IQR.")
     findings = [Finding("xi_hat_Lambda, read off the attention scores, lands on the same side of 1 as the "
-                        "fitted exponent xi*_beta of the learned beta_n (seed 003 Table 2, nanoGPT rows: both "
+                        "fitted exponent xi*_beta of the learned beta_n (Hayase & Karakida Table 2, nanoGPT rows: both "
                         "below 1)", verdict, why + numbers + " " + interval)]
     holds = cor49["holds"]
     findings.append(Finding(
-        "the bucket-mean slopes satisfy Cor. 4.9, xi_Lambda = xi_alpha - xi_Delta + 1 (seed 003 Table 2)",
+        "the bucket-mean slopes satisfy Cor. 4.9, xi_Lambda = xi_alpha - xi_Delta + 1 (Hayase & Karakida Table 2)",
         "not checked" if holds is None else "reproduced" if holds else "not reproduced",
         f"xi_hat_alpha = {fits['alpha']['xi_hat']:.3f}, xi_hat_Delta = {fits['Delta']['xi_hat']:.3f}, so "
         f"xi_alpha - xi_Delta + 1 = {cor49['predicted']:.3f} against xi_hat_Lambda = {xi_lambda:.3f}: residual "
@@ -542,7 +543,7 @@ def summarize(folder: Path) -> Section:
     notes = (
         f"Budget {cfg.budget}: a {plan['layers']}-layer, {plan['heads']}-head, d_model {plan['d_model']} decoder "
         f"with RoPE (dynamic NTK past the window), trained {summary['steps']} steps of {plan['batch']} x "
-        f"{plan['context']} bytes of the Python standard library (bytes tokenizer); seed 003 trains GPT-124M "
+        f"{plan['context']} bytes of the Python standard library (bytes tokenizer); Hayase & Karakida train GPT-124M "
         "(12 x 12 x 768, GPT-2 BPE, 1024 tokens) 100k steps of 2048 sequences on SlimPajama/OpenWebText.",
         f"n-grid {plan['n_grid']} (the seed's {{64, ..., 1024}} scaled to the window), {plan['eval_seeds']} "
         f"evaluation seeds x {plan['windows']} validation windows x all layers and heads; {tie_pct:.1f}% of the "

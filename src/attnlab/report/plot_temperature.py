@@ -1,4 +1,4 @@
-"""Figures of the ``temperature`` study (seed 003_77d6e061fcb6919a.txt): the beta_n fit and its MSE curve
+"""Figures of the ``temperature`` study (Hayase & Karakida): the beta_n fit and its MSE curve
 (Fig. 1c-d, Fig. 5), the bucket means behind xi_hat (§4.5.1), on the trained decoder and on a pretrained
 checkpoint, N_n(t) with envelope and contact point (Fig. 2 / 6) and the inference-time xi sweep (Fig. 1a-b).
 Rendering only: the numbers come in computed.
@@ -43,7 +43,7 @@ def plot_beta_fit(beta: pd.DataFrame, fit: pd.DataFrame, n_min: int, path: Path)
     right.set_xlabel("xi")
     right.set_ylabel(f"MSE of a1 (log n)^xi fit, n >= {n_min}")
     right.legend(fontsize=8)
-    right.set_title("bias-free fit (seed 003 App. B.1, M2)")
+    right.set_title("bias-free fit (Hayase & Karakida App. B.1, M2)")
     fig.tight_layout()
     return save_figure(fig, path)
 
@@ -77,7 +77,7 @@ def _n_axis(ax, n: np.ndarray) -> None:
 
 def plot_real_lambda(table: pd.DataFrame, xi_hat: float, half_iqr: float, model: str, path: Path) -> tuple[Path, Path]:
     """Bucket means of log Lambda_n against log log n with the OLS line of slope xi_hat and the slope-1
-    line through the same centroid (seed 003 Table 2 puts pretrained models above it)."""
+    line through the same centroid (Hayase & Karakida Table 2 puts pretrained models above it)."""
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     n = table["n"].to_numpy(float)
     t, y = np.log(np.log(n)), table["mean log Lambda"].to_numpy(float)
