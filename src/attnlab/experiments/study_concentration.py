@@ -339,7 +339,8 @@ def sufficiency_finding(table: pd.DataFrame) -> Finding:
 def summarize(folder: Path) -> Section:
     from ..report import plot_concentration as plots
 
-    cfg, plan = load_config(folder), plan_for(load_config(folder))
+    cfg = load_config(folder)
+    plan = plan_for(cfg)
     rows = {b: _rows(folder / "audit" / plan["suite"], b) for b in B}
     audit_cfg = json.loads((folder / "audit" / plan["suite"] / "config.json").read_text())
     prevalence = prevalence_table(folder, plan["suites"])
