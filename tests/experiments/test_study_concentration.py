@@ -1,4 +1,5 @@
-"""The concentration study decides seed 000's collapse claim only on learned models with low-safe cells and its
+"""The concentration study decides Polynomial Concentration's negative screen only on learned models with low-safe
+cells (over all heads or the causal ones, on the answering rows) and its
 prevalence claim on a given model's suites, validates the p* bound row by row, warns when softmax itself
 fails, and resumes without retraining or re-running an engine."""
 
@@ -14,24 +15,40 @@ from .checkpoints import save_checkpoint
 
 
 def _cells(base, cells):
-    return pd.DataFrame([{"recipe": r, "softmax %": base, "all-head safe %": safe, "accuracy %": acc}
-                         for r, safe, acc in cells])
+    """Cells (recipe, all-head safe %, top-40 safe %, accuracy %) of a matched table."""
+    return pd.DataFrame([{"recipe": r, "softmax %": base, "all-head safe %": safe, "top-40 safe %": top,
+                          "accuracy %": acc, "lo": max(acc - 5, 0.0), "hi": acc + 5}
+                         for r, safe, top, acc in cells])
 
 
 def test_claim_is_reproduced_only_when_every_low_safe_cell_collapses():
-    f = sc.finding(_cells(90.0, [("relu_p2_b0", 1.0, 9.0), ("relu_p2_bauto", 3.0, 0.0), ("relu_p4_b0", 60.0, 80.0)]))
+    f = sc.finding(_cells(90.0, [("relu_p2_b0", 1.0, 0.0, 9.0), ("relu_p2_bauto", 3.0, 5.0, 0.0),
+                                 ("relu_p4_b0", 60.0, 30.0, 80.0)]))
     assert f.verdict == "reproduced"
-    assert "2 low-safe cell(s), 2 collapsed" in f.evidence and "relu_p2_b0: 1.0% safe, accuracy 9.0%" in f.evidence
-    g = sc.finding(_cells(90.0, [("relu_p2_b0", 1.0, 9.0), ("relu_p2_bauto", 2.0, 9.5)]))
+    assert "2 low-safe cell(s) (all heads / top-40), 2 collapsed" in f.evidence
+    assert "relu_p2_b0: 1.0% / 0.0% safe, accuracy 9.0% [4.0, 14.0]" in f.evidence
+    g = sc.finding(_cells(90.0, [("relu_p2_b0", 1.0, 0.0, 9.0), ("relu_p2_bauto", 2.0, 0.0, 9.5)]))
     assert g.verdict == "not reproduced" and "1 collapsed" in g.evidence
 
 
+def test_a_cell_is_flagged_by_its_causal_heads_when_all_heads_are_not_low():
+    """The all-head fraction stays above the threshold, yet the causal heads' fraction flags the cell: a cell
+    that keeps its accuracy then contradicts the screen."""
+    kept = sc.finding(_cells(80.0, [("relu_p2_b0", 27.0, 0.0, 5.0), ("relu_p4_bauto", 30.0, 2.5, 20.0),
+                                    ("relu_p8_b0", 66.0, 26.0, 5.0)]))
+    assert kept.verdict == "not reproduced" and "2 low-safe cell(s)" in kept.evidence
+    assert "relu_p8_b0" not in kept.evidence.split("):")[1]
+    lost = sc.finding(_cells(80.0, [("relu_p2_b0", 27.0, 0.0, 5.0), ("relu_p8_b0", 66.0, 26.0, 50.0)]))
+    assert lost.verdict == "reproduced" and "1 low-safe cell(s)" in lost.evidence
+
+
 def test_claim_is_not_checked_without_a_learned_model_or_a_low_safe_cell():
-    unlearned = sc.finding(_cells(40.0, [("relu_p2_b0", 0.0, 0.0)]))
+    unlearned = sc.finding(_cells(40.0, [("relu_p2_b0", 0.0, 0.0, 0.0)]))
     assert unlearned.verdict == "not checked" and "softmax scores only 40.0%" in unlearned.evidence
-    all_safe = sc.finding(_cells(100.0, [("relu_p2_b0", 3.5, 0.0), ("relu_p4_b0", 99.0, 100.0)]))
+    all_safe = sc.finding(_cells(100.0, [("relu_p2_b0", 3.5, 4.0, 0.0), ("relu_p4_b0", 99.0, 90.0, 100.0)]))
     assert all_safe.verdict == "not checked"
-    assert "ranges 3.5%-99.0% over the ReLU cells; the least safe, relu_p2_b0, scores 0.0%" in all_safe.evidence
+    assert ("ranges 3.5%-99.0% over all heads and 4.0%-90.0% over the top-40 heads; the least safe there, "
+            "relu_p2_b0, scores 0.0%") in all_safe.evidence
 
 
 def test_sufficiency_claim_needs_a_high_safe_cell_that_still_loses():
@@ -74,14 +91,32 @@ def test_bound_validation_counts_violations_and_conservatism():
     assert line["measured-safe %"] == 50.0 and line["pred-safe %"] == 50.0
 
 
-def test_matched_takes_the_top_k_heads_by_median_s_p():
+def test_matched_conditions_on_the_given_causal_heads():
     rows = _rows([(0, True, True, 0.1), (0, True, True, 0.2), (1, False, False, 3.0), (1, False, True, 0.9)])
     sub = pd.DataFrame([{"recipe": r, "accuracy %": 50.0, "lo": 40.0, "hi": 60.0, "delta pp": -50.0}
                         for r in sc.RECIPES] + [{"recipe": "softmax", "accuracy %": 100.0, "lo": 96.0, "hi": 100.0,
                                                  "delta pp": float("nan")}])
-    line = sc.matched({"0": rows, "auto": rows}, sub, k=1).iloc[0]
-    assert (line["all-head safe %"], line["top-1 safe %"]) == (75.0, 50.0)
+    line = sc.matched({"0": rows, "auto": rows}, sub, [(0, 1)]).iloc[0]
+    assert (line["all-head safe %"], line["top-1 safe %"], line["rows"]) == (75.0, 50.0, 4)
     assert (line["softmax %"], line["accuracy %"]) == (100.0, 50.0)
+    assert sc.matched({"0": rows, "auto": rows}, sub, [(0, 0)]).iloc[0]["top-1 safe %"] == 100.0
+
+
+@pytest.mark.parametrize("ks, n_heads, k",
+                         [((10, 40), 270, 40), ((10,), 72, 10), ((2, 4), 8, 2), ((5, 10, 20), 100, 10)])
+def test_causal_k_is_the_largest_ablated_k_within_15_percent_of_the_heads(ks, n_heads, k):
+    assert sc.causal_k(ks, n_heads) == k
+
+
+def test_answering_rows_are_each_prompts_last_position_even_where_a_head_is_dead(tmp_path):
+    rows = pd.DataFrame([{"layer": 0, "head": h, "prompt": pr, "query": q, "status": st, "rho": 0.5, "a_act": 1.0,
+                          "p_star": 1.0, **{f"{k}_p{p}": 1.0 for p in sc.P for k in ("s", "safe", "pred_safe")}}
+                         for pr, last in ((0, 9), (1, 12)) for h in (0, 1) for q in (0, last)
+                         for st in (("dead" if (h, q) == (1, last) else "active"),)])
+    rows.to_parquet(tmp_path / "rows_b0.parquet")
+    got = sc._rows(tmp_path, "0", answering=True)
+    assert sorted(zip(got["prompt"], got["head"], got["query"])) == [(0, 0, 9), (1, 0, 12)]
+    assert len(sc._rows(tmp_path, "0")) == 6
 
 
 @pytest.fixture

@@ -13,9 +13,9 @@ on it, each into its own subfolder:
 ``summarize`` reads those folders back into the phase plot of per-head median (rho, A_act) against the
 boundaries A (1 - rho)^p = 1 (Thm. 4.1: S_p <= A (1 - rho)^p), the lower-bound validation (p >= p*
 predicts S_p <= 1), the substitution table, the matched diagnostic (per ReLU cell, the measured-safe
-fraction over all heads and over the top-K heads beside the cell's change in accuracy) and the ablation
-table, and decides the finding of issue 7: rows with very low measured-safe fraction collapse under
-substitution.
+fraction of the rows that answer, over all heads and over the K heads the ablation substituted first,
+beside the cell's change in accuracy) and the ablation table, and decides the paper's screen: cells with a
+very low measured-safe fraction collapse under substitution.
 """
 
 from __future__ import annotations
@@ -56,6 +56,12 @@ HIGH_DROP = 19.0  # ... yet losing >= 19 pp: a high safe fraction is not suffici
 LOW_SAFE = 3.0  # % of active rows measured safe at or below which a cell counts as "very low"
 COLLAPSE = 0.10  # a cell collapses when it keeps at most this share of softmax's accuracy
 LEARNED = 50.0  # softmax accuracy (%) below which the finding is not checked
+# The matched diagnostic (Polynomial Concentration §5.5, Table 5) reads one row per layer, head and scored prompt:
+# the last position, the one that answers. Sampling every 2^20 tokens keeps only that row and the first.
+MATCHED_EVERY = 1 << 20
+# Table 5's top-K column conditions on the fixed causal head set of the ablation; its K = 40 is 8-14% of its
+# models' heads, so the largest ablated K within 15% of the heads plays that part here.
+CAUSAL_SHARE = 0.15
 TRAIN_SEED_OFFSET = 1000  # training prompts come from another seed than the evaluation prompts
 
 BUDGETS: dict[str, dict[str, Any]] = {
@@ -193,6 +199,9 @@ def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
                                         b=B, every=plan["every"], b_auto=b_auto), out, progress=progress)
         b_auto = json.loads((out / "config.json").read_text())["b_auto"]
     suite = dict(common, **sized[plan["suite"]], suite=plan["suite"], prompts=plan["prompts"], b_auto=b_auto)
+    if not _done(folder / "audit_matched"):
+        audit.run(audit.AuditConfig(**suite, p=P, b=B, every=MATCHED_EVERY), folder / "audit_matched",
+                  progress=progress)
     if not _done(folder / "substitute"):
         substitute.run(substitute.SubstituteConfig(**suite, recipes=RECIPES), folder / "substitute", progress=progress)
     layers_heads = json.loads((folder / "audit" / plan["suite"] / "config.json").read_text())
@@ -209,10 +218,14 @@ def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
 
 # ---- summarize: everything below reads only the folder's files ----
 
-def _rows(audit_folder: Path, b: str) -> pd.DataFrame:
-    cols = ["layer", "head", "status", "rho", "a_act", "p_star",
+def _rows(audit_folder: Path, b: str, *, answering: bool = False) -> pd.DataFrame:
+    """The audit's active rows; ``answering``: only each prompt's last query position (taken over every row,
+    so that a head whose last row is dead contributes none rather than an earlier one)."""
+    cols = ["layer", "head", "prompt", "query", "status", "rho", "a_act", "p_star",
             *(f"{k}_p{p}" for p in P for k in ("s", "safe", "pred_safe"))]
     rows = pd.read_parquet(audit_folder / f"rows_b{b}.parquet", columns=cols)
+    if answering:
+        rows = rows[rows["query"] == rows.groupby("prompt")["query"].transform("max")]
     return rows[rows["status"] == "active"]
 
 
@@ -269,37 +282,55 @@ def bound_validation(rows: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
-def matched(rows: dict[str, pd.DataFrame], sub: pd.DataFrame, k: int) -> pd.DataFrame:
-    """Per ReLU cell (p, b): measured-safe % over every head's active rows and over the top-K heads by
-    median S_p (the heads ablate would pick first), beside the cell's substitution accuracy."""
+def causal_k(ks, n_heads: int) -> int:
+    """The K of the fixed causal head set: the largest ablated K within CAUSAL_SHARE of the heads, else the
+    smallest ablated K."""
+    ks = sorted(int(k) for k in ks)
+    within = [k for k in ks if k <= CAUSAL_SHARE * n_heads]
+    return within[-1] if within else ks[0]
+
+
+def matched(rows: dict[str, pd.DataFrame], sub: pd.DataFrame, causal: list[tuple[int, int]]) -> pd.DataFrame:
+    """Polynomial Concentration §5.5, Table 5: per ReLU cell (p, b), the measured-safe % of the answering rows
+    over every head and over the fixed ``causal`` head set (the ablation's top-K), beside the cell's
+    substitution accuracy."""
     by = sub.set_index("recipe")
     base = float(by.loc[substitute.BASELINE, "accuracy %"])
+    top = pd.MultiIndex.from_tuples(causal, names=["layer", "head"])
     lines = []
     for p in P:
         for b in B:
             r = rows[b]
-            med = r.groupby(["layer", "head"])[f"s_p{p}"].median().sort_values(ascending=False, kind="stable")
-            top = med.index[:k]
             in_top = pd.MultiIndex.from_frame(r[["layer", "head"]]).isin(top)
             cell = by.loc[f"relu_p{p}_b{b}"]
-            lines.append({"recipe": f"relu_p{p}_b{b}", "p": p, "b": b, "all-head safe %": _pct(r[f"safe_p{p}"]),
-                          f"top-{k} safe %": _pct(r.loc[in_top, f"safe_p{p}"]),
+            lines.append({"recipe": f"relu_p{p}_b{b}", "p": p, "b": b, "rows": len(r),
+                          "all-head safe %": _pct(r[f"safe_p{p}"]),
+                          f"top-{len(causal)} safe %": _pct(r.loc[in_top, f"safe_p{p}"]),
                           "softmax %": base, "accuracy %": float(cell["accuracy %"]),
                           "lo": float(cell["lo"]), "hi": float(cell["hi"]), "delta pp": float(cell["delta pp"])})
     return pd.DataFrame(lines)
 
 
+def _top_column(table: pd.DataFrame) -> str:
+    return next(c for c in table.columns if c.startswith("top-") and c.endswith(" safe %"))
+
+
 def finding(table: pd.DataFrame) -> Finding:
-    """Seed 000's claim, decided on the ReLU cells whose all-head measured-safe fraction is very low."""
+    """Polynomial Concentration's negative screen (§5.5, Table 5 (i)): every ReLU cell whose measured-safe
+    fraction is very low collapses. Table 5 reports that fraction over all heads and over the causal top-K
+    heads, and every cell at or below LOW_SAFE% in either column collapses there (8 of 8); a cell is flagged
+    here by either column, so that a model whose all-head fraction never falls that low is still tested."""
+    top = _top_column(table)
     claim = (f"rows with very low measured-safe fraction collapse under substitution (Polynomial Concentration "
-             f"§5.3): every ReLU "
-             f"cell with <= {LOW_SAFE:g}% of active rows measured safe keeps <= {100 * COLLAPSE:g}% of softmax's "
-             "accuracy")
+             f"§5.5, Table 5): every ReLU cell with <= {LOW_SAFE:g}% of its answering rows measured safe, over all "
+             f"heads or over the causal {top.removesuffix(' safe %')} heads, keeps <= {100 * COLLAPSE:g}% of "
+             "softmax's accuracy")
     base = float(table["softmax %"].iloc[0])
-    low = table[table["all-head safe %"] <= LOW_SAFE]
-    lowest = table.loc[table["all-head safe %"].idxmin()]
+    low = table[(table["all-head safe %"] <= LOW_SAFE) | (table[top] <= LOW_SAFE)]
+    lowest = table.loc[table[top].idxmin()]
     safe_range = (f"measured-safe ranges {table['all-head safe %'].min():.1f}%-{table['all-head safe %'].max():.1f}% "
-                  f"over the ReLU cells; the least safe, {lowest.recipe}, scores {lowest['accuracy %']:.1f}%")
+                  f"over all heads and {table[top].min():.1f}%-{table[top].max():.1f}% over the {top[:-7]} heads; "
+                  f"the least safe there, {lowest.recipe}, scores {lowest['accuracy %']:.1f}%")
     if base < LEARNED:
         return Finding(claim, "not checked", f"softmax scores only {base:.1f}% (< {LEARNED:g}%): nothing to collapse; "
                                              f"{safe_range}.")
@@ -307,11 +338,11 @@ def finding(table: pd.DataFrame) -> Finding:
         return Finding(claim, "not checked", f"no ReLU cell has <= {LOW_SAFE:g}% measured-safe rows ({safe_range}); "
                                              f"softmax {base:.1f}%.")
     kept = low["accuracy %"] <= COLLAPSE * base
-    cells = "; ".join(f"{r.recipe}: {r['all-head safe %']:.1f}% safe, accuracy {r['accuracy %']:.1f}%"
-                      for _, r in low.iterrows())
+    cells = "; ".join(f"{r.recipe}: {r['all-head safe %']:.1f}% / {r[top]:.1f}% safe, accuracy "
+                      f"{r['accuracy %']:.1f}% [{r['lo']:.1f}, {r['hi']:.1f}]" for _, r in low.iterrows())
     verdict = "reproduced" if kept.all() else "not reproduced"
-    return Finding(claim, verdict, f"softmax {base:.1f}%; {len(low)} low-safe cell(s), {int(kept.sum())} collapsed "
-                                   f"(<= {COLLAPSE * base:.1f}%): {cells}.")
+    return Finding(claim, verdict, f"softmax {base:.1f}%; {len(low)} low-safe cell(s) (all heads / {top[:-7]}), "
+                                   f"{int(kept.sum())} collapsed (<= {COLLAPSE * base:.1f}%): {cells}.")
 
 
 def sufficiency_finding(table: pd.DataFrame) -> Finding:
@@ -342,13 +373,15 @@ def summarize(folder: Path) -> Section:
     cfg = load_config(folder)
     plan = plan_for(cfg)
     rows = {b: _rows(folder / "audit" / plan["suite"], b) for b in B}
+    answering = {b: _rows(folder / "audit_matched", b, answering=True) for b in B}
     audit_cfg = json.loads((folder / "audit" / plan["suite"] / "config.json").read_text())
     prevalence = prevalence_table(folder, plan["suites"])
     sub = pd.read_csv(folder / "substitute" / "substitute.csv")
     abl = pd.read_csv(folder / "ablate" / "ablate.csv")
     types = pd.read_csv(folder / "heads" / "types.csv")
-    k = int(abl["k"].min())
-    heads, valid, diag = head_medians(rows), bound_validation(rows), matched(rows, sub, k)
+    k = causal_k(abl["k"], audit_cfg["layers"] * audit_cfg["heads"])
+    causal = ablate.subsets(pd.read_csv(folder / "ablate" / "ranking.csv"), k, 0)[0][2]
+    heads, valid, diag = head_medians(rows), bound_validation(rows), matched(answering, sub, causal)
     for stem, table in (("prevalence", prevalence), ("head_medians", heads), ("bound_validation", valid),
                         ("substitution", sub), ("matched", diag), ("ablation", abl), ("head_types", types)):
         io.write_table(folder / stem, table)
@@ -381,7 +414,8 @@ def summarize(folder: Path) -> Section:
     notes.append(f"Evaluation: {plan['prompts']} {plan['suite']} prompts ({size}) per recipe and subset "
                  f"(the paper: 200); the other suites at {plan['length']} tokens; audit over "
                  f"{plan['audit_prompts']} prompts per suite "
-                 f"({', '.join(plan['suites'])}), a query every {plan['every']} tokens and the last; ablation K in "
+                 f"({', '.join(plan['suites'])}), a query every {plan['every']} tokens and the last; the matched "
+                 f"diagnostic over the {plan['prompts']} scored prompts' last positions; ablation K in "
                  f"{sorted(set(abl['k']))} with {plan['random_draws']} random draws, ranked on induction; head types "
                  f"over {plan['heads_prompts']} induction prompts (Polynomial Concentration App. H).")
     return section(
@@ -399,8 +433,11 @@ def summarize(folder: Path) -> Section:
                 Table("substitution", "Substitution sweep (Polynomial Concentration Table 3): exact-match accuracy % "
                                       "of each recipe "
                                       "on every head, Wilson 95% interval, change from softmax in pp."),
-                Table("matched", f"Matched diagnostic: per ReLU cell, measured-safe % over all heads and over the "
-                                 f"top-{k} heads by median S_p, beside the cell's accuracy."),
+                Table("matched", f"Matched diagnostic (Polynomial Concentration Table 5): per ReLU cell, the "
+                                 f"measured-safe % (S_p < 1) of the rows that answer (each scored prompt's last "
+                                 f"position, one row per head; 'rows' counts the active ones) over all heads and over "
+                                 f"the fixed causal set, the top-{k} heads the ablation substituted; beside the "
+                                 f"cell's accuracy."),
                 Table("ablation", "Group head ablation (relu_p2_bauto on K heads): change in accuracy for top-, "
                                   "bottom- and random-K; decisive when top-K is worse than every random draw."),
                 Table("head_types", "Head types (Polynomial Concentration App. H): heads typed sink, induction, "
@@ -415,8 +452,8 @@ def summarize(folder: Path) -> Section:
                                   "rows left of a dashed p line are predicted safe at that p. Rows at p* = 0 and "
                                   "p* = inf, off a log axis, are counted in the panel title."),
                  Figure("matched", f"Matched diagnostic: per ReLU cell, accuracy % under substitution (Wilson "
-                                   f"interval) against the measured-safe % over all heads (circle) and over the "
-                                   f"top-{k} heads by median S_p (cross, joined by a line); one colour per p, two "
+                                   f"interval) against the measured-safe % of the answering rows over all heads (circle) and "
+                                   f"over the ablation's top-{k} heads (cross, joined by a line); one colour per p, two "
                                    "cells (b = 0, auto) each. The dashed line is softmax. The claim predicts points "
                                    "near 0% safe at the bottom."),
                  Figure("substitution", "Accuracy % of every recipe with Wilson 95% intervals; the dashed line is "
