@@ -157,9 +157,18 @@ def _repeat_kv(t: torch.Tensor, groups: int) -> torch.Tensor:
     return t[:, :, None].expand(b, h, groups, n, d).reshape(b, h * groups, n, d)
 
 
-def _softmax(z: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+def _softmax(z: torch.Tensor) -> torch.Tensor:
     # eager's float32 softmax; float64 stays float64 (gradchecks, references)
     return F.softmax(z, dim=-1, dtype=torch.float64 if z.dtype == torch.float64 else torch.float32)
+
+
+def _apply(fn: Callable, z: torch.Tensor, allowed: torch.Tensor, fill: float) -> torch.Tensor:
+    """``fn`` on the rows of z, a tensor of this block's own whose masked keys hold ``fill``. Softmax reads z
+    as eager does (masked keys at the dtype's lowest value); a row map wants them at -inf: z is masked in
+    place if need be, which spares the map a masked copy of the whole block."""
+    if fn is not _softmax and fill != -math.inf:
+        z.masked_fill_(~allowed, -math.inf)
+    return fn(z)
 
 
 def _head_groups(plan: Plan, n_heads: int) -> list[tuple[Callable, list[int]]]:
@@ -173,19 +182,17 @@ def _head_groups(plan: Plan, n_heads: int) -> list[tuple[Callable, list[int]]]:
 
 
 def _weights(z: torch.Tensor, allowed: torch.Tensor, plan: Plan, groups: list[tuple[Callable, list[int]]],
-             dtype: torch.dtype) -> torch.Tensor:
+             dtype: torch.dtype, fill: float) -> torch.Tensor:
     if plan.length_scale is not None:
         n = allowed.expand_as(z).sum(-1, keepdim=True).to(z.dtype)
         z = z * length_multiplier(n, plan.length_scale.xi, plan.length_scale.n_train).to(z.dtype)
     if len(groups) == 1:
-        fn = groups[0][0]
-        return fn(z, allowed.expand_as(z)).to(dtype)
+        return _apply(groups[0][0], z, allowed, fill).to(dtype)
     parts, order = [], []
     for fn, heads in groups:
         idx = torch.tensor(heads, device=z.device)
-        zs = z.index_select(1, idx)
         sub = allowed if allowed.shape[1] == 1 else allowed.index_select(1, idx)
-        parts.append(fn(zs, sub.expand_as(zs)).to(dtype))
+        parts.append(_apply(fn, z.index_select(1, idx), sub, fill).to(dtype))
         order.extend(heads)
     inverse = torch.argsort(torch.tensor(order, device=z.device))
     return torch.cat(parts, dim=1).index_select(1, inverse)
@@ -227,8 +234,14 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, scali
     n_k = key_t.shape[-1]
     out = query.new_empty(bsz, n_q, n_heads, value.shape[-1])
     groups = _head_groups(plan, n_heads)
+    # Masked keys hold the dtype's lowest value, as eager's, for softmax and score observers; when every head
+    # has a row map and nothing observes the scores, they hold -inf at once, the one pass a map needs.
+    fill = (-math.inf if not plan.observers and all(fn is not _softmax for fn, _ in groups)
+            else torch.finfo(query.dtype).min)
     for start, stop in query_blocks(n_q, plan.block):
-        z = torch.matmul(query[:, :, start:stop], key_t) * scaling
+        # In place where autograd allows it: each full-size temporary is a fresh allocation and a pass over
+        # memory; the arithmetic, and so every bit of the result, is eager's.
+        z = torch.matmul(query[:, :, start:stop], key_t).mul_(scaling)
         if softcap is not None:
             z = z / softcap
             z = torch.tanh(z)
@@ -237,12 +250,19 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, scali
             z = z + bias(start, stop)
         if causal:
             allowed = causal_mask(n_q, n_k, start, stop, window=window, device=z.device)
-            z = z.masked_fill(~allowed, torch.finfo(z.dtype).min)
+            z.masked_fill_(~allowed, fill)
         elif mask is not None:
             block_mask = mask[:, :, start:stop] if mask.shape[-2] != 1 else mask
             allowed = allowed_keys(block_mask, z)
-            z = z + block_mask if block_mask.dtype != torch.bool else z.masked_fill(~allowed,
-                                                                                     torch.finfo(z.dtype).min)
+            if block_mask.dtype == torch.bool:
+                z.masked_fill_(~allowed, fill)
+            else:
+                if fill == -math.inf:
+                    block_mask = block_mask.masked_fill(~allowed, fill)
+                if torch.broadcast_shapes(block_mask.shape, z.shape) == z.shape:
+                    z.add_(block_mask)
+                else:
+                    z = z + block_mask
         else:
             allowed = allowed_keys(None, z)
         for observer in plan.observers:
@@ -250,8 +270,8 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, scali
         if scale is not None:
             # re-masked because a learnable scale may turn negative and lift masked keys to the top
             z = (z * (scale if scale.shape[-2] == 1 else scale[..., start:stop, :])).masked_fill(
-                ~allowed, torch.finfo(z.dtype).min)
-        w = _weights(z, allowed, plan, groups, query.dtype)
+                ~allowed, fill)
+        w = _weights(z, allowed, plan, groups, query.dtype, fill)
         for observer in plan.weight_observers:
             observer(WeightBlock(layer, w, allowed, start, n_q))
         if dropout and training:
