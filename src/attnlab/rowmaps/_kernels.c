@@ -71,16 +71,18 @@ static inline double newton_step(double total, double slope, int k) {
             slope += (double)partd;                                                                       \
         }                                                                                                 \
         double theta = -1.0 + newton_step(total, slope, k);                                               \
-        const T drop = (T)(m + (theta - MARGIN) / a);                                                     \
+        /* The cut-off is compared with z - m, not z with m + cut-off: the latter rounds to ulp(m), which \
+         * at |m| >= 2^24 (float) exceeds the whole support and dropped keys in it. */                    \
+        const T drop = (T)((theta - MARGIN) / a);                                                         \
         int64_t c = 0;                                                                                    \
         for (int64_t i0 = 0; i0 < n; i0 += 16) {                                                          \
             const int64_t i1 = i0 + 16 < n ? i0 + 16 : n;                                                 \
             int any = 0;                                                                                  \
-            for (int64_t i = i0; i < i1; i++) any |= z[i] > drop;                                         \
+            for (int64_t i = i0; i < i1; i++) any |= z[i] - tm > drop;                                    \
             if (!any) continue;                                                                           \
             for (int64_t i = i0; i < i1; i++) {                                                           \
                 buf[c] = a * ((double)z[i] - m);                                                          \
-                c += z[i] > drop;                                                                         \
+                c += z[i] - tm > drop;                                                                    \
             }                                                                                             \
         }                                                                                                 \
         for (int it = 0; it < MAX_ITER; it++) {                                                           \

@@ -50,7 +50,7 @@ FAST_K = (1, 2, 4)
 _GROUPS = 128
 _SMALL = 1e-2  # Newton step (x units) ending the group-maxima phase (any iterate is a bound)
 _LOOSE = 1e-3  # Newton step (x units) below which the weights' sum is checked instead
-_SHIFT_ABOVE = 8.0  # |max z| above which the fast path shifts rows first (ulp(8) ~ 1e-6 in float32)
+_SHIFT_ABOVE = 8.0  # |max z| above which the fast path shifts rows first (ulp(8): 1e-6 float32, 2e-15 float64)
 
 
 def _is_int(k: float) -> bool:
@@ -148,9 +148,9 @@ def _fast_forward(z: torch.Tensor, m: torch.Tensor, k: int, alpha: float, need_s
     the usual confirming iteration is needed only when that bound is not small enough.
     """
     a = alpha - 1.0
-    if float(m.abs().max()) > _SHIFT_ABOVE * torch.finfo(torch.float32).eps / torch.finfo(z.dtype).eps:
-        # t = m + theta / (alpha - 1) carries m's rounding (ulp(1e4) = 1e-3 in float32); rows
-        # shifted to max 0 keep the threshold's absolute error at the eps of small numbers.
+    if float(m.abs().max()) > _SHIFT_ABOVE:
+        # t = m + theta / (alpha - 1) carries m's rounding (ulp(1e4) = 1e-3 in float32, ulp(1e8) = 1.5e-8
+        # in float64); rows shifted to max 0 keep the threshold's absolute error at the eps of small numbers.
         z, m = z - m, torch.zeros_like(m)
     r = torch.empty_like(z)
     tmp = torch.empty_like(z) if k == 4 else r
