@@ -5,7 +5,8 @@ Conventions (DESIGN.md, "Numbers and names"):
 - float16/bfloat16/float32 compute in float32, float64 in float64, and the result has the input dtype;
 - ``mask`` is boolean, True = the key may be attended; a score of -inf is treated as masked too;
 - a row with no allowed key returns zeros; a row with NaN at an allowed key returns NaN in every
-  position (the propagation rule torch.softmax follows); NaN at a masked key is ignored.
+  position (the propagation rule torch.softmax follows); NaN at a masked key is ignored;
+- input with no rows or no keys returns an empty tensor of its shape, as torch.softmax does.
 """
 
 from __future__ import annotations
@@ -104,8 +105,13 @@ def normalized_rows(
 
     Rows whose maximum is not finite are computed on zeros (so no NaN reaches the map's arithmetic or
     its gradient) and then overwritten: no allowed key gives zeros, NaN gives NaN, and +inf at some keys
-    gives the limit z_i -> inf of a normalized map, an even split over the +inf keys.
+    gives the limit z_i -> inf of a normalized map, an even split over the +inf keys. Input with no rows
+    or no keys gives an empty result of its shape, as torch.softmax does.
     """
+    if z.numel() == 0:
+        # The maps reduce over all rows at once (the largest |max z|, the largest Newton step), and a
+        # reduction over nothing has no value.
+        return z.clone()
     m = row_max(z)
     if math.isfinite(float(m.sum())):
         return weights(z, m)
