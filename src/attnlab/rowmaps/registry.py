@@ -1,4 +1,18 @@
-"""The one registry of row maps, keyed by the names users type (``relu_p4_b3.55``, ``entmax_a1.5``...)."""
+"""The one registry of row maps, keyed by the names users type (``relu_p4_b3.55``, ``entmax_a1.5``...).
+
+Parameters are checked when a name is parsed; each range below is wide for scores of size 1..100 and
+keeps every map finite in float32:
+
+- temperature t (``softmax_t``) and scale s (``ssmax_s``) in [1e-4, 1e4]: the factor on the scores
+  (1/t, s log L) and its reciprocal stay normal float32 numbers, and scores up to 1e34 stay finite;
+- bias b (``relu_p``, ``sigmoid``) in [-1e4, 1e4]: at |b| = 1e4, z + b in float32 already rounds
+  the scores to ulp(1e4) = 1e-3;
+- degree p (``relu_p``, ``wortsman``) in (0, 256]: q^p carries p times q's relative rounding, 1.5e-5
+  at p = 256 in float32;
+- exponent xi (``logn``) in [-8, 8]: the factor max(1, log L / log n_train)^xi stays within
+  [63^-8, 63^8] = [4e-15, 2.5e14] for L <= 2^63 keys and n_train >= 2;
+- n_train (``logn``) a finite integer >= 2; alpha (``entmax``) finite, >= 1; k (``topk``) >= 1.
+"""
 
 from __future__ import annotations
 
@@ -74,14 +88,27 @@ class Family:
     build: Callable[..., RowMap]
 
 
-def _pos(name: str, what: str, value: float) -> float:
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name}: {what} must be a positive finite number, got {value:g}")
+SCALE_RANGE = (1e-4, 1e4)  # temperature t and ssmax's s (module doc)
+BIAS_RANGE = (-1e4, 1e4)
+MAX_DEGREE = 256.0
+XI_RANGE = (-8.0, 8.0)
+
+
+def _within(name: str, what: str, value: float, bounds: tuple[float, float]) -> float:
+    lo, hi = bounds
+    if not lo <= value <= hi:  # NaN fails too
+        raise ValueError(f"{name}: {what} = {value:g} is outside the allowed range [{lo:g}, {hi:g}]")
     return value
 
 
-def _bias(text: str) -> float | None:
-    return None if text == "auto" else float(text)
+def _degree(name: str, value: float) -> float:
+    if not 0 < value <= MAX_DEGREE:
+        raise ValueError(f"{name}: degree p = {value:g} is outside the allowed range (0, {MAX_DEGREE:g}]")
+    return value
+
+
+def _bias(name: str, text: str) -> float | None:
+    return None if text == "auto" else _within(name, "bias b", float(text), BIAS_RANGE)
 
 
 def _softmax(name, m, **o):
@@ -89,23 +116,21 @@ def _softmax(name, m, **o):
 
 
 def _temp(name, m, **o):
-    t = _pos(name, "temperature t", float(m[1]))
+    t = _within(name, "temperature t", float(m[1]), SCALE_RANGE)
     return RowMap(name, "softmax", {"t": t}, "softmax(z / t)", True,
                   lambda z: _sm.softmax_temperature(z, t))
 
 
 def _ssmax(name, m, **o):
-    s = _pos(name, "scale s", float(m[1]))
+    s = _within(name, "scale s", float(m[1]), SCALE_RANGE)
     return RowMap(name, "ssmax", {"s": s}, "softmax(s log(L) z), L = allowed keys", True,
                   lambda z: _sm.ssmax(z, s))
 
 
 def _logn(name, m, **o):
-    xi, n_train = float(m[1]), float(m[2])
-    if not math.isfinite(xi):
-        raise ValueError(f"{name}: xi must be finite")
-    if n_train < 2:
-        raise ValueError(f"{name}: n_train must be at least 2, got {n_train:g}")
+    xi, n_train = _within(name, "xi", float(m[1]), XI_RANGE), float(m[2])
+    if not (math.isfinite(n_train) and n_train >= 2):
+        raise ValueError(f"{name}: n_train = {n_train:g} must be a finite integer >= 2")
     return RowMap(name, "logn", {"xi": xi, "n_train": n_train},
                   "softmax(max(1, log L / log n_train)^xi z)", True,
                   lambda z: _sm.logn_softmax(z, xi, n_train))
@@ -138,7 +163,7 @@ def _sparsemax(name, m, method="newton", **o):
 
 
 def _relu(name, m, dead="zeros", **o):
-    p, b = _pos(name, "degree p", float(m[1])), _bias(m[2])
+    p, b = _degree(name, float(m[1])), _bias(name, m[2])
     if dead not in _pw.DEAD_RULES:
         raise ValueError(f"{name}: dead-row rule must be one of {_pw.DEAD_RULES}, got {dead!r}")
     rows = None if b is None else (lambda z: _pw.relu_power(z, p, b, dead))
@@ -147,13 +172,13 @@ def _relu(name, m, dead="zeros", **o):
 
 
 def _sigmoid(name, m, **o):
-    b = _bias(m[1])
+    b = _bias(name, m[1])
     rows = None if b is None else (lambda z: _pw.sigmoid_normalized(z, b))
     return RowMap(name, "sigmoid", {"b": b}, "sigmoid(z_i + b) / sum_j sigmoid(z_j + b)", True, rows)
 
 
 def _wortsman(name, m, **o):
-    p, by = _pos(name, "degree p", float(m[1])), m[2]
+    p, by = _degree(name, float(m[1])), m[2]
     return RowMap(name, "wortsman", {"p": p, "by": by},
                   f"ReLU(z_i)^p / {'L' if by == 'L' else 'sqrt(L)'}, L = allowed keys (not normalized)",
                   False, lambda z: _pw.wortsman(z, p, by))
@@ -166,12 +191,12 @@ def _reluattn(name, m, **o):
 
 FAMILIES: tuple[Family, ...] = (
     Family(r"softmax", "softmax", "exp(z_i) / sum_j exp(z_j)", "-", "all seeds", (), _softmax),
-    Family(rf"softmax_t({_NUM})", "softmax_t0.5", "softmax(z / t)", "t > 0: temperature",
+    Family(rf"softmax_t({_NUM})", "softmax_t0.5", "softmax(z / t)", "t in [1e-4, 1e4]: temperature",
            "seed 003 §2", (), _temp),
-    Family(rf"ssmax_s({_NUM})", "ssmax_s0.43", "softmax(s log(L) z)", "s > 0; L = allowed keys",
+    Family(rf"ssmax_s({_NUM})", "ssmax_s0.43", "softmax(s log(L) z)", "s in [1e-4, 1e4]; L = allowed keys",
            "seed 001 §5 (Scalable-Softmax)", (), _ssmax),
     Family(rf"logn_xi({_NUM})_n(\d+)", "logn_xi2_n8192", "softmax(max(1, log L / log n_train)^xi z)",
-           "xi: exponent; n_train: training length", "seed 003 App. A.2", (), _logn),
+           "xi in [-8, 8]: exponent; n_train >= 2: training length", "seed 003 App. A.2", (), _logn),
     Family(r"topk_k(\d+)", "topk_k32", "softmax over the k largest scores (ties kept)", "k >= 1",
            "seed 001 §5 (top-K)", (), _topk),
     Family(rf"entmax_a({_NUM})", "entmax_a1.5", "[(alpha-1) z_i - tau]_+^(1/(alpha-1))",
@@ -180,12 +205,12 @@ FAMILIES: tuple[Family, ...] = (
     Family(r"sparsemax", "sparsemax", "[z_i - tau]_+ (alpha-entmax at alpha = 2)",
            "option method=newton|sort", "seed 001 App. A", ("method",), _sparsemax),
     Family(rf"relu_p({_NUM})_b({_NUM}|auto)", "relu_p4_b3.55", "ReLU(z_i + b)^p / sum_j ReLU(z_j + b)^p",
-           "p > 0; b: bias or 'auto' (resolved by the caller); option dead=zeros|uniform|softmax",
+           "p in (0, 256]; b in [-1e4, 1e4] or 'auto' (resolved by the caller); option dead=zeros|uniform|softmax",
            "seed 000 §5.3, Alg. 1", ("dead",), _relu),
     Family(rf"sigmoid_b({_NUM}|auto)", "sigmoid_b0", "sigmoid(z_i + b) / sum_j sigmoid(z_j + b)",
-           "b: bias or 'auto'", "seed 000 §5.3, App. T", (), _sigmoid),
+           "b in [-1e4, 1e4]: bias, or 'auto'", "seed 000 §5.3, App. T", (), _sigmoid),
     Family(rf"wortsman_p({_NUM})_(L|sqrtL)", "wortsman_p2_sqrtL", "ReLU(z_i)^p / L or / sqrt(L)",
-           "p > 0; L = allowed keys; not normalized", "seed 000 §5.3 (Wortsman et al. 2023)", (),
+           "p in (0, 256]; L = allowed keys; not normalized", "seed 000 §5.3 (Wortsman et al. 2023)", (),
            _wortsman),
     Family(r"reluattn", "reluattn", "ReLU(z_i) / max(L - 2, 1)", "L = allowed keys; not normalized",
            "seed 004 §3.4", (), _reluattn),
@@ -193,7 +218,10 @@ FAMILIES: tuple[Family, ...] = (
 
 
 def get(name: str, **options: Any) -> RowMap:
-    """The row map called ``name``; ``options`` are family options (``dead=``, ``method=``)."""
+    """The row map called ``name``; ``options`` are family options (``dead=``, ``method=``).
+
+    Raises ValueError for an unknown name or option, or a parameter outside its range (module doc).
+    """
     if not isinstance(name, str):
         raise TypeError(f"row map name must be a string, got {type(name).__name__}")
     for fam in FAMILIES:
