@@ -16,6 +16,15 @@ def _softmax_rows(z: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
     return torch.softmax(z, dim=-1)
 
 
+def _scaled_softmax(c: torch.Tensor, m: torch.Tensor, factor: float | torch.Tensor) -> torch.Tensor:
+    """softmax(factor * c) for rows c with maxima m, factor > 0, computed as softmax(factor * (c - m)).
+
+    The same for any positive factor; scaling first would round factor * c to the ulp of factor * m
+    (float32 at m = 3e5: 0.03) before torch.softmax subtracts the maximum, where c - m is exact.
+    """
+    return torch.softmax((c - m).mul_(factor), dim=-1)
+
+
 def softmax(z: torch.Tensor) -> torch.Tensor:
     """softmax(z)_i = exp(z_i) / sum_j exp(z_j)."""
     return normalized_rows(z, _softmax_rows)
@@ -23,7 +32,7 @@ def softmax(z: torch.Tensor) -> torch.Tensor:
 
 def softmax_temperature(z: torch.Tensor, t: float) -> torch.Tensor:
     """softmax(z / t), t > 0 the temperature."""
-    return normalized_rows(z, lambda c, m: torch.softmax(c / t, dim=-1))
+    return normalized_rows(z, lambda c, m: _scaled_softmax(c, m, 1.0 / t))
 
 
 def ssmax(z: torch.Tensor, s: float) -> torch.Tensor:
@@ -34,7 +43,7 @@ def ssmax(z: torch.Tensor, s: float) -> torch.Tensor:
     def rows(c: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
         # L is clamped to 2: a row with one allowed key is one-hot under any positive factor, and a
         # zero factor would turn its masked -inf keys into NaN.
-        return torch.softmax(c * (s * torch.log(allowed_count(c).clamp_min(2))), dim=-1)
+        return _scaled_softmax(c, m, s * torch.log(allowed_count(c).clamp_min(2)))
 
     return normalized_rows(z, rows)
 
@@ -51,7 +60,7 @@ def length_multiplier(n: torch.Tensor, xi: float, n_train: float) -> torch.Tenso
 def logn_softmax(z: torch.Tensor, xi: float, n_train: float) -> torch.Tensor:
     """softmax(m(n; xi) z) with n = allowed keys of the row (seed 003 App. A.2)."""
     def rows(c: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-        return torch.softmax(c * length_multiplier(allowed_count(c), xi, n_train), dim=-1)
+        return _scaled_softmax(c, m, length_multiplier(allowed_count(c), xi, n_train))
 
     return normalized_rows(z, rows)
 
