@@ -399,7 +399,11 @@ def _lengthgen(args: argparse.Namespace) -> int:
         lengthgen.check_jobs(args.jobs)
     except ValueError as exc:
         raise UserError(str(exc)) from None
-    result = lengthgen.run(cfg, args.out, progress=not args.no_progress, jobs=args.jobs)
+    try:
+        result = lengthgen.run(cfg, args.out, progress=not args.no_progress, jobs=args.jobs,
+                               overwrite=args.overwrite)
+    except lengthgen.FolderError as exc:
+        raise UserError(str(exc)) from None
     print(f"{lengthgen.metric(cfg.task_def)[0]} (%) on {cfg.task}, trained at {cfg.trained_at} tokens with {cfg.pe}, "
           f"{cfg.plan['samples']} samples per length ({cfg.budget} budget, {cfg.plan['steps']} steps)")
     print(result["table"].round(1).to_string())
@@ -611,7 +615,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("lengthgen", help="length generalization per attention variant (seed 001 Table 1)",
                        description="Train one decoder per variant on a synthetic task at --train-len, score exact "
                                    "match at each multiple of it, and record attention entropy and support per "
-                                   "layer; finished cells are reused on a rerun.")
+                                   "layer; finished cells are reused on a rerun, which may change only the "
+                                   "variants, --eval-mult and --samples.")
     p.add_argument("--task", default="mqmtar", help="a token task (attnlab tasks lists them; default mqmtar)")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="a task parameter, e.g. --param alphabet=16 (repeatable; attnlab tasks NAME lists them)")
@@ -635,6 +640,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default 1; on CPU, one per core is fastest for the smoke models)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--out", type=Path, default=Path("runs/lengthgen"), metavar="DIR", help="output folder")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start clean: remove what an earlier lengthgen run wrote in --out (other files stay); "
+                        "without it, a run trained under other settings there is refused")
     p.set_defaults(func=_lengthgen)
     return ap
 

@@ -9,7 +9,8 @@ under entmax while the NoPE heads spread under both maps (see the per-head ``dis
 ``tests/experiments/test_lengthgen.py``).
 
 Each variant is a cell: trained into ``out/runs/<variant>`` (resumable) and written to
-``out/cells/<variant>.json`` once scored; a rerun skips finished cells whose config matches.
+``out/cells/<variant>.json`` once scored; a rerun skips finished cells whose config matches, and may change
+only what is scored (``SCORING``): a folder trained under other settings is refused unless overwritten.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from __future__ import annotations
 import json
 import math
 import multiprocessing
+import shutil
 from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -326,11 +328,80 @@ def _run_cells(cfg: LengthgenConfig, out: Path, progress: bool, jobs: int) -> di
         return {name: future.result() for name, future in futures.items()}
 
 
-def run(cfg: LengthgenConfig, out: str | Path, progress: bool = False, jobs: int = 1) -> dict[str, Any]:
+# Settings that only choose what is scored: a rerun may change them and reuse the trained models. Every
+# other setting, and the plan it resolves to, shapes the model of each variant (trained in its own folder).
+SCORING = ("maps", "eval_mult", "samples")
+# Everything a run writes into its folder: what --overwrite removes, leaving any other file there.
+WRITES = ("config.json", "cells", "runs", "accuracy.csv", "accuracy.md", "accuracy.png", "accuracy.svg",
+          "dispersion.csv", "dispersion.md")
+
+
+class FolderError(ValueError):
+    """The output folder holds results that this configuration must neither reuse nor write over."""
+
+
+def trained_settings(cfg: LengthgenConfig, plan: Mapping[str, Any]) -> dict[str, Any]:
+    """What shaped each variant's model, as JSON reads it back: every setting but ``SCORING``, the task's
+    parameters with its defaults filled in, and the given overrides as ``plan`` resolves them."""
+    given = {k: v for k, v in asdict(cfg).items() if k not in SCORING and k not in plan}
+    plan = {k: v for k, v in plan.items() if k not in SCORING}
+    return json.loads(json.dumps({**given, "params": cfg.task_def.params(), **plan}))
+
+
+def _saved(path: Path, retry: str) -> tuple[LengthgenConfig, dict[str, Any]]:
+    """The config and plan of the run whose ``config.json`` is ``path``."""
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise FolderError(f"{path} is unreadable ({exc}); {retry}") from None
+    keys = {f.name for f in fields(LengthgenConfig)} | {"plan"}
+    if not isinstance(saved, dict) or set(saved) != keys or not isinstance(saved["plan"], dict):
+        raise FolderError(f"{path} is not a lengthgen config; {retry}")
+    plan = saved.pop("plan")
+    tuples = {k: tuple(saved[k]) for k in ("maps", "eval_mult") if saved[k] is not None}
+    try:
+        return LengthgenConfig(**{**saved, **tuples}), plan
+    except (TypeError, ValueError) as exc:
+        raise FolderError(f"{path} describes a run this version cannot reuse ({exc}); {retry}") from None
+
+
+def prepare(cfg: LengthgenConfig, out: Path, overwrite: bool = False) -> None:
+    """Make ``out`` ready for ``cfg`` before anything is written into it. With ``overwrite``, remove what an
+    earlier run wrote (``WRITES``); otherwise refuse results that ``cfg`` must not reuse: another run's
+    (``trained_settings`` differ) or ones without the config.json saying how they were made."""
+    if out.exists() and not out.is_dir():
+        raise FolderError(f"--out {out} is a file; pass a folder")
+    found = [name for name in WRITES if (out / name).exists()]
+    if overwrite:
+        for name in found:
+            path = out / name
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        return
+    if not found:
+        return
+    retry = "pass --overwrite to start clean, or choose another --out"
+    if "config.json" not in found:
+        raise FolderError(f"{out} holds lengthgen results ({', '.join(found)}) but no config.json saying how "
+                          f"they were made; {retry}")
+    there, now = trained_settings(*_saved(out / "config.json", retry)), trained_settings(cfg, cfg.plan)
+    differ = [f"{k}: {there.get(k)!r} there, {now.get(k)!r} now" for k in {**now, **there}
+              if there.get(k) != now.get(k)]
+    if differ:
+        raise FolderError(f"{out} holds a lengthgen run trained with other settings ({'; '.join(differ)}); "
+                          f"{retry}")
+
+
+def run(cfg: LengthgenConfig, out: str | Path, progress: bool = False, jobs: int = 1,
+        overwrite: bool = False) -> dict[str, Any]:
     """Train and score every variant (``jobs`` cells at once, see ``_run_cells``), then write the config,
-    the accuracy and dispersion tables and the plot into ``out``."""
+    the accuracy and dispersion tables and the plot into ``out``; ``out`` is checked (or, with
+    ``overwrite``, cleared) first, see ``prepare``."""
     check_jobs(jobs)
     out = Path(out)
+    prepare(cfg, out, overwrite)
     io.write_json(out / "config.json", {**asdict(cfg), "plan": cfg.plan})
     cells = _run_cells(cfg, out, progress, jobs)
     acc = table(cells, cfg)
