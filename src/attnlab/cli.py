@@ -393,7 +393,7 @@ def _lengthgen(args: argparse.Namespace) -> int:
     try:
         cfg = lengthgen.LengthgenConfig(task=args.task, maps=tuple(args.maps), pe=args.pe, train_len=args.train_len,
                                         min_train_len=args.min_train_len,
-                                        eval_mult=tuple(args.eval_mult) if args.eval_mult else None,
+                                        eval_mult=None if args.eval_mult is None else tuple(args.eval_mult),
                                         budget=args.budget, steps=args.steps, samples=args.samples, seed=args.seed,
                                         lr=args.lr, params=_task_params(args.param))
         lengthgen.check_jobs(args.jobs)
@@ -612,6 +612,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="a task parameter replacing its default, e.g. --param queries=2 (repeatable)")
     p.set_defaults(func=_tasks)
+
+    # Numbers are checked as they are parsed, so that a bad one fails before any training, naming its range.
+    def count(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0  # not an integer: out of range too
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+        return value
+
+    def positive(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = 0.0  # not a number: out of range too
+        if not 0 < value < float("inf"):  # NaN fails both comparisons
+            raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+        return value
+
     p = sub.add_parser("lengthgen", help="length generalization per attention variant (seed 001 Table 1)",
                        description="Train one decoder per variant on a synthetic task at --train-len, score exact "
                                    "match at each multiple of it, and record attention entropy and support per "
@@ -622,20 +642,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a task parameter, e.g. --param alphabet=16 (repeatable; attnlab tasks NAME lists them)")
     p.add_argument("--maps", nargs="+", default=["softmax", "entmax_a1.5"], metavar="NAME",
                    help="variants: registry row maps, or ssmax, asentmax, assmax")
-    p.add_argument("--pe", default="nape", help="positions: none, learned, rope, alibi, nape (default nape)")
-    p.add_argument("--train-len", type=int, default=64, help="training length in tokens (default 64)")
-    p.add_argument("--min-train-len", type=int, default=None, metavar="N",
+    p.add_argument("--pe", default="nape", choices=["none", "learned", "rope", "alibi", "nape"],
+                   help="positions: none, learned, rope, alibi, nape (default nape)")
+    p.add_argument("--train-len", type=count, default=64, help="training length in tokens (default 64)")
+    p.add_argument("--min-train-len", type=count, default=None, metavar="N",
                    help="train on lengths drawn per step from N..--train-len (seed 001: 32-64); scores stay "
                         "multiples of --train-len")
-    p.add_argument("--eval-mult", type=int, nargs="+", default=None, metavar="M",
+    p.add_argument("--eval-mult", type=count, nargs="+", default=None, metavar="M",
                    help="evaluation lengths as multiples of --train-len (default: smoke 1 2 4 8 16, "
                         "full 1 2 4 16 64 256 1024)")
     p.add_argument("--budget", choices=["smoke", "full"], default="smoke", help="steps, model size and samples")
-    p.add_argument("--steps", type=int, default=None, help="override the budget's training steps")
-    p.add_argument("--samples", type=int, default=None, help="override the budget's samples per length")
-    p.add_argument("--lr", type=_finite, default=None, help="override the budget's peak learning rate")
+    p.add_argument("--steps", type=count, default=None, help="override the budget's training steps")
+    p.add_argument("--samples", type=count, default=None, help="override the budget's samples per length")
+    p.add_argument("--lr", type=positive, default=None, help="override the budget's peak learning rate")
     p.add_argument("--seed", type=_seed, default=0, metavar="N", help="seed of data and initialization")
-    p.add_argument("--jobs", type=int, default=1, metavar="N",
+    p.add_argument("--jobs", type=count, default=1, metavar="N",
                    help="train N variants at once in separate processes, splitting the CPU threads between them "
                         "(default 1; on CPU, one per core is fastest for the smoke models)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")

@@ -1,5 +1,4 @@
-"""attnlab lengthgen: a cell per variant trains, is scored at every length by exact match against the
-task's targets, writes its table and plot, and a rerun reuses finished cells with the same numbers."""
+"""lengthgen trains a cell per variant, scores it at every length by the task's metric and reuses it on a rerun."""
 
 from __future__ import annotations
 
@@ -147,6 +146,14 @@ def test_the_smoke_budget_takes_a_task_s_own_settings_and_given_overrides_win():
     assert _cfg().plan["ffn"] == lengthgen.BUDGETS["smoke"]["ffn"] == "gelu"
     with pytest.raises(ValueError, match="lr must be a positive finite number"):
         _cfg(lr=0.0)
+
+
+def test_given_steps_and_samples_are_used_or_refused_never_replaced_by_the_budget_s():
+    assert (_cfg(steps=1, samples=1).plan["steps"], _cfg(steps=1, samples=1).plan["samples"]) == (1, 1)
+    for name in ("steps", "samples"):
+        for bad in (0, -1):
+            with pytest.raises(ValueError, match=f"{name} must be an integer >= 1, got {bad}"):
+                _cfg(**{name: bad})
 
 
 def test_classification_tasks_are_scored_by_accuracy_over_positions():

@@ -1,4 +1,4 @@
-"""lengthgen refuses another configuration's folder in one line, leaving it unchanged, unless told to overwrite."""
+"""lengthgen refuses bad flags at parse time, and another configuration's folder in one line leaving it unchanged."""
 
 from __future__ import annotations
 
@@ -97,3 +97,39 @@ def test_overwrite_starts_clean_and_keeps_files_lengthgen_did_not_write(folder, 
     assert json.loads((folder / "config.json").read_text())["task"] == "reverse"
     assert json.loads((folder / "cells" / "softmax.json").read_text())["settings"]["task"] == "reverse"
     assert not (folder / "runs" / "entmax_a1.5").exists() and (folder / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("flag, value, allowed", [
+    ("pe", "rotary", "invalid choice: 'rotary' (choose from 'none', 'learned', 'rope', 'alibi', 'nape')"),
+    ("samples", "-1", "must be an integer >= 1, got '-1'"),
+    ("samples", "0", "must be an integer >= 1, got '0'"),
+    ("steps", "0", "must be an integer >= 1, got '0'"),
+    ("steps", "x", "must be an integer >= 1, got 'x'"),
+    ("train_len", "0", "must be an integer >= 1, got '0'"),
+    ("min_train_len", "-3", "must be an integer >= 1, got '-3'"),
+    ("eval_mult", "0", "must be an integer >= 1, got '0'"),
+    ("jobs", "0", "must be an integer >= 1, got '0'"),
+    ("lr", "0", "must be a finite number > 0, got '0'"),
+    ("lr", "nan", "must be a finite number > 0, got 'nan'"),
+    ("seed", "-1", "must be in [0, 2^63), got -1"),
+])
+def test_a_bad_flag_fails_at_parse_time_with_its_allowed_values(tmp_path, capsys, monkeypatch, flag, value, allowed):
+    def refuse(*args, **kwargs):
+        raise AssertionError("lengthgen ran")
+
+    monkeypatch.setattr(lengthgen, "run", refuse)
+    with pytest.raises(SystemExit) as exc:
+        main(_argv(tmp_path / "out", **{flag: [value]}))
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert exc.value.code == 2 and "Traceback" not in err and len(errors) == 1, err
+    assert errors[0] == f"attnlab lengthgen: error: argument --{flag.replace('_', '-')}: {allowed}", err
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_positions_the_parser_allows_are_the_model_s():
+    from attnlab.cli import build_parser
+    from attnlab.model.config import POSITIONS
+
+    command = build_parser()._subparsers._group_actions[0].choices["lengthgen"]
+    assert tuple(next(a for a in command._actions if a.dest == "pe").choices) == POSITIONS

@@ -108,6 +108,10 @@ class LengthgenConfig:
             raise ValueError("maps must name at least one variant")
         if self.lr is not None and not (math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"lr must be a positive finite number, got {self.lr}")
+        for name in ("steps", "samples"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value}")
         if self.eval_mult is not None and (not self.eval_mult or any(m < 1 for m in self.eval_mult)):
             raise ValueError(f"eval_mult must be non-empty multiples >= 1, got {self.eval_mult}")
         for name in self.maps:
@@ -138,7 +142,7 @@ class LengthgenConfig:
         overrides (steps, samples, eval_mult, lr) applied."""
         plan = {**BUDGETS[self.budget], **TASK_PLANS[self.budget].get(self.task, {})}
         given = {"steps": self.steps, "samples": self.samples, "eval_mult": self.eval_mult, "lr": self.lr}
-        return {k: given.get(k) or v for k, v in plan.items()}
+        return {k: v if given.get(k) is None else given[k] for k, v in plan.items()}
 
     @property
     def trained_at(self) -> str:
