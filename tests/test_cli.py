@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -173,10 +174,50 @@ def test_diagnose_errors_are_one_line(tmp_path, capsys):
         ([str(ints)], "dtype torch.int64"),
         ([str(many), "--key", "a", "--tau", "-1"], "tau must be"),
     ]
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"\x10" + b"\x00" * 7 + b"{garbage}" + b"x" * 40)
+    pickled = tmp_path / "pickled.pt"
+    torch.save({"x": _Pickled()}, pickled)
+    objects = tmp_path / "objects.npy"
+    np.save(objects, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    cases += [
+        ([str(bad)], "bad.safetensors: not a readable .safetensors tensor file"),
+        ([str(pickled)], "holds Python objects beyond tensors, which attnlab never unpickles"),
+        ([str(objects)], "not a readable .npy tensor file (Object arrays cannot be loaded"),
+    ]
     for args, message in cases:
         assert main(["diagnose", *args]) == 1
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1, err
+
+
+class _Pickled:
+    def __reduce__(self):
+        return (print, ("unpickled!",))
+
+
+def test_diagnose_replaces_only_its_own_output(tmp_path, capsys):
+    import torch
+
+    scores = _scores(tmp_path, ".npy", {"s": torch.randn(3, 6, generator=torch.Generator().manual_seed(0))})
+    out = tmp_path / "rows.parquet"
+    out.write_text("a user's file\n")
+    assert main(["diagnose", str(scores), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "was not written by this diagnose command; pass --overwrite" in err and err.count("\n") == 1
+    assert out.read_text() == "a user's file\n"
+    assert main(["diagnose", str(scores), "--out", str(out), "--overwrite"]) == 0
+    assert main(["diagnose", str(scores), "--out", str(out)]) == 0, "the same command may rewrite its own file"
+    assert main(["diagnose", str(scores), "--b", "1", "--out", str(out)]) == 1
+    assert "not written by this diagnose command" in capsys.readouterr().err
+
+
+def test_train_resume_on_a_missing_folder_is_refused(tmp_path, capsys):
+    tiny = Path(__file__).resolve().parents[1] / "examples" / "tiny.yaml"
+    assert main(["train", str(tiny), "--resume", "--out", str(tmp_path / "nothing"), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "does not exist; drop --resume" in err and err.count("\n") == 1
+    assert not (tmp_path / "nothing").exists()
 
 
 def test_tasks_lists_every_task_and_shows_one(capsys):

@@ -1,4 +1,4 @@
-"""Atomic writes leave the old file or the whole new one, no temporary file, and ordinary permissions."""
+"""Atomic writes leave the old file or the whole new one with ordinary permissions; leftovers of killed runs are told from live ones, and an output folder is refused when a run would replace files it did not write."""
 
 from __future__ import annotations
 
@@ -35,3 +35,48 @@ def test_new_files_get_the_umask_mode_and_rewrites_keep_the_existing_mode(tmp_pa
         assert stat.S_IMODE(path.stat().st_mode) == 0o600 and path.read_text() == "<p>2</p>"
     finally:
         os.umask(old)
+
+
+def test_remove_stale_takes_only_the_leftovers_of_dead_processes(tmp_path):
+    import subprocess
+    import sys
+
+    from attnlab.io import remove_stale, temp_dir
+
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout)
+    mine = temp_dir(tmp_path, ".staging-")
+    assert mine.name.startswith(f".staging-{os.getpid()}-")
+    gone = tmp_path / f".staging-{dead}-x"
+    gone.mkdir()
+    legacy = tmp_path / ".staging-abc123"
+    legacy.write_text("partial")
+    other = tmp_path / "staging-1-x"  # not hidden: not ours
+    other.mkdir()
+    assert sorted(p.name for p in remove_stale(tmp_path, ".staging-")) == sorted([legacy.name, gone.name])
+    assert mine.is_dir() and other.is_dir() and not gone.exists() and not legacy.exists()
+
+
+def test_check_output_refuses_other_settings_and_foreign_files(tmp_path):
+    import json
+
+    import pytest
+
+    from attnlab.io import OutputError, check_output
+
+    check_output(tmp_path / "new", {"a": 1}, overwrite=False, what="x")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / ".staging-1-x").mkdir()
+    check_output(run, {"a": 1}, overwrite=False, what="x")  # hidden leftovers only
+    (run / "config.json").write_text(json.dumps({"a": [1, 2], "b_auto": 0.5}))
+    check_output(run, {"a": (1, 2)}, overwrite=False, what="x")
+    with pytest.raises(OutputError, match=r"other settings \(a: \[1, 2\] there, \[1, 3\] now\)"):
+        check_output(run, {"a": (1, 3)}, overwrite=False, what="x")
+    check_output(run, {"a": (1, 3)}, overwrite=True, what="x")
+    (run / "config.json").unlink()
+    (run / "table.csv").write_text("mine")
+    with pytest.raises(OutputError, match=r"holds files that x did not write \(table.csv\)"):
+        check_output(run, {"a": 1}, overwrite=False, what="x")
+    with pytest.raises(OutputError, match="is a file"):
+        check_output(run / "table.csv", {}, overwrite=True, what="x")

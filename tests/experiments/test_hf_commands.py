@@ -1,9 +1,12 @@
-"""The checkpoint commands run end to end on a saved tiny model, and every bad input is a one-line error
-with a non-zero exit and no output left behind."""
+"""The checkpoint commands run end to end on a saved tiny model; every bad input is a one-line error with a
+non-zero exit and no output left behind, and a run never replaces files it did not write for its own settings."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -122,3 +125,77 @@ def test_bad_inputs_fail_with_one_line_and_leave_nothing(checkpoint, tmp_path, c
         lines = err.strip().splitlines()
         assert len(lines) == 1 and message in lines[0], f"{what}: {err!r}"
         assert not out.exists(), f"{what}: left {list(out.iterdir())}"
+
+
+def _tree(folder):
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_rerun_replaces_only_its_own_configurations_files(checkpoint, tmp_path, capsys):
+    out = tmp_path / "audit"
+    base = ["audit", "--model", str(checkpoint), "--prompts", "2", "--pad", "1", "--p", "2", "--out", str(out)]
+    assert _run(base, capsys)[0] == 0
+    before = _tree(out)
+    assert _run(base, capsys)[0] == 0, "the same configuration reruns (b_auto recalibrates to the stored value)"
+    code, _, err = _run([*base, "--seed", "3"], capsys)
+    assert code != 0 and len(err.strip().splitlines()) == 1
+    assert "other settings (seed: 0 there, 3 now)" in err and "--overwrite" in err
+    assert _tree(out) == before
+    assert _run([*base, "--seed", "3", "--overwrite"], capsys)[0] == 0
+    assert json.loads((out / "config.json").read_text())["seed"] == 3
+
+
+def test_files_attnlab_did_not_write_are_never_replaced_silently(checkpoint, tmp_path, capsys):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "audit.csv").write_text("my own table\n")
+    argv = ["audit", "--model", str(checkpoint), "--prompts", "2", "--pad", "1", "--p", "2", "--out", str(out)]
+    code, _, err = _run(argv, capsys)
+    assert code != 0 and "holds files that attnlab audit did not write (audit.csv)" in err
+    assert (out / "audit.csv").read_text() == "my own table\n"
+    assert _run([*argv, "--overwrite"], capsys)[0] == 0 and (out / "config.json").is_file()
+
+
+def test_a_killed_runs_staging_folder_is_removed_by_the_next_run(checkpoint, tmp_path, capsys):
+    out = tmp_path / "audit"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = out / f".staging-{int(dead.stdout)}-abcd1234"
+    stale.mkdir(parents=True)
+    (stale / "rows_b0.parquet").write_bytes(b"partial")
+    legacy = out / ".staging-k2j3h4"  # before the pid was in the name
+    legacy.mkdir()
+    live = out / f".staging-{os.getpid()}-live"
+    live.mkdir()
+    assert _run(["audit", "--model", str(checkpoint), "--prompts", "2", "--pad", "1", "--p", "2", "--out", str(out)],
+                capsys)[0] == 0
+    assert not stale.exists() and not legacy.exists() and live.is_dir()
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("corrupt", "could not load a causal LM from"),
+    ("pickle", "hold Python objects beyond tensors, which are never unpickled"),
+])
+def test_damaged_weights_are_one_line(checkpoint, tmp_path, capsys, damage, message):
+    import shutil
+
+    import torch
+
+    model = tmp_path / "model"
+    shutil.copytree(checkpoint, model)
+    weights = model / "model.safetensors"
+    if damage == "corrupt":
+        data = bytearray(weights.read_bytes())
+        data[10:30] = b"\xff" * 20
+        weights.write_bytes(bytes(data))
+    else:
+        weights.unlink()
+        torch.save({"x": _Pickled()}, model / "pytorch_model.bin")
+    code, _, err = _run(["audit", "--model", str(model), "--prompts", "2", "--pad", "1", "--out",
+                         str(tmp_path / "out")], capsys)
+    assert code != 0 and len(err.strip().splitlines()) == 1 and message in err
+    assert "Traceback" not in err and not (tmp_path / "out").exists()
+
+
+class _Pickled:
+    def __reduce__(self):
+        return (print, ("unpickled!",))

@@ -12,6 +12,8 @@ from attnlab.experiments import studies
 from attnlab.experiments.studies import StudyConfig, StudyError
 from attnlab.report.sections import Figure, Finding, Section, Table
 
+from .checkpoints import save_checkpoint
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -153,3 +155,22 @@ def test_demo_models_default_to_the_fetched_ones(monkeypatch, capsys):
     monkeypatch.setattr(fetch, "fetched", lambda name: None)
     assert cli._demo_models(None) == []
     assert "attnlab fetch smollm2 adds them" in capsys.readouterr().out
+
+
+def test_a_bad_model_is_refused_before_the_folder_is_claimed(tmp_path, capsys):
+    """A missing path or a folder without a tokenizer is one line, and the corrected command is not then
+    refused as a resume of another configuration."""
+    no_weights = tmp_path / "config_only"
+    no_weights.mkdir()
+    (no_weights / "config.json").write_text("{}")
+    no_tokenizer = save_checkpoint(tmp_path / "no_tokenizer")
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        (no_tokenizer / name).unlink(missing_ok=True)
+    capsys.readouterr()
+    out = tmp_path / "study"
+    for model, message in ((tmp_path / "missing", "neither a path nor a known model name"),
+                           (no_weights, "has no weights"), (no_tokenizer, "has no usable tokenizer")):
+        assert main(["study", "concentration", "--model", str(model), "--out", str(out), "--no-progress"]) == 1
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1 and "Traceback" not in err
+        assert not (out / "config.json").exists()

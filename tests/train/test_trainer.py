@@ -139,6 +139,45 @@ def test_an_existing_run_is_never_overwritten_without_resume(tmp_path):
         Trainer(_cfg("train.steps=2", "train.probes=false"), tmp_path, progress=False)
 
 
+def test_a_fresh_run_refuses_an_earlier_runs_files_unless_told_to_start_clean(tmp_path):
+    """A run killed before its first checkpoint left metrics.jsonl; a user's own train.csv is no run at all:
+    both are refused, and --overwrite clears only the run's own files."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "metrics.jsonl").write_text('{"kind": "train", "step": 1, "loss": 9.0}\n')
+    (out / "notes.txt").write_text("mine\n")
+    with pytest.raises(RunError, match=r"already holds metrics.jsonl; pass --resume to continue it, --overwrite"):
+        Trainer(_cfg("train.steps=2"), out)
+    summary = train(_cfg("train.steps=2", "train.checkpoint_every=2"), out, overwrite=True)
+    assert summary["steps"] == 2 and [r["step"] for r in read_metrics(out) if r["kind"] == "train"] == [1, 2]
+    assert (out / "notes.txt").read_text() == "mine\n"
+    with pytest.raises(RunError, match="--resume continues the run in --out and --overwrite discards it"):
+        Trainer(_cfg("train.steps=2"), out, resume=True, overwrite=True)
+
+
+def test_a_torn_last_metrics_line_is_dropped_and_a_bad_inner_line_named(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    good = '{"kind": "train", "step": 1, "loss": 9.0}\n'
+    (out / "metrics.jsonl").write_text(good + '{"kind": "train", "st')
+    assert [r["step"] for r in read_metrics(out)] == [1]
+    (out / "metrics.jsonl").write_text(good + "garbage\n" + good)
+    with pytest.raises(RunError, match=r"metrics.jsonl, line 2: not a metrics record"):
+        read_metrics(out)
+
+
+def test_a_killed_saves_half_written_checkpoint_is_removed_on_the_next_start(tmp_path):
+    out = tmp_path / "run"
+    cfg = _cfg("train.steps=2", "train.checkpoint_every=2")
+    train(cfg, out)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = out / "checkpoints" / f".step-00000004.tmp-{int(dead.stdout)}-0a1b2c3d"
+    stale.mkdir()
+    (stale / "model.safetensors").write_bytes(b"half")
+    train(cfg, out, resume=True)
+    assert not stale.exists() and ckpt.latest_checkpoint(out).name == "step-00000002"
+
+
 def test_resuming_with_another_config_names_the_fields(tmp_path):
     train(_cfg("train.steps=2", "train.probes=false"), tmp_path, progress=False)
     with pytest.raises(ckpt.CheckpointError, match=r"model.d_model.*32.*48"):

@@ -22,9 +22,9 @@ from tqdm.auto import tqdm
 from .. import hooks
 from ..diagnostics import RowOptions
 from ..diagnostics.stats import aggregate
-from ..io import write_json, write_parquet, write_table
-from .hf_runs import (RunError, SuiteRun, biases, check_count, load, parse_biases, recipe_b_auto, staged_output,
-                      suite_prompts)
+from ..io import check_output, write_json, write_parquet, write_table
+from .hf_runs import (RunError, SuiteRun, biases, check_count, load, parse_biases, recipe_b_auto, settings,
+                      staged_output, suite_prompts)
 from .readout import prompt_reading, read_rows
 from .substitute import BASELINE, accuracy, check_recipes, score
 
@@ -110,9 +110,10 @@ def decisive_table(cell_table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
-def run(cfg: AblateConfig, out: str | Path, *, progress: bool = True) -> dict:
+def run(cfg: AblateConfig, out: str | Path, *, progress: bool = True, overwrite: bool = False) -> dict:
     """Rank, ablate and score; write ablate.csv/.md (per K, with the decisive flag), cells.csv/.md (per
     subset and draw), ranking.csv/.md (per head), rows_rank.parquet, answers.parquet and config.json."""
+    check_output(out, settings(cfg), overwrite=overwrite, what="attnlab ablate")
     model, tokenizer = load(cfg.model, cfg.device, cfg.dtype)
     rank_prompts = suite_prompts(model, tokenizer, cfg.rank_suite, cfg.rank_prompts, seed=cfg.seed,
                                  length=cfg.rank_length)

@@ -21,8 +21,8 @@ from .. import hooks
 from ..diagnostics import RowOptions
 from ..diagnostics.rows import SPECIAL
 from ..diagnostics.stats import wilson
-from ..io import write_json, write_table
-from .hf_runs import (Bias, RunError, SuiteRun, biases, check_count, load, parse_biases, staged_output,
+from ..io import check_output, write_json, write_table
+from .hf_runs import (Bias, RunError, SuiteRun, biases, check_count, load, parse_biases, settings, staged_output,
                       suite_prompts)
 from .readout import prompt_reading, read_rows
 
@@ -89,10 +89,11 @@ def _columns(p: tuple[float, ...]) -> list[str]:
             + [f"{k}_p{q:g}" for q in p for k in ("s", "safe")])
 
 
-def run(cfg: AuditConfig, out: str | Path, *, progress: bool = True) -> dict:
+def run(cfg: AuditConfig, out: str | Path, *, progress: bool = True, overwrite: bool = False) -> dict:
     """Audit ``cfg.model`` and write under ``out``: rows_b<label>.parquet (one row per layer, head,
     prompt and sampled query), audit.csv/.md (the prevalence table) and config.json (with b_auto).
     Returns {"table", "b_auto", "paths"}."""
+    check_output(out, settings(cfg), overwrite=overwrite, what="attnlab audit")
     model, tokenizer = load(cfg.model, cfg.device, cfg.dtype)
     prompts = suite_prompts(model, tokenizer, cfg.suite, cfg.prompts, seed=cfg.seed, pad=cfg.pad,
                             length=cfg.length)

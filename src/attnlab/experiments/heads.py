@@ -19,8 +19,8 @@ import pandas as pd
 from .. import hooks
 from ..diagnostics import RowOptions
 from ..diagnostics.heads import HeadThresholds, head_types
-from ..io import write_json, write_table
-from .hf_runs import CheckpointRun, check_count, load, staged_output, suite_prompts
+from ..io import check_output, write_json, write_table
+from .hf_runs import CheckpointRun, check_count, load, settings, staged_output, suite_prompts
 from .readout import prompt_reading, read_rows
 
 SUITE = "induction"
@@ -47,10 +47,11 @@ def type_counts(types: pd.DataFrame) -> pd.DataFrame:
                          "%": 100 * counts.to_numpy() / max(len(types), 1)})
 
 
-def run(cfg: HeadsConfig, out: str | Path, *, progress: bool = True) -> dict:
+def run(cfg: HeadsConfig, out: str | Path, *, progress: bool = True, overwrite: bool = False) -> dict:
     """Classify every head of ``cfg.model``; write heads.csv/.md (per head: features and type),
     types.csv/.md (heads per type), rows_heads.parquet and config.json. Returns {"table" (the type
     counts), "heads", "b_auto" (None), "paths"}."""
+    check_output(out, settings(cfg), overwrite=overwrite, what="attnlab heads")
     model, tokenizer = load(cfg.model, cfg.device, cfg.dtype)
     prompts = suite_prompts(model, tokenizer, SUITE, cfg.prompts, seed=cfg.seed, length=cfg.length)
     n_layers, n_heads = hooks.num_heads(model)

@@ -11,17 +11,17 @@ import contextlib
 import math
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
-from .. import hooks, tasks
+from .. import hooks, io, tasks
 from ..site import DEFAULT_BLOCK
 
 CALIBRATION_TOKENS = 1024  # seed 000 App. B: a held-out 1024-token generic-text input
+STAGING = ".staging-"  # a run's hidden staging folder in --out, named with its pid
 CALIBRATION_SEED = 20240601  # any fixed seed; the generic text's stream is separate from every suite's
 
 
@@ -66,6 +66,15 @@ class SuiteRun(CheckpointRun):
             raise RunError(f"--b-auto must be finite, got {self.b_auto!r}")
 
 
+def settings(run: CheckpointRun) -> dict:
+    """The run's settings as ``io.check_output`` compares them with a folder's config.json: b_auto = None
+    asks for the calibration, whose (deterministic) result config.json then holds, so it is left out."""
+    given = asdict(run)
+    if given.get("b_auto") is None:
+        given.pop("b_auto", None)
+    return given
+
+
 @contextlib.contextmanager
 def staged_output(out: str | os.PathLike) -> Iterator[Path]:
     """Yield a staging folder; on success its files replace those of the same name in ``out``."""
@@ -74,7 +83,8 @@ def staged_output(out: str | os.PathLike) -> Iterator[Path]:
         raise RunError(f"--out {out} is a file; pass a folder")
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=out))
+    io.remove_stale(out, STAGING)
+    staging = io.temp_dir(out, STAGING)
     try:
         yield staging
     except BaseException:

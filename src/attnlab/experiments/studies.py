@@ -170,6 +170,13 @@ def run(cfg: StudyConfig, folder: str | Path, progress: bool = False) -> Section
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise StudyError(f"--out {folder} is a file; pass a folder")
+    if cfg.model is not None:
+        from ..hooks.load import LoadError, check_model
+
+        try:
+            check_model(cfg.model)
+        except LoadError as exc:  # before _claim: a corrected command must not meet this one's config
+            raise StudyError(str(exc)) from None
     _claim(cfg, folder)
     STUDIES[cfg.study].functions()[0](cfg, folder, progress)
     return summarize(folder)

@@ -452,10 +452,10 @@ def summarize(folder: Path) -> Section:
                                   "rows left of a dashed p line are predicted safe at that p. Rows at p* = 0 and "
                                   "p* = inf, off a log axis, are counted in the panel title."),
                  Figure("matched", f"Matched diagnostic: per ReLU cell, accuracy % under substitution (Wilson "
-                                   f"interval) against the measured-safe % of the answering rows over all heads (circle) and "
-                                   f"over the ablation's top-{k} heads (cross, joined by a line); one colour per p, two "
-                                   "cells (b = 0, auto) each. The dashed line is softmax. The claim predicts points "
-                                   "near 0% safe at the bottom."),
+                                   f"interval) against the measured-safe % of the answering rows over all heads "
+                                   f"(circle) and over the ablation's top-{k} heads (cross, joined by a line); one "
+                                   "colour per p, two cells (b = 0, auto) each. The dashed line is softmax. The "
+                                   "claim predicts points near 0% safe at the bottom."),
                  Figure("substitution", "Accuracy % of every recipe with Wilson 95% intervals; the dashed line is "
                                         "softmax.")),
         notes=tuple(notes), warnings=warnings)

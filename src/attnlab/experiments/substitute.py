@@ -19,8 +19,8 @@ from tqdm.auto import tqdm
 
 from .. import hooks, rowmaps, tasks
 from ..diagnostics.stats import wilson
-from ..io import write_json, write_parquet, write_table
-from .hf_runs import RunError, SuiteRun, load, recipe_b_auto, staged_output, suite_prompts
+from ..io import check_output, write_json, write_parquet, write_table
+from .hf_runs import RunError, SuiteRun, load, recipe_b_auto, settings, staged_output, suite_prompts
 
 BASELINE = "softmax"
 
@@ -92,9 +92,10 @@ def accuracy_table(records: pd.DataFrame, order: Sequence[str], resolved: dict[s
     return pd.DataFrame(lines)
 
 
-def run(cfg: SubstituteConfig, out: str | Path, *, progress: bool = True) -> dict:
+def run(cfg: SubstituteConfig, out: str | Path, *, progress: bool = True, overwrite: bool = False) -> dict:
     """Score softmax and every recipe on the suite; write substitute.csv/.md (the table),
     answers.parquet (one row per recipe and prompt) and config.json (with b_auto)."""
+    check_output(out, settings(cfg), overwrite=overwrite, what="attnlab substitute")
     model, tokenizer = load(cfg.model, cfg.device, cfg.dtype)
     prompts = suite_prompts(model, tokenizer, cfg.suite, cfg.prompts, seed=cfg.seed, pad=cfg.pad,
                             length=cfg.length)

@@ -22,8 +22,8 @@ import pandas as pd
 from .. import hooks, tasks
 from ..diagnostics import RowOptions
 from ..diagnostics.stats import check_cor49, exponent, tie_mask
-from ..io import write_json, write_table
-from .hf_runs import (CheckpointRun, RunError, check_count, context_length, load, staged_output,
+from ..io import check_output, write_json, write_table
+from .hf_runs import (CheckpointRun, RunError, check_count, context_length, load, settings, staged_output,
                       suite_prompts)
 from .readout import Reading, read_rows
 
@@ -114,9 +114,10 @@ def exponents(rows: pd.DataFrame, n_boot: int, seed: int) -> tuple[pd.DataFrame,
     return table, check_cor49(fits["Lambda"], fits["alpha"], fits["Delta"])
 
 
-def run(cfg: TemperatureConfig, out: str | Path, *, progress: bool = True) -> dict:
+def run(cfg: TemperatureConfig, out: str | Path, *, progress: bool = True, overwrite: bool = False) -> dict:
     """Read the rows and fit; write temperature.csv/.md (per n), exponents.csv/.md, rows_contact.parquet
     and config.json (with the Cor. 4.9 check). Returns {"table", "exponents", "cor49", "summary", ...}."""
+    check_output(out, settings(cfg), overwrite=overwrite, what="attnlab temperature")
     model, tokenizer = load(cfg.model, cfg.device, cfg.dtype)
     docs = documents(model, tokenizer, cfg)
     queries = tuple(sorted(n - 1 for n in cfg.n))

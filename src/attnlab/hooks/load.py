@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 from collections.abc import Iterator
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin")
@@ -98,22 +100,36 @@ def load_model(path: str | os.PathLike, *, device: str = "cpu", dtype: str = "fl
 
 
 def _load(folder: Path, device: str, torch_dtype: torch.dtype, trust_remote_code: bool, tokenizer: bool):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     try:
         model = AutoModelForCausalLM.from_pretrained(
             folder, dtype=torch_dtype, attn_implementation="eager", local_files_only=True,
             trust_remote_code=trust_remote_code)
-    except (OSError, ValueError, KeyError) as exc:
+    except (OSError, ValueError, KeyError, SafetensorError, pickle.UnpicklingError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise LoadError(f"could not load a causal LM from {folder}: {first}") from exc
+        if isinstance(exc, pickle.UnpicklingError):
+            first = "its weights hold Python objects beyond tensors, which are never unpickled"
+        raise LoadError(f"could not load a causal LM from {folder}: {first}") from None
     model.to(device).eval()
-    tok = None
-    if tokenizer:
-        try:
-            tok = AutoTokenizer.from_pretrained(folder, local_files_only=True,
-                                                trust_remote_code=trust_remote_code)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise LoadError(f"{folder} has no usable tokenizer ({type(exc).__name__}); save one there with "
-                            "tokenizer.save_pretrained") from exc
-    return model, tok
+    return model, load_tokenizer(folder, trust_remote_code) if tokenizer else None
+
+
+def load_tokenizer(folder: Path, trust_remote_code: bool = False):
+    """The tokenizer saved in a checkpoint folder, or a one-line LoadError."""
+    from transformers import AutoTokenizer
+
+    try:
+        with quiet_transformers():
+            return AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise LoadError(f"{folder} has no usable tokenizer ({type(exc).__name__}); save one there with "
+                        "tokenizer.save_pretrained") from None
+
+
+def check_model(spec: str | os.PathLike) -> Path:
+    """What ``--model`` names, checked without loading the weights: the folder and its tokenizer (a GGUF
+    is converted, once). A study calls it before it writes anything."""
+    folder = resolve_checkpoint(spec)
+    load_tokenizer(folder)
+    return folder

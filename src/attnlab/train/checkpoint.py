@@ -34,11 +34,12 @@ import safetensors.torch
 import torch
 from safetensors import SafetensorError
 
-from ..io import fsync_dir, write_text
+from ..io import fsync_dir, remove_stale, write_text
 
 FORMAT = "attnlab-checkpoint/1"
 CHECKPOINTS = "checkpoints"
 LATEST = "latest"
+TMP = ".tmp-"  # a save in progress: .step-NNNNNNNN.tmp-<pid>-XXXXXXXX
 MODEL_FILE = "model.safetensors"
 OPTIMIZER_FILE = "optimizer.safetensors"
 STATE_FILE = "state.json"
@@ -65,6 +66,12 @@ class Checkpoint:
 
 def step_dir_name(step: int) -> str:
     return f"step-{step:08d}"
+
+
+def remove_stale_saves(run_dir: str | os.PathLike) -> list[Path]:
+    """The half-written saves of a process killed while saving (never a checkpoint: ``latest`` points
+    only at complete ones)."""
+    return remove_stale(Path(run_dir) / CHECKPOINTS, TMP, f".step-*{TMP}*")
 
 
 # ---------------------------------------------------------------------------------------------- saving
@@ -96,7 +103,7 @@ def save_checkpoint(run_dir: str | os.PathLike, step: int, *, model_state: Mappi
     root = Path(run_dir) / CHECKPOINTS
     root.mkdir(parents=True, exist_ok=True)
     final = root / step_dir_name(step)
-    tmp = root / f".{final.name}.tmp-{secrets.token_hex(4)}"
+    tmp = root / f".{final.name}{TMP}{os.getpid()}-{secrets.token_hex(4)}"  # the pid: io.remove_stale
     tmp.mkdir()
     try:
         for name, data in blobs.items():

@@ -12,6 +12,7 @@ import contextlib
 import json
 import math
 import os
+import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,8 @@ from .release import Release
 
 # Fields that change nothing a step computes, so a resumed run may differ in them.
 RESUMABLE_CHANGES = {"train.checkpoint_every", "train.keep", "train.tensorboard", "train.probes"}
+# What a run writes into its folder: a fresh run refuses a folder holding any of them.
+RUN_FILES = ("config.json", "metrics.jsonl", "train.csv", "eval.csv", "summary.json", ckpt.CHECKPOINTS, "tensorboard")
 
 
 def vector_loss(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -142,10 +145,26 @@ class Metrics:
 
 
 def read_metrics(out: Path) -> list[dict[str, Any]]:
+    """metrics.jsonl's records. A last line without its newline is a record torn by a kill mid-write: it
+    is dropped, as the resumed run logs that step again. Any other unreadable line is an error."""
     path = Path(out) / "metrics.jsonl"
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    text = path.read_text(encoding="utf-8", errors="replace")
+    records = []
+    lines = text.split("\n")[:-1]  # what follows the last newline is "" or the torn record
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+            raise RunError(f"{path}, line {number}: not a metrics record; remove the line or start the run anew "
+                           "(--overwrite)")
+        records.append(record)
+    return records
 
 
 def _truncate_metrics(out: Path, step: int) -> None:
@@ -200,8 +219,8 @@ class Trainer:
     (a task's accuracy, a study's own probe).
     """
 
-    def __init__(self, cfg: RunConfig, out: str | Path, *, resume: bool = False, progress: bool = True,
-                 world: World | None = None, stream: Batches | None = None,
+    def __init__(self, cfg: RunConfig, out: str | Path, *, resume: bool = False, overwrite: bool = False,
+                 progress: bool = True, world: World | None = None, stream: Batches | None = None,
                  eval_hooks: Sequence[EvalHook] = ()) -> None:
         self.world = world or init_world()
         self.out = Path(out)
@@ -230,17 +249,39 @@ class Trainer:
         self.optimizer = make_optimizer(self.model, t.lr, t.weight_decay, t.betas)
         self.release = Release(cfg.intervention, t.steps)
         self.step = 0
-        self._start(resume)
+        self._start(resume, overwrite)
         self.net: nn.Module = self.model
         if self.world.size > 1:
             self.net = nn.parallel.DistributedDataParallel(
                 self.model, device_ids=[self.world.device.index] if self.world.device.type == "cuda" else None)
 
-    def _start(self, resume: bool) -> None:
+    def _prepare(self, resume: bool, overwrite: bool) -> None:
+        """Refuse a run that would mix with or replace files it did not write; with ``overwrite``, clear an
+        earlier run's files first (only those: other files in the folder stay)."""
+        if resume and overwrite:
+            raise RunError("--resume continues the run in --out and --overwrite discards it: pass one of them")
+        ckpt.remove_stale_saves(self.out)
+        present = [name for name in RUN_FILES if (self.out / name).exists()]
+        if resume or not present:
+            return
+        if not overwrite:
+            found = ckpt.latest_checkpoint(self.out)
+            held = f"a run (checkpoint {found.name})" if found is not None else ", ".join(present)
+            raise RunError(f"{self.out} already holds {held}; pass --resume to continue it, --overwrite to start "
+                           "clean, or choose another --out")
+        for name in present:
+            path = self.out / name
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+
+    def _start(self, resume: bool, overwrite: bool) -> None:
+        if self.world.main:
+            self._prepare(resume, overwrite)
+        if self.world.size > 1:
+            dist.barrier()
         found = ckpt.latest_checkpoint(self.out)
-        if found is not None and not resume:
-            raise RunError(f"{self.out} already holds a run (checkpoint {found.name}); pass --resume to continue "
-                           "it or choose another --out")
         if found is not None:
             state = ckpt.load_checkpoint(found)
             _check_resumable(state.meta["config"], self.cfg.to_dict())
@@ -378,7 +419,9 @@ class Trainer:
         return summary
 
 
-def train(cfg: RunConfig, out: str | Path, *, resume: bool = False, progress: bool = True) -> dict[str, Any]:
+def train(cfg: RunConfig, out: str | Path, *, resume: bool = False, overwrite: bool = False,
+          progress: bool = True) -> dict[str, Any]:
     """Train ``cfg`` into ``out`` (checkpoints, metrics.jsonl, train.csv, eval.csv, config.json,
-    summary.json); with ``resume``, continue from ``out``'s last checkpoint."""
-    return Trainer(cfg, out, resume=resume, progress=progress).run()
+    summary.json); with ``resume``, continue from ``out``'s last checkpoint; with ``overwrite``, discard an
+    earlier run's files there first."""
+    return Trainer(cfg, out, resume=resume, overwrite=overwrite, progress=progress).run()
