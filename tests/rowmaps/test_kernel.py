@@ -1,9 +1,12 @@
 """The compiled kernel carries CPU rows of alpha-entmax and ReLU^p, matches the float64 references on long,
-flat and tied rows at any thread count, is built once into its cache, and is turned off cleanly."""
+flat and tied rows at any thread count, is built once into a cache only its user can write, refuses a
+cache another user could have written, and is turned off cleanly."""
 
 from __future__ import annotations
 
 import importlib
+import os
+import shutil
 
 import numpy as np
 import pytest
@@ -30,6 +33,20 @@ def fresh(monkeypatch, tmp_path):
     monkeypatch.setenv("ATTNLAB_CACHE", str(tmp_path))
     kernel._load.cache_clear()
     yield tmp_path
+    kernel._load.cache_clear()
+
+
+@pytest.fixture
+def seeded(built, monkeypatch, tmp_path):
+    """Like ``fresh``, but the cache folder (mode 0700) already holds copies of the libraries built in the
+    real cache, this machine's among them, so a test of the cache checks does not compile again."""
+    folder = tmp_path / "kernels"
+    folder.mkdir(mode=0o700)
+    for lib in kernel._cache_dir().glob("attnlab-*.so"):
+        shutil.copy2(lib, folder / lib.name)
+    monkeypatch.setenv("ATTNLAB_CACHE", str(tmp_path))
+    kernel._load.cache_clear()
+    yield folder
     kernel._load.cache_clear()
 
 
@@ -118,3 +135,46 @@ def test_without_the_kernel_entmax_falls_back_with_a_reason(fresh, monkeypatch, 
         monkeypatch.setenv(key, value)
     assert kernel.get() is None and why in kernel.status()
     assert_close_np(entmax(z, 1.5), ref_entmax(z, None, 1.5), 1e-5, msg="fallback:")
+
+
+def test_cache_folder_is_private(fresh, built):
+    assert (fresh / "kernels").stat().st_mode & 0o777 == 0o700
+
+
+def test_our_loose_cache_folder_is_narrowed_to_0700(seeded):
+    seeded.chmod(0o777)
+    assert kernel.get() is not None
+    assert seeded.stat().st_mode & 0o777 == 0o700
+
+
+def _owned_by_another_user(monkeypatch, suffix):
+    """os.stat reports uid euid + 1 for paths ending in ``suffix``: tests run as root, whose chown of a
+    file to another user would not stop root from writing it anyway."""
+    real_stat = os.stat
+
+    def stat(path, *args, **kwargs):
+        st = real_stat(path, *args, **kwargs)
+        if not str(path).endswith(suffix):
+            return st
+        fields = list(st[:10])
+        fields[4] = os.geteuid() + 1
+        return os.stat_result(fields)
+
+    monkeypatch.setattr(os, "stat", stat)
+
+
+@pytest.mark.parametrize("suffix,what", [("kernels", "cache folder"), (".so", "cached library")])
+def test_cache_owned_by_another_user_is_refused(seeded, monkeypatch, suffix, what):
+    _owned_by_another_user(monkeypatch, suffix)
+    assert kernel.get() is None
+    assert f"refused: the {what} {seeded}" in kernel.status()
+    assert f"is owned by uid {os.geteuid() + 1}, not by this user" in kernel.status()
+    z = _rows(300, 1.0, torch.float32, seed=9)
+    assert_close_np(entmax(z, 1.5), ref_entmax(z, None, 1.5), 1e-5, msg="fallback:")
+
+
+def test_cached_library_writable_by_others_is_refused(seeded):
+    for lib in seeded.glob("attnlab-*.so"):
+        lib.chmod(0o777)
+    assert kernel.get() is None
+    assert "is writable by group or others (mode 777)" in kernel.status()

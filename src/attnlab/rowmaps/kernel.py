@@ -18,6 +18,12 @@ It lives in ``$ATTNLAB_CACHE`` or ``$XDG_CACHE_HOME/attnlab`` (default ``~/.cach
 ``kernels/``, written under a temporary name and renamed, so concurrent processes (torchrun) never load
 half a file. ``ATTNLAB_KERNEL=0`` turns the kernel off; ``status()`` says whether it loaded, and why not.
 
+Loading a library runs its code in this process, so the cache must be writable by this user alone: the
+``kernels/`` folder is made with mode 0700 (one of ours with group or other bits is set back to 0700), and
+a folder or cached library owned by another user, or a library writable by group or others, is refused:
+the kernel is then off and ``status()`` names the file and what is wrong with it. The folders above
+``kernels/`` are the user's own choice (``$ATTNLAB_CACHE``) and are not checked.
+
 The kernel runs OpenMP loops; it links the same ``libgomp.so.1`` that PyTorch's CPU wheel loads, so both
 share one thread pool, and it uses ``torch.get_num_threads()`` threads.
 """
@@ -161,15 +167,43 @@ def _cpu_flags() -> str:
         return platform.processor()
 
 
+class UnsafeCache(RuntimeError):
+    """A cache folder or cached library that another user could have written."""
+
+
+def _foreign(path: Path, st: os.stat_result, what: str) -> str | None:
+    """Why ``path`` may hold another user's code, or None when only this user can write it."""
+    if st.st_uid != os.geteuid():
+        return f"the {what} {path} is owned by uid {st.st_uid}, not by this user (uid {os.geteuid()})"
+    if st.st_mode & 0o022:
+        return f"the {what} {path} is writable by group or others (mode {st.st_mode & 0o777:o})"
+    return None
+
+
+def _private_folder(folder: Path) -> Path:
+    """``folder``, made with mode 0700 if missing and set to 0700 if it is ours with wider bits; raises
+    UnsafeCache for a folder of another user or one whose mode cannot be narrowed."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = os.stat(folder)
+    if st.st_uid == os.geteuid() and st.st_mode & 0o077:
+        os.chmod(folder, 0o700)
+        st = os.stat(folder)
+    if why := _foreign(folder, st, "cache folder"):
+        raise UnsafeCache(why)
+    return folder
+
+
 def _build(compiler: str) -> Path:
+    folder = _private_folder(_cache_dir())
     version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
     texts = [source.read_text() for source in SOURCES]
     key = hashlib.sha256("\0".join([*texts, version, " ".join(FLAGS), _cpu_flags(),
                                     platform.machine()]).encode()).hexdigest()[:16]
-    target = _cache_dir() / f"attnlab-{key}.so"
+    target = folder / f"attnlab-{key}.so"
     if target.is_file():
+        if why := _foreign(target, os.stat(target), "cached library"):
+            raise UnsafeCache(why)
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".attnlab-", suffix=".so")
     os.close(fd)
     try:
@@ -191,8 +225,12 @@ def _load() -> tuple[Kernel | None, str]:
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         return None, "no C compiler found (set CC, or install gcc)"
+    if not hasattr(os, "geteuid"):
+        return None, "this platform has no user ids to check the cache's owner against"
     try:
         return Kernel(ctypes.CDLL(str(_build(compiler)))), f"built with {compiler}"
+    except UnsafeCache as e:
+        return None, f"refused: {e}; remove it or set ATTNLAB_CACHE to a folder only you can write"
     except (OSError, RuntimeError, subprocess.SubprocessError) as e:
         return None, f"could not build or load it: {e}"
 
