@@ -1,7 +1,8 @@
-"""RowStatsWriter writes exactly row_stats' records with their locations, samples queries, keeps metadata, and never leaves a half-written table."""
+"""RowStatsWriter writes exactly row_stats' records with their locations, samples queries, keeps metadata, never leaves a half-written table, and refuses rows once closed or aborted."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -98,6 +99,25 @@ def test_flags_are_declared_once_and_given_on_every_add(tmp_path):
     assert "answer_key" in read_rows(tmp_path / "e.parquet")[0].columns
     with pytest.raises(ValueError, match="shadow"):
         RowStatsWriter(tmp_path / "g.parquet", flags=("s_p2",))
+
+
+def test_a_finished_writer_refuses_more_rows(tmp_path):
+    path = tmp_path / "rows.parquet"
+    scores, causal = _blocks()
+    w = RowStatsWriter(path)
+    w.add(scores, causal, layer=0)
+    assert w.close() == path and w.close() == path
+    with pytest.raises(ValueError, match=re.escape(f"cannot add rows: the RowStatsWriter for {path} is already closed")):
+        w.add(scores, causal, layer=1)
+    w.abort()
+    assert len(read_rows(path)[0]) == scores.shape[:3].numel()
+    dropped = RowStatsWriter(tmp_path / "dropped.parquet")
+    dropped.abort()
+    with pytest.raises(ValueError, match="is already aborted"):
+        dropped.add(scores, causal, layer=0)
+    with pytest.raises(ValueError, match="cannot close: .* already aborted"):
+        dropped.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.parquet"]
 
 
 MEMORY_SCRIPT = textwrap.dedent("""

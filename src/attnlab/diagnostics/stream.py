@@ -91,6 +91,7 @@ class RowStatsWriter:
         self._pending: list[pd.DataFrame] = []
         self._pending_rows = 0
         self._untrimmed = 0
+        self._ended: str | None = None  # "closed" or "aborted" once the file is finished or dropped
         self.rows_written = 0
         self.status_counts: dict[str, int] = {}
 
@@ -107,6 +108,7 @@ class RowStatsWriter:
         block's value of each boolean column declared when the writer was made (e.g. which rows were read
         against an answer key). Returns the number of rows written.
         """
+        self._refuse_if_ended("add rows")
         flags = flags or {}
         if set(flags) != set(self.flags):
             raise ValueError(f"add needs exactly the flags {list(self.flags)}, got {sorted(flags)}")
@@ -147,6 +149,11 @@ class RowStatsWriter:
             self._untrimmed = 0
         return rows.shape[0]
 
+    def _refuse_if_ended(self, action: str) -> None:
+        if self._ended is not None:
+            raise ValueError(f"cannot {action}: the RowStatsWriter for {self.path} is already {self._ended}; "
+                             f"rows can be added only before close() or abort()")
+
     def _buffer(self, frame: pd.DataFrame) -> None:
         self._pending.append(frame)
         self._pending_rows += len(frame)
@@ -168,7 +175,11 @@ class RowStatsWriter:
             self.status_counts[k] = self.status_counts.get(k, 0) + int(v)
 
     def close(self) -> Path:
-        """Finish the file and move it into place; with no rows added, an empty table is written."""
+        """Finish the file and move it into place; with no rows added, an empty table is written. Closing
+        again returns the path; closing after ``abort`` raises ValueError."""
+        if self._ended == "closed":
+            return self.path
+        self._refuse_if_ended("close")
         self._flush()
         if self._writer is None:
             empty = _no_rows(self.options)
@@ -178,10 +189,15 @@ class RowStatsWriter:
             self._flush()
         self._writer.close()
         os.replace(self._tmp, self.path)
+        self._ended = "closed"
         return self.path
 
     def abort(self) -> None:
-        """Drop the partial file; an existing table at ``path`` is left as it was."""
+        """Drop the partial file; an existing table at ``path`` is left as it was, as is the table of a
+        writer already closed."""
+        if self._ended is not None:
+            return
+        self._ended = "aborted"
         self._pending, self._pending_rows = [], 0
         if self._writer is not None:
             self._writer.close()
