@@ -80,3 +80,19 @@ def test_check_output_refuses_other_settings_and_foreign_files(tmp_path):
         check_output(run, {"a": 1}, overwrite=False, what="x")
     with pytest.raises(OutputError, match="is a file"):
         check_output(run / "table.csv", {}, overwrite=True, what="x")
+
+
+def test_a_failed_write_names_the_users_path_not_the_temporary(tmp_path):
+    import errno
+
+    import pytest
+
+    from attnlab.io import atomic_write
+
+    def full(tmp):
+        raise OSError(errno.ENOSPC, "No space left on device", tmp)
+
+    with pytest.raises(OSError) as caught:
+        atomic_write(tmp_path / "table.csv", full)
+    assert caught.value.filename == str(tmp_path / "table.csv") and caught.value.errno == errno.ENOSPC
+    assert list(tmp_path.iterdir()) == []

@@ -21,6 +21,14 @@ class UserError(Exception):
     """An error the user can fix; printed without a traceback."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors on one line like every other error of the command (the usage it would
+    print first is one --help away)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 MODEL_HELP = "a fetched model's name (attnlab fetch --list), a .gguf file, or a folder written by save_pretrained"
 
 
@@ -59,9 +67,15 @@ def _maps(args: argparse.Namespace) -> int:
 
 
 def _check_writable(out: Path) -> None:
+    """Fail early on a folder that cannot be written, without creating it: a run refused later (a bad
+    --model, say) must not leave an empty folder behind."""
+    probe = out.absolute()
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise UserError(f"cannot write to output folder {str(out)!r}: {str(probe)!r} is not a folder")
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=out):
+        with tempfile.TemporaryFile(dir=probe):
             pass
     except OSError as exc:
         raise UserError(f"cannot write to output folder {str(out)!r}: {exc.strerror or exc}") from None
@@ -483,7 +497,7 @@ def _study_names() -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = _Parser(
         prog="attnlab",
         description="How concentrated is attention, and what happens when the row map that turns "
                     "scores into weights is changed.",

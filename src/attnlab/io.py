@@ -31,9 +31,12 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
         finally:
             os.close(fd)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.filename == tmp:
+            # the user knows the path they asked for, not the hidden temporary file beside it
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
         raise
     fsync_dir(path.parent)
     return path

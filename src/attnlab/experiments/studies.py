@@ -160,7 +160,15 @@ def section(name: str, folder: Path, **fields: Any) -> Section:
 def summarize(folder: Path) -> Section:
     """The folder's section, recomputed from its files (written to ``section.json``)."""
     folder = Path(folder)
-    section = STUDIES[read_config(folder)["study"]].functions()[1](folder)
+    name = read_config(folder)["study"]
+    try:
+        section = STUDIES[name].functions()[1](folder)
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+        # A file of the folder is missing, torn or edited: say which folder and how to rebuild it, in one line.
+        detail = (str(exc).strip().splitlines() or [""])[0][:300]
+        raise StudyError(f"{folder}: cannot rebuild the {name} section from its files ({type(exc).__name__}: "
+                         f"{detail}); remove the damaged file and rerun "
+                         f"{load_config(folder).command(folder)}") from None
     io.write_json(folder / SECTION, section.to_dict())
     return section
 

@@ -146,12 +146,18 @@ def scored_accuracy(logits_or_predictions: torch.Tensor, targets: torch.Tensor) 
     return ((predictions == targets) & scored).sum(-1) / scored.sum(-1).clamp(min=1)
 
 
+SHOW_MAX = 4096  # positions one printed example may have
+
+
 def show(name: str, length: int | None = None, seed: int = 0, **params) -> str:
     """One example of task ``name`` as text: its header, then input tokens over their targets (``·`` where
     unscored), wrapped; vectors are listed position by position. ``length`` defaults to a short row."""
     task = get_task(name, **params)
     if length is None:
         length = max(task.min_length, 8 if task.kind == "vector" else 24)
+    if isinstance(length, int) and length > SHOW_MAX:
+        raise TaskError(f"length {length} is too long to print; allowed: up to {SHOW_MAX} (generate longer "
+                        "sequences with the task's generate())")
     batch = task.generate(1, length, seed)
     head = [f"{name} ({task.source}): {task.kind}, length {length}, seed {seed}, vocab {task.vocab_size}",
             f"layout: {task.layout}", f"sizes: {task.sizes(length)}, params: {task.params()}"]

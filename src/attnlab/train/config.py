@@ -21,6 +21,7 @@ from ..model.config import ConfigError, ModelConfig
 
 PRECISIONS = ("fp32", "bf16")
 RELEASES = ("rule", "fixed", "never")
+SEED_MAX = 2**63 - 1
 TOKENIZER_HELP = "'bytes' or the path of a local Hugging Face tokenizer folder"
 
 
@@ -28,9 +29,9 @@ def _fail(section: str, name: str, value: Any, allowed: str) -> None:
     raise ConfigError(f"{section}.{name} must be {allowed}, got {value!r}")
 
 
-def _check_int(section: str, name: str, value: Any, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        _fail(section, name, value, f"an int >= {low}")
+def _check_int(section: str, name: str, value: Any, low: int, high: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        _fail(section, name, value, f"an int >= {low}" if high is None else f"an int in [{low}, {high}]")
 
 
 def _check_number(section: str, name: str, value: Any, low: float, high: float = math.inf, *,
@@ -106,7 +107,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         for name, low in (("steps", 1), ("batch", 1), ("accum", 1), ("warmup", 0), ("seed", 0),
                           ("eval_every", 1), ("eval_batches", 1), ("checkpoint_every", 0), ("keep", 1)):
-            _check_int("train", name, getattr(self, name), low)
+            # torch and numpy seed from a 64-bit integer: a larger seed would overflow deep inside them
+            _check_int("train", name, getattr(self, name), low, SEED_MAX if name == "seed" else None)
         if self.batch % self.accum:
             raise ConfigError(f"train.batch ({self.batch}) must be a multiple of train.accum ({self.accum})")
         _check_number("train", "lr", self.lr, 0.0, low_open=True)
@@ -240,7 +242,10 @@ def read_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such config file")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a text file (a config file is UTF-8 YAML or TOML)") from None
     try:
         if path.suffix in (".yaml", ".yml"):
             values = yaml.safe_load(text) or {}
