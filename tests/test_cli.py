@@ -230,3 +230,10 @@ def test_tasks_lists_every_task_and_shows_one(capsys):
     assert "<sep>" in capsys.readouterr().out
     assert main(["tasks", "nope"]) == 1
     assert "unknown task 'nope'; known tasks: 2back" in capsys.readouterr().err
+
+
+def test_a_warmup_longer_than_the_run_is_said_not_silent(tmp_path, capsys):
+    tiny = Path(__file__).resolve().parents[1] / "examples" / "tiny.yaml"
+    assert main(["train", str(tiny), "--set", "train.steps=2", "--set", "data.max_tokens=4000", "--out",
+                 str(tmp_path / "run"), "--no-progress"]) == 0
+    assert "note: train.warmup (24) exceeds train.steps (2)" in capsys.readouterr().err

@@ -474,6 +474,9 @@ def _train(args: argparse.Namespace) -> int:
         out = args.out or Path("runs/train") / (Path(args.config).stem if args.config else "run")
         if args.resume and not out.is_dir():
             raise UserError(f"--resume: {out} does not exist; drop --resume to start a new run there")
+        if cfg.train.warmup > cfg.train.steps:  # legitimate in a shortened smoke run, but never silently
+            print(f"note: train.warmup ({cfg.train.warmup}) exceeds train.steps ({cfg.train.steps}): the learning "
+                  f"rate stays below train.lr ({cfg.train.lr:g}) for the whole run", file=sys.stderr)
         trainer = Trainer(cfg, out, resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress)
         if trainer.world.main:
             state = f"resuming at step {trainer.step}" if trainer.step else "starting"
