@@ -13,17 +13,18 @@ import importlib.util
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import torch
 
+from .. import io
 from . import fetch
 from .load import LoadError, quiet_transformers
 
 EXTRA = "pip install 'attnlab[gguf]'"
 SOURCE = "attnlab_source.json"
 MAGIC = b"GGUF"
+STAGE = ".convert-"  # a conversion in progress, beside its cache folder, named with its pid
 
 
 def gguf_files(folder: Path) -> list[Path]:
@@ -57,7 +58,8 @@ def converted(path: str | os.PathLike, *, log=None) -> Path:
     if log is not None:
         log(f"converting {path.name} to a float32 checkpoint in {out} (once per file)")
     out.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=".convert-", dir=out.parent))
+    io.remove_stale(out.parent, STAGE)
+    stage = io.temp_dir(out.parent, STAGE)
     try:
         _convert(path, stage)
         (stage / SOURCE).write_text(json.dumps({"gguf": str(path.resolve()), "sha256": digest}, indent=1))

@@ -9,7 +9,7 @@ Layout under a run directory::
                                                      states, and a manifest (bytes and sha256 of each file)
     checkpoints/latest                               the name of the newest complete step directory
 
-A save writes a hidden sibling (``.step-00000123.tmp-XXXXXXXX``), flushes it to disk and renames it into
+A save writes a hidden sibling (``.step-00000123.tmp-<pid>-XXXXXXXX``), flushes it to disk and renames it into
 place before ``latest`` moves, so a crash or an error at any point leaves the previous checkpoint and
 ``latest`` as they were. A load checks every file against the manifest before it parses anything.
 """
