@@ -43,3 +43,22 @@ def build(name: str, seed: int = 0, dtype: torch.dtype = torch.float32):
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, attn_implementation="eager", dtype=dtype)
     return model.eval()
+
+
+def logits(model, ids, attention_mask=None):
+    with torch.no_grad():
+        return model(input_ids=ids, attention_mask=attention_mask).logits
+
+
+def assert_observed_bit_identical(model, ids, attention_mask, block: int) -> torch.Tensor:
+    """The forward under an observer at every site (queries in blocks of ``block``) equals the eager one bit
+    for bit, and the observer saw every layer; returns the eager logits."""
+    from attnlab import hooks
+
+    ref = logits(model, ids, attention_mask)
+    layers = set()
+    with hooks.observed(model, lambda scores: layers.add(scores.layer), block=block):
+        out = logits(model, ids, attention_mask)
+    assert torch.equal(out, ref), f"max abs diff {(out - ref).abs().max().item()}"
+    assert layers == set(range(model.config.num_hidden_layers))
+    return ref

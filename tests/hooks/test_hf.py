@@ -8,7 +8,8 @@ from torch import nn
 
 from attnlab import hooks
 
-from .models import VOCAB, build, configs
+from .models import VOCAB, assert_observed_bit_identical, build, configs
+from .models import logits as _logits
 
 ARCHS = sorted(configs())
 
@@ -21,21 +22,11 @@ def _ids(batch: int = 2, tokens: int = 150, seed: int = 0):
     return ids, attention_mask
 
 
-def _logits(model, ids, attention_mask=None):
-    with torch.no_grad():
-        return model(input_ids=ids, attention_mask=attention_mask).logits
-
-
 @pytest.mark.parametrize("arch", ARCHS)
 def test_observed_forward_is_bit_identical_to_eager(arch):
     model = build(arch)
     ids, am = _ids()
-    ref = _logits(model, ids, am)
-    seen = set()
-    with hooks.observed(model, lambda block: seen.add(block.layer), block=64):  # 150 queries -> 3 blocks
-        out = _logits(model, ids, am)
-    assert torch.equal(out, ref), f"{arch}: max abs diff {(out - ref).abs().max().item()}"
-    assert seen == set(range(model.config.num_hidden_layers))
+    ref = assert_observed_bit_identical(model, ids, am, block=64)  # 150 queries -> 3 blocks
     assert torch.equal(_logits(model, ids, am), ref)
 
 

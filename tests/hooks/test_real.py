@@ -12,6 +12,9 @@ import torch
 from attnlab import hooks, tasks
 from attnlab.experiments import audit
 
+from .models import assert_observed_bit_identical
+from .models import logits as _logits
+
 pytestmark = pytest.mark.real
 
 MODELS = ["smollm2", "gemma3"]
@@ -23,11 +26,6 @@ def _text_ids(tok, tokens: int) -> torch.Tensor:
     return torch.tensor([ids])
 
 
-def _logits(model, ids, attention_mask=None):
-    with torch.no_grad():
-        return model(input_ids=ids, attention_mask=attention_mask).logits
-
-
 @pytest.mark.parametrize("name", MODELS)
 def test_observed_blocks_and_padding_bit_identical(real_models, name):
     model, tok = real_models(name)
@@ -35,12 +33,7 @@ def test_observed_blocks_and_padding_bit_identical(real_models, name):
     batch = torch.cat([ids, torch.roll(ids, 5, dims=1)])
     am = torch.ones_like(batch)
     am[1, :9] = 0  # left padding
-    ref = _logits(model, batch, am)
-    layers = set()
-    with hooks.observed(model, lambda block: layers.add(block.layer), block=32):  # 96 queries -> 3 blocks
-        out = _logits(model, batch, am)
-    assert torch.equal(out, ref), f"max abs diff {(out - ref).abs().max().item()}"
-    assert layers == set(range(model.config.num_hidden_layers))
+    ref = assert_observed_bit_identical(model, batch, am, block=32)  # 96 queries -> 3 blocks
     with hooks.substituted(model, "softmax", heads=[]):
         assert torch.equal(_logits(model, batch, am), ref)
 
