@@ -12,6 +12,7 @@ Conventions (DESIGN.md, "Numbers and names"):
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 
 import torch
@@ -34,6 +35,8 @@ def check_rows(scores: torch.Tensor, mask: torch.Tensor | None, dim: int) -> int
         )
     if scores.dim() == 0:
         raise ValueError("scores must have at least one dimension (the key axis)")
+    if isinstance(dim, bool) or not isinstance(dim, numbers.Integral):
+        raise TypeError(f"dim must be an int (the key axis), got {type(dim).__name__}")
     if not -scores.dim() <= dim < scores.dim():
         raise ValueError(f"dim={dim} is out of range for scores with {scores.dim()} dimensions")
     if mask is not None:
