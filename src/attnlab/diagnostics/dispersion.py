@@ -26,7 +26,8 @@ def weights(zm: torch.Tensor, rowmap: RowMap, beta: float) -> torch.Tensor:
             f"dispersion needs a normalized row map (weights on the simplex); {rowmap.name!r} is not"
         )
     if rowmap.name == "softmax":
-        return torch.softmax(zm * beta, -1)
+        # softmax(beta (z - max z)): scaling first rounds beta z to its ulp (float64 at 1e15: 0.125)
+        return torch.softmax((zm - zm.amax(-1, keepdim=True)).mul_(beta), -1)
     return rowmap(zm * beta)
 
 
