@@ -297,15 +297,16 @@ static void gap_row(const double *z, int64_t n, int64_t count, double m, double 
     out[OUT_LAMR * stride] = res < 0 ? NAN : log((double)n_max) > res ? INFINITY : lam_r;
 }
 
-/* Partition sum, entropy, support and the weights at four keys of softmax(beta z) for one row. */
+/* Partition sum, entropy, support and the weights at four keys of softmax(beta z) for one row. The max is
+   subtracted before beta scales: beta z - beta m rounds beta z to ulp(beta m), which at |m| ~ 1e15 moves the
+   weights in their third digit. */
 static void softmax_row(const double *z, int64_t n, double m, double beta, int64_t first, int64_t second,
                         int64_t t, int64_t sink, double *out, int64_t stride) {
-    const double mx = beta * m;
     double total = 0.0, spread = 0.0, support = 0.0, tiny = 0.0; /* counts in double: see COUNT */
     #pragma omp simd reduction(+ : total, spread, support, tiny)
     for (int64_t i = 0; i < n; i++) {
-        const double e = exp_nonpos(beta * z[i] - mx);
         const double d = z[i] - m;
+        const double e = exp_nonpos(beta * d);
         total += e;
         spread += e * (d > -INFINITY ? d : 0.0);
         support += COUNT(e > 0.0);
@@ -313,16 +314,16 @@ static void softmax_row(const double *z, int64_t n, double m, double beta, int64
     }
     if (tiny > 0) { /* a subnormal weight e / Z may round to 0: count w > 0 as the weights themselves would */
         support = 0.0;
-        for (int64_t i = 0; i < n; i++) support += COUNT(exp_nonpos(beta * z[i] - mx) / total > 0.0);
+        for (int64_t i = 0; i < n; i++) support += COUNT(exp_nonpos(beta * (z[i] - m)) / total > 0.0);
     }
     const double w_max = 1.0 / total;
-    const double w_2nd = first == second ? 0.0 : exp_nonpos(beta * z[second] - mx) / total;
+    const double w_2nd = first == second ? 0.0 : exp_nonpos(beta * (z[second] - m)) / total;
     out[B_ENTROPY * stride] = fmax(log(total) - beta * spread / total, 0.0);
     out[B_SUPPORT * stride] = support;
     out[B_MAXW * stride] = w_max;
     out[B_TOP2 * stride] = w_max - w_2nd;
-    out[B_TARGET * stride] = exp_nonpos(beta * z[t] - mx) / total;
-    out[B_SINK * stride] = sink < 0 ? NAN : exp_nonpos(beta * z[sink] - mx) / total;
+    out[B_TARGET * stride] = exp_nonpos(beta * (z[t] - m)) / total;
+    out[B_SINK * stride] = sink < 0 ? NAN : exp_nonpos(beta * (z[sink] - m)) / total;
 }
 
 static void one_row(const double *z, int64_t n, int64_t row, const Options *o, Scratch *s, double *out,
