@@ -7,16 +7,15 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from attnlab.diagnostics import row_stats
 from attnlab.diagnostics.concentration import STATUS
 from attnlab.diagnostics.rows import SPECIAL
 from attnlab.rowmaps import kernel
+from hostile import DTYPES, fast, row, slow
 
-DTYPES = (torch.float32, torch.float64, torch.bfloat16)
-INF, NAN = math.inf, math.nan
 # softmax's weights from the statistics against their float64 value, relative: each is exp(beta (z_i -
 # max z)) over a sum of at most 8 such terms, with beta (z_i - max z) >= -746 rounded once (error <= 746
 # ulps of 1 in the exponent); below 1e-290 subnormal weights lose relative precision.
@@ -24,36 +23,6 @@ WEIGHT_RTOL, WEIGHT_FLOOR = 1e-12, 1e-290
 
 
 # --- hostile rows ----------------------------------------------------------------------------------
-
-def _offset(dtype):
-    """A huge offset of either sign: |offset| = m 10^e (m in [1, 10), e in 0..29, so up to 1e30) for
-    float64, in [1e4, 3e5] for float32 and bfloat16, where 1e30 + v would round to a constant row."""
-    if dtype == torch.float64:
-        magnitude = st.tuples(st.floats(1, 9.99), st.integers(0, 29)).map(lambda t: t[0] * 10.0**t[1])
-    else:
-        magnitude = st.floats(1e4, 3e5)
-    return st.tuples(magnitude, st.sampled_from([1.0, -1.0])).map(lambda t: t[0] * t[1])
-
-
-_SPECIAL = st.sampled_from([INF, -INF, NAN])
-_SMALL = st.one_of(st.floats(-10, 10), st.sampled_from([0.0, 1.0, -1.0, 0.5]))
-
-
-@st.composite
-def _row(draw, dtype, n):
-    kind = draw(st.sampled_from(["mixed", "offset", "offset", "constant", "specials"]))
-    if kind == "mixed":
-        return draw(st.lists(st.one_of(_SMALL, _SPECIAL), min_size=n, max_size=n))
-    if kind == "constant":
-        return [draw(st.one_of(_offset(dtype), _SMALL, _SPECIAL))] * n
-    offset = draw(_offset(dtype))
-    spread = draw(st.sampled_from([1.0, 0.25, 1e-3 * abs(offset), 0.0]))
-    row = [offset + spread * v for v in draw(st.lists(st.floats(-8, 8), min_size=n, max_size=n))]
-    if kind == "specials":
-        for i in draw(st.lists(st.integers(0, n - 1), max_size=n)):
-            row[i] = draw(_SPECIAL)
-    return row
-
 
 @st.composite
 def hostile_blocks(draw):
@@ -65,7 +34,7 @@ def hostile_blocks(draw):
     lead = tuple(draw(st.lists(st.integers(0, 3), max_size=3)))
     n = draw(st.integers(1, 8))
     rows = math.prod(lead)
-    values = [draw(_row(dtype, n)) for _ in range(rows)]
+    values = [draw(row(dtype, n)) for _ in range(rows)]
     z = torch.tensor(values, dtype=torch.float64).reshape(*lead, n).to(dtype)
     kind = draw(st.sampled_from(["none", "broadcast", "rows", "rows"]))
     if kind == "none":
@@ -156,14 +125,7 @@ def _targets(draw, z, mask):
     return torch.tensor(picks, dtype=torch.int64).reshape(z.shape[:-1])
 
 
-FAST = settings(max_examples=200, deadline=None, derandomize=True, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                       HealthCheck.function_scoped_fixture])
-# Random rather than derandomized: each run of `pytest -m slow` tries new rows; a failure prints the
-# seed that replays it.
-SLOW = settings(max_examples=3000, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                       HealthCheck.function_scoped_fixture])
+FAST, SLOW = fast(200), slow(3000)
 
 
 def _run(path, data, options, with_target):
@@ -248,7 +210,7 @@ def bad_calls(draw):
     return z, mask, torch.zeros(lead, dtype=torch.int64), ValueError, r"a target index points at a masked key"
 
 
-@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@fast(60)
 @given(call=bad_calls())
 def test_bad_types_raise_type_or_value_errors_naming_the_fault(call):
     scores, mask, target, error, message = call
@@ -257,7 +219,7 @@ def test_bad_types_raise_type_or_value_errors_naming_the_fault(call):
 
 
 @pytest.mark.slow
-@settings(max_examples=1000, deadline=None, database=None)
+@slow(1000)
 @given(call=bad_calls())
 def test_bad_types_raise_type_or_value_errors_naming_the_fault_long(call):
     scores, mask, target, error, message = call

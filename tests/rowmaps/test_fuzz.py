@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from attnlab import rowmaps
 from attnlab.rowmaps import FAMILIES
+from hostile import DTYPES, fast, row, slow
 from rowmap_refs import SUM_TOL, np64
 
-DTYPES = (torch.float32, torch.float64, torch.bfloat16)
-INF, NAN = math.inf, math.nan
 
 
 def _resolved(name, **opts):
@@ -42,36 +39,6 @@ UNNORMALIZED_RTOL = {torch.float64: 1e-12, torch.float32: 1e-5, torch.bfloat16: 
 
 # --- hostile rows ----------------------------------------------------------------------------------
 
-def _offset(dtype):
-    """A huge offset of either sign: |offset| = m 10^e (m in [1, 10), e in 0..29, so up to 1e30) for
-    float64, in [1e4, 3e5] for float32 and bfloat16, where 1e30 + v would round to a constant row."""
-    if dtype == torch.float64:
-        magnitude = st.tuples(st.floats(1, 9.99), st.integers(0, 29)).map(lambda t: t[0] * 10.0**t[1])
-    else:
-        magnitude = st.floats(1e4, 3e5)
-    return st.tuples(magnitude, st.sampled_from([1.0, -1.0])).map(lambda t: t[0] * t[1])
-
-
-_SPECIAL = st.sampled_from([INF, -INF, NAN])
-_SMALL = st.one_of(st.floats(-10, 10), st.sampled_from([0.0, 1.0, -1.0, 3.55, -3.55]))
-
-
-@st.composite
-def _row(draw, dtype, n):
-    kind = draw(st.sampled_from(["mixed", "offset", "offset", "constant", "specials"]))
-    if kind == "mixed":
-        return draw(st.lists(st.one_of(_SMALL, _SPECIAL), min_size=n, max_size=n))
-    if kind == "constant":
-        return [draw(st.one_of(_offset(dtype), _SMALL, _SPECIAL))] * n
-    offset = draw(_offset(dtype))
-    spread = draw(st.sampled_from([1.0, 0.25, 1e-3 * abs(offset), 0.0]))
-    row = [offset + spread * v for v in draw(st.lists(st.floats(-8, 8), min_size=n, max_size=n))]
-    if kind == "specials":
-        for i in draw(st.lists(st.integers(0, n - 1), max_size=n)):
-            row[i] = draw(_SPECIAL)
-    return row
-
-
 @st.composite
 def hostile_rows(draw):
     """(scores, mask or None): 0..4 rows of 1..8 keys in float32, float64 or bfloat16; each row mixed
@@ -80,7 +47,7 @@ def hostile_rows(draw):
     row made common."""
     dtype = draw(st.sampled_from(DTYPES))
     rows, n = draw(st.integers(0, 4)), draw(st.integers(1, 8))
-    values = [draw(_row(dtype, n)) for _ in range(rows)]
+    values = [draw(row(dtype, n)) for _ in range(rows)]
     z = torch.tensor(values, dtype=torch.float64).reshape(rows, n).to(dtype)
     kind = draw(st.sampled_from(["none", "broadcast", "rows", "rows"]))
     if kind == "none":
@@ -160,14 +127,7 @@ def check_rules(rm, z, mask, out):
     assert ok.all(), f"row sums {sums[~ok]}, expected {expected[~ok]}"
 
 
-FAST = settings(max_examples=40, deadline=None, derandomize=True, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                       HealthCheck.function_scoped_fixture])
-# Random rather than derandomized: each run of `pytest -m slow` tries new rows; a failure prints the
-# seed that replays it.
-SLOW = settings(max_examples=1000, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                       HealthCheck.function_scoped_fixture])
+FAST, SLOW = fast(40), slow(1000)
 
 
 @pytest.mark.usefixtures("kernel_path")
@@ -241,7 +201,7 @@ def bad_calls(draw):
 
 
 @pytest.mark.parametrize("rm", MAPS, ids=IDS)
-@settings(max_examples=20, deadline=None, derandomize=True, database=None)
+@fast(20)
 @given(call=bad_calls())
 def test_bad_types_raise_type_or_value_errors_naming_the_fault(rm, call):
     scores, mask, dim, error, message = call
@@ -251,7 +211,7 @@ def test_bad_types_raise_type_or_value_errors_naming_the_fault(rm, call):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("rm", MAPS, ids=IDS)
-@settings(max_examples=300, deadline=None, database=None)
+@slow(300)
 @given(call=bad_calls())
 def test_bad_types_raise_type_or_value_errors_naming_the_fault_long(rm, call):
     scores, mask, dim, error, message = call
