@@ -61,6 +61,7 @@ CASES = {
     "report no study": (["report", "{w}/mine"], "holds no study folder"),
     "unknown command": (["poems"], "invalid choice"),
     "maps takes no argument": (["maps", "--all"], "unrecognized arguments: --all"),
+    "papers takes no argument": (["papers", "Smith 2020"], "unrecognized arguments: Smith 2020"),
     "demo into a file": (["demo", "--out", "{w}/scores.npy"], "cannot write to output folder"),
     "fetch unknown model": (["fetch", "llama-9000"], "llama-9000"),
     "heads zero prompts": (["heads", "--model", "{w}/model", "--prompts", "0", "--out", "{w}/h"], "--prompts"),

@@ -63,6 +63,15 @@ def _maps(args: argparse.Namespace) -> int:
     return 0
 
 
+def _papers(args: argparse.Namespace) -> int:
+    from .papers import PAPERS
+
+    rows = [(p.key, p.title, p.authors or "anonymous submission", str(p.year or "-"),
+             f"arXiv:{p.arxiv}" if p.arxiv else "-") for p in PAPERS.values()]
+    print(_aligned(("cited as", "title", "authors", "year", "id"), rows, wrap=(None, 48, 30, None, None)))
+    return 0
+
+
 # --------------------------------------------------------------------------------------------- demo
 
 
@@ -338,7 +347,7 @@ def _heads(args: argparse.Namespace) -> int:
         return heads.run(cfg, args.out, overwrite=args.overwrite)
 
     return _hf_run(args, make_run, f"head types of {args.model} over {args.prompts} induction prompts at "
-                                   f"L = {args.length} (seed 000 App. H); per head in heads.csv")
+                                   f"L = {args.length} (Polynomial Concentration App. H); per head in heads.csv")
 
 
 def _temperature(args: argparse.Namespace) -> int:
@@ -351,7 +360,7 @@ def _temperature(args: argparse.Namespace) -> int:
         return temperature.run(cfg, args.out, overwrite=args.overwrite)
 
     return _hf_run(args, make_run, f"contact triples of {args.model} at n = {' '.join(map(str, args.n))} "
-                                   f"({args.docs} documents, {args.suite}; seed 003 §4.5): bucket means of log X "
+                                   f"({args.docs} documents, {args.suite}; Hayase & Karakida 2026 §4.5): bucket means of log X "
                                    "over non-tied rows")
 
 
@@ -513,6 +522,10 @@ def build_parser() -> argparse.ArgumentParser:
                        description="List every registered row-map family with an example name, its "
                                    "formula, parameters, source seed and options.")
     p.set_defaults(func=_maps)
+    p = sub.add_parser("papers", help="the papers attnlab cites, with titles, authors and arXiv ids",
+                       description="List the bibliography (attnlab.papers): the key each docstring, table and "
+                                   "report cites a paper by, its title, authors, year and arXiv id.")
+    p.set_defaults(func=_papers)
     p = sub.add_parser("demo", help="run every study at the smoke budget and write one HTML report",
                        description="Run every study (attnlab study NAME) at --budget smoke on this machine, "
                                    "each into DIR/<study>/, and write the report DIR/index.html. Rerunning "
@@ -572,33 +585,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("names", nargs="*", metavar="NAME", help="models to fetch (attnlab fetch --list names them)")
     p.add_argument("--list", action="store_true", help="list the known models and whether each is present")
     p.set_defaults(func=_fetch)
-    p = sub.add_parser("audit", help="prevalence of the polynomial-unsafe regime in a checkpoint (seed 000)",
+    p = sub.add_parser("audit", help="prevalence of the polynomial-unsafe regime in a checkpoint (Polynomial Concentration)",
                        description="One forward per prompt with an observer at every attention site: per-row "
                                    "S_p, margins, status and gap counting streamed to Parquet, and the "
-                                   "prevalence table of seed 000 Table 1/10/11 per bias b.")
+                                   "prevalence table of Polynomial Concentration Table 1/10/11 per bias b.")
     _hf_options(p)
     p.add_argument("--p", type=_finite, nargs="+", default=[2, 4, 8, 16], metavar="P", help="degrees of S_p")
     p.add_argument("--b", nargs="+", default=["0", "auto"], metavar="B",
-                   help="biases: numbers or 'auto' (the 5%%-mass calibration, seed 000 App. B/J)")
+                   help="biases: numbers or 'auto' (the 5%%-mass calibration, Polynomial Concentration App. B/J)")
     p.add_argument("--every", type=int, default=16, metavar="K",
                    help="audit every K-th query position and the last one (default 16; 1 = every row)")
     p.add_argument("--target", choices=["argmax", "answer"], default="argmax",
                    help="the key S_p is measured for: each row's argmax (default), or the planted answer "
-                        "key, reading only the rows that have one (seed 000 App. S)")
+                        "key, reading only the rows that have one (Polynomial Concentration App. S)")
     p.add_argument("--out", type=Path, default=Path("runs/audit"), metavar="DIR", help="output folder")
     p.set_defaults(func=_audit)
-    p = sub.add_parser("substitute", help="zero-shot substitution sweep: accuracy per recipe (seed 000)",
+    p = sub.add_parser("substitute", help="zero-shot substitution sweep: accuracy per recipe (Polynomial Concentration)",
                        description="Replace softmax on every head by each recipe in turn and score the suite "
-                                   "by exact match of the greedy continuation (seed 000 Table 3).")
+                                   "by exact match of the greedy continuation (Polynomial Concentration Table 3).")
     _hf_options(p)
     p.add_argument("--recipes", nargs="+", required=True, metavar="NAME",
                    help="row-map names, e.g. relu_p4_bauto relu_p8_bauto sigmoid_b0 wortsman_p2_L")
     p.add_argument("--out", type=Path, default=Path("runs/substitute"), metavar="DIR", help="output folder")
     p.set_defaults(func=_substitute)
-    p = sub.add_parser("ablate", help="group head ablation: top/bottom/random-K heads by S_p (seed 000)",
+    p = sub.add_parser("ablate", help="group head ablation: top/bottom/random-K heads by S_p (Polynomial Concentration)",
                        description="Rank heads by their median S_p in one diagnostic pass, polynomialize the "
                                    "top-K, bottom-K and random-K heads with a recipe, and score the suite "
-                                   "(seed 000 §5.4); decisive = top-K strictly worse than every random draw.")
+                                   "(Polynomial Concentration §5.4); decisive = top-K strictly worse than every random draw.")
     _hf_options(p)
     p.add_argument("--rank-by", choices=["s_p", "entropy"], default="s_p",
                    help="per-head median that orders the heads (default s_p, at --p and --b)")
@@ -613,7 +626,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--every", type=int, default=16, metavar="K", help="ranking reads every K-th query and the last")
     p.add_argument("--out", type=Path, default=Path("runs/ablate"), metavar="DIR", help="output folder")
     p.set_defaults(func=_ablate)
-    p = sub.add_parser("heads", help="sink / induction / local / diffuse type of every head (seed 000 App. H)",
+    p = sub.add_parser("heads", help="sink / induction / local / diffuse type of every head (Polynomial Concentration App. H)",
                        description="One forward per induction prompt; per head the mean weight at the planted "
                                    "B, row entropy, query-to-argmax distance and sink weight, and its type.")
     _hf_options(p, suite=False)
@@ -622,10 +635,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--every", type=int, default=16, metavar="K", help="read every K-th query and the last")
     p.add_argument("--out", type=Path, default=Path("runs/heads"), metavar="DIR", help="output folder")
     p.set_defaults(func=_heads)
-    p = sub.add_parser("temperature", help="contact triples per context length and xi_hat_Lambda (seed 003)",
+    p = sub.add_parser("temperature", help="contact triples per context length and xi_hat_Lambda (Hayase & Karakida 2026)",
                        description="One forward per document; per layer, head and n the row of the query that "
                                    "sees n keys, its contact triple (Lambda_n, alpha_n, Delta_n), and the "
-                                   "exponents xi_hat with bootstrap half-IQRs over (layer, head) (seed 003 §4.5).")
+                                   "exponents xi_hat with bootstrap half-IQRs over (layer, head) (Hayase & Karakida 2026 §4.5).")
     _hf_options(p, suite=False)
     p.add_argument("--n", type=int, nargs="+", default=[128, 256, 512, 1024], metavar="N",
                    help="context lengths of the grid (default 128 256 512 1024)")
@@ -683,7 +696,7 @@ def build_parser() -> argparse.ArgumentParser:
             raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
         return value
 
-    p = sub.add_parser("lengthgen", help="length generalization per attention variant (seed 001 Table 1)",
+    p = sub.add_parser("lengthgen", help="length generalization per attention variant (Vasylenko et al. 2025 Table 1)",
                        description="Train one decoder per variant on a synthetic task at --train-len, score exact "
                                    "match at each multiple of it, and record attention entropy and support per "
                                    "layer; finished cells are reused on a rerun, which may change only the "
@@ -697,7 +710,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="positions: none, learned, rope, alibi, nape (default nape)")
     p.add_argument("--train-len", type=count, default=64, help="training length in tokens (default 64)")
     p.add_argument("--min-train-len", type=count, default=None, metavar="N",
-                   help="train on lengths drawn per step from N..--train-len (seed 001: 32-64); scores stay "
+                   help="train on lengths drawn per step from N..--train-len (Vasylenko et al. 2025: 32-64); scores stay "
                         "multiples of --train-len")
     p.add_argument("--eval-mult", type=count, nargs="+", default=None, metavar="M",
                    help="evaluation lengths as multiples of --train-len (default: smoke 1 2 4 8 16, "

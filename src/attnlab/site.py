@@ -2,7 +2,7 @@
 
 Every model attnlab touches (a Hugging Face checkpoint through ``attnlab.hooks``, or attnlab's own
 decoder) attends through :func:`attend`, so an observer that reads score rows and a per-head row-map
-substitution work the same everywhere (DESIGN.md, "One picture"). Queries are processed in blocks, so
+substitution work the same everywhere. Queries are processed in blocks, so
 memory is O(block x keys) beyond the inputs, whatever the context length.
 
 With no substitution and no length multiplier, the arithmetic is exactly that of transformers' eager
@@ -32,7 +32,7 @@ class ScoreBlock:
     """What an observer sees: the pre-map scores of a block of queries of one layer.
 
     ``scores`` (batch, heads, queries, keys) are post-softcap, with the additive mask added, before any
-    length multiplier or row map: the row z of seed 000 App. B. ``allowed`` (bool, broadcastable to
+    length multiplier or row map: the row z of Polynomial Concentration App. B. ``allowed`` (bool, broadcastable to
     ``scores``) marks the keys each query may attend. ``query_start`` is the index of the block's first
     query among the call's ``n_queries``; with a key cache, query i sits at key position
     ``n_keys - n_queries + i``.
@@ -76,7 +76,7 @@ WeightObserver = Callable[[WeightBlock], None]
 @dataclass(frozen=True)
 class LengthScale:
     """The inference-time multiplier m(n; xi) = max(1, log n / log n_train)^xi on the logits, with n the
-    number of keys the query may attend (seed 003 App. A.2). Observers still read the unscaled row."""
+    number of keys the query may attend (Hayase & Karakida 2026 App. A.2). Observers still read the unscaled row."""
 
     xi: float
     n_train: int

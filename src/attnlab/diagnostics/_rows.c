@@ -11,7 +11,7 @@
  *   3. per inverse temperature beta, softmax's partition sum Z, sum e_j (z_j - z_max) (the entropy without
  *      an elementwise log) and the support, with a vectorizable exp (exp_nonpos) since glibc's exp is
  *      not vectorized without -ffast-math;
- *   4. gap counting (seed 003 §4.2): the gaps go into bins, the bins that cannot hold Lambda_n or the
+ *   4. gap counting (Hayase & Karakida 2026 §4.2): the gaps go into bins, the bins that cannot hold Lambda_n or the
  *      contact point are pruned by the bounds of gaps._binned_candidates, and only the rest are sorted.
  * Results go to a column-major table, one column per statistic (OUT_* below, then S_p per degree, then
  * six columns per beta).
@@ -138,7 +138,7 @@ typedef struct {
     double *sums;    /* one per degree */
 } Scratch;
 
-/* r = clamp(u, 0, tau) (seed 000 §3), branch-free for vectorized loops. */
+/* r = clamp(u, 0, tau) (Polynomial Concentration §3), branch-free for vectorized loops. */
 static inline double capped_relu(double u, double tau) {
     const double r = u > 0.0 ? u : 0.0;
     return r < tau ? r : tau;

@@ -1,6 +1,6 @@
 """Polynomial concentration of a score row: status, margins, S_p and the worst-case degree p*.
 
-Seed 000 (When Does Polynomial Attention Concentrate?), §3 and §4, App. B, P, S, T. For a target key *
+Polynomial Concentration (When Does Polynomial Attention Concentrate?), §3 and §4, App. B, P, S, T. For a target key *
 (the row argmax, or a given answer key, App. S), bias b and optional cap tau:
 
     r_j = clamp(z_j + b, 0, tau),   u_* = z_* + b,   Delta = z_* - max_{j != *} z_j,   rho = Delta / u_*,
@@ -23,7 +23,7 @@ P_STAR_RHO_MAX = 0.99  # App. P: the clip of rho that caps log(1 / (1 - rho))
 
 def margins(zm: torch.Tensor, target: torch.Tensor, b: float,
             rest_max: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
-    """Delta, u_* and rho of seed 000 §3, and whether the target is score-maximal (Delta >= 0).
+    """Delta, u_* and rho of Polynomial Concentration §3, and whether the target is score-maximal (Delta >= 0).
 
     ``zm`` holds -inf at masked keys; ``rest_max``, the largest score other than the target's, is
     computed when not given. Delta is +inf on a single-key row (no distractor); rho is NaN where
@@ -44,7 +44,7 @@ STATUS = ("active", "dead", "saturated")
 
 def status(u_star: torch.Tensor, tau: float | None) -> torch.Tensor:
     """Index into STATUS: "dead" where r_* = 0 (u_* <= 0), "saturated" where u_* >= tau, else "active"
-    (seed 000 §3)."""
+    (Polynomial Concentration §3)."""
     code = torch.where(u_star <= 0, 1, 0)
     if tau is not None:
         code = torch.where((u_star >= tau) & (u_star > 0), 2, code)
@@ -56,7 +56,7 @@ def ratios(zm: torch.Tensor, target: torch.Tensor, b: float,
     """(r_j / r_*) over the distractors (0 at the target and at masked keys, where ``zm`` is -inf) and
     A_act = #{j != *: r_j > 0}.
 
-    Rows with r_* = 0 (dead) get NaN ratios: S_p is undefined there (seed 000 §3).
+    Rows with r_* = 0 (dead) get NaN ratios: S_p is undefined there (Polynomial Concentration §3).
     """
     r = (zm + b).clamp_(min=0.0, max=tau if tau is not None else math.inf)
     idx = target.unsqueeze(-1)
@@ -67,7 +67,7 @@ def ratios(zm: torch.Tensor, target: torch.Tensor, b: float,
 
 
 def s_p(ratio: torch.Tensor, degrees: Sequence[float]) -> dict[float, torch.Tensor]:
-    """S_p = sum_j (r_j / r_*)^p for each degree p (seed 000 eq. 3, App. B), NaN on dead rows.
+    """S_p = sum_j (r_j / r_*)^p for each degree p (Polynomial Concentration eq. 3, App. B), NaN on dead rows.
 
     Integer degrees below 2^21 are built by repeated squaring (2, 4, 8, 16 cost one multiplication each,
     and an exact boundary such as a tied distractor gives S_p == 1 exactly); others go through pow, as in
@@ -92,7 +92,7 @@ def s_p(ratio: torch.Tensor, degrees: Sequence[float]) -> dict[float, torch.Tens
 
 
 def p_star(a_act: torch.Tensor, rho: torch.Tensor, target_is_max: torch.Tensor) -> torch.Tensor:
-    """p*_exact = log A / log(1 / (1 - rho)), rho clipped to [0, 0.99] (seed 000 Cor. 4.3, App. P).
+    """p*_exact = log A / log(1 / (1 - rho)), rho clipped to [0, 0.99] (Polynomial Concentration Cor. 4.3, App. P).
 
     p >= p* guarantees A (1 - rho)^p <= 1, hence S_p <= 1. Edge cases, following the bound rather than
     0/0: A = 0 or A = 1 with rho >= 0 gives p* = 0 (no distractor can outweigh the target); rho = 0 with
@@ -108,7 +108,7 @@ def p_star(a_act: torch.Tensor, rho: torch.Tensor, target_is_max: torch.Tensor) 
 
 
 def s_sigmoid(zm: torch.Tensor, target: torch.Tensor, b: float) -> torch.Tensor:
-    """S_sigma = sum_{j != *} sigma(z_j + b) / sigma(z_* + b) with no clamp (seed 000 App. T).
+    """S_sigma = sum_{j != *} sigma(z_j + b) / sigma(z_* + b) with no clamp (Polynomial Concentration App. T).
 
     Ratios are taken in log space so that neither sigma underflows for scores far below -b; masked keys
     (-inf) give exp(-inf) = 0.

@@ -1,7 +1,7 @@
 """Dispersion of a row map's weights and the mass it puts on a sink key.
 
-Seed 001 §3.2 and seed 003 Def. 4.1 (entropy, support, the top-two gap as collapse observables); seed 004
-§3 and seed 000 App. H (sink mass: the weight on the first allowed key, BOS under a causal mask). Rows are
+Vasylenko et al. 2025 §3.2 and Hayase & Karakida 2026 Def. 4.1 (entropy, support, the top-two gap as collapse observables); Attention Sinks Essential
+§3 and Polynomial Concentration App. H (sink mass: the weight on the first allowed key, BOS under a causal mask). Rows are
 float64 zm (R, n) with -inf at masked keys; the map is any normalized registered row map at inverse
 temperature beta.
 """
@@ -32,14 +32,14 @@ def weights(zm: torch.Tensor, rowmap: RowMap, beta: float) -> torch.Tensor:
 
 
 def normalized_entropy(entropy: torch.Tensor, n_keys: torch.Tensor) -> torch.Tensor:
-    """Entropy / log L, L the allowed keys of the row; NaN where L = 1 (seed 001 §3.2)."""
+    """Entropy / log L, L the allowed keys of the row; NaN where L = 1 (Vasylenko et al. 2025 §3.2)."""
     return entropy / torch.where(n_keys > 1, n_keys.to(entropy.dtype).log(), math.nan)
 
 
 def dispersion(w: torch.Tensor, zm: torch.Tensor, first: torch.Tensor, second: torch.Tensor,
                n_keys: torch.Tensor, beta: float, softmax: bool) -> dict[str, torch.Tensor]:
     """Shannon entropy, entropy / log L (L = allowed keys; NaN when L = 1), support (weights > 0),
-    max weight and top-two weight gap of each row (seed 001 §3.2, seed 003 Def. 4.1).
+    max weight and top-two weight gap of each row (Vasylenko et al. 2025 §3.2, Hayase & Karakida 2026 Def. 4.1).
 
     ``first`` and ``second`` index the largest and second-largest score (equal on a single-key row):
     every registered map is nondecreasing in each score, so the two largest weights sit there. For
@@ -78,6 +78,6 @@ def sink_index(zm: torch.Tensor, n_keys: torch.Tensor, sink: int, full: bool) ->
 
 
 def key_mass(w: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """w[row, index[row]], NaN where index is -1 (seed 004: sink mass; seed 000 App. H: induction mass)."""
+    """w[row, index[row]], NaN where index is -1 (Attention Sinks Essential: sink mass; Polynomial Concentration App. H: induction mass)."""
     safe = index.clamp(min=0).unsqueeze(-1)
     return torch.where(index >= 0, w.gather(-1, safe).squeeze(-1), math.nan)

@@ -1,6 +1,6 @@
 """Gap counting of a score row: N_n(t), the upper-tail accumulation scale Lambda_n and its contact point.
 
-Seed 003 (A Unified Framework for Critical Scaling of Inverse Temperature in Self-Attention), §4.2 and
+Hayase & Karakida 2026 (A Unified Framework for Critical Scaling of Inverse Temperature in Self-Attention), §4.2 and
 App. C-D. With gaps g_j = z* - z_j over the n allowed keys (z* the row maximum):
 
     N_n(t) = #{j : g_j <= t}                                    (Def. 4.3; the maximum itself counts)
@@ -36,7 +36,7 @@ def counts(gs: torch.Tensor) -> torch.Tensor:
 
 def resolution(n_keys: torch.Tensor, r: float | str) -> torch.Tensor:
     """The resolution r per row: a number, or "auto" for r = log(1 + log n), the envelope discretisation
-    error of seed 003 App. D (after Prop. D.6) above which Lambda_n^(r) tracks the rank boundary."""
+    error of Hayase & Karakida 2026 App. D (after Prop. D.6) above which Lambda_n^(r) tracks the rank boundary."""
     if r == "auto":
         return torch.log1p(n_keys.to(torch.float64).log())
     return torch.full(n_keys.shape, float(r), dtype=torch.float64)
@@ -45,7 +45,7 @@ def resolution(n_keys: torch.Tensor, r: float | str) -> torch.Tensor:
 def gap_stats(zm: torch.Tensor, n_keys: torch.Tensor, *, eps: float = 1e-6,
               r: float | str | None = None) -> dict[str, torch.Tensor]:
     """lambda_n, tie, contact_gap, contact_count, alpha_n, contact_entropy and, when ``r`` is given,
-    lambda_resolved per row (seed 003 §4.2, Lemma C.1, Cor. C.2, Def. D.3).
+    lambda_resolved per row (Hayase & Karakida 2026 §4.2, Lemma C.1, Cor. C.2, Def. D.3).
 
     Rows with fewer than 2 allowed keys lie outside the seed's n >= 2 (§2.1): NaN, and ``tie`` False.
     On tied rows Lambda_n = inf and the contact point is NaN; the seed leaves them out of aggregates.
@@ -150,7 +150,7 @@ def _from_sorted(gs: torch.Tensor, count: torch.Tensor, n_keys: torch.Tensor, ep
 
 
 def p_star_n(zm: torch.Tensor, betas: Sequence[float] | torch.Tensor) -> torch.Tensor:
-    """p*_n(beta) = 1 / Z_n(beta) for each row and beta (seed 003 App. D, D.1 boundary check); columns
+    """p*_n(beta) = 1 / Z_n(beta) for each row and beta (Hayase & Karakida 2026 App. D, D.1 boundary check); columns
     follow ``betas``, which may be per-row (R, m) for beta = gamma Lambda_n (inf gives 1 / n_max)."""
     g = zm.amax(-1, keepdim=True) - zm
     beta = torch.as_tensor(betas, dtype=zm.dtype)

@@ -1,4 +1,4 @@
-"""Per-head features and the sink / induction / local / diffuse head types (seed 000 App. H, seed 004)."""
+"""Per-head features and the sink / induction / local / diffuse head types (Polynomial Concentration App. H, Attention Sinks Essential)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ HEAD_KEYS = ("layer", "head")
 
 @dataclass(frozen=True)
 class HeadThresholds:
-    """Seed 000 App. H: sink if sink > 0.3; induction if induction > 0.5; local if locality < 8 and
+    """Polynomial Concentration App. H: sink if sink > 0.3; induction if induction > 0.5; local if locality < 8 and
     induction < 0.1; otherwise diffuse (checked in that order)."""
 
     sink: float = 0.3
@@ -23,7 +23,7 @@ class HeadThresholds:
 
 def head_features(rows: pd.DataFrame) -> pd.DataFrame:
     """Per (layer, head): induction = mean target mass, entropy = mean row entropy, locality = mean
-    distance from the query to its argmax key, sink = mean sink mass (seed 000 App. H).
+    distance from the query to its argmax key, sink = mean sink mass (Polynomial Concentration App. H).
 
     ``rows`` is a per-row table with columns layer, head, query, argmax, target_mass, entropy and
     sink_mass; rows whose status is "nan", "inf" or "empty" are left out (they carry no weights).
@@ -42,7 +42,7 @@ def head_features(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def classify(features: pd.DataFrame, thresholds: HeadThresholds = HeadThresholds()) -> pd.Series:
-    """The head type of each feature row: "sink", "induction", "local" or "diffuse" (seed 000 App. H)."""
+    """The head type of each feature row: "sink", "induction", "local" or "diffuse" (Polynomial Concentration App. H)."""
     t = thresholds
     kinds = np.select(
         [features["sink"] > t.sink,

@@ -4,7 +4,7 @@ Rows are the last axis of ``scores``; leading dims are flattened in C order. Row
 are labelled in ``status`` and get NaN statistics, never dropped and never mixed into aggregates:
 "empty" (no allowed key), "nan" (NaN at an allowed key), "inf" (+inf at an allowed key). A score of
 -inf counts as masked, as in ``attnlab.rowmaps``. The other rows are "active", "dead" or "saturated"
-(seed 000 §3).
+(Polynomial Concentration §3).
 """
 
 from __future__ import annotations
@@ -219,7 +219,7 @@ def _readable_stats(zm: torch.Tensor, target: torch.Tensor | None, opt: RowOptio
             del w
         for name, v in cols.items():
             out[name + suffix] = v
-        # p*_n(beta) is softmax's largest weight (seed 003 App. D): already at hand for softmax.
+        # p*_n(beta) is softmax's largest weight (Hayase & Karakida 2026 App. D): already at hand for softmax.
         out["p_star_n" + suffix] = (out["max_weight" + suffix] if opt.rowmap == "softmax"
                                     else p_star_n(zm, (beta,))[:, 0])
     out.update(basics["gaps"])
@@ -297,9 +297,9 @@ def row_stats(scores, mask=None, *, p: float | Sequence[float] = (2, 4, 8, 16), 
 
     scores: (..., n) floating tensor or array, keys last. mask: bool, True = key may be attended,
     broadcasting to scores. target: per-row answer key index (shape scores.shape[:-1] or broadcasting
-    to it); None = the row argmax (seed 000 §3, App. S). b, tau: bias and optional cap of
+    to it); None = the row argmax (Polynomial Concentration §3, App. S). b, tau: bias and optional cap of
     r = clamp(z + b, 0, tau). p: degrees of S_p. eps: tolerance of the measured-safe rule
-    ``safe_eps_p*`` (S_p < 1 + eps, seed 000 App. P) and of the contact gap (seed 003 §4.2).
+    ``safe_eps_p*`` (S_p < 1 + eps, Polynomial Concentration App. P) and of the contact gap (Hayase & Karakida 2026 §4.2).
     beta: inverse temperature(s) of ``rowmap`` for the dispersion columns, the sink and target mass
     and p*_n(beta); with several betas those columns get a ``_beta<b>`` suffix. sink: which allowed key
     is the sink (0 = the first allowed key; NaN where not yet visible). sigmoid: add S_sigma (App. T).

@@ -1,9 +1,9 @@
 """Honest statistics for per-row diagnostic tables: Wilson intervals, grouped fractions and medians,
 unit-level bootstrap CIs, logarithmic growth exponents and the Cor. 4.9 check.
 
-Sources: seed 000 (When Does Polynomial Attention Concentrate?) §3 (diagnostics restricted to
+Sources: Polynomial Concentration (When Does Polynomial Attention Concentrate?) §3 (diagnostics restricted to
 active-unsaturated rows), App. B "Statistical power" (Wilson 95% intervals) and App. R (prompt-level
-bootstrap: resample prompts with replacement, 1000 resamples, 2.5/97.5 percentiles); seed 003
+bootstrap: resample prompts with replacement, 1000 resamples, 2.5/97.5 percentiles); Hayase & Karakida 2026
 (critical attention scaling) §4.3 (growth exponents, Cor. 4.9), §4.5.1 and App. F, G.1 (bucket-mean
 OLS slope, tie exclusion, bootstrap half-IQR over a resampling unit).
 
@@ -18,14 +18,14 @@ from collections.abc import Callable, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-# The two-sided 95% normal quantile Phi^-1(0.975); seed 000 App. B quotes 95% Wilson intervals.
+# The two-sided 95% normal quantile Phi^-1(0.975); Polynomial Concentration App. B quotes 95% Wilson intervals.
 Z95 = 1.959963984540054
 
 # Statuses of rows that could not be read (``attnlab.diagnostics.rows.SPECIAL``), repeated here so this
 # module stays free of torch.
 UNREADABLE = ("empty", "nan", "inf")
 
-# Seed 003 §4.5.1: rows with log10 Lambda_n > 5 are exact-tie configurations, excluded everywhere.
+# Hayase & Karakida 2026 §4.5.1: rows with log10 Lambda_n > 5 are exact-tie configurations, excluded everywhere.
 TIE_LOG10_MAX = 5.0
 
 
@@ -48,7 +48,7 @@ def _require(df: pd.DataFrame, cols: Iterable[str]) -> None:
 
 
 def wilson(successes, n, z: float = Z95):
-    """Wilson score interval (lo, hi) for `successes` out of `n` trials (seed 000 App. B).
+    """Wilson score interval (lo, hi) for `successes` out of `n` trials (Polynomial Concentration App. B).
 
     lo, hi = (p + z^2/2n -/+ z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n), p = successes / n: the two
     roots of (p - pi)^2 = z^2 pi (1 - pi) / n. Preferred to Wald at the boundary (App. B): 200/200
@@ -75,13 +75,13 @@ def wilson(successes, n, z: float = Z95):
 
 
 def active_rows(df: pd.DataFrame) -> pd.Series:
-    """status == "active" (active-unsaturated): seed 000 §3 restricts S_p diagnostics to these rows."""
+    """status == "active" (active-unsaturated): Polynomial Concentration §3 restricts S_p diagnostics to these rows."""
     _require(df, ["status"])
     return df["status"] == "active"
 
 
 def tie_mask(lambda_n) -> np.ndarray:
-    """True on exact-tie rows, log10 Lambda_n > 5 (Lambda_n = +inf included): seed 003 §4.5.1
+    """True on exact-tie rows, log10 Lambda_n > 5 (Lambda_n = +inf included): Hayase & Karakida 2026 §4.5.1
     excludes them from every aggregate, of Lambda, alpha and Delta alike. NaN (unreadable) is False."""
     lam = _float_values(lambda_n, "lambda_n")
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -143,7 +143,7 @@ def aggregate(df: pd.DataFrame, by=("layer", "head"), *, fractions=(), medians=(
     of boolean columns and medians of float columns.
 
     Counted rows: status not in {"empty", "nan", "inf"} (unreadable rows never enter a statistic) and
-    `where` true. `where` defaults to ``active_rows`` (status == "active"), seed 000 §3's rule for S_p,
+    `where` true. `where` defaults to ``active_rows`` (status == "active"), Polynomial Concentration §3's rule for S_p,
     rho, A_act; pass None for every readable row, another callable df -> mask, or a boolean mask.
 
     Columns, after the `by` keys:
@@ -152,11 +152,11 @@ def aggregate(df: pd.DataFrame, by=("layer", "head"), *, fractions=(), medians=(
       n_unreadable  rows with status "empty", "nan" or "inf", excluded (n_nan included);
       n_used        counted rows;
       <c>, <c>_lo, <c>_hi, <c>_n   for each of `fractions`: the fraction of True among counted rows
-                    where <c> is not NA, its Wilson 95% interval (seed 000 App. B) and that denominator;
+                    where <c> is not NA, its Wilson 95% interval (Polynomial Concentration App. B) and that denominator;
       <c>_median, <c>_n_inf        for each of `medians`: the median over counted rows, NaN ignored,
                     and how many counted rows hold +inf. `drop_inf` (True = every median column, False
                     = none, or a list of them) says in which columns those +inf values are left out of
-                    the median: lambda_n is +inf on exact ties, which seed 003 §4.5.1 excludes.
+                    the median: lambda_n is +inf on exact ties, which Hayase & Karakida 2026 §4.5.1 excludes.
     A group with nothing counted gets NaN statistics; an empty table with `by` columns gives no groups.
     """
     by, fractions, medians = _names(by), _names(fractions), _names(medians)
@@ -213,8 +213,8 @@ def _unit_codes(df: pd.DataFrame, unit) -> tuple[np.ndarray, int]:
 
 
 def _draws(n_units: int, n_boot: int, seed) -> np.ndarray:
-    """(n_boot, n_units) unit indices: each resample draws n_units units with replacement (seed 000
-    App. R; seed 003 App. F). Both bootstrap paths use this, so equal seeds give equal resamples."""
+    """(n_boot, n_units) unit indices: each resample draws n_units units with replacement (Polynomial Concentration
+    App. R; Hayase & Karakida 2026 App. F). Both bootstrap paths use this, so equal seeds give equal resamples."""
     if not (isinstance(n_boot, (int, np.integer)) and n_boot >= 1):
         raise ValueError(f"n_boot must be an int >= 1, got {n_boot!r}")
     return np.random.default_rng(seed).integers(0, n_units, size=(n_boot, n_units))
@@ -228,7 +228,7 @@ def _draw_counts(draws: np.ndarray, n_units: int) -> np.ndarray:
 
 
 def _percentile_interval(samples: np.ndarray, level: float) -> tuple[float, float]:
-    """The (1 - level)/2 and (1 + level)/2 percentiles (2.5/97.5 at 95%, seed 000 App. R); resamples
+    """The (1 - level)/2 and (1 + level)/2 percentiles (2.5/97.5 at 95%, Polynomial Concentration App. R); resamples
     whose statistic is undefined (NaN) are left out."""
     if np.all(np.isnan(samples)):
         return np.nan, np.nan
@@ -243,7 +243,7 @@ def _check_level(level: float) -> None:
 
 def bootstrap_ci(df: pd.DataFrame, statistic: Callable[[pd.DataFrame], float], *, unit="prompt",
                  n_boot: int = 1000, level: float = 0.95, seed=0) -> tuple[float, float, float]:
-    """(point, lo, hi): statistic(df) and its percentile bootstrap interval over `unit` (seed 000 App. R).
+    """(point, lo, hi): statistic(df) and its percentile bootstrap interval over `unit` (Polynomial Concentration App. R).
 
     Rows are clustered by unit (prompt, layer, head, position) and not i.i.d., so each resample draws
     as many units as there are, with replacement, takes all rows of each drawn unit (a unit drawn
@@ -315,15 +315,15 @@ def _unit_labels(unit, n_rows: int) -> tuple[np.ndarray, int]:
 
 
 def exponent(n, x, *, exclude=None, buckets=None, unit=None, n_boot: int = 200, seed=0) -> dict:
-    """Logarithmic growth exponent xi of X_n ~ (log n)^xi from per-row values (seed 003 §4.5.1).
+    """Logarithmic growth exponent xi of X_n ~ (log n)^xi from per-row values (Hayase & Karakida 2026 §4.5.1).
 
     n: per-row context length (the key count of the row); x: per-row X in {Lambda_n, alpha_n,
-    Delta_n} (any positive statistic). The estimator is seed 003's bucket-mean slope: at each grid
+    Delta_n} (any positive statistic). The estimator is Hayase & Karakida 2026's bucket-mean slope: at each grid
     point n the bucket is every kept row with that n, its bucket mean is the arithmetic mean of the
     natural log of X over those rows, K(c, n)^-1 sum_i log X_n^(i) (a mean of logs, not a log of
     means), and xi_hat is the OLS slope of the bucket means on log log n across the grid.
 
-    Rows left out: `exclude` (a per-row boolean mask, NA = False) -- seed 003 excludes exact-tie rows
+    Rows left out: `exclude` (a per-row boolean mask, NA = False) -- Hayase & Karakida 2026 excludes exact-tie rows
     log10 Lambda_n > 5 from the aggregates of all three coordinates, so pass ``tie_mask(lambda_n)``
     (or the row table's ``tie`` column) for Lambda, alpha and Delta alike; rows where X is NaN, +-inf
     or <= 0 (log undefined), counted as ``n_invalid``; rows whose n is not on the grid. `buckets` is the
@@ -331,7 +331,7 @@ def exponent(n, x, *, exclude=None, buckets=None, unit=None, n_boot: int = 200, 
     App. B.1's n >= 64). Grid points with no kept row are dropped from the fit. Every kept n must be
     > 1, where log log n is defined.
 
-    Interval (seed 003 §4.5.1, App. F): `unit` gives each row's resampling unit, per-row labels or a
+    Interval (Hayase & Karakida 2026 §4.5.1, App. F): `unit` gives each row's resampling unit, per-row labels or a
     frame of label columns (e.g. df[["layer", "head"]] on Qwen, (seed, layer, head) on nanoGPT, or
     prompt); each of `n_boot` (default B = 200) resamples draws as many units as there are with
     replacement, recomputes every bucket mean from the drawn units' rows and refits the slope;
@@ -400,7 +400,7 @@ def _estimate(value, name: str) -> tuple[float, float | None]:
 
 
 def check_cor49(xi_lambda, xi_alpha, xi_delta, *, half_iqrs=None, atol: float = 1e-9) -> dict:
-    """Check seed 003 Cor. 4.9, eq. (4.7): xi_Lambda = xi_alpha - xi_Delta + 1.
+    """Check Hayase & Karakida 2026 Cor. 4.9, eq. (4.7): xi_Lambda = xi_alpha - xi_Delta + 1.
 
     The identity is the contact formula (4.4) Lambda_n = alpha_n log n / Delta_n taken to exponents
     (log n contributes the +1; Delta_n enters with a minus because it divides). Each argument is a

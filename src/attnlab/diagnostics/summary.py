@@ -12,7 +12,7 @@ from .stats import wilson
 
 
 def _pct(flags: pd.Series) -> str:
-    """"x% [lo, hi]": the fraction of True among known flags with its Wilson 95% interval (seed 000 App. B)."""
+    """"x% [lo, hi]": the fraction of True among known flags with its Wilson 95% interval (Polynomial Concentration App. B)."""
     known = flags.dropna()
     if len(known) == 0:
         return "-"
@@ -22,9 +22,9 @@ def _pct(flags: pd.Series) -> str:
 
 
 def summarize(rows: pd.DataFrame, p: Sequence[float], by: str | None = None) -> pd.DataFrame:
-    """Per group: row counts by status, then over active rows (seed 000 §3 restricts the diagnostic to
+    """Per group: row counts by status, then over active rows (Polynomial Concentration §3 restricts the diagnostic to
     them) the measured-safe (strict and eps), predicted-safe fractions per degree and the medians of
-    rho, A_act and S_p (first degree); over readable rows the median entropy and lambda_n, whose median leaves out tied rows (inf, seed 003 App. C.2), whose
+    rho, A_act and S_p (first degree); over readable rows the median entropy and lambda_n, whose median leaves out tied rows (inf, Hayase & Karakida 2026 App. C.2), whose
     count is shown. Rows with status empty/nan/inf are counted and nothing else."""
     groups = [((None,), rows)] if by is None else rows.groupby(by, sort=True)
     lines = []

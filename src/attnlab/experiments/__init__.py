@@ -1,1 +1,1 @@
-"""Experiments: each turns the engines into tables and figures (DESIGN.md, attnlab.experiments)."""
+"""Experiments: each turns the engines into tables and figures."""

@@ -1,4 +1,4 @@
-"""``attnlab ablate``: group head ablation, top-K / bottom-K / random-K (seed 000 §5.4, App. D and V).
+"""``attnlab ablate``: group head ablation, top-K / bottom-K / random-K (Polynomial Concentration §5.4, App. D and V).
 
 Heads are ranked by a per-head median of a row statistic over active-unsaturated rows (median S_p at
 degree p and bias b, as the seed ranks them, or median entropy), read in one diagnostic pass over the

@@ -1,10 +1,10 @@
-"""``attnlab audit``: prevalence of the polynomial-unsafe regime in a checkpoint (seed 000 §5.2, Tables
-1/10/11), with the gap-counting scale of seed 003 alongside.
+"""``attnlab audit``: prevalence of the polynomial-unsafe regime in a checkpoint (Polynomial Concentration §5.2, Tables
+1/10/11), with the gap-counting scale of Hayase & Karakida 2026 alongside.
 
 Rows are read as ``experiments.readout`` does: the attention maps are never stored. Query positions are
 sampled every ``every`` tokens, and the prompt's last position (the one that answers) is always kept.
 With ``target="answer"`` only the sampled rows that have an answer key are read, each against that key
-instead of its argmax (seed 000 App. S), and the table adds the share of rows whose argmax is the answer.
+instead of its argmax (Polynomial Concentration App. S), and the table adds the share of rows whose argmax is the answer.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class AuditConfig(SuiteRun):
 
 
 def prevalence(rows: pd.DataFrame, p: tuple[float, ...], b: Bias, *, answer: bool = False) -> list[dict]:
-    """Seed 000 Table 1/10/11 lines for one bias: over active-unsaturated rows, the unsafe rate
+    """Polynomial Concentration Table 1/10/11 lines for one bias: over active-unsaturated rows, the unsafe rate
     (S_p >= 1) with its Wilson 95% interval and the medians of rho, A_act and S_p; the dead share over
     readable rows; the gap-counting medians (ties, Lambda_n = inf, left out and counted). ``answer``: the
     rows were read against their answer key; add the share whose argmax is that key (App. S: only there

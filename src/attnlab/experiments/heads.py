@@ -1,4 +1,4 @@
-"""``attnlab heads``: the sink / induction / local / diffuse type of every head (seed 000 App. H).
+"""``attnlab heads``: the sink / induction / local / diffuse type of every head (Polynomial Concentration App. H).
 
 One forward per induction prompt (80 at L = 1024 in the seed), rows read as ``experiments.readout``
 does: every ``every``-th query and the last. Per head, ``induction`` is the mean softmax weight at the

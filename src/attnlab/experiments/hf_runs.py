@@ -20,7 +20,7 @@ import torch
 from .. import hooks, io, tasks
 from ..site import DEFAULT_BLOCK
 
-CALIBRATION_TOKENS = 1024  # seed 000 App. B: a held-out 1024-token generic-text input
+CALIBRATION_TOKENS = 1024  # Polynomial Concentration App. B: a held-out 1024-token generic-text input
 STAGING = ".staging-"  # a run's hidden staging folder in --out, named with its pid
 CALIBRATION_SEED = 20240601  # any fixed seed; the generic text's stream is separate from every suite's
 
@@ -99,7 +99,7 @@ def staged_output(out: str | os.PathLike) -> Iterator[Path]:
 
 
 def default_dtype(device: str) -> str:
-    """float32 on CPU; bfloat16 where the device supports it (seed 000 loads in bfloat16)."""
+    """float32 on CPU; bfloat16 where the device supports it (Polynomial Concentration loads in bfloat16)."""
     if device.startswith("cuda") and torch.cuda.is_available() and torch.cuda.is_bf16_supported():
         return "bfloat16"
     return "float32"
@@ -135,7 +135,7 @@ def suite_prompts(model, tokenizer, suite: str, n_prompts: int, *, seed: int = 0
 
 
 def calibration_ids(model, tokenizer, device: str) -> torch.Tensor:
-    """seed 000's held-out generic input: generated text, cut to 1024 tokens (or the model's context)."""
+    """Polynomial Concentration's held-out generic input: generated text, cut to 1024 tokens (or the model's context)."""
     limit = min(CALIBRATION_TOKENS, context_length(model) or CALIBRATION_TOKENS)
     text = tasks.generic_text(4 * limit, seed=CALIBRATION_SEED)
     ids = tokenizer(text, add_special_tokens=True)["input_ids"][:limit]

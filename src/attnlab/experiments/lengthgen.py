@@ -1,7 +1,7 @@
-"""Length generalization (seed 001 §5.1, Table 1): one model per attention variant, trained at one length
+"""Length generalization (Vasylenko et al. 2025 §5.1, Table 1): one model per attention variant, trained at one length
 (or at lengths drawn from a range, as the seed's 32-64) on a synthetic task and scored by exact match
 (accuracy for classification tasks) at multiples of it, with the entropy and support of the attention
-rows at every length (the non-dispersion claim of seed 001 §3.2).
+rows at every length (the non-dispersion claim of Vasylenko et al. 2025 §3.2).
 
 Under NAPE the split between rows that disperse and rows that stay bounded can follow the head's
 position encoding rather than the row map: on small Copy models the ALiBi heads keep a bounded support
@@ -35,7 +35,7 @@ from ..tasks.seqtask import IGNORE, Task
 from ..train.config import RunConfig
 from ..train.trainer import Trainer, world_size
 
-# Names that are a scaler plus a map rather than a registry map (seed 001 §4.1, §5 baselines).
+# Names that are a scaler plus a map rather than a registry map (Vasylenko et al. 2025 §4.1, §5 baselines).
 VARIANTS: dict[str, dict[str, str]] = {
     "ssmax": {"scaler": "ssmax", "rowmap": "softmax"},
     "asentmax": {"scaler": "adaptive", "rowmap": "entmax_a1.5"},
@@ -57,7 +57,7 @@ BUDGETS: dict[str, dict[str, Any]] = {
 SMOKE_TASKS: dict[str, dict[str, Any]] = {
     "mqmtar": {"ffn": "none", "lr": 1e-3, "steps": 15000},
 }
-# Seed 001 App. G.2, Table 5: (heads, layers, hidden, intermediate) per task; the full budget takes them
+# Vasylenko et al. 2025 App. G.2, Table 5: (heads, layers, hidden, intermediate) per task; the full budget takes them
 # (batch 128 for all), and its defaults above for the tasks the table does not list.
 TABLE5 = {
     "2back": (8, 2, 256, 512), "local_count": (8, 3, 128, 512), "flipflop_sparse": (8, 4, 256, 512),
@@ -208,7 +208,7 @@ def _dispersion(layers: int, heads: int, answer: torch.Tensor) -> tuple[Any, dic
 
 
 def metric(task: Task) -> tuple[str, Any]:
-    """The name and function of the task's score (seed 001 App. G.2): exact match of the whole answer,
+    """The name and function of the task's score (Vasylenko et al. 2025 App. G.2): exact match of the whole answer,
     and accuracy over positions for the classification tasks (2Back, Local Count)."""
     return ("accuracy", scored_accuracy) if task.kind == "classification" else ("exact match", exact_match)
 
@@ -267,7 +267,7 @@ def run_cell(cfg: LengthgenConfig, name: str, out: Path, progress: bool = False)
 
 
 def table(cells: Mapping[str, Mapping[str, Any]], cfg: LengthgenConfig) -> pd.DataFrame:
-    """Seed 001 Table 1's shape: one row per variant, exact match (%) per length multiple."""
+    """Vasylenko et al. 2025 Table 1's shape: one row per variant, exact match (%) per length multiple."""
     rows = {name: {f"{m}x": 100 * cell["lengths"][str(cfg.train_len * m)]["accuracy"] for m in cfg.plan["eval_mult"]}
             for name, cell in cells.items()}
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("variant")

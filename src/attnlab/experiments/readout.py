@@ -2,7 +2,7 @@
 
 One forward per input, with an observer at every layer's attention site that reduces the chosen rows of
 each block of pre-map scores to per-row diagnostics (``attnlab.diagnostics``) streamed to Parquet: the
-attention maps are never stored. A row read against its answer key (seed 000 App. S) takes that key as
+attention maps are never stored. A row read against its answer key (Polynomial Concentration App. S) takes that key as
 the diagnostic target instead of the row argmax; the tables flag those rows in ``answer_key``.
 """
 

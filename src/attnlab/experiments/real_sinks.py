@@ -52,7 +52,7 @@ DOC_SEED = 4_004_000  # any fixed seed; generic_text's stream is apart from ever
 def first_key_sums(block: ScoreBlock, min_query: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per head of one score block, over its queries at positions >= ``min_query`` whose row may attend
     key 0: the summed softmax weight on key 0, the summed uniform share 1 / (allowed keys) and the count
-    (three float64 (heads,) tensors, summed over the batch too). Seed 004 §4 measures a sink as the
+    (three float64 (heads,) tensors, summed over the batch too). Attention Sinks Essential §4 measures a sink as the
     weight on the first position; the softmax is redone in float64 over the allowed keys only, from the
     very scores the model's own softmax sees."""
     z = block.scores.double()
@@ -167,7 +167,7 @@ def layer_table(heads: pd.DataFrame) -> pd.DataFrame:
 
 
 def finding(layers: pd.DataFrame, config: dict) -> Finding:
-    """Seed 004's claim carried to a pretrained LM: in a majority of the layers after the first
+    """Attention Sinks Essential's claim carried to a pretrained LM: in a majority of the layers after the first
     SKIP_LAYERS, the median head puts at least SINK_MASS of its weight on key 0."""
     key0 = "BOS" if config["adds_bos"] else f"the first text token ({', '.join(config['first_tokens'])})"
     claim = (f"A pretrained softmax LM ({config['model']}) puts an attention sink on its first token, key 0 = "

@@ -1,4 +1,4 @@
-"""The studies: one per seed, run by ``attnlab study NAME`` and gathered by ``attnlab demo`` (issue 7).
+"""The studies: one per source paper, run by ``attnlab study NAME`` and gathered by ``attnlab demo`` .
 
 One registry, keyed by the names users type. A study runs in two steps:
 
@@ -90,17 +90,17 @@ class Study:
 
 
 STUDIES: dict[str, Study] = {s.name: s for s in (
-    Study("rowmaps", "Row maps on one score row", "seeds 000, 001, 003, 004", "study_rowmaps"),
+    Study("rowmaps", "Row maps on one score row", "Polynomial Concentration, Vasylenko et al. 2025, Hayase & Karakida 2026, Attention Sinks Essential", "study_rowmaps"),
     Study("concentration", "When does polynomial attention concentrate? Audit, substitution and ablation",
-          "000_c3af34216dc32d93.txt", "study_concentration", takes_model=True),
+          "Polynomial Concentration", "study_concentration", takes_model=True),
     Study("lengthgen", "Length generalization with sparse attention",
-          "001_ac38add56f50d167.txt", "study_lengthgen"),
+          "Vasylenko et al. 2025", "study_lengthgen"),
     Study("specialization", "Premature upper-layer attention specialization",
-          "002_009c146c34718970.txt", "study_specialization"),
+          "Zhu et al. 2026", "study_specialization"),
     Study("temperature", "Critical scaling of the inverse temperature",
-          "003_77d6e061fcb6919a.txt", "study_temperature", takes_model=True),
+          "Hayase & Karakida 2026", "study_temperature", takes_model=True),
     Study("sinks", "Attention sinks: softmax vs ReLU attention on trigger-conditional averaging",
-          "004_4c20691c678efca4.txt", "study_sinks", takes_model=True),
+          "Attention Sinks Essential", "study_sinks", takes_model=True),
 )}
 
 

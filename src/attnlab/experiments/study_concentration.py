@@ -43,11 +43,11 @@ from .studies import STUDIES, StudyConfig, load_config, section
 
 P = (2, 4, 8, 16)
 B = ("0", "auto")
-# Seed 000 §5.3's sweep: ReLU^p at both biases, normalized sigmoid, and Wortsman et al.'s unnormalized ReLU^p.
+# Polynomial Concentration §5.3's sweep: ReLU^p at both biases, normalized sigmoid, and Wortsman et al.'s unnormalized ReLU^p.
 RECIPES = (*(f"relu_p{p}_b{b}" for p in P for b in B), "sigmoid_b0", "sigmoid_bauto",
            *(f"wortsman_p{p}_{d}" for p in (1, 2) for d in ("L", "sqrtL")))
 SUITE = "induction"
-# Seed 000 App. B/E/AI's diagnostic suites, audited on a pretrained model.
+# Polynomial Concentration App. B/E/AI's diagnostic suites, audited on a pretrained model.
 REAL_SUITES = ("niah", "induction", "mqar", "copying", "uuid_niah")
 UNSAFE_MOST = 70.0  # % unsafe at p = 2, b = 0 that three of Polynomial Concentration's four models cross on every suite
 BASELINE_OK = 80.0  # softmax accuracy (%) below which the deltas of a sweep are flagged as not interpretable
@@ -74,7 +74,7 @@ BUDGETS: dict[str, dict[str, Any]] = {
               "length": 48, "audit_prompts": 20, "every": 4, "prompts": 200,
               "k": (2, 4), "random_draws": 5, "rank_prompts": 20, "suites": (SUITE,), "suite": SUITE,
               "heads_prompts": 20},
-    # Seed 000 scores 200 prompts per cell (500 in its fresh-seed replication) and ablates K in
+    # Polynomial Concentration scores 200 prompts per cell (500 in its fresh-seed replication) and ablates K in
     # {5, 10, 20, 40} of a pretrained model's heads.
     "full": {"train": {"layers": 4, "heads": 8, "hidden": 256, "ffn": 1024, "context": 1024, "steps": 3000,
                        "batch": 64, "lr": 1e-3},
@@ -88,7 +88,7 @@ REAL: dict[str, dict[str, Any]] = {
     # the other suites audited at 256 tokens.
     "smoke": {"length": 256, "pad": 8, "audit_prompts": 4, "every": 16, "prompts": 20, "k": (10, 40),
               "random_draws": 3, "rank_prompts": 4, "suites": REAL_SUITES, "suite": "niah", "heads_prompts": 8},
-    # Seed 000 §5.5: NIAH at pad = 128 (~1500 tokens), 200 prompts per cell, K in {5, 10, 20, 40, 80}, 5 random
+    # Polynomial Concentration §5.5: NIAH at pad = 128 (~1500 tokens), 200 prompts per cell, K in {5, 10, 20, 40, 80}, 5 random
     # draws, head types over 80 prompts.
     "full": {"length": 1024, "pad": 128, "audit_prompts": 20, "every": 8, "prompts": 200, "k": (5, 10, 20, 40, 80),
              "random_draws": 5, "rank_prompts": 20, "suites": REAL_SUITES, "suite": "niah", "heads_prompts": 80},
@@ -241,7 +241,7 @@ def prevalence_table(folder: Path, suites) -> pd.DataFrame:
 
 
 def prevalence_finding(prevalence: pd.DataFrame) -> Finding:
-    """Seed 000 §5.2 / Table 1: three of its four pretrained models have >= 70% unsafe active rows at
+    """Polynomial Concentration §5.2 / Table 1: three of its four pretrained models have >= 70% unsafe active rows at
     p = 2, b = 0 on every diagnostic suite; decided on this model's suites."""
     claim = (f"a pretrained model's active rows are mostly polynomial-unsafe: >= {UNSAFE_MOST:g}% unsafe at p = 2, "
              "b = 0 on every diagnostic suite (Polynomial Concentration §5.2, Table 1; true of three of its four "

@@ -1,10 +1,10 @@
-"""The ``lengthgen`` study (seed 001, ``001_ac38add56f50d167.txt`` §5.1, Table 1): softmax, SSMax, top-K,
+"""The ``lengthgen`` study (Vasylenko et al. 2025 §5.1, Table 1): softmax, SSMax, top-K,
 alpha-entmax and ASEntmax trained at one length on three synthetic tasks and scored at multiples of it,
 with the entropy and support of the answer rows at every length (§3.2, non-dispersion).
 
 Each task is one ``experiments.lengthgen`` run in ``folder/<task>/`` (its cells are resumable); this
 module picks the tasks and maps per budget and reads the runs back into one table, two figures and the
-finding of issue 7: entmax-family maps keep more accuracy than softmax past the training length on at
+finding of Vasylenko et al. 2025: entmax-family maps keep more accuracy than softmax past the training length on at
 least one task.
 """
 
@@ -21,20 +21,20 @@ from ..report.sections import Figure, Finding, Section, Table
 from . import lengthgen
 from .studies import StudyConfig, load_config, section
 
-# Seed 001 §5 compares these five; top-K keeps K = a quarter of the training length (K = 16 at 64 in
+# Vasylenko et al. 2025 §5 compares these five; top-K keeps K = a quarter of the training length (K = 16 at 64 in
 # Tables 9-15), so the smoke budget's 16-token training gives K = 4.
 ENTMAX_FAMILY = ("entmax_a1.5", "asentmax")
 LEARNED = 0.5  # in-distribution score above which a variant counts as having learned the task
 
 BUDGETS: dict[str, dict[str, Any]] = {
     # Copy and sparse Flip-Flop learn within 500-1000 steps at 16 tokens on two CPU cores (Reverse and
-    # Max Retrieval did not); MQMTAR does not learn at this scale (issue 6 note), and its row stays in the
+    # Max Retrieval did not); MQMTAR does not learn at this scale (measured), and its row stays in the
     # table as a measured zero.
     "smoke": {"budget": "smoke", "samples": 100, "eval_mult": (1, 2, 4, 8),
               "maps": ("softmax", "ssmax", "topk_k4", "entmax_a1.5", "asentmax"),
               "tasks": {"copy": {"train_len": 16, "steps": 500}, "flipflop_sparse": {"train_len": 16, "steps": 1000},
                         "mqmtar": {"train_len": 64, "steps": 200}}},
-    # Seed 001 App. G: training lengths 32-64, Table 5's model per task.
+    # Vasylenko et al. 2025 App. G: training lengths 32-64, Table 5's model per task.
     "full": {"budget": "full", "samples": None, "eval_mult": None,
              "maps": ("softmax", "ssmax", "topk_k16", "entmax_a1.5", "asentmax"),
              "tasks": {"mqmtar": {"train_len": 64, "min_train_len": 32, "steps": None},
@@ -97,9 +97,9 @@ def beyond_training(acc: pd.DataFrame) -> pd.DataFrame:
 
 
 def finding(summary: pd.DataFrame) -> Finding:
-    """Seed 001's claim, decided on the tasks where softmax and an entmax-family map both learned."""
+    """Vasylenko et al. 2025's claim, decided on the tasks where softmax and an entmax-family map both learned."""
     claim = ("entmax-family maps (alpha-entmax, ASEntmax) keep more accuracy than softmax past the training "
-             "length on at least one task (seed 001 Table 1)")
+             "length on at least one task (Vasylenko et al. 2025 Table 1)")
     by = summary.set_index(["task", "variant"])
     checked, wins, lines = 0, [], []
     for task in summary.task.unique():
@@ -197,5 +197,5 @@ def summarize(folder: Path) -> Section:
                  Figure("dispersion", "Answer-row attention entropy (top) and support size (bottom, log scale) "
                                       "against evaluation length, mean over layers and heads. Softmax's support is "
                                       "every allowed key, so it grows with the length; a sparse map whose entropy "
-                                      "and support stay flat does not disperse (seed 001 §3.2).")),
+                                      "and support stay flat does not disperse (Vasylenko et al. 2025 §3.2).")),
         notes=tuple(notes))

@@ -1,7 +1,7 @@
-"""The ``sinks`` study (seed 004, ``004_4c20691c678efca4.txt``): attention sinks on trigger-conditional
+"""The ``sinks`` study (Attention Sinks Essential): attention sinks on trigger-conditional
 averaging, softmax against ReLU attention.
 
-The task is seed 004 §3.2 (``attnlab.tasks.vectors.TriggerAveraging``, n = L = 16, App. A); the model is
+The task is Attention Sinks Essential §3.2 (``attnlab.tasks.vectors.TriggerAveraging``, n = L = 16, App. A); the model is
 the input-free attention stack of §3.4 (``ModelConfig(inputs="vectors")`` with no FFN, norm, bias or
 residual, so each layer is W_O sum_j alpha_ij W_V x_j and D layers compose), with softmax rows or ReLU
 attention (``reluattn``: ReLU(score) / max(i - 2, 1), §3.4). Four runs: each map as 1 layer x 1 head
@@ -42,7 +42,7 @@ NAME = "sinks"
 DIM = 16      # the seed's n (App. A)
 LENGTH = 16   # the seed's L (§4)
 TRIGGER = 8   # §4: every figure fixes the trigger at j = 8 (1-based)
-SINK = 0.9    # issue 7: softmax puts at least this much on BOS before the trigger ...
+SINK = 0.9    # Attention Sinks Essential §4: softmax puts at least this much on BOS before the trigger ...
 NO_SINK = 0.1  # ... and ReLU attention less than this
 # A run is "at low loss" when its squared-l2 loss on held-out inputs is at most this fraction of the
 # all-zeros predictor's (the loss of writing nothing anywhere, the task's trivial yardstick).
@@ -77,7 +77,7 @@ def _parts(run: str) -> tuple[str, str]:
 
 
 def run_config(run: str, plan: dict[str, Any], seed: int) -> RunConfig:
-    """The run's config: seed 004 §3.4's model (vectors in and out, no FFN/norm/bias/residual, no
+    """The run's config: Attention Sinks Essential §3.4's model (vectors in and out, no FFN/norm/bias/residual, no
     positions) and App. A's optimizer (Adam: AdamW without decay, betas (0.9, 0.999), constant lr)."""
     attention, arch = _parts(run)
     shape = ARCHS[arch]
@@ -92,7 +92,7 @@ def run_config(run: str, plan: dict[str, Any], seed: int) -> RunConfig:
 
 
 def linf(outputs: torch.Tensor, targets: torch.Tensor) -> float:
-    """Seed 004 §3.2's l-infinity loss on a sample: the largest l2 error over rows and positions."""
+    """Attention Sinks Essential §3.2's l-infinity loss on a sample: the largest l2 error over rows and positions."""
     return float((outputs.float() - targets.float()).norm(dim=-1).max())
 
 
@@ -260,7 +260,7 @@ def _heat_figure(maps: pd.DataFrame, arch: str, folder: Path) -> str:
         for stat in ("mean", "std"):
             grid[(f"{att} layer {layer}", f"head {head} {stat}")] = \
                 block.pivot(index="query", columns="key", values=stat).to_numpy()
-    # softmax first, as seed 004's Fig. 2 (a-b) before (c-d)
+    # softmax first, as Attention Sinks Essential's Fig. 2 (a-b) before (c-d)
     rows = sorted({r for r, _ in grid}, key=lambda r: (r.split()[0] != "softmax", r))
     # all means, then all stds, so each colour bar sits beside the panels it scales
     cols = sorted({c for _, c in grid}, key=lambda c: (c.endswith("std"), c))
@@ -289,7 +289,7 @@ def summarize(folder: Path) -> Section:
     for arch, shape in ARCHS.items():
         stem = _heat_figure(maps, arch, folder)
         figures.append(Figure(stem, (
-            f"{shape['layers']} layer(s) x {shape['heads']} head(s) (seed 004 Fig. 2-4): attention weight of each "
+            f"{shape['layers']} layer(s) x {shape['heads']} head(s) (Attention Sinks Essential Fig. 2-4): attention weight of each "
             f"query position (rows) on each key position (columns), 1-based, mean and std over {samples} inputs "
             f"with the trigger at j = {TRIGGER}; one row of panels per attention kind and layer, two panels per "
             f"head. The cyan box outlines the BOS key column, the red box the trigger query row; a sink is a "
@@ -299,7 +299,7 @@ def summarize(folder: Path) -> Section:
     figures.append(Figure("bos_mass", (
         f"Mean attention weight on BOS over the pre-trigger queries 2..{TRIGGER - 1} (log axis, values printed "
         f"on the bars, floored at 1e-6 for drawing), one bar per run, layer and head; the dashed line is "
-        f"{SINK:g} (the softmax sink of issue 7), the dotted one {NO_SINK:g} (ReLU's bound).")))
+        f"{SINK:g} (the softmax sink the paper predicts), the dotted one {NO_SINK:g} (ReLU's bound).")))
     curves = {}
     for run in RUNS:
         train = pd.read_csv(folder / "runs" / run / "train.csv")

@@ -1,4 +1,4 @@
-"""The ``specialization`` study (seed 002, ``002_009c146c34718970.txt`` §2-§5, App. C, F): does slowing the
+"""The ``specialization`` study (Zhu et al. 2026 §2-§5, App. C, F): does slowing the
 upper half's W_Q and W_K early in pretraining (learning-rate multiplier 0.25 until the lower-copy maturity
 rule releases it) delay upper-layer attention specialization, and what does it do to the loss?
 
@@ -9,7 +9,7 @@ singular value of the upper W_Q^T W_K, the perplexity increase when the upper Q/
 readout), and the lower-copy score that drives the release rule.
 
 Issue 7's finding: the intervention lowers early upper-Q/K logit growth and raises early upper entropy
-relative to control. "Early" is the intervention run's window before release (seed 002 §2: the
+relative to control. "Early" is the intervention run's window before release (Zhu et al. 2026 §2: the
 multiplier holds until the rule fires at 3-12% of training); the pairs are compared at the last evaluation
 inside it, where both runs have seen the same data from the same weights.
 """
@@ -27,14 +27,14 @@ from ..train.config import RunConfig
 from ..train.trainer import Trainer, outcome
 from .studies import StudyConfig, load_config, section
 
-MULTIPLIER = 0.25  # seed 002 §2
+MULTIPLIER = 0.25  # Zhu et al. 2026 §2
 RUNS = {"gelu_control": ("gelu", 1.0), "gelu_intervention": ("gelu", MULTIPLIER),
         "swiglu_control": ("swiglu", 1.0), "swiglu_intervention": ("swiglu", MULTIPLIER)}
 CURVES = ("val_loss", "upper_entropy", "upper_logit", "upper_qk_sigma_max", "dppl_zero_qk", "lower_copy")
 
 # smoke: a byte-level decoder on the standard library's .py files, a minute per run on two CPU cores; the
 # evaluations every 3% of training let the release rule (3 evaluations in a row, not before 3%) fire inside
-# the seed's 3-12% window. full: seed 002's GPT-2-small shape (12 x 12 x 768, context 1024).
+# the seed's 3-12% window. full: Zhu et al. 2026's GPT-2-small shape (12 x 12 x 768, context 1024).
 BUDGETS: dict[str, dict[str, Any]] = {
     "smoke": {"layers": 4, "heads": 4, "d_model": 64, "context": 128, "steps": 300, "batch": 16, "lr": 3e-3,
               "eval_every": 9, "eval_batches": 1, "max_tokens": 1_000_000, "precision": "fp32"},
@@ -111,7 +111,7 @@ def early(results: dict[str, dict[str, Any]], curves: pd.DataFrame) -> pd.DataFr
 
 def finding(table: pd.DataFrame) -> Finding:
     claim = ("the upper-Q/K intervention lowers early upper-layer logit growth and raises early upper-layer "
-             "attention entropy relative to control (seed 002 §5.3-5.4)")
+             "attention entropy relative to control (Zhu et al. 2026 §5.3-5.4)")
     if table.step.isna().any():
         return Finding(claim, "not checked", "no evaluation fell before the release step in "
                        + ", ".join(table.ffn[table.step.isna()]) + "; evaluate more often")
@@ -170,7 +170,7 @@ def summarize(folder: Path) -> Section:
                 Table("outcomes", "Final validation loss and perplexity, release step, and tokens to reach the "
                                   "control's final loss (empty if never reached)."),
                 Table("curves", "Every evaluation of every run: the probes over training.")),
-        figures=(Figure("curves", "The seed-002 probes over training for the four runs (solid: control, dashed: "
+        figures=(Figure("curves", "The Zhu et al. 2026 probes over training for the four runs (solid: control, dashed: "
                                   "intervention; blue GELU, orange SwiGLU). Left of the dotted release line the "
                                   "intervention's upper logit should sit below and its upper entropy above the "
                                   "control's."),),

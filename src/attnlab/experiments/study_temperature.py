@@ -24,7 +24,7 @@ beta_{n,l,h} = s_{l,h} beta_n + b_{l,h} (``ModelConfig(scaler="beta_n")``), and 
     score rows at n = 2^7 .. 2^11 on generated documents; xi_hat_Lambda with its half-IQR over (layer,
     head), set against the side of 1 where Table 2 puts every pretrained (Qwen-7B-Chat) cell.
 
-The finding of issue 7: xi_hat_Lambda lands on the same side of 1 as the fitted xi*_beta.
+The finding (Hayase & Karakida 2026 §4.5): xi_hat_Lambda lands on the same side of 1 as the fitted xi*_beta.
 
 ``compute`` writes the raw results (each piece's file only once the piece is done, so a rerun skips it):
 ``real/`` (the temperature command's folder, with ``--model`` only; first, so a bad model fails before
@@ -260,7 +260,7 @@ def compute(cfg, folder: Path, progress: bool) -> None:
 
 
 def beta_fit(beta: pd.DataFrame, n_min: int, xi_max: float, xi_step: float) -> pd.DataFrame:
-    """Seed 003 App. B.1, "M2": at each xi of the grid, a_1 = argmin sum_n (beta_n - a_1 (log n)^xi)^2
+    """Hayase & Karakida 2026 App. B.1, "M2": at each xi of the grid, a_1 = argmin sum_n (beta_n - a_1 (log n)^xi)^2
     over n >= n_min (bias-free, a_2 = 0) and the per-point MSE of that fit."""
     used = beta[beta["n"] >= max(n_min, 2)]
     log_n, y = np.log(used["n"].to_numpy(float)), used["beta_n"].to_numpy(float)
@@ -273,7 +273,7 @@ def beta_fit(beta: pd.DataFrame, n_min: int, xi_max: float, xi_step: float) -> p
 
 
 def beta_slope(beta: pd.DataFrame, n_grid: list[int]) -> dict[str, float]:
-    """Seed 003 App. F: xi_hat_beta, the OLS slope of log beta_n on log log n at the grid's n, and its
+    """Hayase & Karakida 2026 App. F: xi_hat_beta, the OLS slope of log beta_n on log log n at the grid's n, and its
     OLS standard error (NaN where some beta_n <= 0, whose log is undefined)."""
     at = beta.set_index("n").loc[n_grid, "beta_n"].to_numpy(float)
     t = np.log(np.log(np.asarray(n_grid, float)))
@@ -296,7 +296,7 @@ def contact_exponents(rows: pd.DataFrame, n_boot: int, seed: int) -> dict[str, d
 
 
 def representative(rows: pd.DataFrame, table: pd.DataFrame) -> pd.Series:
-    """Seed 003 App. G.1: at the largest n, the non-tied row nearest the bucket mean in
+    """Hayase & Karakida 2026 App. G.1: at the largest n, the non-tied row nearest the bucket mean in
     (log alpha_n, log Delta_n)."""
     n = int(table["n"].max())
     at = table.set_index("n").loc[n]
@@ -339,7 +339,7 @@ def real_exponents(rows: pd.DataFrame, n_boot: int, seed: int) -> tuple[pd.DataF
 
 
 def real_verdict(xi: float, half_iqr: float) -> tuple[str, str]:
-    """Seed 003 Table 2's side for pretrained models: reproduced when the band xi_hat_Lambda +- 2 half-IQR
+    """Hayase & Karakida 2026 Table 2's side for pretrained models: reproduced when the band xi_hat_Lambda +- 2 half-IQR
     (the band the trained part quotes too; +-1.35 standard deviations were the bootstrap normal) lies above 1,
     not reproduced when it reaches 1 or lies below; not checked without a finite band."""
     lo, hi = xi - 2 * half_iqr, xi + 2 * half_iqr

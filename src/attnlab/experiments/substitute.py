@@ -1,4 +1,4 @@
-"""``attnlab substitute``: zero-shot substitution sweep (seed 000 §5.3, Table 3).
+"""``attnlab substitute``: zero-shot substitution sweep (Polynomial Concentration §5.3, Table 3).
 
 Each recipe replaces softmax on every head (or on chosen heads) and the suite is scored by exact match
 of the greedy continuation; the table gives each recipe's accuracy with its Wilson 95% interval and its

@@ -1,6 +1,6 @@
-"""``attnlab temperature``: how a checkpoint's critical inverse temperature grows with context (seed 003 §4.5).
+"""``attnlab temperature``: how a checkpoint's critical inverse temperature grows with context (Hayase & Karakida 2026 §4.5).
 
-As seed 003 App. G.1 acquires rows: one forward per document of max(n) tokens, and per document, layer
+As Hayase & Karakida 2026 App. G.1 acquires rows: one forward per document of max(n) tokens, and per document, layer
 and head one score row at each context length n of the grid, the query at position n - 1 (which sees n
 keys). Each row gives the contact triple (Lambda_n, alpha_n, Delta_n) of Definitions 4.3 to 4.5 at
 tolerance eps. Per n the table gives the bucket means of log Lambda_n, log alpha_n and log Delta_n over

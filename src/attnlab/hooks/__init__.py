@@ -8,7 +8,7 @@
 
 Both are context managers; leaving them restores the model exactly (its attention implementation and
 every attribute attnlab attached). With nothing substituted the logits are bit-identical to the eager
-forward (seed 000 App. I).
+forward (Polynomial Concentration App. I).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def substituted(model: nn.Module, recipe: Recipe | None, heads: Iterable[tuple[i
     ``recipe``: a row-map name (``relu_p4_bauto``, ``sigmoid_b0``, ``entmax_a1.5`` ...) or a dict from
     (layer, head) to name; None substitutes nothing (useful with ``length_scale`` alone). ``_bauto``
     names need ``b_auto`` (``calibrate_b_auto``). ``length_scale`` multiplies every head's logits by
-    m(n; xi) (seed 003 App. A.2) before its map.
+    m(n; xi) (Hayase & Karakida 2026 App. A.2) before its map.
     """
     maps = {} if recipe is None else head_maps(model, recipe, heads, b_auto=b_auto)
     n_layers, _ = num_heads(model)

@@ -1,4 +1,4 @@
-"""b_auto: the 5%-mass-budget bias of seed 000 App. B and J.
+"""b_auto: the 5%-mass-budget bias of Polynomial Concentration App. B and J.
 
 b_auto is the smallest b for which the average softmax row (over every layer, head and query of a
 held-out generic input) puts at most ``budget`` of its mass on keys whose score is below -b. With
@@ -67,7 +67,7 @@ def _forward(model: nn.Module, input_ids: torch.Tensor, observer: _Pass) -> None
 
 
 def calibrate_b_auto(model: nn.Module, input_ids: torch.Tensor, *, budget: float = 0.05) -> float:
-    """b_auto of seed 000 App. B/J on ``input_ids`` (batch, tokens): held-out generic text, 1024 tokens
+    """b_auto of Polynomial Concentration App. B/J on ``input_ids`` (batch, tokens): held-out generic text, 1024 tokens
     in the seed. Returns the bias as a float (a score value of the model, negated)."""
     if not 0 < budget < 1:
         raise ValueError(f"mass budget must be in (0, 1), got {budget!r}")

@@ -2,7 +2,7 @@
 
 transformers 5.x lets a model pick its attention function by name (``AttentionInterface``). attnlab
 registers one, ``"attnlab"``, and the mask function that goes with it: without a registered mask function
-transformers builds no causal mask for an unknown implementation and the logits drift (NOTES.md measured
+transformers builds no causal mask for an unknown implementation and the logits drift (measured:
 up to 0.42). The mask function registered is transformers' own eager one, so the site sees the very
 additive mask the eager forward adds.
 

@@ -1,4 +1,4 @@
-"""attnlab's own causal decoder: positional encodings, FFNs, norms and learnable scalers (issue 5).
+"""attnlab's own causal decoder: positional encodings, FFNs, norms and learnable scalers.
 
 Attention goes through ``attnlab.site`` so that diagnostics, probes and substitutions see it.
 """

@@ -1,4 +1,4 @@
-"""``ModelConfig``: every design switch of the own decoder as a validated field (issue 5).
+"""``ModelConfig``: every design switch of the own decoder as a validated field.
 
 Built from a mapping (a YAML/TOML file's ``model`` table, or ``--set model.key=value``) by
 ``ModelConfig.from_dict``, which rejects unknown keys; every check names the field, the value it got and
@@ -49,19 +49,19 @@ class ModelConfig:
 
     vocab, context (the training window: learned positions and dynamic NTK read it), layers, heads,
     d_model (a multiple of heads), ffn_width (the GELU-equivalent width, default 4 d_model; gated FFNs
-    get the matched width of seed 002 §4 when ffn_matched). positions: none, learned, rope (rope_base,
-    rope_scaling, rope_dynamic = the dynamic NTK base of seed 003 App. A.2 beyond ``context``), alibi or
-    nape (half the heads NoPE, half ALiBi, seed 001 §4.2), with alibi_slopes geometric or inverse (1/h);
-    unset, each kind takes its source's slopes: geometric for alibi (Press et al.), 1/h for nape (seed 001
+    get the matched width of Zhu et al. 2026 §4 when ffn_matched). positions: none, learned, rope (rope_base,
+    rope_scaling, rope_dynamic = the dynamic NTK base of Hayase & Karakida 2026 App. A.2 beyond ``context``), alibi or
+    nape (half the heads NoPE, half ALiBi, Vasylenko et al. 2025 §4.2), with alibi_slopes geometric or inverse (1/h);
+    unset, each kind takes its source's slopes: geometric for alibi (Press et al.), 1/h for nape (Vasylenko et al. 2025
     App. G.2).
     rowmap: one row-map name for every head, a list with one name per layer, or a list of per-layer
     lists with one name per head. block: query rows per attention block at most (long inputs get fewer,
     so that a block holds at most 2^24 scores: see ``decoder.block_rows``).
     scaler: a learnable per-head inverse temperature on the score rows before the map: ssmax (delta +
-    s_h log n), adaptive (delta + beta (log n)^gamma from the layer input, seed 001 eq. 8-9; with an
+    s_h log n), adaptive (delta + beta (log n)^gamma from the layer input, Vasylenko et al. 2025 eq. 8-9; with an
     entmax rowmap this is ASEntmax, with softmax ASSMax; scaler_bound is the bound s on |gamma|) or
-    beta_n (s_h beta_n + b_h with one learnable beta_n over positions, seed 003 eq. A.1).
-    inputs: tokens (ids in, logits out; vocab required) or vectors (the input-free model of seed 004
+    beta_n (s_h beta_n + b_h with one learnable beta_n over positions, Hayase & Karakida 2026 eq. A.1).
+    inputs: tokens (ids in, logits out; vocab required) or vectors (the input-free model of Attention Sinks Essential
     §3.4: d_model-wide vectors in and out, no embedding or head; with ffn none, norm none and
     residual false, each layer is exactly W_O sum_j alpha_ij W_V x_j).
     """

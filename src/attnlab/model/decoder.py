@@ -91,7 +91,7 @@ def _norm(cfg: ModelConfig) -> nn.Module:
 
 class Block(nn.Module):
     """Pre-norm: x + attn(norm(x)), then x + ffn(norm(x)); without ``residual`` each sublayer's output
-    replaces x (seed 004's single attention layer f(x) = W_O sum alpha W_V x)."""
+    replaces x (Attention Sinks Essential's single attention layer f(x) = W_O sum alpha W_V x)."""
 
     def __init__(self, cfg: ModelConfig, layer: int, slopes: torch.Tensor | None) -> None:
         super().__init__()

@@ -1,4 +1,4 @@
-"""Feed-forward blocks and norms of attnlab's causal decoder (seed 002 §3-4).
+"""Feed-forward blocks and norms of attnlab's causal decoder (Zhu et al. 2026 §3-4).
 
     >>> ffn = make_ffn("swiglu", 960, 3840, bias=False)    # width 2560: the parameters of GELU-3840
     >>> norm = make_norm("rmsnorm", 960, bias=False, eps=1e-5)
@@ -42,7 +42,7 @@ def _check_flag(name: str, value) -> None:
 def matched_width(gelu_width: int, kind: str, *, multiple_of: int = 1) -> int:
     """Hidden width of a ``kind`` FFN with the parameters and FLOPs of a GELU FFN of width ``gelu_width``.
 
-    Seed 002 §4 replaces GELU width 3840 by gated width 2560: three d x r matrices match two d x h ones
+    Zhu et al. 2026 §4 replaces GELU width 3840 by gated width 2560: three d x r matrices match two d x h ones
     when r = 2h/3. For a gated kind this returns the multiple of ``multiple_of`` nearest to 2h/3 (exact
     halves round up, so a tie never shrinks the block), and at least ``multiple_of``; with the default
     multiple_of=1 that is the nearest integer, and the match is exact when 3 divides h. For "gelu" it
@@ -58,7 +58,7 @@ def matched_width(gelu_width: int, kind: str, *, multiple_of: int = 1) -> int:
 
 
 class GeluFFN(nn.Module):
-    """GPT-style single-branch FFN ``down(gelu(up(x)))`` (seed 002 eq. 2)."""
+    """GPT-style single-branch FFN ``down(gelu(up(x)))`` (Zhu et al. 2026 eq. 2)."""
 
     kind = "gelu"
 
@@ -76,7 +76,7 @@ class GeluFFN(nn.Module):
 
 
 class GatedFFN(nn.Module):
-    """Multiplicative gated FFN ``down(act(gate(x)) * up(x))`` (seed 002 eq. 3): act is SiLU for "swiglu",
+    """Multiplicative gated FFN ``down(act(gate(x)) * up(x))`` (Zhu et al. 2026 eq. 3): act is SiLU for "swiglu",
     GELU for "geglu", with the same three matrices, so the two differ only in the gate activation."""
 
     def __init__(self, kind: str, d_model: int, width: int, *, bias: bool) -> None:
@@ -99,8 +99,8 @@ def make_ffn(kind: str, d_model: int, width: int, *, bias: bool, matched: bool =
     """A ``kind`` FFN on ``d_model`` features.
 
     ``width`` is the GELU-equivalent width: with ``matched`` a gated kind gets ``matched_width(width,
-    kind)``, the seed 002 §4 rule that keeps parameters and FLOPs equal to the GELU block it replaces.
-    ``matched=False`` uses ``width`` as the hidden width as it is (seed 002's GELU-2560 capacity control,
+    kind)``, the Zhu et al. 2026 §4 rule that keeps parameters and FLOPs equal to the GELU block it replaces.
+    ``matched=False`` uses ``width`` as the hidden width as it is (Zhu et al. 2026's GELU-2560 capacity control,
     or a width already taken from ``matched_width`` with a ``multiple_of``).
     """
     _check_kind("kind", kind, FFN_KINDS)
@@ -111,10 +111,10 @@ def make_ffn(kind: str, d_model: int, width: int, *, bias: bool, matched: bool =
 
 
 def make_norm(kind: str, d_model: int, *, bias: bool, eps: float) -> nn.LayerNorm | nn.RMSNorm:
-    """LayerNorm (GPT-style) or RMSNorm (LLaMA-style) over the last ``d_model`` features (seed 002 §4).
+    """LayerNorm (GPT-style) or RMSNorm (LLaMA-style) over the last ``d_model`` features (Zhu et al. 2026 §4).
 
     ``bias`` gives LayerNorm its additive bias; RMSNorm has none (it neither centres nor shifts), so one
-    ``bias`` flag can serve a whole decoder, as in seed 002's GPT+RMSNorm ablation with biased projections.
+    ``bias`` flag can serve a whole decoder, as in Zhu et al. 2026's GPT+RMSNorm ablation with biased projections.
     """
     _check_kind("kind", kind, NORM_KINDS)
     _check_count("d_model", d_model)

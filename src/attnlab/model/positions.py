@@ -78,8 +78,8 @@ def rope_frequencies(head_dim: int, base: float = 10000.0, scaling: float = 1.0)
     ``base ** (-2k / head_dim) / scaling`` for k = 0 .. head_dim/2 - 1, as Hugging Face Llama builds them.
 
     ``scaling`` is linear position interpolation: dividing the frequencies by ``scaling`` is dividing
-    every position by it, so position ``scaling * p`` gets the unscaled angles of ``p``. Seed 001
-    (001_ac38add56f50d167.txt, App. G.2) uses a factor of 16 for its RoPE baselines. For dynamic NTK
+    every position by it, so position ``scaling * p`` gets the unscaled angles of ``p``. Vasylenko et al. 2025
+    (Vasylenko et al. 2025, App. G.2) uses a factor of 16 for its RoPE baselines. For dynamic NTK
     pass ``base=dynamic_ntk_base(...)``.
     """
     _head_dim(head_dim)
@@ -91,12 +91,12 @@ def rope_frequencies(head_dim: int, base: float = 10000.0, scaling: float = 1.0)
 def dynamic_ntk_base(base: float, head_dim: int, n: int, n_train: int, factor: float = 1.0) -> float:
     """Dynamic-NTK RoPE base for a window of ``n`` tokens, model trained on ``n_train``.
 
-    Seed 003 (003_77d6e061fcb6919a.txt, App. A.2, after Peng et al. 2023 §3.4) defines
+    Hayase & Karakida 2026 (App. A.2, after Peng et al. 2023 §3.4) defines
     ``base * rho ** (d / (d - 2))`` with ``rho = max(1, n / n_train)`` and d = ``head_dim``; that is the
     default ``factor=1``. A ``factor`` above 1 follows Hugging Face transformers'
     ``_compute_dynamic_ntk_parameters``: ``base * (factor * n / n_train - (factor - 1)) ** (d / (d - 2))``
     when ``n > n_train``. Either way the base is unchanged for ``n <= n_train``. The base is meant to be
-    computed once per window and held fixed for every position in it (seed 003, App. A.2).
+    computed once per window and held fixed for every position in it (Hayase & Karakida 2026, App. A.2).
     """
     d = _head_dim(head_dim, smallest=4)  # d / (d - 2) is undefined at d = 2
     n, n_train = _positive_int("n", n), _positive_int("n_train", n_train)
@@ -150,11 +150,11 @@ def alibi_slopes(n_heads: int, kind: str = "geometric") -> Tensor:
     ``"geometric"`` (Press et al. 2022): for n_heads a power of two, m_h = 2 ** (-8 h / n_heads),
     h = 1 .. n_heads. Otherwise, with p the largest power of two below n_heads, the p slopes for p heads
     followed by the first n_heads - p odd-indexed slopes of the 2p-head sequence, 2 ** (-8 (2i - 1) / (2p)),
-    as in the ALiBi reference code and BLOOM's ``build_alibi_tensor``. Seed 001 uses these "original
-    exponential" slopes for its language models (001_ac38add56f50d167.txt, App. G.3); its Def. 2 (App. E.2)
+    as in the ALiBi reference code and BLOOM's ``build_alibi_tensor``. Vasylenko et al. 2025 uses these "original
+    exponential" slopes for its language models (Vasylenko et al. 2025, App. G.3); its Def. 2 (App. E.2)
     writes 2 ** (-h / H), which we do not follow.
 
-    ``"inverse"``: m_h = 1 / h, the linear slopes seed 001 uses for NAPE on its synthetic tasks (App. G.2).
+    ``"inverse"``: m_h = 1 / h, the linear slopes Vasylenko et al. 2025 uses for NAPE on its synthetic tasks (App. G.2).
     """
     n_heads = _positive_int("n_heads", n_heads)
     if kind == "inverse":
@@ -169,7 +169,7 @@ def alibi_slopes(n_heads: int, kind: str = "geometric") -> Tensor:
 
 def alibi_bias(slopes: Tensor, query_positions: Tensor, key_positions: Tensor) -> Tensor:
     """Additive ALiBi score bias of shape (heads, queries, keys): ``m_h (j - i)`` for key position
-    j <= query position i and 0 for j > i (seed 001, 001_ac38add56f50d167.txt, §4.2 and App. E.2 eq. 109).
+    j <= query position i and 0 for j > i (Vasylenko et al. 2025, §4.2 and App. E.2 eq. 109).
     Keys after the query get 0 rather than -inf: masking them is the causal mask's job. Zero slopes give
     NoPE heads, so this also builds NAPE's bias from ``nape_slopes``."""
     if slopes.dim() != 1 or not slopes.dtype.is_floating_point:
@@ -186,7 +186,7 @@ def alibi_bias(slopes: Tensor, query_positions: Tensor, key_positions: Tensor) -
 
 
 def nape_slopes(n_heads: int, kind: str = "inverse") -> Tensor:
-    """NAPE slopes (seed 001, 001_ac38add56f50d167.txt, §4.2 and App. G.2): ALiBi on the first
+    """NAPE slopes (Vasylenko et al. 2025, §4.2 and App. G.2): ALiBi on the first
     ``n_heads // 2`` heads, NoPE (slope 0) on the remaining ``n_heads - n_heads // 2``, so for odd n_heads
     NoPE has one head more (5 heads: 2 ALiBi, 3 NoPE; 1 head: NoPE only). The seed only says "half the
     heads"; the order and the rounding follow the authors' code (deep-spin/asentmax, ``get_nape_slopes``

@@ -3,7 +3,7 @@
 Each scaler maps (the layer's normalized input x, the number n of keys each query may attend) to a
 multiplier of shape (batch or 1, heads, queries, 1) that ``attnlab.site.attend`` applies to the scores
 after the observers and before the row map. The map stays the config's ``rowmap``, so ASEntmax is the
-``adaptive`` scaler with ``entmax_a1.5`` and ASSMax the same scaler with softmax (seed 001 §4.1).
+``adaptive`` scaler with ``entmax_a1.5`` and ASSMax the same scaler with softmax (Vasylenko et al. 2025 §4.1).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ SCALERS = ("none", "ssmax", "adaptive", "beta_n")
 
 
 class SSMaxScale(nn.Module):
-    """delta + s_h log n per head (seed 001 §4.1, Fig. 3: the SSMax fit, after Nakanishi 2025).
+    """delta + s_h log n per head (Vasylenko et al. 2025 §4.1, Fig. 3: the SSMax fit, after Nakanishi 2025).
 
     s_h starts at 0, so an untrained model attends as the unscaled one does; n is clamped to 2 as in
     ``rowmaps.softmax.ssmax`` (a row with one key is one-hot under any positive multiplier).
@@ -34,7 +34,7 @@ class SSMaxScale(nn.Module):
 
 
 class AdaptiveScaler(nn.Module):
-    """delta + softplus(x w_beta) (log n)^(s tanh(x w_gamma)) per head and query (seed 001 eq. 8-9);
+    """delta + softplus(x w_beta) (log n)^(s tanh(x w_gamma)) per head and query (Vasylenko et al. 2025 eq. 8-9);
     the projections read the layer's normalized input, as ``rowmaps.AdaptiveScale`` defines them."""
 
     def __init__(self, heads: int, dim: int, delta: float, bound: float) -> None:
@@ -46,7 +46,7 @@ class AdaptiveScaler(nn.Module):
 
 
 class BetaNScale(nn.Module):
-    """s_{l,h} beta_n + b_{l,h} (seed 003 eq. A.1, App. A.3): beta_n is one learnable vector over
+    """s_{l,h} beta_n + b_{l,h} (Hayase & Karakida 2026 eq. A.1, App. A.3): beta_n is one learnable vector over
     positions shared by every layer and head (it lives on the decoder and arrives as ``beta``); s starts
     at 1 and b at 0. Queries beyond the vector's length (evaluation past the training context) use its
     last entry, since the vector was only ever trained up to there."""

@@ -1,4 +1,4 @@
-"""Figures, saved as PNG and SVG side by side (DESIGN.md, "Outputs a user gets").
+"""Figures, saved as PNG and SVG side by side.
 
 Rendering only: callers hand over arrays; nothing here computes a row map or imports experiments.
 """

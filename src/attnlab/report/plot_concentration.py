@@ -1,4 +1,4 @@
-"""Figures of the ``concentration`` study (seed 000, ``000_c3af34216dc32d93.txt`` §4-5): the phase plot of
+"""Figures of the ``concentration`` study (Polynomial Concentration §4-5): the phase plot of
 per-head median (rho, A_act) against A (1 - rho)^p = 1, the p* histogram, the matched diagnostic and the
 substitution sweep.
 

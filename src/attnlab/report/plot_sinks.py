@@ -1,4 +1,4 @@
-"""Figures of the ``sinks`` study (seed 004, ``004_4c20691c678efca4.txt`` §4, Fig. 2-4): attention heat
+"""Figures of the ``sinks`` study (Attention Sinks Essential §4, Fig. 2-4): attention heat
 maps (query x key) and the BOS mass before the trigger; and a pretrained model's first-token mass per
 layer and head (the study's real-model part).
 
@@ -18,7 +18,7 @@ from .figures import plt, save_figure
 def plot_heatmaps(maps: Mapping[tuple[str, str], np.ndarray], rows: Sequence[str], cols: Sequence[str],
                   trigger: int, path: str | Path, title: str) -> tuple[Path, Path]:
     """A grid of (query x key) heat maps, ``maps[(row, col)]`` an (L, L) array indexed from 0 and drawn
-    with 1-based positions as in seed 004's figures. Columns whose label ends in "std" share one colour
+    with 1-based positions as in Attention Sinks Essential's figures. Columns whose label ends in "std" share one colour
     scale and the other columns another (0 up to at least 1), each with its colour bar. The BOS key
     (position 1) and the trigger query (``trigger``, 1-based) are outlined so the sink can be read off."""
     kinds = ["std" if c.endswith("std") else "mean" for c in cols]

@@ -1,6 +1,6 @@
 /* alpha-entmax for k = 1/(alpha-1) in {1, 2, 4}, one row at a time, so that every pass after the first reads
  * data already in cache. attnlab/rowmaps/kernel.py builds and loads this file; entmax.py holds the
- * derivation (seed 001 App. A) and the torch-ops path that it must match.
+ * derivation (Vasylenko et al. 2025 App. A) and the torch-ops path that it must match.
  *
  * With x_i = a (z_i - m) <= 0 (a = alpha - 1, m the row maximum) the threshold theta solves
  * sum_i [x_i - theta]_+^k = 1 and lies in [-1, 0). Newton's method on g(theta) = ||[x - theta]_+||_k - 1
@@ -194,7 +194,7 @@ static inline double newton_step(double total, double slope, int k) {
 ENTMAX_KERNELS(float, entmax_f32)
 ENTMAX_KERNELS(double, entmax_f64)
 
-/* Normalized ReLU^p for p = 2^SQ (seed 000 Alg. 1, pointwise.py's _ReluPower): q = [(z + b) / r_max]_+ with
+/* Normalized ReLU^p for p = 2^SQ (Polynomial Concentration Alg. 1, pointwise.py's _ReluPower): q = [(z + b) / r_max]_+ with
  * r_max per row as _ReluPower computed it, q below `floor` set to 0, y = q^p / sum q^p; q is kept
  * for the backward when q_out is given. Two passes: powers and their sum, then the division. */
 #define RELU_ROWS(T, NAME, SQ)                                                                            \

@@ -1,6 +1,6 @@
 """Row plumbing shared by every row map: validation, dtype policy, masking and special rows.
 
-Conventions (DESIGN.md, "Numbers and names"):
+Conventions:
 - maps work over the last dimension after moving ``dim`` there, batched over every leading dimension;
 - float16/bfloat16/float32 compute in float32, float64 in float64, and the result has the input dtype;
 - ``mask`` is boolean, True = the key may be attended; a score of -inf is treated as masked too;

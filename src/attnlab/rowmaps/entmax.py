@@ -1,6 +1,6 @@
 """alpha-entmax and sparsemax: exact thresholds, a fast root-finding forward and a closed-form backward.
 
-Seed 001 (Long-Context Generalization with Sparse Attention) §2.2 and App. A:
+Vasylenko et al. 2025 (Long-Context Generalization with Sparse Attention) §2.2 and App. A:
 
     alpha-entmax(z)_i = [(alpha - 1) z_i - tau]_+^(1 / (alpha - 1)),  tau such that the row sums to 1.
 
@@ -23,7 +23,7 @@ the general path in float64: Newton safeguarded by bisection on the bracket abov
 k < 1 (alpha > 2) g is not convex.
 
 Sort-based ("sort"): the exact order-based algorithms for alpha = 2 (sparsemax, Martins & Astudillo 2016)
-and alpha = 1.5 (Peters et al. 2019), cited in seed 001 App. A.
+and alpha = 1.5 (Peters et al. 2019), cited in Vasylenko et al. 2025 App. A.
 
 Backward (both methods): with s = p^(2 - alpha) on the support, dL/dz = s * (g - <s, g> / sum s)
 (Peters et al. 2019), so no iteration is differentiated.
@@ -305,7 +305,7 @@ def entmax(z: torch.Tensor, alpha: float, method: str = "newton") -> torch.Tenso
     """alpha-entmax over the last dimension of rows z (masked keys at -inf), alpha >= 1.
 
     alpha = 1 is softmax; alpha = 2 is sparsemax. ``method`` is "newton" (any alpha) or "sort"
-    (alpha in {1.5, 2} only). Seed 001 §2.2, App. A.
+    (alpha in {1.5, 2} only). Vasylenko et al. 2025 §2.2, App. A.
     """
     check(alpha, method)
     if alpha == 1:

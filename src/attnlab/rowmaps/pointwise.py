@@ -84,9 +84,9 @@ class _ReluPower(torch.autograd.Function):
 def relu_power(z: torch.Tensor, p: float, b: float, dead: str = "zeros") -> torch.Tensor:
     """Normalized ReLU^p: r_i^p / sum_j r_j^p with r = ReLU(z + b).
 
-    Seed 000 (When Does Polynomial Attention Concentrate?) §5.3, Algorithm 1. Computed as
+    Polynomial Concentration (When Does Polynomial Attention Concentrate?) §5.3, Algorithm 1. Computed as
     (r / r_max)^p / sum (r_j / r_max)^p, so every power lies in [0, 1]: p = 16 cannot overflow or
-    underflow the sum even for bf16/fp16 input (seed 000 §5.5 lost its p = 16 results to this).
+    underflow the sum even for bf16/fp16 input (Polynomial Concentration §5.5 lost its p = 16 results to this).
 
     A dead row (no allowed key with z + b > 0) gets, by ``dead``: "zeros" (the row attends to nothing),
     "uniform" (equal weight on the allowed keys) or "softmax" (softmax of the row).
@@ -134,7 +134,7 @@ class _SigmoidNormalized(torch.autograd.Function):
 
 
 def sigmoid_normalized(z: torch.Tensor, b: float) -> torch.Tensor:
-    """Normalized sigmoid: sigma(z_i + b) / sum_j sigma(z_j + b). Seed 000 §5.3 and App. T.
+    """Normalized sigmoid: sigma(z_i + b) / sum_j sigma(z_j + b). Polynomial Concentration §5.3 and App. T.
 
     sigma > 0, so no row is dead. Rows whose largest z + b is so negative that sigma underflows are
     computed as softmax(log sigma(z + b)), the same quantity in log space.
@@ -145,7 +145,7 @@ def sigmoid_normalized(z: torch.Tensor, b: float) -> torch.Tensor:
 def wortsman(z: torch.Tensor, p: float, by: str) -> torch.Tensor:
     """Un-normalized ReLU(z)^p / L (``by="L"``) or / sqrt(L) (``by="sqrtL"``), L = allowed keys.
 
-    Wortsman et al. (2023) as used in seed 000 §5.3, Table 2 (b = 0: there is no row normalizer to
+    Wortsman et al. (2023) as used in Polynomial Concentration §5.3, Table 2 (b = 0: there is no row normalizer to
     absorb a bias shift). Rows do not sum to 1.
     """
     def rows(c: torch.Tensor) -> torch.Tensor:
@@ -159,7 +159,7 @@ def wortsman(z: torch.Tensor, p: float, by: str) -> torch.Tensor:
 def relu_attention(z: torch.Tensor) -> torch.Tensor:
     """ReLU(z) / max(L - 2, 1), L = allowed keys (in a causal row, the 1-based query position i).
 
-    Seed 004 (Attention Sinks Are Functionally Essential) §3.4: n_i = max(i - 2, 1) excludes BOS and the
+    Attention Sinks Essential §3.4: n_i = max(i - 2, 1) excludes BOS and the
     current token, so that ReLU attention can compute averages.
     """
     def rows(c: torch.Tensor) -> torch.Tensor:

@@ -50,7 +50,7 @@ class RowMap:
 
     @property
     def needs_bias(self) -> bool:
-        """True for ``..._bauto`` names: the caller must resolve b (seed 000 App. B, J) first."""
+        """True for ``..._bauto`` names: the caller must resolve b (Polynomial Concentration App. B, J) first."""
         return self.rows is None
 
     def __call__(
@@ -192,28 +192,28 @@ def _reluattn(name, m, **o):
 FAMILIES: tuple[Family, ...] = (
     Family(r"softmax", "softmax", "exp(z_i) / sum_j exp(z_j)", "-", "all seeds", (), _softmax),
     Family(rf"softmax_t({_NUM})", "softmax_t0.5", "softmax(z / t)", "t in [1e-4, 1e4]: temperature",
-           "seed 003 §2", (), _temp),
+           "Hayase & Karakida 2026 §2", (), _temp),
     Family(rf"ssmax_s({_NUM})", "ssmax_s0.43", "softmax(s log(L) z)", "s in [1e-4, 1e4]; L = allowed keys",
-           "seed 001 §5 (Scalable-Softmax)", (), _ssmax),
+           "Vasylenko et al. 2025 §5 (Scalable-Softmax)", (), _ssmax),
     Family(rf"logn_xi({_NUM})_n(\d+)", "logn_xi2_n8192", "softmax(max(1, log L / log n_train)^xi z)",
-           "xi in [-8, 8]: exponent; n_train >= 2: training length", "seed 003 App. A.2", (), _logn),
+           "xi in [-8, 8]: exponent; n_train >= 2: training length", "Hayase & Karakida 2026 App. A.2", (), _logn),
     Family(r"topk_k(\d+)", "topk_k32", "softmax over the k largest scores (ties kept)", "k >= 1",
-           "seed 001 §5 (top-K)", (), _topk),
+           "Vasylenko et al. 2025 §5 (top-K)", (), _topk),
     Family(rf"entmax_a({_NUM})", "entmax_a1.5", "[(alpha-1) z_i - tau]_+^(1/(alpha-1))",
            "alpha >= 1 (1 = softmax, 2 = sparsemax); option method=newton|sort",
-           "seed 001 §2.2, App. A", ("method",), _entmax_fam),
+           "Vasylenko et al. 2025 §2.2, App. A", ("method",), _entmax_fam),
     Family(r"sparsemax", "sparsemax", "[z_i - tau]_+ (alpha-entmax at alpha = 2)",
-           "option method=newton|sort", "seed 001 App. A", ("method",), _sparsemax),
+           "option method=newton|sort", "Vasylenko et al. 2025 App. A", ("method",), _sparsemax),
     Family(rf"relu_p({_NUM})_b({_NUM}|auto)", "relu_p4_b3.55", "ReLU(z_i + b)^p / sum_j ReLU(z_j + b)^p",
            "p in (0, 256]; b in [-1e4, 1e4] or 'auto' (resolved by the caller); option dead=zeros|uniform|softmax",
-           "seed 000 §5.3, Alg. 1", ("dead",), _relu),
+           "Polynomial Concentration §5.3, Alg. 1", ("dead",), _relu),
     Family(rf"sigmoid_b({_NUM}|auto)", "sigmoid_b0", "sigmoid(z_i + b) / sum_j sigmoid(z_j + b)",
-           "b in [-1e4, 1e4]: bias, or 'auto'", "seed 000 §5.3, App. T", (), _sigmoid),
+           "b in [-1e4, 1e4]: bias, or 'auto'", "Polynomial Concentration §5.3, App. T", (), _sigmoid),
     Family(rf"wortsman_p({_NUM})_(L|sqrtL)", "wortsman_p2_sqrtL", "ReLU(z_i)^p / L or / sqrt(L)",
-           "p in (0, 256]; L = allowed keys; not normalized", "seed 000 §5.3 (Wortsman et al. 2023)", (),
+           "p in (0, 256]; L = allowed keys; not normalized", "Polynomial Concentration §5.3 (Wortsman et al. 2023)", (),
            _wortsman),
     Family(r"reluattn", "reluattn", "ReLU(z_i) / max(L - 2, 1)", "L = allowed keys; not normalized",
-           "seed 004 §3.4", (), _reluattn),
+           "Attention Sinks Essential §3.4", (), _reluattn),
 )
 
 

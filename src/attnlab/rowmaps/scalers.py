@@ -1,4 +1,4 @@
-"""Learnable length scalers: ASEntmax and ASSMax (seed 001 §4.1, eq. 8-9).
+"""Learnable length scalers: ASEntmax and ASSMax (Vasylenko et al. 2025 §4.1, eq. 8-9).
 
     scale = delta + beta (log n)^gamma,   beta = softplus(x w_beta),   gamma = s tanh(x w_gamma),
 
@@ -16,13 +16,13 @@ from .registry import RowMap, get
 
 
 class AdaptiveScale(nn.Module):
-    """Per-head, per-query multiplier delta + beta (log n)^gamma on score rows (seed 001 eq. 8-9).
+    """Per-head, per-query multiplier delta + beta (log n)^gamma on score rows (Vasylenko et al. 2025 eq. 8-9).
 
     Args:
         n_heads: heads H; scores are (..., H, Q, K).
         dim: feature size d of ``x``, the per-query input the projections read (the layer input
-            X of seed 001, shape (..., Q, d) shared by all heads, or (..., H, Q, d) per head).
-        delta: the constant term (seed 001 uses delta = 1).
+            X of Vasylenko et al. 2025, shape (..., Q, d) shared by all heads, or (..., H, Q, d) per head).
+        delta: the constant term (Vasylenko et al. 2025 uses delta = 1).
         s: the bound on |gamma|.
         row_map: the map ``attend`` applies after scaling.
 
@@ -86,7 +86,7 @@ class AdaptiveScale(nn.Module):
 
 
 class ASEntmax(AdaptiveScale):
-    """Adaptive-Scalable alpha-entmax (seed 001 §4.1): AdaptiveScale followed by alpha-entmax."""
+    """Adaptive-Scalable alpha-entmax (Vasylenko et al. 2025 §4.1): AdaptiveScale followed by alpha-entmax."""
 
     def __init__(self, n_heads: int, dim: int, *, alpha: float = 1.5, delta: float = 1.0,
                  s: float = 1.0) -> None:
@@ -94,7 +94,7 @@ class ASEntmax(AdaptiveScale):
 
 
 class ASSMax(AdaptiveScale):
-    """Adaptive-Scalable softmax (seed 001 §5 baseline): AdaptiveScale followed by softmax."""
+    """Adaptive-Scalable softmax (Vasylenko et al. 2025 §5 baseline): AdaptiveScale followed by softmax."""
 
     def __init__(self, n_heads: int, dim: int, *, delta: float = 1.0, s: float = 1.0) -> None:
         super().__init__(n_heads, dim, delta=delta, s=s, row_map="softmax")

@@ -38,7 +38,7 @@ def softmax_temperature(z: torch.Tensor, t: float) -> torch.Tensor:
 def ssmax(z: torch.Tensor, s: float) -> torch.Tensor:
     """Scalable-Softmax: softmax(s log(L) z), L = allowed keys of the row.
 
-    Seed 001 (Long-Context Generalization with Sparse Attention) §5 baselines, after Nakanishi (2025).
+    Vasylenko et al. 2025 (Long-Context Generalization with Sparse Attention) §5 baselines, after Nakanishi (2025).
     """
     def rows(c: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
         # L is clamped to 2: a row with one allowed key is one-hot under any positive factor, and a
@@ -51,14 +51,14 @@ def ssmax(z: torch.Tensor, s: float) -> torch.Tensor:
 def length_multiplier(n: torch.Tensor, xi: float, n_train: float) -> torch.Tensor:
     """m(n; xi) = max(1, log n / log n_train)^xi.
 
-    Seed 003 (A Unified Framework for Critical Scaling of Inverse Temperature), App. A.2.
+    Hayase & Karakida 2026 (A Unified Framework for Critical Scaling of Inverse Temperature), App. A.2.
     """
     ratio = torch.log(n.clamp_min(1)) / math.log(n_train)
     return ratio.clamp_min(1.0).pow(xi)
 
 
 def logn_softmax(z: torch.Tensor, xi: float, n_train: float) -> torch.Tensor:
-    """softmax(m(n; xi) z) with n = allowed keys of the row (seed 003 App. A.2)."""
+    """softmax(m(n; xi) z) with n = allowed keys of the row (Hayase & Karakida 2026 App. A.2)."""
     def rows(c: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
         return _scaled_softmax(c, m, length_multiplier(allowed_count(c), xi, n_train))
 
@@ -69,7 +69,7 @@ def topk_softmax(z: torch.Tensor, k: int) -> torch.Tensor:
     """Softmax over the k largest allowed scores of the row, zero elsewhere.
 
     Keys tied with the k-th largest score are all kept, so the result does not depend on key order.
-    Seed 001 §5 (top-K baseline).
+    Vasylenko et al. 2025 §5 (top-K baseline).
     """
     def rows(c: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
         kk = min(k, c.shape[-1])

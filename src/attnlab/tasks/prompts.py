@@ -1,6 +1,6 @@
 """Tokenizer-agnostic, deterministic prompt suites: NIAH, pass-key and UUID NIAH, induction, MQAR, copying.
 
-The constructions follow seed 000: App. B (induction, MQAR, copying), App. E (NIAH), App. AA (pass key),
+The constructions follow Polynomial Concentration: App. B (induction, MQAR, copying), App. E (NIAH), App. AA (pass key),
 App. AI (RULER ``niah_single_3`` template) and App. S (the answer key). Text suites are written as text and
 tokenized whole with the caller's tokenizer; induction and MQAR draw random ordinary token ids.
 
@@ -53,7 +53,7 @@ class Prompt:
     ``input_ids`` is what the model reads, with the tokenizer's BOS when it adds one. ``answer_ids`` is the
     expected continuation: its first token decides single-token suites, the whole of it multi-token ones.
     ``answer_positions`` are the positions in ``input_ids`` where the answer was planted (the answer key
-    of seed 000 App. S); for induction and copying, the position after the query token's first occurrence.
+    of Polynomial Concentration App. S); for induction and copying, the position after the query token's first occurrence.
     ``meta`` holds what was drawn (needle, key, value, haystack sentences as ``pad``...).
     """
 
@@ -377,7 +377,7 @@ def _first_unique(ids: Sequence[int], start: int) -> int | None:
 
 
 def _copying(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
-    # Seed 000 App. B's "copying with padding", on a generated passage instead of memorized novel openings:
+    # Polynomial Concentration App. B's "copying with padding", on a generated passage instead of memorized novel openings:
     # passage, random tokens, then at least half the passage again; the copy stops before a token that
     # occurs once in the passage, so only copying names the answer.
     lex, _ = _screened_lexicon(tok, "copying")
@@ -443,17 +443,17 @@ class Suite:
 SUITES: dict[str, Suite] = {
     s.name: s for s in (
         Suite("niah", "'The secret word is X. [haystack] The secret word is' with X a one-token noun",
-              "seed 000 App. E", 1, "first token", 128, None, _niah),
+              "Polynomial Concentration App. E", 1, "first token", 128, None, _niah),
         Suite("induction", "a random-token segment and its repeat; predict the repeat's next token",
-              "seed 000 App. B; Olsson et al. 2022", 1, "first token", None, 1024, _induction),
+              "Polynomial Concentration App. B; Olsson et al. 2022", 1, "first token", None, 1024, _induction),
         Suite("mqar", "random-token key-value pairs, then queries; predict the last queried value",
-              "seed 000 App. B; Arora et al. 2023", 1, "first token", None, 1024, _mqar),
+              "Polynomial Concentration App. B; Arora et al. 2023", 1, "first token", None, 1024, _mqar),
         Suite("copying", "a generated passage, random padding, then the passage again; continue it",
-              "seed 000 App. B, Sec. 5.4", 1, "first token", 500, None, _copying),
+              "Polynomial Concentration App. B, Sec. 5.4", 1, "first token", 500, None, _copying),
         Suite("uuid_niah", "RULER niah_single_3: recall the UUID planted for a key noun",
-              "seed 000 App. AI; Hsieh et al. 2024", 56, "substring", 128, None, _uuid_niah),
+              "Polynomial Concentration App. AI; Hsieh et al. 2024", 56, "substring", 128, None, _uuid_niah),
         Suite("passkey_niah", "'The pass key is X. [haystack] The pass key is' with an 8-character key",
-              "seed 000 App. AA", 24, "substring", 128, None, _passkey_niah),
+              "Polynomial Concentration App. AA", 24, "substring", 128, None, _passkey_niah),
     )
 }
 
@@ -473,7 +473,7 @@ def build_suite(name: str, tokenizer: Any, n_prompts: int, *, seed: int = 0, len
                 pad: int | None = None) -> list[Prompt]:
     """``n_prompts`` prompts of suite ``name`` for a Hugging Face ``tokenizer``.
 
-    ``pad`` counts haystack sentences (NIAH suites; seed 000 uses 0, 8, 32, 128, 512) or random padding
+    ``pad`` counts haystack sentences (NIAH suites; Polynomial Concentration uses 0, 8, 32, 128, 512) or random padding
     tokens (copying). ``length`` is the target total of ``input_ids``: exact for induction and copying,
     within 3 tokens for MQAR, and short by less than one haystack sentence for the NIAH suites. Pass one of
     the two; with neither, the suite's default applies. Raises SuiteError on anything it cannot build.
@@ -505,7 +505,7 @@ def max_new_tokens(name: str) -> int:
 
 
 def answer_keys(prompt: Prompt) -> dict[int, int]:
-    """Query position -> the key position holding its answer (seed 000 App. S's answer key).
+    """Query position -> the key position holding its answer (Polynomial Concentration App. S's answer key).
 
     Every suite's last input position answers from ``answer_positions[0]``. Induction has an answer at
     every position of the repeat: the token after the current token's first occurrence, the planted B

@@ -1,8 +1,8 @@
-"""Retrieval tasks as ``Task``s (conventions in ``seqtask``): MQMTAR and Max Retrieval of seed 001
-(``001_ac38add56f50d167.txt`` §5.1, App. G.1, Fig. 10, App. H.3-H.4), Zoology-style MQAR (Arora et al.
-2023, the MQAR of seed 000 App. B), and small-vocabulary NIAH and induction streams.
+"""Retrieval tasks as ``Task``s (conventions in ``seqtask``): MQMTAR and Max Retrieval of Vasylenko et al. 2025
+(Vasylenko et al. 2025 §5.1, App. G.1, Fig. 10, App. H.3-H.4), Zoology-style MQAR (Arora et al.
+2023, the MQAR of Polynomial Concentration App. B), and small-vocabulary NIAH and induction streams.
 
-Where seed 001 is silent we follow the data generator its authors published with the paper (cited as
+Where Vasylenko et al. 2025 is silent we follow the data generator its authors published with the paper (cited as
 "the authors' generator"), and say so.
 """
 
@@ -19,7 +19,7 @@ from .seqtask import VOCABULARY, Task, TaskBatch, distinct, generative, need, ta
 
 @dataclass(frozen=True)
 class MQAR(Task):
-    """Multi-query associative recall after Zoology (Arora et al. 2023; seed 000, ``000_c3af34216dc32d93.txt``, App. B):
+    """Multi-query associative recall after Zoology (Arora et al. 2023; Polynomial Concentration, App. B):
     key-value pairs, then the keys queried again among filler.
 
     Row: ``<bos> k_1 v_1 .. k_D v_D`` then a query region of ``length - 2D`` tokens of filler 0 in which
@@ -36,7 +36,7 @@ class MQAR(Task):
     keys: int = 4096
     num_pairs: int | None = None
     kind: ClassVar[str] = "generative"
-    source: ClassVar[str] = "Zoology (Arora et al. 2023); seed 000 App. B; seed 001 §5.1"
+    source: ClassVar[str] = "Zoology (Arora et al. 2023); Polynomial Concentration App. B; Vasylenko et al. 2025 §5.1"
     layout: ClassVar[str] = "<bos> (k v)^D then filler 0 with each key queried once as 'k v'; v after a query scored"
 
     def __post_init__(self):
@@ -98,7 +98,7 @@ def _digits(index: np.ndarray, alphabet: int, width: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class MQMTAR(Task):
-    """Multi-query multi-token associative recall (seed 001, ``001_ac38add56f50d167.txt``, §5.1, App. G.1, Fig. 10,
+    """Multi-query multi-token associative recall (Vasylenko et al. 2025, §5.1, App. G.1, Fig. 10,
     H.4).
 
     Row: ``<bos>``, a context of ``C = length - 2 - queries * (2 + key_len + value_len)`` tokens holding
@@ -126,7 +126,7 @@ class MQMTAR(Task):
     density: float = 0.8
     kv_vocab: int | None = 10_000
     kind: ClassVar[str] = "generative"
-    source: ClassVar[str] = "seed 001 §5.1, App. G.1, Fig. 10, Table 5, App. H.4"
+    source: ClassVar[str] = "Vasylenko et al. 2025 §5.1, App. G.1, Fig. 10, Table 5, App. H.4"
     layout: ClassVar[str] = "<bos> context(pairs 'key 1 value' among 0s) (3 key)^Q 2 | (3 value)^Q <eos>"
 
     def __post_init__(self):
@@ -211,7 +211,7 @@ class MQMTAR(Task):
 
 @dataclass(frozen=True)
 class MaxRetrieval(Task):
-    """Max Retrieval (seed 001, ``001_ac38add56f50d167.txt``, §5.1, App. G.1, H.3, Table 8; after Velickovic et al.
+    """Max Retrieval (Vasylenko et al. 2025, §5.1, App. G.1, H.3, Table 8; after Velickovic et al.
     2025): report a feature of the item with the largest priority.
 
     Velickovic et al. train one attention head over MLP-encoded items to predict a feature of the maximum
@@ -228,7 +228,7 @@ class MaxRetrieval(Task):
     priorities: int = 4096
     classes: int = 16
     kind: ClassVar[str] = "generative"
-    source: ClassVar[str] = "seed 001 §5.1, App. G.1, App. H.3 (Table 8); Velickovic et al. 2025"
+    source: ClassVar[str] = "Vasylenko et al. 2025 §5.1, App. G.1, App. H.3 (Table 8); Velickovic et al. 2025"
     layout: ClassVar[str] = "<bos> (p c)^m <sep> c_of_max_p <eos>, m = (length - 3) // 2"
 
     def __post_init__(self):
@@ -280,7 +280,7 @@ class _Planted(Task):
 
     symbols: int = 16
     kind: ClassVar[str] = "generative"
-    source: ClassVar[str] = "issue 6 item 1; in the manner of seed 000 App. B, E (induction, NIAH)"
+    source: ClassVar[str] = "in the manner of Polynomial Concentration App. B, E (induction, NIAH)"
 
     @property
     def min_length(self) -> int:
@@ -310,7 +310,7 @@ class _Planted(Task):
 
 @dataclass(frozen=True)
 class NIAHSmall(_Planted):
-    """Needle in a haystack with a small vocabulary (issue 6; after seed 000, ``000_c3af34216dc32d93.txt``,
+    """Needle in a haystack with a small vocabulary (after Polynomial Concentration
     App. E): the needle's key comes from its own ``keys`` ids (``symbols..symbols+keys-1``), never in the
     haystack, like the cue of a NIAH template; haystack and value are uniform over the ``symbols`` data
     ids. ``<bos> <eos>`` follow the keys. Row as in ``_Planted``: ``<bos> hay.. K V hay.. K V <eos>`` with
@@ -339,7 +339,7 @@ class NIAHSmall(_Planted):
 
 @dataclass(frozen=True)
 class InductionSmall(_Planted):
-    """In-context induction with a small vocabulary (issue 6; after seed 000, ``000_c3af34216dc32d93.txt``, App. B,
+    """In-context induction with a small vocabulary (after Polynomial Concentration App. B,
     H): a random stream over ``symbols`` data ids where the bigram ``A B`` was planted (``B != A``) and
     ``A`` occurs nowhere else, ending in ``A``; the answer is ``B`` (the seed's planted-B induction, in
     ids). ``<bos> <eos>`` = ``symbols``, ``symbols + 1``.

@@ -1,10 +1,10 @@
-"""The shared frame of attnlab's synthetic tasks (issue 6): ``TaskBatch``, the ``Task`` base class and the
+"""The shared frame of attnlab's synthetic tasks: ``TaskBatch``, the ``Task`` base class and the
 seeded generators behind every task in ``synthetic.TASKS``.
 
 Conventions every token task keeps:
 
 - ``length`` is the number of input tokens per row; the task decides how many items fit (``sizes``).
-- Position 0 holds ``<bos>``, as in the seed-001 authors' data formats (``{bos_token} {text} ...``).
+- Position 0 holds ``<bos>``, as in the Vasylenko et al. 2025 authors' data formats (``{bos_token} {text} ...``).
 - Generative tasks build one sequence ``S`` of ``length + 1`` tokens; ``ids = S[:-1]`` and ``targets[t] =
   S[t + 1]`` where ``S[t + 1]`` is an answer token (teacher forcing), else -100. The last answer token, or
   ``<eos>``, may sit at ``S[length]`` and so appear in the targets only. Where whole items leave one token

@@ -1,4 +1,4 @@
-"""Sequence tasks of seed 001 (``001_ac38add56f50d167.txt``) §5.1, App. G.1, Table 5, Fig. 10: Copy,
+"""Sequence tasks of Vasylenko et al. 2025 §5.1, App. G.1, Table 5, Fig. 10: Copy,
 Reverse, Sort, 2Back, Local Count and Flip-Flop, as ``Task``s (conventions in ``seqtask``).
 
 Where the seed is silent we follow the data generator the seed's authors published with the paper (its
@@ -19,7 +19,7 @@ from .seqtask import TaskBatch, Task, classification, generative, need
 class _Transduction(Task):
     """``<bos> x_1..x_m <sep> y_1..y_m <eos>`` with ``m = (length - 2) // 2`` source tokens drawn
     uniformly, with repeats, from ``symbols`` data ids ``0..symbols-1``; the answer ``y`` (and ``<eos>``) is
-    scored. Seed 001 App. G.1: "a small vocabulary size of 32 ... since models must handle such repetitions";
+    scored. Vasylenko et al. 2025 App. G.1: "a small vocabulary size of 32 ... since models must handle such repetitions";
     Table 5's vocabulary counts data tokens only (Flip-Flop: 4 there, "4 main and 3 special" in App. H), so
     the specials come on top: ``<bos> <sep> <eos>`` = ``symbols .. symbols + 2``.
     The seed's "length" (ID 64) counts source tokens; here a sequence of ``length`` tokens holds
@@ -28,7 +28,7 @@ class _Transduction(Task):
 
     symbols: int = 32
     kind: ClassVar[str] = "generative"
-    source: ClassVar[str] = "seed 001 §5.1, App. G.1, Table 5"
+    source: ClassVar[str] = "Vasylenko et al. 2025 §5.1, App. G.1, Table 5"
     layout: ClassVar[str] = "<bos> x_1..x_m <sep> y_1..y_m <eos>, m = (length - 2) // 2"
 
     def __post_init__(self):
@@ -67,7 +67,7 @@ class _Transduction(Task):
 
 @dataclass(frozen=True)
 class Copy(_Transduction):
-    """Copy (seed 001, ``001_ac38add56f50d167.txt``, §5.1, App. G.1): the answer is the source itself; row as in
+    """Copy (Vasylenko et al. 2025, §5.1, App. G.1): the answer is the source itself; row as in
     ``_Transduction``."""
 
     name: str = "copy"
@@ -78,7 +78,7 @@ class Copy(_Transduction):
 
 @dataclass(frozen=True)
 class Reverse(_Transduction):
-    """Reverse (seed 001, ``001_ac38add56f50d167.txt``, §5.1, App. G.1): the answer is the source backwards; row as in
+    """Reverse (Vasylenko et al. 2025, §5.1, App. G.1): the answer is the source backwards; row as in
     ``_Transduction``."""
 
     name: str = "reverse"
@@ -89,7 +89,7 @@ class Reverse(_Transduction):
 
 @dataclass(frozen=True)
 class Sort(_Transduction):
-    """Sort (seed 001, ``001_ac38add56f50d167.txt``, §5.1, App. G.1): the answer is the source in ascending
+    """Sort (Vasylenko et al. 2025, §5.1, App. G.1): the answer is the source in ascending
     order; row as in ``_Transduction``."""
 
     name: str = "sort"
@@ -100,7 +100,7 @@ class Sort(_Transduction):
 
 @dataclass(frozen=True)
 class TwoBack(Task):
-    """2Back (seed 001, ``001_ac38add56f50d167.txt``, App. G.1, Fig. 10, H.1): classify each token by the token two
+    """2Back (Vasylenko et al. 2025, App. G.1, Fig. 10, H.1): classify each token by the token two
     positions earlier.
 
     Row: ``<bos> 0 x_1 .. x_{length-2}`` with ``x`` uniform over ``1..symbols-1``; Fig. 10 adds "a special
@@ -114,7 +114,7 @@ class TwoBack(Task):
     name: str = "2back"
     symbols: int = 10
     kind: ClassVar[str] = "classification"
-    source: ClassVar[str] = "seed 001 App. G.1, Fig. 10, App. H.1"
+    source: ClassVar[str] = "Vasylenko et al. 2025 App. G.1, Fig. 10, App. H.1"
     layout: ClassVar[str] = "<bos> 0 x_1..x_{length-2}; class of position t is ids[t-2], 0 for t <= 2"
 
     def __post_init__(self):
@@ -146,7 +146,7 @@ class TwoBack(Task):
 
 @dataclass(frozen=True)
 class LocalCount(Task):
-    """Local Count (seed 001, ``001_ac38add56f50d167.txt``, App. G.1, Fig. 10, H.2): classify each token by how many
+    """Local Count (Vasylenko et al. 2025, App. G.1, Fig. 10, H.2): classify each token by how many
     times it has occurred so far in its current cluster (run).
 
     Row: ``<bos>`` then clusters filling ``length - 1`` positions (the last one cut at the end); a cluster
@@ -162,7 +162,7 @@ class LocalCount(Task):
     symbols: int = 8
     max_repeat: int = 4
     kind: ClassVar[str] = "classification"
-    source: ClassVar[str] = "seed 001 App. G.1, Fig. 10, App. H.2"
+    source: ClassVar[str] = "Vasylenko et al. 2025 App. G.1, Fig. 10, App. H.2"
     layout: ClassVar[str] = "<bos> clusters w^r (w != previous w, r ~ U{1..max_repeat}); class = 0-based index in w^r"
 
     def __post_init__(self):
@@ -207,7 +207,7 @@ class LocalCount(Task):
 
 @dataclass(frozen=True)
 class FlipFlop(Task):
-    """Flip-Flop (seed 001, ``001_ac38add56f50d167.txt``, App. G.1, Table 5, after Liu et al. 2023): recall the bit
+    """Flip-Flop (Vasylenko et al. 2025, App. G.1, Table 5, after Liu et al. 2023): recall the bit
     of the last write.
 
     Row: ``<bos>`` then ``k = (length - 1) // 2`` instructions, each followed by a bit except the last; the
@@ -222,7 +222,7 @@ class FlipFlop(Task):
     name: str = "flipflop_sparse"
     p_write: float = 0.1
     kind: ClassVar[str] = "generative"
-    source: ClassVar[str] = "seed 001 App. G.1, Table 5, App. H (Tables 11-13)"
+    source: ClassVar[str] = "Vasylenko et al. 2025 App. G.1, Table 5, App. H (Tables 11-13)"
     layout: ClassVar[str] = "<bos> w b (w|i b)* r ANSWER <eos>, (length - 1) // 2 instructions"
 
     def __post_init__(self):

@@ -1,4 +1,4 @@
-"""Deterministic synthetic tasks (issue 6, item 1): the registry, the trainer's stream, scoring and display.
+"""Deterministic synthetic tasks: the registry, the trainer's stream, scoring and display.
 
     >>> batch = TASKS["copy"].generate(n=256, length=64, seed=0)       # TaskBatch(ids, targets)
     >>> stream = TaskStream("mqmtar", length=64, seed=0)               # a train.data.Batches
@@ -7,9 +7,9 @@
     >>> print(show("flipflop_dense", length=21))
 
 Tasks and their seeds: ``mqmtar``, ``max_retrieval``, ``copy``, ``reverse``, ``sort``, ``2back``,
-``local_count``, ``flipflop_sparse``, ``flipflop_dense`` (seed 001 App. G.1, Fig. 10, Table 5, App. H),
-``mqar`` (Zoology; seed 000 App. B), ``trigger_averaging`` (seed 004 §3.2, App. A), ``niah_small`` and
-``induction_small`` (issue 6). Each task's docstring gives its row layout, vocabulary and scored positions,
+``local_count``, ``flipflop_sparse``, ``flipflop_dense`` (Vasylenko et al. 2025 App. G.1, Fig. 10, Table 5, App. H),
+``mqar`` (Zoology; Polynomial Concentration App. B), ``trigger_averaging`` (Attention Sinks Essential §3.2, App. A), ``niah_small`` and
+``induction_small`` (small-vocabulary versions of Polynomial Concentration's probes). Each task's docstring gives its row layout, vocabulary and scored positions,
 and the choices made where its seed is silent; ``TASKS[name].describe()`` gives the same as data.
 """
 
@@ -68,7 +68,7 @@ class TaskStream:
 
     Step ``s``'s global batch is ``task.draw(rng, batch, length)`` with ``rng = default_rng([stream id,
     TRAIN, seed, s])``, and rank ``r`` of ``w`` takes its rows ``[r*B/w, (r+1)*B/w)``. With ``min_length``,
-    each step first draws its length uniformly from ``min_length..length`` with that rng (seed 001 trains
+    each step first draws its length uniformly from ``min_length..length`` with that rng (Vasylenko et al. 2025 trains
     on lengths 32-64, Table 5), the same for every row of the step so the batch stays rectangular.
     Validation batch ``i`` comes from ``default_rng([stream id, VALIDATION, seed, i])`` at ``length``, a
     stream apart from every training step. Token tasks
@@ -133,13 +133,13 @@ def _predictions(logits_or_predictions: torch.Tensor, targets: torch.Tensor) -> 
 
 def exact_match(logits_or_predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """(n,) bool: a row is right iff every scored position (targets != -100) is predicted right, the
-    argmax of logits (n, length, vocab) or the ids (n, length) given. Seed 001 App. G.2's exact match."""
+    argmax of logits (n, length, vocab) or the ids (n, length) given. Vasylenko et al. 2025 App. G.2's exact match."""
     predictions = _predictions(logits_or_predictions, targets)
     return ((predictions == targets) | (targets == IGNORE)).all(dim=-1)
 
 
 def scored_accuracy(logits_or_predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """(n,) float: the fraction of each row's scored positions predicted right; seed 001 App. G.2 scores
+    """(n,) float: the fraction of each row's scored positions predicted right; Vasylenko et al. 2025 App. G.2 scores
     2Back and Local Count by accuracy rather than exact match."""
     predictions = _predictions(logits_or_predictions, targets)
     scored = targets != IGNORE

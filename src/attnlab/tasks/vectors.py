@@ -1,4 +1,4 @@
-"""The trigger-conditional averaging task of seed 004 (``004_4c20691c678efca4.txt`` §3.1-3.2, App. A), the
+"""The trigger-conditional averaging task of Attention Sinks Essential (§3.1-3.2, App. A), the
 continuous-vector task behind attnlab's ``model.inputs: vectors`` mode.
 
     >>> batch = TriggerAveraging().generate(128, 16, seed=0)
@@ -18,13 +18,13 @@ from .seqtask import Task, VectorBatch, need
 
 def trigger_mask(inputs: torch.Tensor) -> torch.Tensor:
     """(n, length) bool: the trigger position of each row, where coordinate 2 (index 1) is 1; only the
-    trigger token sets it (seed 004 §3.2), so evaluation can score the trigger from the inputs alone."""
+    trigger token sets it (Attention Sinks Essential §3.2), so evaluation can score the trigger from the inputs alone."""
     return inputs[..., 1] == 1
 
 
 @dataclass(frozen=True)
 class TriggerAveraging(Task):
-    """Trigger-conditional averaging (seed 004, ``004_4c20691c678efca4.txt``, §3.2, App. A); ``dim`` = the seed's n,
+    """Trigger-conditional averaging (Attention Sinks Essential, §3.2, App. A); ``dim`` = the seed's n,
     ``length`` = its L.
 
     Per row, with 1-based positions: a trigger index ``j`` uniform over ``{3..L}`` (or fixed by
@@ -40,11 +40,11 @@ class TriggerAveraging(Task):
     dim: int = 16
     trigger: int | None = None
     kind: ClassVar[str] = "vector"
-    source: ClassVar[str] = "seed 004 §3.1-3.2, §4, App. A"
+    source: ClassVar[str] = "Attention Sinks Essential §3.1-3.2, §4, App. A"
     layout: ClassVar[str] = "e1, then non-trigger vectors (0, 0, U(-1,1)^(n-3), 1), e2 at j ~ U{3..L}"
 
     def __post_init__(self):
-        need(self.dim >= 5, f"trigger_averaging: dim {self.dim}; allowed: dim >= 5 (seed 004 §3.1)")
+        need(self.dim >= 5, f"trigger_averaging: dim {self.dim}; allowed: dim >= 5 (Attention Sinks Essential §3.1)")
         need(self.trigger is None or self.trigger >= 3,
              f"trigger_averaging: trigger {self.trigger}; allowed: None (uniform) or a 1-based index >= 3")
 

@@ -1,7 +1,7 @@
 """``RunConfig``: a training run as validated dataclasses, from a YAML/TOML file plus ``--set`` overrides.
 
 The file has four tables: ``model`` (``attnlab.model.ModelConfig``), ``data``, ``train`` and
-``intervention`` (seed 002: the early upper-Q/K learning-rate multiplier, the entropy floor, and the
+``intervention`` (Zhu et al. 2026: the early upper-Q/K learning-rate multiplier, the entropy floor, and the
 release rule both share). Unknown keys and bad values fail on load with a message that names the field,
 the value and what is allowed.
 """
@@ -83,7 +83,7 @@ class TrainConfig:
     batches per step; lr (peak), min_lr (the cosine floor), warmup (linear warmup steps); weight_decay on
     matrices and embeddings only; betas; clip: the gradient-norm bound (0 = off); precision fp32 or bf16
     (autocast; parameters and optimizer stay float32); seed; eval_every, eval_batches; probes: log the
-    seed-002 probes at each evaluation; checkpoint_every (0 = only at the end) and keep (checkpoints
+    Zhu et al. 2026 probes at each evaluation; checkpoint_every (0 = only at the end) and keep (checkpoints
     kept); tensorboard: also write TensorBoard events when the package is installed."""
 
     steps: int = 200
@@ -129,7 +129,7 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class InterventionConfig:
-    """Seed 002 §2 and App. D, F, G. upper_qk_lr: the early learning-rate multiplier on the upper half's
+    """Zhu et al. 2026 §2 and App. D, F, G. upper_qk_lr: the early learning-rate multiplier on the upper half's
     W_Q and W_K (1 = off; the seed's 0.25); entropy_floor: lambda of lambda * max(0, h0 - H_upper) (0 =
     off; the seed's 0.10 with h0 = 0.80). Both hold until release, then ramp to the plain run over
     ``ramp`` of the steps. release: rule (the lower-copy maturity rule: ``patience`` consecutive

@@ -1,4 +1,4 @@
-"""Training data streams for attnlab's decoder (issue 5, item 6): offline, deterministic and stateless by step.
+"""Training data streams for attnlab's decoder: offline, deterministic and stateless by step.
 
     >>> corpus = text_files(None)                      # the Python standard library's own sources
     >>> stream = TextStream(corpus, load_tokenizer("bytes"), context=256, seed=0, max_tokens=2_000_000)

@@ -1,8 +1,8 @@
 """AdamW with named parameter groups, and the cosine learning-rate schedule with linear warmup.
 
 Groups: ``decay`` (matrices and embeddings), ``no_decay`` (biases, norm gains, scalers' vectors),
-and, for the seed-002 intervention, ``upper_qk`` / ``upper_qk_no_decay``: the query and key projections
-of the upper half of the layers (seed 002 §2), split out so that one multiplier reaches them and nothing
+and, for the Zhu et al. 2026 intervention, ``upper_qk`` / ``upper_qk_no_decay``: the query and key projections
+of the upper half of the layers (Zhu et al. 2026 §2), split out so that one multiplier reaches them and nothing
 else. Each group's learning rate is base lr x cosine(step) x its multiplier.
 """
 
@@ -17,7 +17,7 @@ UPPER_QK = ("upper_qk", "upper_qk_no_decay")
 
 
 def upper_qk_names(model: nn.Module) -> list[str]:
-    """Parameter names of W_Q and W_K (and their biases) in layers L//2 .. L-1 (seed 002 §2: the upper
+    """Parameter names of W_Q and W_K (and their biases) in layers L//2 .. L-1 (Zhu et al. 2026 §2: the upper
     half), in ``model.named_parameters`` order."""
     layers = len(model.layers)
     upper = {f"layers.{i}.attn.{proj}." for i in range(layers // 2, layers) for proj in ("q_proj", "k_proj")}

@@ -1,6 +1,6 @@
-"""The seed-002 probes logged at every evaluation, and the differentiable upper entropy of its entropy floor.
+"""The Zhu et al. 2026 probes logged at every evaluation, and the differentiable upper entropy of its entropy floor.
 
-Seed 002 (Learning Less Is More: Premature Upper-Layer Attention Specialization) measures premature
+Zhu et al. 2026 (Learning Less Is More: Premature Upper-Layer Attention Specialization) measures premature
 upper-layer attention specialization with upper attention entropy and logit magnitude, the upper/lower
 logit ratio, the top singular value of the upper W_Q^T W_K bilinear form and its displacement from
 initialization, the FFN residual write, the lower-copy score, and the perplexity increase from zeroing
@@ -35,12 +35,12 @@ PROJECTIONS = {"q": ("q_proj",), "k": ("k_proj",), "qk": ("q_proj", "k_proj")}
 
 
 def upper_layers(n_layers: int) -> range:
-    """Layers L//2 .. L-1: the upper half of seed 002 §2 (the single layer when L = 1)."""
+    """Layers L//2 .. L-1: the upper half of Zhu et al. 2026 §2 (the single layer when L = 1)."""
     return range(n_layers // 2, n_layers)
 
 
 def lower_layers(n_layers: int) -> range:
-    """Layers 0 .. L//2-1: the lower half of seed 002 §2 (empty when L = 1)."""
+    """Layers 0 .. L//2-1: the lower half of Zhu et al. 2026 §2 (empty when L = 1)."""
     return range(n_layers // 2)
 
 
@@ -53,7 +53,7 @@ def row_entropy(weights: torch.Tensor, allowed: torch.Tensor) -> tuple[torch.Ten
     """Normalized attention entropy H(w) / log n of every row (n = the row's allowed keys) and the mask
     of rows with n >= 2, where it is defined; both (batch, heads, queries).
 
-    Seed 002 §5.4-5.6, Tables 3-6 and App. D (h0 = 0.80). The seed does not write the normalization, but
+    Zhu et al. 2026 §5.4-5.6, Tables 3-6 and App. D (h0 = 0.80). The seed does not write the normalization, but
     its numbers are on this scale: App. G pairs upper logit 0.342 with entropy 0.984, and rows whose
     logits are that small over hundreds of causal keys are nearly uniform, with a raw entropy near
     log n ~ 6, not below 1; an h0 = 0.80 floor only bites on the [0, 1] scale. Zero weights (masked keys,
@@ -71,7 +71,7 @@ def row_entropy(weights: torch.Tensor, allowed: torch.Tensor) -> tuple[torch.Ten
 def score_square_sum(scores: torch.Tensor, allowed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Sum of z^2 over the allowed entries of a pre-map score block, and the number of those entries.
 
-    Seed 002 names "attention logit magnitude" (§2, §4, Tables 3, 5, 6, 10) without defining it; the
+    Zhu et al. 2026 names "attention logit magnitude" (§2, §4, Tables 3, 5, 6, 10) without defining it; the
     probes take its RMS over allowed entries, ||Z||_F / sqrt(entries), the Frobenius size that the §6
     growth bound controls, made independent of sequence length.
     """
@@ -82,7 +82,7 @@ def score_square_sum(scores: torch.Tensor, allowed: torch.Tensor) -> tuple[torch
 
 def previous_occurrence(ids: torch.Tensor) -> torch.Tensor:
     """For each position of ids (batch, tokens) the nearest earlier position holding the same token, -1
-    where the token has not occurred before (seed 002 §2, the lower-copy target)."""
+    where the token has not occurred before (Zhu et al. 2026 §2, the lower-copy target)."""
     # a stable sort groups equal tokens with their positions ascending, so each one's predecessor in the
     # sorted order is its nearest previous occurrence
     order = torch.sort(ids, dim=-1, stable=True).indices
@@ -93,7 +93,7 @@ def previous_occurrence(ids: torch.Tensor) -> torch.Tensor:
 
 def copy_mass(weights: torch.Tensor, previous: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Sum of the attention mass each row puts on its query's nearest previous occurrence, over the rows
-    whose token repeats, and the number of those (row, head) pairs (seed 002 §2).
+    whose token repeats, and the number of those (row, head) pairs (Zhu et al. 2026 §2).
 
     weights (batch, heads, queries, keys); previous (batch, queries): the key index of that occurrence
     for the block's queries, -1 where there is none.
@@ -109,7 +109,7 @@ def qk_bilinear(q_weight: torch.Tensor, k_weight: torch.Tensor, heads: int) -> t
     """B_h = W_Q,h^T W_K,h (heads, d_model, d_model) for every head, so that head h's logit between
     inputs x_i, x_j is x_i^T B_h x_j / sqrt(d_k) (biases and RoPE aside).
 
-    Seed 002 §2 eq. 1 writes B = W_Q W_K^T with row vectors (Q = X W_Q); nn.Linear keeps W as
+    Zhu et al. 2026 §2 eq. 1 writes B = W_Q W_K^T with row vectors (Q = X W_Q); nn.Linear keeps W as
     (out, in), where the same form reads W_Q^T W_K, the seed's §5.4 spelling.
     """
     d_out, d_in = q_weight.shape
@@ -119,7 +119,7 @@ def qk_bilinear(q_weight: torch.Tensor, k_weight: torch.Tensor, heads: int) -> t
 
 
 def perplexity(logits: torch.Tensor, targets: torch.Tensor) -> float:
-    """exp(mean next-token cross-entropy), targets of -100 ignored (seed 002 §4)."""
+    """exp(mean next-token cross-entropy), targets of -100 ignored (Zhu et al. 2026 §4)."""
     return math.exp(float(loss(logits, targets)))
 
 
@@ -145,9 +145,9 @@ def _half_mean(values: Mapping[int, float], layers: Iterable[int]) -> float:
 
 def _check_tokens(model: nn.Module) -> None:
     if not isinstance(model, Decoder):
-        raise ValueError(f"the seed-002 probes need attnlab's own Decoder, got {type(model).__name__}")
+        raise ValueError(f"the Zhu et al. 2026 probes need attnlab's own Decoder, got {type(model).__name__}")
     if model.cfg.inputs != "tokens":
-        raise ValueError(f"the seed-002 probes need a token-mode model (model.inputs tokens: ids in, logits "
+        raise ValueError(f"the Zhu et al. 2026 probes need a token-mode model (model.inputs tokens: ids in, logits "
                          f"out), got inputs {model.cfg.inputs!r}")
 
 
@@ -163,7 +163,7 @@ def _first_position(block: WeightBlock) -> int:
 
 class UpperEntropyTracker:
     """A weight observer that sums the normalized entropy of the upper half's rows as blocks pass, inside
-    the autograd graph (seed 002 App. D's H_upper)."""
+    the autograd graph (Zhu et al. 2026 App. D's H_upper)."""
 
     def __init__(self, n_layers: int) -> None:
         self.upper = upper_layers(n_layers)
@@ -185,7 +185,7 @@ class UpperEntropyTracker:
 @contextlib.contextmanager
 def upper_entropy_tracker(model: Decoder) -> Iterator[UpperEntropyTracker]:
     """Observe the model's forward passes inside the context; ``tracker.value()`` is then the mean
-    normalized upper attention entropy H_upper of seed 002 App. D (the definition of
+    normalized upper attention entropy H_upper of Zhu et al. 2026 App. D (the definition of
     :func:`row_entropy`), still in the autograd graph, for the floor lambda max(0, h0 - H_upper).
 
     Each block adds its entropy sum to a running total and is not held; the graph keeps only what the
@@ -200,7 +200,7 @@ def upper_entropy_tracker(model: Decoder) -> Iterator[UpperEntropyTracker]:
 @contextlib.contextmanager
 def zeroed(model: Decoder, layers: Iterable[int], projections: Sequence[str]) -> Iterator[None]:
     """Make the named projections (``q_proj``, ``k_proj``) of ``layers`` output zeros while the context is
-    open: seed 002 §4's evaluation-time zeroing of upper Q, K or both."""
+    open: Zhu et al. 2026 §4's evaluation-time zeroing of upper Q, K or both."""
     with contextlib.ExitStack() as stack:
         for i in layers:
             for name in projections:
@@ -275,7 +275,7 @@ def _lower_copy(copy: _PerLayer, n_layers: int) -> float:
 
 
 def lower_copy_score(model: Decoder, ids: torch.Tensor) -> float:
-    """Seed 002 §2's lower-copy score on ids (batch, tokens): the lower-half attention mass on the
+    """Zhu et al. 2026 §2's lower-copy score on ids (batch, tokens): the lower-half attention mass on the
     nearest previous occurrence of each query's token, averaged over lower layers, heads and the
     positions whose token occurred earlier in its sequence. NaN with no repeated token, or with L = 1
     (no lower half). Runs in eval mode under no_grad and restores the model's modes."""
@@ -286,7 +286,7 @@ def lower_copy_score(model: Decoder, ids: torch.Tensor) -> float:
 
 
 def _qk_spectra(model: Decoder, initial: Mapping[str, torch.Tensor] | None) -> dict[str, float]:
-    """qk_sigma_max/<l>: the largest over heads of sigma_max(B_h) (seed 002 §5.4, Fig. 3C); with
+    """qk_sigma_max/<l>: the largest over heads of sigma_max(B_h) (Zhu et al. 2026 §5.4, Fig. 3C); with
     ``initial``, qk_sigma_shift/<l>: the largest over heads of sigma_max(B_h - B_h(0)), the displacement
     of the bilinear form from initialization (App. G, Table 10); both for every upper layer, and their
     means over the upper half."""
@@ -301,7 +301,7 @@ def _qk_spectra(model: Decoder, initial: Mapping[str, torch.Tensor] | None) -> d
     for i in upper:
         attn = model.layers[i].attn
         bilinear = qk_bilinear(attn.q_proj.weight, attn.k_proj.weight, heads)
-        # B is per head (seed 002 §2 eq. 1); the layer reports its largest head, the one that can sharpen
+        # B is per head (Zhu et al. 2026 §2 eq. 1); the layer reports its largest head, the one that can sharpen
         # its rows first
         record[f"qk_sigma_max/{i}"] = float(torch.linalg.matrix_norm(bilinear, ord=2).max())
         if initial is not None:
@@ -317,9 +317,9 @@ def _qk_spectra(model: Decoder, initial: Mapping[str, torch.Tensor] | None) -> d
 
 def probe(model: Decoder, ids: torch.Tensor, targets: torch.Tensor, *,
           initial: Mapping[str, torch.Tensor] | None = None) -> dict[str, float]:
-    """Every seed-002 probe on one evaluation batch ids, targets (batch, tokens).
+    """Every Zhu et al. 2026 probe on one evaluation batch ids, targets (batch, tokens).
 
-    Seed 002 §2, §4, §5.3-5.6, App. C, D, G. Keys (upper half L//2 .. L-1, lower half 0 .. L//2-1):
+    Zhu et al. 2026 §2, §4, §5.3-5.6, App. C, D, G. Keys (upper half L//2 .. L-1, lower half 0 .. L//2-1):
 
     - ``entropy/<l>``, ``upper_entropy``, ``lower_entropy``: normalized attention entropy H(w) / log n
       of the weights after the row map, over heads, batch and rows with >= 2 allowed keys

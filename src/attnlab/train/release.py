@@ -1,6 +1,6 @@
-"""The seed-002 release rule: when the early upper-Q/K slowing (and the entropy floor) end.
+"""The Zhu et al. 2026 release rule: when the early upper-Q/K slowing (and the entropy floor) end.
 
-Seed 002 §2 and App. F: release once the lower-copy score has been >= ``threshold`` for ``patience``
+Zhu et al. 2026 §2 and App. F: release once the lower-copy score has been >= ``threshold`` for ``patience``
 consecutive evaluations, never before ``earliest`` of the steps; forced at ``forced`` of the steps if
 the rule has not fired; then a linear ramp over ``ramp`` of the steps. A fixed-release variant releases at
 ``release_at`` regardless of the score (App. F's controls). The state is plain data so that checkpoints

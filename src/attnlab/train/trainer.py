@@ -41,7 +41,7 @@ RUN_FILES = ("config.json", "metrics.jsonl", "train.csv", "eval.csv", "summary.j
 
 
 def vector_loss(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean over positions of the squared l2 error: the training loss of seed 004's vector task (App. A)."""
+    """Mean over positions of the squared l2 error: the training loss of Attention Sinks Essential's vector task (App. A)."""
     return (outputs.float() - targets.float()).pow(2).sum(-1).mean()
 
 
@@ -238,7 +238,7 @@ class Trainer:
             raise ConfigError(f"train.batch ({t.batch}) must split evenly over {self.world.size} processes and then "
                               f"over train.accum ({t.accum}) micro-batches")
         if cfg.intervention.active and not self.tokens:
-            raise ConfigError("the intervention table (seed 002) needs model.inputs tokens: its release rule and "
+            raise ConfigError("the intervention table (Zhu et al. 2026) needs model.inputs tokens: its release rule and "
                               "entropy floor read token repeats and attention rows of a language model")
         if cfg.intervention.entropy_floor > 0 and cfg.model.layers < 2:
             raise ConfigError("intervention.entropy_floor needs model.layers >= 2 (it acts on the upper half)")
@@ -342,7 +342,7 @@ class Trainer:
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
-        """Validation loss and perplexity on the fixed validation batches; the seed-002 probes on the
+        """Validation loss and perplexity on the fixed validation batches; the Zhu et al. 2026 probes on the
         first of them. Every rank computes the same numbers, so the release rule agrees without talking."""
         t = self.cfg.train
         batches = self.stream.val_batches(max(1, t.batch // t.accum), t.eval_batches)
