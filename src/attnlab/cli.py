@@ -520,7 +520,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", metavar="COMMAND", required=True)
     p = sub.add_parser("maps", help="list every registered row-map family: formula, parameters, source",
                        description="List every registered row-map family with an example name, its "
-                                   "formula, parameters, source seed and options.")
+                                   "formula, parameters, source paper and options.")
     p.set_defaults(func=_maps)
     p = sub.add_parser("papers", help="the papers attnlab cites, with titles, authors and arXiv ids",
                        description="List the bibliography (attnlab.papers): the key each docstring, table and "
