@@ -103,8 +103,12 @@ def flat_rows(scores, mask=None, target=None):
         return rows, mask, None
     if isinstance(target, np.ndarray):
         target = torch.from_numpy(target)
-    target = torch.as_tensor(target)
-    if target.is_floating_point() or target.dtype == torch.bool:
+    try:
+        target = torch.as_tensor(target)
+    except (TypeError, ValueError, RuntimeError):  # strings, ragged lists, objects: torch names none of them
+        raise TypeError(f"target must hold integer key indices (a tensor, array or list of ints), got "
+                        f"{type(target).__name__} {str(target)[:40]!r}") from None
+    if target.is_floating_point() or target.dtype == torch.bool or target.is_complex():
         raise TypeError(f"target must hold integer key indices, got dtype {target.dtype}")
     lead = scores.shape[:-1]
     try:
