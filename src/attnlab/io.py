@@ -6,7 +6,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -88,12 +88,17 @@ def remove_stale(parent: str | os.PathLike, marker: str, pattern: str | None = N
         pid = entry.name.split(marker, 1)[-1].split("-", 1)[0]
         if pid.isdigit() and (int(pid) == os.getpid() or _alive(int(pid))):
             continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, ignore_errors=True)
-        else:
-            entry.unlink(missing_ok=True)
+        remove(entry, ignore_errors=True)
         removed.append(entry)
     return removed
+
+
+def remove(path: Path, *, ignore_errors: bool = False) -> None:
+    """Delete a file, a link (never what it points to) or a whole folder."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=ignore_errors)
+    else:
+        path.unlink(missing_ok=True)
 
 
 class OutputError(ValueError):

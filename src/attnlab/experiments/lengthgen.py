@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import math
 import multiprocessing
-import shutil
 from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, fields
@@ -378,11 +377,7 @@ def prepare(cfg: LengthgenConfig, out: Path, overwrite: bool = False) -> None:
     found = [name for name in WRITES if (out / name).exists()]
     if overwrite:
         for name in found:
-            path = out / name
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
+            io.remove(out / name)
         return
     if not found:
         return

@@ -12,7 +12,6 @@ import contextlib
 import json
 import math
 import os
-import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -270,11 +269,7 @@ class Trainer:
             raise RunError(f"{self.out} already holds {held}; pass --resume to continue it, --overwrite to start "
                            "clean, or choose another --out")
         for name in present:
-            path = self.out / name
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
+            io.remove(self.out / name)
 
     def _start(self, resume: bool, overwrite: bool) -> None:
         if self.world.main:
