@@ -12,7 +12,7 @@ from attnlab.model.config import ConfigError, ModelConfig
 from attnlab.model.decoder import Decoder, loss
 from attnlab.rowmaps import FAMILIES
 
-MAPS = [f.example for f in FAMILIES]
+MAPS = [f.example for f in FAMILIES.values()]
 
 
 def _tiny(**kw):

@@ -1,4 +1,4 @@
-"""Matched gated FFNs cost what the GELU block costs (seed 002 §4); FFNs and norms equal their formulas."""
+"""Matched gated FFNs cost what the GELU block costs (Zhu et al. 2026 §4); FFNs and norms equal their formulas."""
 
 from __future__ import annotations
 
@@ -131,3 +131,22 @@ def test_layernorm_bias_follows_the_flag(bias):
 def test_bad_arguments_name_themselves(call, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         call()
+
+
+def test_user_ffn_registers_and_the_config_accepts_it():
+    from attnlab.model.config import ModelConfig
+    from attnlab.model.decoder import Decoder
+    from attnlab.model.ffn import FFNS
+
+    @FFNS.register("identity_test")
+    def _identity(d_model, width, *, bias, matched):
+        return torch.nn.Identity()
+
+    try:
+        model = Decoder(ModelConfig(vocab=11, context=8, layers=1, heads=2, d_model=8, ffn="identity_test"))
+        assert isinstance(model.layers[0].ffn, torch.nn.Identity)
+        assert isinstance(make_ffn("identity_test", 8, 32, bias=False), torch.nn.Identity)
+    finally:
+        FFNS.unregister("identity_test")
+    with pytest.raises(ValueError, match="kind must be one of 'gelu', 'swiglu', 'geglu', got 'identity_test'"):
+        make_ffn("identity_test", 8, 32, bias=False)

@@ -1,5 +1,5 @@
-"""The decoder's learnable scalers multiply each score row by their closed form (SSMax, ASEntmax/ASSMax,
-s beta_n + b) before the map, and the seed-004 vector model is W_O sum_j alpha_ij W_V x_j by hand."""
+"""The decoder's learnable scalers (registry entries, a user's own included) multiply each score row by their closed form
+(learned SSMax, ASEntmax/ASSMax, s beta_n + b) before the map, and the vector model is W_O sum_j alpha_ij W_V x_j by hand."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import torch
 from attnlab import rowmaps
 from attnlab.model.config import ConfigError, ModelConfig
 from attnlab.model.decoder import Decoder, loss
+from attnlab.model.scaling import SCALERS
 
 T, H, D = 12, 2, 16
 
@@ -46,8 +47,8 @@ IDS = torch.randint(0, 11, (1, T), generator=torch.Generator().manual_seed(1))
 
 
 @torch.no_grad()
-def test_ssmax_multiplies_rows_by_delta_plus_s_log_n():
-    model = _model(scaler="ssmax", scaler_delta=0.5)
+def test_log_n_multiplies_rows_by_delta_plus_s_log_n():
+    model = _model(scaler="log_n", scaler_delta=0.5)
     s = torch.tensor([0.7, -0.2])
     model.layers[0].attn.scaler.s.copy_(s)
     ref = _layer_output_by_hand(model, IDS, lambda x, n: 0.5 + s[:, None, None] * torch.log(
@@ -95,7 +96,7 @@ def test_beta_n_beyond_the_training_context_uses_the_last_entry():
     assert torch.equal(got[0, 0, T:, 0], torch.full((T,), float(T)))
 
 
-@pytest.mark.parametrize("scaler", ["ssmax", "adaptive", "beta_n"])
+@pytest.mark.parametrize("scaler", ["log_n", "adaptive", "beta_n"])
 def test_every_scaler_learns(scaler):
     model = _model(scaler=scaler, rowmap="entmax_a1.5").train()
     opt = torch.optim.Adam(model.parameters(), lr=2e-2)
@@ -145,7 +146,8 @@ def test_vector_model_with_residual_stacks_layers():
 
 
 @pytest.mark.parametrize("bad, match", [
-    ({"scaler": "temperature"}, "model.scaler must be one of none, ssmax, adaptive, beta_n"),
+    ({"scaler": "temperature"}, "model.scaler must be one of none, log_n, adaptive, beta_n"),
+    ({"scaler": "ssmax"}, "model.scaler 'ssmax' is now called 'log_n'"),
     ({"scaler_bound": 0}, "model.scaler_bound"),
     ({"inputs": "vectors"}, "model.vocab must be unset"),
     ({"inputs": "images"}, "model.inputs must be one of tokens, vectors"),
@@ -155,3 +157,24 @@ def test_vector_model_with_residual_stacks_layers():
 def test_bad_scaler_and_input_fields_are_named(bad, match):
     with pytest.raises(ConfigError, match=match):
         ModelConfig(**{"vocab": 11, "context": T, **bad})
+
+
+def test_user_scaler_registers_and_is_built_by_the_decoder():
+    @SCALERS.register("double_test")
+    class Double(torch.nn.Module):
+        def __init__(self, heads, dim, *, delta, bound):
+            super().__init__()
+            self.heads = heads
+
+        def forward(self, x, n, beta=None):
+            return torch.full((1, self.heads, n.shape[-1], 1), 2.0)
+
+    try:
+        model = _model(scaler="double_test")
+        assert isinstance(model.layers[0].attn.scaler, Double)
+        with torch.no_grad():
+            torch.testing.assert_close(_layer_output(model, IDS), _layer_output_by_hand(model, IDS, lambda x, n: 2.0))
+    finally:
+        SCALERS.unregister("double_test")
+    with pytest.raises(ConfigError, match="model.scaler must be one of none, log_n, adaptive, beta_n"):
+        _model(scaler="double_test")

@@ -17,7 +17,7 @@ def _resolved(name, **opts):
 
 
 # Every family's example, and every alpha and method that takes its own code path.
-MAPS = [_resolved(f.example) for f in FAMILIES] + [
+MAPS = [_resolved(f.example) for f in FAMILIES.values()] + [
     _resolved(name, **opts) for name, opts in [
         ("entmax_a1.1", {}), ("entmax_a1.25", {}), ("entmax_a2", {}), ("entmax_a3", {}),
         ("entmax_a1.5", {"method": "sort"}), ("sparsemax", {"method": "sort"}),

@@ -22,7 +22,7 @@ def _resolved(name, **opts):
 
 # Every family's example, and the parameters and options that take their own code paths: alpha 1
 # (softmax), the kernel's alphas and sort, powers of two (kernel) and not (pow), each dead-row rule.
-CASES = [(f.example, {}) for f in FAMILIES] + [
+CASES = [(f.example, {}) for f in FAMILIES.values()] + [
     (name, opts) for name, opts in [
         ("entmax_a1", {}), ("entmax_a1.25", {}), ("entmax_a3", {}), ("sparsemax", {"method": "sort"}),
         ("relu_p16_b0", {}), ("relu_p3_b-0.3", {}), ("relu_p2_b-1", {"dead": "uniform"}),

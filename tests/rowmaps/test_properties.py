@@ -23,7 +23,7 @@ def _resolved(name, **opts):
 
 
 # (id, rowmap): every family's example, plus more parameters and options.
-MAPS = [(f.example, _resolved(f.example)) for f in FAMILIES] + [
+MAPS = [(f.example, _resolved(f.example)) for f in FAMILIES.values()] + [
     (f"{name} {opts}" if opts else name, _resolved(name, **opts)) for name, opts in [
         ("entmax_a1", {}), ("entmax_a1.25", {}), ("entmax_a3", {}), ("entmax_a1.01", {}),
         ("entmax_a1.5", {"method": "sort"}), ("sparsemax", {"method": "sort"}),
@@ -216,7 +216,7 @@ def test_plus_inf_keys_split_evenly(rm):
 def test_maps_cover_every_family():
     assert {m.family for _, m in MAPS} >= {"softmax", "ssmax", "logn", "topk", "entmax", "relu_p",
                                           "sigmoid", "wortsman", "reluattn"}
-    assert all(f.example in IDS for f in FAMILIES)
+    assert all(f.example in IDS for f in FAMILIES.values())
 
 
 @pytest.mark.slow

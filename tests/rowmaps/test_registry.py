@@ -13,7 +13,7 @@ from rowmap_refs import assert_close_np, ref_relu_power, ref_sigmoid, ref_softma
 Z = torch.tensor([[0.5, -1.0, 2.0, 0.0, 1.5]], dtype=torch.float64)
 
 
-@pytest.mark.parametrize("family", FAMILIES, ids=[f.example for f in FAMILIES])
+@pytest.mark.parametrize("family", list(FAMILIES.values()), ids=[f.example for f in FAMILIES.values()])
 def test_every_example_parses_and_runs(family):
     rm = rowmaps.get(family.example)
     assert isinstance(rm, RowMap)
@@ -29,9 +29,9 @@ def test_every_example_parses_and_runs(family):
 
 
 def test_families_have_distinct_examples_and_metadata():
-    examples = [f.example for f in FAMILIES]
+    examples = [f.example for f in FAMILIES.values()]
     assert len(set(examples)) == len(examples)
-    for f in FAMILIES:
+    for f in FAMILIES.values():
         assert f.formula and f.source and f.params
 
 
@@ -71,7 +71,7 @@ def test_unknown_name_lists_examples():
         rowmaps.get("softmaxx")
     msg = str(err.value)
     assert "softmaxx" in msg
-    for f in FAMILIES:
+    for f in FAMILIES.values():
         assert f.example in msg
 
 
@@ -229,3 +229,34 @@ def test_rowmap_is_frozen_and_comparable():
         a.name = "x"
     assert rowmaps.get("entmax_a1.5", method="sort") != a
     assert np.isclose(a.params["alpha"], 1.5)
+
+
+def test_user_family_registers_once_and_builds_like_a_builtin():
+    @rowmaps.register("cube_test", formula="ReLU(z_i)^3 / sum_j ReLU(z_j)^3", source="a user's notes")
+    def _cube(name, match):
+        return {}, lambda z: rowmaps.relu_power(z, 3.0, 0.0)
+
+    try:
+        rm = rowmaps.get("cube_test")
+        assert (rm.family, rm.formula, rm.normalized) == ("cube_test", "ReLU(z_i)^3 / sum_j ReLU(z_j)^3", True)
+        assert_close_np(rm(Z), ref_relu_power(Z, None, 3, 0.0), 1e-14)
+        assert list(FAMILIES)[-1] == "cube_test"
+        with pytest.raises(ValueError, match="already registered"):
+            rowmaps.register("cube_test", formula="x", source="y")(_cube)
+    finally:
+        FAMILIES.unregister("cube_test")
+    with pytest.raises(ValueError, match="unknown row map"):
+        rowmaps.get("cube_test")
+
+
+def test_user_family_example_must_match_its_pattern():
+    with pytest.raises(ValueError, match="does not match"):
+        rowmaps.register("bad_test", pattern=r"bad_(\d+)", example="bad_x", formula="f", source="s")(
+            lambda name, m: ({}, None))
+    assert "bad_test" not in FAMILIES
+
+
+def test_built_maps_carry_their_family_text_once():
+    for f in FAMILIES.values():
+        rm = rowmaps.get(f.example)
+        assert rm.formula == f.formula

@@ -13,12 +13,12 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from .. import rowmaps
+from .ffn import FFNS
 from .scaling import SCALERS
 
 INPUTS = ("tokens", "vectors")
 POSITIONS = ("none", "learned", "rope", "alibi", "nape")
 ALIBI_SLOPES = ("geometric", "inverse")
-FFNS = ("gelu", "swiglu", "geglu", "none")
 NORMS = ("layernorm", "rmsnorm", "none")
 
 
@@ -57,8 +57,9 @@ class ModelConfig:
     rowmap: one row-map name for every head, a list with one name per layer, or a list of per-layer
     lists with one name per head. block: query rows per attention block at most (long inputs get fewer,
     so that a block holds at most 2^24 scores: see ``decoder.block_rows``).
-    scaler: a learnable per-head inverse temperature on the score rows before the map: ssmax (delta +
-    s_h log n), adaptive (delta + beta (log n)^gamma from the layer input, Vasylenko et al. 2025 eq. 8-9; with an
+    scaler: a learnable per-head inverse temperature on the score rows before the map (a name in
+    ``model.scaling.SCALERS``): log_n (delta + s_h log n, the learned Scalable-Softmax), adaptive (delta +
+    beta (log n)^gamma from the layer input, Vasylenko et al. 2025 eq. 8-9; with an
     entmax rowmap this is ASEntmax, with softmax ASSMax; scaler_bound is the bound s on |gamma|) or
     beta_n (s_h beta_n + b_h with one learnable beta_n over positions, Hayase & Karakida 2026 eq. A.1).
     inputs: tokens (ids in, logits out; vocab required) or vectors (the input-free model of Attention Sinks Essential
@@ -116,14 +117,17 @@ class ModelConfig:
         _number("rope_scaling", self.rope_scaling, low=1.0, inclusive=True)
         if self.alibi_slopes is not None:
             _choice("alibi_slopes", self.alibi_slopes, ALIBI_SLOPES)
-        _choice("ffn", self.ffn, FFNS)
+        _choice("ffn", self.ffn, ("none", *FFNS))
         _choice("norm", self.norm, NORMS)
         _number("norm_eps", self.norm_eps, low=0.0)
         _number("dropout", self.dropout, low=0.0, inclusive=True)
         if self.dropout >= 1:
             raise ConfigError(f"model.dropout must be in [0, 1), got {self.dropout!r}")
         _int("block", self.block, 32)
-        _choice("scaler", self.scaler, SCALERS)
+        if self.scaler == "ssmax":
+            raise ConfigError("model.scaler 'ssmax' is now called 'log_n' (ssmax names only the fixed-s row map "
+                              "ssmax_s{s}); set model.scaler = \"log_n\"")
+        _choice("scaler", self.scaler, ("none", *SCALERS))
         _number("scaler_delta", self.scaler_delta, low=float("-inf"))
         _number("scaler_bound", self.scaler_bound, low=0.0)
         for name in ("rope_dynamic", "ffn_matched", "bias", "tie_embeddings", "residual"):

@@ -11,12 +11,14 @@ forward hook. GELU is the exact erf form (torch's default) everywhere, gate incl
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-FFN_KINDS = ("gelu", "swiglu", "geglu")
+from ..registry import Registry
+
 GATED_KINDS = ("swiglu", "geglu")
 NORM_KINDS = ("layernorm", "rmsnorm")
 
@@ -48,7 +50,7 @@ def matched_width(gelu_width: int, kind: str, *, multiple_of: int = 1) -> int:
     multiple_of=1 that is the nearest integer, and the match is exact when 3 divides h. For "gelu" it
     returns ``gelu_width`` unchanged (it is the reference) and ``multiple_of`` is not applied.
     """
-    _check_kind("kind", kind, FFN_KINDS)
+    _check_kind("kind", kind, ("gelu", *GATED_KINDS))
     _check_count("gelu_width", gelu_width)
     _check_count("multiple_of", multiple_of)
     if kind == "gelu":
@@ -95,19 +97,38 @@ class GatedFFN(nn.Module):
         return self.down(_GATE_ACTIVATION[self.kind](self.gate(x)) * self.up(x))
 
 
-def make_ffn(kind: str, d_model: int, width: int, *, bias: bool, matched: bool = True) -> GeluFFN | GatedFFN:
-    """A ``kind`` FFN on ``d_model`` features.
+FFNS: Registry[Callable[..., nn.Module]] = Registry("ffn")
+"""FFN builders ``(d_model, width, *, bias, matched) -> module`` by the name a config's ``ffn`` field holds;
+``FFNS.register("mine")`` on a builder adds one's own."""
+
+
+@FFNS.register("gelu")
+def _gelu(d_model: int, width: int, *, bias: bool, matched: bool) -> GeluFFN:
+    return GeluFFN(d_model, width, bias=bias)  # the reference width: matching changes nothing
+
+
+def _gated(kind: str) -> Callable[..., GatedFFN]:
+    def build(d_model: int, width: int, *, bias: bool, matched: bool) -> GatedFFN:
+        return GatedFFN(kind, d_model, matched_width(width, kind) if matched else width, bias=bias)
+
+    return build
+
+
+for _kind in GATED_KINDS:
+    FFNS.register(_kind, _gated(_kind))
+
+
+def make_ffn(kind: str, d_model: int, width: int, *, bias: bool, matched: bool = True) -> nn.Module:
+    """A ``kind`` FFN (a name in ``FFNS``) on ``d_model`` features.
 
     ``width`` is the GELU-equivalent width: with ``matched`` a gated kind gets ``matched_width(width,
     kind)``, the Zhu et al. 2026 §4 rule that keeps parameters and FLOPs equal to the GELU block it replaces.
     ``matched=False`` uses ``width`` as the hidden width as it is (Zhu et al. 2026's GELU-2560 capacity control,
     or a width already taken from ``matched_width`` with a ``multiple_of``).
     """
-    _check_kind("kind", kind, FFN_KINDS)
+    _check_kind("kind", kind, tuple(FFNS))
     _check_flag("matched", matched)
-    if kind == "gelu":
-        return GeluFFN(d_model, width, bias=bias)
-    return GatedFFN(kind, d_model, matched_width(width, kind) if matched else width, bias=bias)
+    return FFNS[kind](d_model, width, bias=bias, matched=matched)
 
 
 def make_norm(kind: str, d_model: int, *, bias: bool, eps: float) -> nn.LayerNorm | nn.RMSNorm:

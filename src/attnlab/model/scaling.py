@@ -3,7 +3,12 @@
 Each scaler maps (the layer's normalized input x, the number n of keys each query may attend) to a
 multiplier of shape (batch or 1, heads, queries, 1) that ``attnlab.site.attend`` applies to the scores
 after the observers and before the row map. The map stays the config's ``rowmap``, so ASEntmax is the
-``adaptive`` scaler with ``entmax_a1.5`` and ASSMax the same scaler with softmax (Vasylenko et al. 2025 §4.1).
+``adaptive`` scaler with ``entmax_a1.5`` and ASSMax the same scaler with softmax (Vasylenko et al. 2025 §4.1);
+its multiplier is the one ``attnlab.rowmaps.AdaptiveScale`` computes, not a second copy.
+
+``SCALERS`` holds each scaler class under the name a config's ``scaler`` field takes; a class is built as
+``cls(heads, dim, delta=..., bound=...)`` and called as ``module(x, n, beta)``, so
+``@SCALERS.register("mine")`` on such a class adds one's own.
 """
 
 from __future__ import annotations
@@ -11,19 +16,22 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..registry import Registry
 from ..rowmaps.scalers import AdaptiveScale
 
-SCALERS = ("none", "ssmax", "adaptive", "beta_n")
+SCALERS: Registry[type[nn.Module]] = Registry("scaler")
 
 
-class SSMaxScale(nn.Module):
-    """delta + s_h log n per head (Vasylenko et al. 2025 §4.1, Fig. 3: the SSMax fit, after Nakanishi 2025).
+@SCALERS.register("log_n")
+class LogNScale(nn.Module):
+    """delta + s_h log n per head, s_h learned (Vasylenko et al. 2025 §4.1, Fig. 3: the SSMax fit, after
+    Nakanishi 2025): the row map ``ssmax_s{s}`` with s learned per head instead of fixed.
 
     s_h starts at 0, so an untrained model attends as the unscaled one does; n is clamped to 2 as in
     ``rowmaps.softmax.ssmax`` (a row with one key is one-hot under any positive multiplier).
     """
 
-    def __init__(self, heads: int, delta: float) -> None:
+    def __init__(self, heads: int, dim: int, *, delta: float, bound: float) -> None:
         super().__init__()
         self.delta = delta
         self.s = nn.Parameter(torch.zeros(heads))
@@ -33,11 +41,12 @@ class SSMaxScale(nn.Module):
         return (self.delta + self.s[:, None] * log_n)[None, :, :, None]
 
 
+@SCALERS.register("adaptive")
 class AdaptiveScaler(nn.Module):
     """delta + softplus(x w_beta) (log n)^(s tanh(x w_gamma)) per head and query (Vasylenko et al. 2025 eq. 8-9);
     the projections read the layer's normalized input, as ``rowmaps.AdaptiveScale`` defines them."""
 
-    def __init__(self, heads: int, dim: int, delta: float, bound: float) -> None:
+    def __init__(self, heads: int, dim: int, *, delta: float, bound: float) -> None:
         super().__init__()
         self.scale = AdaptiveScale(heads, dim, delta=delta, s=bound)
 
@@ -45,13 +54,14 @@ class AdaptiveScaler(nn.Module):
         return self.scale.multiplier(x, n[:, None], per_head=False)
 
 
+@SCALERS.register("beta_n")
 class BetaNScale(nn.Module):
     """s_{l,h} beta_n + b_{l,h} (Hayase & Karakida 2026 eq. A.1, App. A.3): beta_n is one learnable vector over
     positions shared by every layer and head (it lives on the decoder and arrives as ``beta``); s starts
     at 1 and b at 0. Queries beyond the vector's length (evaluation past the training context) use its
     last entry, since the vector was only ever trained up to there."""
 
-    def __init__(self, heads: int) -> None:
+    def __init__(self, heads: int, dim: int, *, delta: float, bound: float) -> None:
         super().__init__()
         self.s = nn.Parameter(torch.ones(heads))
         self.b = nn.Parameter(torch.zeros(heads))
@@ -65,13 +75,7 @@ class BetaNScale(nn.Module):
 
 
 def make_scaler(kind: str, heads: int, dim: int, *, delta: float, bound: float) -> nn.Module | None:
-    """The scaler module of one attention layer, or None for unscaled rows."""
+    """The scaler module of one attention layer, or None for unscaled rows (``kind`` "none")."""
     if kind == "none":
         return None
-    if kind == "ssmax":
-        return SSMaxScale(heads, delta)
-    if kind == "adaptive":
-        return AdaptiveScaler(heads, dim, delta, bound)
-    if kind == "beta_n":
-        return BetaNScale(heads)
-    raise ValueError(f"scaler must be one of {', '.join(SCALERS)}, got {kind!r}")
+    return SCALERS.find(kind)(heads, dim, delta=delta, bound=bound)

@@ -3,7 +3,8 @@
     >>> from attnlab import rowmaps
     >>> w = rowmaps.get("entmax_a1.5")(scores, mask)
 
-See ``registry.FAMILIES`` (or ``attnlab maps``) for every family, its formula and its seed.
+Each family is declared once, next to its code, with ``register`` (``attnlab maps`` lists them all with
+formula and source paper); ``rowmaps.register`` adds one's own in the same way.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .registry import FAMILIES, Family, RowMap, family_of, get, register
+# The modules below declare their families on import, in the order ``attnlab maps`` lists them.
+from .softmax import length_multiplier
 from .entmax import entmax
 from .pointwise import relu_attention, relu_power, sigmoid_normalized, wortsman
-from .registry import FAMILIES, Family, RowMap, get
 from .scalers import AdaptiveScale, ASEntmax, ASSMax
-from .softmax import length_multiplier
 
 
 class RowMapLayer(nn.Module):
@@ -34,5 +36,6 @@ class RowMapLayer(nn.Module):
 
 __all__ = [
     "FAMILIES", "ASEntmax", "ASSMax", "AdaptiveScale", "Family", "RowMap", "RowMapLayer", "entmax",
-    "get", "length_multiplier", "relu_attention", "relu_power", "sigmoid_normalized", "wortsman",
+    "family_of", "get", "length_multiplier", "register", "relu_attention", "relu_power", "sigmoid_normalized",
+    "wortsman",
 ]

@@ -43,6 +43,7 @@ from torch.autograd.function import once_differentiable
 
 from . import kernel
 from ._rows import denormal_floor, normalized_rows
+from .registry import NUM, register
 from .softmax import softmax
 
 MAX_ITER = 60
@@ -321,3 +322,25 @@ def entmax(z: torch.Tensor, alpha: float, method: str = "newton") -> torch.Tenso
         return _Entmax.apply(c, m, alpha, method)
 
     return normalized_rows(z, rows)
+
+
+def _entmax_map(name: str, alpha: float, method: str):
+    try:
+        check(alpha, method)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+    return {"alpha": alpha, "method": method}, lambda z: entmax(z, alpha, method)
+
+
+@register("entmax", pattern=rf"entmax_a({NUM})", example="entmax_a1.5",
+          formula="[(alpha-1) z_i - tau]_+^(1/(alpha-1)), tau so the row sums to 1",
+          params="alpha >= 1 (1 = softmax, 2 = sparsemax); option method=newton|sort",
+          source="Vasylenko et al. 2025 §2.2, App. A", options=("method",))
+def _entmax_family(name, m, method="newton"):
+    return _entmax_map(name, float(m[1]), method)
+
+
+@register("sparsemax", formula="[z_i - tau]_+ (alpha-entmax at alpha = 2)", params="option method=newton|sort",
+          source="Vasylenko et al. 2025 App. A", options=("method",), family="entmax")
+def _sparsemax_family(name, m, method="newton"):
+    return _entmax_map(name, 2.0, method)

@@ -10,6 +10,7 @@ import math
 import torch
 
 from ._rows import allowed_count, normalized_rows
+from .registry import NUM, SCALE_RANGE, XI_RANGE, register, within
 
 
 def _softmax_rows(z: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
@@ -77,3 +78,42 @@ def topk_softmax(z: torch.Tensor, k: int) -> torch.Tensor:
         return torch.softmax(c.masked_fill(c < kth, float("-inf")), dim=-1)
 
     return normalized_rows(z, rows)
+
+
+@register("softmax", formula="exp(z_i) / sum_j exp(z_j)", source="every paper's baseline")
+def _softmax_family(name, m):
+    return {}, softmax
+
+
+@register("softmax_t", pattern=rf"softmax_t({NUM})", example="softmax_t0.5", formula="softmax(z / t)",
+          params="t in [1e-4, 1e4]: temperature", source="Hayase & Karakida 2026 §2", family="softmax")
+def _temperature_family(name, m):
+    t = within(name, "temperature t", float(m[1]), SCALE_RANGE)
+    return {"t": t}, lambda z: softmax_temperature(z, t)
+
+
+@register("ssmax", pattern=rf"ssmax_s({NUM})", example="ssmax_s0.43", formula="softmax(s log(L) z)",
+          params="s in [1e-4, 1e4]; L = allowed keys", source="Vasylenko et al. 2025 §5 (Scalable-Softmax)")
+def _ssmax_family(name, m):
+    s = within(name, "scale s", float(m[1]), SCALE_RANGE)
+    return {"s": s}, lambda z: ssmax(z, s)
+
+
+@register("logn", pattern=rf"logn_xi({NUM})_n(\d+)", example="logn_xi2_n8192",
+          formula="softmax(max(1, log L / log n_train)^xi z)",
+          params="xi in [-8, 8]: exponent; n_train >= 2: training length; L = allowed keys",
+          source="Hayase & Karakida 2026 App. A.2")
+def _logn_family(name, m):
+    xi, n_train = within(name, "xi", float(m[1]), XI_RANGE), float(m[2])
+    if not (math.isfinite(n_train) and n_train >= 2):
+        raise ValueError(f"{name}: n_train = {n_train:g} must be a finite integer >= 2")
+    return {"xi": xi, "n_train": n_train}, lambda z: logn_softmax(z, xi, n_train)
+
+
+@register("topk", pattern=r"topk_k(\d+)", example="topk_k32", formula="softmax over the k largest scores (ties kept)",
+          params="k >= 1", source="Vasylenko et al. 2025 §5 (top-K)")
+def _topk_family(name, m):
+    k = int(m[1])
+    if k < 1:
+        raise ValueError(f"{name}: k must be at least 1")
+    return {"k": k}, lambda z: topk_softmax(z, k)
