@@ -1,5 +1,7 @@
 """Fixtures shared across the test packages."""
 
+import shutil
+
 import pytest
 
 
@@ -8,13 +10,43 @@ def kernel_path(request, monkeypatch):
     """Run a test on each path of the code with a compiled kernel (alpha-entmax, ReLU^p, sigmoid's
     backward, the diagnostics bundle): the kernel (skipped where it cannot be built) and the torch-ops
     path every other device and machine uses."""
-    from attnlab.rowmaps import kernel
+    from attnlab import native
 
     if request.param == "torch":
-        monkeypatch.setattr(kernel, "get", lambda: None)
-    elif kernel.get() is None:
-        pytest.skip(kernel.status())
+        monkeypatch.setattr(native, "library", lambda: None)
+    elif native.library() is None:
+        pytest.skip(native.status())
     return request.param
+
+
+@pytest.fixture
+def fresh_cache(monkeypatch, tmp_path):
+    """The compiled library's cached load forgotten, its build cache in tmp_path; the real load is restored
+    afterwards."""
+    from attnlab import native
+
+    monkeypatch.setenv("ATTNLAB_CACHE", str(tmp_path))
+    native._load.cache_clear()
+    yield tmp_path
+    native._load.cache_clear()
+
+
+@pytest.fixture
+def seeded_cache(monkeypatch, tmp_path):
+    """Like ``fresh_cache``, but the cache folder (mode 0700) already holds copies of the libraries built in
+    the real cache, this machine's among them, so a test of the cache checks does not compile again."""
+    from attnlab import native
+
+    if native.library() is None:
+        pytest.skip(native.status())
+    folder = tmp_path / "kernels"
+    folder.mkdir(mode=0o700)
+    for lib in native._cache_dir().glob("attnlab-*.so"):
+        shutil.copy2(lib, folder / lib.name)
+    monkeypatch.setenv("ATTNLAB_CACHE", str(tmp_path))
+    native._load.cache_clear()
+    yield folder
+    native._load.cache_clear()
 
 
 @pytest.fixture(scope="session")

@@ -10,10 +10,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attnlab.diagnostics import row_stats
+from attnlab.diagnostics import kernel, row_stats
 from attnlab.diagnostics.concentration import STATUS
 from attnlab.diagnostics.rows import SPECIAL
-from attnlab.rowmaps import kernel
 from hostile import DTYPES, fast, row, slow
 
 # softmax's weights from the statistics against their float64 value, relative: each is exp(beta (z_i -

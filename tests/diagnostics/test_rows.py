@@ -207,7 +207,7 @@ def test_subnormal_weights_count_in_the_support_as_the_weights_do():
 def test_diverse_rows_match_the_other_path(kernel_path, monkeypatch):
     """Both paths give the same table (up to rounding) on long rows with ties, plateaus, masks and targets,
     at 1 and 2 threads."""
-    from attnlab.rowmaps import kernel
+    from attnlab.diagnostics import kernel
 
     z, mask = _random_rows(7, rows=24, n=3000)
     z[0] = torch.round(z[0] * 4) / 4

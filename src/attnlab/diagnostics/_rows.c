@@ -1,7 +1,7 @@
 /* The per-row diagnostics bundle of row_stats in one sweep per row, in float64: the row stays in cache
  * while every statistic reads it, where the torch-ops path (rows.py, concentration.py, dispersion.py,
  * gaps.py, which hold the definitions and which this file must match) makes some 40 passes through memory.
- * attnlab/rowmaps/kernel.py builds it into the same library as the row-map kernels.
+ * attnlab/native.py builds it into the same library as the row-map kernels; kernel.py declares its entry point.
  *
  * Rows are float64 with -inf at masked keys, each with a finite maximum and no NaN or +inf (row_stats
  * labels such rows first). For each row:

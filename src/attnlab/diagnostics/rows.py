@@ -18,9 +18,9 @@ import pandas as pd
 import torch
 
 from .. import rowmaps
-from ..rowmaps import kernel
 from ..rowmaps._rows import check_rows
 from . import concentration as conc
+from . import kernel
 from .dispersion import dispersion, key_mass, normalized_entropy, sink_index, weights
 from .gaps import gap_stats, p_star_n
 
@@ -160,7 +160,7 @@ R_MODES = {None: 0, "auto": 2}
 
 
 def _kernel_basics(k, zm: torch.Tensor, target: torch.Tensor | None, opt: RowOptions) -> dict[str, object]:
-    """``_torch_basics`` from the compiled kernel (diagnostics/_rows.c), which reads each row while it
+    """``_torch_basics`` from the compiled kernel (``kernel.py``, ``_rows.c``), which reads each row while it
     is in cache; softmax's dispersion comes with it when the row map is softmax."""
     softmax = opt.rowmap == "softmax"
     betas = torch.tensor(opt.beta if softmax else (), dtype=torch.float64)

@@ -1,6 +1,6 @@
 /* alpha-entmax for k = 1/(alpha-1) in {1, 2, 4}, one row at a time, so that every pass after the first reads
- * data already in cache. attnlab/rowmaps/kernel.py builds and loads this file; entmax.py holds the
- * derivation (Vasylenko et al. 2025 App. A) and the torch-ops path that it must match.
+ * data already in cache. attnlab/native.py builds this file and kernel.py declares its entry points; entmax.py
+ * holds the derivation (Vasylenko et al. 2025 App. A) and the torch-ops path that it must match.
  *
  * With x_i = a (z_i - m) <= 0 (a = alpha - 1, m the row maximum) the threshold theta solves
  * sum_i [x_i - theta]_+^k = 1 and lies in [-1, 0). Newton's method on g(theta) = ||[x - theta]_+||_k - 1

@@ -19,7 +19,7 @@ import dataclasses
 
 import torch
 
-from ..train.data import rank_rows  # one rank rule (and message) for every stream the trainer reads
+from ..batches import rank_rows  # one rank rule (and message) for every stream the trainer reads
 from .retrieval import MQAR, MQMTAR, InductionSmall, MaxRetrieval, NIAHSmall
 from .seqtask import IGNORE, STREAMS, TRAIN, VALIDATION, Task, TaskBatch, TaskError, VectorBatch, task_rng
 from .sequences import Copy, FlipFlop, LocalCount, Reverse, Sort, TwoBack

@@ -26,16 +26,14 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import torch
 
+from ..batches import DataError, rank_rows
+
 DEFAULT_PATTERNS = ("*.txt", "*.md", "*.py")
 STDLIB_PATTERNS = ("*.py",)
 # Installed third-party packages are not the standard library, and the regression tests (``test``,
 # ``idle_test``...) are a large, oddly encoded share of it that teaches little about ordinary code.
 STDLIB_SKIP = frozenset({"site-packages", "dist-packages", "test", "tests", "idle_test"})
 DEFAULT_VAL_FRACTION = 0.05
-
-
-class DataError(ValueError):
-    """A corpus, tokenizer or batch request that the data streams cannot serve."""
 
 
 class Tokenizer(Protocol):
@@ -302,18 +300,6 @@ class TextStream:
             "files": {"train": len(self.train_files), "val": len(self.val_files)},
             "tokens": {"train": self.n_train_tokens, "val": self.n_val_tokens},
         }
-
-
-def rank_rows(batch: int, rank: int, world: int) -> tuple[int, int]:
-    """Rows [lo, hi) of a global batch that rank ``rank`` of ``world`` takes: the rule every stream follows,
-    so a run on N processes sees the single-process batch."""
-    if world < 1 or not 0 <= rank < world:
-        raise DataError(f"rank {rank} of world {world}: allowed are world >= 1 and 0 <= rank < world")
-    if batch < 1 or batch % world:
-        raise DataError(f"global batch {batch} is not a positive multiple of world size {world}; allowed: a "
-                        "batch divisible by the number of ranks")
-    rows = batch // world
-    return rank * rows, (rank + 1) * rows
 
 
 def _tokenize(root: Path, files: Sequence[str], tokenizer: Tokenizer, max_tokens: int | None) -> np.ndarray:
