@@ -174,3 +174,45 @@ def test_show_renders_inputs_over_marked_targets(name):
     else:
         assert "positions scored" in text and "·" in text and "<bos>" in text
     assert max(map(len, text.splitlines()[3:])) <= 100
+
+
+def test_stream_ids_never_change():
+    """A task's stream id is the first word of every seed it draws: changing one changes every batch."""
+    from attnlab.tasks.seqtask import stream_id
+
+    assert {name: stream_id(name) for name in TASKS} == {
+        "mqmtar": 1, "mqar": 2, "max_retrieval": 3, "copy": 4, "reverse": 5, "sort": 6, "2back": 7,
+        "local_count": 8, "flipflop_sparse": 9, "flipflop_dense": 10, "trigger_averaging": 11, "niah_small": 12,
+        "induction_small": 13}
+
+
+def test_user_task_registers_with_its_own_stream():
+    import dataclasses
+    import zlib
+
+    from attnlab import tasks
+    from attnlab.tasks.seqtask import USER_STREAMS, stream_id
+    from attnlab.tasks.sequences import Copy
+
+    @dataclasses.dataclass(frozen=True)
+    class Echo(Copy):
+        name: str = "echo_test"
+
+    try:
+        tasks.register(Echo())
+        assert stream_id("echo_test") == USER_STREAMS + zlib.crc32(b"echo_test")
+        echo, copy = get_task("echo_test").generate(4, 32, 0), get_task("copy").generate(4, 32, 0)
+        assert not torch.equal(echo.ids, copy.ids)  # same generator, another stream
+        assert torch.equal(echo.ids, TaskStream("echo_test", length=32, seed=0).task.generate(4, 32, 0).ids)
+        with pytest.raises(ValueError, match="already registered"):
+            tasks.register(Echo())
+        with pytest.raises(ValueError, match="stream id 4 is task 'copy'"):
+            tasks.register(Echo(name="echo2_test"), stream=4)
+        with pytest.raises(TypeError, match="must be a Task instance"):
+            tasks.register(Echo)
+    finally:
+        TASKS.unregister("echo_test")
+        from attnlab.tasks import seqtask
+        seqtask._STREAM_IDS.pop("echo_test", None)
+    with pytest.raises(TaskError, match="unknown task 'echo_test'"):
+        get_task("echo_test")

@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 
 from .. import rowmaps
-from ..rowmaps._rows import check_rows
+from ..rowmaps import check_rows
 from . import concentration as conc
 from . import kernel
 from .dispersion import dispersion, key_mass, normalized_entropy, sink_index, weights

@@ -9,13 +9,13 @@
 
 from .prompts import SUITES, Prompt, Suite, SuiteError, answer_correct, answer_keys, build_suite, max_new_tokens
 from .synthetic import (
-    TASKS, Task, TaskBatch, TaskError, TaskStream, VectorBatch, exact_match, get_task, scored_accuracy, show,
-    trigger_mask,
+    TASKS, Task, TaskBatch, TaskError, TaskStream, VectorBatch, exact_match, get_task, register, scored_accuracy,
+    show, trigger_mask,
 )
 from .text import CUE_WORDS, generic_text
 
 __all__ = [
     "CUE_WORDS", "SUITES", "TASKS", "Prompt", "Suite", "SuiteError", "Task", "TaskBatch", "TaskError", "TaskStream",
     "VectorBatch", "answer_correct", "answer_keys", "build_suite", "exact_match", "generic_text", "get_task",
-    "max_new_tokens", "scored_accuracy", "show", "trigger_mask",
+    "max_new_tokens", "register", "scored_accuracy", "show", "trigger_mask",
 ]

@@ -14,7 +14,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .seqtask import VOCABULARY, Task, TaskBatch, distinct, generative, need, task_rng
+from .seqtask import VOCABULARY, Task, TaskBatch, distinct, generative, need, register, task_rng
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,9 @@ class MQAR(Task):
         answer = np.zeros_like(seq, dtype=bool)
         answer[rows, pos + 1] = True
         return generative(seq, answer)
+
+
+register(MQAR(), stream=2)
 
 
 @lru_cache(maxsize=16)
@@ -209,6 +212,9 @@ class MQMTAR(Task):
         return 4 + (_digits(index, self.alphabet, width) if table is None else table[index])
 
 
+register(MQMTAR(), stream=1)
+
+
 @dataclass(frozen=True)
 class MaxRetrieval(Task):
     """Max Retrieval (Vasylenko et al. 2025, §5.1, App. G.1, H.3, Table 8; after Velickovic et al.
@@ -267,6 +273,9 @@ class MaxRetrieval(Task):
         answer = np.zeros_like(seq, dtype=bool)
         answer[:, 2 * m + 2:2 * m + 4] = True
         return generative(seq, answer)
+
+
+register(MaxRetrieval(), stream=3)
 
 
 @dataclass(frozen=True)
@@ -337,6 +346,9 @@ class NIAHSmall(_Planted):
         return key, rng.integers(0, self.symbols, size=n), rng.integers(0, self.symbols, size=(n, hay))
 
 
+register(NIAHSmall(), stream=12)
+
+
 @dataclass(frozen=True)
 class InductionSmall(_Planted):
     """In-context induction with a small vocabulary (after Polynomial Concentration App. B,
@@ -365,3 +377,6 @@ class InductionSmall(_Planted):
         b = rng.integers(0, self.symbols - 1, size=n)
         s = rng.integers(0, self.symbols - 1, size=(n, hay))
         return a, b + (b >= a), s + (s >= a[:, None])
+
+
+register(InductionSmall(), stream=13)

@@ -1,5 +1,6 @@
 """The shared frame of attnlab's synthetic tasks: ``TaskBatch``, the ``Task`` base class and the
-seeded generators behind every task in ``synthetic.TASKS``.
+seeded generators behind every task, and ``TASKS``, the registry each task module adds its tasks to
+with ``register`` (a user's own task goes in the same way).
 
 Conventions every token task keeps:
 
@@ -18,20 +19,18 @@ Conventions every token task keeps:
 from __future__ import annotations
 
 import dataclasses
+import zlib
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 import torch
 
+from ..registry import Registry
+
 IGNORE = -100  # the index model.decoder.loss and exact_match skip
 
-# One fixed number per task name keeps tasks that share a seed on unrelated streams; a new task takes the
-# next free number, never a reused one.
-STREAMS = {
-    "mqmtar": 1, "mqar": 2, "max_retrieval": 3, "copy": 4, "reverse": 5, "sort": 6, "2back": 7, "local_count": 8,
-    "flipflop_sparse": 9, "flipflop_dense": 10, "trigger_averaging": 11, "niah_small": 12, "induction_small": 13,
-}
+USER_STREAMS = 1 << 20  # a task registered without a stream id draws above every built-in one (module doc)
 
 
 class TaskError(ValueError):
@@ -64,7 +63,7 @@ GENERATE, TRAIN, VALIDATION, VOCABULARY = 1, 2, 3, 4
 def task_rng(name: str, purpose: int, *words: int) -> np.random.Generator:
     """The numpy generator of task ``name`` for ``purpose`` and the integer ``words`` (seed, step...):
     ``default_rng([stream id, purpose, *words])``, the same numbers on every machine."""
-    return np.random.default_rng([STREAMS[name], purpose, *words])
+    return np.random.default_rng([stream_id(name), purpose, *words])
 
 
 def check_request(n: int, seed: int) -> None:
@@ -168,3 +167,34 @@ class Task:
                 "min_length": self.min_length, "max_length": self.max_length,
                 "targets": ("class of each position t >= 1 (position 0 <bos> unscored)" if self.kind == "classification"
                             else "targets[t] = ids[t + 1] at answer tokens (teacher forcing), -100 elsewhere")}
+
+
+TASKS: Registry[Task] = Registry("task")
+_STREAM_IDS: dict[str, int] = {}
+
+
+def register(task: Task, stream: int | None = None, *, replace: bool = False) -> Task:
+    """Add ``task`` (an instance: its fields are the defaults ``get_task`` overrides) under ``task.name``.
+
+    ``stream`` is the task's fixed id, the first word of every seed it draws (``task_rng``): one number per
+    task keeps tasks that share a seed on unrelated streams, so a built-in task keeps its number for good
+    and a new one takes the next free number, never a reused one. A user's task may leave it out and get
+    ``USER_STREAMS + crc32(name)``, the same on every machine.
+    """
+    if not isinstance(task, Task):
+        raise TypeError(f"a task must be a Task instance, got {type(task).__name__}")
+    sid = USER_STREAMS + zlib.crc32(task.name.encode()) if stream is None else stream
+    if isinstance(sid, bool) or not isinstance(sid, int) or sid < 1:
+        raise ValueError(f"task {task.name!r}: stream id must be an int >= 1, got {sid!r}")
+    clash = [name for name, taken in _STREAM_IDS.items() if taken == sid and name != task.name]
+    if clash:
+        raise ValueError(f"task {task.name!r}: stream id {sid} is task {clash[0]!r}'s; pick a free one")
+    TASKS.register(task.name, task, replace=replace)
+    _STREAM_IDS[task.name] = sid
+    return task
+
+
+def stream_id(name: str) -> int:
+    """The stream id task ``name`` was registered with."""
+    TASKS.find(name)
+    return _STREAM_IDS[name]

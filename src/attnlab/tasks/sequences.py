@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .seqtask import TaskBatch, Task, classification, generative, need
+from .seqtask import Task, TaskBatch, classification, generative, need, register
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,9 @@ class Copy(_Transduction):
         return x
 
 
+register(Copy(), stream=4)
+
+
 @dataclass(frozen=True)
 class Reverse(_Transduction):
     """Reverse (Vasylenko et al. 2025, §5.1, App. G.1): the answer is the source backwards; row as in
@@ -87,6 +90,9 @@ class Reverse(_Transduction):
         return x[:, ::-1]
 
 
+register(Reverse(), stream=5)
+
+
 @dataclass(frozen=True)
 class Sort(_Transduction):
     """Sort (Vasylenko et al. 2025, §5.1, App. G.1): the answer is the source in ascending
@@ -96,6 +102,9 @@ class Sort(_Transduction):
 
     def answer(self, x: np.ndarray) -> np.ndarray:
         return np.sort(x, axis=1)
+
+
+register(Sort(), stream=6)
 
 
 @dataclass(frozen=True)
@@ -142,6 +151,9 @@ class TwoBack(Task):
         labels = np.zeros_like(ids)
         labels[:, 3:] = ids[:, 1:-2]
         return classification(ids, labels)
+
+
+register(TwoBack(), stream=7)
 
 
 @dataclass(frozen=True)
@@ -205,6 +217,9 @@ class LocalCount(Task):
         return classification(ids, labels)
 
 
+register(LocalCount(), stream=8)
+
+
 @dataclass(frozen=True)
 class FlipFlop(Task):
     """Flip-Flop (Vasylenko et al. 2025, App. G.1, Table 5, after Liu et al. 2023): recall the bit
@@ -258,3 +273,7 @@ class FlipFlop(Task):
         answer = np.zeros_like(seq, dtype=bool)
         answer[:, 2 * k:2 * k + 2] = True
         return generative(seq, answer)
+
+
+register(FlipFlop(name="flipflop_sparse", p_write=0.1), stream=9)
+register(FlipFlop(name="flipflop_dense", p_write=0.8), stream=10)

@@ -20,17 +20,12 @@ import dataclasses
 import torch
 
 from ..batches import rank_rows  # one rank rule (and message) for every stream the trainer reads
-from .retrieval import MQAR, MQMTAR, InductionSmall, MaxRetrieval, NIAHSmall
-from .seqtask import IGNORE, STREAMS, TRAIN, VALIDATION, Task, TaskBatch, TaskError, VectorBatch, task_rng
-from .sequences import Copy, FlipFlop, LocalCount, Reverse, Sort, TwoBack
-from .vectors import TriggerAveraging, trigger_mask
-
-TASKS: dict[str, Task] = {task.name: task for task in (
-    MQMTAR(), MQAR(), MaxRetrieval(), Copy(), Reverse(), Sort(), TwoBack(), LocalCount(),
-    FlipFlop(name="flipflop_sparse", p_write=0.1), FlipFlop(name="flipflop_dense", p_write=0.8),
-    TriggerAveraging(), NIAHSmall(), InductionSmall(),
-)}
-assert set(TASKS) == set(STREAMS), "every task needs its own stream id"
+# The task modules register their tasks into TASKS on import, in the order ``attnlab tasks`` lists them.
+from . import retrieval, sequences, vectors  # noqa: F401
+from .seqtask import (
+    IGNORE, TASKS, TRAIN, VALIDATION, Task, TaskBatch, TaskError, VectorBatch, register, stream_id, task_rng,
+)
+from .vectors import trigger_mask
 
 DEFAULT_VAL_BATCHES = 8  # val_batches(n_batches=None): a fixed held-out set needs a size; the trainer passes one
 _SHOW_WIDTH = 100
@@ -117,7 +112,7 @@ class TaskStream:
     def describe(self) -> dict:
         """The task's spec plus this stream's length, sizes and seeds, for a run's config.json."""
         return {**self.task.describe(), "length": self.length, "min_length": self.min_length,
-                "sizes": self.task.sizes(self.length), "seed": self.seed, "stream_id": STREAMS[self.task.name],
+                "sizes": self.task.sizes(self.length), "seed": self.seed, "stream_id": stream_id(self.task.name),
                 "rng": {"train": f"default_rng([stream_id, {TRAIN}, seed, step])",
                         "val": f"default_rng([stream_id, {VALIDATION}, seed, index])"}}
 
@@ -206,6 +201,6 @@ def _show_vectors(inputs: torch.Tensor, targets: torch.Tensor, mask: torch.Tenso
 
 
 __all__ = [
-    "DEFAULT_VAL_BATCHES", "TASKS", "Task", "TaskBatch", "TaskError", "TaskStream", "exact_match", "get_task",
-    "VectorBatch", "scored_accuracy", "show", "trigger_mask",
+    "DEFAULT_VAL_BATCHES", "TASKS", "Task", "TaskBatch", "TaskError", "TaskStream", "VectorBatch", "exact_match",
+    "get_task", "register", "scored_accuracy", "show", "trigger_mask",
 ]

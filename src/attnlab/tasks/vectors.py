@@ -13,7 +13,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from .seqtask import Task, VectorBatch, need
+from .seqtask import Task, VectorBatch, need, register
 
 
 def trigger_mask(inputs: torch.Tensor) -> torch.Tensor:
@@ -85,3 +85,6 @@ class TriggerAveraging(Task):
         return {**super().describe(), "dim": self.dim,
                 "targets": "zero except at the trigger: mean of positions 2..j-1 (1-based); squared l2 loss",
                 "mask": "inputs[..., 1] == 1 marks the trigger position (trigger_mask)"}
+
+
+register(TriggerAveraging(), stream=11)
