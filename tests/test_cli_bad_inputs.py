@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from attnlab.cli import main
-from experiments.checkpoints import save_checkpoint
+from checkpoints import save_checkpoint
 
 
 @pytest.fixture(scope="module")

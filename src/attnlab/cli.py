@@ -104,7 +104,7 @@ def _print_section(section, folder: Path) -> None:
 
 
 def _run_study(cfg, folder: Path, progress: bool):
-    from .experiments import studies
+    from . import studies
 
     _check_writable(folder)
     started = time.monotonic()
@@ -115,7 +115,7 @@ def _run_study(cfg, folder: Path, progress: bool):
 
 
 def _study(args: argparse.Namespace) -> int:
-    from .experiments import studies
+    from . import studies
 
     try:
         cfg = studies.StudyConfig(study=args.name, budget=args.budget, model=args.model, seed=args.seed)
@@ -129,7 +129,7 @@ def _study(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from .experiments import studies
+    from . import studies
 
     if args.out is None and len(args.folders) > 1:
         raise UserError("give --out FILE when reporting on more than one folder")
@@ -156,7 +156,7 @@ def _demo_models(given: list[str] | None) -> list[str]:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .experiments import studies
+    from . import studies
 
     out: Path = args.out
     _check_writable(out)
@@ -270,7 +270,7 @@ def _finite(text: str) -> float:
 def _hf_errors():
     """The errors of a run on a checkpoint that are the user's to fix, as one-line UserErrors."""
     from . import hooks
-    from .experiments.hf_runs import RunError
+    from .commands.runs import RunError
     from .io import OutputError
 
     return (RunError, OutputError, hooks.LoadError, hooks.UnsupportedModel)
@@ -294,7 +294,7 @@ def _hf_run(args: argparse.Namespace, make_run: Callable[[], dict], what: str) -
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from .experiments import audit
+    from .commands import audit
 
     def make_run():
         cfg = audit.AuditConfig(model=str(args.model), suite=args.suite, prompts=args.prompts, p=tuple(args.p),
@@ -309,7 +309,7 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _substitute(args: argparse.Namespace) -> int:
-    from .experiments import substitute
+    from .commands import substitute
 
     def make_run():
         cfg = substitute.SubstituteConfig(model=str(args.model), recipes=tuple(args.recipes), suite=args.suite,
@@ -322,7 +322,7 @@ def _substitute(args: argparse.Namespace) -> int:
 
 
 def _ablate(args: argparse.Namespace) -> int:
-    from .experiments import ablate
+    from .commands import ablate
 
     def make_run():
         cfg = ablate.AblateConfig(model=str(args.model), k=tuple(args.k), rank_by=args.rank_by, p=args.p, b=args.b,
@@ -339,7 +339,7 @@ def _ablate(args: argparse.Namespace) -> int:
 
 
 def _heads(args: argparse.Namespace) -> int:
-    from .experiments import heads
+    from .commands import heads
 
     def make_run():
         cfg = heads.HeadsConfig(model=str(args.model), prompts=args.prompts, length=args.length, seed=args.seed,
@@ -351,7 +351,7 @@ def _heads(args: argparse.Namespace) -> int:
 
 
 def _temperature(args: argparse.Namespace) -> int:
-    from .experiments import temperature
+    from .commands import temperature
 
     def make_run():
         cfg = temperature.TemperatureConfig(model=str(args.model), n=tuple(args.n), suite=args.suite, text=args.text,
@@ -439,7 +439,7 @@ def _task_params(items: list[str]) -> dict:
 
 
 def _lengthgen(args: argparse.Namespace) -> int:
-    from .experiments import lengthgen
+    from .commands import lengthgen
 
     try:
         cfg = lengthgen.LengthgenConfig(task=args.task, maps=tuple(args.maps), pe=args.pe, train_len=args.train_len,
@@ -503,7 +503,7 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _study_names() -> list[str]:
-    from .experiments.studies import STUDIES
+    from .studies import STUDIES
 
     return list(STUDIES)
 

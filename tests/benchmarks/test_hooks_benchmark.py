@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from attnlab.experiments import readout
+from attnlab.commands import readout
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "hooks.py"
 

@@ -1,0 +1,160 @@
+"""``attnlab ablate``: group head ablation, top-K / bottom-K / random-K (Polynomial Concentration §5.4, App. D and V).
+
+Heads are ranked by a per-head median of a row statistic over active-unsaturated rows (median S_p at
+degree p and bias b, as the seed ranks them, or median entropy), read in one diagnostic pass over the
+ranking suite. Each subset of K heads is then polynomialized with the recipe and the evaluation suite
+scored by exact match, as ``attnlab substitute`` does. A cell is "decisive" when the top-K change in
+accuracy is strictly worse than that of every random-K draw (App. I: a descriptive flag, not a test).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from .. import hooks
+from ..diagnostics import RowOptions
+from ..diagnostics.stats import aggregate
+from ..io import check_output, write_json, write_parquet, write_table
+from .readout import prompt_reading, read_rows
+from .runs import (RunError, SuiteRun, biases, check_count, load, parse_biases, recipe_b_auto, settings,
+                      staged_output, suite_prompts)
+from .substitute import BASELINE, accuracy, check_recipes, score
+
+RANKINGS = ("s_p", "entropy")
+Head = tuple[int, int]
+
+
+@dataclass(frozen=True, kw_only=True)
+class AblateConfig(SuiteRun):
+    k: tuple[int, ...] = (5, 10, 20, 40)
+    rank_by: str = "s_p"
+    p: float = 2
+    b: str = "auto"
+    recipe: str = "relu_p2_bauto"
+    random_draws: int = 5
+    rank_suite: str = "induction"
+    rank_prompts: int = 20
+    rank_length: int | None = None
+    every: int = 16
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.rank_by not in RANKINGS:
+            raise RunError(f"--rank-by takes {' or '.join(RANKINGS)}, got {self.rank_by!r}")
+        if not self.k or len(set(self.k)) != len(self.k):
+            raise RunError(f"--k takes distinct head counts >= 1, got {list(self.k)}")
+        for k in self.k:
+            check_count("k", k)
+        for name in ("random_draws", "rank_prompts", "every"):
+            check_count(name, getattr(self, name))
+        if not (math.isfinite(self.p) and self.p > 0):
+            raise RunError(f"--p must be a degree > 0, got {self.p!r}")
+        parse_biases([self.b])
+        check_recipes([self.recipe])
+        if self.recipe == BASELINE:
+            raise RunError("--recipe softmax changes nothing; pick the map to ablate with, e.g. relu_p2_bauto")
+
+
+def rank_heads(rows: pd.DataFrame, column: str) -> pd.DataFrame:
+    """Per head: the median of ``column`` over active rows, the rank (1 = highest) and ``ranked``;
+    heads with no active row have no median (ranked False) and come last, in neither top nor bottom."""
+    stats = aggregate(rows, medians=[column])
+    stats = stats.rename(columns={f"{column}_median": f"median {column}", "n_used": "active rows"})
+    stats = stats[["layer", "head", f"median {column}", "active rows"]]
+    ranked = stats.sort_values([f"median {column}", "layer", "head"], ascending=[False, True, True],
+                               na_position="last", kind="stable")
+    return ranked.assign(rank=np.arange(1, len(ranked) + 1),
+                         ranked=ranked[f"median {column}"].notna()).reset_index(drop=True)
+
+
+def subsets(ranking: pd.DataFrame, k: int, draws: int) -> list[tuple[str, int, list[Head]]]:
+    """(subset, draw, heads) for top-K, bottom-K and ``draws`` random-K subsets; random draw d uses
+    numpy seed d, as the seed's {0, 1, 2, 3, 4}."""
+    every_head = [(int(l), int(h)) for l, h in zip(ranking["layer"], ranking["head"], strict=True)]
+    ranked = [head for head, known in zip(every_head, ranking["ranked"], strict=True) if known]
+    if k > len(ranked):
+        raise RunError(f"--k {k} exceeds the {len(ranked)} heads with a ranking (of {len(every_head)} heads)")
+    out = [("top", 0, ranked[:k]), ("bottom", 0, ranked[::-1][:k])]
+    for d in range(draws):
+        pick = np.random.default_rng(d).choice(len(every_head), size=k, replace=False)
+        out.append(("random", d, [every_head[i] for i in sorted(pick)]))
+    return out
+
+
+def cells(answers: pd.DataFrame) -> pd.DataFrame:
+    """One line per (K, subset, draw): correct/n, accuracy % with Wilson 95% interval, delta pp."""
+    base = answers[answers["subset"] == BASELINE]["correct"].mean() * 100
+    return pd.DataFrame([{"k": k, "subset": subset, "draw": draw, **accuracy(ok, base)} for (k, subset, draw), ok
+                         in answers.groupby(["k", "subset", "draw"], sort=False)["correct"]])
+
+
+def decisive_table(cell_table: pd.DataFrame) -> pd.DataFrame:
+    """One line per K: top, bottom and random deltas (mean, sd, worst) and the decisive flag."""
+    lines = []
+    for k, group in cell_table[cell_table["subset"] != BASELINE].groupby("k", sort=False):
+        delta = {s: group[group["subset"] == s]["delta pp"] for s in ("top", "bottom", "random")}
+        top = float(delta["top"].iloc[0])
+        lines.append({"k": int(k), "top pp": top, "bottom pp": float(delta["bottom"].iloc[0]),
+                      "random mean pp": float(delta["random"].mean()),
+                      "random sd pp": float(delta["random"].std(ddof=0)),
+                      "random worst pp": float(delta["random"].min()), "draws": len(delta["random"]),
+                      "decisive": bool((top < delta["random"]).all())})
+    return pd.DataFrame(lines)
+
+
+def run(cfg: AblateConfig, out: str | Path, *, progress: bool = True, overwrite: bool = False) -> dict:
+    """Rank, ablate and score; write ablate.csv/.md (per K, with the decisive flag), cells.csv/.md (per
+    subset and draw), ranking.csv/.md (per head), rows_rank.parquet, answers.parquet and config.json."""
+    check_output(out, settings(cfg), overwrite=overwrite, what="attnlab ablate")
+    model, tokenizer = load(cfg.model, cfg.device, cfg.dtype)
+    rank_prompts = suite_prompts(model, tokenizer, cfg.rank_suite, cfg.rank_prompts, seed=cfg.seed,
+                                 length=cfg.rank_length)
+    prompts = suite_prompts(model, tokenizer, cfg.suite, cfg.prompts, seed=cfg.seed, pad=cfg.pad,
+                            length=cfg.length)
+    (bias,), b_auto = biases(model, tokenizer, [cfg.b], cfg.device, cfg.b_auto)
+    b_auto = recipe_b_auto(model, tokenizer, [cfg.recipe], cfg.device, b_auto)
+    n_layers, n_heads = hooks.num_heads(model)
+    if max(cfg.k) > n_layers * n_heads:
+        raise RunError(f"--k {max(cfg.k)} exceeds the model's {n_layers * n_heads} heads")
+    column = f"s_p{cfg.p:g}" if cfg.rank_by == "s_p" else "entropy"
+    config = {**asdict(cfg), "b_auto": b_auto, "b value": bias.value, "rank column": column,
+              "recipe resolved": hooks.resolve(cfg.recipe, b_auto).name, "layers": n_layers, "heads": n_heads,
+              "model_type": model.config.model_type}
+    with staged_output(out) as stage:
+        readings = [prompt_reading(p, cfg.every) for p in rank_prompts]
+        paths = read_rows(model, readings, {"rank": RowOptions.make(p=cfg.p, b=bias.value)}, stage,
+                          config=config, device=cfg.device, block=cfg.block, desc="rank", progress=progress)
+        ranking = rank_heads(pd.read_parquet(paths["rank"], columns=["layer", "head", "status", column]), column)
+        plan = [(k, *s) for k in cfg.k for s in subsets(ranking, k, cfg.random_draws)]
+        records = [{**r, "k": 0, "subset": BASELINE, "draw": 0, "heads": ""}
+                   for r in score(model, tokenizer, prompts, cfg.suite, cfg.device, BASELINE, progress)]
+        for k, subset, draw, chosen in tqdm(plan, desc="ablate", unit="subset", disable=not progress):
+            with hooks.substituted(model, cfg.recipe, heads=chosen, b_auto=b_auto, block=cfg.block):
+                label = f"{subset}-{k}" + (f"#{draw}" if subset == "random" else "")
+                records += [{**r, "k": k, "subset": subset, "draw": draw, "heads": _heads_text(chosen)}
+                            for r in score(model, tokenizer, prompts, cfg.suite, cfg.device, label, progress)]
+        answers = pd.DataFrame(records)
+        cell_table = cells(answers)
+        table = decisive_table(cell_table)
+        write_table(stage / "ablate", table)
+        write_table(stage / "cells", cell_table)
+        write_table(stage / "ranking", ranking)
+        write_parquet(stage / "answers.parquet", answers, metadata=config)
+        write_json(stage / "config.json", json.loads(json.dumps(config, default=str)))
+    final = Path(out)
+    return {"table": table, "cells": cell_table, "ranking": ranking, "b_auto": b_auto,
+            "paths": {k: final / f for k, f in (("ablate", "ablate.csv"), ("cells", "cells.csv"),
+                                               ("ranking", "ranking.csv"), ("rows", paths["rank"].name),
+                                               ("answers", "answers.parquet"), ("config", "config.json"))}}
+
+
+def _heads_text(heads: Sequence[Head]) -> str:
+    return " ".join(f"{layer}.{head}" for layer, head in heads)

@@ -1,0 +1,120 @@
+"""``attnlab audit``: prevalence of the polynomial-unsafe regime in a checkpoint (Polynomial Concentration §5.2, Tables
+1/10/11), with the gap-counting scale of Hayase & Karakida 2026 alongside.
+
+Rows are read as ``commands.readout`` does: the attention maps are never stored. Query positions are
+sampled every ``every`` tokens, and the prompt's last position (the one that answers) is always kept.
+With ``target="answer"`` only the sampled rows that have an answer key are read, each against that key
+instead of its argmax (Polynomial Concentration App. S), and the table adds the share of rows whose argmax is the answer.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import hooks
+from ..diagnostics import RowOptions
+from ..diagnostics.rows import SPECIAL
+from ..diagnostics.stats import wilson
+from ..io import check_output, write_json, write_table
+from .readout import prompt_reading, read_rows
+from .runs import (Bias, RunError, SuiteRun, biases, check_count, load, parse_biases, settings, staged_output,
+                      suite_prompts)
+
+GAP_COLUMNS = ("lambda_n", "alpha_n", "contact_gap")
+TARGETS = ("argmax", "answer")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuditConfig(SuiteRun):
+    p: tuple[float, ...] = (2, 4, 8, 16)
+    b: tuple[str, ...] = ("0", "auto")
+    every: int = 16
+    target: str = "argmax"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_count("every", self.every)
+        if not self.p or not all(math.isfinite(p) and p > 0 for p in self.p):
+            raise RunError(f"--p takes degrees > 0, got {list(self.p)}")
+        parse_biases(self.b)
+        if self.target not in TARGETS:
+            raise RunError(f"--target takes {' or '.join(TARGETS)}, got {self.target!r}")
+
+
+def prevalence(rows: pd.DataFrame, p: tuple[float, ...], b: Bias, *, answer: bool = False) -> list[dict]:
+    """Polynomial Concentration Table 1/10/11 lines for one bias: over active-unsaturated rows, the unsafe rate
+    (S_p >= 1) with its Wilson 95% interval and the medians of rho, A_act and S_p; the dead share over
+    readable rows; the gap-counting medians (ties, Lambda_n = inf, left out and counted). ``answer``: the
+    rows were read against their answer key; add the share whose argmax is that key (App. S: only there
+    does the bound's Delta >= 0 premise hold)."""
+    readable = rows[~rows["status"].isin(SPECIAL)]
+    active = readable[readable["status"] == "active"]
+    lam = readable["lambda_n"].astype(float)
+    gaps = {"med lambda_n": _median(lam[np.isfinite(lam)]), "ties": int(np.isinf(lam).sum()),
+            "med alpha_n": _median(readable["alpha_n"]), "med contact_gap": _median(readable["contact_gap"])}
+    if answer:
+        gaps["answer is argmax %"] = (100 * float(readable["target_is_max"].astype(bool).mean())
+                                      if len(readable) else np.nan)
+    lines = []
+    for q in p:
+        d = f"{q:g}"
+        safe = active[f"safe_p{d}"].dropna().astype(bool)
+        unsafe = int((~safe).sum())
+        lo, hi = wilson(unsafe, len(safe)) if len(safe) else (np.nan, np.nan)
+        lines.append({
+            "b": b.label, "b value": b.value, "p": q, "rows": len(readable), "active": len(active),
+            "unsafe %": 100 * unsafe / len(safe) if len(safe) else np.nan,
+            "unsafe lo": 100 * lo, "unsafe hi": 100 * hi,
+            "med rho": _median(active["rho"]), "med a_act": _median(active["a_act"]),
+            "med s_p": _median(active[f"s_p{d}"]),
+            "dead %": 100 * float((readable["status"] == "dead").mean()) if len(readable) else np.nan,
+            **gaps,
+        })
+    return lines
+
+
+def _median(values) -> float:
+    values = pd.Series(values, dtype=float).dropna()
+    return float(values.median()) if len(values) else np.nan
+
+
+def _columns(p: tuple[float, ...]) -> list[str]:
+    return (["status", "rho", "a_act", "target_is_max", *GAP_COLUMNS]
+            + [f"{k}_p{q:g}" for q in p for k in ("s", "safe")])
+
+
+def run(cfg: AuditConfig, out: str | Path, *, progress: bool = True, overwrite: bool = False) -> dict:
+    """Audit ``cfg.model`` and write under ``out``: rows_b<label>.parquet (one row per layer, head,
+    prompt and sampled query), audit.csv/.md (the prevalence table) and config.json (with b_auto).
+    Returns {"table", "b_auto", "paths"}."""
+    check_output(out, settings(cfg), overwrite=overwrite, what="attnlab audit")
+    model, tokenizer = load(cfg.model, cfg.device, cfg.dtype)
+    prompts = suite_prompts(model, tokenizer, cfg.suite, cfg.prompts, seed=cfg.seed, pad=cfg.pad,
+                            length=cfg.length)
+    bias_list, b_auto = biases(model, tokenizer, cfg.b, cfg.device, cfg.b_auto)
+    n_layers, n_heads = hooks.num_heads(model)
+    config = {**asdict(cfg), "b_auto": b_auto, "biases": {b.label: b.value for b in bias_list},
+              "layers": n_layers, "heads": n_heads, "model_type": model.config.model_type}
+    with staged_output(out) as stage:
+        readings = [prompt_reading(prompt, cfg.every, cfg.target) for prompt in prompts]
+        options = {f"b{b.label}": RowOptions.make(p=cfg.p, b=b.value) for b in bias_list}
+        paths = read_rows(model, readings, options, stage, config=config, device=cfg.device, block=cfg.block,
+                          desc="audit", progress=progress)
+        lines = []
+        for b in bias_list:
+            rows = pd.read_parquet(paths[f"b{b.label}"], columns=_columns(cfg.p))
+            lines.extend(prevalence(rows, cfg.p, b, answer=cfg.target == "answer"))
+        table = pd.DataFrame(lines)
+        write_table(stage / "audit", table)
+        write_json(stage / "config.json", json.loads(json.dumps(config, default=str)))
+    final = Path(out)
+    return {"table": table, "b_auto": b_auto,
+            "paths": {**{f"rows_{k}": final / v.name for k, v in paths.items()},
+                      **{k: final / f for k, f in (("csv", "audit.csv"), ("md", "audit.md"),
+                                                   ("config", "config.json"))}}}

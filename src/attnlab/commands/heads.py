@@ -1,0 +1,76 @@
+"""``attnlab heads``: the sink / induction / local / diffuse type of every head (Polynomial Concentration App. H).
+
+One forward per induction prompt (80 at L = 1024 in the seed), rows read as ``commands.readout``
+does: every ``every``-th query and the last. Per head, ``induction`` is the mean softmax weight at the
+planted B (the token after the current token's first occurrence), over the rows of the repeated half,
+which are the rows that have one; ``entropy``, ``locality`` (query minus argmax) and ``sink`` (weight
+at position 0) average over every read row. ``diagnostics.heads`` turns them into types.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import hooks
+from ..diagnostics import RowOptions
+from ..diagnostics.heads import HeadThresholds, head_types
+from ..io import check_output, write_json, write_table
+from .readout import prompt_reading, read_rows
+from .runs import CheckpointRun, check_count, load, settings, staged_output, suite_prompts
+
+SUITE = "induction"
+COLUMNS = ["layer", "head", "query", "argmax", "target_mass", "entropy", "sink_mass", "status", "answer_key"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeadsConfig(CheckpointRun):
+    prompts: int = 80
+    length: int = 1024
+    every: int = 16
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("prompts", "length", "every"):
+            check_count(name, getattr(self, name))
+
+
+def type_counts(types: pd.DataFrame) -> pd.DataFrame:
+    """Heads per type, with their share in percent."""
+    kinds = ["sink", "induction", "local", "diffuse"]
+    counts = types["head_type"].value_counts().reindex(kinds, fill_value=0)
+    return pd.DataFrame({"head type": kinds, "heads": counts.to_numpy(),
+                         "%": 100 * counts.to_numpy() / max(len(types), 1)})
+
+
+def run(cfg: HeadsConfig, out: str | Path, *, progress: bool = True, overwrite: bool = False) -> dict:
+    """Classify every head of ``cfg.model``; write heads.csv/.md (per head: features and type),
+    types.csv/.md (heads per type), rows_heads.parquet and config.json. Returns {"table" (the type
+    counts), "heads", "b_auto" (None), "paths"}."""
+    check_output(out, settings(cfg), overwrite=overwrite, what="attnlab heads")
+    model, tokenizer = load(cfg.model, cfg.device, cfg.dtype)
+    prompts = suite_prompts(model, tokenizer, SUITE, cfg.prompts, seed=cfg.seed, length=cfg.length)
+    n_layers, n_heads = hooks.num_heads(model)
+    thresholds = HeadThresholds()
+    config = {**asdict(cfg), "suite": SUITE, "thresholds": asdict(thresholds), "layers": n_layers,
+              "heads": n_heads, "model_type": model.config.model_type}
+    with staged_output(out) as stage:
+        readings = [prompt_reading(p, cfg.every, "answer", keep_all=True) for p in prompts]
+        paths = read_rows(model, readings, {"heads": RowOptions.make(p=2)}, stage, config=config,
+                          device=cfg.device, block=cfg.block, desc="heads", progress=progress)
+        rows = pd.read_parquet(paths["heads"], columns=COLUMNS)
+        # target_mass is the argmax's weight on rows without a planted B; it must not count as induction.
+        rows["target_mass"] = rows["target_mass"].where(rows["answer_key"].astype(bool), np.nan)
+        types = head_types(rows, thresholds)
+        table = type_counts(types)
+        write_table(stage / "heads", types)
+        write_table(stage / "types", table)
+        write_json(stage / "config.json", json.loads(json.dumps(config, default=str)))
+    final = Path(out)
+    return {"table": table, "heads": types, "b_auto": None,
+            "paths": {k: final / f for k, f in (("heads", "heads.csv"), ("types", "types.csv"),
+                                               ("rows", paths["heads"].name), ("config", "config.json"))}}

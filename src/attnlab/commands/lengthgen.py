@@ -1,0 +1,411 @@
+"""Length generalization (Vasylenko et al. 2025 §5.1, Table 1): one model per attention variant, trained at one length
+(or at lengths drawn from a range, as the seed's 32-64) on a synthetic task and scored by exact match
+(accuracy for classification tasks) at multiples of it, with the entropy and support of the attention
+rows at every length (the non-dispersion claim of Vasylenko et al. 2025 §3.2).
+
+Under NAPE the split between rows that disperse and rows that stay bounded can follow the head's
+position encoding rather than the row map: on small Copy models the ALiBi heads keep a bounded support
+under entmax while the NoPE heads spread under both maps (see the per-head ``dispersion`` table and
+``tests/commands/test_lengthgen.py``).
+
+Each variant is a cell: trained into ``out/runs/<variant>`` (resumable) and written to
+``out/cells/<variant>.json`` once scored; a rerun skips finished cells whose config matches, and may change
+only what is scored (``SCORING``): a folder trained under other settings is refused unless overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import multiprocessing
+from collections.abc import Mapping
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from .. import io, rowmaps
+from ..site import WeightBlock
+from ..tasks import TASKS, TaskStream, exact_match, get_task, scored_accuracy
+from ..tasks.seqtask import IGNORE, Task
+from ..train.config import RunConfig
+from ..train.trainer import Trainer, world_size
+
+# Names that are a scaler plus a map rather than a registry map (Vasylenko et al. 2025 §4.1, §5 baselines).
+VARIANTS: dict[str, dict[str, str]] = {
+    "ssmax": {"scaler": "ssmax", "rowmap": "softmax"},
+    "asentmax": {"scaler": "adaptive", "rowmap": "entmax_a1.5"},
+    "assmax": {"scaler": "adaptive", "rowmap": "softmax"},
+}
+# The smoke budget stops at 16x: one 65,536-token row of an entmax model takes minutes on two CPU cores.
+BUDGETS: dict[str, dict[str, Any]] = {
+    "smoke": {"steps": 2000, "layers": 2, "heads": 4, "d_model": 64, "ffn": "gelu", "ffn_width": None,
+              "batch": 32, "lr": 3e-3, "samples": 200, "eval_mult": (1, 2, 4, 8, 16)},
+    "full": {"steps": 20000, "layers": 4, "heads": 8, "d_model": 256, "ffn": "gelu", "ffn_width": 1024,
+             "batch": 128, "lr": 3e-3, "samples": 1000, "eval_mult": (1, 2, 4, 16, 64, 256, 1024)},
+}
+# Smoke settings of the tasks that the defaults above do not teach in minutes on two CPU cores. MQMTAR's
+# first answer token needs two hops (to the query's key 3 * queries + 1 tokens back, then to the pair), a
+# circuit of attention alone. With the GELU FFN (two thirds of a step's arithmetic) the 2 x 64 models sat
+# at the plateau (0% exact match) for 6,000 to 20,000 steps, and which map escaped it in the budget was a
+# draw of batch and width; without it a step costs about a third as much and both maps leave the plateau
+# within 2,000-4,000 steps (figures in the README, lengthgen).
+SMOKE_TASKS: dict[str, dict[str, Any]] = {
+    "mqmtar": {"ffn": "none", "lr": 1e-3, "steps": 15000},
+}
+# Vasylenko et al. 2025 App. G.2, Table 5: (heads, layers, hidden, intermediate) per task; the full budget takes them
+# (batch 128 for all), and its defaults above for the tasks the table does not list.
+TABLE5 = {
+    "2back": (8, 2, 256, 512), "local_count": (8, 3, 128, 512), "flipflop_sparse": (8, 4, 256, 512),
+    "flipflop_dense": (8, 4, 256, 512), "copy": (16, 2, 256, 1024), "reverse": (8, 6, 256, 512),
+    "mqmtar": (16, 4, 512, 1024), "sort": (8, 2, 256, 1024),
+}
+# Each budget's settings per task, applied over the budget's own.
+TASK_PLANS: dict[str, dict[str, dict[str, Any]]] = {
+    "smoke": SMOKE_TASKS,
+    "full": {task: dict(zip(("heads", "layers", "d_model", "ffn_width"), row)) for task, row in TABLE5.items()},
+}
+
+
+def variant(name: str) -> dict[str, str]:
+    """The model fields of a variant name: one of ``VARIANTS`` or any registered row-map name."""
+    if name in VARIANTS:
+        return dict(VARIANTS[name])
+    try:
+        rowmaps.get(name)
+    except ValueError as exc:
+        raise ValueError(f"unknown variant {name!r}: {exc}; or one of {', '.join(VARIANTS)}") from None
+    return {"rowmap": name}
+
+
+@dataclass(frozen=True)
+class LengthgenConfig:
+    task: str = "mqmtar"
+    maps: tuple[str, ...] = ("softmax", "entmax_a1.5")
+    pe: str = "nape"
+    train_len: int = 64
+    min_train_len: int | None = None
+    eval_mult: tuple[int, ...] | None = None
+    budget: str = "smoke"
+    steps: int | None = None
+    samples: int | None = None
+    seed: int = 0
+    lr: float | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS or TASKS[self.task].kind == "vector":
+            tokens = ", ".join(n for n, t in TASKS.items() if t.kind != "vector")
+            raise ValueError(f"task must be a token task: {tokens}; "
+                             f"got {self.task!r}")
+        if self.budget not in BUDGETS:
+            raise ValueError(f"budget must be one of {', '.join(BUDGETS)}, got {self.budget!r}")
+        if not self.maps:
+            raise ValueError("maps must name at least one variant")
+        if self.lr is not None and not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr must be a positive finite number, got {self.lr}")
+        for name in ("steps", "samples"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value}")
+        if self.eval_mult is not None and (not self.eval_mult or any(m < 1 for m in self.eval_mult)):
+            raise ValueError(f"eval_mult must be non-empty multiples >= 1, got {self.eval_mult}")
+        for name in self.maps:
+            variant(name)
+        task = self.task_def
+        task.check_length(self.train_len)
+        if self.min_train_len is not None:
+            task.check_length(self.min_train_len)
+            if self.min_train_len > self.train_len:
+                raise ValueError(f"min_train_len {self.min_train_len} is above train_len {self.train_len}")
+
+    @property
+    def task_def(self) -> Task:
+        """The task with ``params`` replacing its defaults (``attnlab tasks NAME`` lists them)."""
+        return get_task(self.task, **self.params)
+
+    def samples_at(self, length: int) -> int:
+        """Rows scored at ``length``: the plan's samples, and under the smoke budget fewer at long lengths
+        (as many tokens as 4x the training length would take, at least 8), so that a CPU run ends."""
+        samples = self.plan["samples"]
+        if self.budget == "full":
+            return samples
+        return min(samples, max(8, samples * 4 * self.train_len // length))
+
+    @property
+    def plan(self) -> dict[str, Any]:
+        """The budget's settings, with the task's own for that budget (``TASK_PLANS``) and then the given
+        overrides (steps, samples, eval_mult, lr) applied."""
+        plan = {**BUDGETS[self.budget], **TASK_PLANS[self.budget].get(self.task, {})}
+        given = {"steps": self.steps, "samples": self.samples, "eval_mult": self.eval_mult, "lr": self.lr}
+        return {k: v if given.get(k) is None else given[k] for k, v in plan.items()}
+
+    @property
+    def trained_at(self) -> str:
+        """The training length, or range of lengths, as a reader sees it ("64", "32-64")."""
+        return f"{self.min_train_len}-{self.train_len}" if self.min_train_len else str(self.train_len)
+
+    @property
+    def lengths(self) -> list[int]:
+        return [self.train_len * m for m in self.plan["eval_mult"]]
+
+
+def run_config(cfg: LengthgenConfig, name: str, vocab: int) -> RunConfig:
+    plan = cfg.plan
+    model = {"context": cfg.train_len, "vocab": vocab, "layers": plan["layers"], "heads": plan["heads"],
+             "d_model": plan["d_model"], "ffn": plan["ffn"], "ffn_width": plan["ffn_width"], "positions": cfg.pe,
+             **variant(name)}
+    train = {"steps": plan["steps"], "batch": plan["batch"], "lr": plan["lr"], "min_lr": plan["lr"] / 10,
+             "warmup": max(1, plan["steps"] // 20), "weight_decay": 0.0, "seed": cfg.seed,
+             "eval_every": max(1, plan["steps"] // 4), "eval_batches": 1, "probes": False,
+             "checkpoint_every": max(1, plan["steps"] // 4), "tensorboard": False}
+    return RunConfig.from_dict({"model": model, "train": train})
+
+
+ROWS = ("all", "answer")
+SAMPLED_ROWS = 1024  # rows of each kind per sequence whose dispersion is measured
+
+
+def spaced(mask: torch.Tensor, most: int) -> torch.Tensor:
+    """``mask`` (batch, length) thinned to at most ``most`` evenly spaced true positions per row."""
+    rank = mask.cumsum(-1) - 1
+    step = (mask.sum(-1, keepdim=True) + most - 1) // most
+    return mask & (rank % step.clamp(min=1) == 0)
+
+
+def _dispersion(layers: int, heads: int, answer: torch.Tensor) -> tuple[Any, dict[str, torch.Tensor]]:
+    """A weight observer summing, per layer and head, row entropy (nats) and support (weights > 0) over
+    rows with at least two allowed keys: all rows, and the rows whose prediction is scored (``answer``,
+    (batch, length) bool), where the task needs the model to find something. Each kind keeps at most
+    ``SAMPLED_ROWS`` evenly spaced rows per sequence, which makes the means estimates at long lengths but
+    keeps the observer from costing more than the forward. Returns the observer and its sums."""
+    sums = {f"{kind}_{what}": torch.zeros(layers, heads, dtype=torch.float64)
+            for kind in ROWS for what in ("entropy", "support", "rows")}
+    kept = {"all": spaced(torch.ones_like(answer), SAMPLED_ROWS), "answer": spaced(answer, SAMPLED_ROWS)}
+
+    def observe(block: WeightBlock) -> None:
+        span = slice(block.query_start, block.query_start + block.weights.shape[-2])
+        masks = {kind: m[:, span] for kind, m in kept.items()}
+        local = (masks["all"] | masks["answer"]).any(0).nonzero().squeeze(-1)
+        if not len(local):
+            return
+        w = block.weights.detach()[..., local, :]
+        allowed = block.allowed[..., local, :] if block.allowed.shape[-2] > 1 else block.allowed
+        rows = allowed.sum(-1).expand(w.shape[:-1]) >= 2
+        stats = {"entropy": -torch.special.xlogy(w, w).sum(-1, dtype=torch.float64),
+                 "support": (w > 0).sum(-1).double()}
+        for kind, mask in masks.items():
+            keep = rows & mask[:, local][:, None, :]
+            sums[f"{kind}_rows"][block.layer] += keep.sum((0, 2))
+            for what, value in stats.items():
+                sums[f"{kind}_{what}"][block.layer] += torch.where(keep, value, 0.0).sum((0, 2))
+
+    return observe, sums
+
+
+def metric(task: Task) -> tuple[str, Any]:
+    """The name and function of the task's score (Vasylenko et al. 2025 App. G.2): exact match of the whole answer,
+    and accuracy over positions for the classification tasks (2Back, Local Count)."""
+    return ("accuracy", scored_accuracy) if task.kind == "classification" else ("exact match", exact_match)
+
+
+@torch.no_grad()
+def score(model, task: Task, length: int, samples: int, seed: int) -> dict[str, Any]:
+    """The task's ``metric`` over ``samples`` fixed rows at ``length`` (the fraction right), and the mean
+    entropy and support of the attention rows of the first chunk (see ``_dispersion``) per layer (pooled
+    over heads) and per layer and head, over all rows (``entropy``, ``support``) and over the scored rows
+    (``answer_entropy``, ``answer_support``)."""
+    batch = task.generate(samples, length, seed)
+    chunk = max(1, 2**16 // length)
+    model.eval()
+    correct, right = 0.0, metric(task)[1]
+    observe, sums = _dispersion(model.cfg.layers, model.cfg.heads, batch.targets[:chunk] != IGNORE)
+    for start in range(0, samples, chunk):
+        ids, targets = batch.ids[start:start + chunk], batch.targets[start:start + chunk]
+        if start == 0:
+            with model.observed(observe, weights=True):
+                logits = model(ids)
+        else:
+            logits = model(ids)
+        correct += float(right(logits, targets).sum())
+    result: dict[str, Any] = {"accuracy": correct / samples, "heads": {}}
+    for kind in ROWS:
+        rows = sums[f"{kind}_rows"]
+        prefix = "" if kind == "all" else f"{kind}_"
+        for what in ("entropy", "support"):
+            total = sums[f"{kind}_{what}"]
+            result[prefix + what] = (total.sum(1) / rows.sum(1)).tolist()
+            result["heads"][prefix + what] = (total / rows).tolist()
+    return result
+
+
+def run_cell(cfg: LengthgenConfig, name: str, out: Path, progress: bool = False) -> dict[str, Any]:
+    """Train (or resume) one variant and score it at every length; reuses a finished cell."""
+    path = out / "cells" / f"{name}.json"
+    settings = {**asdict(cfg), "variant": name}
+    if path.is_file():
+        done = json.loads(path.read_text())
+        if done.get("settings") == json.loads(json.dumps(settings)):
+            return done
+    stream = TaskStream(cfg.task, cfg.train_len, seed=cfg.seed, min_length=cfg.min_train_len, **cfg.params)
+    runs = out / "runs" / name
+    trainer = Trainer(run_config(cfg, name, stream.vocab_size), runs, resume=True, progress=progress,
+                      stream=stream)
+    summary = trainer.run()
+    lengths = {}
+    for length in cfg.lengths:
+        n = cfg.samples_at(length)
+        lengths[str(length)] = {"samples": n, **score(trainer.model, cfg.task_def, length, n,
+                                                                seed=10_000 + cfg.seed)}
+    cell = {"settings": settings, "train": summary, "lengths": lengths}
+    io.write_json(path, cell)
+    return cell
+
+
+def table(cells: Mapping[str, Mapping[str, Any]], cfg: LengthgenConfig) -> pd.DataFrame:
+    """Vasylenko et al. 2025 Table 1's shape: one row per variant, exact match (%) per length multiple."""
+    rows = {name: {f"{m}x": 100 * cell["lengths"][str(cfg.train_len * m)]["accuracy"] for m in cfg.plan["eval_mult"]}
+            for name, cell in cells.items()}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("variant")
+
+
+def dispersion_table(cells: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """Per variant, length, layer and head: mean row entropy (nats) and support size over all rows and
+    over the answer rows."""
+    rows = [{"variant": name, "length": int(length), "log_length": math.log(int(length)), "layer": layer,
+             "head": head, **{key: r["heads"][key][layer][head] for key in r["heads"]}}
+            for name, cell in cells.items() for length, r in cell["lengths"].items()
+            for layer in range(len(r["entropy"])) for head in range(len(r["heads"]["entropy"][layer]))]
+    return pd.DataFrame(rows)
+
+
+def plot(acc: pd.DataFrame, cfg: LengthgenConfig, path: Path) -> tuple[Path, Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..report.figures import save_figure
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, row in acc.iterrows():
+        ax.plot(cfg.lengths, row.values, marker="o", label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("evaluation length (tokens)")
+    ax.set_ylabel(f"{metric(cfg.task_def)[0]} (%)")
+    ax.set_ylim(-2, 102)
+    given = "".join(f", {k}={v}" for k, v in cfg.params.items())
+    ax.set_title(f"{cfg.task}{given}, trained at {cfg.trained_at}, {cfg.pe}")
+    ax.legend()
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def check_jobs(jobs: int) -> None:
+    if jobs < 1:
+        raise ValueError(f"jobs must be at least 1, got {jobs}")
+    if jobs > 1 and world_size() > 1:
+        raise ValueError("jobs > 1 trains variants in separate processes, which torchrun does not manage; "
+                         "under torchrun use jobs 1")
+
+
+def _cell_in_process(cfg: LengthgenConfig, name: str, out: Path, threads: int) -> dict[str, Any]:
+    torch.set_num_threads(threads)
+    return run_cell(cfg, name, out)
+
+
+def _run_cells(cfg: LengthgenConfig, out: Path, progress: bool, jobs: int) -> dict[str, dict[str, Any]]:
+    """Every variant's cell, ``jobs`` at a time. Separate processes with the threads split between them:
+    a small decoder keeps one CPU thread about as busy as two keep it, so two cells on two cores finish in
+    about the time of one. Each cell still writes its own JSON, so a failed cell leaves the others."""
+    jobs = min(jobs, len(cfg.maps))
+    if jobs == 1:
+        return {name: run_cell(cfg, name, out, progress) for name in cfg.maps}
+    threads = max(1, torch.get_num_threads() // jobs)
+    # spawn, not fork: a forked child inherits OpenMP's thread pool in an unusable state.
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {name: pool.submit(_cell_in_process, cfg, name, out, threads) for name in cfg.maps}
+        return {name: future.result() for name, future in futures.items()}
+
+
+# Settings that only choose what is scored: a rerun may change them and reuse the trained models. Every
+# other setting, and the plan it resolves to, shapes the model of each variant (trained in its own folder).
+SCORING = ("maps", "eval_mult", "samples")
+# Everything a run writes into its folder: what --overwrite removes, leaving any other file there.
+WRITES = ("config.json", "cells", "runs", "accuracy.csv", "accuracy.md", "accuracy.png", "accuracy.svg",
+          "dispersion.csv", "dispersion.md")
+
+
+class FolderError(ValueError):
+    """The output folder holds results that this configuration must neither reuse nor write over."""
+
+
+def trained_settings(cfg: LengthgenConfig, plan: Mapping[str, Any]) -> dict[str, Any]:
+    """What shaped each variant's model, as JSON reads it back: every setting but ``SCORING``, the task's
+    parameters with its defaults filled in, and the given overrides as ``plan`` resolves them."""
+    given = {k: v for k, v in asdict(cfg).items() if k not in SCORING and k not in plan}
+    plan = {k: v for k, v in plan.items() if k not in SCORING}
+    return json.loads(json.dumps({**given, "params": cfg.task_def.params(), **plan}))
+
+
+def _saved(path: Path, retry: str) -> tuple[LengthgenConfig, dict[str, Any]]:
+    """The config and plan of the run whose ``config.json`` is ``path``."""
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise FolderError(f"{path} is unreadable ({exc}); {retry}") from None
+    keys = {f.name for f in fields(LengthgenConfig)} | {"plan"}
+    if not isinstance(saved, dict) or set(saved) != keys or not isinstance(saved["plan"], dict):
+        raise FolderError(f"{path} is not a lengthgen config; {retry}")
+    plan = saved.pop("plan")
+    tuples = {k: tuple(saved[k]) for k in ("maps", "eval_mult") if saved[k] is not None}
+    try:
+        return LengthgenConfig(**{**saved, **tuples}), plan
+    except (TypeError, ValueError) as exc:
+        raise FolderError(f"{path} describes a run this version cannot reuse ({exc}); {retry}") from None
+
+
+def prepare(cfg: LengthgenConfig, out: Path, overwrite: bool = False) -> None:
+    """Make ``out`` ready for ``cfg`` before anything is written into it. With ``overwrite``, remove what an
+    earlier run wrote (``WRITES``); otherwise refuse results that ``cfg`` must not reuse: another run's
+    (``trained_settings`` differ) or ones without the config.json saying how they were made."""
+    if out.exists() and not out.is_dir():
+        raise FolderError(f"--out {out} is a file; pass a folder")
+    found = [name for name in WRITES if (out / name).exists()]
+    if overwrite:
+        for name in found:
+            io.remove(out / name)
+        return
+    if not found:
+        return
+    retry = "pass --overwrite to start clean, or choose another --out"
+    if "config.json" not in found:
+        raise FolderError(f"{out} holds lengthgen results ({', '.join(found)}) but no config.json saying how "
+                          f"they were made; {retry}")
+    there, now = trained_settings(*_saved(out / "config.json", retry)), trained_settings(cfg, cfg.plan)
+    differ = [f"{k}: {there.get(k)!r} there, {now.get(k)!r} now" for k in {**now, **there}
+              if there.get(k) != now.get(k)]
+    if differ:
+        raise FolderError(f"{out} holds a lengthgen run trained with other settings ({'; '.join(differ)}); "
+                          f"{retry}")
+
+
+def run(cfg: LengthgenConfig, out: str | Path, progress: bool = False, jobs: int = 1,
+        overwrite: bool = False) -> dict[str, Any]:
+    """Train and score every variant (``jobs`` cells at once, see ``_run_cells``), then write the config,
+    the accuracy and dispersion tables and the plot into ``out``; ``out`` is checked (or, with
+    ``overwrite``, cleared) first, see ``prepare``."""
+    check_jobs(jobs)
+    out = Path(out)
+    prepare(cfg, out, overwrite)
+    io.write_json(out / "config.json", {**asdict(cfg), "plan": cfg.plan})
+    cells = _run_cells(cfg, out, progress, jobs)
+    acc = table(cells, cfg)
+    paths = {**io.write_table(out / "accuracy", acc.reset_index()),
+             **{f"dispersion_{k}": v for k, v in io.write_table(out / "dispersion", dispersion_table(cells)).items()}}
+    png, svg = plot(acc, cfg, out / "accuracy")
+    paths.update(png=png, svg=svg)
+    return {"table": acc, "cells": cells, "paths": paths}

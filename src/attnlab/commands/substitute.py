@@ -1,0 +1,118 @@
+"""``attnlab substitute``: zero-shot substitution sweep (Polynomial Concentration §5.3, Table 3).
+
+Each recipe replaces softmax on every head (or on chosen heads) and the suite is scored by exact match
+of the greedy continuation; the table gives each recipe's accuracy with its Wilson 95% interval and its
+difference from softmax in percentage points.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from .. import hooks, rowmaps, tasks
+from ..diagnostics.stats import wilson
+from ..io import check_output, write_json, write_parquet, write_table
+from .runs import RunError, SuiteRun, load, recipe_b_auto, settings, staged_output, suite_prompts
+
+BASELINE = "softmax"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SubstituteConfig(SuiteRun):
+    recipes: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.recipes:
+            raise RunError("--recipes needs at least one row-map name")
+        check_recipes(self.recipes)
+
+
+def check_recipes(names: Sequence[str]) -> None:
+    """Every recipe must be a registered row-map name; fail before any model is loaded."""
+    for name in names:
+        try:
+            rowmaps.get(name)
+        except ValueError as exc:
+            raise RunError(str(exc)) from None
+    if len(set(names)) != len(names):
+        raise RunError(f"--recipes has repeated names: {list(names)}")
+
+
+def greedy(model, prompt: tasks.Prompt, n_new: int, device: str, pad_id: int | None) -> list[int]:
+    """The greedy continuation of ``n_new`` tokens (one forward when a single token decides)."""
+    ids = torch.tensor([prompt.input_ids], device=device)
+    with torch.no_grad():
+        if n_new == 1:
+            return [int(model(input_ids=ids).logits[0, -1].argmax())]
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n_new, do_sample=False,
+                             pad_token_id=pad_id)
+    return out[0, ids.shape[1]:].tolist()
+
+
+def score(model, tokenizer, prompts: Sequence[tasks.Prompt], suite: str, device: str, label: str,
+          progress: bool) -> list[dict]:
+    n_new = tasks.max_new_tokens(suite)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    records = []
+    for prompt in tqdm(prompts, desc=label, unit="prompt", disable=not progress, leave=False):
+        generated = greedy(model, prompt, n_new, device, pad_id)
+        records.append({"recipe": label, "prompt": prompt.index,
+                        "correct": bool(tasks.answer_correct(prompt, generated, tokenizer)),
+                        "generated": tokenizer.decode(generated)})
+    return records
+
+
+def accuracy(ok: pd.Series, base: float) -> dict:
+    """correct/n, accuracy % with its Wilson 95% interval, and the difference from ``base`` % in pp."""
+    k, n = int(ok.sum()), len(ok)
+    lo, hi = wilson(k, n)
+    acc = 100 * k / n
+    return {"correct": k, "n": n, "accuracy %": acc, "lo": 100 * lo, "hi": 100 * hi, "delta pp": acc - base}
+
+
+def accuracy_table(records: pd.DataFrame, order: Sequence[str], resolved: dict[str, str]) -> pd.DataFrame:
+    """One line per recipe: correct/n, accuracy % with Wilson 95% interval, delta from softmax in pp."""
+    base = records[records["recipe"] == BASELINE]["correct"].mean() * 100
+    lines = []
+    for label in order:
+        line = {"recipe": label, "map": resolved[label],
+                **accuracy(records[records["recipe"] == label]["correct"], base)}
+        if label == BASELINE:
+            line["delta pp"] = np.nan
+        lines.append(line)
+    return pd.DataFrame(lines)
+
+
+def run(cfg: SubstituteConfig, out: str | Path, *, progress: bool = True, overwrite: bool = False) -> dict:
+    """Score softmax and every recipe on the suite; write substitute.csv/.md (the table),
+    answers.parquet (one row per recipe and prompt) and config.json (with b_auto)."""
+    check_output(out, settings(cfg), overwrite=overwrite, what="attnlab substitute")
+    model, tokenizer = load(cfg.model, cfg.device, cfg.dtype)
+    prompts = suite_prompts(model, tokenizer, cfg.suite, cfg.prompts, seed=cfg.seed, pad=cfg.pad,
+                            length=cfg.length)
+    b_auto = recipe_b_auto(model, tokenizer, cfg.recipes, cfg.device, cfg.b_auto)
+    resolved = {BASELINE: BASELINE, **{r: hooks.resolve(r, b_auto).name for r in cfg.recipes}}
+    with staged_output(out) as stage:
+        records = score(model, tokenizer, prompts, cfg.suite, cfg.device, BASELINE, progress)
+        for recipe in tqdm(cfg.recipes, desc="recipes", unit="recipe", disable=not progress):
+            with hooks.substituted(model, recipe, b_auto=b_auto):
+                records += score(model, tokenizer, prompts, cfg.suite, cfg.device, recipe, progress)
+        answers = pd.DataFrame(records)
+        table = accuracy_table(answers, [BASELINE, *[r for r in cfg.recipes if r != BASELINE]], resolved)
+        config = {**asdict(cfg), "b_auto": b_auto, "resolved": resolved}
+        write_parquet(stage / "answers.parquet", answers, metadata=config)
+        write_table(stage / "substitute", table)
+        write_json(stage / "config.json", json.loads(json.dumps(config, default=str)))
+    final = Path(out)
+    return {"table": table, "b_auto": b_auto, "answers": answers,
+            "paths": {k: final / v for k, v in {"answers": "answers.parquet", "csv": "substitute.csv",
+                                                 "md": "substitute.md", "config": "config.json"}.items()}}

@@ -1,0 +1,146 @@
+"""``attnlab temperature``: how a checkpoint's critical inverse temperature grows with context (Hayase & Karakida 2026 §4.5).
+
+As Hayase & Karakida 2026 App. G.1 acquires rows: one forward per document of max(n) tokens, and per document, layer
+and head one score row at each context length n of the grid, the query at position n - 1 (which sees n
+keys). Each row gives the contact triple (Lambda_n, alpha_n, Delta_n) of Definitions 4.3 to 4.5 at
+tolerance eps. Per n the table gives the bucket means of log Lambda_n, log alpha_n and log Delta_n over
+non-tied rows (exact ties, log10 Lambda_n > 5, are excluded and counted); xi_hat_X is the OLS slope of
+those bucket means on log log n, with half the IQR of B bootstrap resamples over (layer, head) (§4.5.1),
+and Cor. 4.9's identity xi_Lambda = xi_alpha - xi_Delta + 1 is checked on the three estimates.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import hooks, tasks
+from ..diagnostics import RowOptions
+from ..diagnostics.stats import check_cor49, exponent, tie_mask
+from ..io import check_output, write_json, write_table
+from .readout import Reading, read_rows
+from .runs import (CheckpointRun, RunError, check_count, context_length, load, settings, staged_output,
+                      suite_prompts)
+
+TEXT = "text"
+TRIPLE = {"Lambda": "lambda_n", "alpha": "alpha_n", "Delta": "contact_gap"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TemperatureConfig(CheckpointRun):
+    n: tuple[int, ...] = (128, 256, 512, 1024)
+    suite: str = TEXT
+    text: str | None = None
+    docs: int = 4
+    eps: float = 1e-6
+    n_boot: int = 200
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        distinct = len(set(self.n)) == len(self.n)
+        if len(self.n) < 2 or not distinct or not all(isinstance(n, int) and n >= 2 for n in self.n):
+            raise RunError(f"--n takes at least two distinct context lengths >= 2, got {list(self.n)}")
+        for name in ("docs", "n_boot"):
+            check_count(name, getattr(self, name))
+        if not (math.isfinite(self.eps) and self.eps >= 0):
+            raise RunError(f"--eps must be a finite number >= 0, got {self.eps!r}")
+        if self.text is not None and self.suite != TEXT:
+            raise RunError("--text gives the documents of --suite text; drop one of them")
+
+
+def documents(model, tokenizer, cfg: TemperatureConfig) -> list[tuple[int, ...]]:
+    """``cfg.docs`` token sequences of max(n) tokens: windows of the --text file, generated text
+    (one seed per document), or prompts of a registered suite built at that length."""
+    need = max(cfg.n)
+    limit = context_length(model)
+    if limit is not None and need > limit:
+        raise RunError(f"--n reaches {need} tokens but the model's context is {limit}; lower --n")
+    if cfg.suite != TEXT:
+        prompts = suite_prompts(model, tokenizer, cfg.suite, cfg.docs, seed=cfg.seed, length=need)
+        short = min(len(p.input_ids) for p in prompts)
+        if short < need:
+            raise RunError(f"suite {cfg.suite} built a {short}-token prompt for --n {need}; use --suite text, "
+                           "induction or copying (exact lengths)")
+        return [p.input_ids[:need] for p in prompts]
+    if cfg.text is None:
+        texts = [tasks.generic_text(2 * need, seed=cfg.seed + i) for i in range(cfg.docs)]
+        ids = [tuple(tokenizer(t, add_special_tokens=True)["input_ids"][:need]) for t in texts]
+        if min(map(len, ids)) < need:
+            raise RunError(f"the tokenizer made fewer than {need} tokens of {2 * need} generated words; "
+                           "pass --text FILE")
+        return ids
+    path = Path(cfg.text).expanduser()
+    if not path.is_file():
+        raise RunError(f"--text {path} is not a file; pass a UTF-8 text file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise RunError(f"--text {path} is not UTF-8 text") from None
+    ids = tokenizer(text, add_special_tokens=True)["input_ids"]
+    windows = [tuple(ids[i:i + need]) for i in range(0, len(ids) - need + 1, need)][:cfg.docs]
+    if not windows:
+        raise RunError(f"--text {path} has {len(ids)} tokens, fewer than the {need} that --n needs")
+    return windows
+
+
+def per_n(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per n: rows, exact ties, and the bucket means of log X over non-tied rows with X > 0."""
+    lines = []
+    for n, g in rows.groupby("n_keys", sort=True):
+        tie = tie_mask(g["lambda_n"])
+        line = {"n": int(n), "rows": len(g), "ties": int(tie.sum()), "tie %": 100 * float(tie.mean())}
+        for name, col in TRIPLE.items():
+            x = g[col].to_numpy(dtype=float)[~tie]
+            x = x[np.isfinite(x) & (x > 0)]
+            line[f"mean log {name}"] = float(np.log(x).mean()) if x.size else np.nan
+        lines.append(line)
+    return pd.DataFrame(lines)
+
+
+def exponents(rows: pd.DataFrame, n_boot: int, seed: int) -> tuple[pd.DataFrame, dict]:
+    """xi_hat of Lambda, alpha and Delta with bootstrap half-IQRs over (layer, head), and Cor. 4.9."""
+    tie = tie_mask(rows["lambda_n"])
+    fits = {name: exponent(rows["n_keys"], rows[col], exclude=tie, unit=rows[["layer", "head"]], n_boot=n_boot,
+                           seed=seed) for name, col in TRIPLE.items()}
+    table = pd.DataFrame([{"exponent": f"xi_{name}", "xi_hat": f["xi_hat"], "half_iqr": f["half_iqr"],
+                           "buckets": f["n_buckets"], "rows used": int(sum(f["bucket_count"])),
+                           "excluded (ties)": f["n_excluded"], "invalid": f["n_invalid"]}
+                          for name, f in fits.items()])
+    return table, check_cor49(fits["Lambda"], fits["alpha"], fits["Delta"])
+
+
+def run(cfg: TemperatureConfig, out: str | Path, *, progress: bool = True, overwrite: bool = False) -> dict:
+    """Read the rows and fit; write temperature.csv/.md (per n), exponents.csv/.md, rows_contact.parquet
+    and config.json (with the Cor. 4.9 check). Returns {"table", "exponents", "cor49", "summary", ...}."""
+    check_output(out, settings(cfg), overwrite=overwrite, what="attnlab temperature")
+    model, tokenizer = load(cfg.model, cfg.device, cfg.dtype)
+    docs = documents(model, tokenizer, cfg)
+    queries = tuple(sorted(n - 1 for n in cfg.n))
+    n_layers, n_heads = hooks.num_heads(model)
+    config = {**asdict(cfg), "layers": n_layers, "heads": n_heads, "model_type": model.config.model_type,
+              "documents": len(docs)}
+    with staged_output(out) as stage:
+        readings = [Reading(ids, queries) for ids in docs]
+        paths = read_rows(model, readings, {"contact": RowOptions.make(p=2, eps=cfg.eps)}, stage, config=config,
+                          device=cfg.device, block=cfg.block, desc="temperature", progress=progress)
+        rows = pd.read_parquet(paths["contact"], columns=["layer", "head", "n_keys", "status", *TRIPLE.values()])
+        rows = rows[rows["status"].isin(("active", "dead", "saturated"))]
+        table = per_n(rows)
+        fits, cor49 = exponents(rows, cfg.n_boot, cfg.seed)
+        config["cor49"] = cor49
+        write_table(stage / "temperature", table)
+        write_table(stage / "exponents", fits)
+        write_json(stage / "config.json", json.loads(json.dumps(config, default=str)))
+    xi = fits.set_index("exponent")
+    summary = (f"xi_hat_Lambda = {xi.loc['xi_Lambda', 'xi_hat']:.3f} +- {xi.loc['xi_Lambda', 'half_iqr']:.3f} "
+               f"(half-IQR, B = {cfg.n_boot} over (layer, head)); xi_alpha - xi_Delta + 1 = "
+               f"{cor49['predicted']:.3f}, residual {cor49['residual']:.2e}")
+    final = Path(out)
+    return {"table": table, "exponents": fits, "cor49": cor49, "summary": summary, "b_auto": None,
+            "paths": {k: final / f for k, f in (("table", "temperature.csv"), ("exponents", "exponents.csv"),
+                                               ("rows", paths["contact"].name), ("config", "config.json"))}}

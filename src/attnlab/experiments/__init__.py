@@ -1,1 +1,0 @@
-"""Experiments: each turns the engines into tables and figures."""

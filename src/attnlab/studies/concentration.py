@@ -1,0 +1,504 @@
+"""The ``concentration`` study ("When Does Polynomial Attention Concentrate?", cited as Polynomial
+Concentration): when does polynomial attention concentrate like softmax?
+
+A small Llama decoder is trained with softmax on the induction suite (or the user's ``--model`` is
+taken as is) and saved as a Hugging Face checkpoint in ``folder/model``; then the checkpoint engines run
+on it, each into its own subfolder:
+
+- ``audit`` (§5.2, Tables 1/10/11): prevalence of the unsafe regime S_p >= 1 at p in {2, 4, 8, 16} and
+  b in {0, auto}, with the per-row rho, A_act, S_p and p* (Cor. 4.3) kept in ``rows_b*.parquet``;
+- ``substitute`` (§5.3, Table 3): the 14 recipes put in place of softmax on every head;
+- ``ablate`` (§5.4, App. D/V): the top-, bottom- and random-K heads by median S_p polynomialized.
+
+``summarize`` reads those folders back into the phase plot of per-head median (rho, A_act) against the
+boundaries A (1 - rho)^p = 1 (Thm. 4.1: S_p <= A (1 - rho)^p), the lower-bound validation (p >= p*
+predicts S_p <= 1), the substitution table, the matched diagnostic (per ReLU cell, the measured-safe
+fraction of the rows that answer, over all heads and over the K heads the ablation substituted first,
+beside the cell's change in accuracy) and the ablation table, and decides the paper's screen: cells with a
+very low measured-safe fraction collapse under substitution.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import string
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .. import io, tasks
+from ..commands import ablate, audit, substitute
+from ..commands import heads as head_types
+from ..hooks.load import quiet_transformers
+from ..report.sections import Figure, Finding, Section, Table
+from .runner import STUDIES, StudyConfig, load_config, section
+
+P = (2, 4, 8, 16)
+B = ("0", "auto")
+# Polynomial Concentration §5.3's sweep: ReLU^p at both biases, normalized sigmoid, and Wortsman et al.'s unnormalized ReLU^p.
+RECIPES = (*(f"relu_p{p}_b{b}" for p in P for b in B), "sigmoid_b0", "sigmoid_bauto",
+           *(f"wortsman_p{p}_{d}" for p in (1, 2) for d in ("L", "sqrtL")))
+SUITE = "induction"
+# Polynomial Concentration App. B/E/AI's diagnostic suites, audited on a pretrained model.
+REAL_SUITES = ("niah", "induction", "mqar", "copying", "uuid_niah")
+UNSAFE_MOST = 70.0  # % unsafe at p = 2, b = 0 that three of Polynomial Concentration's four models cross on every suite
+BASELINE_OK = 80.0  # softmax accuracy (%) below which the deltas of a sweep are flagged as not interpretable
+HIGH_SAFE = 66.0  # Polynomial Concentration Table 4's middle cells: >= 66% measured safe ...
+HIGH_DROP = 19.0  # ... yet losing >= 19 pp: a high safe fraction is not sufficient
+LOW_SAFE = 3.0  # % of active rows measured safe at or below which a cell counts as "very low"
+COLLAPSE = 0.10  # a cell collapses when it keeps at most this share of softmax's accuracy
+LEARNED = 50.0  # softmax accuracy (%) below which the finding is not checked
+# The matched diagnostic (Polynomial Concentration §5.5, Table 5) reads one row per layer, head and scored prompt:
+# the last position, the one that answers. Sampling every 2^20 tokens keeps only that row and the first.
+MATCHED_EVERY = 1 << 20
+# Table 5's top-K column conditions on the fixed causal head set of the ablation; its K = 40 is 8-14% of its
+# models' heads, so the largest ablated K within 15% of the heads plays that part here.
+CAUSAL_SHARE = 0.15
+TRAIN_SEED_OFFSET = 1000  # training prompts come from another seed than the evaluation prompts
+
+BUDGETS: dict[str, dict[str, Any]] = {
+    # The toy plans audit and score the suite they train on; a pretrained model (REAL) is audited on every
+    # diagnostic suite and scored on NIAH, as Polynomial Concentration §5.5 scores its matched diagnostic.
+    # ~250 steps take the 2-layer model's answer-position loss from 6.3 to ~0.05 (100% accuracy) in
+    # seconds on 2 CPU cores; the engines then dominate.
+    "smoke": {"train": {"layers": 2, "heads": 4, "hidden": 64, "ffn": 128, "context": 256, "steps": 250,
+                        "batch": 32, "lr": 3e-3},
+              "length": 48, "audit_prompts": 20, "every": 4, "prompts": 200,
+              "k": (2, 4), "random_draws": 5, "rank_prompts": 20, "suites": (SUITE,), "suite": SUITE,
+              "heads_prompts": 20},
+    # Polynomial Concentration scores 200 prompts per cell (500 in its fresh-seed replication) and ablates K in
+    # {5, 10, 20, 40} of a pretrained model's heads.
+    "full": {"train": {"layers": 4, "heads": 8, "hidden": 256, "ffn": 1024, "context": 1024, "steps": 3000,
+                       "batch": 64, "lr": 1e-3},
+             "length": 256, "audit_prompts": 100, "every": 4, "prompts": 500,
+             "k": (5, 10, 20), "random_draws": 5, "rank_prompts": 50, "suites": (SUITE,), "suite": SUITE,
+             "heads_prompts": 80},
+}
+REAL: dict[str, dict[str, Any]] = {
+    # Sized for a 135M-270M model on 2 CPU cores: the scored NIAH suite at Polynomial Concentration's pad = 8 (about 130
+    # tokens; softmax scored 80% on SmolLM2 and 95% on Gemma 3 there, against 75% and 45% at 256 tokens),
+    # the other suites audited at 256 tokens.
+    "smoke": {"length": 256, "pad": 8, "audit_prompts": 4, "every": 16, "prompts": 20, "k": (10, 40),
+              "random_draws": 3, "rank_prompts": 4, "suites": REAL_SUITES, "suite": "niah", "heads_prompts": 8},
+    # Polynomial Concentration §5.5: NIAH at pad = 128 (~1500 tokens), 200 prompts per cell, K in {5, 10, 20, 40, 80}, 5 random
+    # draws, head types over 80 prompts.
+    "full": {"length": 1024, "pad": 128, "audit_prompts": 20, "every": 8, "prompts": 200, "k": (5, 10, 20, 40, 80),
+             "random_draws": 5, "rank_prompts": 20, "suites": REAL_SUITES, "suite": "niah", "heads_prompts": 80},
+}
+
+
+def plan_for(cfg: StudyConfig) -> dict[str, Any]:
+    """The budget's plan: the toy one, or the pretrained-model one when ``--model`` is given."""
+    return (BUDGETS if cfg.model is None else REAL)[cfg.budget]
+
+
+def _tokenizer():
+    """A word-level tokenizer over the task lexicon and the prompt templates, built offline, with BOS."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    from ..tasks import prompts as templates
+    from ..tasks.text import lexicon
+
+    fixed = " ".join([templates.NIAH_CUE, templates.PASSKEY_CUE, templates.RULER_INTRO, templates.RULER_NEEDLE,
+                      templates.RULER_QUESTION])
+    words = sorted({w for ws in lexicon().values() for w in ws} | set(re.findall(r"[a-z]+", fixed.lower())))
+    vocab = ["<unk>", "<s>", *string.punctuation, *words]
+    tok = Tokenizer(models.WordLevel({t: i for i, t in enumerate(vocab)}, unk_token="<unk>"))
+    tok.normalizer = normalizers.Lowercase()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()])
+    tok.decoder = decoders.WordPiece()
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", unk_token="<unk>", pad_token="<unk>")
+
+
+def _batch(prompts: list[tasks.Prompt]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs and labels, with the loss only where ``tasks.answer_keys`` names an answer (the repeat)."""
+    ids = torch.tensor([list(p.input_ids) + list(p.answer_ids) for p in prompts])
+    labels = torch.full_like(ids, -100)
+    for i, p in enumerate(prompts):
+        for q, k in tasks.answer_keys(p).items():
+            labels[i, q] = ids[i, k]
+    return ids[:, :-1], labels[:, :-1]
+
+
+def train(plan: dict[str, Any], seed: int, out: Path, progress: bool, device: str = "cpu") -> None:
+    """Train a softmax Llama on induction prompts and save it with its tokenizer to ``out`` (moved into
+    place only when finished, so a folder holding one is complete), with its loss per step in
+    ``train_loss.csv``. Not resumable mid-run: a smoke model takes seconds, and a half-trained one is discarded."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    spec, tok = plan["train"], _tokenizer()
+    prompts = tasks.build_suite(SUITE, tok, spec["steps"] * spec["batch"], seed=TRAIN_SEED_OFFSET + seed,
+                                length=plan["length"])
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=len(tok), hidden_size=spec["hidden"], intermediate_size=spec["ffn"],
+                         num_hidden_layers=spec["layers"], num_attention_heads=spec["heads"],
+                         num_key_value_heads=spec["heads"], max_position_embeddings=spec["context"],
+                         bos_token_id=tok.bos_token_id, eos_token_id=tok.bos_token_id,
+                         pad_token_id=tok.pad_token_id, tie_word_embeddings=False)
+    model = LlamaForCausalLM(config).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=spec["lr"], weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=spec["lr"], total_steps=spec["steps"], pct_start=0.1)
+    log, start = [], time.time()
+    for step in range(spec["steps"]):
+        ids, labels = (t.to(device) for t in _batch(prompts[step * spec["batch"]:(step + 1) * spec["batch"]]))
+        logits = model(input_ids=ids).logits
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        log.append({"step": step, "loss": loss.item()})
+        if progress and (step % 50 == 0 or step == spec["steps"] - 1):
+            print(f"concentration train step {step} loss {loss.item():.3f} ({time.time() - start:.0f}s)", flush=True)
+    stage = Path(tempfile.mkdtemp(prefix=".model-", dir=out.parent))
+    with quiet_transformers():
+        model.cpu().save_pretrained(stage)
+        tok.save_pretrained(stage)
+    io.write_table(stage / "train_loss", pd.DataFrame(log))
+    stage.rename(out)
+
+
+def model_path(cfg: StudyConfig, folder: Path) -> str:
+    """The model the engines load: the user's (a name, GGUF or folder) or the one trained here."""
+    return cfg.model if cfg.model is not None else str(folder / "model")
+
+
+def _done(folder: Path) -> bool:
+    return (folder / "config.json").is_file()
+
+
+def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
+    plan = plan_for(cfg)
+    model = model_path(cfg, folder)
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # the full budget is meant for a GPU
+    if cfg.model is None and not _done(folder / "model"):
+        for stale in folder.glob(".model-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        train(plan, cfg.seed, folder / "model", progress, device)
+    common = dict(model=str(model), seed=cfg.seed, device=device)
+    # The scored suite is audited on the very prompts the sweep scores (the matched diagnostic).
+    sized = {s: ({"pad": plan["pad"]} if s == plan["suite"] and plan.get("pad") is not None
+                 else {"length": plan["length"]}) for s in plan["suites"]}
+    # Every engine after the first audit reuses its calibrated b_auto: one calibration per study.
+    b_auto = None
+    for suite in (plan["suite"], *(s for s in plan["suites"] if s != plan["suite"])):
+        out = folder / "audit" / suite
+        if not _done(out):
+            audit.run(audit.AuditConfig(**common, **sized[suite], suite=suite, prompts=plan["audit_prompts"], p=P,
+                                        b=B, every=plan["every"], b_auto=b_auto), out, progress=progress)
+        b_auto = json.loads((out / "config.json").read_text())["b_auto"]
+    suite = dict(common, **sized[plan["suite"]], suite=plan["suite"], prompts=plan["prompts"], b_auto=b_auto)
+    if not _done(folder / "audit_matched"):
+        audit.run(audit.AuditConfig(**suite, p=P, b=B, every=MATCHED_EVERY), folder / "audit_matched",
+                  progress=progress)
+    if not _done(folder / "substitute"):
+        substitute.run(substitute.SubstituteConfig(**suite, recipes=RECIPES), folder / "substitute", progress=progress)
+    layers_heads = json.loads((folder / "audit" / plan["suite"] / "config.json").read_text())
+    n_heads = layers_heads["layers"] * layers_heads["heads"]
+    if not _done(folder / "ablate"):
+        ablate.run(ablate.AblateConfig(**suite, k=tuple(k for k in plan["k"] if k <= n_heads // 2) or (1,),
+                                       random_draws=plan["random_draws"], rank_prompts=plan["rank_prompts"],
+                                       rank_length=plan["length"], every=plan["every"]),
+                   folder / "ablate", progress=progress)
+    if not _done(folder / "heads"):
+        head_types.run(head_types.HeadsConfig(**common, prompts=plan["heads_prompts"],
+                                    length=plan["length"], every=plan["every"]), folder / "heads", progress=progress)
+
+
+# ---- summarize: everything below reads only the folder's files ----
+
+def _rows(audit_folder: Path, b: str, *, answering: bool = False) -> pd.DataFrame:
+    """The audit's active rows; ``answering``: only each prompt's last query position (taken over every row,
+    so that a head whose last row is dead contributes none rather than an earlier one)."""
+    cols = ["layer", "head", "prompt", "query", "status", "rho", "a_act", "p_star",
+            *(f"{k}_p{p}" for p in P for k in ("s", "safe", "pred_safe"))]
+    rows = pd.read_parquet(audit_folder / f"rows_b{b}.parquet", columns=cols)
+    if answering:
+        rows = rows[rows["query"] == rows.groupby("prompt")["query"].transform("max")]
+    return rows[rows["status"] == "active"]
+
+
+def _pct(flags: pd.Series) -> float:
+    flags = flags.dropna().astype(bool)
+    return 100 * float(flags.mean()) if len(flags) else np.nan
+
+
+def prevalence_table(folder: Path, suites) -> pd.DataFrame:
+    """Each audited suite's prevalence lines (Polynomial Concentration Table 1), one block per suite."""
+    return pd.concat([pd.read_csv(folder / "audit" / s / "audit.csv").assign(suite=s) for s in suites],
+                     ignore_index=True).pipe(lambda t: t[["suite", *t.columns[:-1]]])
+
+
+def prevalence_finding(prevalence: pd.DataFrame) -> Finding:
+    """Polynomial Concentration §5.2 / Table 1: three of its four pretrained models have >= 70% unsafe active rows at
+    p = 2, b = 0 on every diagnostic suite; decided on this model's suites."""
+    claim = (f"a pretrained model's active rows are mostly polynomial-unsafe: >= {UNSAFE_MOST:g}% unsafe at p = 2, "
+             "b = 0 on every diagnostic suite (Polynomial Concentration §5.2, Table 1; true of three of its four "
+             "models)")
+    cells = prevalence[(prevalence["p"] == 2) & (prevalence["b"].astype(str) == "0")]
+    text = "; ".join(f"{r.suite} {r['unsafe %']:.1f}% [{r['unsafe lo']:.1f}, {r['unsafe hi']:.1f}]"
+                     for _, r in cells.iterrows())
+    above = cells["unsafe %"] >= UNSAFE_MOST
+    verdict = "reproduced" if above.all() else "not reproduced"
+    return Finding(claim, verdict, f"unsafe % of active rows at p = 2, b = 0 (Wilson 95%): {text}; "
+                                   f"{int(above.sum())} of {len(cells)} suites at or above {UNSAFE_MOST:g}%.")
+
+
+def head_medians(rows: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per bias and head: median rho and A_act over active rows (the phase plot's points) and the
+    measured-safe fraction at each p."""
+    lines = []
+    for b, r in rows.items():
+        for (layer, head), g in r.groupby(["layer", "head"]):
+            lines.append({"b": b, "layer": int(layer), "head": int(head), "active rows": len(g),
+                          "med rho": float(g["rho"].median()), "med a_act": float(g["a_act"].median()),
+                          **{f"safe% p{p}": _pct(g[f"safe_p{p}"]) for p in P}})
+    return pd.DataFrame(lines)
+
+
+def bound_validation(rows: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per (b, p): rows predicted safe by p >= p* (Cor. 4.3) against rows measured safe (S_p < 1). The
+    bound is sufficient: "pred safe, measured unsafe" would be a violation (false positive of the
+    prediction); "pred unsafe, measured safe" is the bound's conservatism (false negative)."""
+    lines = []
+    for b, r in rows.items():
+        for p in P:
+            both = r[[f"pred_safe_p{p}", f"safe_p{p}"]].dropna().astype(bool)
+            pred, meas = both[f"pred_safe_p{p}"], both[f"safe_p{p}"]
+            lines.append({"b": b, "p": p, "rows": len(both), "pred-safe %": _pct(pred), "measured-safe %": _pct(meas),
+                          "FP (pred safe, measured unsafe)": int((pred & ~meas).sum()),
+                          "FN (pred unsafe, measured safe)": int((~pred & meas).sum())})
+    return pd.DataFrame(lines)
+
+
+def causal_k(ks, n_heads: int) -> int:
+    """The K of the fixed causal head set: the largest ablated K within CAUSAL_SHARE of the heads, else the
+    smallest ablated K."""
+    ks = sorted(int(k) for k in ks)
+    within = [k for k in ks if k <= CAUSAL_SHARE * n_heads]
+    return within[-1] if within else ks[0]
+
+
+def matched(rows: dict[str, pd.DataFrame], sub: pd.DataFrame, causal: list[tuple[int, int]]) -> pd.DataFrame:
+    """Polynomial Concentration §5.5, Table 5: per ReLU cell (p, b), the measured-safe % of the answering rows
+    over every head and over the fixed ``causal`` head set (the ablation's top-K), beside the cell's
+    substitution accuracy."""
+    by = sub.set_index("recipe")
+    base = float(by.loc[substitute.BASELINE, "accuracy %"])
+    top = pd.MultiIndex.from_tuples(causal, names=["layer", "head"])
+    lines = []
+    for p in P:
+        for b in B:
+            r = rows[b]
+            in_top = pd.MultiIndex.from_frame(r[["layer", "head"]]).isin(top)
+            cell = by.loc[f"relu_p{p}_b{b}"]
+            lines.append({"recipe": f"relu_p{p}_b{b}", "p": p, "b": b, "rows": len(r),
+                          "all-head safe %": _pct(r[f"safe_p{p}"]),
+                          f"top-{len(causal)} safe %": _pct(r.loc[in_top, f"safe_p{p}"]),
+                          "softmax %": base, "accuracy %": float(cell["accuracy %"]),
+                          "lo": float(cell["lo"]), "hi": float(cell["hi"]), "delta pp": float(cell["delta pp"])})
+    return pd.DataFrame(lines)
+
+
+def _top_column(table: pd.DataFrame) -> str:
+    return next(c for c in table.columns if c.startswith("top-") and c.endswith(" safe %"))
+
+
+def finding(table: pd.DataFrame) -> Finding:
+    """Polynomial Concentration's negative screen (§5.5, Table 5 (i)): every ReLU cell whose measured-safe
+    fraction is very low collapses. Table 5 reports that fraction over all heads and over the causal top-K
+    heads, and every cell at or below LOW_SAFE% in either column collapses there (8 of 8); a cell is flagged
+    here by either column, so that a model whose all-head fraction never falls that low is still tested."""
+    top = _top_column(table)
+    claim = (f"rows with very low measured-safe fraction collapse under substitution (Polynomial Concentration "
+             f"§5.5, Table 5): every ReLU cell with <= {LOW_SAFE:g}% of its answering rows measured safe, over all "
+             f"heads or over the causal {top.removesuffix(' safe %')} heads, keeps <= {100 * COLLAPSE:g}% of "
+             "softmax's accuracy")
+    base = float(table["softmax %"].iloc[0])
+    low = table[(table["all-head safe %"] <= LOW_SAFE) | (table[top] <= LOW_SAFE)]
+    lowest = table.loc[table[top].idxmin()]
+    safe_range = (f"measured-safe ranges {table['all-head safe %'].min():.1f}%-{table['all-head safe %'].max():.1f}% "
+                  f"over all heads and {table[top].min():.1f}%-{table[top].max():.1f}% over the {top[:-7]} heads; "
+                  f"the least safe there, {lowest.recipe}, scores {lowest['accuracy %']:.1f}%")
+    if base < LEARNED:
+        return Finding(claim, "not checked", f"softmax scores only {base:.1f}% (< {LEARNED:g}%): nothing to collapse; "
+                                             f"{safe_range}.")
+    if low.empty:
+        return Finding(claim, "not checked", f"no ReLU cell has <= {LOW_SAFE:g}% measured-safe rows ({safe_range}); "
+                                             f"softmax {base:.1f}%.")
+    kept = low["accuracy %"] <= COLLAPSE * base
+    cells = "; ".join(f"{r.recipe}: {r['all-head safe %']:.1f}% / {r[top]:.1f}% safe, accuracy "
+                      f"{r['accuracy %']:.1f}% [{r['lo']:.1f}, {r['hi']:.1f}]" for _, r in low.iterrows())
+    verdict = "reproduced" if kept.all() else "not reproduced"
+    return Finding(claim, verdict, f"softmax {base:.1f}%; {len(low)} low-safe cell(s) (all heads / {top[:-7]}), "
+                                   f"{int(kept.sum())} collapsed (<= {COLLAPSE * base:.1f}%): {cells}.")
+
+
+def sufficiency_finding(table: pd.DataFrame) -> Finding:
+    """The other half of Polynomial Concentration's screen (§5.5, Table 4; abstract): a high measured-safe fraction
+    does not
+    guarantee preservation. Decided on the ReLU cells with >= HIGH_SAFE% of active rows measured safe."""
+    claim = (f"a high measured-safe fraction does not guarantee preservation (Polynomial Concentration §5.5, "
+             f"Table 4): some ReLU "
+             f"cell with >= {HIGH_SAFE:g}% of active rows measured safe still loses >= {HIGH_DROP:g} pp")
+    base = float(table["softmax %"].iloc[0])
+    high = table[table["all-head safe %"] >= HIGH_SAFE]
+    if base < LEARNED:
+        return Finding(claim, "not checked", f"softmax scores only {base:.1f}% (< {LEARNED:g}%): no drop to measure.")
+    if high.empty:
+        return Finding(claim, "not checked", f"no ReLU cell has >= {HIGH_SAFE:g}% measured-safe rows (the safest "
+                                             f"has {table['all-head safe %'].max():.1f}%).")
+    lost = high[-high["delta pp"] >= HIGH_DROP]
+    cells = "; ".join(f"{r.recipe}: {r['all-head safe %']:.1f}% safe, {r['delta pp']:+.1f} pp"
+                      for _, r in high.iterrows())
+    verdict = "reproduced" if len(lost) else "not reproduced"
+    return Finding(claim, verdict, f"softmax {base:.1f}%; {len(high)} high-safe cell(s), {len(lost)} losing >= "
+                                   f"{HIGH_DROP:g} pp: {cells}.")
+
+
+def summarize(folder: Path) -> Section:
+    from ..report import plot_concentration as plots
+
+    cfg = load_config(folder)
+    plan = plan_for(cfg)
+    rows = {b: _rows(folder / "audit" / plan["suite"], b) for b in B}
+    answering = {b: _rows(folder / "audit_matched", b, answering=True) for b in B}
+    audit_cfg = json.loads((folder / "audit" / plan["suite"] / "config.json").read_text())
+    prevalence = prevalence_table(folder, plan["suites"])
+    sub = pd.read_csv(folder / "substitute" / "substitute.csv")
+    abl = pd.read_csv(folder / "ablate" / "ablate.csv")
+    types = pd.read_csv(folder / "heads" / "types.csv")
+    k = causal_k(abl["k"], audit_cfg["layers"] * audit_cfg["heads"])
+    causal = ablate.subsets(pd.read_csv(folder / "ablate" / "ranking.csv"), k, 0)[0][2]
+    heads, valid, diag = head_medians(rows), bound_validation(rows), matched(answering, sub, causal)
+    for stem, table in (("prevalence", prevalence), ("head_medians", heads), ("bound_validation", valid),
+                        ("substitution", sub), ("matched", diag), ("ablation", abl), ("head_types", types)):
+        io.write_table(folder / stem, table)
+    plots.plot_phase(heads, P, folder / "phase")
+    plots.plot_p_star({b: r["p_star"].to_numpy(dtype=float) for b, r in rows.items()}, P, folder / "p_star")
+    plots.plot_matched(diag, k, folder / "matched")
+    plots.plot_substitution(sub, folder / "substitution")
+
+    b_auto = audit_cfg["b_auto"]
+    base = float(sub.set_index("recipe").loc[substitute.BASELINE, "accuracy %"])
+    warnings = ((f"softmax itself scores {base:.1f}% (< {BASELINE_OK:g}%) on {plan['suite']}: the model cannot do "
+                 "the task reliably, so the substitution and ablation deltas are not interpretable.",)
+                if base < BASELINE_OK else ())
+    notes = [f"b = auto resolves to {b_auto:.3f} (Polynomial Concentration App. B calibration on generic text)."]
+    if cfg.model is None:
+        spec = plan["train"]
+        loss = pd.read_csv(folder / "model" / "train_loss.csv")["loss"]
+        notes.append(f"{cfg.budget} budget: the model is a {spec['layers']}-layer x {spec['heads']}-head Llama, "
+                     f"{spec['hidden']} wide, trained here with softmax for {spec['steps']} steps on induction prompts "
+                     f"of {plan['length']} tokens (answer-position loss {loss.iloc[0]:.2f} -> "
+                     f"{loss.iloc[-10:].mean():.3f}, mean of the last 10 steps); the Polynomial Concentration paper "
+                     "audits pretrained Llama-3 "
+                     "(1-8B), Qwen3, Gemma-4 and Pythia checkpoints on prompts up to ~4K tokens.")
+    else:
+        notes.append(f"Model: {cfg.model} ({audit_cfg['model_type']}, {audit_cfg['layers']} layers x "
+                     f"{audit_cfg['heads']} heads), pretrained, run as given in float32. A GGUF's weights are "
+                     "dequantized from its 4-bit blocks: the numbers are those of the quantized model, not of its "
+                     "bf16 original.")
+    size = f"pad {plan['pad']}" if plan.get("pad") is not None else f"{plan['length']} tokens"
+    notes.append(f"Evaluation: {plan['prompts']} {plan['suite']} prompts ({size}) per recipe and subset "
+                 f"(the paper: 200); the other suites at {plan['length']} tokens; audit over "
+                 f"{plan['audit_prompts']} prompts per suite "
+                 f"({', '.join(plan['suites'])}), a query every {plan['every']} tokens and the last; the matched "
+                 f"diagnostic over the {plan['prompts']} scored prompts' last positions; ablation K in "
+                 f"{sorted(set(abl['k']))} with {plan['random_draws']} random draws, ranked on induction; head types "
+                 f"over {plan['heads_prompts']} induction prompts (Polynomial Concentration App. H).")
+    return section(
+        "concentration", folder,
+        question="How often do a softmax model's attention rows sit in the regime where ReLU^p attention cannot "
+                 "concentrate (S_p >= 1), does the bound A (1 - rho)^p predict it, and does putting polynomial maps "
+                 "in place of softmax break the model where rows are unsafe?",
+        findings=(*([prevalence_finding(prevalence)] if cfg.model is not None else []), finding(diag),
+                  sufficiency_finding(diag)),
+        tables=(Table("prevalence", "Audit (Polynomial Concentration Table 1): per suite, b and p, the unsafe % of "
+                                    "active rows with "
+                                    "its Wilson 95% interval and the medians of rho, A_act and S_p."),
+                Table("bound_validation", "Lower-bound validation: rows predicted safe (p >= p*) vs measured safe "
+                                          "(S_p < 1); FP would violate the bound, FN are its conservatism."),
+                Table("substitution", "Substitution sweep (Polynomial Concentration Table 3): exact-match accuracy % "
+                                      "of each recipe "
+                                      "on every head, Wilson 95% interval, change from softmax in pp."),
+                Table("matched", f"Matched diagnostic (Polynomial Concentration Table 5): per ReLU cell, the "
+                                 f"measured-safe % (S_p < 1) of the rows that answer (each scored prompt's last "
+                                 f"position, one row per head; 'rows' counts the active ones) over all heads and over "
+                                 f"the fixed causal set, the top-{k} heads the ablation substituted; beside the "
+                                 f"cell's accuracy."),
+                Table("ablation", "Group head ablation (relu_p2_bauto on K heads): change in accuracy for top-, "
+                                  "bottom- and random-K; decisive when top-K is worse than every random draw."),
+                Table("head_types", "Head types (Polynomial Concentration App. H): heads typed sink, induction, "
+                                    "local or diffuse; "
+                                    "per-head features in heads/heads.csv."),
+                Table("head_medians", "Per b and head: median rho and A_act over active rows, measured-safe % per p.")),
+        figures=(Figure("phase", "Phase plot: each point is one head's median (rho, A_act) over active rows, one "
+                                 "panel per b; the curves are the boundaries A (1 - rho)^p = 1 (legend below). A "
+                                 "row above the p curve can have S_p >= 1 (unsafe at p); a row below it is "
+                                 "guaranteed safe, so a head whose median sits above the curve has many rows at risk."),
+                 Figure("p_star", "Histogram of p* = log A / log(1/(1 - rho)) over active rows (log2 axis), per b; "
+                                  "rows left of a dashed p line are predicted safe at that p. Rows at p* = 0 and "
+                                  "p* = inf, off a log axis, are counted in the panel title."),
+                 Figure("matched", f"Matched diagnostic: per ReLU cell, accuracy % under substitution (Wilson "
+                                   f"interval) against the measured-safe % of the answering rows over all heads "
+                                   f"(circle) and over the ablation's top-{k} heads (cross, joined by a line); one "
+                                   "colour per p, two cells (b = 0, auto) each. The dashed line is softmax. The "
+                                   "claim predicts points near 0% safe at the bottom."),
+                 Figure("substitution", "Accuracy % of every recipe with Wilson 95% intervals; the dashed line is "
+                                        "softmax.")),
+        notes=tuple(notes), warnings=warnings)
+
+
+def model_row(folder: Path) -> dict[str, Any]:
+    """One model's line of the cross-model table (Polynomial Concentration Table 1's layout: one row per model),
+    read from
+    a summarized study folder."""
+    cfg = load_config(folder)
+    plan = plan_for(cfg)
+    audit_cfg = json.loads((folder / "audit" / plan["suite"] / "config.json").read_text())
+    prevalence = pd.read_csv(folder / "prevalence.csv")
+    cells = prevalence[(prevalence["p"] == 2) & (prevalence["b"].astype(str) == "0")].set_index("suite")
+    sub = pd.read_csv(folder / "substitution.csv").set_index("recipe")
+    recipes = sub.drop(index=substitute.BASELINE)
+    best = recipes["accuracy %"].idxmax()
+    findings = json.loads((folder / "section.json").read_text())["findings"]
+    verdicts = {f["claim"].split(":")[0]: f["verdict"] for f in findings}
+    return {"model": cfg.model or "trained here", "type": audit_cfg["model_type"],
+            "layers x heads": f"{audit_cfg['layers']} x {audit_cfg['heads']}", "b_auto": audit_cfg["b_auto"],
+            **{f"{suite} unsafe % (p2, b0)": float(cells.loc[suite, "unsafe %"]) for suite in plan["suites"]},
+            f"softmax % ({plan['suite']})": float(sub.loc[substitute.BASELINE, "accuracy %"]),
+            "best recipe": best, "best recipe %": float(recipes.loc[best, "accuracy %"]),
+            **{f"verdict: {claim}": verdict for claim, verdict in verdicts.items()}}
+
+
+def compare(folders: list[Path], into: Path) -> Section | None:
+    """The cross-model table over the folders made with ``--model`` (one row per model), or None when
+    fewer than two are."""
+    given = [f for f in folders if load_config(f).model is not None]
+    if len(given) < 2:
+        return None
+    table = pd.DataFrame([model_row(f) for f in given])
+    io.write_table(into / "models", table)
+    command = shlex.join(["attnlab", "report", *map(str, given)])
+    return Section(
+        study="concentration", title="Across models: polynomial-unsafe prevalence and substitution",
+        source=STUDIES["concentration"].source, command=command,
+        question="Do the pretrained models agree: how unsafe are their rows on each suite, and does any recipe "
+                 "replace softmax?",
+        tables=(Table("models", "One row per model (Polynomial Concentration Table 1's layout): unsafe % of active "
+                                "rows at p = 2, "
+                                "b = 0 per suite, softmax's and the best recipe's accuracy, and each finding's "
+                                "verdict; every cell is read from that model's study folder."),),
+        notes=tuple(f"{row['model']}: {folder}" for row, folder in zip(table.to_dict("records"), given)))

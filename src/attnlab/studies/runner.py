@@ -1,0 +1,237 @@
+"""The studies: one per source paper, run by ``attnlab study NAME`` and gathered by ``attnlab demo`` .
+
+One registry, keyed by the names users type. A study runs in two steps:
+
+- ``compute(cfg, folder)`` does the expensive work (training, forward passes) and writes its raw
+  results into the study folder as Parquet, CSV or JSON. It is resumable: training runs resume from
+  their checkpoints and finished pieces are kept, so a study interrupted and started again with the
+  same folder carries on.
+- ``summarize(folder)`` reads only the folder's files (``config.json`` and the raw results), writes
+  the derived tables (CSV and Markdown) and figures (PNG and SVG), and returns the report ``Section``.
+  ``attnlab report FOLDER`` calls it again: every number of a report is recomputed from the files.
+
+``run`` ties the two together and writes ``section.json`` last, so a folder holding one is complete.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shlex
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import __version__, io
+from ..report.sections import Section
+
+BUDGETS = ("smoke", "full")
+CONFIG = "config.json"
+SECTION = "section.json"
+
+
+class StudyError(ValueError):
+    """Bad input to a study, or a folder that holds another run; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    """study: a registry name; budget: smoke (CPU, minutes) or full (the seed's scale, a GPU);
+    model: a pretrained checkpoint for the studies that read one (a fetched model's name, a .gguf file or
+    a save_pretrained folder): the concentration study audits it instead of its toy model, the sinks and
+    temperature studies add a real-model section on it; seed."""
+
+    study: str
+    budget: str = "smoke"
+    model: str | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.study not in STUDIES:
+            raise StudyError(f"unknown study {self.study!r}; choose one of {', '.join(STUDIES)}")
+        if self.budget not in BUDGETS:
+            raise StudyError(f"--budget must be one of {', '.join(BUDGETS)}, got {self.budget!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise StudyError(f"--seed must be an int >= 0, got {self.seed!r}")
+        if self.model is not None and not STUDIES[self.study].takes_model:
+            raise StudyError(f"study {self.study!r} trains its own models and takes no --model; "
+                             f"--model is for {', '.join(n for n, s in STUDIES.items() if s.takes_model)}")
+        if self.model is not None and (not isinstance(self.model, str) or not self.model):
+            raise StudyError(f"--model must be a model name or path, got {self.model!r}")
+
+    def command(self, folder: Path) -> str:
+        """The command line that makes this folder."""
+        parts = ["attnlab", "study", self.study, "--budget", self.budget, "--seed", str(self.seed)]
+        if self.model is not None:
+            parts += ["--model", self.model]
+        return shlex.join([*parts, "--out", str(folder)])
+
+
+@dataclass(frozen=True)
+class Study:
+    """A registry entry: ``module`` (in ``attnlab.studies``) defines ``compute(cfg, folder,
+    progress)`` and ``summarize(folder)``, and may define ``compare(folders, into)``: a Section across
+    several summarized folders of the study (or None), its tables written into ``into``; ``source`` is
+    the seed file the study re-asks."""
+
+    name: str
+    title: str
+    source: str
+    module: str
+    takes_model: bool = False
+
+    def functions(self) -> tuple[Callable[..., None], Callable[[Path], Section]]:
+        mod = importlib.import_module(f".{self.module}", __package__)
+        return mod.compute, mod.summarize
+
+    def comparison(self) -> Callable[[list[Path], Path], Section | None] | None:
+        return getattr(importlib.import_module(f".{self.module}", __package__), "compare", None)
+
+
+STUDIES: dict[str, Study] = {s.name: s for s in (
+    Study("rowmaps", "Row maps on one score row", "Polynomial Concentration, Vasylenko et al. 2025, Hayase & Karakida 2026, Attention Sinks Essential", "rowmaps"),
+    Study("concentration", "When does polynomial attention concentrate? Audit, substitution and ablation",
+          "Polynomial Concentration", "concentration", takes_model=True),
+    Study("lengthgen", "Length generalization with sparse attention",
+          "Vasylenko et al. 2025", "lengthgen"),
+    Study("specialization", "Premature upper-layer attention specialization",
+          "Zhu et al. 2026", "specialization"),
+    Study("temperature", "Critical scaling of the inverse temperature",
+          "Hayase & Karakida 2026", "temperature", takes_model=True),
+    Study("sinks", "Attention sinks: softmax vs ReLU attention on trigger-conditional averaging",
+          "Attention Sinks Essential", "sinks", takes_model=True),
+)}
+
+
+def demo_plan(names: list[str], models: list[str], out: Path) -> list[tuple[str, str | None, Path]]:
+    """(study, model, folder) for the demo: each study once into ``out/<study>``, with the first model
+    where the study takes one; the concentration study again on each further model, into
+    ``out/<study>-<model>`` (the cross-model table compares them)."""
+    first = models[0] if models else None
+    plan = []
+    for name in names:
+        takes = STUDIES[name].takes_model
+        plan.append((name, first if takes else None, out / name))
+        if name == "concentration":
+            plan += [(name, model, out / f"{name}-{Path(model).stem}") for model in models[1:]]
+    return plan
+
+
+def read_config(folder: Path) -> dict[str, Any]:
+    """The study config a folder was made with; StudyError if it holds none."""
+    path = Path(folder) / CONFIG
+    try:
+        saved = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise StudyError(f"{folder} holds no {CONFIG}: it is not a study folder") from None
+    except json.JSONDecodeError as exc:
+        raise StudyError(f"{path} is not valid JSON ({exc})") from None
+    if not isinstance(saved, dict) or saved.get("study") not in STUDIES:
+        raise StudyError(f"{path} names no known study")
+    return saved
+
+
+def load_config(folder: Path) -> StudyConfig:
+    saved = read_config(folder)
+    return StudyConfig(**{k: saved[k] for k in ("study", "budget", "model", "seed")})
+
+
+def _claim(cfg: StudyConfig, folder: Path) -> None:
+    """Write the config, or check that the folder's own config is this one (resume)."""
+    if (folder / CONFIG).is_file():
+        saved = load_config(folder)
+        if saved != cfg:
+            raise StudyError(f"{folder} holds a run made with {saved.command(folder)}; resume with that "
+                             "command, or pass another --out")
+        return
+    if folder.exists() and any(folder.iterdir()):
+        raise StudyError(f"{folder} is not empty and holds no study; pass an empty or new --out")
+    io.write_json(folder / CONFIG, {**asdict(cfg), "attnlab": __version__, "command": cfg.command(folder)})
+
+
+def section(name: str, folder: Path, **fields: Any) -> Section:
+    """Study ``name``'s section with the registry's title and source and the command that made ``folder``."""
+    study = STUDIES[name]
+    return Section(study=name, title=study.title, source=study.source,
+                   command=load_config(folder).command(folder), **fields)
+
+
+def summarize(folder: Path) -> Section:
+    """The folder's section, recomputed from its files (written to ``section.json``)."""
+    folder = Path(folder)
+    name = read_config(folder)["study"]
+    try:
+        section = STUDIES[name].functions()[1](folder)
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+        # A file of the folder is missing, torn or edited: say which folder and how to rebuild it, in one line.
+        detail = (str(exc).strip().splitlines() or [""])[0][:300]
+        raise StudyError(f"{folder}: cannot rebuild the {name} section from its files ({type(exc).__name__}: "
+                         f"{detail}); remove the damaged file and rerun "
+                         f"{load_config(folder).command(folder)}") from None
+    io.write_json(folder / SECTION, section.to_dict())
+    return section
+
+
+def run(cfg: StudyConfig, folder: str | Path, progress: bool = False) -> Section:
+    """Run (or resume) a study into ``folder`` and return its section."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise StudyError(f"--out {folder} is a file; pass a folder")
+    if cfg.model is not None:
+        from ..hooks.load import LoadError, check_model
+
+        try:
+            check_model(cfg.model)
+        except LoadError as exc:  # before _claim: a corrected command must not meet this one's config
+            raise StudyError(str(exc)) from None
+    _claim(cfg, folder)
+    STUDIES[cfg.study].functions()[0](cfg, folder, progress)
+    return summarize(folder)
+
+
+def study_folders(path: str | Path) -> list[Path]:
+    """The study folders a path names: itself if it is one, else its subfolders that are (a demo's
+    folder), in registry order."""
+    path = Path(path)
+    if not path.is_dir():
+        raise StudyError(f"{path} is not a folder")
+    if (path / CONFIG).is_file():
+        return [path]
+    found = [(read_config(sub)["study"], sub) for sub in sorted(path.iterdir())
+             if sub.is_dir() and (sub / CONFIG).is_file()]
+    if not found:
+        raise StudyError(f"{path} holds no study folder (a folder with the {CONFIG} that attnlab study writes)")
+    order = list(STUDIES)
+    return [sub for _, sub in sorted(found, key=lambda pair: order.index(pair[0]))]
+
+
+def write_page(sections: list[tuple[Section, Path]], out: str | Path, title: str) -> Path:
+    """One HTML page of (section, its folder) pairs, written to ``out``."""
+    from ..report.html import render
+
+    return io.write_text(out, render(sections, title))
+
+
+def comparisons(folders: list[Path], into: Path) -> list[tuple[Section, Path]]:
+    """The cross-folder sections (e.g. one row per model) of every study given more than one folder."""
+    by_study: dict[str, list[Path]] = {}
+    for folder in folders:
+        by_study.setdefault(read_config(folder)["study"], []).append(folder)
+    out = []
+    for name, group in by_study.items():
+        compare = STUDIES[name].comparison()
+        if compare is not None and len(group) > 1:
+            target = into / f"compare_{name}"
+            found = compare(group, target)
+            if found is not None:
+                out.append((found, target))
+    return out
+
+
+def report(paths: list[str | Path], out: str | Path, title: str = "attnlab report") -> Path:
+    """Recompute every section from its folder's files and write one HTML page to ``out``, with the
+    cross-folder comparisons (written beside it, in ``compare_<study>/``) first."""
+    folders = [folder for path in paths for folder in study_folders(path)]
+    sections = [(summarize(folder), folder) for folder in folders]
+    return write_page([*comparisons(folders, Path(out).parent), *sections], out, title)

@@ -1,0 +1,115 @@
+"""The audit's per-row S_p and Lambda_n equal the diagnostics engine on scores computed by hand from Q, K."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+
+from attnlab import hooks, tasks
+from attnlab.commands import audit
+from attnlab.diagnostics import row_stats
+
+from checkpoints import save_checkpoint
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    return save_checkpoint(tmp_path_factory.mktemp("ckpt"))
+
+
+def _rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), -1)
+
+
+def _hand_scores(model, ids):
+    """Per layer: (heads, T, T) scores q k^T / sqrt(d) from each layer's own projections and RoPE."""
+    captured = {}
+
+    def grab(module, args, kwargs):
+        captured[module.layer_idx] = (kwargs["hidden_states"], kwargs["position_embeddings"])
+
+    handles = [layer.self_attn.register_forward_pre_hook(grab, with_kwargs=True) for layer in model.model.layers]
+    with torch.no_grad():
+        model(input_ids=ids)
+    for h in handles:
+        h.remove()
+    cfg = model.config
+    d = cfg.hidden_size // cfg.num_attention_heads
+    out = {}
+    for layer, (hidden, (cos, sin)) in captured.items():
+        attn = model.model.layers[layer].self_attn
+        t = hidden.shape[1]
+        q = attn.q_proj(hidden).view(1, t, -1, d).transpose(1, 2)
+        k = attn.k_proj(hidden).view(1, t, -1, d).transpose(1, 2)
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+        k = k.repeat_interleave(cfg.num_attention_heads // cfg.num_key_value_heads, 1)
+        out[layer] = (q @ k.transpose(2, 3))[0].double() * d ** -0.5
+    return out
+
+
+def test_audit_rows_equal_engine_on_hand_computed_scores(checkpoint, tmp_path):
+    cfg = audit.AuditConfig(model=str(checkpoint), suite="niah", prompts=2, pad=2, every=1, b=("0", "auto"))
+    result = audit.run(cfg, tmp_path / "out", progress=False)
+    b_auto = result["b_auto"]
+    model, tok = hooks.load_model(checkpoint)
+    prompts = tasks.build_suite("niah", tok, 2, seed=0, pad=2)
+    for label, b in (("0", 0.0), ("auto", b_auto)):
+        rows = pd.read_parquet(result["paths"][f"rows_b{label}"])
+        for i, prompt in enumerate(prompts):
+            ids = torch.tensor([prompt.input_ids])
+            t = ids.shape[1]
+            causal = torch.ones(t, t, dtype=torch.bool).tril()
+            for layer, z in _hand_scores(model, ids).items():
+                ref = row_stats(z, causal, p=(2, 4, 8, 16), b=b)
+                got = rows[(rows.layer == layer) & (rows.prompt == i)].sort_values(["head", "query"])
+                assert len(got) == len(ref) == z.shape[0] * t
+                for col in ("s_p2", "s_p16", "lambda_n", "rho", "a_act"):
+                    pd.testing.assert_series_equal(got[col].reset_index(drop=True).astype(float),
+                                                   ref[col].reset_index(drop=True).astype(float),
+                                                   check_names=False, rtol=1e-5, atol=1e-9)
+    table = result["table"]
+    assert list(table["b"]) == ["0"] * 4 + ["auto"] * 4
+    assert (table["p"].tolist() == [2, 4, 8, 16] * 2)
+
+
+def test_audit_samples_every_kth_query_and_the_last(checkpoint, tmp_path):
+    cfg = audit.AuditConfig(model=str(checkpoint), suite="niah", prompts=1, pad=3, every=8, b=("0",))
+    result = audit.run(cfg, tmp_path / "out", progress=False)
+    rows = pd.read_parquet(result["paths"]["rows_b0"])
+    _, tok = hooks.load_model(checkpoint)
+    last = len(tasks.build_suite("niah", tok, 1, seed=0, pad=3)[0].input_ids) - 1
+    expected = sorted({*range(0, last + 1, 8), last})
+    assert sorted(set(rows["query"])) == expected
+    assert len(rows) == len(expected) * 2 * 4  # layers x heads
+
+
+@pytest.mark.parametrize("suite, kw", [("niah", {"pad": 2}), ("induction", {"length": 40})])
+def test_answer_target_reads_rows_against_the_planted_key(checkpoint, tmp_path, suite, kw):
+    cfg = audit.AuditConfig(model=str(checkpoint), suite=suite, prompts=2, every=3, b=("0",), target="answer",
+                            p=(2, 8), **kw)
+    result = audit.run(cfg, tmp_path / "out", progress=False)
+    rows = pd.read_parquet(result["paths"]["rows_b0"])
+    model, tok = hooks.load_model(checkpoint)
+    prompts = tasks.build_suite(suite, tok, 2, seed=0, **kw)
+    assert rows["answer_key"].all()
+    for i, prompt in enumerate(prompts):
+        keys = tasks.answer_keys(prompt)
+        t = len(prompt.input_ids)
+        queries = sorted(q for q in keys if q % 3 == 0 or q == t - 1)
+        causal = torch.ones(t, t, dtype=torch.bool).tril()[queries]
+        target = torch.tensor([keys[q] for q in queries])
+        for layer, z in _hand_scores(model, torch.tensor([prompt.input_ids])).items():
+            ref = row_stats(z[:, queries], causal, p=(2, 8), b=0.0, target=target)
+            got = rows[(rows.layer == layer) & (rows.prompt == i)].sort_values(["head", "query"])
+            assert got["query"].tolist() == queries * z.shape[0]
+            assert got["target"].tolist() == target.tolist() * z.shape[0]
+            for col in ("s_p2", "s_p8", "rho", "target_mass"):
+                pd.testing.assert_series_equal(got[col].reset_index(drop=True).astype(float),
+                                               ref[col].reset_index(drop=True).astype(float),
+                                               check_names=False, rtol=1e-5, atol=1e-9)
+    share = result["table"]["answer is argmax %"].iloc[0]
+    readable = rows[~rows["status"].isin(("empty", "nan", "inf"))]
+    assert share == pytest.approx(100 * readable["target_is_max"].astype(bool).mean())

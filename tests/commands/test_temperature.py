@@ -1,0 +1,84 @@
+"""attnlab temperature: one row per (doc, layer, head, n), contact triples as on hand-computed scores, xi_hat as a
+brute-force bucket-mean OLS slope."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from attnlab import hooks
+from attnlab.commands import temperature
+from attnlab.commands.runs import RunError
+from attnlab.diagnostics import row_stats
+
+from checkpoints import save_checkpoint
+from .test_audit import _hand_scores
+
+GRID = (12, 20, 33, 48)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    return save_checkpoint(tmp_path_factory.mktemp("ckpt"))
+
+
+@pytest.fixture(scope="module")
+def result(checkpoint, tmp_path_factory):
+    cfg = temperature.TemperatureConfig(model=str(checkpoint), n=GRID, docs=2, n_boot=50)
+    return temperature.run(cfg, tmp_path_factory.mktemp("t") / "out", progress=False)
+
+
+def test_rows_are_the_queries_that_see_n_keys_with_the_engines_triples(checkpoint, result):
+    rows = pd.read_parquet(result["paths"]["rows"])
+    assert len(rows) == 2 * 2 * 4 * len(GRID)  # docs x layers x heads x n
+    assert (rows["query"] + 1 == rows["n_keys"]).all() and set(rows["n_keys"]) == set(GRID)
+    model, tok = hooks.load_model(checkpoint)
+    cfg = temperature.TemperatureConfig(model=str(checkpoint), n=GRID, docs=2)
+    docs = temperature.documents(model, tok, cfg)
+    assert [len(d) for d in docs] == [max(GRID)] * 2
+    for i, ids in enumerate(docs):
+        for layer, z in _hand_scores(model, torch.tensor([ids])).items():
+            for n in GRID:
+                ref = row_stats(z[:, n - 1, :n], p=2)
+                got = rows[(rows.prompt == i) & (rows.layer == layer) & (rows.n_keys == n)].sort_values("head")
+                for col in ("lambda_n", "alpha_n", "contact_gap"):
+                    np.testing.assert_allclose(got[col].to_numpy(float), ref[col].to_numpy(float), rtol=1e-5)
+
+
+def test_exponents_are_ols_slopes_of_bucket_means(result):
+    rows = pd.read_parquet(result["paths"]["rows"])
+    fits = result["exponents"].set_index("exponent")
+    tied = np.log10(rows["lambda_n"].astype(float)) > 5
+    for name, col in (("Lambda", "lambda_n"), ("alpha", "alpha_n"), ("Delta", "contact_gap")):
+        kept = rows[~tied & (rows[col] > 0) & np.isfinite(rows[col])]
+        means = kept.groupby("n_keys")[col].apply(lambda x: np.log(x).mean())
+        slope = np.polyfit(np.log(np.log(means.index.to_numpy(float))), means.to_numpy(), 1)[0]
+        assert fits.loc[f"xi_{name}", "xi_hat"] == pytest.approx(slope, rel=1e-9, abs=1e-12)
+        assert fits.loc[f"xi_{name}", "half_iqr"] >= 0
+    table = result["table"]
+    assert table["n"].tolist() == list(GRID) and (table["rows"] == 16).all()
+    assert "xi_hat_Lambda" in result["summary"]
+
+
+def test_text_file_documents_and_bad_input(checkpoint, tmp_path):
+    model, tok = hooks.load_model(checkpoint)
+    words = "the cat sat on the mat and the dog ran to the red house " * 40
+    (tmp_path / "doc.txt").write_text(words)
+    cfg = temperature.TemperatureConfig(model=str(checkpoint), n=(16, 32), docs=3, text=str(tmp_path / "doc.txt"))
+    docs = temperature.documents(model, tok, cfg)
+    ids = tok(words, add_special_tokens=True)["input_ids"]
+    assert docs == [tuple(ids[i * 32:(i + 1) * 32]) for i in range(3)]
+    (tmp_path / "short.txt").write_text("the cat")
+    bad = {
+        "short": (dict(text=str(tmp_path / "short.txt")), "fewer than the 32"),
+        "missing": (dict(text=str(tmp_path / "nope.txt")), "is not a file"),
+        "too long": (dict(n=(16, 4096)), "context is 512"),
+    }
+    for what, (kw, message) in bad.items():
+        cfg = temperature.TemperatureConfig(model=str(checkpoint), **{"n": (16, 32), **kw})
+        with pytest.raises(RunError, match=message):
+            temperature.documents(model, tok, cfg)
+    with pytest.raises(RunError, match="at least two"):
+        temperature.TemperatureConfig(model=str(checkpoint), n=(16,))

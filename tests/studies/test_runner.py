@@ -1,0 +1,178 @@
+"""The study framework resumes into its own folder only, recomputes sections from files, and reports them."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from attnlab import studies
+from attnlab.cli import main
+from attnlab.report.sections import Figure, Finding, Section, Table
+from attnlab.studies import StudyConfig, StudyError
+
+from checkpoints import save_checkpoint
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def test_registry_has_one_study_per_paper_and_every_module_defines_both_steps():
+    from attnlab.papers import PAPERS
+
+    cited = [key for s in studies.STUDIES.values() for key in s.source.split(", ")]
+    assert set(cited) <= set(PAPERS), set(cited) - set(PAPERS)
+    assert all(any(s.source == key for s in studies.STUDIES.values()) for key in PAPERS)
+    for study in studies.STUDIES.values():
+        compute, summarize = study.functions()
+        assert callable(compute) and callable(summarize), study.name
+    assert list(studies.STUDIES)[0] == "rowmaps"
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"study": "nope"}, "unknown study 'nope'"),
+    ({"study": "temperature", "budget": "huge"}, "--budget must be one of smoke, full"),
+    ({"study": "temperature", "seed": -1}, "--seed must be an int >= 0"),
+    ({"study": "lengthgen", "model": "some/folder"}, "takes no --model"),
+])
+def test_bad_config_is_a_clear_error(kwargs, message):
+    with pytest.raises(StudyError, match=message):
+        StudyConfig(**kwargs)
+
+
+def test_command_line_rebuilds_the_config(tmp_path):
+    cfg = StudyConfig(study="temperature", budget="full", seed=3)
+    assert cfg.command(tmp_path / "my x") == f"attnlab study temperature --budget full --seed 3 --out '{tmp_path / 'my x'}'"
+
+
+def test_rerun_resumes_and_a_different_config_or_foreign_folder_is_refused(tmp_path):
+    folder = tmp_path / "rm"
+    first = studies.run(StudyConfig(study="rowmaps"), folder)
+    row = (folder / "row.json").stat().st_mtime_ns
+    again = studies.run(StudyConfig(study="rowmaps"), folder)
+    assert again == first
+    assert (folder / "row.json").stat().st_mtime_ns == row, "the finished computation ran again"
+    with pytest.raises(StudyError, match="resume with that command"):
+        studies.run(StudyConfig(study="rowmaps", seed=1), folder)
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    with pytest.raises(StudyError, match="not empty and holds no study"):
+        studies.run(StudyConfig(study="rowmaps"), foreign)
+    assert sorted(p.name for p in foreign.iterdir()) == ["notes.txt"]
+
+
+def test_summarize_recomputes_from_the_files(tmp_path):
+    folder = tmp_path / "rm"
+    studies.run(StudyConfig(study="rowmaps"), folder)
+    (folder / "rowmaps.csv").unlink()
+    (folder / "section.json").unlink()
+    section = studies.summarize(folder)
+    assert (folder / "rowmaps.csv").is_file()
+    assert Section.from_dict(json.loads((folder / "section.json").read_text())) == section
+    assert section.findings[0].verdict == "reproduced"
+
+
+def _fake_study(folder, verdict="not reproduced"):
+    """A study folder by hand: a table, a figure and a section pointing at them."""
+    import matplotlib.pyplot as plt
+
+    from attnlab.report.figures import save_figure
+
+    folder.mkdir(parents=True)
+    pd.DataFrame({"variant": ["b", "a"], "score": [1.5, 99.0]}).to_csv(folder / "t.csv", index=False)
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    save_figure(fig, folder / "f")
+    return Section(study="sinks", title="Sinks <b>", source="004.txt", question="q?", command="attnlab study sinks",
+                   findings=(Finding("claim & more", verdict, "0.93 vs 0.02"),),
+                   tables=(Table("t", "the table"),), figures=(Figure("f", "the figure"),), notes=("a note",))
+
+
+def test_page_is_self_contained_escaped_and_shows_every_part(tmp_path):
+    from attnlab.report.html import render
+
+    section = _fake_study(tmp_path / "s")
+    page = render([(section, tmp_path / "s")], title="T")
+    assert "data:image/png;base64," in page and "<img" in page
+    assert "src=\"http" not in page and "<link" not in page
+    assert "Sinks &lt;b&gt;" in page and "claim &amp; more" in page
+    assert page.count('class="finding not-reproduced"') == 1
+    assert "<td class=\"num\">99</td>" in page and "<td class=\"text\">b</td>" in page
+    assert "attnlab report" in page and "a note" in page and "the figure" in page
+
+
+def test_long_tables_are_cut_in_the_page_and_say_where_the_rest_is(tmp_path):
+    from attnlab.report.html import MAX_ROWS, table_html
+
+    csv = tmp_path / "long.csv"
+    pd.DataFrame({"i": range(MAX_ROWS + 5)}).to_csv(csv, index=False)
+    html = table_html(csv)
+    assert html.count("<tr>") == MAX_ROWS + 1
+    assert f"first {MAX_ROWS} of {MAX_ROWS + 5} rows" in html
+
+
+def test_study_folders_finds_a_demo_folder_in_registry_order_and_rejects_others(tmp_path):
+    for name in ("temperature", "rowmaps"):
+        (tmp_path / "demo" / name).mkdir(parents=True)
+        (tmp_path / "demo" / name / "config.json").write_text(json.dumps({"study": name}))
+    assert [p.name for p in studies.study_folders(tmp_path / "demo")] == ["rowmaps", "temperature"]
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(StudyError, match="holds no study folder"):
+        studies.study_folders(tmp_path / "empty")
+    with pytest.raises(StudyError, match="is not a folder"):
+        studies.study_folders(tmp_path / "missing")
+
+
+def test_demo_command_runs_studies_and_writes_the_report(tmp_path, capsys):
+    assert main(["demo", "--studies", "rowmaps", "--out", str(tmp_path), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    page = tmp_path / "index.html"
+    assert f"report: {page}" in out and "[reproduced]" in out
+    assert (tmp_path / "rowmaps" / "rowmaps.png").read_bytes()[:8] == PNG_MAGIC
+    assert "Row maps on one score row" in page.read_text()
+    assert main(["report", str(tmp_path / "rowmaps"), str(tmp_path), "--out", str(tmp_path / "two.html")]) == 0
+    assert (tmp_path / "two.html").read_text().count("<h2 ") == 2
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_report_command_errors_are_one_line(tmp_path, capsys):
+    assert main(["report", str(tmp_path), str(tmp_path)]) == 1
+    assert "give --out FILE" in capsys.readouterr().err
+    assert main(["report", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "holds no study folder" in err and "Traceback" not in err
+    assert main(["study", "lengthgen", "--model", "x", "--out", str(tmp_path / "s")]) == 1
+    assert "takes no --model" in capsys.readouterr().err
+
+
+def test_demo_models_default_to_the_fetched_ones(monkeypatch, capsys):
+    from attnlab import cli
+    from attnlab.hooks import fetch
+
+    monkeypatch.setattr(fetch, "fetched", lambda name: "/x.gguf" if name == "gemma3" else None)
+    assert cli._demo_models(None) == ["gemma3"]
+    assert cli._demo_models(["none"]) == []
+    assert cli._demo_models(["smollm2", "my.gguf"]) == ["smollm2", "my.gguf"]
+    monkeypatch.setattr(fetch, "fetched", lambda name: None)
+    assert cli._demo_models(None) == []
+    assert "attnlab fetch smollm2 adds them" in capsys.readouterr().out
+
+
+def test_a_bad_model_is_refused_before_the_folder_is_claimed(tmp_path, capsys):
+    """A missing path or a folder without a tokenizer is one line, and the corrected command is not then
+    refused as a resume of another configuration."""
+    no_weights = tmp_path / "config_only"
+    no_weights.mkdir()
+    (no_weights / "config.json").write_text("{}")
+    no_tokenizer = save_checkpoint(tmp_path / "no_tokenizer")
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        (no_tokenizer / name).unlink(missing_ok=True)
+    capsys.readouterr()
+    out = tmp_path / "study"
+    for model, message in ((tmp_path / "missing", "neither a path nor a known model name"),
+                           (no_weights, "has no weights"), (no_tokenizer, "has no usable tokenizer")):
+        assert main(["study", "concentration", "--model", str(model), "--out", str(out), "--no-progress"]) == 1
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1 and "Traceback" not in err
+        assert not (out / "config.json").exists()
