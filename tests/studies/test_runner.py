@@ -24,9 +24,52 @@ def test_registry_has_one_study_per_paper_and_every_module_defines_both_steps():
     assert set(cited) <= set(PAPERS), set(cited) - set(PAPERS)
     assert all(any(s.source == key for s in studies.STUDIES.values()) for key in PAPERS)
     for study in studies.STUDIES.values():
-        compute, summarize = study.functions()
+        compute, summarize = study.compute, study.summarize
         assert callable(compute) and callable(summarize), study.name
     assert list(studies.STUDIES)[0] == "rowmaps"
+
+
+def _echo_study(name="echo", **changed):
+    """A user's study: compute writes one number, summarize reads it back into a finding."""
+    def compute(cfg, folder, progress):
+        (folder / "n.txt").write_text(str(cfg.seed + 41))
+
+    def summarize(folder):
+        n = int((folder / "n.txt").read_text())
+        return studies.section(name, folder, question="Is it 41?",
+                               findings=(Finding("n is 41", "reproduced" if n == 41 else "not reproduced", str(n)),))
+
+    return studies.Study(**{"name": name, "title": "Echo", "source": "Zhu et al. 2026", "compute": compute,
+                            "summarize": summarize, **changed})
+
+
+def test_a_users_study_registers_runs_and_reports_and_taken_names_are_refused(tmp_path):
+    echo = studies.register(_echo_study())
+    try:
+        assert studies.STUDIES["echo"] is echo and list(studies.STUDIES)[-1] == "echo"
+        section = studies.run(StudyConfig(study="echo"), tmp_path / "echo")
+        assert section.findings[0].verdict == "reproduced" and section.source == "Zhu et al. 2026"
+        assert studies.summarize(tmp_path / "echo") == section
+        with pytest.raises(ValueError, match="study 'echo' is already registered; pass replace=True"):
+            studies.register(_echo_study())
+        with pytest.raises(ValueError, match="study 'rowmaps' is already registered"):
+            studies.register(_echo_study("rowmaps"))
+        other = studies.register(_echo_study(title="Echo 2"), replace=True)
+        assert studies.STUDIES["echo"] is other
+    finally:
+        studies.STUDIES.unregister("echo")
+    assert "echo" not in studies.STUDIES and studies.STUDIES["rowmaps"].title == "Row maps on one score row"
+    with pytest.raises(StudyError, match="unknown study 'echo'"):
+        StudyConfig(study="echo")
+
+
+def test_a_study_must_cite_paper_keys_and_hand_over_functions():
+    with pytest.raises(ValueError, match="cites '001.txt', not a paper key"):
+        _echo_study(source="001.txt")
+    with pytest.raises(ValueError, match="compute must be a function"):
+        _echo_study(compute="train")
+    with pytest.raises(TypeError, match="register takes a Study"):
+        studies.register({"name": "echo"})
 
 
 @pytest.mark.parametrize("kwargs, message", [

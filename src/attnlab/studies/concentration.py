@@ -39,7 +39,7 @@ from ..commands import ablate, audit, substitute
 from ..commands import heads as head_types
 from ..hooks.load import quiet_transformers
 from ..report.sections import Figure, Finding, Section, Table
-from .runner import STUDIES, StudyConfig, load_config, section
+from .runner import Study, StudyConfig, load_config, register, section
 
 P = (2, 4, 8, 16)
 B = ("0", "auto")
@@ -494,7 +494,7 @@ def compare(folders: list[Path], into: Path) -> Section | None:
     command = shlex.join(["attnlab", "report", *map(str, given)])
     return Section(
         study="concentration", title="Across models: polynomial-unsafe prevalence and substitution",
-        source=STUDIES["concentration"].source, command=command,
+        source=STUDY.source, command=command,
         question="Do the pretrained models agree: how unsafe are their rows on each suite, and does any recipe "
                  "replace softmax?",
         tables=(Table("models", "One row per model (Polynomial Concentration Table 1's layout): unsafe % of active "
@@ -502,3 +502,9 @@ def compare(folders: list[Path], into: Path) -> Section | None:
                                 "b = 0 per suite, softmax's and the best recipe's accuracy, and each finding's "
                                 "verdict; every cell is read from that model's study folder."),),
         notes=tuple(f"{row['model']}: {folder}" for row, folder in zip(table.to_dict("records"), given)))
+
+
+STUDY = register(Study(
+    name="concentration", title="When does polynomial attention concentrate? Audit, substitution and ablation",
+    source="Polynomial Concentration",
+    compute=compute, summarize=summarize, compare=compare, takes_model=True))

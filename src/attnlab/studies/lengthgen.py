@@ -19,7 +19,7 @@ import pandas as pd
 from .. import io
 from ..commands import lengthgen
 from ..report.sections import Figure, Finding, Section, Table
-from .runner import StudyConfig, load_config, section
+from .runner import Study, StudyConfig, load_config, register, section
 
 # Vasylenko et al. 2025 §5 compares these five; top-K keeps K = a quarter of the training length (K = 16 at 64 in
 # Tables 9-15), so the smoke budget's 16-token training gives K = 4.
@@ -199,3 +199,9 @@ def summarize(folder: Path) -> Section:
                                       "every allowed key, so it grows with the length; a sparse map whose entropy "
                                       "and support stay flat does not disperse (Vasylenko et al. 2025 §3.2).")),
         notes=tuple(notes))
+
+
+STUDY = register(Study(
+    name="lengthgen", title="Length generalization with sparse attention",
+    source="Vasylenko et al. 2025",
+    compute=compute, summarize=summarize))

@@ -19,7 +19,7 @@ import torch
 from .. import io, rowmaps
 from ..report import plot_row_weights
 from ..report.sections import Figure, Finding, Section, Table
-from .runner import StudyConfig, section
+from .runner import Study, StudyConfig, register, section
 
 MAPS = (
     "softmax", "softmax_t0.5", "ssmax_s0.43", "logn_xi2_n8", "topk_k4", "entmax_a1.25",
@@ -112,3 +112,9 @@ def summarize(folder: Path) -> Section:
         figures=(Figure("rowmaps", "The score row (top; the hatched red bar is a masked key with a high score) and "
                                    "each map's weights key by key; grey ticks mark allowed keys with weight exactly "
                                    "0, so sparse maps stand out."),))
+
+
+STUDY = register(Study(
+    name="rowmaps", title="Row maps on one score row",
+    source="Polynomial Concentration, Vasylenko et al. 2025, Hayase & Karakida 2026, Attention Sinks Essential",
+    compute=compute, summarize=summarize))

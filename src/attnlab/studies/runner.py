@@ -1,8 +1,10 @@
-"""The studies: one per source paper, run by ``attnlab study NAME`` and gathered by ``attnlab demo`` .
+"""The generic study runner: the registry of studies, and the reading, writing and rendering every study
+shares. ``attnlab study NAME`` runs one; ``attnlab demo`` gathers them; ``attnlab report`` re-renders.
 
-One registry, keyed by the names users type. A study runs in two steps:
+The registry is open: each study module declares its entry once, at its bottom
+(``STUDY = register(Study(...))``), and a user adds one's own the same way. A study runs in two steps:
 
-- ``compute(cfg, folder)`` does the expensive work (training, forward passes) and writes its raw
+- ``compute(cfg, folder, progress)`` does the expensive work (training, forward passes) and writes its raw
   results into the study folder as Parquet, CSV or JSON. It is resumable: training runs resume from
   their checkpoints and finished pieces are kept, so a study interrupted and started again with the
   same folder carries on.
@@ -15,7 +17,6 @@ One registry, keyed by the names users type. A study runs in two steps:
 
 from __future__ import annotations
 
-import importlib
 import json
 import shlex
 from collections.abc import Callable
@@ -23,7 +24,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import __version__, io
+from .. import __version__, io, papers
+from ..registry import Registry
 from ..report.sections import Section
 
 BUDGETS = ("smoke", "full")
@@ -70,38 +72,40 @@ class StudyConfig:
 
 @dataclass(frozen=True)
 class Study:
-    """A registry entry: ``module`` (in ``attnlab.studies``) defines ``compute(cfg, folder,
-    progress)`` and ``summarize(folder)``, and may define ``compare(folders, into)``: a Section across
-    several summarized folders of the study (or None), its tables written into ``into``; ``source`` is
-    the seed file the study re-asks."""
+    """A registry entry. name: what users type; title: the report's heading; source: the keys of the papers
+    it re-asks (``attnlab.papers``), comma-separated; compute(cfg, folder, progress) and summarize(folder):
+    the two steps; compare(folders, into): optional, a Section across several summarized folders of the
+    study (or None), its tables written into ``into``; takes_model: whether ``--model`` applies."""
 
     name: str
     title: str
     source: str
-    module: str
+    compute: Callable[[StudyConfig, Path, bool], None]
+    summarize: Callable[[Path], Section]
+    compare: Callable[[list[Path], Path], Section | None] | None = None
     takes_model: bool = False
 
-    def functions(self) -> tuple[Callable[..., None], Callable[[Path], Section]]:
-        mod = importlib.import_module(f".{self.module}", __package__)
-        return mod.compute, mod.summarize
+    def __post_init__(self) -> None:
+        unknown = [key for key in self.source.split(", ") if key not in papers.PAPERS]
+        if unknown:
+            raise ValueError(f"study {self.name!r} cites {', '.join(map(repr, unknown))}, not a paper key; "
+                             "source names papers by their keys (attnlab.papers.register adds one)")
+        for step in ("compute", "summarize"):
+            if not callable(getattr(self, step)):
+                raise ValueError(f"study {self.name!r}: {step} must be a function")
+        if self.compare is not None and not callable(self.compare):
+            raise ValueError(f"study {self.name!r}: compare must be a function or None")
 
-    def comparison(self) -> Callable[[list[Path], Path], Section | None] | None:
-        return getattr(importlib.import_module(f".{self.module}", __package__), "compare", None)
+
+STUDIES: Registry[Study] = Registry("study")
 
 
-STUDIES: dict[str, Study] = {s.name: s for s in (
-    Study("rowmaps", "Row maps on one score row", "Polynomial Concentration, Vasylenko et al. 2025, Hayase & Karakida 2026, Attention Sinks Essential", "rowmaps"),
-    Study("concentration", "When does polynomial attention concentrate? Audit, substitution and ablation",
-          "Polynomial Concentration", "concentration", takes_model=True),
-    Study("lengthgen", "Length generalization with sparse attention",
-          "Vasylenko et al. 2025", "lengthgen"),
-    Study("specialization", "Premature upper-layer attention specialization",
-          "Zhu et al. 2026", "specialization"),
-    Study("temperature", "Critical scaling of the inverse temperature",
-          "Hayase & Karakida 2026", "temperature", takes_model=True),
-    Study("sinks", "Attention sinks: softmax vs ReLU attention on trigger-conditional averaging",
-          "Attention Sinks Essential", "sinks", takes_model=True),
-)}
+def register(study: Study, *, replace: bool = False) -> Study:
+    """Add ``study`` to the registry under its name and return it; a name already taken raises
+    ValueError unless ``replace``."""
+    if not isinstance(study, Study):
+        raise TypeError(f"register takes a Study, got {type(study).__name__}")
+    return STUDIES.register(study.name, study, replace=replace)
 
 
 def demo_plan(names: list[str], models: list[str], out: Path) -> list[tuple[str, str | None, Path]]:
@@ -162,7 +166,7 @@ def summarize(folder: Path) -> Section:
     folder = Path(folder)
     name = read_config(folder)["study"]
     try:
-        section = STUDIES[name].functions()[1](folder)
+        section = STUDIES[name].summarize(folder)
     except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
         # A file of the folder is missing, torn or edited: say which folder and how to rebuild it, in one line.
         detail = (str(exc).strip().splitlines() or [""])[0][:300]
@@ -186,7 +190,7 @@ def run(cfg: StudyConfig, folder: str | Path, progress: bool = False) -> Section
         except LoadError as exc:  # before _claim: a corrected command must not meet this one's config
             raise StudyError(str(exc)) from None
     _claim(cfg, folder)
-    STUDIES[cfg.study].functions()[0](cfg, folder, progress)
+    STUDIES[cfg.study].compute(cfg, folder, progress)
     return summarize(folder)
 
 
@@ -220,7 +224,7 @@ def comparisons(folders: list[Path], into: Path) -> list[tuple[Section, Path]]:
         by_study.setdefault(read_config(folder)["study"], []).append(folder)
     out = []
     for name, group in by_study.items():
-        compare = STUDIES[name].comparison()
+        compare = STUDIES[name].compare
         if compare is not None and len(group) > 1:
             target = into / f"compare_{name}"
             found = compare(group, target)

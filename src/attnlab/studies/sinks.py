@@ -50,7 +50,7 @@ from ..tasks import TaskStream
 from ..tasks.vectors import TriggerAveraging
 from ..train.config import RunConfig
 from ..train.trainer import Trainer, vector_loss
-from .runner import StudyConfig, StudyError, load_config, section
+from .runner import Study, StudyConfig, StudyError, load_config, register, section
 
 NAME = "sinks"
 DIM = 16      # the seed's n (App. A)
@@ -564,3 +564,9 @@ def summarize(folder: Path) -> Section:
         figures=tuple(figures),
         notes=tuple(notes),
     )
+
+
+STUDY = register(Study(
+    name="sinks", title="Attention sinks: softmax vs ReLU attention on trigger-conditional averaging",
+    source="Attention Sinks Essential",
+    compute=compute, summarize=summarize, takes_model=True))

@@ -25,7 +25,7 @@ from .. import io
 from ..report.sections import Figure, Finding, Section, Table
 from ..train.config import RunConfig
 from ..train.trainer import Trainer, outcome
-from .runner import StudyConfig, load_config, section
+from .runner import Study, StudyConfig, load_config, register, section
 
 MULTIPLIER = 0.25  # Zhu et al. 2026 §2
 RUNS = {"gelu_control": ("gelu", 1.0), "gelu_intervention": ("gelu", MULTIPLIER),
@@ -177,3 +177,9 @@ def summarize(folder: Path) -> Section:
         notes=(f"{cfg.budget} budget: {plan['layers']} layers x {plan['heads']} heads x {plan['d_model']} wide, context "
                f"{plan['context']}, {plan['steps']} steps of {plan['batch']} sequences on bytes of the Python standard "
                "library; the seed trains GPT-2-small-sized models for billions of tokens.",))
+
+
+STUDY = register(Study(
+    name="specialization", title="Premature upper-layer attention specialization",
+    source="Zhu et al. 2026",
+    compute=compute, summarize=summarize))

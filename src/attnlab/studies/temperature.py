@@ -51,7 +51,7 @@ from ..commands.temperature import TRIPLE, per_n
 from ..diagnostics.stats import UNREADABLE, check_cor49, exponent, tie_mask
 from ..report.sections import Figure, Finding, Section, Table
 from ..train.trainer import Trainer, outcome
-from .runner import StudyConfig, load_config, section
+from .runner import Study, StudyConfig, load_config, register, section
 
 NAME = "beta_n"
 PLAN = "plan.json"
@@ -591,3 +591,9 @@ def summarize(folder: Path) -> Section:
                                  "dotted line xi = 1."),
                  *real_figures),
         notes=(*notes, *real_notes))
+
+
+STUDY = register(Study(
+    name="temperature", title="Critical scaling of the inverse temperature",
+    source="Hayase & Karakida 2026",
+    compute=compute, summarize=summarize, takes_model=True))
