@@ -1,0 +1,90 @@
+"""Sink figures draw each given map, mass and curve as given: one heat map per (row, column) on a shared scale per
+kind, BOS and trigger outlined, one bar per head at its mass, one printed value per (layer, head)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from matplotlib.image import AxesImage
+
+from attnlab.report import plot_sinks as ps
+
+
+def _images(fig):
+    return [(ax, image) for ax in fig.axes for image in ax.get_images() if isinstance(image, AxesImage)]
+
+
+def test_heatmaps_one_per_cell_with_a_scale_per_kind_and_the_sink_outlined(tmp_path, drawn):
+    rng = np.random.default_rng(0)
+    rows, cols, length, trigger = ["softmax", "relu"], ["mean", "std"], 6, 4
+    maps = {(r, c): rng.uniform(0, 0.3 if c == "std" else 1.7, (length, length)) for r in rows for c in cols}
+    ps.plot_heatmaps(maps, rows, cols, trigger, tmp_path / "heat", title="T")
+    fig, = drawn
+    images = _images(fig)
+    assert len(images) == len(rows) * len(cols)
+    top_mean = max(maps[(r, "mean")].max() for r in rows)
+    top_std = max(maps[(r, "std")].max() for r in rows)
+    for (ax, image), key in zip(images, [(r, c) for r in rows for c in cols]):
+        assert np.array_equal(image.get_array(), maps[key])
+        assert image.get_clim() == (0.0, top_std if key[1] == "std" else top_mean)
+        assert ax.get_title() == f"{key[0]}\n{key[1]}"
+        bos, trig = [(p.get_x(), p.get_y(), p.get_width(), p.get_height()) for p in ax.patches]
+        assert bos == (0.5, 0.5, 1, length) and trig == (0.5, trigger - 0.5, length, 1)
+    assert len(fig.axes) == len(images) + 2, "one colour bar per kind"
+    assert fig.get_suptitle() == "T"
+
+
+def test_a_mean_map_below_one_keeps_the_scale_at_one(tmp_path, drawn):
+    maps = {("a", "mean"): np.full((4, 4), 0.25)}
+    ps.plot_heatmaps(maps, ["a"], ["mean"], 2, tmp_path / "h", title="t")
+    (_, image), = _images(drawn[0])
+    assert image.get_clim() == (0.0, 1.0)
+
+
+def test_bos_mass_bars_are_the_masses_floored_and_coloured_by_group(tmp_path, drawn):
+    labels = ["s L0H0", "s L0H1", "r L0H0", "r L0H1"]
+    mass = [0.97, 0.5, 0.0, 2e-3]
+    groups = ["softmax", "softmax", "relu", "relu"]
+    ps.plot_bos_mass(labels, mass, groups, high=0.9, low=0.05, path=tmp_path / "bos")
+    fig, = drawn
+    ax, = fig.axes
+    bars = [p for p in ax.patches if p.get_x() > -1 and p.get_width() == pytest.approx(0.8)]
+    assert [b.get_height() for b in bars] == [max(m, 1e-6) for m in mass]
+    colours = [b.get_facecolor() for b in bars]
+    assert colours[0] == colours[1] != colours[2] == colours[3]
+    assert [t.get_text() for t in ax.get_xticklabels()] == labels
+    assert [t.get_text() for t in ax.texts] == [f"{m:.2g}" for m in mass]
+    assert sorted(line.get_ydata()[0] for line in ax.lines) == [0.05, 0.9]
+
+
+def test_loss_curves_one_line_per_run_and_the_zero_predictor(tmp_path, drawn):
+    curves = {"softmax": (np.arange(5), np.linspace(1, 0.1, 5)), "relu": (np.arange(3), np.array([2.0, 1.0, 0.5]))}
+    ps.plot_loss_curves(curves, zero=0.75, path=tmp_path / "loss")
+    ax, = drawn[0].axes
+    runs, zero = ax.lines[:-1], ax.lines[-1]
+    assert [line.get_label() for line in runs] == list(curves)
+    for line, (step, loss) in zip(runs, curves.values()):
+        assert np.array_equal(line.get_xdata(), step) and np.array_equal(line.get_ydata(), loss)
+    assert list(zero.get_ydata()) == [0.75, 0.75]
+
+
+@pytest.mark.parametrize("skip", [0, 2])
+def test_first_token_mass_prints_every_value_and_draws_each_layer_line(tmp_path, drawn, skip):
+    mass = np.array([[0.95, 0.1, 0.02], [0.5, 0.61, 0.0], [0.33, 0.2, 0.9], [0.0, 1.0, 0.45]])
+    lines = {"median head": np.median(mass, 1), "largest head": mass.max(1)}
+    uniform = 1 / np.arange(5, 9)
+    ps.plot_first_token_mass(mass, lines, uniform, 0.5, skip, tmp_path / "first", title="m")
+    fig, = drawn
+    heat, side = fig.axes[:2]
+    (_, image), = _images(fig)
+    assert np.array_equal(image.get_array(), mass)
+    printed = {(t.get_position()[1], t.get_position()[0]): t.get_text() for t in heat.texts}
+    assert printed == {(layer, head): f"{v:.2f}" for (layer, head), v in np.ndenumerate(mass)}
+    drawn_lines = {line.get_label(): line for line in side.lines}
+    for label, values in lines.items():
+        assert np.array_equal(drawn_lines[label].get_xdata(), values)
+        assert list(drawn_lines[label].get_ydata()) == list(range(4))
+    assert np.array_equal(drawn_lines["uniform share"].get_xdata(), uniform)
+    assert list(drawn_lines["sink threshold 0.5"].get_xdata()) == [0.5, 0.5]
+    shaded = [p for p in side.patches if p.get_label() == "left out of the verdict"]
+    assert len(shaded) == (1 if skip else 0)
