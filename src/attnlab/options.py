@@ -1,0 +1,82 @@
+"""Config fields that are also command-line options: each is declared once, on its config dataclass.
+
+    >>> @dataclass(frozen=True)
+    ... class AuditConfig:
+    ...     every: int = option(16, "audit every K-th query and the last one", metavar="K", type=count)
+
+``attnlab.cli`` builds each subcommand's flags, defaults and help from these fields, in the manner of
+transformers' ``HfArgumentParser``, and the config from the parsed flags; a field named ``b_auto`` is the
+flag ``--b-auto``. The parsers below check a number as it is typed, so that a bad one fails before any
+work, naming its range.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+OPTION = "attnlab.option"  # the field-metadata key that makes a field an option
+MODEL_HELP = "a fetched model's name (attnlab fetch --list), a .gguf file, or a folder written by save_pretrained"
+
+
+def option(default: Any = dataclasses.MISSING, help: str = "", *, metavar: str | None = None,
+           type: Callable[[str], Any] | None = None, choices: tuple[str, ...] | Callable[[], Any] | None = None,
+           positional: bool = False, flag: str | None = None, convert: Callable[[Any], Any] | None = None,
+           default_factory: Any = dataclasses.MISSING, **extra: Any) -> Any:
+    """A dataclass field that is also an option: ``help`` its help text (the default is appended),
+    ``type`` the parser of one typed value (else the field's annotation decides), ``choices`` the allowed
+    values (or a function returning them, read when the parser is built so that registered entries count),
+    ``positional`` for an argument without a flag, ``flag`` for a flag other than the field's name,
+    ``convert`` to turn the parsed value into the field's (``dict`` for repeated KEY=VALUE pairs);
+    ``extra`` goes to argparse as it is (``nargs``, ``action``...)."""
+    meta = {OPTION: {"help": help, "metavar": metavar, "type": type, "choices": choices,
+                     "positional": positional, "flag": flag, "convert": convert, **extra}}
+    return dataclasses.field(default=default, default_factory=default_factory, metadata=meta)
+
+
+def _number(text: str, cast: Callable[[str], Any]) -> Any:
+    try:
+        return cast(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not {'an integer' if cast is int else 'a number'}: {text!r}") from None
+
+
+def seed(text: str) -> int:
+    """A seed: an integer in [0, 2^63)."""
+    value = _number(text, int)
+    if not 0 <= value < 2**63:
+        raise argparse.ArgumentTypeError(f"must be in [0, 2^63), got {value}")
+    return value
+
+
+def count(text: str) -> int:
+    """A count: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0  # not an integer: out of range too
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
+def finite(text: str) -> float:
+    """A finite number."""
+    value = _number(text, float)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be finite, got {text!r}")
+    return value
+
+
+def positive(text: str) -> float:
+    """A finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0  # not a number: out of range too
+    if not 0 < value < math.inf:  # NaN fails both comparisons
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return value
