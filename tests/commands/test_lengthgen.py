@@ -210,8 +210,9 @@ def test_softmax_entropy_grows_with_length_while_entmax_alibi_heads_keep_a_bound
 def test_the_command_prints_accuracy_and_answer_row_dispersion_per_length(tmp_path, capsys):
     from attnlab.cli import main
 
-    argv = ["lengthgen", "--task", "copy", "--param", "symbols=8", "--train-len", "16", "--maps", "softmax", "entmax_a1.5",
-            "--eval-mult", "1", "2", "--steps", "5", "--samples", "4", "--no-progress", "--out", str(tmp_path)]
+    argv = ["lengthgen", "--task", "copy", "--param", "symbols=8", "--train-len", "16", "--maps", "softmax",
+            "entmax_a1.5", "--eval-mult", "1", "2", "--steps", "5", "--samples", "4", "--no-progress",
+            "--out", str(tmp_path)]
     assert main(argv) == 0
     out = capsys.readouterr().out
     cells = {name: json.loads((tmp_path / "cells" / f"{name}.json").read_text())

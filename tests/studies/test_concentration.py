@@ -139,8 +139,8 @@ def test_tiny_run_writes_tables_figures_and_resumes_without_rerunning(tiny, tmp_
     for stem in ("phase", "p_star", "matched", "substitution"):
         assert (tmp_path / f"{stem}.png").is_file() and (tmp_path / f"{stem}.svg").is_file()
     assert section.findings[0].verdict in ("reproduced", "not reproduced", "not checked")
-    pieces = [tmp_path / "model" / "model.safetensors", *(tmp_path / d / "config.json"
-                                                          for d in ("audit/induction", "substitute", "ablate", "heads"))]
+    pieces = [tmp_path / "model" / "model.safetensors",
+              *(tmp_path / d / "config.json" for d in ("audit/induction", "substitute", "ablate", "heads"))]
     stamps = [p.stat().st_mtime_ns for p in pieces]
     again = studies.run(StudyConfig(study="concentration"), tmp_path)
     assert [p.stat().st_mtime_ns for p in pieces] == stamps, "a finished piece was computed again"

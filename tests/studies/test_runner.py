@@ -29,6 +29,28 @@ def test_registry_has_one_study_per_paper_and_every_module_defines_both_steps():
     assert list(studies.STUDIES)[0] == "rowmaps"
 
 
+def test_every_study_module_has_the_one_shape_and_declares_its_own_entry():
+    import ast
+    import importlib
+    import inspect
+
+    assert list(studies.STUDIES) == ["rowmaps", "concentration", "lengthgen", "specialization", "temperature",
+                                     "sinks"]
+    for name, study in studies.STUDIES.items():
+        module = importlib.import_module(f"attnlab.studies.{name}")
+        assert module.STUDY is study and study.name == name
+        question = module.__doc__.split("\n\n")[0]
+        assert name in question and "?" in question, name
+        assert set(module.BUDGETS) == set(studies.BUDGETS), name
+        assert study.compute is module.compute and study.summarize is module.summarize, name
+        assert study.compare is getattr(module, "compare", None), name
+        body = ast.parse(inspect.getsource(module)).body
+        defined = [n.name for n in body if isinstance(n, ast.FunctionDef)]
+        assert defined.index("compute") < defined.index("summarize"), name
+        last = body[-1]
+        assert isinstance(last, ast.Assign) and last.targets[0].id == "STUDY", name
+
+
 def _echo_study(name="echo", **changed):
     """A user's study: compute writes one number, summarize reads it back into a finding."""
     def compute(cfg, folder, progress):
@@ -85,7 +107,8 @@ def test_bad_config_is_a_clear_error(kwargs, message):
 
 def test_command_line_rebuilds_the_config(tmp_path):
     cfg = StudyConfig(study="temperature", budget="full", seed=3)
-    assert cfg.command(tmp_path / "my x") == f"attnlab study temperature --budget full --seed 3 --out '{tmp_path / 'my x'}'"
+    out = tmp_path / "my x"
+    assert cfg.command(out) == f"attnlab study temperature --budget full --seed 3 --out '{out}'"
 
 
 def test_rerun_resumes_and_a_different_config_or_foreign_folder_is_refused(tmp_path):

@@ -1,4 +1,5 @@
-"""The specialization study compares each pair inside the early window, counts tokens to the control's loss, and resumes."""
+"""The specialization study compares each pair inside the early window, counts tokens to the control's loss,
+and resumes."""
 
 from __future__ import annotations
 

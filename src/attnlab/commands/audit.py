@@ -4,7 +4,8 @@
 Rows are read as ``commands.readout`` does: the attention maps are never stored. Query positions are
 sampled every ``every`` tokens, and the prompt's last position (the one that answers) is always kept.
 With ``target="answer"`` only the sampled rows that have an answer key are read, each against that key
-instead of its argmax (Polynomial Concentration App. S), and the table adds the share of rows whose argmax is the answer.
+instead of its argmax (Polynomial Concentration App. S), and the table adds the share of rows whose argmax
+is the answer.
 """
 
 from __future__ import annotations

@@ -135,7 +135,8 @@ def suite_prompts(model, tokenizer, suite: str, n_prompts: int, *, seed: int = 0
 
 
 def calibration_ids(model, tokenizer, device: str) -> torch.Tensor:
-    """Polynomial Concentration's held-out generic input: generated text, cut to 1024 tokens (or the model's context)."""
+    """Polynomial Concentration's held-out generic input: generated text, cut to 1024 tokens (or the
+    model's context)."""
     limit = min(CALIBRATION_TOKENS, context_length(model) or CALIBRATION_TOKENS)
     text = tasks.generic_text(4 * limit, seed=CALIBRATION_SEED)
     ids = tokenizer(text, add_special_tokens=True)["input_ids"][:limit]

@@ -1,4 +1,5 @@
-"""``attnlab temperature``: how a checkpoint's critical inverse temperature grows with context (Hayase & Karakida 2026 §4.5).
+"""``attnlab temperature``: how a checkpoint's critical inverse temperature grows with context (Hayase &
+Karakida 2026 §4.5).
 
 As Hayase & Karakida 2026 App. G.1 acquires rows: one forward per document of max(n) tokens, and per document, layer
 and head one score row at each context length n of the grid, the query at position n - 1 (which sees n

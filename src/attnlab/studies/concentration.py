@@ -43,7 +43,8 @@ from .runner import Study, StudyConfig, load_config, register, section
 
 P = (2, 4, 8, 16)
 B = ("0", "auto")
-# Polynomial Concentration §5.3's sweep: ReLU^p at both biases, normalized sigmoid, and Wortsman et al.'s unnormalized ReLU^p.
+# Polynomial Concentration §5.3's sweep: ReLU^p at both biases, normalized sigmoid, and Wortsman et al.'s
+# unnormalized ReLU^p.
 RECIPES = (*(f"relu_p{p}_b{b}" for p in P for b in B), "sigmoid_b0", "sigmoid_bauto",
            *(f"wortsman_p{p}_{d}" for p in (1, 2) for d in ("L", "sqrtL")))
 SUITE = "induction"
@@ -88,8 +89,8 @@ REAL: dict[str, dict[str, Any]] = {
     # the other suites audited at 256 tokens.
     "smoke": {"length": 256, "pad": 8, "audit_prompts": 4, "every": 16, "prompts": 20, "k": (10, 40),
               "random_draws": 3, "rank_prompts": 4, "suites": REAL_SUITES, "suite": "niah", "heads_prompts": 8},
-    # Polynomial Concentration §5.5: NIAH at pad = 128 (~1500 tokens), 200 prompts per cell, K in {5, 10, 20, 40, 80}, 5 random
-    # draws, head types over 80 prompts.
+    # Polynomial Concentration §5.5: NIAH at pad = 128 (~1500 tokens), 200 prompts per cell, K in
+    # {5, 10, 20, 40, 80}, 5 random draws, head types over 80 prompts.
     "full": {"length": 1024, "pad": 128, "audit_prompts": 20, "every": 8, "prompts": 200, "k": (5, 10, 20, 40, 80),
              "random_draws": 5, "rank_prompts": 20, "suites": REAL_SUITES, "suite": "niah", "heads_prompts": 80},
 }
@@ -240,21 +241,6 @@ def prevalence_table(folder: Path, suites) -> pd.DataFrame:
                      ignore_index=True).pipe(lambda t: t[["suite", *t.columns[:-1]]])
 
 
-def prevalence_finding(prevalence: pd.DataFrame) -> Finding:
-    """Polynomial Concentration §5.2 / Table 1: three of its four pretrained models have >= 70% unsafe active rows at
-    p = 2, b = 0 on every diagnostic suite; decided on this model's suites."""
-    claim = (f"a pretrained model's active rows are mostly polynomial-unsafe: >= {UNSAFE_MOST:g}% unsafe at p = 2, "
-             "b = 0 on every diagnostic suite (Polynomial Concentration §5.2, Table 1; true of three of its four "
-             "models)")
-    cells = prevalence[(prevalence["p"] == 2) & (prevalence["b"].astype(str) == "0")]
-    text = "; ".join(f"{r.suite} {r['unsafe %']:.1f}% [{r['unsafe lo']:.1f}, {r['unsafe hi']:.1f}]"
-                     for _, r in cells.iterrows())
-    above = cells["unsafe %"] >= UNSAFE_MOST
-    verdict = "reproduced" if above.all() else "not reproduced"
-    return Finding(claim, verdict, f"unsafe % of active rows at p = 2, b = 0 (Wilson 95%): {text}; "
-                                   f"{int(above.sum())} of {len(cells)} suites at or above {UNSAFE_MOST:g}%.")
-
-
 def head_medians(rows: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Per bias and head: median rho and A_act over active rows (the phase plot's points) and the
     measured-safe fraction at each p."""
@@ -315,6 +301,21 @@ def _top_column(table: pd.DataFrame) -> str:
     return next(c for c in table.columns if c.startswith("top-") and c.endswith(" safe %"))
 
 
+def prevalence_finding(prevalence: pd.DataFrame) -> Finding:
+    """Polynomial Concentration §5.2 / Table 1: three of its four pretrained models have >= 70% unsafe active rows at
+    p = 2, b = 0 on every diagnostic suite; decided on this model's suites."""
+    claim = (f"a pretrained model's active rows are mostly polynomial-unsafe: >= {UNSAFE_MOST:g}% unsafe at p = 2, "
+             "b = 0 on every diagnostic suite (Polynomial Concentration §5.2, Table 1; true of three of its four "
+             "models)")
+    cells = prevalence[(prevalence["p"] == 2) & (prevalence["b"].astype(str) == "0")]
+    text = "; ".join(f"{r.suite} {r['unsafe %']:.1f}% [{r['unsafe lo']:.1f}, {r['unsafe hi']:.1f}]"
+                     for _, r in cells.iterrows())
+    above = cells["unsafe %"] >= UNSAFE_MOST
+    verdict = "reproduced" if above.all() else "not reproduced"
+    return Finding(claim, verdict, f"unsafe % of active rows at p = 2, b = 0 (Wilson 95%): {text}; "
+                                   f"{int(above.sum())} of {len(cells)} suites at or above {UNSAFE_MOST:g}%.")
+
+
 def finding(table: pd.DataFrame) -> Finding:
     """Polynomial Concentration's negative screen (§5.5, Table 5 (i)): every ReLU cell whose measured-safe
     fraction is very low collapses. Table 5 reports that fraction over all heads and over the causal top-K
@@ -367,6 +368,36 @@ def sufficiency_finding(table: pd.DataFrame) -> Finding:
                                    f"{HIGH_DROP:g} pp: {cells}.")
 
 
+def _notes(cfg: StudyConfig, plan: dict[str, Any], folder: Path, audit_cfg: dict[str, Any],
+           ks: list[int]) -> list[str]:
+    """What a reader needs to weigh the numbers: b_auto, the model and its training, the sizes of the run."""
+    notes = [f"b = auto resolves to {audit_cfg['b_auto']:.3f} (Polynomial Concentration App. B calibration on "
+             "generic text)."]
+    if cfg.model is None:
+        spec = plan["train"]
+        loss = pd.read_csv(folder / "model" / "train_loss.csv")["loss"]
+        notes.append(f"{cfg.budget} budget: the model is a {spec['layers']}-layer x {spec['heads']}-head Llama, "
+                     f"{spec['hidden']} wide, trained here with softmax for {spec['steps']} steps on induction prompts "
+                     f"of {plan['length']} tokens (answer-position loss {loss.iloc[0]:.2f} -> "
+                     f"{loss.iloc[-10:].mean():.3f}, mean of the last 10 steps); the Polynomial Concentration paper "
+                     "audits pretrained Llama-3 "
+                     "(1-8B), Qwen3, Gemma-4 and Pythia checkpoints on prompts up to ~4K tokens.")
+    else:
+        notes.append(f"Model: {cfg.model} ({audit_cfg['model_type']}, {audit_cfg['layers']} layers x "
+                     f"{audit_cfg['heads']} heads), pretrained, run as given in float32. A GGUF's weights are "
+                     "dequantized from its 4-bit blocks: the numbers are those of the quantized model, not of its "
+                     "bf16 original.")
+    size = f"pad {plan['pad']}" if plan.get("pad") is not None else f"{plan['length']} tokens"
+    notes.append(f"Evaluation: {plan['prompts']} {plan['suite']} prompts ({size}) per recipe and subset "
+                 f"(the paper: 200); the other suites at {plan['length']} tokens; audit over "
+                 f"{plan['audit_prompts']} prompts per suite "
+                 f"({', '.join(plan['suites'])}), a query every {plan['every']} tokens and the last; the matched "
+                 f"diagnostic over the {plan['prompts']} scored prompts' last positions; ablation K in "
+                 f"{ks} with {plan['random_draws']} random draws, ranked on induction; head types "
+                 f"over {plan['heads_prompts']} induction prompts (Polynomial Concentration App. H).")
+    return notes
+
+
 def summarize(folder: Path) -> Section:
     from ..report import plot_concentration as plots
 
@@ -390,34 +421,11 @@ def summarize(folder: Path) -> Section:
     plots.plot_matched(diag, k, folder / "matched")
     plots.plot_substitution(sub, folder / "substitution")
 
-    b_auto = audit_cfg["b_auto"]
     base = float(sub.set_index("recipe").loc[substitute.BASELINE, "accuracy %"])
     warnings = ((f"softmax itself scores {base:.1f}% (< {BASELINE_OK:g}%) on {plan['suite']}: the model cannot do "
                  "the task reliably, so the substitution and ablation deltas are not interpretable.",)
                 if base < BASELINE_OK else ())
-    notes = [f"b = auto resolves to {b_auto:.3f} (Polynomial Concentration App. B calibration on generic text)."]
-    if cfg.model is None:
-        spec = plan["train"]
-        loss = pd.read_csv(folder / "model" / "train_loss.csv")["loss"]
-        notes.append(f"{cfg.budget} budget: the model is a {spec['layers']}-layer x {spec['heads']}-head Llama, "
-                     f"{spec['hidden']} wide, trained here with softmax for {spec['steps']} steps on induction prompts "
-                     f"of {plan['length']} tokens (answer-position loss {loss.iloc[0]:.2f} -> "
-                     f"{loss.iloc[-10:].mean():.3f}, mean of the last 10 steps); the Polynomial Concentration paper "
-                     "audits pretrained Llama-3 "
-                     "(1-8B), Qwen3, Gemma-4 and Pythia checkpoints on prompts up to ~4K tokens.")
-    else:
-        notes.append(f"Model: {cfg.model} ({audit_cfg['model_type']}, {audit_cfg['layers']} layers x "
-                     f"{audit_cfg['heads']} heads), pretrained, run as given in float32. A GGUF's weights are "
-                     "dequantized from its 4-bit blocks: the numbers are those of the quantized model, not of its "
-                     "bf16 original.")
-    size = f"pad {plan['pad']}" if plan.get("pad") is not None else f"{plan['length']} tokens"
-    notes.append(f"Evaluation: {plan['prompts']} {plan['suite']} prompts ({size}) per recipe and subset "
-                 f"(the paper: 200); the other suites at {plan['length']} tokens; audit over "
-                 f"{plan['audit_prompts']} prompts per suite "
-                 f"({', '.join(plan['suites'])}), a query every {plan['every']} tokens and the last; the matched "
-                 f"diagnostic over the {plan['prompts']} scored prompts' last positions; ablation K in "
-                 f"{sorted(set(abl['k']))} with {plan['random_draws']} random draws, ranked on induction; head types "
-                 f"over {plan['heads_prompts']} induction prompts (Polynomial Concentration App. H).")
+    notes = _notes(cfg, plan, folder, audit_cfg, sorted(set(abl["k"])))
     return section(
         "concentration", folder,
         question="How often do a softmax model's attention rows sit in the regime where ReLU^p attention cannot "

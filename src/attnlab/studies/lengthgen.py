@@ -1,11 +1,13 @@
-"""The ``lengthgen`` study (Vasylenko et al. 2025 §5.1, Table 1): softmax, SSMax, top-K,
-alpha-entmax and ASEntmax trained at one length on three synthetic tasks and scored at multiples of it,
-with the entropy and support of the answer rows at every length (§3.2, non-dispersion).
+"""The ``lengthgen`` study (Vasylenko et al. 2025 §5.1, Table 1): trained at one length, which row maps
+still solve a synthetic task at multiples of it, and do their attention rows disperse as the row grows
+(§3.2, non-dispersion)? Softmax, SSMax, top-K, alpha-entmax and ASEntmax are trained at one length on
+three synthetic tasks and scored at multiples of it, with the entropy and support of the answer rows at
+every length.
 
 Each task is one ``commands.lengthgen`` run in ``folder/<task>/`` (its cells are resumable); this
 module picks the tasks and maps per budget and reads the runs back into one table, two figures and the
-finding of Vasylenko et al. 2025: entmax-family maps keep more accuracy than softmax past the training length on at
-least one task.
+finding of Vasylenko et al. 2025: entmax-family maps keep more accuracy than softmax past the training
+length on at least one task.
 """
 
 from __future__ import annotations

@@ -1,16 +1,19 @@
-"""The ``rowmaps`` study: every family of row maps on one score row.
+"""The ``rowmaps`` study: how does each registered row map turn the same score row into weights, how
+many keys keep weight, and how much goes to the largest score?
 
 Not one paper's question but the vocabulary of all of them: how each map spreads the same row's weight.
 Every map sees the same row (24 keys: a clear winner, two runners-up, small and negative scores, and
 one masked key whose score is high, so that ignoring the mask would show). ``compute`` saves the row in
 ``row.json``; ``summarize`` recomputes from it the table (per map, how concentrated its weights are) and
-the figure (the weights key by key).
+the figure (the weights key by key), and checks that the normalized maps sum to 1 and that no map puts
+weight on the masked key.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -31,6 +34,8 @@ MASKED_KEY = 20
 LARGE = (4.0, 3.2, 2.4)      # the winner and two runners-up
 MASKED_SCORE = 3.6           # high on purpose: a map that ignored the mask would put weight here
 COLUMNS = ("name", "family", "normalized", "sum", "support", "max_weight", "entropy", "argmax_weight")
+# One score row costs nothing: both budgets compute the same.
+BUDGETS: dict[str, dict[str, Any]] = {"smoke": {}, "full": {}}
 
 
 def sample_row(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -48,6 +53,14 @@ def sample_row(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     mask = torch.ones(KEYS, dtype=torch.bool)
     mask[MASKED_KEY] = False
     return z.to(torch.float32), mask
+
+
+def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
+    """Save the sample row; everything else is derived from it in ``summarize``."""
+    if not (folder / "row.json").is_file():
+        z, mask = sample_row(cfg.seed)
+        io.write_json(folder / "row.json", {"seed": cfg.seed, "maps": list(MAPS), "row": z.tolist(),
+                                            "mask": mask.tolist()})
 
 
 def entropy(w: np.ndarray) -> float:
@@ -81,12 +94,16 @@ def map_table(z: torch.Tensor, mask: torch.Tensor, names=MAPS) -> tuple[pd.DataF
     return pd.DataFrame.from_records(records, columns=list(COLUMNS)), weights
 
 
-def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
-    """Save the sample row; everything else is derived from it in ``summarize``."""
-    if not (folder / "row.json").is_file():
-        z, mask = sample_row(cfg.seed)
-        io.write_json(folder / "row.json", {"seed": cfg.seed, "maps": list(MAPS), "row": z.tolist(),
-                                            "mask": mask.tolist()})
+def finding(table: pd.DataFrame, weights: dict[str, np.ndarray], mask: np.ndarray) -> Finding:
+    """Normalized maps sum to 1 and no map weighs the masked key (``mask`` False), to float32 rounding."""
+    normalized = table[table.normalized]
+    worst = float(np.abs(normalized["sum"] - 1).max())
+    masked_weight = max(float(w[~mask].max()) for w in weights.values())
+    ok = worst <= 1e-5 and masked_weight == 0
+    return Finding("normalized maps put their weight on the simplex of allowed keys, and no map puts "
+                   "weight on a masked key", "reproduced" if ok else "not reproduced",
+                   f"largest |sum - 1| over the {len(normalized)} normalized maps: {worst:.2g}; largest "
+                   f"weight on the masked key over all maps: {masked_weight:.2g}")
 
 
 def summarize(folder: Path) -> Section:
@@ -95,18 +112,11 @@ def summarize(folder: Path) -> Section:
     table, weights = map_table(z, mask, saved["maps"])
     io.write_table(folder / "rowmaps", table)
     plot_row_weights(z.numpy(), weights, folder / "rowmaps.png", masked=(~mask).numpy())
-    normalized = table[table.normalized]
-    worst = float(np.abs(normalized["sum"] - 1).max())
-    masked_weight = max(float(w[~mask.numpy()].max()) for w in weights.values())
-    ok = worst <= 1e-5 and masked_weight == 0
     return section(
         "rowmaps", folder,
         question="How does each registered row map turn the same score row into weights: how many keys keep "
                  "weight, and how much goes to the largest score?",
-        findings=(Finding("normalized maps put their weight on the simplex of allowed keys, and no map puts "
-                          "weight on a masked key", "reproduced" if ok else "not reproduced",
-                          f"largest |sum - 1| over the {len(normalized)} normalized maps: {worst:.2g}; largest "
-                          f"weight on the masked key over all maps: {masked_weight:.2g}"),),
+        findings=(finding(table, weights, mask.numpy()),),
         tables=(Table("rowmaps", "One line per map: its sum, support (nonzero weights), largest weight, entropy "
                                  "(nats, normalized maps only) and the weight on the largest allowed score."),),
         figures=(Figure("rowmaps", "The score row (top; the hatched red bar is a masked key with a high score) and "

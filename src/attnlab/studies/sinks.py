@@ -1,15 +1,17 @@
 """The ``sinks`` study (Attention Sinks Essential): attention sinks on trigger-conditional
-averaging, softmax against ReLU attention.
+averaging, softmax against ReLU attention. Does softmax attention trained on that task park its mass on
+BOS at every position before the trigger, while ReLU attention solves it without a sink? And, given
+``--model``, does a pretrained softmax LM park its attention on its first token?
 
-The task is Attention Sinks Essential §3.2 (``attnlab.tasks.vectors.TriggerAveraging``, n = L = 16, App. A); the model is
-the input-free attention stack of §3.4 (``ModelConfig(inputs="vectors")`` with no FFN, norm, bias or
-residual, so each layer is W_O sum_j alpha_ij W_V x_j and D layers compose), with softmax rows or ReLU
-attention (``reluattn``: ReLU(score) / max(i - 2, 1), §3.4). Four runs: each map as 1 layer x 1 head
-(§4.1, Theorems 1 and 3) and as 2 layers x 2 heads (§4.2, App. B.1, Theorem 2). Each trained model is
-read on 1000 inputs with the trigger fixed at j = 8 and L = 16, as §4's figures are: the mean and std
-of every (layer, head)'s attention weights per (query, key), and the BOS mass before the trigger, the
-mean weight on key 1 over the queries 1 < i < j (Theorem 1's positions: the BOS query itself, which
-softmax must give all its mass to key 1, is left out).
+The task is Attention Sinks Essential §3.2 (``attnlab.tasks.vectors.TriggerAveraging``, n = L = 16, App. A);
+the model is the input-free attention stack of §3.4 (``ModelConfig(inputs="vectors")`` with no FFN, norm,
+bias or residual, so each layer is W_O sum_j alpha_ij W_V x_j and D layers compose), with softmax rows or
+ReLU attention (``reluattn``: ReLU(score) / max(i - 2, 1), §3.4). Four runs: each map as 1 layer x 1 head
+(§4.1, Theorems 1 and 3) and as 2 layers x 2 heads (§4.2, App. B.1, Theorem 2). Each trained model is read
+on 1000 inputs with the trigger fixed at j = 8 and L = 16, as §4's figures are: the mean and std of every
+(layer, head)'s attention weights per (query, key), and the BOS mass before the trigger, the mean weight on
+key 1 over the queries 1 < i < j (Theorem 1's positions: the BOS query itself, which softmax must give all
+its mass to key 1, is left out).
 
 ``compute`` writes per run ``raw/<run>_attention.parquet`` (layer, head, query, key, mean, std; 1-based
 positions) and then ``raw/<run>_loss.csv`` (final losses and the all-zeros predictor's on the same
@@ -313,7 +315,7 @@ def _read(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
                if not ((raw / f"{run}_attention.parquet").is_file() and (raw / f"{run}_loss.csv").is_file())]
     if missing:
         raise StudyError(f"{folder} lacks the raw results of {', '.join(missing)}; run "
-                                 f"`{load_config(folder).command(folder)}` to finish it")
+                         f"`{load_config(folder).command(folder)}` to finish it")
     maps = pd.concat([pd.read_parquet(raw / f"{run}_attention.parquet") for run in RUNS], ignore_index=True)
     loss = pd.concat([pd.read_csv(raw / f"{run}_loss.csv") for run in RUNS], ignore_index=True)
     return maps, loss
@@ -345,7 +347,7 @@ def bos_table(maps: pd.DataFrame) -> pd.DataFrame:
 
 
 def finding(arch: str, loss: pd.DataFrame, bos: pd.DataFrame) -> Finding:
-    """The issue-7 claim for one architecture, decided from the tables: every run at low loss, then the
+    """Attention Sinks Essential's claim for one architecture, decided from the tables: every run at low loss, then the
     softmax run's largest per-head BOS mass >= SINK (Theorem 2 asks one layer; for 1x1 the only head) and
     the ReLU run's largest < NO_SINK (no head sinks)."""
     shape = ARCHS[arch]
@@ -482,29 +484,18 @@ def summarize_real(folder: Path) -> tuple[Finding, Table, Figure, str]:
     return real_finding(layers, config), table, figure, note
 
 
-def summarize(folder: Path) -> Section:
-    folder = Path(folder)
-    cfg = load_config(folder)
-    maps, raw_loss = _read(folder)
-    real = folder / REAL
-    if cfg.model is not None and not (real / "config.json").is_file():
-        raise StudyError(f"{folder} lacks the real-model results on {cfg.model}; run "
-                                 f"`{cfg.command(folder)}` to finish it")
-    loss = loss_table(raw_loss)
-    bos = bos_table(maps)
-    io.write_table(folder / "table_losses", loss)
-    io.write_table(folder / "table_bos_mass", bos)
-    samples = BUDGETS[cfg.budget]["samples"]
-
+def _figures(maps: pd.DataFrame, bos: pd.DataFrame, loss: pd.DataFrame, folder: Path,
+             samples: int) -> list[Figure]:
+    """Draw the heat maps per architecture, the BOS mass bars and the training curves into ``folder``."""
     figures = []
     for arch, shape in ARCHS.items():
         stem = _heat_figure(maps, arch, folder)
         figures.append(Figure(stem, (
-            f"{shape['layers']} layer(s) x {shape['heads']} head(s) (Attention Sinks Essential Fig. 2-4): attention weight of each "
-            f"query position (rows) on each key position (columns), 1-based, mean and std over {samples} inputs "
-            f"with the trigger at j = {TRIGGER}; one row of panels per attention kind and layer, two panels per "
-            f"head. The cyan box outlines the BOS key column, the red box the trigger query row; a sink is a "
-            f"bright BOS column above the red row. The upper triangle is 0 (causal mask).")))
+            f"{shape['layers']} layer(s) x {shape['heads']} head(s) (Attention Sinks Essential Fig. 2-4): "
+            f"attention weight of each query position (rows) on each key position (columns), 1-based, mean and "
+            f"std over {samples} inputs with the trigger at j = {TRIGGER}; one row of panels per attention kind "
+            f"and layer, two panels per head. The cyan box outlines the BOS key column, the red box the trigger "
+            f"query row; a sink is a bright BOS column above the red row. The upper triangle is 0 (causal mask).")))
     labels = [f"{r.attention} {r.arch} L{r.layer}H{r.head}" for r in bos.itertuples()]
     plot_bos_mass(labels, bos["bos_mass"].tolist(), bos["attention"].tolist(), SINK, NO_SINK, folder / "bos_mass")
     figures.append(Figure("bos_mass", (
@@ -520,7 +511,13 @@ def summarize(folder: Path) -> Section:
         "Training loss (squared l2 error averaged over positions, batch of 128) against step for each run, "
         "log axis; the dashed line is the all-zeros predictor's loss on held-out inputs.")))
 
+    return figures
+
+
+def _notes(cfg: StudyConfig) -> list[str]:
+    """The budget against App. A's, and where the models here differ from the paper's."""
     plan = BUDGETS[cfg.budget]
+    samples = plan["samples"]
     notes = [
         f"Budget {cfg.budget}: steps {plan['steps']}, lr {plan['lr']}, batch {plan['batch']} (App. A: Adam, lr 1e-3, "
         "batch 128, trained until the l-inf loss of a batch is below 1e-2; here a fixed step count, and the "
@@ -533,6 +530,24 @@ def summarize(folder: Path) -> Section:
         "2x2 models start from PyTorch's default Linear init, 1x1 from the decoder's N(0, 0.02) (see "
         "attnlab.studies.sinks.ARCHS for why).",
     ]
+    return notes
+
+
+def summarize(folder: Path) -> Section:
+    folder = Path(folder)
+    cfg = load_config(folder)
+    maps, raw_loss = _read(folder)
+    real = folder / REAL
+    if cfg.model is not None and not (real / "config.json").is_file():
+        raise StudyError(f"{folder} lacks the real-model results on {cfg.model}; run "
+                         f"`{cfg.command(folder)}` to finish it")
+    loss = loss_table(raw_loss)
+    bos = bos_table(maps)
+    io.write_table(folder / "table_losses", loss)
+    io.write_table(folder / "table_bos_mass", bos)
+    samples = BUDGETS[cfg.budget]["samples"]
+    figures = _figures(maps, bos, loss, folder, samples)
+    notes = _notes(cfg)
     findings = [finding(arch, loss, bos) for arch in ARCHS]
     tables = [Table("table_losses", (
                   "Per run: final training loss, and on 1000 held-out inputs (uniform trigger: uniform_*; "

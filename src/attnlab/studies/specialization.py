@@ -8,10 +8,10 @@ with a matched-width SwiGLU FFN (§3). Each run logs the seed's probes at every 
 singular value of the upper W_Q^T W_K, the perplexity increase when the upper Q/K are zeroed (causal
 readout), and the lower-copy score that drives the release rule.
 
-Issue 7's finding: the intervention lowers early upper-Q/K logit growth and raises early upper entropy
-relative to control. "Early" is the intervention run's window before release (Zhu et al. 2026 §2: the
-multiplier holds until the rule fires at 3-12% of training); the pairs are compared at the last evaluation
-inside it, where both runs have seen the same data from the same weights.
+The finding (Zhu et al. 2026 §5.3-5.4): the intervention lowers early upper-Q/K logit growth and raises
+early upper entropy relative to control. "Early" is the intervention run's window before release (Zhu et al.
+2026 §2: the multiplier holds until the rule fires at 3-12% of training); the pairs are compared at the last
+evaluation inside it, where both runs have seen the same data from the same weights.
 """
 
 from __future__ import annotations
@@ -117,11 +117,12 @@ def finding(table: pd.DataFrame) -> Finding:
                        + ", ".join(table.ffn[table.step.isna()]) + "; evaluate more often")
     held, lines = [], []
     for r in table.itertuples():
-        ok = r.upper_logit_intervention < r.upper_logit_control and r.upper_entropy_intervention > r.upper_entropy_control
+        ok = (r.upper_logit_intervention < r.upper_logit_control
+              and r.upper_entropy_intervention > r.upper_entropy_control)
         held.append(ok)
-        lines.append(f"{r.ffn} at step {r.step} (release at {r.released_at}): upper logit {r.upper_logit_intervention:.3f} "
-                     f"vs control {r.upper_logit_control:.3f}, upper entropy {r.upper_entropy_intervention:.3f} vs "
-                     f"control {r.upper_entropy_control:.3f}")
+        lines.append(f"{r.ffn} at step {r.step} (release at {r.released_at}): upper logit "
+                     f"{r.upper_logit_intervention:.3f} vs control {r.upper_logit_control:.3f}, upper entropy "
+                     f"{r.upper_entropy_intervention:.3f} vs control {r.upper_entropy_control:.3f}")
     return Finding(claim, "reproduced" if all(held) else "not reproduced", "; ".join(lines) + ".")
 
 
@@ -174,9 +175,9 @@ def summarize(folder: Path) -> Section:
                                   "intervention; blue GELU, orange SwiGLU). Left of the dotted release line the "
                                   "intervention's upper logit should sit below and its upper entropy above the "
                                   "control's."),),
-        notes=(f"{cfg.budget} budget: {plan['layers']} layers x {plan['heads']} heads x {plan['d_model']} wide, context "
-               f"{plan['context']}, {plan['steps']} steps of {plan['batch']} sequences on bytes of the Python standard "
-               "library; the seed trains GPT-2-small-sized models for billions of tokens.",))
+        notes=(f"{cfg.budget} budget: {plan['layers']} layers x {plan['heads']} heads x {plan['d_model']} wide, "
+               f"context {plan['context']}, {plan['steps']} steps of {plan['batch']} sequences on bytes of the "
+               "Python standard library; the seed trains GPT-2-small-sized models for billions of tokens.",))
 
 
 STUDY = register(Study(

@@ -1,4 +1,8 @@
-"""``attnlab study temperature``: critical scaling of the inverse temperature on the own decoder and, with
+"""The ``temperature`` study (Hayase & Karakida 2026): does the growth exponent xi_Lambda of the
+upper-tail accumulation scale, read off a trained model's attention scores alone, land on the same side
+of 1 as the exponent of the inverse temperature beta_n that the same model learned?
+
+``attnlab study temperature``: critical scaling of the inverse temperature on the own decoder and, with
 ``--model``, on a pretrained checkpoint (Hayase & Karakida, §3, §4.2, §4.5, App. A.2, A.3, B.1, F,
 G.1).
 
@@ -433,8 +437,96 @@ def real_part(cfg: StudyConfig, folder: Path) -> tuple[list[Finding], list[Table
             notes)
 
 
+def exponents_table(fits: dict[str, dict], cor49: dict, xi_beta: float, slope: dict[str, float],
+                    n_grid: list[int]) -> pd.DataFrame:
+    """The growth exponents read off the scores (with their half-IQRs), Cor. 4.9's xi_alpha - xi_Delta + 1,
+    and the two fits of beta_n (M2 grid argmin; six-point OLS slope with its SE in the half_iqr column)."""
+    return pd.DataFrame(
+        [{"exponent": f"xi_hat_{k}", "read off": "attention scores", "value": f["xi_hat"],
+          "half_iqr": f["half_iqr"], "buckets": f["n_buckets"], "rows used": int(sum(f["bucket_count"])),
+          "ties excluded": f["n_excluded"]} for k, f in fits.items()]
+        + [{"exponent": "xi_alpha - xi_Delta + 1", "read off": "Cor. 4.9", "value": cor49["predicted"],
+            "half_iqr": np.nan, "buckets": np.nan, "rows used": np.nan, "ties excluded": np.nan},
+           {"exponent": "xi*_beta (M2 grid argmin)", "read off": "beta_n vector", "value": xi_beta,
+            "half_iqr": np.nan, "buckets": np.nan, "rows used": np.nan, "ties excluded": np.nan},
+           {"exponent": "xi_hat_beta (OLS on the n-grid)", "read off": "beta_n vector", "value": slope["xi_hat"],
+            "half_iqr": slope["se"], "buckets": len(n_grid), "rows used": np.nan,
+            "ties excluded": np.nan}])
+
+
+def training_table(summary: dict[str, Any], beta: pd.DataFrame, scales: pd.DataFrame, n_min: int) -> pd.DataFrame:
+    """The training record and beta_n's movement from its initialization (1 everywhere, App. A.3)."""
+    fit_domain = beta[beta["n"] >= n_min]["beta_n"]
+    return pd.DataFrame([{"steps": summary["steps"], "train loss": summary["loss"],
+                          "val loss": summary["val_loss"], "val ppl": summary["val_ppl"],
+                          "beta_n min (n >= n_min)": float(fit_domain.min()),
+                          "beta_n max (n >= n_min)": float(fit_domain.max()),
+                          "beta_n[n_min]": float(beta.set_index("n").loc[n_min, "beta_n"]),
+                          "beta_n[n_train]": float(beta["beta_n"].iloc[-1]),
+                          "mean s_h": float(scales["s"].mean()), "mean b_h": float(scales["b"].mean())}])
+
+
 def _side(x: float) -> str:
     return "above 1" if x > 1 else "below 1" if x < 1 else "at 1"
+
+
+def side_finding(fits: dict[str, dict], xi_beta: float, slope: dict[str, float], summary: dict[str, Any],
+                 plan: dict[str, Any], moved: float, learned: bool) -> Finding:
+    """The finding: xi_hat_Lambda on the same side of 1 as the fitted xi of beta_n; not checked when the run
+    cannot test it (no finite xi_hat_Lambda, no learning, or ``moved``: beta_n left at its init)."""
+    xi_lambda, h_lambda = fits["Lambda"]["xi_hat"], fits["Lambda"]["half_iqr"]
+    numbers = (f"xi_hat_Lambda = {xi_lambda:.3f} (half-IQR {h_lambda:.3f}, B = {plan['n_boot']} over "
+               f"(eval seed, layer, head)); xi*_beta = {xi_beta:.2f} (argmin of the M2 MSE over xi in "
+               f"[0, {plan['xi_max']:g}], n >= {plan['n_min']}); the six-point OLS xi_hat_beta = "
+               f"{slope['xi_hat']:.3f} (SE {slope['se']:.3f}); validation loss {summary['val_loss']:.3f} nats "
+               f"per byte after {summary['steps']} steps; beta_n moved at most {moved:.3f} from its init 1 on the "
+               f"fit domain.")
+    if not (np.isfinite(xi_lambda) and learned and moved > 1e-3):
+        verdict, why = "not checked", "the run cannot test it (no finite xi_hat_Lambda, no learning, or beta_n " \
+                                      "left at its init). "
+    elif _side(xi_lambda) == _side(xi_beta):
+        verdict, why = "reproduced", f"both land {_side(xi_lambda)}. "
+    else:
+        verdict, why = "not reproduced", (f"xi_hat_Lambda lands {_side(xi_lambda)} but xi*_beta "
+                                          f"{_side(xi_beta)}. ")
+    interval = (f"1 lies {'inside' if abs(xi_lambda - 1) <= 2 * h_lambda else 'outside'} xi_hat_Lambda +- 2 "
+                "half-IQR.")
+    return Finding("xi_hat_Lambda, read off the attention scores, lands on the same side of 1 as the "
+                   "fitted exponent xi*_beta of the learned beta_n (Hayase & Karakida Table 2, nanoGPT rows: both "
+                   "below 1)", verdict, why + numbers + " " + interval)
+
+
+def cor49_finding(fits: dict[str, dict], cor49: dict) -> Finding:
+    """Cor. 4.9 on the three bucket-mean slopes, within the sum of their half-IQRs."""
+    holds = cor49["holds"]
+    return Finding(
+        "the bucket-mean slopes satisfy Cor. 4.9, xi_Lambda = xi_alpha - xi_Delta + 1 (Hayase & Karakida Table 2)",
+        "not checked" if holds is None else "reproduced" if holds else "not reproduced",
+        f"xi_hat_alpha = {fits['alpha']['xi_hat']:.3f}, xi_hat_Delta = {fits['Delta']['xi_hat']:.3f}, so "
+        f"xi_alpha - xi_Delta + 1 = {cor49['predicted']:.3f} against xi_hat_Lambda = {fits['Lambda']['xi_hat']:.3f}: "
+        f"residual {cor49['residual']:.2e}, tolerance (sum of half-IQRs) {cor49['tolerance']:.3f}.")
+
+
+def _notes(cfg: StudyConfig, plan: dict[str, Any], summary: dict[str, Any], rows: pd.DataFrame,
+           ppl: pd.DataFrame) -> tuple[str, ...]:
+    """The budget against the paper's, the n-grid and its ties, and the sweep's best xi per length."""
+    beyond = ppl[ppl["n_eval"] > plan["context"]]
+    sweep_words = "; ".join(f"n_eval = {int(r['n_eval'])}: best xi = {r['best xi']:g} (ppl ratio to xi = 0: "
+                            f"{r['ppl at best / at xi=0']:.3f})" for _, r in beyond.iterrows())
+    tie_pct = 100 * float(tie_mask(rows["lambda_n"]).mean())
+    return (
+        f"Budget {cfg.budget}: a {plan['layers']}-layer, {plan['heads']}-head, d_model {plan['d_model']} decoder "
+        f"with RoPE (dynamic NTK past the window), trained {summary['steps']} steps of {plan['batch']} x "
+        f"{plan['context']} bytes of the Python standard library (bytes tokenizer); Hayase & Karakida train GPT-124M "
+        "(12 x 12 x 768, GPT-2 BPE, 1024 tokens) 100k steps of 2048 sequences on SlimPajama/OpenWebText.",
+        f"n-grid {plan['n_grid']} (the seed's {{64, ..., 1024}} scaled to the window), {plan['eval_seeds']} "
+        f"evaluation seeds x {plan['windows']} validation windows x all layers and heads; {tie_pct:.1f}% of the "
+        "rows are exact ties (log10 Lambda_n > 5) and are excluded from every aggregate.",
+        f"Inference-time sweep: xi in {plan['sweep_xi']}, {plan['sweep_windows']} non-overlapping windows of the "
+        f"validation split per n_eval (consecutive files joined, not single long documents as PG-19); "
+        f"beta_n past the window holds its last entry. {sweep_words}. The seed runs this sweep on Qwen-7B, "
+        "not on the beta_n model; here it scores the multiplier on top of the trained beta_n.",
+    )
 
 
 def summarize(folder: Path) -> Section:
@@ -464,19 +556,7 @@ def summarize(folder: Path) -> Section:
     io.write_table(folder / "contact_per_n", table)
     fits = contact_exponents(rows, plan["n_boot"], cfg.seed)
     cor49 = check_cor49(fits["Lambda"], fits["alpha"], fits["Delta"])
-    xi_lambda, h_lambda = fits["Lambda"]["xi_hat"], fits["Lambda"]["half_iqr"]
-    exps = pd.DataFrame(
-        [{"exponent": f"xi_hat_{k}", "read off": "attention scores", "value": f["xi_hat"],
-          "half_iqr": f["half_iqr"], "buckets": f["n_buckets"], "rows used": int(sum(f["bucket_count"])),
-          "ties excluded": f["n_excluded"]} for k, f in fits.items()]
-        + [{"exponent": "xi_alpha - xi_Delta + 1", "read off": "Cor. 4.9", "value": cor49["predicted"],
-            "half_iqr": np.nan, "buckets": np.nan, "rows used": np.nan, "ties excluded": np.nan},
-           {"exponent": "xi*_beta (M2 grid argmin)", "read off": "beta_n vector", "value": xi_beta,
-            "half_iqr": np.nan, "buckets": np.nan, "rows used": np.nan, "ties excluded": np.nan},
-           {"exponent": "xi_hat_beta (OLS on the n-grid)", "read off": "beta_n vector", "value": slope["xi_hat"],
-            "half_iqr": slope["se"], "buckets": len(plan["n_grid"]), "rows used": np.nan,
-            "ties excluded": np.nan}])
-    io.write_table(folder / "exponents", exps)
+    io.write_table(folder / "exponents", exponents_table(fits, cor49, xi_beta, slope, plan["n_grid"]))
     plots.plot_bucket_means(table, fits, folder / "contact_exponents")
 
     # (c) N_n(t) of the representative row
@@ -493,66 +573,13 @@ def summarize(folder: Path) -> Section:
     io.write_table(folder / "sweep", ppl)
     plots.plot_sweep(ppl, plan["context"], folder / "sweep")
 
-    # the training record and beta_n's movement from its initialization (1 everywhere, App. A.3)
-    fit_domain = beta[beta["n"] >= plan["n_min"]]["beta_n"]
-    training = pd.DataFrame([{"steps": summary["steps"], "train loss": summary["loss"],
-                              "val loss": summary["val_loss"], "val ppl": summary["val_ppl"],
-                              "beta_n min (n >= n_min)": float(fit_domain.min()),
-                              "beta_n max (n >= n_min)": float(fit_domain.max()),
-                              "beta_n[n_min]": float(beta.set_index("n").loc[plan["n_min"], "beta_n"]),
-                              "beta_n[n_train]": float(beta["beta_n"].iloc[-1]),
-                              "mean s_h": float(scales["s"].mean()), "mean b_h": float(scales["b"].mean())}])
-    io.write_table(folder / "training", training)
-
-    # the finding: xi_hat_Lambda on the same side of 1 as the fitted xi of beta_n
-    moved = float((fit_domain - 1).abs().max())
+    io.write_table(folder / "training", training_table(summary, beta, scales, plan["n_min"]))
+    moved = float((beta[beta["n"] >= plan["n_min"]]["beta_n"] - 1).abs().max())
     # learned: validation loss below half the uniform guess's log(vocab)
     vocab = json.loads((run / "config.json").read_text())["model"]["vocab"]
     learned = summary["val_loss"] is not None and summary["val_loss"] < math.log(vocab) / 2
-    numbers = (f"xi_hat_Lambda = {xi_lambda:.3f} (half-IQR {h_lambda:.3f}, B = {plan['n_boot']} over "
-               f"(eval seed, layer, head)); xi*_beta = {xi_beta:.2f} (argmin of the M2 MSE over xi in "
-               f"[0, {plan['xi_max']:g}], n >= {plan['n_min']}); the six-point OLS xi_hat_beta = "
-               f"{slope['xi_hat']:.3f} (SE {slope['se']:.3f}); validation loss {summary['val_loss']:.3f} nats "
-               f"per byte after {summary['steps']} steps; beta_n moved at most {moved:.3f} from its init 1 on the "
-               f"fit domain.")
-    if not (np.isfinite(xi_lambda) and learned and moved > 1e-3):
-        verdict, why = "not checked", "the run cannot test it (no finite xi_hat_Lambda, no learning, or beta_n " \
-                                      "left at its init). "
-    elif _side(xi_lambda) == _side(xi_beta):
-        verdict, why = "reproduced", f"both land {_side(xi_lambda)}. "
-    else:
-        verdict, why = "not reproduced", (f"xi_hat_Lambda lands {_side(xi_lambda)} but xi*_beta "
-                                          f"{_side(xi_beta)}. ")
-    interval = (f"1 lies {'inside' if abs(xi_lambda - 1) <= 2 * h_lambda else 'outside'} xi_hat_Lambda +- 2 "
-                "half-IQR.")
-    findings = [Finding("xi_hat_Lambda, read off the attention scores, lands on the same side of 1 as the "
-                        "fitted exponent xi*_beta of the learned beta_n (Hayase & Karakida Table 2, nanoGPT rows: both "
-                        "below 1)", verdict, why + numbers + " " + interval)]
-    holds = cor49["holds"]
-    findings.append(Finding(
-        "the bucket-mean slopes satisfy Cor. 4.9, xi_Lambda = xi_alpha - xi_Delta + 1 (Hayase & Karakida Table 2)",
-        "not checked" if holds is None else "reproduced" if holds else "not reproduced",
-        f"xi_hat_alpha = {fits['alpha']['xi_hat']:.3f}, xi_hat_Delta = {fits['Delta']['xi_hat']:.3f}, so "
-        f"xi_alpha - xi_Delta + 1 = {cor49['predicted']:.3f} against xi_hat_Lambda = {xi_lambda:.3f}: residual "
-        f"{cor49['residual']:.2e}, tolerance (sum of half-IQRs) {cor49['tolerance']:.3f}."))
-
-    beyond = ppl[ppl["n_eval"] > plan["context"]]
-    sweep_words = "; ".join(f"n_eval = {int(r['n_eval'])}: best xi = {r['best xi']:g} (ppl ratio to xi = 0: "
-                            f"{r['ppl at best / at xi=0']:.3f})" for _, r in beyond.iterrows())
-    tie_pct = 100 * float(tie_mask(rows["lambda_n"]).mean())
-    notes = (
-        f"Budget {cfg.budget}: a {plan['layers']}-layer, {plan['heads']}-head, d_model {plan['d_model']} decoder "
-        f"with RoPE (dynamic NTK past the window), trained {summary['steps']} steps of {plan['batch']} x "
-        f"{plan['context']} bytes of the Python standard library (bytes tokenizer); Hayase & Karakida train GPT-124M "
-        "(12 x 12 x 768, GPT-2 BPE, 1024 tokens) 100k steps of 2048 sequences on SlimPajama/OpenWebText.",
-        f"n-grid {plan['n_grid']} (the seed's {{64, ..., 1024}} scaled to the window), {plan['eval_seeds']} "
-        f"evaluation seeds x {plan['windows']} validation windows x all layers and heads; {tie_pct:.1f}% of the "
-        "rows are exact ties (log10 Lambda_n > 5) and are excluded from every aggregate.",
-        f"Inference-time sweep: xi in {plan['sweep_xi']}, {plan['sweep_windows']} non-overlapping windows of the "
-        f"validation split per n_eval (consecutive files joined, not single long documents as PG-19); "
-        f"beta_n past the window holds its last entry. {sweep_words}. The seed runs this sweep on Qwen-7B, "
-        "not on the beta_n model; here it scores the multiplier on top of the trained beta_n.",
-    )
+    findings = [side_finding(fits, xi_beta, slope, summary, plan, moved, learned), cor49_finding(fits, cor49)]
+    notes = _notes(cfg, plan, summary, rows, ppl)
     real_findings, real_tables, real_figures, real_notes = real_part(cfg, folder)
     return section(
         "temperature", folder,
