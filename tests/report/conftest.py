@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import xml.etree.ElementTree as ET
 
 import pytest
 from PIL import Image
 
-from attnlab.report import figures, plot_concentration, plot_sinks, plot_temperature
+import attnlab.report
+from attnlab.report import figures
 
 
 @pytest.fixture
@@ -25,6 +28,8 @@ def drawn(monkeypatch):
         ET.parse(svg)
         return png, svg
 
-    for module in (figures, plot_concentration, plot_sinks, plot_temperature):
-        monkeypatch.setattr(module, "save_figure", keep)
+    for info in pkgutil.iter_modules(attnlab.report.__path__):
+        module = importlib.import_module(f"attnlab.report.{info.name}")
+        if getattr(module, "save_figure", None) is save:
+            monkeypatch.setattr(module, "save_figure", keep)
     return kept
