@@ -283,25 +283,12 @@ def dispersion_table(cells: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
 
 
 def plot(acc: pd.DataFrame, cfg: LengthgenConfig, path: Path) -> tuple[Path, Path]:
-    import matplotlib
+    """The run's figure: one curve per variant, the task's score against the evaluation length."""
+    from ..report.plot_lengthgen import plot_run_accuracy
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from ..report.figures import save_figure
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for name, row in acc.iterrows():
-        ax.plot(cfg.lengths, row.values, marker="o", label=name)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("evaluation length (tokens)")
-    ax.set_ylabel(f"{metric(cfg.task_def)[0]} (%)")
-    ax.set_ylim(-2, 102)
     given = "".join(f", {k}={v}" for k, v in cfg.params.items())
-    ax.set_title(f"{cfg.task}{given}, trained at {cfg.trained_at}, {cfg.pe}")
-    ax.legend()
-    fig.tight_layout()
-    return save_figure(fig, path)
+    return plot_run_accuracy(acc, cfg.lengths, f"{metric(cfg.task_def)[0]} (%)",
+                             f"{cfg.task}{given}, trained at {cfg.trained_at}, {cfg.pe}", path)
 
 
 def check_jobs(jobs: int) -> None:

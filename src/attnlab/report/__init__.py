@@ -1,4 +1,4 @@
-"""Figures and reports: rendering only, from tables and arrays the experiments hand over."""
+"""Figures and reports: rendering only, from tables and arrays the studies and commands hand over."""
 
 from .figures import plot_row_weights
 

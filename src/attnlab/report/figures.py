@@ -1,6 +1,6 @@
 """Figures, saved as PNG and SVG side by side.
 
-Rendering only: callers hand over arrays; nothing here computes a row map or imports experiments.
+Rendering only: callers hand over arrays; nothing here computes a row map or imports a study or a command.
 """
 
 from __future__ import annotations

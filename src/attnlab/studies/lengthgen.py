@@ -20,6 +20,7 @@ import pandas as pd
 
 from .. import io
 from ..commands import lengthgen
+from ..report.plot_lengthgen import plot_task_accuracy, plot_task_dispersion
 from ..report.sections import Figure, Finding, Section, Table
 from .runner import Study, StudyConfig, load_config, register, section
 
@@ -122,61 +123,14 @@ def finding(summary: pd.DataFrame) -> Finding:
     return Finding(claim, verdict, "; ".join(lines) + ".")
 
 
-def _plot_accuracy(acc: pd.DataFrame, path: Path):
-    import matplotlib.pyplot as plt
-
-    from ..report.figures import save_figure
-
-    tasks = list(acc.task.unique())
-    fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.6), squeeze=False)
-    for ax, task in zip(axes[0], tasks, strict=True):
-        part = acc[acc.task == task]
-        for name, rows in part.groupby("variant", sort=False):
-            ax.plot(rows.length, rows.score, marker="o", label=name)
-        train = part[part.multiple == 1].length.iloc[0]
-        ax.axvline(train, color="0.6", ls=":", lw=1)
-        ax.set_xscale("log", base=2)
-        ax.set_ylim(-3, 103)
-        ax.set_title(f"{task} (trained at {part.trained_at.iloc[0]})")
-        ax.set_xlabel("evaluation length (tokens)")
-        ax.set_ylabel(f"{part.metric.iloc[0]} (%)")
-    axes[0][0].legend(fontsize=8)
-    fig.tight_layout()
-    return save_figure(fig, path)
-
-
-def _plot_dispersion(acc: pd.DataFrame, path: Path):
-    import matplotlib.pyplot as plt
-
-    from ..report.figures import save_figure
-
-    tasks = list(acc.task.unique())
-    fig, axes = plt.subplots(2, len(tasks), figsize=(4.2 * len(tasks), 6.4), squeeze=False)
-    for col, task in enumerate(tasks):
-        part = acc[acc.task == task]
-        for name, rows in part.groupby("variant", sort=False):
-            axes[0][col].plot(rows.length, rows.answer_entropy, marker="o", label=name)
-            axes[1][col].plot(rows.length, rows.answer_support, marker="o", label=name)
-        axes[0][col].set_title(task)
-        axes[0][col].set_ylabel("answer-row entropy (nats)")
-        axes[1][col].set_ylabel("answer-row support (keys)")
-        axes[1][col].set_yscale("log")
-        for ax in axes[:, col]:
-            ax.set_xscale("log", base=2)
-            ax.set_xlabel("evaluation length (tokens)")
-    axes[0][0].legend(fontsize=8)
-    fig.tight_layout()
-    return save_figure(fig, path)
-
-
 def summarize(folder: Path) -> Section:
     runs = read_runs(folder)
     acc = accuracy_long(runs)
     summary = beyond_training(acc)
     io.write_table(folder / "accuracy", acc)
     io.write_table(folder / "beyond_training", summary)
-    _plot_accuracy(acc, folder / "accuracy")
-    _plot_dispersion(acc, folder / "dispersion")
+    plot_task_accuracy(acc, folder / "accuracy")
+    plot_task_dispersion(acc, folder / "dispersion")
     cfg = load_config(folder)
     notes = [f"{cfg.budget} budget, NAPE positions (half the heads NoPE, half ALiBi): "
              + ", ".join(f"{t} on {c.plan['layers']} layers x {c.plan['heads']} heads x {c.plan['d_model']} wide, "

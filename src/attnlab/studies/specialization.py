@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from .. import io
+from ..report.plot_specialization import plot_probe_curves
 from ..report.sections import Figure, Finding, Section, Table
 from ..train.config import RunConfig
 from ..train.trainer import Trainer, outcome
@@ -126,39 +127,15 @@ def finding(table: pd.DataFrame) -> Finding:
     return Finding(claim, "reproduced" if all(held) else "not reproduced", "; ".join(lines) + ".")
 
 
-def _plot(curves: pd.DataFrame, results: dict[str, dict[str, Any]], path: Path):
-    import matplotlib.pyplot as plt
-
-    from ..report.figures import save_figure
-
-    labels = {"val_loss": "validation loss (nats/byte)", "upper_entropy": "upper entropy (normalized)",
-              "upper_logit": "upper logit magnitude", "upper_qk_sigma_max": "upper W_Q^T W_K top singular value",
-              "dppl_zero_qk": "perplexity rise, upper Q/K zeroed", "lower_copy": "lower-copy score"}
-    fig, axes = plt.subplots(2, 3, figsize=(13, 7))
-    styles = {"control": "-", "intervention": "--"}
-    colors = {"gelu": "tab:blue", "swiglu": "tab:orange"}
-    for ax, key in zip(axes.flat, CURVES, strict=True):
-        for name, rows in curves.groupby("run", sort=False):
-            ffn, arm = name.split("_")
-            ax.plot(rows.step, rows[key], styles[arm], color=colors[ffn], label=name.replace("_", " "))
-        for name, result in results.items():
-            if result["upper_qk_lr"] != 1.0 and result["summary"]["released_at"]:
-                ax.axvline(result["summary"]["released_at"], color=colors[result["ffn"]], ls=":", lw=1)
-        ax.set_title(labels[key], fontsize=10)
-        ax.set_xlabel("step")
-    axes[0][0].legend(fontsize=8)
-    fig.suptitle("Mechanism probes over training; dotted lines: release of the intervention")
-    fig.tight_layout()
-    return save_figure(fig, path)
-
-
 def summarize(folder: Path) -> Section:
     results, curves = read_runs(folder)
     table_out, table_early = outcomes(results, curves), early(results, curves)
     io.write_table(folder / "curves", curves)
     io.write_table(folder / "outcomes", table_out)
     io.write_table(folder / "early", table_early)
-    _plot(curves, results, folder / "curves")
+    released = {r["ffn"]: r["summary"]["released_at"] for r in results.values()
+                if r["upper_qk_lr"] != 1.0 and r["summary"]["released_at"]}
+    plot_probe_curves(curves, CURVES, released, folder / "curves")
     cfg = load_config(folder)
     plan = BUDGETS[cfg.budget]
     return section(

@@ -1,0 +1,40 @@
+"""Figures of the ``specialization`` study (Zhu et al. 2026 §5): the mechanism probes over training for
+control and intervention runs, with the step where each intervention was released.
+
+Rendering only: callers hand over tables; nothing here trains or reads a study folder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from .figures import plt, save_figure
+
+LABELS = {"val_loss": "validation loss (nats/byte)", "upper_entropy": "upper entropy (normalized)",
+          "upper_logit": "upper logit magnitude", "upper_qk_sigma_max": "upper W_Q^T W_K top singular value",
+          "dppl_zero_qk": "perplexity rise, upper Q/K zeroed", "lower_copy": "lower-copy score"}
+STYLES = {"control": "-", "intervention": "--"}
+COLORS = {"gelu": "tab:blue", "swiglu": "tab:orange"}
+
+
+def plot_probe_curves(curves: pd.DataFrame, probes: Sequence[str], released: Mapping[str, int],
+                      path: str | Path) -> tuple[Path, Path]:
+    """A 2 x 3 grid, one panel per probe (a column of ``curves``, which has a row per run and step; runs
+    are named <ffn>_<control|intervention>): each run's curve over steps, and a dotted line at the step
+    where the intervention of FFN ``ffn`` was released (``released``: ffn -> step)."""
+    fig, axes = plt.subplots(2, 3, figsize=(13, 7))
+    for ax, key in zip(axes.flat, probes, strict=True):
+        for name, rows in curves.groupby("run", sort=False):
+            ffn, arm = name.split("_")
+            ax.plot(rows.step, rows[key], STYLES[arm], color=COLORS[ffn], label=name.replace("_", " "))
+        for ffn, step in released.items():
+            ax.axvline(step, color=COLORS[ffn], ls=":", lw=1)
+        ax.set_title(LABELS[key], fontsize=10)
+        ax.set_xlabel("step")
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle("Mechanism probes over training; dotted lines: release of the intervention")
+    fig.tight_layout()
+    return save_figure(fig, path)
