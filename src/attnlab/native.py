@@ -34,14 +34,16 @@ import platform
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Container
+from collections.abc import Callable, Container
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 
 # One library for both packages: one compile, one cache entry and one load per process.
 SOURCES = (Path(__file__).parent / "rowmaps" / "_kernels.c", Path(__file__).parent / "diagnostics" / "_rows.c")
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
+T = TypeVar("T")
 
 
 def fits(tensors: tuple[torch.Tensor, ...], dtypes: Container[torch.dtype]) -> bool:
@@ -138,6 +140,19 @@ def _load() -> tuple[ctypes.CDLL | None, str]:
 def library() -> ctypes.CDLL | None:
     """The loaded library, or None (``status()`` says why); built at most once per process."""
     return _load()[0]
+
+
+def binding(wrap: Callable[[ctypes.CDLL], T]) -> Callable[[], T | None]:
+    """A package's ``get()``: its wrapper of the loaded library, built once per library (a row map asks for
+    the kernel on every call, at one number per row), or None where the library is off."""
+    wrapped = functools.lru_cache(maxsize=1)(wrap)
+
+    def get() -> T | None:
+        lib = library()
+        return None if lib is None else wrapped(lib)
+
+    get.__doc__ = "The loaded kernel, or None (``status()`` says why)."
+    return get
 
 
 def status() -> str:

@@ -123,7 +123,6 @@ def test_bad_stream_ids_and_non_tasks_are_refused(stream, error):
     assert "tiny_bad" not in TASKS
 
 
-@pytest.mark.xfail(strict=True, reason="seqtask.register keeps the stream id of a task removed by TASKS.unregister")
 def test_an_unregistered_tasks_stream_is_free_again():
     register(Copy(name="copy_for_test"), stream=900_001)
     TASKS.unregister("copy_for_test")

@@ -212,7 +212,5 @@ def test_user_task_registers_with_its_own_stream():
             tasks.register(Echo)
     finally:
         TASKS.unregister("echo_test")
-        from attnlab.tasks import seqtask
-        seqtask._STREAM_IDS.pop("echo_test", None)
     with pytest.raises(TaskError, match="unknown task 'echo_test'"):
         get_task("echo_test")

@@ -7,7 +7,6 @@ and loads the library; this module declares the bundle's entry point and wraps i
 from __future__ import annotations
 
 import ctypes
-import functools
 import math
 
 import torch
@@ -50,15 +49,7 @@ def for_rows(zm: torch.Tensor) -> Kernel | None:
     return get() if native.fits((zm,), (torch.float64,)) else None
 
 
-@functools.lru_cache(maxsize=1)
-def _wrap(lib: ctypes.CDLL) -> Kernel:
-    return Kernel(lib)
-
-
-def get() -> Kernel | None:
-    """The loaded kernel, or None (``status()`` says why)."""
-    lib = native.library()
-    return None if lib is None else _wrap(lib)
+get = native.binding(Kernel)
 
 
 __all__ = ["DIAG_FIXED", "DIAG_PER_BETA", "Kernel", "for_rows", "get", "status"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -91,7 +92,7 @@ def _image(png: Path) -> str:
 
 def section_html(section: Section, folder: Path, anchor: str) -> str:
     parts = [f'<h2 id="{anchor}">{_esc(section.title)}</h2>',
-             f'<p class="source">seed <code>{_esc(section.source)}</code> &middot; folder '
+             f'<p class="source">source <code>{_esc(section.source)}</code> &middot; folder '
              f"<code>{_esc(folder)}</code></p>",
              f"<p>{_esc(section.question)}</p>",
              f'<p class="cmd">made by <code>{_esc(section.command)}</code>; every number below is recomputed '
@@ -120,7 +121,8 @@ def section_html(section: Section, folder: Path, anchor: str) -> str:
 def render(sections: Sequence[tuple[Section, Path]], title: str = "attnlab report") -> str:
     """The whole page: a summary of every finding, then one part per section."""
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    anchors = [f"s{i}-{s.study}" for i, (s, _) in enumerate(sections)]
+    # A study name is the user's text: only letters, digits, - and _ of it reach an id or href.
+    anchors = [f"s{i}-{re.sub(r'[^A-Za-z0-9_-]', '-', s.study)}" for i, (s, _) in enumerate(sections)]
     toc = "".join(f'<li><a href="#{a}">{_esc(s.title)}</a></li>' for (s, _), a in zip(sections, anchors))
     rows = "".join(f'<tr><td class="text"><a href="#{a}">{_esc(s.study)}</a></td><td class="text">{_esc(f.verdict)}'
                    f'</td><td class="text">{_esc(f.claim)}</td></tr>'

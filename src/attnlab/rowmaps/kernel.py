@@ -13,7 +13,6 @@ on one row at a time while it is in cache (benchmarks/rowmaps.py has the figures
 from __future__ import annotations
 
 import ctypes
-import functools
 
 import torch
 
@@ -101,16 +100,7 @@ def for_rows(*tensors: torch.Tensor) -> Kernel | None:
     return get() if native.fits(tensors, _TYPES) else None
 
 
-# Declared once per loaded library: a row map asks for the kernel on every call, at one number per row.
-@functools.lru_cache(maxsize=1)
-def _wrap(lib: ctypes.CDLL) -> Kernel:
-    return Kernel(lib)
-
-
-def get() -> Kernel | None:
-    """The loaded kernel, or None (``status()`` says why)."""
-    lib = native.library()
-    return None if lib is None else _wrap(lib)
+get = native.binding(Kernel)
 
 
 __all__ = ["Kernel", "for_rows", "get", "status"]

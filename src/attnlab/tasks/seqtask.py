@@ -186,7 +186,7 @@ def register(task: Task, stream: int | None = None, *, replace: bool = False) ->
     sid = USER_STREAMS + zlib.crc32(task.name.encode()) if stream is None else stream
     if isinstance(sid, bool) or not isinstance(sid, int) or sid < 1:
         raise ValueError(f"task {task.name!r}: stream id must be an int >= 1, got {sid!r}")
-    clash = [name for name, taken in _STREAM_IDS.items() if taken == sid and name != task.name]
+    clash = [name for name, taken in _STREAM_IDS.items() if taken == sid and name != task.name and name in TASKS]
     if clash:
         raise ValueError(f"task {task.name!r}: stream id {sid} is task {clash[0]!r}'s; pick a free one")
     TASKS.register(task.name, task, replace=replace)
