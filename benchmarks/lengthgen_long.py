@@ -1,6 +1,6 @@
 """Time and peak memory of one ``attnlab lengthgen`` evaluation row at long lengths, per variant.
 
-    python benchmarks/lengthgen_long.py [--maps softmax ssmax entmax_a1.5 asentmax topk_k32]
+    python benchmarks/lengthgen_long.py [--maps softmax ssmax_learned entmax_a1.5 asentmax topk_k32]
         [--lengths 65536] [--task mqmtar] [--train-len 64] [--threads 2]
         [--out benchmarks/results/lengthgen_long.json]
 
@@ -59,7 +59,7 @@ def bench_row(task: str, train_len: int, name: str, length: int, threads: int) -
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--maps", nargs="+", default=["softmax", "ssmax", "entmax_a1.5", "asentmax", "topk_k32"])
+    ap.add_argument("--maps", nargs="+", default=["softmax", "ssmax_learned", "entmax_a1.5", "asentmax", "topk_k32"])
     ap.add_argument("--lengths", type=int, nargs="+", default=[65536])
     ap.add_argument("--task", default="mqmtar")
     ap.add_argument("--train-len", type=int, default=64)

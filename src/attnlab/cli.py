@@ -705,7 +705,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="a task parameter, e.g. --param alphabet=16 (repeatable; attnlab tasks NAME lists them)")
     p.add_argument("--maps", nargs="+", default=["softmax", "entmax_a1.5"], metavar="NAME",
-                   help="variants: registry row maps, or ssmax, asentmax, assmax")
+                   help="variants: registry row maps, or ssmax_learned, asentmax, assmax")
     p.add_argument("--pe", default="nape", choices=["none", "learned", "rope", "alibi", "nape"],
                    help="positions: none, learned, rope, alibi, nape (default nape)")
     p.add_argument("--train-len", type=count, default=64, help="training length in tokens (default 64)")

@@ -26,6 +26,41 @@ def test_variants_name_scalers_or_registry_maps():
         _cfg(task="trigger_averaging")
 
 
+def test_ssmax_names_only_the_row_map_and_the_learned_scale_is_ssmax_learned():
+    from attnlab.model import Decoder
+
+    assert lengthgen.variant("ssmax_learned") == {"scaler": "log_n", "rowmap": "softmax"}
+    assert lengthgen.variant("ssmax_s0.43") == {"rowmap": "ssmax_s0.43"}
+    with pytest.raises(ValueError, match="variant 'ssmax' was renamed 'ssmax_learned'"):
+        lengthgen.variant("ssmax")
+    with pytest.raises(ValueError, match="renamed 'ssmax_learned'"):
+        _cfg(maps=("softmax", "ssmax"))
+    model = lengthgen.run_config(_cfg(maps=("ssmax_learned",)), "ssmax_learned", TASKS["copy"].vocab_size).model
+    assert (model.scaler, model.rowmap) == ("log_n", "softmax")
+    Decoder(model)  # the scaler exists under that name
+
+
+def test_variants_are_an_open_registry_that_refuses_taken_retired_and_row_map_names():
+    assert list(lengthgen.VARIANTS) == ["ssmax_learned", "asentmax", "assmax"]
+    fields = {"scaler": "adaptive", "rowmap": "sparsemax"}
+    try:
+        assert lengthgen.register_variant("assparsemax", fields) == fields
+        assert lengthgen.variant("assparsemax") == fields and _cfg(maps=("assparsemax",)).maps == ("assparsemax",)
+        with pytest.raises(ValueError, match="lengthgen variant 'assparsemax' is already registered"):
+            lengthgen.register_variant("assparsemax", {"rowmap": "softmax"})
+        lengthgen.register_variant("assparsemax", {"rowmap": "softmax"}, replace=True)
+        assert lengthgen.variant("assparsemax") == {"rowmap": "softmax"}
+    finally:
+        lengthgen.VARIANTS.unregister("assparsemax")
+    with pytest.raises(ValueError, match="'ssmax' is retired"):
+        lengthgen.register_variant("ssmax", fields)
+    with pytest.raises(ValueError, match="'entmax_a1.5' names a row map"):
+        lengthgen.register_variant("entmax_a1.5", fields)
+    with pytest.raises(ValueError, match="sets temperature, which are not model fields"):
+        lengthgen.register_variant("hot", {"temperature": 2})
+    assert "assparsemax" not in lengthgen.VARIANTS and "hot" not in lengthgen.VARIANTS
+
+
 def test_score_counts_rows_whose_every_scored_position_is_right():
     class Oracle(torch.nn.Module):
         """Puts all logit mass on the task's own targets (and on 0 where unscored)."""

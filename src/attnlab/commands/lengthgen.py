@@ -28,18 +28,45 @@ import pandas as pd
 import torch
 
 from .. import io, rowmaps
+from ..registry import Registry
 from ..site import WeightBlock
 from ..tasks import TASKS, TaskStream, exact_match, get_task, scored_accuracy
 from ..tasks.seqtask import IGNORE, Task
 from ..train.config import RunConfig
 from ..train.trainer import Trainer, world_size
 
-# Names that are a scaler plus a map rather than a registry map (Vasylenko et al. 2025 §4.1, §5 baselines).
-VARIANTS: dict[str, dict[str, str]] = {
-    "ssmax": {"scaler": "ssmax", "rowmap": "softmax"},
-    "asentmax": {"scaler": "adaptive", "rowmap": "entmax_a1.5"},
-    "assmax": {"scaler": "adaptive", "rowmap": "softmax"},
-}
+# Variants that are a scaler plus a map rather than a registry row map (Vasylenko et al. 2025 §4.1, §5
+# baselines): name -> the model fields they set. Any registered row-map name is a variant as well.
+VARIANTS: Registry[dict[str, Any]] = Registry("lengthgen variant")
+# Old variant names -> new ones. "ssmax" names only the row-map family ssmax_s{s} (fixed s); the SSMax
+# baseline with a learned per-head scale of log n is "ssmax_learned".
+RENAMED = {"ssmax": "ssmax_learned"}
+
+
+def register_variant(name: str, model_fields: Mapping[str, Any], *, replace: bool = False) -> dict[str, Any]:
+    """Add a variant that sets ``model_fields`` (e.g. scaler and rowmap) and return them. A name already
+    taken raises ValueError unless ``replace``; so does a retired name or a row map's, which the variant
+    would hide."""
+    from ..model.config import ModelConfig
+
+    known = {f.name for f in fields(ModelConfig)}
+    if stray := sorted(set(model_fields) - known):
+        raise ValueError(f"variant {name!r} sets {', '.join(stray)}, which are not model fields; choose from "
+                         f"{', '.join(sorted(known))}")
+    if name in RENAMED:
+        raise ValueError(f"variant name {name!r} is retired (it was renamed {RENAMED[name]!r}); pick another")
+    try:
+        rowmaps.get(name)
+    except ValueError:
+        pass
+    else:
+        raise ValueError(f"{name!r} names a row map, which is a variant already; pick another name")
+    return VARIANTS.register(name, dict(model_fields), replace=replace)
+
+
+register_variant("ssmax_learned", {"scaler": "log_n", "rowmap": "softmax"})
+register_variant("asentmax", {"scaler": "adaptive", "rowmap": "entmax_a1.5"})
+register_variant("assmax", {"scaler": "adaptive", "rowmap": "softmax"})
 # The smoke budget stops at 16x: one 65,536-token row of an entmax model takes minutes on two CPU cores.
 BUDGETS: dict[str, dict[str, Any]] = {
     "smoke": {"steps": 2000, "layers": 2, "heads": 4, "d_model": 64, "ffn": "gelu", "ffn_width": None,
@@ -70,10 +97,13 @@ TASK_PLANS: dict[str, dict[str, dict[str, Any]]] = {
 }
 
 
-def variant(name: str) -> dict[str, str]:
+def variant(name: str) -> dict[str, Any]:
     """The model fields of a variant name: one of ``VARIANTS`` or any registered row-map name."""
     if name in VARIANTS:
         return dict(VARIANTS[name])
+    if name in RENAMED:
+        raise ValueError(f"variant {name!r} was renamed {RENAMED[name]!r} (the learned SSMax scale); "
+                         f"{name} now names only the row maps {name}_s<s>, e.g. {name}_s0.43")
     try:
         rowmaps.get(name)
     except ValueError as exc:

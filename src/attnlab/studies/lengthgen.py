@@ -34,12 +34,12 @@ BUDGETS: dict[str, dict[str, Any]] = {
     # Max Retrieval did not); MQMTAR does not learn at this scale (measured), and its row stays in the
     # table as a measured zero.
     "smoke": {"budget": "smoke", "samples": 100, "eval_mult": (1, 2, 4, 8),
-              "maps": ("softmax", "ssmax", "topk_k4", "entmax_a1.5", "asentmax"),
+              "maps": ("softmax", "ssmax_learned", "topk_k4", "entmax_a1.5", "asentmax"),
               "tasks": {"copy": {"train_len": 16, "steps": 500}, "flipflop_sparse": {"train_len": 16, "steps": 1000},
                         "mqmtar": {"train_len": 64, "steps": 200}}},
     # Vasylenko et al. 2025 App. G: training lengths 32-64, Table 5's model per task.
     "full": {"budget": "full", "samples": None, "eval_mult": None,
-             "maps": ("softmax", "ssmax", "topk_k16", "entmax_a1.5", "asentmax"),
+             "maps": ("softmax", "ssmax_learned", "topk_k16", "entmax_a1.5", "asentmax"),
              "tasks": {"mqmtar": {"train_len": 64, "min_train_len": 32, "steps": None},
                        "copy": {"train_len": 64, "min_train_len": 32, "steps": None},
                        "flipflop_sparse": {"train_len": 64, "min_train_len": 32, "steps": None}}},
