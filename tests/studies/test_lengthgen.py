@@ -69,3 +69,23 @@ def test_summary_needs_only_the_csv_tables_and_configs(tiny, tmp_path):
         shutil.rmtree(tmp_path / "copy" / kept)
     assert studies.summarize(tmp_path) == section
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "accuracy.csv"), acc)
+
+
+def test_progress_draws_bars_only_on_a_terminal_and_a_log_gets_one_line_per_stage(tiny, tmp_path, capsys,
+                                                                                   monkeypatch):
+    import io
+    import re
+    import sys
+
+    studies.run(StudyConfig(study="lengthgen"), tmp_path / "log", progress=True)
+    err = capsys.readouterr().err
+    assert re.fullmatch(r"study lengthgen: started, into \S+\nstudy lengthgen: finished in \d+ s\n", err), err
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    studies.run(StudyConfig(study="lengthgen"), tmp_path / "tty", progress=True)
+    assert "\r" in terminal.getvalue() and "step" in terminal.getvalue()  # the trainer's bar, drawn

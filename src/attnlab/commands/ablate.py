@@ -136,7 +136,9 @@ def run(cfg: AblateConfig, out: str | Path, *, progress: bool = True, overwrite:
         plan = [(k, *s) for k in cfg.k for s in subsets(ranking, k, cfg.random_draws)]
         records = [{**r, "k": 0, "subset": BASELINE, "draw": 0, "heads": ""}
                    for r in score(model, tokenizer, prompts, cfg.suite, cfg.device, BASELINE, progress)]
-        for k, subset, draw, chosen in tqdm(plan, desc="ablate", unit="subset", disable=not progress):
+        # disable=None: drawn only when stderr is a terminal, so a captured log gets no redrawn bars
+        for k, subset, draw, chosen in tqdm(plan, desc="ablate", unit="subset",
+                                            disable=None if progress else True):
             with hooks.substituted(model, cfg.recipe, heads=chosen, b_auto=b_auto, block=cfg.block):
                 label = f"{subset}-{k}" + (f"#{draw}" if subset == "random" else "")
                 records += [{**r, "k": k, "subset": subset, "draw": draw, "heads": _heads_text(chosen)}

@@ -103,7 +103,8 @@ def read_rows(model, readings: Sequence[Reading], options: Mapping[str, RowOptio
                for label, opt in options.items()}
     observer = _Observer(writers.values())
     try:
-        for i, reading in enumerate(tqdm(readings, desc=desc, unit="input", disable=not progress)):
+        # disable=None: drawn only when stderr is a terminal, so a captured log gets no redrawn bars
+        for i, reading in enumerate(tqdm(readings, desc=desc, unit="input", disable=None if progress else True)):
             observer.start(i, reading)
             ids = torch.tensor([reading.ids], device=device)
             with hooks.observed(model, observer, block=block), torch.no_grad():

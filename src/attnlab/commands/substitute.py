@@ -63,7 +63,8 @@ def score(model, tokenizer, prompts: Sequence[tasks.Prompt], suite: str, device:
     n_new = tasks.max_new_tokens(suite)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     records = []
-    for prompt in tqdm(prompts, desc=label, unit="prompt", disable=not progress, leave=False):
+    # disable=None: drawn only when stderr is a terminal, so a captured log gets no redrawn bars
+    for prompt in tqdm(prompts, desc=label, unit="prompt", disable=None if progress else True, leave=False):
         generated = greedy(model, prompt, n_new, device, pad_id)
         records.append({"recipe": label, "prompt": prompt.index,
                         "correct": bool(tasks.answer_correct(prompt, generated, tokenizer)),
@@ -103,7 +104,7 @@ def run(cfg: SubstituteConfig, out: str | Path, *, progress: bool = True, overwr
     resolved = {BASELINE: BASELINE, **{r: hooks.resolve(r, b_auto).name for r in cfg.recipes}}
     with staged_output(out) as stage:
         records = score(model, tokenizer, prompts, cfg.suite, cfg.device, BASELINE, progress)
-        for recipe in tqdm(cfg.recipes, desc="recipes", unit="recipe", disable=not progress):
+        for recipe in tqdm(cfg.recipes, desc="recipes", unit="recipe", disable=None if progress else True):
             with hooks.substituted(model, recipe, b_auto=b_auto):
                 records += score(model, tokenizer, prompts, cfg.suite, cfg.device, recipe, progress)
         answers = pd.DataFrame(records)

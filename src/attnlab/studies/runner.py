@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import shlex
+import sys
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -178,7 +180,8 @@ def summarize(folder: Path) -> Section:
 
 
 def run(cfg: StudyConfig, folder: str | Path, progress: bool = False) -> Section:
-    """Run (or resume) a study into ``folder`` and return its section."""
+    """Run (or resume) a study into ``folder`` and return its section; with ``progress``, one line on
+    stderr as it starts and one as it ends."""
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise StudyError(f"--out {folder} is a file; pass a folder")
@@ -190,8 +193,16 @@ def run(cfg: StudyConfig, folder: str | Path, progress: bool = False) -> Section
         except LoadError as exc:  # before _claim: a corrected command must not meet this one's config
             raise StudyError(str(exc)) from None
     _claim(cfg, folder)
+    # Plain lines, not a bar: progress bars are drawn only on a terminal, and a captured log (a demo run
+    # under nohup, CI) still needs to show which study is running and when each one ended.
+    started = time.monotonic()
+    if progress:
+        print(f"study {cfg.study}: started, into {folder}", file=sys.stderr, flush=True)
     STUDIES[cfg.study].compute(cfg, folder, progress)
-    return summarize(folder)
+    section = summarize(folder)
+    if progress:
+        print(f"study {cfg.study}: finished in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+    return section
 
 
 def study_folders(path: str | Path) -> list[Path]:

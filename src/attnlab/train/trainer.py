@@ -378,7 +378,9 @@ class Trainer:
             # A resumed run with no step left keeps the summary of the process that trained it.
             return json.loads(done.read_text())
         metrics = Metrics(self.out, t.tensorboard) if self.world.main else None
-        bar = tqdm(total=t.steps, initial=self.step, disable=not self.progress, unit="step", dynamic_ncols=True)
+        # disable=None: drawn only when stderr is a terminal, so a captured log gets no redrawn bars
+        bar = tqdm(total=t.steps, initial=self.step, disable=None if self.progress else True, unit="step",
+                   dynamic_ncols=True)
         tokens_per_step = t.batch * self.cfg.model.context
         started, start_step = time.perf_counter(), self.step
         record: dict[str, Any] = {}
