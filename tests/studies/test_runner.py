@@ -136,7 +136,7 @@ def test_summarize_recomputes_from_the_files(tmp_path):
     section = studies.summarize(folder)
     assert (folder / "rowmaps.csv").is_file()
     assert Section.from_dict(json.loads((folder / "section.json").read_text())) == section
-    assert section.findings[0].verdict == "reproduced"
+    assert section.findings[0].verdict == "check passed"
 
 
 def _fake_study(folder, verdict="not reproduced"):
@@ -168,6 +168,24 @@ def test_page_is_self_contained_escaped_and_shows_every_part(tmp_path):
     assert "attnlab report" in page and "a note" in page and "the figure" in page
 
 
+def test_an_identity_is_labelled_a_check_in_the_verdict_table_not_a_reproduced_finding(tmp_path):
+    from attnlab.report.html import render
+    from attnlab.report.sections import CHECK_VERDICTS
+
+    rowmaps = studies.run(StudyConfig(study="rowmaps"), tmp_path / "rm")
+    (check,) = rowmaps.findings
+    assert check.verdict in CHECK_VERDICTS and check.is_check and check.verdict == "check passed"
+    paper = _fake_study(tmp_path / "s", verdict="reproduced")
+    assert not paper.findings[0].is_check
+    page = render([(rowmaps, tmp_path / "rm"), (paper, tmp_path / "s")], title="T")
+    summary = page[page.index("<tbody>"):page.index("</tbody>")]
+    assert '<td class="text check-passed">check passed</td>' in summary
+    assert '<td class="text">reproduced</td>' in summary and summary.count("reproduced") == 1
+    assert page.count('class="finding check-passed"') == 1 and ".finding.check-passed" in page
+    with pytest.raises(ValueError, match="verdict must be one of .*check passed, check failed"):
+        Finding("c", "passed", "e")
+
+
 def test_long_tables_are_cut_in_the_page_and_say_where_the_rest_is(tmp_path):
     from attnlab.report.html import MAX_ROWS, table_html
 
@@ -194,7 +212,7 @@ def test_demo_command_runs_studies_and_writes_the_report(tmp_path, capsys):
     assert main(["demo", "--studies", "rowmaps", "--out", str(tmp_path), "--no-progress"]) == 0
     out = capsys.readouterr().out
     page = tmp_path / "index.html"
-    assert f"report: {page}" in out and "[reproduced]" in out
+    assert f"report: {page}" in out and "[check passed]" in out
     assert (tmp_path / "rowmaps" / "rowmaps.png").read_bytes()[:8] == PNG_MAGIC
     assert "Row maps on one score row" in page.read_text()
     assert main(["report", str(tmp_path / "rowmaps"), str(tmp_path), "--out", str(tmp_path / "two.html")]) == 0

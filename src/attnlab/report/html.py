@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .sections import Section
+from .sections import Finding, Section
 
 MAX_ROWS = 200  # longer tables are cut in the page (the CSV beside it holds every row)
 
@@ -29,6 +29,9 @@ code { background: #f3f3f3; padding: 0.1em 0.3em; border-radius: 3px; font-size:
 .finding { border-left: 5px solid #999; padding: 0.4em 0.8em; margin: 0.6em 0; background: #fafafa; }
 .finding.reproduced { border-color: #2e8540; } .finding.not-reproduced { border-color: #c0392b; }
 .finding.not-checked { border-color: #e0a800; }
+.finding.check-passed { border-color: #2e8540; border-left-style: dashed; }
+.finding.check-failed { border-color: #c0392b; border-left-style: dashed; }
+td.check-passed, td.check-failed { font-style: italic; }
 .warning { border: 2px solid #c0392b; background: #fdecea; padding: 0.5em 0.8em; margin: 0.6em 0; font-weight: 600; }
 .verdict { font-weight: 600; text-transform: uppercase; font-size: 0.8em; letter-spacing: 0.04em; }
 table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0 1.5em; }
@@ -118,14 +121,21 @@ def section_html(section: Section, folder: Path, anchor: str) -> str:
     return "\n".join(parts)
 
 
+def _verdict_cell(finding: Finding) -> str:
+    """The verdict table's cell; a check's is styled apart, so an identity attnlab checks does not read as
+    a paper's finding."""
+    kind = f" {finding.verdict.replace(' ', '-')}" if finding.is_check else ""
+    return f'<td class="text{kind}">{_esc(finding.verdict)}</td>'
+
+
 def render(sections: Sequence[tuple[Section, Path]], title: str = "attnlab report") -> str:
     """The whole page: a summary of every finding, then one part per section."""
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     # A study name is the user's text: only letters, digits, - and _ of it reach an id or href.
     anchors = [f"s{i}-{re.sub(r'[^A-Za-z0-9_-]', '-', s.study)}" for i, (s, _) in enumerate(sections)]
     toc = "".join(f'<li><a href="#{a}">{_esc(s.title)}</a></li>' for (s, _), a in zip(sections, anchors))
-    rows = "".join(f'<tr><td class="text"><a href="#{a}">{_esc(s.study)}</a></td><td class="text">{_esc(f.verdict)}'
-                   f'</td><td class="text">{_esc(f.claim)}</td></tr>'
+    rows = "".join(f'<tr><td class="text"><a href="#{a}">{_esc(s.study)}</a></td>{_verdict_cell(f)}'
+                   f'<td class="text">{_esc(f.claim)}</td></tr>'
                    for (s, _), a in zip(sections, anchors) for f in s.findings)
     summary = ('<table class="sortable"><thead><tr><th class="text">study</th><th class="text">verdict</th>'
                f'<th class="text">finding checked</th></tr></thead><tbody>{rows}</tbody></table>' if rows else "")

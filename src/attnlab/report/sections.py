@@ -10,15 +10,21 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-VERDICTS = ("reproduced", "not reproduced", "not checked")
+# A paper's claim, which a run may fail to reproduce without any bug.
+CLAIM_VERDICTS = ("reproduced", "not reproduced", "not checked")
+# An identity the code must satisfy (weights sum to 1, masked keys get none): reporting it as "reproduced"
+# would count a test of attnlab among the papers' findings.
+CHECK_VERDICTS = ("check passed", "check failed")
+VERDICTS = CLAIM_VERDICTS + CHECK_VERDICTS
 
 
 @dataclass(frozen=True)
 class Finding:
-    """One qualitative claim of the seed and what this run shows about it.
+    """One qualitative claim of a paper, or one identity attnlab checks, and what this run shows about it.
 
-    verdict: "reproduced", "not reproduced", or "not checked" (the run could not test it, e.g. the
-    models did not learn); evidence: the numbers, in words, that decide it."""
+    verdict, for a paper's claim: "reproduced", "not reproduced", or "not checked" (the run could not test
+    it, e.g. the models did not learn); for an identity: "check passed" or "check failed". evidence: the
+    numbers, in words, that decide it."""
 
     claim: str
     verdict: str
@@ -27,6 +33,11 @@ class Finding:
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
             raise ValueError(f"verdict must be one of {', '.join(VERDICTS)}, got {self.verdict!r}")
+
+    @property
+    def is_check(self) -> bool:
+        """Whether this is an identity attnlab checks rather than a paper's claim."""
+        return self.verdict in CHECK_VERDICTS
 
 
 @dataclass(frozen=True)
@@ -50,7 +61,7 @@ class Figure:
 class Section:
     """One study's part of the report.
 
-    study: the registry name; title; source: the seed file; question: what the study asks, one or two
+    study: the registry name; title; source: the keys of the papers it re-asks; question: what the study asks, one or two
     sentences; command: the command that made the folder; notes: anything a reader needs to weigh
     the numbers (budget, what was scaled down); warnings: what makes some of its numbers not
     interpretable (e.g. a baseline that cannot do the task), shown above the findings."""
