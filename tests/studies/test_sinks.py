@@ -146,12 +146,12 @@ def test_run_end_to_end_and_resume_without_retraining(tmp_path, monkeypatch):
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     """A random 2-layer Llama (4 query / 2 KV heads) whose word tokenizer adds BOS, loaded eager."""
-    from attnlab.commands import runs as hf_runs
+    from attnlab.commands.runs import load
 
     from checkpoints import save_checkpoint
 
     folder = save_checkpoint(tmp_path_factory.mktemp("ckpt"))
-    return (folder, *hf_runs.load(str(folder)))
+    return (folder, *load(str(folder)))
 
 
 def test_first_token_mass_matches_the_eager_attentions(tiny):
