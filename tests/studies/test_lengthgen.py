@@ -1,4 +1,4 @@
-"""The lengthgen study decides seed 001's claim only on learned tasks, resumes without retraining, and
+"""The lengthgen study decides Vasylenko et al. 2025's claim only on learned tasks, resumes without retraining, and
 summarizes from the runs' CSV tables and configs alone."""
 
 from __future__ import annotations

@@ -150,7 +150,8 @@ def _fake_study(folder, verdict="not reproduced"):
     fig, ax = plt.subplots()
     ax.plot([0, 1], [0, 1])
     save_figure(fig, folder / "f")
-    return Section(study="sinks", title="Sinks <b>", source="004.txt", question="q?", command="attnlab study sinks",
+    return Section(study="sinks", title="Sinks <b>", source="Attention Sinks Essential", question="q?",
+                   command="attnlab study sinks",
                    findings=(Finding("claim & more", verdict, "0.93 vs 0.02"),),
                    tables=(Table("t", "the table"),), figures=(Figure("f", "the figure"),), notes=("a note",))
 

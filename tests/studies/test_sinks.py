@@ -1,4 +1,5 @@
-"""Sinks study (seed 004): verdicts from the files, BOS mass skips the right queries, resume, real mass = eager's."""
+"""Sinks study (Attention Sinks Essential): verdicts from the files, BOS mass skips the right queries, resume,
+real mass = eager's."""
 
 from __future__ import annotations
 
