@@ -105,6 +105,21 @@ class OutputError(ValueError):
     """An output path holds files that attnlab did not write for this configuration."""
 
 
+def check_writable(out: str | os.PathLike) -> None:
+    """Fail early on an output path whose folder cannot be written, without creating anything: a run
+    refused later (a bad --model, say) must not leave an empty folder behind."""
+    probe = Path(out).absolute()
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise OutputError(f"cannot write to output folder {str(out)!r}: {str(probe)!r} is not a folder")
+    try:
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as exc:
+        raise OutputError(f"cannot write to output folder {str(out)!r}: {exc.strerror or exc}") from None
+
+
 def check_output(out: str | os.PathLike, config: dict[str, Any], *, overwrite: bool, what: str) -> None:
     """Refuse, before any work, a run that would replace files in ``out`` that attnlab did not write for
     this same configuration: ``out`` may be new, empty (hidden leftovers aside), or hold a finished run whose

@@ -236,11 +236,11 @@ def test_demo_models_default_to_the_fetched_ones(monkeypatch, capsys):
     from attnlab.hooks import fetch
 
     monkeypatch.setattr(fetch, "fetched", lambda name: "/x.gguf" if name == "gemma3" else None)
-    assert cli._demo_models(None) == ["gemma3"]
-    assert cli._demo_models(["none"]) == []
-    assert cli._demo_models(["smollm2", "my.gguf"]) == ["smollm2", "my.gguf"]
+    assert cli.demo_models(None) == ["gemma3"]
+    assert cli.demo_models(["none"]) == []
+    assert cli.demo_models(["smollm2", "my.gguf"]) == ["smollm2", "my.gguf"]
     monkeypatch.setattr(fetch, "fetched", lambda name: None)
-    assert cli._demo_models(None) == []
+    assert cli.demo_models(None) == []
     assert "attnlab fetch smollm2 adds them" in capsys.readouterr().out
 
 

@@ -19,10 +19,11 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from .. import hooks
+from .. import hooks, options
 from ..diagnostics import RowOptions
 from ..diagnostics.stats import aggregate
 from ..io import check_output, write_json, write_parquet, write_table
+from ..options import option
 from .readout import prompt_reading, read_rows
 from .runs import (RunError, SuiteRun, biases, check_count, load, parse_biases, recipe_b_auto, settings,
                       staged_output, suite_prompts)
@@ -34,16 +35,16 @@ Head = tuple[int, int]
 
 @dataclass(frozen=True, kw_only=True)
 class AblateConfig(SuiteRun):
-    k: tuple[int, ...] = (5, 10, 20, 40)
-    rank_by: str = "s_p"
-    p: float = 2
-    b: str = "auto"
-    recipe: str = "relu_p2_bauto"
-    random_draws: int = 5
-    rank_suite: str = "induction"
-    rank_prompts: int = 20
-    rank_length: int | None = None
-    every: int = 16
+    k: tuple[int, ...] = option((5, 10, 20, 40), "subset sizes", metavar="K")
+    rank_by: str = option("s_p", "per-head median that orders the heads (s_p at --p and --b)", choices=RANKINGS)
+    p: float = option(2, "degree of the ranking S_p", type=options.finite)
+    b: str = option("auto", "bias of the ranking S_p: a number or 'auto'")
+    recipe: str = option("relu_p2_bauto", "the map the chosen heads get")
+    random_draws: int = option(5, "random-K draws, seeds 0..N-1", metavar="N")
+    rank_suite: str = option("induction", "suite of the ranking pass")
+    rank_prompts: int = option(20, "prompts of the ranking pass", metavar="N")
+    rank_length: int | None = option(None, "prompt length of the ranking pass")
+    every: int = option(16, "ranking reads every K-th query and the last", metavar="K")
 
     def __post_init__(self) -> None:
         super().__post_init__()

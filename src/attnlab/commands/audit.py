@@ -18,11 +18,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import hooks
+from .. import hooks, options
 from ..diagnostics import RowOptions
 from ..diagnostics.rows import SPECIAL
 from ..diagnostics.stats import wilson
 from ..io import check_output, write_json, write_table
+from ..options import option
 from .readout import prompt_reading, read_rows
 from .runs import (Bias, RunError, SuiteRun, biases, check_count, load, parse_biases, settings, staged_output,
                       suite_prompts)
@@ -33,10 +34,13 @@ TARGETS = ("argmax", "answer")
 
 @dataclass(frozen=True, kw_only=True)
 class AuditConfig(SuiteRun):
-    p: tuple[float, ...] = (2, 4, 8, 16)
-    b: tuple[str, ...] = ("0", "auto")
-    every: int = 16
-    target: str = "argmax"
+    p: tuple[float, ...] = option((2, 4, 8, 16), "degrees of S_p", metavar="P", type=options.finite)
+    b: tuple[str, ...] = option(("0", "auto"), "biases: numbers or 'auto' (the 5%%-mass calibration, "
+                                               "Polynomial Concentration App. B/J)", metavar="B")
+    every: int = option(16, "audit every K-th query position and the last one (1 = every row)", metavar="K")
+    target: str = option("argmax", "the key S_p is measured for: each row's argmax, or the planted answer key, "
+                                   "reading only the rows that have one (Polynomial Concentration App. S)",
+                         choices=TARGETS)
 
     def __post_init__(self) -> None:
         super().__post_init__()

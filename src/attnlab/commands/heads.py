@@ -16,10 +16,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import hooks
+from .. import hooks, options
 from ..diagnostics import RowOptions
 from ..diagnostics.heads import HeadThresholds, head_types
 from ..io import check_output, write_json, write_table
+from ..options import option
 from .readout import prompt_reading, read_rows
 from .runs import CheckpointRun, check_count, load, settings, staged_output, suite_prompts
 
@@ -29,9 +30,9 @@ COLUMNS = ["layer", "head", "query", "argmax", "target_mass", "entropy", "sink_m
 
 @dataclass(frozen=True, kw_only=True)
 class HeadsConfig(CheckpointRun):
-    prompts: int = 80
-    length: int = 1024
-    every: int = 16
+    prompts: int = option(80, "induction prompts", metavar="N")
+    length: int = option(1024, "prompt length in tokens")
+    every: int = option(16, "read every K-th query and the last", metavar="K")
 
     def __post_init__(self) -> None:
         super().__post_init__()

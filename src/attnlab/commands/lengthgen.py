@@ -20,19 +20,20 @@ import math
 import multiprocessing
 from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import torch
 
-from .. import io, rowmaps
+from .. import io, options, rowmaps
+from ..options import option
 from ..registry import Registry
 from ..site import WeightBlock
 from ..tasks import TASKS, TaskStream, exact_match, get_task, scored_accuracy
 from ..tasks.seqtask import IGNORE, Task
-from ..train.config import RunConfig
+from ..train.config import RunConfig, assignment
 from ..train.trainer import Trainer, world_size
 
 # Variants that are a scaler plus a map rather than a registry row map (Vasylenko et al. 2025 §4.1, §5
@@ -111,20 +112,32 @@ def variant(name: str) -> dict[str, Any]:
     return {"rowmap": name}
 
 
+def task_params(items: list[str] | None) -> dict[str, Any]:
+    """--param KEY=VALUE items as a dict, each value read as YAML would (numbers, booleans, strings)."""
+    return dict(assignment(item, "--param", "alphabet=16") for item in items or ())
+
+
 @dataclass(frozen=True)
 class LengthgenConfig:
-    task: str = "mqmtar"
-    maps: tuple[str, ...] = ("softmax", "entmax_a1.5")
-    pe: str = "nape"
-    train_len: int = 64
-    min_train_len: int | None = None
-    eval_mult: tuple[int, ...] | None = None
-    budget: str = "smoke"
-    steps: int | None = None
-    samples: int | None = None
-    seed: int = 0
-    lr: float | None = None
-    params: Mapping[str, Any] = field(default_factory=dict)
+    task: str = option("mqmtar", "a token task (attnlab tasks lists them)")
+    maps: tuple[str, ...] = option(("softmax", "entmax_a1.5"), "variants: registry row maps, or ssmax_learned, "
+                                                              "asentmax, assmax", metavar="NAME")
+    pe: str = option("nape", "positions", choices=("none", "learned", "rope", "alibi", "nape"))
+    train_len: int = option(64, "training length in tokens", type=options.count)
+    min_train_len: int | None = option(None, "train on lengths drawn per step from N..--train-len (Vasylenko et "
+                                             "al. 2025: 32-64); scores stay multiples of --train-len", metavar="N",
+                                       type=options.count)
+    eval_mult: tuple[int, ...] | None = option(None, "evaluation lengths as multiples of --train-len (default: "
+                                                     "smoke 1 2 4 8 16, full 1 2 4 16 64 256 1024)", metavar="M",
+                                               type=options.count)
+    budget: str = option("smoke", "steps, model size and samples", choices=tuple(BUDGETS))
+    steps: int | None = option(None, "override the budget's training steps", type=options.count)
+    samples: int | None = option(None, "override the budget's samples per length", type=options.count)
+    seed: int = option(0, "seed of data and initialization", metavar="N", type=options.seed)
+    lr: float | None = option(None, "override the budget's peak learning rate", type=options.positive)
+    params: Mapping[str, Any] = option(help="a task parameter, e.g. --param alphabet=16 (repeatable; attnlab tasks "
+                                            "NAME lists them)", flag="--param", metavar="KEY=VALUE",
+                                       action="append", convert=task_params, default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.task not in TASKS or TASKS[self.task].kind == "vector":

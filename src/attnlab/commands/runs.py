@@ -17,7 +17,8 @@ from pathlib import Path
 
 import torch
 
-from .. import hooks, io, tasks
+from .. import hooks, io, options, tasks
+from ..options import MODEL_HELP, option
 from ..site import DEFAULT_BLOCK
 
 CALIBRATION_TOKENS = 1024  # Polynomial Concentration App. B: a held-out 1024-token generic-text input
@@ -39,10 +40,11 @@ def check_count(name: str, value, low: int = 1) -> None:
 class CheckpointRun:
     """What every command on a checkpoint takes."""
 
-    model: str
-    seed: int = 0
-    device: str = "cpu"
-    dtype: str | None = None
+    model: str = option(help=f"{MODEL_HELP}, with its tokenizer", metavar="MODEL")
+    seed: int = option(0, "prompt seed", metavar="N", type=options.seed)
+    device: str = option("cpu", "cpu or cuda[:i]")
+    dtype: str | None = option(None, "default: float32 on CPU, bfloat16 on a GPU that supports it",
+                               choices=("float32", "bfloat16", "float16"))
     block: int = DEFAULT_BLOCK
 
     def __post_init__(self) -> None:
@@ -53,11 +55,12 @@ class CheckpointRun:
 class SuiteRun(CheckpointRun):
     """A command that runs a prompt suite (``tasks.build_suite``) on a checkpoint."""
 
-    suite: str = "niah"
-    prompts: int = 20
-    pad: int | None = None
-    length: int | None = None
-    b_auto: float | None = None  # a calibrated b_auto to reuse (e.g. one an audit stored); None calibrates
+    suite: str = option("niah", "prompt suite: niah, induction, mqar, copying, uuid_niah, passkey_niah")
+    prompts: int = option(20, "prompts in the suite", metavar="N")
+    pad: int | None = option(None, "haystack sentences (niah, uuid_niah)")
+    length: int | None = option(None, "target prompt length in tokens")
+    b_auto: float | None = option(None, "use this b_auto instead of calibrating (e.g. the value an audit stored)",
+                                  metavar="B", type=options.finite)
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 from .. import hooks, rowmaps, tasks
 from ..diagnostics.stats import wilson
 from ..io import check_output, write_json, write_parquet, write_table
+from ..options import option
 from .runs import RunError, SuiteRun, load, recipe_b_auto, settings, staged_output, suite_prompts
 
 BASELINE = "softmax"
@@ -27,7 +28,8 @@ BASELINE = "softmax"
 
 @dataclass(frozen=True, kw_only=True)
 class SubstituteConfig(SuiteRun):
-    recipes: tuple[str, ...]
+    recipes: tuple[str, ...] = option(help="row-map names, e.g. relu_p4_bauto relu_p8_bauto sigmoid_b0 "
+                                           "wortsman_p2_L", metavar="NAME")
 
     def __post_init__(self) -> None:
         super().__post_init__()

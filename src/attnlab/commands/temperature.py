@@ -20,10 +20,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import hooks, tasks
+from .. import hooks, options, tasks
 from ..diagnostics import RowOptions
 from ..diagnostics.stats import check_cor49, exponent, tie_mask
 from ..io import check_output, write_json, write_table
+from ..options import option
 from .readout import Reading, read_rows
 from .runs import (CheckpointRun, RunError, check_count, context_length, load, settings, staged_output,
                       suite_prompts)
@@ -34,12 +35,12 @@ TRIPLE = {"Lambda": "lambda_n", "alpha": "alpha_n", "Delta": "contact_gap"}
 
 @dataclass(frozen=True, kw_only=True)
 class TemperatureConfig(CheckpointRun):
-    n: tuple[int, ...] = (128, 256, 512, 1024)
-    suite: str = TEXT
-    text: str | None = None
-    docs: int = 4
-    eps: float = 1e-6
-    n_boot: int = 200
+    n: tuple[int, ...] = option((128, 256, 512, 1024), "context lengths of the grid", metavar="N")
+    suite: str = option(TEXT, "text (generated, or --text FILE) or a suite with exact lengths (induction, copying)")
+    text: str | None = option(None, "UTF-8 text file cut into documents of max(n) tokens", metavar="FILE")
+    docs: int = option(4, "documents", metavar="N")
+    eps: float = option(1e-6, "tolerance of the contact gap", type=options.finite)
+    n_boot: int = option(200, "bootstrap resamples", metavar="B")
 
     def __post_init__(self) -> None:
         super().__post_init__()

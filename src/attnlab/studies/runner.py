@@ -26,7 +26,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import __version__, io, papers
+from .. import __version__, io, options, papers
+from ..options import MODEL_HELP, option
 from ..registry import Registry
 from ..report.sections import Section
 
@@ -46,10 +47,10 @@ class StudyConfig:
     a save_pretrained folder): the concentration study audits it instead of its toy model, the sinks and
     temperature studies add a real-model section on it; seed."""
 
-    study: str
-    budget: str = "smoke"
-    model: str | None = None
-    seed: int = 0
+    study: str = option(help="one of: %(choices)s", positional=True, metavar="NAME", choices=lambda: list(STUDIES))
+    budget: str = option("smoke", "smoke: minutes on a CPU; full: the paper's scale, for a GPU", choices=BUDGETS)
+    model: str | None = option(None, f"for the studies that read one: {MODEL_HELP}", metavar="MODEL")
+    seed: int = option(0, "seed of data and training", metavar="N", type=options.seed)
 
     def __post_init__(self) -> None:
         if self.study not in STUDIES:

@@ -57,7 +57,7 @@ def _reference(name: str, z: np.ndarray) -> tuple[int, float | None]:
 def test_maps_lists_every_family(capsys):
     assert main(["maps"]) == 0
     out = capsys.readouterr().out
-    for fam in FAMILIES:
+    for fam in FAMILIES.values():
         assert fam.example in out
         assert fam.source.split()[0] in out
     assert "C kernel (row maps, diagnostics): o" in out
@@ -67,7 +67,7 @@ def test_module_entry_point_runs():
     done = subprocess.run([sys.executable, "-m", "attnlab", "maps"], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr
-    for fam in FAMILIES:
+    for fam in FAMILIES.values():
         assert fam.example in done.stdout
 
 
@@ -213,7 +213,7 @@ def test_diagnose_replaces_only_its_own_output(tmp_path, capsys):
 
 
 def test_train_resume_on_a_missing_folder_is_refused(tmp_path, capsys):
-    tiny = Path(__file__).resolve().parents[1] / "examples" / "tiny.yaml"
+    tiny = Path(__file__).resolve().parents[2] / "examples" / "tiny.yaml"
     assert main(["train", str(tiny), "--resume", "--out", str(tmp_path / "nothing"), "--no-progress"]) == 1
     err = capsys.readouterr().err
     assert "does not exist; drop --resume" in err and err.count("\n") == 1
@@ -233,7 +233,7 @@ def test_tasks_lists_every_task_and_shows_one(capsys):
 
 
 def test_a_warmup_longer_than_the_run_is_said_not_silent(tmp_path, capsys):
-    tiny = Path(__file__).resolve().parents[1] / "examples" / "tiny.yaml"
+    tiny = Path(__file__).resolve().parents[2] / "examples" / "tiny.yaml"
     assert main(["train", str(tiny), "--set", "train.steps=2", "--set", "data.max_tokens=4000", "--out",
                  str(tmp_path / "run"), "--no-progress"]) == 0
     assert "note: train.warmup (24) exceeds train.steps (2)" in capsys.readouterr().err

@@ -1,0 +1,128 @@
+"""Commands on a checkpoint: ``audit``, ``substitute``, ``ablate``, ``heads``, ``temperature``, and
+``diagnose`` on a saved score tensor."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+
+import importlib
+
+from ..options import option
+from .base import command, print_table
+
+OVERWRITE_HELP = "replace what --out holds even when it is another run's or not attnlab's"
+
+
+def output(command_name: str) -> type:
+    """The ``--out DIR`` (default runs/<command>) and ``--overwrite`` options of a checkpoint command."""
+    return dataclasses.make_dataclass(f"{command_name.title()}Output", [
+        ("out", Path, option(Path("runs") / command_name, "output folder", metavar="DIR")),
+        ("overwrite", bool, option(False, OVERWRITE_HELP))], frozen=True)
+
+
+def _errors() -> tuple[type[BaseException], ...]:
+    """The errors of a run on a checkpoint that are the user's to fix."""
+    from .. import hooks
+    from ..commands.runs import RunError
+    from ..io import OutputError
+
+    return (RunError, OutputError, hooks.LoadError, hooks.UnsupportedModel)
+
+
+def _report(result: dict, what: str) -> int:
+    b_auto = result["b_auto"]
+    print(f"{what}{'' if b_auto is None else f'; b_auto = {b_auto:.6g}'}")
+    print_table(result["table"])
+    if result.get("summary"):
+        print(result["summary"])
+    print("wrote:")
+    for path in result["paths"].values():
+        print(f"  {path}")
+    return 0
+
+
+def _checkpoint_command(name: str, help: str, description: str,
+                        config: str) -> Callable[[Callable[..., str]], Callable[..., str]]:
+    """Declare checkpoint command ``name`` on ``attnlab.commands.<name>``, whose ``run(cfg, out,
+    overwrite=...)`` makes the result; the decorated function says in one line what the printed table is."""
+    def add(what: Callable[..., str]) -> Callable[..., str]:
+        @command(name, help, description, f"attnlab.commands.{name}:{config}", output(name), errors=_errors)
+        def handler(cfg, out) -> int:
+            run = importlib.import_module(f"attnlab.commands.{name}").run
+            return _report(run(cfg, out.out, overwrite=out.overwrite), what(cfg))
+
+        return what
+
+    return add
+
+
+@_checkpoint_command(
+    "audit", "prevalence of the polynomial-unsafe regime in a checkpoint (Polynomial Concentration)",
+    "One forward per prompt with an observer at every attention site: per-row S_p, margins, status and gap "
+    "counting streamed to Parquet, and the prevalence table of Polynomial Concentration Table 1/10/11 per bias b.",
+    "AuditConfig")
+def audit(cfg) -> str:
+    return (f"audit of {cfg.model} on {cfg.suite} ({cfg.prompts} prompts, every {cfg.every}th query and the last, "
+            f"target {cfg.target}); unsafe = S_p >= 1 over active rows, with Wilson 95% intervals")
+
+
+@_checkpoint_command(
+    "substitute", "zero-shot substitution sweep: accuracy per recipe (Polynomial Concentration)",
+    "Replace softmax on every head by each recipe in turn and score the suite by exact match of the greedy "
+    "continuation (Polynomial Concentration Table 3).", "SubstituteConfig")
+def substitute(cfg) -> str:
+    return (f"substitution on {cfg.model}, suite {cfg.suite} ({cfg.prompts} prompts); accuracy with Wilson 95% "
+            "interval, delta from softmax in percentage points")
+
+
+@_checkpoint_command(
+    "ablate", "group head ablation: top/bottom/random-K heads by S_p (Polynomial Concentration)",
+    "Rank heads by their median S_p in one diagnostic pass, polynomialize the top-K, bottom-K and random-K "
+    "heads with a recipe, and score the suite (Polynomial Concentration §5.4); decisive = top-K strictly worse "
+    "than every random draw.", "AblateConfig")
+def ablate(cfg) -> str:
+    return (f"group ablation on {cfg.model}: heads ranked by median {cfg.rank_by} on {cfg.rank_suite}, "
+            f"top/bottom/random K polynomialized with {cfg.recipe}, scored on {cfg.suite} ({cfg.prompts} "
+            "prompts); delta from softmax in pp, decisive = top below every random draw")
+
+
+@_checkpoint_command(
+    "heads", "sink / induction / local / diffuse type of every head (Polynomial Concentration App. H)",
+    "One forward per induction prompt; per head the mean weight at the planted B, row entropy, "
+    "query-to-argmax distance and sink weight, and its type.", "HeadsConfig")
+def heads(cfg) -> str:
+    return (f"head types of {cfg.model} over {cfg.prompts} induction prompts at L = {cfg.length} "
+            "(Polynomial Concentration App. H); per head in heads.csv")
+
+
+@_checkpoint_command(
+    "temperature", "contact triples per context length and xi_hat_Lambda (Hayase & Karakida 2026)",
+    "One forward per document; per layer, head and n the row of the query that sees n keys, its contact "
+    "triple (Lambda_n, alpha_n, Delta_n), and the exponents xi_hat with bootstrap half-IQRs over (layer, "
+    "head) (Hayase & Karakida 2026 §4.5).", "TemperatureConfig")
+def temperature(cfg) -> str:
+    return (f"contact triples of {cfg.model} at n = {' '.join(map(str, cfg.n))} ({cfg.docs} documents, "
+            f"{cfg.suite}; Hayase & Karakida 2026 §4.5): bucket means of log X over non-tied rows")
+
+
+def _diagnose_errors() -> tuple[type[BaseException], ...]:
+    from ..commands.diagnose import DiagnoseError
+
+    return (DiagnoseError,)
+
+
+@command("diagnose", "per-row concentration diagnostics of a saved score tensor",
+         "Run the diagnostics engine on a saved score tensor (keys on the last axis; .npy, .safetensors or .pt) "
+         "and print a summary per bias b.", "attnlab.commands.diagnose:DiagnoseConfig", errors=_diagnose_errors)
+def diagnose(cfg) -> int:
+    from ..commands.diagnose import run
+
+    shape, rows, summary = run(cfg)
+    print(f"{cfg.scores}: {rows} rows of {shape[-1]} keys (shape {shape}), statistics in float64; fractions over "
+          "active rows with Wilson 95% intervals")
+    print_table(summary)
+    if cfg.out is not None:
+        print(f"wrote {cfg.out}")
+    return 0

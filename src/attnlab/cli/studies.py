@@ -1,0 +1,138 @@
+"""The studies from the command line: ``study``, ``report`` and ``demo``."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import options
+from ..options import option
+from .base import UserError, check_writable, command
+
+PROGRESS_HELP = "no progress bars (they are drawn only on a terminal anyway)"
+
+
+def _print_section(section, folder: Path) -> None:
+    print(f"== {section.title} ({folder})")
+    for f in section.findings:
+        print(textwrap.fill(f"[{f.verdict}] {f.claim}: {f.evidence}", width=110, subsequent_indent="    "))
+
+
+def _study_errors() -> tuple[type[BaseException], ...]:
+    from ..studies.runner import StudyError
+
+    return (StudyError,)
+
+
+def _study_names() -> list[str]:
+    from ..studies.runner import STUDIES
+
+    return list(STUDIES)
+
+
+def _run_study(cfg, folder: Path, progress: bool):
+    from .. import studies
+
+    check_writable(folder)
+    started = time.monotonic()
+    section = studies.run(cfg, folder, progress=progress)
+    _print_section(section, folder)
+    print(f"   ({time.monotonic() - started:.0f} s)")
+    return section
+
+
+@dataclass(frozen=True)
+class StudyOutput:
+    out: Path | None = option(None, "output folder (default: runs/NAME)", metavar="DIR")
+    no_progress: bool = option(False, PROGRESS_HELP)
+
+
+@command("study", "run one study (one per paper) and write its tables, figures and report",
+         "Run one study into --out: its raw results (Parquet/CSV/JSON), tables (CSV, Markdown), figures (PNG, "
+         "SVG), section.json and index.html. Rerunning the same command resumes an interrupted study.",
+         "attnlab.studies.runner:StudyConfig", StudyOutput, errors=_study_errors)
+def study(cfg, opts: StudyOutput) -> int:
+    from .. import studies
+
+    out = opts.out or Path("runs") / cfg.study
+    section = _run_study(cfg, out, progress=not opts.no_progress)
+    page = studies.write_page([(section, out)], out / "index.html", title=f"attnlab study {cfg.study}")
+    print(f"report: {page}")
+    return 0
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    folders: tuple[Path, ...] = option(help="study folders or demo folders", positional=True, metavar="RUN_DIR")
+    out: Path | None = option(None, "the HTML file (default: RUN_DIR/index.html when one folder is given)",
+                              metavar="FILE")
+
+
+@command("report", "recompute study sections from their folders and write one HTML page",
+         "Recompute every section from the files of each study folder (or of each study folder inside a demo "
+         "folder) and write one self-contained HTML page.", ReportOptions, errors=_study_errors)
+def report(opts: ReportOptions) -> int:
+    from .. import studies
+
+    if opts.out is None and len(opts.folders) > 1:
+        raise UserError("give --out FILE when reporting on more than one folder")
+    page = studies.report(list(opts.folders), opts.out or opts.folders[0] / "index.html")
+    print(f"report: {page}")
+    return 0
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    out: Path = option(Path("runs/demo"), "output folder", metavar="DIR")
+    seed: int = option(0, "seed of data and training", metavar="N", type=options.seed)
+    studies: tuple[str, ...] | None = option(None, "run only these studies (default: all, in this order: "
+                                                   "%(choices)s)", metavar="NAME", choices=_study_names)
+    models: tuple[str, ...] | None = option(
+        None, "pretrained models for the real-model sections: the first one's in every study that takes one, "
+              "the concentration study on each of them (default: every fetched named model; 'none' for none)",
+        metavar="MODEL")
+    no_progress: bool = option(False, PROGRESS_HELP)
+
+
+def demo_models(given: tuple[str, ...] | list[str] | None) -> list[str]:
+    """The pretrained models of the demo's real-model sections: the ones given, else every named model
+    that is fetched."""
+    from ..hooks import fetch
+
+    if given is not None:
+        return [m for m in given if m != "none"]
+    models = [name for name in fetch.MODELS if fetch.fetched(name) is not None]
+    if not models:
+        print("no real model fetched: the real-model sections are left out (attnlab fetch smollm2 adds them)")
+    return models
+
+
+@command("demo", "run every study at the smoke budget and write one HTML report",
+         "Run every study (attnlab study NAME) at --budget smoke on this machine, each into DIR/<study>/, and "
+         "write the report DIR/index.html. Rerunning the same command resumes unfinished studies and reuses "
+         "finished ones.", DemoOptions)
+def demo(opts: DemoOptions) -> int:
+    from .. import studies
+
+    check_writable(opts.out)
+    models = demo_models(opts.models)
+    started, failed, done = time.monotonic(), [], []
+    for name, model, folder in studies.demo_plan(list(opts.studies or studies.STUDIES), models, opts.out):
+        try:
+            cfg = studies.StudyConfig(study=name, seed=opts.seed, model=model)
+            done.append((_run_study(cfg, folder, progress=not opts.no_progress), folder))
+        except studies.StudyError as exc:
+            raise UserError(str(exc)) from None
+        except Exception as exc:  # one study's failure must not cost the others their report
+            failed.append(folder.name)
+            print(f"== study {folder.name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+    if done:
+        compared = studies.comparisons([folder for _, folder in done], opts.out)
+        page = studies.write_page([*compared, *done], opts.out / "index.html", title="attnlab demo")
+        print(f"demo finished in {(time.monotonic() - started) / 60:.1f} min; report: {page}")
+    if failed:
+        raise UserError(f"studies failed: {', '.join(failed)}; rerun the same command to resume them")
+    return 0

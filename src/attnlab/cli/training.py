@@ -1,0 +1,112 @@
+"""Training from the command line: ``train`` (the own decoder from a config file) and ``lengthgen``
+(one decoder per attention variant, scored at multiples of the training length)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import options
+from ..options import option
+from .base import UserError, command
+
+
+def _train_errors() -> tuple[type[BaseException], ...]:
+    from ..batches import DataError
+    from ..model.config import ConfigError
+    from ..train.checkpoint import CheckpointError
+    from ..train.trainer import RunError
+
+    return (ConfigError, CheckpointError, DataError, RunError)
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    config: Path | None = option(None, "run config (.yaml/.yml/.toml), e.g. examples/tiny.yaml; omit to give all "
+                                       "by --set", positional=True)
+    set: tuple[str, ...] = option((), "override one field, e.g. --set train.steps=50 --set "
+                                      "model.rowmap=entmax_a1.5 (repeatable)", metavar="SECTION.KEY=VALUE",
+                                  action="append", convert=lambda items: tuple(items or ()))
+    out: Path | None = option(None, "run folder (default: runs/train/<config name>)", metavar="DIR")
+    resume: bool = option(False, "continue the run in --out from its last checkpoint (from step 0 when it was "
+                                 "killed before its first one)")
+    overwrite: bool = option(False, "discard an earlier run's files in --out and start clean (other files there "
+                                    "stay)")
+    no_progress: bool = option(False, "no progress bar (it is drawn only on a terminal anyway)")
+
+
+@command("train", "train the own decoder from a YAML/TOML config (resumable, torchrun-ready)",
+         "Train attnlab's decoder: the config's model, data, train and intervention tables, with --set "
+         "overrides; checkpoints, metrics and probes go to --out. Under torchrun --nproc_per_node N it trains "
+         "with DistributedDataParallel.", TrainOptions, errors=_train_errors)
+def train(opts: TrainOptions) -> int:
+    from ..train import config as run_config
+    from ..train.trainer import Trainer
+
+    cfg = run_config.load(opts.config, list(opts.set))
+    out = opts.out or Path("runs/train") / (opts.config.stem if opts.config else "run")
+    if opts.resume and not out.is_dir():
+        raise UserError(f"--resume: {out} does not exist; drop --resume to start a new run there")
+    if cfg.train.warmup > cfg.train.steps:  # legitimate in a shortened smoke run, but never silently
+        print(f"note: train.warmup ({cfg.train.warmup}) exceeds train.steps ({cfg.train.steps}): the learning "
+              f"rate stays below train.lr ({cfg.train.lr:g}) for the whole run", file=sys.stderr)
+    trainer = Trainer(cfg, out, resume=opts.resume, overwrite=opts.overwrite, progress=not opts.no_progress)
+    if trainer.world.main:
+        state = f"resuming at step {trainer.step}" if trainer.step else "starting"
+        print(f"training {trainer.cfg.model.layers}-layer {trainer.cfg.model.d_model}-wide decoder "
+              f"({sum(p.numel() for p in trainer.model.parameters()):,} parameters) for "
+              f"{trainer.cfg.train.steps} steps on {trainer.world.size} process(es), {state}; output {out}")
+    summary = trainer.run()
+    if trainer.world.main:
+        shown = {k: v for k, v in summary.items() if v is not None}
+        print("  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()))
+        print(f"wrote: {out}/ (metrics.jsonl, train.csv, eval.csv, summary.json, config.json, checkpoints/)")
+    return 0
+
+
+@dataclass(frozen=True)
+class LengthgenRun:
+    """How a lengthgen run is carried out, apart from what it computes."""
+
+    jobs: int = option(1, "train N variants at once in separate processes, splitting the CPU threads between "
+                          "them (on CPU, one per core is fastest for the smoke models)", metavar="N",
+                       type=options.count)
+    no_progress: bool = option(False, "no progress bars (they are drawn only on a terminal anyway)")
+    out: Path = option(Path("runs/lengthgen"), "output folder", metavar="DIR")
+    overwrite: bool = option(False, "start clean: remove what an earlier lengthgen run wrote in --out (other "
+                                    "files stay); without it, a run trained under other settings there is refused")
+
+    def __post_init__(self) -> None:
+        from ..commands.lengthgen import check_jobs
+
+        check_jobs(self.jobs)
+
+
+def _lengthgen_errors() -> tuple[type[BaseException], ...]:
+    from ..commands.lengthgen import FolderError
+
+    return (FolderError,)
+
+
+@command("lengthgen", "length generalization per attention variant (Vasylenko et al. 2025 Table 1)",
+         "Train one decoder per variant on a synthetic task at --train-len, score exact match at each multiple "
+         "of it, and record attention entropy and support per layer; finished cells are reused on a rerun, "
+         "which may change only the variants, --eval-mult and --samples.",
+         "attnlab.commands.lengthgen:LengthgenConfig", LengthgenRun,
+         errors=_lengthgen_errors)
+def lengthgen(cfg, opts: LengthgenRun) -> int:
+    from ..commands import lengthgen as lg
+
+    result = lg.run(cfg, opts.out, progress=not opts.no_progress, jobs=opts.jobs, overwrite=opts.overwrite)
+    print(f"{lg.metric(cfg.task_def)[0]} (%) on {cfg.task}, trained at {cfg.trained_at} tokens with {cfg.pe}, "
+          f"{cfg.plan['samples']} samples per length ({cfg.budget} budget, {cfg.plan['steps']} steps)")
+    print(result["table"].round(1).to_string())
+    dispersion = lg.dispersion_table(result["cells"])
+    print("attention of the answer rows by length, mean over layers and heads: entropy (nats), support (keys)")
+    summary = dispersion.pivot_table(index="variant", columns="length", values=["answer_entropy", "answer_support"])
+    print(summary.reindex(list(cfg.maps)).round(2).to_string())
+    print("wrote:")
+    for path in result["paths"].values():
+        print(f"  {path}")
+    return 0
