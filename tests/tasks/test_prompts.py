@@ -325,3 +325,32 @@ def test_word_lists_hold_no_cue_and_no_duplicate():
     assert not [w for w in words if any(cue in w for cue in CUES)]
     with pytest.raises(ValueError, match="n_words"):
         generic_text(0, 0)
+
+
+def test_suite_stream_ids_never_change():
+    """A suite's stream id is the second word of every seed it draws: changing one changes every prompt."""
+    assert {name: s.stream for name, s in SUITES.items()} == {
+        "niah": 1, "induction": 2, "mqar": 3, "copying": 4, "uuid_niah": 5, "passkey_niah": 6}
+
+
+def test_user_suite_registers_with_its_own_stream(bpe):
+    import zlib
+
+    from attnlab.tasks.prompts import Prompt, register_suite, suite
+    from attnlab.tasks.seqtask import USER_STREAMS
+
+    @suite("first_token_test", "the first token again", "a user's notes")
+    def _first(tok, n_prompts, seed, length, pad):
+        return [Prompt((7, 8, 9, 7), (8,), (1,), "first_token_test", i, {}) for i in range(n_prompts)]
+
+    try:
+        assert SUITES["first_token_test"].stream == USER_STREAMS + zlib.crc32(b"first_token_test")
+        assert [p.answer_ids for p in build_suite("first_token_test", bpe, 2)] == [(8,), (8,)]
+        with pytest.raises(ValueError, match="already registered"):
+            register_suite(SUITES["first_token_test"])
+        with pytest.raises(ValueError, match="stream id 1 is suite 'niah'"):
+            suite("other_test", "x", "y", stream=1)(_first)
+    finally:
+        SUITES.unregister("first_token_test")
+    with pytest.raises(SuiteError, match="unknown suite 'first_token_test'"):
+        build_suite("first_token_test", bpe, 1)

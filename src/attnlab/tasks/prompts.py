@@ -12,6 +12,7 @@ tokenizer, seed, length, pad) gives the same prompts on every machine, whatever 
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -21,7 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from ..registry import Registry
 from . import text
+from .seqtask import free_stream
 
 # The fixed text of the templates, as in the seed (App. E, AA, AI); ``{key}`` is the RULER key noun.
 NIAH_CUE = "The secret word is"
@@ -35,9 +38,6 @@ RULER_QUESTION = (
     "\nWhat are all the special magic uuids for {key} mentioned in the provided text? "
     "The special magic uuids for {key} mentioned in the provided text are"
 )
-
-# Stream 0 belongs to text.generic_text; a new suite takes the next free number, never a reused one.
-_STREAMS = {"niah": 1, "induction": 2, "mqar": 3, "copying": 4, "uuid_niah": 5, "passkey_niah": 6}
 
 _TRIES = 8  # fresh haystacks/values per prompt before a tokenizer is declared unable to host the suite
 _CHUNK = 64  # haystack sentences tokenized per batch while filling up to a target length
@@ -53,7 +53,8 @@ class Prompt:
     ``input_ids`` is what the model reads, with the tokenizer's BOS when it adds one. ``answer_ids`` is the
     expected continuation: its first token decides single-token suites, the whole of it multi-token ones.
     ``answer_positions`` are the positions in ``input_ids`` where the answer was planted (the answer key
-    of Polynomial Concentration App. S); for induction and copying, the position after the query token's first occurrence.
+    of Polynomial Concentration App. S); for induction and copying, the position after the query token's first
+    occurrence.
     ``meta`` holds what was drawn (needle, key, value, haystack sentences as ``pad``...).
     """
 
@@ -70,6 +71,54 @@ class SuiteError(ValueError):
 
 
 Lexicon = dict[str, tuple[str, ...]]  # word lists by category, as text.lexicon() gives them
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A registered suite; calling it is ``build_suite(name, ...)``.
+
+    ``scoring`` is "first token" (exact match of the first generated token, App. E) or "substring" (the
+    planted value inside the decoded generation, App. AA/AI). Suites with a ``default_pad`` take ``pad``
+    (haystack sentences, or random padding tokens for copying); the others take only ``length``. ``stream``
+    is the suite's fixed id, the second word of every seed it draws (``tasks.seqtask.free_stream``).
+    """
+
+    name: str
+    summary: str
+    source: str
+    max_new_tokens: int
+    scoring: str
+    default_pad: int | None
+    default_length: int | None
+    build: Callable[..., list[Prompt]] = field(repr=False)
+    stream: int | None = None
+
+    def __call__(self, tokenizer: Any, n_prompts: int, *, seed: int = 0, length: int | None = None,
+                 pad: int | None = None) -> list[Prompt]:
+        return build_suite(self.name, tokenizer, n_prompts, seed=seed, length=length, pad=pad)
+
+
+SUITES: Registry[Suite] = Registry("suite")
+
+
+def register_suite(entry: Suite, *, replace: bool = False) -> Suite:
+    """Add a suite under its name, with its stream id fixed (stream 0 is ``text.generic_text``'s; a built-in
+    suite keeps its number for good, a new one takes the next free number, never a reused one)."""
+    taken = {name: s.stream for name, s in SUITES.items()}
+    stream = free_stream("suite", entry.name, entry.stream, taken)
+    return SUITES.register(entry.name, dataclasses.replace(entry, stream=stream), replace=replace)
+
+
+def suite(name: str, summary: str, source: str, *, stream: int | None = None, max_new_tokens: int = 1,
+          scoring: str = "first token", default_pad: int | None = None,
+          default_length: int | None = None) -> Callable[[Callable[..., list[Prompt]]], Callable[..., list[Prompt]]]:
+    """Declare the decorated builder ``(tok, n_prompts, seed, length, pad) -> prompts`` as suite ``name``."""
+    def add(build: Callable[..., list[Prompt]]) -> Callable[..., list[Prompt]]:
+        register_suite(Suite(name, summary, source, max_new_tokens, scoring, default_pad, default_length, build,
+                             stream))
+        return build
+
+    return add
 
 
 @dataclass(frozen=True)
@@ -111,7 +160,7 @@ def _adapt(tokenizer: Any) -> _Tok:
 
 
 def _rng(seed: int, suite: str, *more: int) -> np.random.Generator:
-    return np.random.default_rng([seed, _STREAMS[suite], *more])
+    return np.random.default_rng([seed, SUITES[suite].stream, *more])
 
 
 def _cycle(rng: np.random.Generator, size: int, n: int) -> np.ndarray:
@@ -260,6 +309,10 @@ def _ruler_layout(key: str, hay: list[str], depth: int, value: str) -> tuple[str
     return head, "." + "".join(" " + s for s in hay[depth:]) + RULER_QUESTION.format(key=key)
 
 
+# Defaults: pad 128 is the matched NIAH and pass-key setting (App. E/F, AA); copying's pad 500 is Sec. 5.4;
+# length 1024 keeps induction and MQAR in-distribution for every audit model, Pythia's 2048 included.
+@suite("niah", "'The secret word is X. [haystack] The secret word is' with X a one-token noun",
+       "Polynomial Concentration App. E", stream=1, default_pad=128)
 def _niah(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
     _require_known(tok, "niah", NIAH_CUE)
     lex, enc = _screened_lexicon(tok, "niah")
@@ -279,6 +332,8 @@ def _passkey(rng: np.random.Generator) -> str:
     return "".join(rng.choice(_PASSKEY_ALPHABET, _PASSKEY_CHARS))
 
 
+@suite("passkey_niah", "'The pass key is X. [haystack] The pass key is' with an 8-character key",
+       "Polynomial Concentration App. AA", stream=6, max_new_tokens=24, scoring="substring", default_pad=128)
 def _passkey_niah(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
     _require_known(tok, "passkey_niah", PASSKEY_CUE)
     lex, _ = _screened_lexicon(tok, "passkey_niah")
@@ -296,6 +351,9 @@ def _uuid(rng: np.random.Generator) -> str:
     return str(uuid.UUID(bytes=rng.bytes(16), version=4))
 
 
+@suite("uuid_niah", "RULER niah_single_3: recall the UUID planted for a key noun",
+       "Polynomial Concentration App. AI; Hsieh et al. 2024", stream=5, max_new_tokens=56, scoring="substring",
+       default_pad=128)
 def _uuid_niah(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
     template = RULER_INTRO + RULER_NEEDLE + RULER_QUESTION
     _require_known(tok, "uuid_niah", template.replace("{key}", ""))
@@ -314,6 +372,8 @@ def _uuid_niah(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: in
     return prompts
 
 
+@suite("induction", "a random-token segment and its repeat; predict the repeat's next token",
+       "Polynomial Concentration App. B; Olsson et al. 2022", stream=2, default_length=1024)
 def _induction(tok: _Tok, n_prompts: int, seed: int, length: int, pad: None) -> list[Prompt]:
     # Olsson et al.: a random segment, then its repeat cut so that the next token is the segment's own.
     body = length - len(tok.lead)
@@ -340,6 +400,8 @@ def _induction(tok: _Tok, n_prompts: int, seed: int, length: int, pad: None) -> 
     return prompts
 
 
+@suite("mqar", "random-token key-value pairs, then queries; predict the last queried value",
+       "Polynomial Concentration App. B; Arora et al. 2023", stream=3, default_length=1024)
 def _mqar(tok: _Tok, n_prompts: int, seed: int, length: int, pad: None) -> list[Prompt]:
     # Arora et al. (Zoology): key-value pairs, then every key queried once in random order with its value
     # given, except the last query, whose value is the answer; keys and values are disjoint random tokens.
@@ -376,8 +438,11 @@ def _first_unique(ids: Sequence[int], start: int) -> int | None:
     return next((j for j in range(max(start, 1), len(ids)) if counts[ids[j]] == 1), None)
 
 
+@suite("copying", "a generated passage, random padding, then the passage again; continue it",
+       "Polynomial Concentration App. B, Sec. 5.4", stream=4, default_pad=500)
 def _copying(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
-    # Polynomial Concentration App. B's "copying with padding", on a generated passage instead of memorized novel openings:
+    # Polynomial Concentration App. B's "copying with padding", on a generated passage instead of memorized novel
+    # openings:
     # passage, random tokens, then at least half the passage again; the copy stops before a token that
     # occurs once in the passage, so only copying names the answer.
     lex, _ = _screened_lexicon(tok, "copying")
@@ -413,49 +478,6 @@ def _copying(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int 
         meta = {"passage": passage, "pad": noise, "copied": copied}
         prompts.append(Prompt(tok.lead + ids + padding + ids[:copied], (ids[copied],), (at,), "copying", index, meta))
     return prompts
-
-
-@dataclass(frozen=True)
-class Suite:
-    """A registered suite; calling it is ``build_suite(name, ...)``.
-
-    ``scoring`` is "first token" (exact match of the first generated token, App. E) or "substring" (the
-    planted value inside the decoded generation, App. AA/AI). Suites with a ``default_pad`` take ``pad``
-    (haystack sentences, or random padding tokens for copying); the others take only ``length``.
-    """
-
-    name: str
-    summary: str
-    source: str
-    max_new_tokens: int
-    scoring: str
-    default_pad: int | None
-    default_length: int | None
-    build: Callable[..., list[Prompt]] = field(repr=False)
-
-    def __call__(self, tokenizer: Any, n_prompts: int, *, seed: int = 0, length: int | None = None,
-                 pad: int | None = None) -> list[Prompt]:
-        return build_suite(self.name, tokenizer, n_prompts, seed=seed, length=length, pad=pad)
-
-
-# Defaults: pad 128 is the matched NIAH and pass-key setting (App. E/F, AA); copying's pad 500 is Sec. 5.4;
-# length 1024 keeps induction and MQAR in-distribution for every audit model, Pythia's 2048 included.
-SUITES: dict[str, Suite] = {
-    s.name: s for s in (
-        Suite("niah", "'The secret word is X. [haystack] The secret word is' with X a one-token noun",
-              "Polynomial Concentration App. E", 1, "first token", 128, None, _niah),
-        Suite("induction", "a random-token segment and its repeat; predict the repeat's next token",
-              "Polynomial Concentration App. B; Olsson et al. 2022", 1, "first token", None, 1024, _induction),
-        Suite("mqar", "random-token key-value pairs, then queries; predict the last queried value",
-              "Polynomial Concentration App. B; Arora et al. 2023", 1, "first token", None, 1024, _mqar),
-        Suite("copying", "a generated passage, random padding, then the passage again; continue it",
-              "Polynomial Concentration App. B, Sec. 5.4", 1, "first token", 500, None, _copying),
-        Suite("uuid_niah", "RULER niah_single_3: recall the UUID planted for a key noun",
-              "Polynomial Concentration App. AI; Hsieh et al. 2024", 56, "substring", 128, None, _uuid_niah),
-        Suite("passkey_niah", "'The pass key is X. [haystack] The pass key is' with an 8-character key",
-              "Polynomial Concentration App. AA", 24, "substring", 128, None, _passkey_niah),
-    )
-}
 
 
 def _suite(name: str) -> Suite:

@@ -173,6 +173,18 @@ TASKS: Registry[Task] = Registry("task")
 _STREAM_IDS: dict[str, int] = {}
 
 
+def free_stream(kind: str, name: str, stream: int | None, taken: dict[str, int]) -> int:
+    """The stream id of ``kind`` ``name``: ``stream``, or ``USER_STREAMS + crc32(name)`` when None; a
+    ValueError if it is not an int >= 1 or another entry of ``taken`` (name -> id) holds it already."""
+    sid = USER_STREAMS + zlib.crc32(name.encode()) if stream is None else stream
+    if isinstance(sid, bool) or not isinstance(sid, int) or sid < 1:
+        raise ValueError(f"{kind} {name!r}: stream id must be an int >= 1, got {sid!r}")
+    clash = [other for other, held in taken.items() if held == sid and other != name]
+    if clash:
+        raise ValueError(f"{kind} {name!r}: stream id {sid} is {kind} {clash[0]!r}'s; pick a free one")
+    return sid
+
+
 def register(task: Task, stream: int | None = None, *, replace: bool = False) -> Task:
     """Add ``task`` (an instance: its fields are the defaults ``get_task`` overrides) under ``task.name``.
 
@@ -183,12 +195,8 @@ def register(task: Task, stream: int | None = None, *, replace: bool = False) ->
     """
     if not isinstance(task, Task):
         raise TypeError(f"a task must be a Task instance, got {type(task).__name__}")
-    sid = USER_STREAMS + zlib.crc32(task.name.encode()) if stream is None else stream
-    if isinstance(sid, bool) or not isinstance(sid, int) or sid < 1:
-        raise ValueError(f"task {task.name!r}: stream id must be an int >= 1, got {sid!r}")
-    clash = [name for name, taken in _STREAM_IDS.items() if taken == sid and name != task.name and name in TASKS]
-    if clash:
-        raise ValueError(f"task {task.name!r}: stream id {sid} is task {clash[0]!r}'s; pick a free one")
+    taken = {name: sid for name, sid in _STREAM_IDS.items() if name in TASKS}
+    sid = free_stream("task", task.name, stream, taken)
     TASKS.register(task.name, task, replace=replace)
     _STREAM_IDS[task.name] = sid
     return task
