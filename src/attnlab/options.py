@@ -52,15 +52,19 @@ def seed(text: str) -> int:
     return value
 
 
+def _within(text: str, cast: Callable[[str], Any], ok: Callable[[Any], bool], rule: str) -> Any:
+    try:
+        value = cast(text)
+    except ValueError:
+        value = None  # not a number: out of range too
+    if value is None or not ok(value):
+        raise argparse.ArgumentTypeError(f"must be {rule}, got {text!r}")
+    return value
+
+
 def count(text: str) -> int:
     """A count: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0  # not an integer: out of range too
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
-    return value
+    return _within(text, int, lambda v: v >= 1, "an integer >= 1")
 
 
 def finite(text: str) -> float:
@@ -73,10 +77,4 @@ def finite(text: str) -> float:
 
 def positive(text: str) -> float:
     """A finite number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0  # not a number: out of range too
-    if not 0 < value < math.inf:  # NaN fails both comparisons
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
-    return value
+    return _within(text, float, lambda v: 0 < v < math.inf, "a finite number > 0")  # NaN fails both
