@@ -145,20 +145,6 @@ def test_vector_model_with_residual_stacks_layers():
         model(torch.rand(1, T, 4))
 
 
-@pytest.mark.parametrize("bad, match", [
-    ({"scaler": "temperature"}, "model.scaler must be one of none, log_n, adaptive, beta_n"),
-    ({"scaler": "ssmax"}, "model.scaler 'ssmax' is now called 'log_n'"),
-    ({"scaler_bound": 0}, "model.scaler_bound"),
-    ({"inputs": "vectors"}, "model.vocab must be unset"),
-    ({"inputs": "images"}, "model.inputs must be one of tokens, vectors"),
-    ({"vocab": None}, "model.vocab is required"),
-    ({"residual": "yes"}, "model.residual must be true or false"),
-])
-def test_bad_scaler_and_input_fields_are_named(bad, match):
-    with pytest.raises(ConfigError, match=match):
-        ModelConfig(**{"vocab": 11, "context": T, **bad})
-
-
 def test_user_scaler_registers_and_is_built_by_the_decoder():
     @SCALERS.register("double_test")
     class Double(torch.nn.Module):
