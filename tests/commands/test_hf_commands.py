@@ -58,6 +58,16 @@ def test_substitute_command_scores_recipes_against_softmax(checkpoint, tmp_path,
     assert table["delta pp"].iloc[1:].tolist() == pytest.approx((table["accuracy %"].iloc[1:] - base).tolist())
 
 
+def test_softmax_among_the_recipes_is_scored_once(checkpoint, tmp_path, capsys):
+    out = tmp_path / "sub_softmax"
+    code, _, err = _run(["substitute", "--model", str(checkpoint), "--prompts", "2", "--pad", "1",
+                         "--recipes", "softmax", "sigmoid_b0", "--out", str(out)], capsys)
+    assert code == 0, err
+    table = pd.read_csv(out / "substitute.csv")
+    assert list(table["recipe"]) == ["softmax", "sigmoid_b0"] and (table["n"] == 2).all()
+    assert len(pd.read_parquet(out / "answers.parquet")) == 4
+
+
 def test_ablate_command_prints_the_decisive_table(checkpoint, tmp_path, capsys):
     out = tmp_path / "ablate"
     code, stdout, err = _run(["ablate", "--model", str(checkpoint), "--k", "1", "3", "--random-draws", "2",

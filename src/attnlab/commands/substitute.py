@@ -104,13 +104,15 @@ def run(cfg: SubstituteConfig, out: str | Path, *, progress: bool = True, overwr
                             length=cfg.length)
     b_auto = recipe_b_auto(model, tokenizer, cfg.recipes, cfg.device, cfg.b_auto)
     resolved = {BASELINE: BASELINE, **{r: hooks.resolve(r, b_auto).name for r in cfg.recipes}}
+    # softmax is always scored, once: named among the recipes too, it would count every prompt twice
+    recipes = [r for r in cfg.recipes if r != BASELINE]
     with staged_output(out) as stage:
         records = score(model, tokenizer, prompts, cfg.suite, cfg.device, BASELINE, progress)
-        for recipe in tqdm(cfg.recipes, desc="recipes", unit="recipe", disable=None if progress else True):
+        for recipe in tqdm(recipes, desc="recipes", unit="recipe", disable=None if progress else True):
             with hooks.substituted(model, recipe, b_auto=b_auto):
                 records += score(model, tokenizer, prompts, cfg.suite, cfg.device, recipe, progress)
         answers = pd.DataFrame(records)
-        table = accuracy_table(answers, [BASELINE, *[r for r in cfg.recipes if r != BASELINE]], resolved)
+        table = accuracy_table(answers, [BASELINE, *recipes], resolved)
         config = {**asdict(cfg), "b_auto": b_auto, "resolved": resolved}
         write_parquet(stage / "answers.parquet", answers, metadata=config)
         write_table(stage / "substitute", table)
