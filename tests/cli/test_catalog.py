@@ -1,0 +1,28 @@
+"""`attnlab maps` and `attnlab tasks` list every row-map family and every task; a task shows one example."""
+
+from __future__ import annotations
+
+from attnlab.cli import main
+from attnlab.rowmaps import FAMILIES
+
+
+def test_maps_lists_every_family(capsys):
+    assert main(["maps"]) == 0
+    out = capsys.readouterr().out
+    for fam in FAMILIES.values():
+        assert fam.example in out
+        assert fam.source.split()[0] in out
+    assert "C kernel (row maps, diagnostics): o" in out
+
+
+def test_tasks_lists_every_task_and_shows_one(capsys):
+    from attnlab.tasks import TASKS
+
+    assert main(["tasks"]) == 0
+    listed = capsys.readouterr().out
+    assert all(name in listed for name in TASKS)
+    assert main(["tasks", "copy", "--length", "12"]) == 0
+    assert "<sep>" in capsys.readouterr().out
+    assert main(["tasks", "nope"]) == 1
+    assert "unknown task 'nope'; known tasks: 2back" in capsys.readouterr().err
+
