@@ -68,6 +68,7 @@ def test_decisive_means_top_strictly_below_every_random_draw(top, randoms, decis
     table = ablate.decisive_table(pd.DataFrame(lines))
     assert table["decisive"].tolist() == [decisive]
     assert table["random worst pp"].iloc[0] == min(randoms) and table["draws"].iloc[0] == len(randoms)
+    assert table["draws above top"].iloc[0] == sum(r > top for r in randoms)
 
 
 def test_ablating_every_head_equals_substituting_everywhere(checkpoint, tmp_path):

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import re
+
 import pandas as pd
 import pytest
 import torch
 
 from attnlab import hooks, tasks
 from attnlab.commands import audit
+from attnlab.commands.runs import RunError
 from attnlab.diagnostics import row_stats
 
 from checkpoints import save_checkpoint
@@ -113,3 +117,42 @@ def test_answer_target_reads_rows_against_the_planted_key(checkpoint, tmp_path, 
     share = result["table"]["answer is argmax %"].iloc[0]
     readable = rows[~rows["status"].isin(("empty", "nan", "inf"))]
     assert share == pytest.approx(100 * readable["target_is_max"].astype(bool).mean())
+
+
+def test_b_auto_is_calibrated_on_the_users_text_and_recorded(checkpoint, tmp_path):
+    text = tmp_path / "held_out.txt"
+    text.write_text("the quick brown fox jumps over the lazy dog and then sleeps in the sun. " * 40)
+    cfg = audit.AuditConfig(model=str(checkpoint), suite="niah", prompts=1, pad=1, b=("auto",),
+                            calibration=str(text))
+    result = audit.run(cfg, tmp_path / "out", progress=False)
+    model, tok = hooks.load_model(checkpoint)
+    limit = min(1024, model.config.max_position_embeddings)  # the 1024 tokens of App. B, or the whole context
+    ids = tok(text.read_text(), add_special_tokens=True)["input_ids"][:limit]
+    assert result["b_auto"] == hooks.calibrate_b_auto(model, torch.tensor([ids]))
+    config = json.loads(result["paths"]["config"].read_text())
+    assert config["calibration text"] == str(text) and config["calibration tokens"] == len(ids)
+    generated = audit.run(audit.AuditConfig(model=str(checkpoint), suite="niah", prompts=1, pad=1, b=("auto",)),
+                          tmp_path / "generated", progress=False)
+    assert generated["b_auto"] != result["b_auto"]
+    assert json.loads(generated["paths"]["config"].read_text())["calibration text"].startswith("generated")
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"calibration": "/nonexistent/text.txt"}, "--calibration /nonexistent/text.txt is not a file"),
+    ({"calibration": "x.txt", "b_auto": 1.0}, "drop one of them"),
+])
+def test_bad_calibration_is_refused_before_loading(kw, message):
+    with pytest.raises(RunError, match=re.escape(message)):
+        audit.AuditConfig(model="no/such/model", **kw)
+
+
+def test_tau_and_sigmoid_reach_every_row_and_the_table(checkpoint, tmp_path):
+    cfg = audit.AuditConfig(model=str(checkpoint), suite="niah", prompts=2, pad=2, every=4, b=("0",), p=(2,),
+                            tau=0.05, sigmoid=True)
+    result = audit.run(cfg, tmp_path / "out", progress=False)
+    rows = pd.read_parquet(result["paths"]["rows_b0"])
+    readable = rows[rows["status"].isin(["active", "dead", "saturated"])]
+    assert (rows["status"] == "saturated").any()  # tau = 0.05 caps most live targets
+    line = result["table"].iloc[0]
+    assert line["saturated %"] == pytest.approx(100 * (readable["status"] == "saturated").mean())
+    assert line["sigma safe %"] == pytest.approx(100 * (readable["s_sigmoid"].astype(float) < 1).mean())

@@ -25,9 +25,9 @@ from ..diagnostics.stats import aggregate
 from ..io import check_output, write_json, write_parquet, write_table
 from ..options import option
 from .readout import prompt_reading, read_rows
-from .runs import (RunError, SuiteRun, biases, check_count, load, parse_biases, recipe_b_auto, settings,
-                      staged_output, suite_prompts)
-from .substitute import BASELINE, accuracy, check_recipes, score
+from .runs import (RunError, SuiteRun, biases, calibration_record, check_count, load, parse_biases, recipe_b_auto,
+                   settings, staged_output, suite_prompts)
+from .substitute import BASELINE, accuracy, as_warning, baseline_warning, check_recipes, score
 
 RANKINGS = ("s_p", "entropy")
 Head = tuple[int, int]
@@ -98,7 +98,8 @@ def cells(answers: pd.DataFrame) -> pd.DataFrame:
 
 
 def decisive_table(cell_table: pd.DataFrame) -> pd.DataFrame:
-    """One line per K: top, bottom and random deltas (mean, sd, worst) and the decisive flag."""
+    """One line per K: top, bottom and random deltas (mean, sd, worst), how many random draws score above
+    top-K, and the decisive flag (none of them does, App. I)."""
     lines = []
     for k, group in cell_table[cell_table["subset"] != BASELINE].groupby("k", sort=False):
         delta = {s: group[group["subset"] == s]["delta pp"] for s in ("top", "bottom", "random")}
@@ -107,6 +108,7 @@ def decisive_table(cell_table: pd.DataFrame) -> pd.DataFrame:
                       "random mean pp": float(delta["random"].mean()),
                       "random sd pp": float(delta["random"].std(ddof=0)),
                       "random worst pp": float(delta["random"].min()), "draws": len(delta["random"]),
+                      "draws above top": int((delta["random"] > top).sum()),
                       "decisive": bool((top < delta["random"]).all())})
     return pd.DataFrame(lines)
 
@@ -120,13 +122,14 @@ def run(cfg: AblateConfig, out: str | Path, *, progress: bool = True, overwrite:
                                  length=cfg.rank_length)
     prompts = suite_prompts(model, tokenizer, cfg.suite, cfg.prompts, seed=cfg.seed, pad=cfg.pad,
                             length=cfg.length)
-    (bias,), b_auto = biases(model, tokenizer, [cfg.b], cfg.device, cfg.b_auto)
-    b_auto = recipe_b_auto(model, tokenizer, [cfg.recipe], cfg.device, b_auto)
+    (bias,), b_auto = biases(model, tokenizer, [cfg.b], cfg.device, cfg.b_auto, cfg.calibration)
+    b_auto = recipe_b_auto(model, tokenizer, [cfg.recipe], cfg.device, b_auto, cfg.calibration)
     n_layers, n_heads = hooks.num_heads(model)
     if max(cfg.k) > n_layers * n_heads:
         raise RunError(f"--k {max(cfg.k)} exceeds the model's {n_layers * n_heads} heads")
     column = f"s_p{cfg.p:g}" if cfg.rank_by == "s_p" else "entropy"
-    config = {**asdict(cfg), "b_auto": b_auto, "b value": bias.value, "rank column": column,
+    config = {**asdict(cfg), "b_auto": b_auto, **calibration_record(model, tokenizer, cfg, b_auto),
+              "b value": bias.value, "rank column": column,
               "recipe resolved": hooks.resolve(cfg.recipe, b_auto).name, "layers": n_layers, "heads": n_heads,
               "model_type": model.config.model_type}
     with staged_output(out) as stage:
@@ -153,7 +156,9 @@ def run(cfg: AblateConfig, out: str | Path, *, progress: bool = True, overwrite:
         write_parquet(stage / "answers.parquet", answers, metadata=config)
         write_json(stage / "config.json", json.loads(json.dumps(config, default=str)))
     final = Path(out)
+    base = float(cell_table.loc[cell_table["subset"] == BASELINE, "accuracy %"].iloc[0])
     return {"table": table, "cells": cell_table, "ranking": ranking, "b_auto": b_auto,
+            "summary": as_warning(baseline_warning(base, cfg.suite)),
             "paths": {k: final / f for k, f in (("ablate", "ablate.csv"), ("cells", "cells.csv"),
                                                ("ranking", "ranking.csv"), ("rows", paths["rank"].name),
                                                ("answers", "answers.parquet"), ("config", "config.json"))}}

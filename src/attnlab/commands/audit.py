@@ -25,8 +25,8 @@ from ..diagnostics.stats import wilson
 from ..io import check_output, write_json, write_table
 from ..options import option
 from .readout import prompt_reading, read_rows
-from .runs import (Bias, RunError, SuiteRun, biases, check_count, load, parse_biases, settings, staged_output,
-                      suite_prompts)
+from .runs import (Bias, RunError, SuiteRun, biases, calibration_record, check_count, load, parse_biases, settings,
+                   staged_output, suite_prompts)
 
 GAP_COLUMNS = ("lambda_n", "alpha_n", "contact_gap")
 TARGETS = ("argmax", "answer")
@@ -41,6 +41,11 @@ class AuditConfig(SuiteRun):
     target: str = option("argmax", "the key S_p is measured for: each row's argmax, or the planted answer key, "
                                    "reading only the rows that have one (Polynomial Concentration App. S)",
                          choices=TARGETS)
+    tau: float | None = option(None, "cap tau of r = clamp(z + b, 0, tau): rows whose target reaches it are "
+                                     "saturated and left out of the unsafe rate (Polynomial Concentration §3; "
+                                     "the check before a logit softcap)", type=options.positive)
+    sigmoid: bool = option(False, "also measure S_sigma, the sigmoid's analogue of S_p, per row and as a safe "
+                                  "rate (S_sigma < 1) in the table (Polynomial Concentration App. T)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -54,10 +59,11 @@ class AuditConfig(SuiteRun):
 
 def prevalence(rows: pd.DataFrame, p: tuple[float, ...], b: Bias, *, answer: bool = False) -> list[dict]:
     """Polynomial Concentration Table 1/10/11 lines for one bias: over active-unsaturated rows, the unsafe rate
-    (S_p >= 1) with its Wilson 95% interval and the medians of rho, A_act and S_p; the dead share over
-    readable rows; the gap-counting medians (ties, Lambda_n = inf, left out and counted). ``answer``: the
-    rows were read against their answer key; add the share whose argmax is that key (App. S: only there
-    does the bound's Delta >= 0 premise hold)."""
+    (S_p >= 1) with its Wilson 95% interval and the medians of rho, A_act and S_p; the dead and saturated
+    shares over readable rows; the gap-counting medians (ties, Lambda_n = inf, left out and counted).
+    ``answer``: the rows were read against their answer key; add the share whose argmax is that key (App. S:
+    only there does the bound's Delta >= 0 premise hold). Rows with an ``s_sigmoid`` column add the share
+    with S_sigma < 1 over readable rows (App. T, Table 15)."""
     readable = rows[~rows["status"].isin(SPECIAL)]
     active = readable[readable["status"] == "active"]
     lam = readable["lambda_n"].astype(float)
@@ -66,6 +72,9 @@ def prevalence(rows: pd.DataFrame, p: tuple[float, ...], b: Bias, *, answer: boo
     if answer:
         gaps["answer is argmax %"] = (100 * float(readable["target_is_max"].astype(bool).mean())
                                       if len(readable) else np.nan)
+    if "s_sigmoid" in rows:
+        sigma = readable["s_sigmoid"].dropna().astype(float)
+        gaps["sigma safe %"] = 100 * float((sigma < 1).mean()) if len(sigma) else np.nan
     lines = []
     for q in p:
         d = f"{q:g}"
@@ -79,6 +88,7 @@ def prevalence(rows: pd.DataFrame, p: tuple[float, ...], b: Bias, *, answer: boo
             "med rho": _median(active["rho"]), "med a_act": _median(active["a_act"]),
             "med s_p": _median(active[f"s_p{d}"]),
             "dead %": 100 * float((readable["status"] == "dead").mean()) if len(readable) else np.nan,
+            "saturated %": 100 * float((readable["status"] == "saturated").mean()) if len(readable) else np.nan,
             **gaps,
         })
     return lines
@@ -89,8 +99,8 @@ def _median(values) -> float:
     return float(values.median()) if len(values) else np.nan
 
 
-def _columns(p: tuple[float, ...]) -> list[str]:
-    return (["status", "rho", "a_act", "target_is_max", *GAP_COLUMNS]
+def _columns(p: tuple[float, ...], sigmoid: bool = False) -> list[str]:
+    return (["status", "rho", "a_act", "target_is_max", *GAP_COLUMNS, *(["s_sigmoid"] if sigmoid else [])]
             + [f"{k}_p{q:g}" for q in p for k in ("s", "safe")])
 
 
@@ -102,18 +112,20 @@ def run(cfg: AuditConfig, out: str | Path, *, progress: bool = True, overwrite: 
     model, tokenizer = load(cfg.model, cfg.device, cfg.dtype)
     prompts = suite_prompts(model, tokenizer, cfg.suite, cfg.prompts, seed=cfg.seed, pad=cfg.pad,
                             length=cfg.length)
-    bias_list, b_auto = biases(model, tokenizer, cfg.b, cfg.device, cfg.b_auto)
+    bias_list, b_auto = biases(model, tokenizer, cfg.b, cfg.device, cfg.b_auto, cfg.calibration)
     n_layers, n_heads = hooks.num_heads(model)
-    config = {**asdict(cfg), "b_auto": b_auto, "biases": {b.label: b.value for b in bias_list},
+    config = {**asdict(cfg), "b_auto": b_auto, **calibration_record(model, tokenizer, cfg, b_auto),
+              "biases": {b.label: b.value for b in bias_list},
               "layers": n_layers, "heads": n_heads, "model_type": model.config.model_type}
     with staged_output(out) as stage:
         readings = [prompt_reading(prompt, cfg.every, cfg.target) for prompt in prompts]
-        options = {f"b{b.label}": RowOptions.make(p=cfg.p, b=b.value) for b in bias_list}
+        options = {f"b{b.label}": RowOptions.make(p=cfg.p, b=b.value, tau=cfg.tau, sigmoid=cfg.sigmoid)
+                   for b in bias_list}
         paths = read_rows(model, readings, options, stage, config=config, device=cfg.device, block=cfg.block,
                           desc="audit", progress=progress)
         lines = []
         for b in bias_list:
-            rows = pd.read_parquet(paths[f"b{b.label}"], columns=_columns(cfg.p))
+            rows = pd.read_parquet(paths[f"b{b.label}"], columns=_columns(cfg.p, cfg.sigmoid))
             lines.extend(prevalence(rows, cfg.p, b, answer=cfg.target == "answer"))
         table = pd.DataFrame(lines)
         write_table(stage / "audit", table)

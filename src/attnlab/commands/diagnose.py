@@ -32,6 +32,8 @@ class DiagnoseConfig:
     beta: float = option(1.0, "inverse temperature for entropy and sink mass", type=options.finite)
     sink: int = option(0, "sink = the N-th allowed key (0: the first)")
     rowmap: str = option("softmax", "normalized row map for entropy/support/sink mass")
+    sigmoid: bool = option(False, "also measure S_sigma, the sigmoid's analogue of S_p (Polynomial Concentration "
+                                  "App. T)")
     out: Path | None = option(None, "also keep every row here", metavar="FILE.parquet")
     overwrite: bool = option(False, "replace --out even when another command wrote it")
 
@@ -91,7 +93,7 @@ def run(cfg: DiagnoseConfig) -> tuple[tuple[int, ...], int, pd.DataFrame]:
     for b in cfg.b:
         try:
             df = row_stats(scores, mask, p=cfg.p, b=b, tau=cfg.tau, eps=cfg.eps, beta=cfg.beta, sink=cfg.sink,
-                           rowmap=cfg.rowmap)
+                           rowmap=cfg.rowmap, sigmoid=cfg.sigmoid)
         except (TypeError, ValueError) as exc:
             raise DiagnoseError(str(exc)) from None
         frames.append(df.assign(b=b, row=range(len(df))))

@@ -61,12 +61,18 @@ class SuiteRun(CheckpointRun):
     length: int | None = option(None, "target prompt length in tokens")
     b_auto: float | None = option(None, "use this b_auto instead of calibrating (e.g. the value an audit stored)",
                                   metavar="B", type=options.finite)
+    calibration: str | None = option(None, "held-out UTF-8 text that b_auto is calibrated on, cut to 1024 tokens "
+                                           "(default: generated generic text)", metavar="FILE")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_count("prompts", self.prompts)
         if self.b_auto is not None and not math.isfinite(self.b_auto):
             raise RunError(f"--b-auto must be finite, got {self.b_auto!r}")
+        if self.calibration is not None:
+            if self.b_auto is not None:
+                raise RunError("--b-auto gives b_auto and --calibration calibrates it; drop one of them")
+            read_text(self.calibration, "--calibration")
 
 
 def settings(run: CheckpointRun) -> dict:
@@ -137,15 +143,36 @@ def suite_prompts(model, tokenizer, suite: str, n_prompts: int, *, seed: int = 0
     return prompts
 
 
-def calibration_ids(model, tokenizer, device: str) -> torch.Tensor:
-    """Polynomial Concentration's held-out generic input: generated text, cut to 1024 tokens (or the
-    model's context)."""
+def read_text(path: str | os.PathLike, flag: str) -> str:
+    """The UTF-8 text of the file a flag names; a RunError naming the flag otherwise."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise RunError(f"{flag} {path} is not a file; pass a UTF-8 text file")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise RunError(f"{flag} {path} is not UTF-8 text") from None
+
+
+def calibration_ids(model, tokenizer, device: str, text_file: str | None = None) -> torch.Tensor:
+    """Polynomial Concentration App. B's held-out generic input, cut to 1024 tokens (or the model's
+    context): the user's ``text_file``, else generated text."""
     limit = min(CALIBRATION_TOKENS, context_length(model) or CALIBRATION_TOKENS)
-    text = tasks.generic_text(4 * limit, seed=CALIBRATION_SEED)
+    text = tasks.generic_text(4 * limit, seed=CALIBRATION_SEED) if text_file is None else read_text(
+        text_file, "--calibration")
     ids = tokenizer(text, add_special_tokens=True)["input_ids"][:limit]
     if len(ids) < 2:
         raise RunError("the tokenizer turned the calibration text into fewer than 2 tokens")
     return torch.tensor([ids], device=device)
+
+
+def calibration_record(model, tokenizer, run: SuiteRun, b_auto: float | None) -> dict:
+    """What b_auto was calibrated on, for the run's config: nothing when it was given or not needed."""
+    if b_auto is None or run.b_auto is not None:
+        return {}
+    ids = calibration_ids(model, tokenizer, "cpu", run.calibration)
+    return {"calibration text": run.calibration or f"generated generic text (seed {CALIBRATION_SEED})",
+            "calibration tokens": int(ids.shape[1])}
 
 
 @dataclass(frozen=True)
@@ -173,18 +200,21 @@ def parse_biases(specs: Sequence[str]) -> list[float | None]:
     return values
 
 
-def biases(model, tokenizer, specs: Sequence[str], device: str,
-           b_auto: float | None = None) -> tuple[list[Bias], float | None]:
-    """The biases b to audit at, with "auto" resolved to ``b_auto`` when given, else by calibration
-    (returned as b_auto: the given one, the calibrated one, or None)."""
+def biases(model, tokenizer, specs: Sequence[str], device: str, b_auto: float | None = None,
+           calibration: str | None = None) -> tuple[list[Bias], float | None]:
+    """The biases b to audit at, with "auto" resolved to ``b_auto`` when given, else by calibration on
+    the ``calibration`` text file or generated text (returned as b_auto: the given one, the calibrated
+    one, or None)."""
     values = parse_biases(specs)
     if None in values and b_auto is None:
-        b_auto = hooks.calibrate_b_auto(model, calibration_ids(model, tokenizer, device))
+        b_auto = hooks.calibrate_b_auto(model, calibration_ids(model, tokenizer, device, calibration))
     return [Bias(spec, b_auto if value is None else value) for spec, value in zip(specs, values, strict=True)], b_auto
 
 
-def recipe_b_auto(model, tokenizer, recipes: Sequence[str], device: str, b_auto: float | None = None) -> float | None:
-    """``b_auto`` if given, else calibrated when a recipe is a ``_bauto`` name, else None."""
+def recipe_b_auto(model, tokenizer, recipes: Sequence[str], device: str, b_auto: float | None = None,
+                  calibration: str | None = None) -> float | None:
+    """``b_auto`` if given, else calibrated (on the ``calibration`` text file or generated text) when a
+    recipe is a ``_bauto`` name, else None."""
     if b_auto is None and any(n.endswith("_bauto") for n in recipes):
-        return hooks.calibrate_b_auto(model, calibration_ids(model, tokenizer, device))
+        return hooks.calibrate_b_auto(model, calibration_ids(model, tokenizer, device, calibration))
     return b_auto

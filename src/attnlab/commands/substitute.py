@@ -21,9 +21,11 @@ from .. import hooks, rowmaps, tasks
 from ..diagnostics.stats import wilson
 from ..io import check_output, write_json, write_parquet, write_table
 from ..options import option
-from .runs import RunError, SuiteRun, load, recipe_b_auto, settings, staged_output, suite_prompts
+from .runs import (RunError, SuiteRun, calibration_record, load, recipe_b_auto, settings, staged_output,
+                   suite_prompts)
 
 BASELINE = "softmax"
+READ_DELTAS_FROM = 80.0  # Polynomial Concentration App. X: no recipe-vs-softmax delta is read below this softmax %
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,6 +84,20 @@ def accuracy(ok: pd.Series, base: float) -> dict:
     return {"correct": k, "n": n, "accuracy %": acc, "lo": 100 * lo, "hi": 100 * hi, "delta pp": acc - base}
 
 
+def baseline_warning(base: float, suite: str) -> str | None:
+    """The warning a table's readers need when softmax itself scores ``base`` % < ``READ_DELTAS_FROM`` %: the
+    deltas from it are then not read (Polynomial Concentration App. X, Table 19); None otherwise."""
+    if base >= READ_DELTAS_FROM:
+        return None
+    return (f"softmax itself scores {base:.1f}% (< {READ_DELTAS_FROM:g}%) on {suite}: the model cannot do the task "
+            "reliably, so the deltas from softmax are not read (Polynomial Concentration App. X)")
+
+
+def as_warning(text: str | None) -> str | None:
+    """``text`` as the line a command prints under its table, or None."""
+    return None if text is None else f"warning: {text}"
+
+
 def accuracy_table(records: pd.DataFrame, order: Sequence[str], resolved: dict[str, str]) -> pd.DataFrame:
     """One line per recipe: correct/n, accuracy % with Wilson 95% interval, delta from softmax in pp."""
     base = records[records["recipe"] == BASELINE]["correct"].mean() * 100
@@ -102,7 +118,7 @@ def run(cfg: SubstituteConfig, out: str | Path, *, progress: bool = True, overwr
     model, tokenizer = load(cfg.model, cfg.device, cfg.dtype)
     prompts = suite_prompts(model, tokenizer, cfg.suite, cfg.prompts, seed=cfg.seed, pad=cfg.pad,
                             length=cfg.length)
-    b_auto = recipe_b_auto(model, tokenizer, cfg.recipes, cfg.device, cfg.b_auto)
+    b_auto = recipe_b_auto(model, tokenizer, cfg.recipes, cfg.device, cfg.b_auto, cfg.calibration)
     resolved = {BASELINE: BASELINE, **{r: hooks.resolve(r, b_auto).name for r in cfg.recipes}}
     # softmax is always scored, once: named among the recipes too, it would count every prompt twice
     recipes = [r for r in cfg.recipes if r != BASELINE]
@@ -113,11 +129,13 @@ def run(cfg: SubstituteConfig, out: str | Path, *, progress: bool = True, overwr
                 records += score(model, tokenizer, prompts, cfg.suite, cfg.device, recipe, progress)
         answers = pd.DataFrame(records)
         table = accuracy_table(answers, [BASELINE, *recipes], resolved)
-        config = {**asdict(cfg), "b_auto": b_auto, "resolved": resolved}
+        config = {**asdict(cfg), "b_auto": b_auto, **calibration_record(model, tokenizer, cfg, b_auto),
+                  "resolved": resolved}
         write_parquet(stage / "answers.parquet", answers, metadata=config)
         write_table(stage / "substitute", table)
         write_json(stage / "config.json", json.loads(json.dumps(config, default=str)))
     final = Path(out)
-    return {"table": table, "b_auto": b_auto, "answers": answers,
+    warning = as_warning(baseline_warning(float(table["accuracy %"].iloc[0]), cfg.suite))
+    return {"table": table, "b_auto": b_auto, "answers": answers, "summary": warning,
             "paths": {k: final / v for k, v in {"answers": "answers.parquet", "csv": "substitute.csv",
                                                  "md": "substitute.md", "config": "config.json"}.items()}}

@@ -26,8 +26,8 @@ from ..diagnostics.stats import check_cor49, exponent, tie_mask
 from ..io import check_output, write_json, write_table
 from ..options import option
 from .readout import Reading, read_rows
-from .runs import (CheckpointRun, RunError, check_count, context_length, load, settings, staged_output,
-                      suite_prompts)
+from .runs import (CheckpointRun, RunError, check_count, context_length, load, read_text, settings, staged_output,
+                   suite_prompts)
 
 TEXT = "text"
 TRIPLE = {"Lambda": "lambda_n", "alpha": "alpha_n", "Delta": "contact_gap"}
@@ -76,17 +76,10 @@ def documents(model, tokenizer, cfg: TemperatureConfig) -> list[tuple[int, ...]]
             raise RunError(f"the tokenizer made fewer than {need} tokens of {2 * need} generated words; "
                            "pass --text FILE")
         return ids
-    path = Path(cfg.text).expanduser()
-    if not path.is_file():
-        raise RunError(f"--text {path} is not a file; pass a UTF-8 text file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise RunError(f"--text {path} is not UTF-8 text") from None
-    ids = tokenizer(text, add_special_tokens=True)["input_ids"]
+    ids = tokenizer(read_text(cfg.text, "--text"), add_special_tokens=True)["input_ids"]
     windows = [tuple(ids[i:i + need]) for i in range(0, len(ids) - need + 1, need)][:cfg.docs]
     if not windows:
-        raise RunError(f"--text {path} has {len(ids)} tokens, fewer than the {need} that --n needs")
+        raise RunError(f"--text {cfg.text} has {len(ids)} tokens, fewer than the {need} that --n needs")
     return windows
 
 

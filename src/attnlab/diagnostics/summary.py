@@ -12,7 +12,8 @@ from .stats import wilson
 
 
 def _pct(flags: pd.Series) -> str:
-    """"x% [lo, hi]": the fraction of True among known flags with its Wilson 95% interval (Polynomial Concentration App. B)."""
+    """"x% [lo, hi]": the fraction of True among known flags with its Wilson 95% interval (Polynomial
+    Concentration App. B)."""
     known = flags.dropna()
     if len(known) == 0:
         return "-"
@@ -22,10 +23,12 @@ def _pct(flags: pd.Series) -> str:
 
 
 def summarize(rows: pd.DataFrame, p: Sequence[float], by: str | None = None) -> pd.DataFrame:
-    """Per group: row counts by status, then over active rows (Polynomial Concentration §3 restricts the diagnostic to
-    them) the measured-safe (strict and eps), predicted-safe fractions per degree and the medians of
-    rho, A_act and S_p (first degree); over readable rows the median entropy and lambda_n, whose median leaves out tied rows (inf, Hayase & Karakida 2026 App. C.2), whose
-    count is shown. Rows with status empty/nan/inf are counted and nothing else."""
+    """Per group: row counts by status, then over active rows (Polynomial Concentration §3 restricts the
+    diagnostic to them) the measured-safe (strict and eps), predicted-safe fractions per degree and the
+    medians of rho, A_act and S_p (first degree); over readable rows the median entropy and lambda_n, whose
+    median leaves out tied rows (inf, Hayase & Karakida 2026 App. C.2), whose count is shown. Rows with an
+    ``s_sigmoid`` column add the share of readable rows with S_sigma < 1 (Polynomial Concentration App. T,
+    Table 15). Rows with status empty/nan/inf are counted and nothing else."""
     groups = [((None,), rows)] if by is None else rows.groupby(by, sort=True)
     lines = []
     for key, g in groups:
@@ -48,5 +51,7 @@ def summarize(rows: pd.DataFrame, p: Sequence[float], by: str | None = None) -> 
         finite = lam[np.isfinite(lam)]
         line["med lambda_n"] = float(finite.median()) if len(finite) else np.nan
         line["ties"] = int(np.isinf(lam).sum())
+        if "s_sigmoid" in g:
+            line["sigma-safe%"] = _pct(readable["s_sigmoid"].astype(float).dropna() < 1)
         lines.append(line)
     return pd.DataFrame(lines)

@@ -51,7 +51,6 @@ SUITE = "induction"
 # Polynomial Concentration App. B/E/AI's diagnostic suites, audited on a pretrained model.
 REAL_SUITES = ("niah", "induction", "mqar", "copying", "uuid_niah")
 UNSAFE_MOST = 70.0  # % unsafe at p = 2, b = 0 that three of Polynomial Concentration's four models cross on every suite
-BASELINE_OK = 80.0  # softmax accuracy (%) below which the deltas of a sweep are flagged as not interpretable
 HIGH_SAFE = 66.0  # Polynomial Concentration Table 4's middle cells: >= 66% measured safe ...
 HIGH_DROP = 19.0  # ... yet losing >= 19 pp: a high safe fraction is not sufficient
 LOW_SAFE = 3.0  # % of active rows measured safe at or below which a cell counts as "very low"
@@ -422,9 +421,8 @@ def summarize(folder: Path) -> Section:
     plots.plot_substitution(sub, folder / "substitution")
 
     base = float(sub.set_index("recipe").loc[substitute.BASELINE, "accuracy %"])
-    warnings = ((f"softmax itself scores {base:.1f}% (< {BASELINE_OK:g}%) on {plan['suite']}: the model cannot do "
-                 "the task reliably, so the substitution and ablation deltas are not interpretable.",)
-                if base < BASELINE_OK else ())
+    warning = substitute.baseline_warning(base, plan["suite"])
+    warnings = () if warning is None else (warning,)
     notes = _notes(cfg, plan, folder, audit_cfg, sorted(set(abl["k"])))
     return section(
         "concentration", folder,
