@@ -41,33 +41,6 @@ def test_audit_command_writes_table_rows_and_config(checkpoint, tmp_path, capsys
     assert set(table["p"]) == {2, 4}
 
 
-def test_substitute_command_scores_recipes_against_softmax(checkpoint, tmp_path, capsys):
-    out = tmp_path / "sub"
-    code, stdout, err = _run(["substitute", "--model", str(checkpoint), "--prompts", "3", "--pad", "1",
-                              "--recipes", "relu_p4_bauto", "sigmoid_b0", "--out", str(out)], capsys)
-    assert code == 0, err
-    table = pd.read_csv(out / "substitute.csv")
-    assert list(table["recipe"]) == ["softmax", "relu_p4_bauto", "sigmoid_b0"]
-    assert table["map"].iloc[1].startswith("relu_p4_b") and table["map"].iloc[1] != "relu_p4_bauto"
-    assert (table["n"] == 3).all()
-    answers = pd.read_parquet(out / "answers.parquet")
-    for recipe, group in answers.groupby("recipe"):
-        line = table[table["recipe"] == recipe].iloc[0]
-        assert line["correct"] == group["correct"].sum()
-    base = table["accuracy %"].iloc[0]
-    assert table["delta pp"].iloc[1:].tolist() == pytest.approx((table["accuracy %"].iloc[1:] - base).tolist())
-
-
-def test_softmax_among_the_recipes_is_scored_once(checkpoint, tmp_path, capsys):
-    out = tmp_path / "sub_softmax"
-    code, _, err = _run(["substitute", "--model", str(checkpoint), "--prompts", "2", "--pad", "1",
-                         "--recipes", "softmax", "sigmoid_b0", "--out", str(out)], capsys)
-    assert code == 0, err
-    table = pd.read_csv(out / "substitute.csv")
-    assert list(table["recipe"]) == ["softmax", "sigmoid_b0"] and (table["n"] == 2).all()
-    assert len(pd.read_parquet(out / "answers.parquet")) == 4
-
-
 def test_ablate_command_prints_the_decisive_table(checkpoint, tmp_path, capsys):
     out = tmp_path / "ablate"
     code, stdout, err = _run(["ablate", "--model", str(checkpoint), "--k", "1", "3", "--random-draws", "2",

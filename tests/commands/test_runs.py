@@ -1,0 +1,197 @@
+"""What every checkpoint command shares refuses bad input by its flag; a run's files appear only when it succeeds."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict
+from types import SimpleNamespace
+
+import pytest
+
+from attnlab import tasks
+from attnlab.commands import runs
+from attnlab.commands.runs import RunError
+
+from checkpoints import save_checkpoint
+
+
+@pytest.fixture(scope="module")
+def short(tmp_path_factory):
+    """A tiny checkpoint with a 40-token context, and its tokenizer."""
+    return runs.load(str(save_checkpoint(tmp_path_factory.mktemp("short") / "model", context=40)))
+
+
+# ------------------------------------------------------------------------------------------ options
+
+
+@pytest.mark.parametrize("name, value, low, message", [
+    ("prompts", 0, 1, "--prompts must be an int >= 1, got 0"),
+    ("rank_prompts", -3, 1, "--rank-prompts must be an int >= 1, got -3"),
+    ("seed", -1, 0, "--seed must be an int >= 0, got -1"),
+    ("prompts", True, 1, "--prompts must be an int >= 1, got True"),  # a bool is an int to Python, not to a user
+    ("prompts", 2.0, 1, "--prompts must be an int >= 1, got 2.0"),
+    ("prompts", "3", 1, "--prompts must be an int >= 1, got '3'"),
+])
+def test_check_count_names_the_flag_and_the_value(name, value, low, message):
+    with pytest.raises(RunError) as exc:
+        runs.check_count(name, value, low)
+    assert str(exc.value) == message
+
+
+def test_check_count_takes_ints_from_low_up():
+    for value, low in ((1, 1), (7, 1), (0, 0), (2**70, 1)):
+        runs.check_count("n", value, low)
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"prompts": 0}, "--prompts must be an int >= 1"),
+    ({"seed": -2}, "--seed must be an int >= 0"),
+    ({"b_auto": math.nan}, "--b-auto must be finite, got nan"),
+    ({"b_auto": -math.inf}, "--b-auto must be finite, got -inf"),
+])
+def test_a_suite_run_refuses_bad_values(kw, message):
+    with pytest.raises(RunError, match=message):
+        runs.SuiteRun(model="m", **kw)
+
+
+def test_settings_leave_out_only_an_uncalibrated_b_auto():
+    asked = runs.SuiteRun(model="m", prompts=3)
+    expected = asdict(asked)
+    del expected["b_auto"]
+    assert runs.settings(asked) == expected
+    given = runs.SuiteRun(model="m", prompts=3, b_auto=1.5)
+    assert runs.settings(given) == asdict(given) and runs.settings(given)["b_auto"] == 1.5
+    plain = runs.CheckpointRun(model="m")
+    assert runs.settings(plain) == asdict(plain)
+
+
+@pytest.mark.parametrize("specs, values", [
+    (["0"], [0.0]),
+    (["0", "auto", "3.5"], [0.0, None, 3.5]),
+    (["-1e-3", "2"], [-0.001, 2.0]),
+])
+def test_parse_biases_reads_numbers_and_auto(specs, values):
+    assert runs.parse_biases(specs) == values
+
+
+@pytest.mark.parametrize("specs, message", [
+    (["0", "lots"], "--b takes numbers or 'auto', got 'lots'"),
+    (["inf"], "--b must be finite, got 'inf'"),
+    (["nan"], "--b must be finite, got 'nan'"),
+    ([], "--b needs distinct values, got []"),
+    (["1", "auto", "1"], "--b needs distinct values, got ['1', 'auto', '1']"),
+    (["auto", "auto"], "--b needs distinct values"),
+])
+def test_parse_biases_refuses_bad_lists(specs, message):
+    with pytest.raises(RunError) as exc:
+        runs.parse_biases(specs)
+    assert message in str(exc.value)
+
+
+@pytest.mark.xfail(strict=True, reason="parse_biases compares the spellings, so one bias typed two ways passes "
+                                       "its distinct-values check")
+@pytest.mark.parametrize("specs", [["1", "1.0"], ["0", "-0"]])
+def test_parse_biases_refuses_one_value_spelled_twice(specs):
+    with pytest.raises(RunError, match="distinct"):
+        runs.parse_biases(specs)
+
+
+# ------------------------------------------------------------------------------------------ staged output
+
+
+def _files(folder):
+    return {p.name: p.read_text() for p in folder.iterdir()}
+
+
+def test_staged_files_replace_their_namesakes_only_on_success(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "table.csv").write_text("old table")
+    (out / "notes.txt").write_text("the user's notes")
+    with runs.staged_output(out) as stage:
+        assert stage.parent == out and stage.name.startswith(f"{runs.STAGING}{os.getpid()}-")
+        (stage / "table.csv").write_text("new table")
+        (stage / "config.json").write_text("{}")
+        assert {p.name for p in out.iterdir()} == {"table.csv", "notes.txt", stage.name}, "nothing moves early"
+        assert (out / "table.csv").read_text() == "old table"
+    assert _files(out) == {"table.csv": "new table", "notes.txt": "the user's notes", "config.json": "{}"}
+
+
+def test_config_json_is_moved_last(tmp_path, monkeypatch):
+    # a folder holding config.json counts as finished, so it must not appear before the files it describes
+    moved = []
+    real = os.replace
+    monkeypatch.setattr(os, "replace", lambda src, dst: (moved.append(os.path.basename(dst)), real(src, dst)))
+    with runs.staged_output(tmp_path / "run") as stage:
+        for name in ("config.json", "z.parquet", "a.csv", "m.md"):
+            (stage / name).write_text(name)
+    assert moved == ["a.csv", "m.md", "z.parquet", "config.json"]
+
+
+@pytest.mark.parametrize("failure", [ValueError("bad input found late"), KeyboardInterrupt()])
+def test_a_failed_run_keeps_the_previous_files_and_no_staging_folder(tmp_path, failure):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "table.csv").write_text("previous run")
+    with pytest.raises(type(failure)):
+        with runs.staged_output(out) as stage:
+            (stage / "table.csv").write_text("half written")
+            raise failure
+    assert _files(out) == {"table.csv": "previous run"}
+
+
+def test_a_failed_run_removes_the_folder_it_created(tmp_path):
+    out = tmp_path / "new" / "run"
+    with pytest.raises(RuntimeError):
+        with runs.staged_output(out) as stage:
+            (stage / "rows.parquet").write_bytes(b"partial")
+            raise RuntimeError("crash")
+    assert not out.exists()
+
+
+def test_an_out_that_is_a_file_is_refused_untouched(tmp_path):
+    out = tmp_path / "results"
+    out.write_text("a user's file")
+    with pytest.raises(RunError) as exc:
+        with runs.staged_output(out):
+            pytest.fail("the body must not run")
+    assert str(exc.value) == f"--out {out} is a file; pass a folder"
+    assert out.read_text() == "a user's file"
+
+
+# ------------------------------------------------------------------------------------------ prompts
+
+
+def test_suite_prompts_are_the_suites_own_when_they_fit(short):
+    model, tok = short
+    got = runs.suite_prompts(model, tok, "niah", 2, seed=1, pad=0)
+    assert got == tasks.build_suite("niah", tok, 2, seed=1, pad=0)
+    assert max(len(p.input_ids) + len(p.answer_ids) for p in got) <= 40
+
+
+def test_suite_prompts_longer_than_the_context_are_refused(short):
+    model, tok = short
+    longest = max(len(p.input_ids) + len(p.answer_ids) for p in tasks.build_suite("niah", tok, 2, seed=0, pad=20))
+    assert longest > 40
+    with pytest.raises(RunError) as exc:
+        runs.suite_prompts(model, tok, "niah", 2, seed=0, pad=20)
+    assert str(exc.value) == (f"prompts reach {longest} tokens but the model's context is 40; "
+                              "lower --pad/--length")
+
+
+def test_a_model_without_a_context_length_takes_any_prompt(short):
+    _, tok = short
+    model = SimpleNamespace(config=SimpleNamespace())
+    assert runs.context_length(model) is None
+    assert len(runs.suite_prompts(model, tok, "niah", 2, pad=20)) == 2
+
+
+@pytest.mark.parametrize("suite, kw, message", [
+    ("poetry", {}, "unknown suite 'poetry'; choose one of "),
+    ("niah", {"length": 5}, "length 5 is shorter than the template alone"),
+])
+def test_suite_prompts_refuse_what_cannot_be_built(short, suite, kw, message):
+    model, tok = short
+    with pytest.raises(RunError, match=message):
+        runs.suite_prompts(model, tok, suite, 2, **kw)

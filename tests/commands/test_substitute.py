@@ -1,0 +1,138 @@
+"""substitute decodes greedily as a hand loop does, tables accuracy with Wilson intervals, and refuses bad recipes."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from attnlab import hooks, rowmaps, tasks
+from attnlab.cli import main
+from attnlab.commands import substitute
+from attnlab.commands.runs import RunError
+from attnlab.commands.substitute import SubstituteConfig
+
+from checkpoints import save_checkpoint
+
+Z = 1.959963984540054  # the two-sided 95% normal quantile
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    return save_checkpoint(tmp_path_factory.mktemp("ckpt"))
+
+
+def _run(argv, capsys):
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# ------------------------------------------------------------------------------------------ refusals
+
+
+def test_check_recipes_takes_registered_distinct_names():
+    substitute.check_recipes(["relu_p4_bauto", "sigmoid_b0", "entmax_a1.5", "softmax"])
+
+
+def test_an_unknown_recipe_is_refused_with_the_row_maps_own_message():
+    with pytest.raises(ValueError) as expected:
+        rowmaps.get("relu_p4_bfast")
+    with pytest.raises(RunError) as exc:
+        substitute.check_recipes(["sigmoid_b0", "relu_p4_bfast"])
+    assert str(exc.value) == str(expected.value)
+
+
+def test_a_repeated_recipe_is_refused():
+    with pytest.raises(RunError) as exc:
+        substitute.check_recipes(["sigmoid_b0", "relu_p2_b0", "sigmoid_b0"])
+    assert str(exc.value) == "--recipes has repeated names: ['sigmoid_b0', 'relu_p2_b0', 'sigmoid_b0']"
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"recipes": ()}, "--recipes needs at least one row-map name"),
+    ({"recipes": ("relu_pX",)}, "unknown"),
+    ({"recipes": ("sigmoid_b0", "sigmoid_b0")}, "repeated names"),
+    ({"recipes": ("sigmoid_b0",), "prompts": 0}, "--prompts must be an int >= 1"),
+    ({"recipes": ("sigmoid_b0",), "b_auto": math.inf}, "--b-auto must be finite"),
+])
+def test_the_config_refuses_before_any_model_is_loaded(tmp_path, kw, message):
+    with pytest.raises(RunError, match=message):
+        SubstituteConfig(model=str(tmp_path / "no model here"), **kw)
+
+
+# ------------------------------------------------------------------------------------------ decoding
+
+
+def _hand_greedy(model, ids, n_new):
+    """Greedy decoding the long way: a full forward per new token, the last position's argmax appended."""
+    ids = list(ids)
+    for _ in range(n_new):
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([ids])).logits[0, -1]
+        ids.append(int(logits.argmax()))
+    return ids[-n_new:]
+
+
+@pytest.mark.parametrize("n_new", [1, 5])
+def test_greedy_equals_a_hand_loop(checkpoint, n_new):
+    model, tok = hooks.load_model(checkpoint)
+    for prompt in tasks.build_suite("niah", tok, 2, seed=0, pad=2):
+        got = substitute.greedy(model, prompt, n_new, "cpu", tok.pad_token_id or tok.eos_token_id)
+        assert got == _hand_greedy(model, prompt.input_ids, n_new)
+
+
+# ------------------------------------------------------------------------------------------ the table
+
+
+def _wilson(k, n):
+    p = k / n
+    centre, half = p + Z * Z / (2 * n), Z * math.sqrt(p * (1 - p) / n + Z * Z / (4 * n * n))
+    return (centre - half) / (1 + Z * Z / n), (centre + half) / (1 + Z * Z / n)
+
+
+def test_accuracy_table_against_hand_counts():
+    correct = {"softmax": [1, 1, 1, 0], "relu_p4_b1": [0, 1, 0, 0], "sigmoid_b0": [1, 1, 1, 1]}
+    records = pd.DataFrame([{"recipe": r, "prompt": i, "correct": bool(c)}
+                            for r, cs in correct.items() for i, c in enumerate(cs)])
+    resolved = {"softmax": "softmax", "relu_p4_b1": "relu_p4_b1", "sigmoid_b0": "sigmoid_b0"}
+    table = substitute.accuracy_table(records, list(correct), resolved)
+    assert table["recipe"].tolist() == list(correct) and table["map"].tolist() == list(correct)
+    for line, (recipe, cs) in zip(table.to_dict("records"), correct.items()):
+        k, n = sum(cs), len(cs)
+        lo, hi = _wilson(k, n)
+        assert (line["correct"], line["n"]) == (k, n), recipe
+        assert line["accuracy %"] == pytest.approx(100 * k / n)
+        assert (line["lo"], line["hi"]) == pytest.approx((100 * lo, 100 * hi), rel=1e-12)
+    assert np.isnan(table["delta pp"].iloc[0])
+    assert table["delta pp"].iloc[1:].tolist() == pytest.approx([25.0 - 75.0, 100.0 - 75.0])
+
+
+def test_substitute_command_scores_recipes_against_softmax(checkpoint, tmp_path, capsys):
+    out = tmp_path / "sub"
+    code, stdout, err = _run(["substitute", "--model", str(checkpoint), "--prompts", "3", "--pad", "1",
+                              "--recipes", "relu_p4_bauto", "sigmoid_b0", "--out", str(out)], capsys)
+    assert code == 0, err
+    table = pd.read_csv(out / "substitute.csv")
+    assert list(table["recipe"]) == ["softmax", "relu_p4_bauto", "sigmoid_b0"]
+    assert table["map"].iloc[1].startswith("relu_p4_b") and table["map"].iloc[1] != "relu_p4_bauto"
+    assert (table["n"] == 3).all()
+    answers = pd.read_parquet(out / "answers.parquet")
+    for recipe, group in answers.groupby("recipe"):
+        line = table[table["recipe"] == recipe].iloc[0]
+        assert line["correct"] == group["correct"].sum()
+    base = table["accuracy %"].iloc[0]
+    assert table["delta pp"].iloc[1:].tolist() == pytest.approx((table["accuracy %"].iloc[1:] - base).tolist())
+
+
+def test_softmax_among_the_recipes_is_scored_once(checkpoint, tmp_path, capsys):
+    out = tmp_path / "sub_softmax"
+    code, _, err = _run(["substitute", "--model", str(checkpoint), "--prompts", "2", "--pad", "1",
+                         "--recipes", "softmax", "sigmoid_b0", "--out", str(out)], capsys)
+    assert code == 0, err
+    table = pd.read_csv(out / "substitute.csv")
+    assert list(table["recipe"]) == ["softmax", "sigmoid_b0"] and (table["n"] == 2).all()
+    assert len(pd.read_parquet(out / "answers.parquet")) == 4
