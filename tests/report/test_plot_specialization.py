@@ -1,0 +1,55 @@
+"""The specialization figure draws, from a known curves table, one panel per probe with each run's curve over steps
+(solid control, dashed intervention, one colour per FFN) and a dotted line at each release step, as PNG and SVG."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from attnlab.report import plot_specialization as ps
+
+PROBES = ("val_loss", "upper_entropy", "upper_logit", "upper_qk_sigma_max", "dppl_zero_qk", "lower_copy")
+RUNS = ("gelu_control", "gelu_intervention", "swiglu_control", "swiglu_intervention")
+
+
+def _curves():
+    """A row per run and step, as the specialization study's curves table has them."""
+    rng = np.random.default_rng(0)
+    steps = [0, 50, 100, 150]
+    rows = [{"run": run, "step": step, "tokens": 1000 * step, **{p: float(rng.uniform(0, 3)) for p in PROBES}}
+            for run in RUNS for step in steps]
+    return pd.DataFrame(rows)
+
+
+def test_one_panel_per_probe_with_each_runs_curve_over_steps(tmp_path, drawn):
+    curves = _curves()
+    png, svg = ps.plot_probe_curves(curves, PROBES, {"gelu": 50, "swiglu": 100}, tmp_path / "curves")
+    assert (png.name, svg.name) == ("curves.png", "curves.svg") and png.exists() and svg.exists()
+    fig, = drawn
+    assert len(fig.axes) == 6
+    for ax, probe in zip(fig.axes, PROBES):
+        assert ax.get_title() == ps.LABELS[probe] and ax.get_xlabel() == "step"
+        runs = [line for line in ax.lines if line.get_linestyle() != ":"]
+        assert [line.get_label() for line in runs] == [run.replace("_", " ") for run in RUNS]
+        for line, run in zip(runs, RUNS):
+            part = curves[curves.run == run]
+            assert list(line.get_xdata()) == part.step.tolist() and list(line.get_ydata()) == part[probe].tolist()
+
+
+def test_arms_are_told_by_line_style_and_ffns_by_colour(tmp_path, drawn):
+    ps.plot_probe_curves(_curves(), PROBES, {}, tmp_path / "c")
+    runs = {line.get_label(): line for line in drawn[0].axes[0].lines}
+    assert [runs[r.replace("_", " ")].get_linestyle() for r in RUNS] == ["-", "--", "-", "--"]
+    colours = [runs[r.replace("_", " ")].get_color() for r in RUNS]
+    assert colours[0] == colours[1] == ps.COLORS["gelu"] and colours[2] == colours[3] == ps.COLORS["swiglu"]
+
+
+@pytest.mark.parametrize("released", [{}, {"gelu": 50}, {"gelu": 50, "swiglu": 100}])
+def test_each_release_is_a_dotted_line_in_its_ffns_colour_on_every_panel(tmp_path, drawn, released):
+    ps.plot_probe_curves(_curves(), PROBES, released, tmp_path / "c")
+    for ax in drawn[0].axes:
+        dotted = [line for line in ax.lines if line.get_linestyle() == ":"]
+        assert [(line.get_xdata()[0], line.get_color()) for line in dotted] == [
+            (step, ps.COLORS[ffn]) for ffn, step in released.items()]
+
