@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import asdict
 from types import SimpleNamespace
 
@@ -89,8 +90,6 @@ def test_parse_biases_refuses_bad_lists(specs, message):
     assert message in str(exc.value)
 
 
-@pytest.mark.xfail(strict=True, reason="parse_biases compares the spellings, so one bias typed two ways passes "
-                                       "its distinct-values check")
 @pytest.mark.parametrize("specs", [["1", "1.0"], ["0", "-0"]])
 def test_parse_biases_refuses_one_value_spelled_twice(specs):
     with pytest.raises(RunError, match="distinct"):
@@ -195,3 +194,10 @@ def test_suite_prompts_refuse_what_cannot_be_built(short, suite, kw, message):
     model, tok = short
     with pytest.raises(RunError, match=message):
         runs.suite_prompts(model, tok, suite, 2, **kw)
+
+
+@pytest.mark.parametrize("kw, message", [({"pad": -1}, "--pad must be an int >= 0, got -1"),
+                                         ({"length": 0}, "--length must be an int >= 1, got 0")])
+def test_pad_and_length_are_checked_before_loading(kw, message):
+    with pytest.raises(RunError, match=re.escape(message)):
+        runs.SuiteRun(model="no/such/model", **kw)

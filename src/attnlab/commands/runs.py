@@ -67,6 +67,9 @@ class SuiteRun(CheckpointRun):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_count("prompts", self.prompts)
+        for name in ("pad", "length"):
+            if getattr(self, name) is not None:
+                check_count(name, getattr(self, name), 0 if name == "pad" else 1)
         if self.b_auto is not None and not math.isfinite(self.b_auto):
             raise RunError(f"--b-auto must be finite, got {self.b_auto!r}")
         if self.calibration is not None:
@@ -195,7 +198,7 @@ def parse_biases(specs: Sequence[str]) -> list[float | None]:
         if not math.isfinite(value):
             raise RunError(f"--b must be finite, got {spec!r}")
         values.append(value)
-    if not specs or len(set(specs)) != len(specs):
+    if not specs or len(set(values)) != len(values):  # values, not spellings: "1" and "1.0" are one bias
         raise RunError(f"--b needs distinct values, got {list(specs)}")
     return values
 
