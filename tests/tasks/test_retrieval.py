@@ -94,8 +94,6 @@ def test_mqmtar_queries_ask_only_for_keys_in_the_context():
         assert sp["eos"] not in row[:t0 + 1] and sp["kv"] not in block
 
 
-@pytest.mark.xfail(strict=True, reason="retrieval.py MQMTAR.__post_init__ reads kv_vocab=0 as None "
-                                       "(`self.kv_vocab or every`), so it is accepted and generate fails in numpy")
 def test_mqmtar_refuses_an_empty_string_vocabulary():
     with pytest.raises(TaskError, match="kv_vocab 0"):
         get_task("mqmtar", kv_vocab=0)

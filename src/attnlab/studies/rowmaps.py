@@ -66,7 +66,7 @@ def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
 def entropy(w: np.ndarray) -> float:
     """Shannon entropy (nats) over the nonzero weights."""
     nz = w[w > 0].astype(np.float64)
-    return float(-(nz * np.log(nz)).sum())
+    return float(-(nz * np.log(nz)).sum()) + 0.0  # + 0.0: a one-hot row's -0.0 reads as 0
 
 
 def map_table(z: torch.Tensor, mask: torch.Tensor, names=MAPS) -> tuple[pd.DataFrame, dict]:

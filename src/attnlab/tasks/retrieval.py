@@ -142,7 +142,7 @@ class MQMTAR(Task):
              f"mqmtar: alphabet ** max(key_len, value_len) = {self.alphabet ** max(self.key_len, self.value_len)}"
              "; allowed: below 2 ** 62")
         every = self.alphabet ** min(self.key_len, self.value_len)
-        need(self.queries <= (self.kv_vocab or every) <= every,
+        need(self.queries <= (every if self.kv_vocab is None else self.kv_vocab) <= every,
              f"mqmtar: kv_vocab {self.kv_vocab}, queries {self.queries}; allowed: queries <= kv_vocab (None: all "
              f"{every} strings) <= alphabet ** min(key_len, value_len) = {every}")
 
@@ -162,7 +162,8 @@ class MQMTAR(Task):
     def _pairs(self, context: int) -> int:
         every = self.alphabet ** min(self.key_len, self.value_len)
         # The epsilon keeps 0.8 * 25 / 5 at 4 despite binary rounding.
-        return min(int(self.density * context / (self.key_len + self.value_len + 1) + 1e-9), self.kv_vocab or every)
+        vocab = every if self.kv_vocab is None else self.kv_vocab
+        return min(int(self.density * context / (self.key_len + self.value_len + 1) + 1e-9), vocab)
 
     @property
     def min_length(self) -> int:
