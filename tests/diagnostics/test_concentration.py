@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from attnlab.diagnostics import concentration as conc
-from row_refs import concentration_row
+from diagnostics.row_refs import concentration_row
 
 DEGREES = (1, 2, 3, 4, 8, 16, 2.5)
 

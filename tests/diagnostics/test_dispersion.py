@@ -10,7 +10,7 @@ import torch
 
 from attnlab import rowmaps
 from attnlab.diagnostics.dispersion import dispersion, key_mass, normalized_entropy, sink_index, weights
-from row_refs import dispersion_row, sink_key, softmax_row
+from diagnostics.row_refs import dispersion_row, sink_key, softmax_row
 
 
 def _rows(seed, rows=24, n=15, causal=False):

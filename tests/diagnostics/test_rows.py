@@ -11,7 +11,7 @@ import torch
 
 from attnlab import rowmaps
 from attnlab.diagnostics import row_stats
-from row_refs import concentration_row, dispersion_row, sink_key, softmax_row
+from diagnostics.row_refs import concentration_row, dispersion_row, sink_key, softmax_row
 
 pytestmark = pytest.mark.usefixtures("kernel_path")
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from attnlab import rowmaps
-from rowmap_refs import UNIT, assert_close_np, entmax_jacobian, np64, ref_entmax, ref_softmax
+from rowmaps.rowmap_refs import UNIT, assert_close_np, entmax_jacobian, np64, ref_entmax, ref_softmax
 
 # Every test runs on both paths of alpha = 2, 1.5, 1.25: the compiled kernel and torch ops (conftest).
 pytestmark = pytest.mark.usefixtures("kernel_path")

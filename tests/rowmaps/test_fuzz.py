@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from attnlab import rowmaps
 from attnlab.rowmaps import FAMILIES
 from hostile import DTYPES, fast, row, slow
-from rowmap_refs import SUM_TOL, np64
+from rowmaps.rowmap_refs import SUM_TOL, np64
 
 
 

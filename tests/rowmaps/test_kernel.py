@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from attnlab.rowmaps import entmax, kernel, relu_power
-from rowmap_refs import assert_close_np, entmax_jacobian, np64, ref_entmax, ref_relu_power
+from rowmaps.rowmap_refs import assert_close_np, entmax_jacobian, np64, ref_entmax, ref_relu_power
 
 ENTMAX = importlib.import_module("attnlab.rowmaps.entmax")
 POINTWISE = importlib.import_module("attnlab.rowmaps.pointwise")

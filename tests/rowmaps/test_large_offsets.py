@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from attnlab import rowmaps
-from rowmap_refs import SUM_TOL, assert_close_np, np64, ref_entmax, ref_relu_power
+from rowmaps.rowmap_refs import SUM_TOL, assert_close_np, np64, ref_entmax, ref_relu_power
 
 pytestmark = pytest.mark.usefixtures("kernel_path")
 

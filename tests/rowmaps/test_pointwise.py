@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from attnlab import rowmaps
-from rowmap_refs import (
+from rowmaps.rowmap_refs import (
     UNIT, assert_close_np, np64, ref_relu_power, ref_reluattn, ref_sigmoid, ref_softmax,
     ref_wortsman,
 )

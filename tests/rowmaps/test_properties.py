@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from attnlab import rowmaps
 from attnlab.rowmaps import FAMILIES
-from rowmap_refs import SUM_TOL, np64, ref_reluattn, ref_wortsman
+from rowmaps.rowmap_refs import SUM_TOL, np64, ref_reluattn, ref_wortsman
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 

@@ -8,7 +8,7 @@ import torch
 
 from attnlab import rowmaps
 from attnlab.rowmaps import FAMILIES, RowMap, RowMapLayer
-from rowmap_refs import assert_close_np, ref_relu_power, ref_sigmoid, ref_softmax
+from rowmaps.rowmap_refs import assert_close_np, ref_relu_power, ref_sigmoid, ref_softmax
 
 Z = torch.tensor([[0.5, -1.0, 2.0, 0.0, 1.5]], dtype=torch.float64)
 

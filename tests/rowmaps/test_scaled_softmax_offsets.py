@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from attnlab import rowmaps
-from rowmap_refs import assert_close_np, ref_logn, ref_softmax, ref_ssmax
+from rowmaps.rowmap_refs import assert_close_np, ref_logn, ref_softmax, ref_ssmax
 
 # float32 rounds the scaled scores c (z - max z) by 6e-8 relative; |c (z - max z)| <= ~30 where a
 # weight is above 1e-13, so weights are off by ~2e-6 relative at worst.

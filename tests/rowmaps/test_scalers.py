@@ -10,7 +10,7 @@ import torch
 from torch.func import functional_call
 
 from attnlab.rowmaps import AdaptiveScale, ASEntmax, ASSMax
-from rowmap_refs import assert_close_np, np64, ref_entmax, ref_softmax
+from rowmaps.rowmap_refs import assert_close_np, np64, ref_entmax, ref_softmax
 
 H, D, Q, K = 2, 3, 4, 6
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from attnlab import rowmaps
-from rowmap_refs import UNIT, assert_close_np, np64, ref_logn, ref_softmax, ref_ssmax, ref_topk
+from rowmaps.rowmap_refs import UNIT, assert_close_np, np64, ref_logn, ref_softmax, ref_ssmax, ref_topk
 
 TOL = {torch.float32: 1e-5, torch.float64: 1e-12}
 
