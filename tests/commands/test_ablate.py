@@ -9,12 +9,6 @@ import pytest
 from attnlab.commands import ablate, substitute
 from attnlab.commands.runs import RunError
 
-from checkpoints import save_checkpoint
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    return save_checkpoint(tmp_path_factory.mktemp("ckpt"))
 
 
 def _rows(rng):

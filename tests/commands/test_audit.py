@@ -14,12 +14,6 @@ from attnlab.commands import audit
 from attnlab.commands.runs import RunError
 from attnlab.diagnostics import row_stats
 
-from checkpoints import save_checkpoint
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    return save_checkpoint(tmp_path_factory.mktemp("ckpt"))
 
 
 def _rotate_half(x):

@@ -12,12 +12,6 @@ from attnlab.commands import heads
 from attnlab.commands.runs import RunError
 from attnlab.diagnostics.heads import HeadThresholds, classify
 
-from checkpoints import save_checkpoint
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    return save_checkpoint(tmp_path_factory.mktemp("ckpt"))
 
 
 def _brute_force(model, prompts, every):

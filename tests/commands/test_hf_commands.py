@@ -16,11 +16,6 @@ from attnlab.cli import main
 from checkpoints import save_checkpoint
 
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    return save_checkpoint(tmp_path_factory.mktemp("ckpt"))
-
-
 def _run(argv, capsys):
     code = main(argv)
     out, err = capsys.readouterr()

@@ -10,25 +10,13 @@ import pytest
 import torch
 
 from attnlab import hooks, rowmaps, tasks
-from attnlab.cli import main
 from attnlab.commands import substitute
 from attnlab.commands.runs import RunError
 from attnlab.commands.substitute import SubstituteConfig
 
-from checkpoints import save_checkpoint
+from .test_hf_commands import _run
 
 Z = 1.959963984540054  # the two-sided 95% normal quantile
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    return save_checkpoint(tmp_path_factory.mktemp("ckpt"))
-
-
-def _run(argv, capsys):
-    code = main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 # ------------------------------------------------------------------------------------------ refusals

@@ -13,15 +13,9 @@ from attnlab.commands import temperature
 from attnlab.commands.runs import RunError
 from attnlab.diagnostics import row_stats
 
-from checkpoints import save_checkpoint
 from .test_audit import _hand_scores
 
 GRID = (12, 20, 33, 48)
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    return save_checkpoint(tmp_path_factory.mktemp("ckpt"))
 
 
 @pytest.fixture(scope="module")

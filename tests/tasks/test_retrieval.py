@@ -11,17 +11,7 @@ import torch
 
 from attnlab.tasks.synthetic import TASKS, TaskError, get_task
 
-N = 2000  # rows for frequency checks; tolerances below are several standard errors wide
-ROWS = 300
-
-
-def _freq(values: torch.Tensor, classes: int) -> np.ndarray:
-    return np.bincount(values.flatten().numpy(), minlength=classes) / values.numel()
-
-
-def _first_scored(targets):
-    return (targets != -100).float().argmax(dim=1).tolist()
-
+from .frequencies import N, ROWS, first_scored, freq
 
 def test_mqmtar_density_queries_and_vocabulary():
     task = TASKS["mqmtar"]
@@ -80,7 +70,7 @@ def test_mqmtar_queries_ask_only_for_keys_in_the_context():
     task = TASKS["mqmtar"]
     sp, kl = task.specials, task.key_len
     batch = task.generate(ROWS, 64, seed=3)
-    for row, t0 in zip(batch.ids.tolist(), _first_scored(batch.targets)):
+    for row, t0 in zip(batch.ids.tolist(), first_scored(batch.targets)):
         assert row[t0] == sp["sep"] and row.count(sp["sep"]) == 1
         first_query = row.index(sp["query"])
         context = row[1:first_query]
@@ -156,7 +146,7 @@ def test_max_retrieval_unique_maximum_and_uniform_answer():
     assert int(prio.max()) < p and int(cls.min()) >= p and int(cls.max()) < p + c
     assert all(len(set(row)) == m for row in prio.tolist())
     answers = batch.targets[batch.targets != -100].view(N, 2)
-    assert np.allclose(_freq(answers[:, 0] - p, c), 1 / c, atol=0.022)
+    assert np.allclose(freq(answers[:, 0] - p, c), 1 / c, atol=0.022)
     where = prio.argmax(1).float()
     assert abs(float(where.mean()) - (m - 1) / 2) < 0.3
     assert task.max_length == 2 * p + 4 and (batch.ids[:, 2 * m + 1] == sp["sep"]).all()
@@ -165,7 +155,7 @@ def test_max_retrieval_unique_maximum_and_uniform_answer():
 def test_answer_starts_after_the_single_separator():
     task = TASKS["max_retrieval"]
     batch = task.generate(ROWS, 35, seed=2)
-    for row, t0 in zip(batch.ids.tolist(), _first_scored(batch.targets)):
+    for row, t0 in zip(batch.ids.tolist(), first_scored(batch.targets)):
         assert row[t0] == task.specials["sep"] and row[:t0 + 1].count(task.specials["sep"]) == 1
         assert task.specials["eos"] not in row[:t0 + 1]
 
@@ -197,7 +187,7 @@ def test_planted_depth_is_uniform_and_the_key_is_unique(name):
     assert counts.min() > 0 and len(counts) == hay + 1
     assert abs(np.mean(depths) - hay / 2) < 0.6
     answers = batch.targets[:, length - 2]
-    assert np.allclose(_freq(answers, task.symbols), 1 / task.symbols, atol=0.022)
+    assert np.allclose(freq(answers, task.symbols), 1 / task.symbols, atol=0.022)
 
 
 @pytest.mark.parametrize("name", ["niah_small", "induction_small"])
@@ -206,7 +196,7 @@ def test_query_appears_once_before_its_answer(name):
     task = TASKS[name]
     length = 24
     batch = task.generate(ROWS, length, seed=6)
-    for row, t0 in zip(batch.ids.tolist(), _first_scored(batch.targets)):
+    for row, t0 in zip(batch.ids.tolist(), first_scored(batch.targets)):
         assert t0 == length - 2 and row[:t0 + 1].count(row[t0]) == 2
 
 

@@ -11,17 +11,7 @@ import torch
 
 from attnlab.tasks.synthetic import TASKS, TaskError, get_task
 
-N = 2000  # rows for frequency checks; tolerances below are several standard errors wide
-ROWS = 300
-
-
-def _freq(values: torch.Tensor, classes: int) -> np.ndarray:
-    return np.bincount(values.flatten().numpy(), minlength=classes) / values.numel()
-
-
-def _first_scored(targets):
-    return (targets != -100).float().argmax(dim=1).tolist()
-
+from .frequencies import N, ROWS, first_scored, freq
 
 @pytest.mark.parametrize("name", ["copy", "reverse", "sort"])
 def test_transduction_sizes_symbols_and_repeats(name):
@@ -37,7 +27,7 @@ def test_transduction_sizes_symbols_and_repeats(name):
         # An odd length leaves one token spare: <eos> is then the last input, its target unscored.
         assert (batch.ids[:, -1] == task.specials["eos"]).all() == bool(length % 2)
     source = task.generate(N, 64, seed=2).ids[:, 1:32]
-    assert np.allclose(_freq(source, 32), 1 / 32, atol=0.004)
+    assert np.allclose(freq(source, 32), 1 / 32, atol=0.004)
     # Repeated tokens are allowed and, with 31 draws from 32, nearly every row has one.
     assert np.mean([len(set(row)) < len(row) for row in source.tolist()]) > 0.99
 
@@ -46,7 +36,7 @@ def test_transduction_sizes_symbols_and_repeats(name):
 def test_answer_starts_after_the_single_separator(name):
     task = TASKS[name]
     batch = task.generate(ROWS, 24, seed=2)
-    for row, t0 in zip(batch.ids.tolist(), _first_scored(batch.targets)):
+    for row, t0 in zip(batch.ids.tolist(), first_scored(batch.targets)):
         assert row[t0] == task.specials["sep"] and row[:t0 + 1].count(task.specials["sep"]) == 1
         assert task.specials["eos"] not in row[:t0 + 1]
 
@@ -68,8 +58,8 @@ def test_two_back_classes_are_balanced():
     batch = task.generate(N, 64, seed=3)
     assert (batch.ids[:, 1] == 0).all() and int(batch.ids[:, 2:].min()) >= 1
     assert (batch.targets[:, 1:4] == 0).all()  # nothing two back, then the special 0 itself
-    freq = _freq(batch.targets[:, 4:], 10)
-    assert freq[0] == 0 and np.allclose(freq[1:], 1 / 9, atol=0.004)
+    shares = freq(batch.targets[:, 4:], 10)
+    assert shares[0] == 0 and np.allclose(shares[1:], 1 / 9, atol=0.004)
 
 
 def test_local_count_clusters_and_class_balance():
@@ -87,7 +77,7 @@ def test_local_count_clusters_and_class_balance():
     assert np.array_equal(labels[:, 1:] == 0, ids[:, 1:] != ids[:, :-1])
     # Class c needs a cluster longer than c: frequency proportional to r - c.
     expected = (r - np.arange(r)) / (r * (r + 1) / 2)
-    assert np.allclose(_freq(torch.from_numpy(labels[:, 8:]), r), expected, atol=0.01)
+    assert np.allclose(freq(torch.from_numpy(labels[:, 8:]), r), expected, atol=0.01)
 
 
 def test_local_count_bos_is_neither_a_symbol_nor_a_class():
@@ -131,7 +121,7 @@ def test_query_appears_once_before_its_answer(name):
     task = TASKS[name]
     length = 33
     batch = task.generate(ROWS, length, seed=6)
-    for row, t0 in zip(batch.ids.tolist(), _first_scored(batch.targets)):
+    for row, t0 in zip(batch.ids.tolist(), first_scored(batch.targets)):
         assert row[t0] == task.specials["r"] and row.count(task.specials["r"]) == 1
 
 

@@ -10,7 +10,7 @@ import torch
 
 from attnlab.tasks.synthetic import TASKS, get_task
 
-N = 2000  # rows for frequency checks; tolerances below are several standard errors wide
+from .frequencies import N
 
 
 @pytest.mark.parametrize("name", sorted(n for n, t in TASKS.items() if t.kind != "vector"))
