@@ -7,9 +7,9 @@ memory is O(block x keys) beyond the inputs, whatever the context length.
 
 With no substitution and no length multiplier, the arithmetic is exactly that of transformers' eager
 attention (``matmul * scaling``, tanh softcap, additive mask, float32 softmax cast back, ``matmul``):
-outputs are bit-identical to the eager forward (float64 inputs get a float64 softmax instead). Blocks are split evenly and never thinner than
-:data:`MIN_BLOCK` queries, because a GEMM over a handful of rows may take a different kernel (a
-matrix-vector product for one row) whose float rounding differs.
+outputs are bit-identical to the eager forward (float64 inputs get a float64 softmax instead). Blocks are split
+evenly and never thinner than :data:`MIN_BLOCK` queries, because a GEMM over a handful of rows may take a different
+kernel (a matrix-vector product for one row) whose float rounding differs.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Dispersion of a row map's weights and the mass it puts on a sink key.
 
-Vasylenko et al. 2025 §3.2 and Hayase & Karakida 2026 Def. 4.1 (entropy, support, the top-two gap as collapse observables); Attention Sinks Essential
-§3 and Polynomial Concentration App. H (sink mass: the weight on the first allowed key, BOS under a causal mask). Rows are
-float64 zm (R, n) with -inf at masked keys; the map is any normalized registered row map at inverse
-temperature beta.
+Vasylenko et al. 2025 §3.2 and Hayase & Karakida 2026 Def. 4.1 (entropy, support, the top-two gap as collapse
+observables); Attention Sinks Essential §3 and Polynomial Concentration App. H (sink mass: the weight on the first
+allowed key, BOS under a causal mask). Rows are float64 zm (R, n) with -inf at masked keys; the map is any
+normalized registered row map at inverse temperature beta.
 """
 
 from __future__ import annotations
@@ -78,6 +78,7 @@ def sink_index(zm: torch.Tensor, n_keys: torch.Tensor, sink: int, full: bool) ->
 
 
 def key_mass(w: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """w[row, index[row]], NaN where index is -1 (Attention Sinks Essential: sink mass; Polynomial Concentration App. H: induction mass)."""
+    """w[row, index[row]], NaN where index is -1 (Attention Sinks Essential: sink mass; Polynomial Concentration
+    App. H: induction mass)."""
     safe = index.clamp(min=0).unsqueeze(-1)
     return torch.where(index >= 0, w.gather(-1, safe).squeeze(-1), math.nan)

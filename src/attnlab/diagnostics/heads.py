@@ -1,4 +1,5 @@
-"""Per-head features and the sink / induction / local / diffuse head types (Polynomial Concentration App. H, Attention Sinks Essential)."""
+"""Per-head features and the sink / induction / local / diffuse head types (Polynomial Concentration App. H,
+Attention Sinks Essential)."""
 
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ def head_features(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def classify(features: pd.DataFrame, thresholds: HeadThresholds = HeadThresholds()) -> pd.Series:
-    """The head type of each feature row: "sink", "induction", "local" or "diffuse" (Polynomial Concentration App. H)."""
+    """The head type of each feature row: "sink", "induction", "local" or "diffuse" (Polynomial Concentration App.
+    H)."""
     t = thresholds
     kinds = np.select(
         [features["sink"] > t.sink,

@@ -303,13 +303,13 @@ def row_stats(scores, mask=None, *, p: float | Sequence[float] = (2, 4, 8, 16), 
     broadcasting to scores. target: per-row answer key index (shape scores.shape[:-1] or broadcasting
     to it); None = the row argmax (Polynomial Concentration §3, App. S). b, tau: bias and optional cap of
     r = clamp(z + b, 0, tau). p: degrees of S_p. eps: tolerance of the measured-safe rule
-    ``safe_eps_p*`` (S_p < 1 + eps, Polynomial Concentration App. P) and of the contact gap (Hayase & Karakida 2026 §4.2).
-    beta: inverse temperature(s) of ``rowmap`` for the dispersion columns, the sink and target mass
-    and p*_n(beta); with several betas those columns get a ``_beta<b>`` suffix. sink: which allowed key
-    is the sink (0 = the first allowed key; NaN where not yet visible). sigmoid: add S_sigma (App. T).
-    r: add lambda_resolved, Lambda_n^(r) at resolution r (a number, or "auto" for log(1 + log n), seed
-    003 App. D); it reads deeper into each row than Lambda_n and costs more. gamma: add p*_n(gamma
-    Lambda_n) columns ``p_star_n_gamma<g>`` (the App. D.1 boundary check).
+    ``safe_eps_p*`` (S_p < 1 + eps, Polynomial Concentration App. P) and of the contact gap (Hayase & Karakida 2026
+    §4.2). beta: inverse temperature(s) of ``rowmap`` for the dispersion columns, the sink and target mass and
+    p*_n(beta); with several betas those columns get a ``_beta<b>`` suffix. sink: which allowed key is the sink (0 =
+    the first allowed key; NaN where not yet visible). sigmoid: add S_sigma (App. T). r: add lambda_resolved,
+    Lambda_n^(r) at resolution r (a number, or "auto" for log(1 + log n), Hayase & Karakida 2026 App. D); it reads
+    deeper into each row than Lambda_n and costs more. gamma: add p*_n(gamma Lambda_n) columns
+    ``p_star_n_gamma<g>`` (the App. D.1 boundary check).
 
     Columns: status, target, target_is_max, n_keys, a_act, delta, u_star, rho, s_p<p>, p_star, entropy,
     entropy_norm, support, max_weight, top2_gap, target_mass, sink_mass, argmax, lambda_n, tie,

@@ -243,7 +243,8 @@ def _check_level(level: float) -> None:
 
 def bootstrap_ci(df: pd.DataFrame, statistic: Callable[[pd.DataFrame], float], *, unit="prompt",
                  n_boot: int = 1000, level: float = 0.95, seed=0) -> tuple[float, float, float]:
-    """(point, lo, hi): statistic(df) and its percentile bootstrap interval over `unit` (Polynomial Concentration App. R).
+    """(point, lo, hi): statistic(df) and its percentile bootstrap interval over `unit` (Polynomial Concentration
+    App. R).
 
     Rows are clustered by unit (prompt, layer, head, position) and not i.i.d., so each resample draws
     as many units as there are, with replacement, takes all rows of each drawn unit (a unit drawn

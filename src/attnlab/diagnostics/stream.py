@@ -57,8 +57,8 @@ def _no_rows(options: RowOptions) -> pd.DataFrame:
 
 
 class RowStatsWriter:
-    """Append per-row diagnostics of score blocks to a Parquet table (Polynomial Concentration App. B layout: one row per
-    layer, head, prompt and query position), with ``config`` and the row options in the file metadata.
+    """Append per-row diagnostics of score blocks to a Parquet table (Polynomial Concentration App. B layout: one
+    row per layer, head, prompt and query position), with ``config`` and the row options in the file metadata.
 
     Use as a context manager::
 

@@ -61,10 +61,10 @@ class Figure:
 class Section:
     """One study's part of the report.
 
-    study: the registry name; title; source: the keys of the papers it re-asks; question: what the study asks, one or two
-    sentences; command: the command that made the folder; notes: anything a reader needs to weigh
-    the numbers (budget, what was scaled down); warnings: what makes some of its numbers not
-    interpretable (e.g. a baseline that cannot do the task), shown above the findings."""
+    study: the registry name; title; source: the keys of the papers it re-asks; question: what the study asks, one
+    or two sentences; command: the command that made the folder; notes: anything a reader needs to weigh the numbers
+    (budget, what was scaled down); warnings: what makes some of its numbers not interpretable (e.g. a baseline that
+    cannot do the task), shown above the findings."""
 
     study: str
     title: str

@@ -1,4 +1,5 @@
-"""Synthetic tasks and prompt suites (Polynomial Concentration App. B, E, AA, AI; Vasylenko et al. 2025 App. G.1, H.3; Attention Sinks Essential §3.2).
+"""Synthetic tasks and prompt suites (Polynomial Concentration App. B, E, AA, AI; Vasylenko et al. 2025 App. G.1,
+H.3; Attention Sinks Essential §3.2).
 
     >>> from attnlab import tasks
     >>> prompts = tasks.build_suite("niah", tokenizer, 200, pad=128)

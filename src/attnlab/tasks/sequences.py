@@ -19,11 +19,11 @@ from .seqtask import Task, TaskBatch, classification, generative, need, register
 class _Transduction(Task):
     """``<bos> x_1..x_m <sep> y_1..y_m <eos>`` with ``m = (length - 2) // 2`` source tokens drawn
     uniformly, with repeats, from ``symbols`` data ids ``0..symbols-1``; the answer ``y`` (and ``<eos>``) is
-    scored. Vasylenko et al. 2025 App. G.1: "a small vocabulary size of 32 ... since models must handle such repetitions";
-    Table 5's vocabulary counts data tokens only (Flip-Flop: 4 there, "4 main and 3 special" in App. H), so
-    the specials come on top: ``<bos> <sep> <eos>`` = ``symbols .. symbols + 2``.
-    The seed's "length" (ID 64) counts source tokens; here a sequence of ``length`` tokens holds
-    ``m = (length - 2) // 2`` of them, so scaling ``length`` by k scales ``m`` by about k.
+    scored. Vasylenko et al. 2025 App. G.1: "a small vocabulary size of 32 ... since models must handle such
+    repetitions"; Table 5's vocabulary counts data tokens only (Flip-Flop: 4 there, "4 main and 3 special" in App.
+    H), so the specials come on top: ``<bos> <sep> <eos>`` = ``symbols .. symbols + 2``. The seed's "length" (ID 64)
+    counts source tokens; here a sequence of ``length`` tokens holds ``m = (length - 2) // 2`` of them, so scaling
+    ``length`` by k scales ``m`` by about k.
     """
 
     symbols: int = 32

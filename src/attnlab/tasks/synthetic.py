@@ -8,9 +8,10 @@
 
 Tasks and their seeds: ``mqmtar``, ``max_retrieval``, ``copy``, ``reverse``, ``sort``, ``2back``,
 ``local_count``, ``flipflop_sparse``, ``flipflop_dense`` (Vasylenko et al. 2025 App. G.1, Fig. 10, Table 5, App. H),
-``mqar`` (Zoology; Polynomial Concentration App. B), ``trigger_averaging`` (Attention Sinks Essential §3.2, App. A), ``niah_small`` and
-``induction_small`` (small-vocabulary versions of Polynomial Concentration's probes). Each task's docstring gives its row layout, vocabulary and scored positions,
-and the choices made where its seed is silent; ``TASKS[name].describe()`` gives the same as data.
+``mqar`` (Zoology; Polynomial Concentration App. B), ``trigger_averaging`` (Attention Sinks Essential §3.2, App. A),
+``niah_small`` and ``induction_small`` (small-vocabulary versions of Polynomial Concentration's probes). Each task's
+docstring gives its row layout, vocabulary and scored positions, and the choices made where its seed is silent;
+``TASKS[name].describe()`` gives the same as data.
 """
 
 from __future__ import annotations

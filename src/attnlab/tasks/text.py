@@ -74,8 +74,8 @@ def sentences(rng: np.random.Generator, lex: dict[str, tuple[str, ...]], n: int)
 def generic_text(n_words: int, seed: int) -> str:
     """Held-out generic text of exactly ``n_words`` words (the last sentence may be cut), for b_auto calibration.
 
-    Polynomial Concentration App. B calibrates b_auto on generic text that is part of no prompt suite; this draws from its
-    own generator stream, so for the same seed it shares no sentence with any suite.
+    Polynomial Concentration App. B calibrates b_auto on generic text that is part of no prompt suite; this draws
+    from its own generator stream, so for the same seed it shares no sentence with any suite.
     """
     if isinstance(n_words, bool) or not isinstance(n_words, int) or n_words < 1:
         raise ValueError(f"n_words must be a positive int, got {n_words!r}")

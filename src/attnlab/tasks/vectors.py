@@ -18,7 +18,8 @@ from .seqtask import Task, VectorBatch, need, register
 
 def trigger_mask(inputs: torch.Tensor) -> torch.Tensor:
     """(n, length) bool: the trigger position of each row, where coordinate 2 (index 1) is 1; only the
-    trigger token sets it (Attention Sinks Essential §3.2), so evaluation can score the trigger from the inputs alone."""
+    trigger token sets it (Attention Sinks Essential §3.2), so evaluation can score the trigger from the inputs
+    alone."""
     return inputs[..., 1] == 1
 
 

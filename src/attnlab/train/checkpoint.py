@@ -293,7 +293,8 @@ def _read_state(step_dir: Path) -> dict[str, Any]:
     if state.pop("sha256", None) != _json_digest(state):
         raise _error(step_dir, STATE_FILE, "sha256 mismatch: the file was changed or corrupted")
     if state["step"] != int(STEP_DIR.fullmatch(step_dir.name)[1]):
-        raise _error(step_dir, STATE_FILE, f"holds step {state['step']}, not the directory's: the directory was renamed")
+        raise _error(step_dir, STATE_FILE,
+                     f"holds step {state['step']}, not the directory's: the directory was renamed")
     return state
 
 

@@ -32,7 +32,8 @@ class Release:
     def observe(self, step: int, lower_copy: float) -> None:
         """Record an evaluation's lower-copy score at ``step``; the rule may fire here."""
         self.scores.append((step, float(lower_copy)))
-        if not self.cfg.active or self.released_at is not None or self.cfg.release != "rule" or step < _at(self.cfg.earliest, self.steps):
+        waiting = step < _at(self.cfg.earliest, self.steps)
+        if not self.cfg.active or self.released_at is not None or self.cfg.release != "rule" or waiting:
             return
         recent = [s for _, s in self.scores[-self.cfg.patience:]]
         # NaN (no repeated token in the batch) never counts as mature

@@ -40,7 +40,8 @@ RUN_FILES = ("config.json", "metrics.jsonl", "train.csv", "eval.csv", "summary.j
 
 
 def vector_loss(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean over positions of the squared l2 error: the training loss of Attention Sinks Essential's vector task (App. A)."""
+    """Mean over positions of the squared l2 error: the training loss of Attention Sinks Essential's vector task
+    (App. A)."""
     return (outputs.float() - targets.float()).pow(2).sum(-1).mean()
 
 
@@ -237,8 +238,8 @@ class Trainer:
             raise ConfigError(f"train.batch ({t.batch}) must split evenly over {self.world.size} processes and then "
                               f"over train.accum ({t.accum}) micro-batches")
         if cfg.intervention.active and not self.tokens:
-            raise ConfigError("the intervention table (Zhu et al. 2026) needs model.inputs tokens: its release rule and "
-                              "entropy floor read token repeats and attention rows of a language model")
+            raise ConfigError("the intervention table (Zhu et al. 2026) needs model.inputs tokens: its release rule "
+                              "and entropy floor read token repeats and attention rows of a language model")
         if cfg.intervention.entropy_floor > 0 and cfg.model.layers < 2:
             raise ConfigError("intervention.entropy_floor needs model.layers >= 2 (it acts on the upper half)")
         torch.manual_seed(t.seed)
