@@ -85,7 +85,7 @@ def prompt(tokens: int, seed: int = 0, vocab: int = CONFIG["vocab_size"]) -> tor
 
 def audit_forward(model: torch.nn.Module, ids: torch.Tensor, every: int, folder: Path) -> int:
     """One prompt of ``attnlab audit``: returns the number of rows written."""
-    reading = readout.Reading(tuple(ids[0].tolist()), readout.sampled(ids.shape[1], every))
+    reading = readout.Reading(tuple(ids[0].tolist()), readout.select_queries(f"every:{every}", ids.shape[1]))
     paths = readout.read_rows(model, [reading], {f"every{every}": RowOptions.make(**OPTIONS)}, folder, config={},
                               device=str(ids.device), progress=False)
     return pq.ParquetFile(paths[f"every{every}"]).metadata.num_rows

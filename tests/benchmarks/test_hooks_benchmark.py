@@ -24,4 +24,4 @@ def test_audit_forward_writes_one_row_per_layer_head_and_sampled_query(tmp_path)
     model = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager").eval()
     ids = torch.randint(0, 64, (1, 70), generator=torch.Generator().manual_seed(0))
     rows = bench.audit_forward(model, ids, 16, tmp_path)
-    assert rows == 2 * 4 * len(readout.sampled(70, 16)) == 2 * 4 * 6
+    assert rows == 2 * 4 * len(readout.select_queries("every:16", 70)) == 2 * 4 * 5  # 15, 31, 47, 63, 69

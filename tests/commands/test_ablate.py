@@ -67,7 +67,7 @@ def test_decisive_means_top_strictly_below_every_random_draw(top, randoms, decis
 
 def test_ablating_every_head_equals_substituting_everywhere(checkpoint, tmp_path):
     cfg = ablate.AblateConfig(model=str(checkpoint), k=(2, 8), random_draws=2, rank_prompts=2, rank_length=40,
-                              prompts=3, pad=2, every=4, recipe="relu_p2_b0", b="0")
+                              prompts=3, pad=2, queries="every:4", recipe="relu_p2_b0", b="0")
     result = ablate.run(cfg, tmp_path / "ablate", progress=False)
     answers = pd.read_parquet(result["paths"]["answers"])
     full = substitute.run(substitute.SubstituteConfig(model=str(checkpoint), recipes=("relu_p2_b0",),

@@ -49,7 +49,7 @@ def _hand_scores(model, ids):
 
 
 def test_audit_rows_equal_engine_on_hand_computed_scores(checkpoint, tmp_path):
-    cfg = audit.AuditConfig(model=str(checkpoint), suite="niah", prompts=2, pad=2, every=1, b=("0", "auto"))
+    cfg = audit.AuditConfig(model=str(checkpoint), suite="niah", prompts=2, pad=2, queries="all", b=("0", "auto"))
     result = audit.run(cfg, tmp_path / "out", progress=False)
     b_auto = result["b_auto"]
     model, tok = hooks.load_model(checkpoint)
@@ -73,20 +73,20 @@ def test_audit_rows_equal_engine_on_hand_computed_scores(checkpoint, tmp_path):
     assert (table["p"].tolist() == [2, 4, 8, 16] * 2)
 
 
-def test_audit_samples_every_kth_query_and_the_last(checkpoint, tmp_path):
-    cfg = audit.AuditConfig(model=str(checkpoint), suite="niah", prompts=1, pad=3, every=8, b=("0",))
+def test_audit_reads_the_queries_that_see_k_2k_keys_and_the_last(checkpoint, tmp_path):
+    cfg = audit.AuditConfig(model=str(checkpoint), suite="niah", prompts=1, pad=3, queries="every:8", b=("0",))
     result = audit.run(cfg, tmp_path / "out", progress=False)
     rows = pd.read_parquet(result["paths"]["rows_b0"])
     _, tok = hooks.load_model(checkpoint)
     last = len(tasks.build_suite("niah", tok, 1, seed=0, pad=3)[0].input_ids) - 1
-    expected = sorted({*range(0, last + 1, 8), last})
+    expected = sorted({*range(7, last + 1, 8), last})  # query 0 (one key, S_p = 0) is not forced in
     assert sorted(set(rows["query"])) == expected
     assert len(rows) == len(expected) * 2 * 4  # layers x heads
 
 
 @pytest.mark.parametrize("suite, kw", [("niah", {"pad": 2}), ("induction", {"length": 40})])
 def test_answer_target_reads_rows_against_the_planted_key(checkpoint, tmp_path, suite, kw):
-    cfg = audit.AuditConfig(model=str(checkpoint), suite=suite, prompts=2, every=3, b=("0",), target="answer",
+    cfg = audit.AuditConfig(model=str(checkpoint), suite=suite, prompts=2, queries="every:3", b=("0",), target="answer",
                             p=(2, 8), **kw)
     result = audit.run(cfg, tmp_path / "out", progress=False)
     rows = pd.read_parquet(result["paths"]["rows_b0"])
@@ -96,7 +96,7 @@ def test_answer_target_reads_rows_against_the_planted_key(checkpoint, tmp_path, 
     for i, prompt in enumerate(prompts):
         keys = tasks.answer_keys(prompt)
         t = len(prompt.input_ids)
-        queries = sorted(q for q in keys if q % 3 == 0 or q == t - 1)
+        queries = sorted(q for q in keys if (q + 1) % 3 == 0 or q == t - 1)
         causal = torch.ones(t, t, dtype=torch.bool).tril()[queries]
         target = torch.tensor([keys[q] for q in queries])
         for layer, z in _hand_scores(model, torch.tensor([prompt.input_ids])).items():
@@ -141,7 +141,7 @@ def test_bad_calibration_is_refused_before_loading(kw, message):
 
 
 def test_tau_and_sigmoid_reach_every_row_and_the_table(checkpoint, tmp_path):
-    cfg = audit.AuditConfig(model=str(checkpoint), suite="niah", prompts=2, pad=2, every=4, b=("0",), p=(2,),
+    cfg = audit.AuditConfig(model=str(checkpoint), suite="niah", prompts=2, pad=2, queries="every:4", b=("0",), p=(2,),
                             tau=0.05, sigmoid=True)
     result = audit.run(cfg, tmp_path / "out", progress=False)
     rows = pd.read_parquet(result["paths"]["rows_b0"])

@@ -22,7 +22,7 @@ def _brute_force(model, prompts, every):
         t = len(ids)
         with torch.no_grad():
             attn = model(input_ids=torch.tensor([ids]), output_attentions=True).attentions
-        for q in sorted({*range(0, t, every), t - 1}):
+        for q in sorted({*range(every - 1, t, every), t - 1}):
             first = ids.index(ids[q])
             for layer, a in enumerate(attn):
                 for h in range(a.shape[1]):
@@ -39,7 +39,7 @@ def _brute_force(model, prompts, every):
 
 
 def test_head_features_and_types_match_brute_force(checkpoint, tmp_path):
-    cfg = heads.HeadsConfig(model=str(checkpoint), prompts=3, length=48, every=5)
+    cfg = heads.HeadsConfig(model=str(checkpoint), prompts=3, length=48, queries="every:5")
     result = heads.run(cfg, tmp_path / "out", progress=False)
     model, tok = hooks.load_model(checkpoint)
     prompts = tasks.build_suite("induction", tok, 3, seed=0, length=48)

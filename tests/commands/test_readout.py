@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from attnlab import hooks, tasks
-from attnlab.commands.readout import Reading, prompt_reading, read_rows, sampled
+from attnlab.commands.readout import Reading, check_queries, prompt_reading, read_rows, select_queries
 from attnlab.diagnostics import RowOptions, row_stats
 from attnlab.io import PARQUET_META_KEY
 
@@ -24,11 +24,20 @@ def model(tmp_path_factory):
     return hooks.load_model(save_checkpoint(tmp_path_factory.mktemp("ckpt") / "model"), tokenizer=False)[0]
 
 
-def test_sampled_is_every_kth_position_and_the_last():
+def test_query_selection_matches_a_brute_force_loop():
     for length in range(1, 30):
-        for every in range(1, 8):
-            expected = [i for i in range(length) if i % every == 0 or i == length - 1]
-            assert sampled(length, every) == tuple(expected), (length, every)
+        assert select_queries("all", length) == tuple(range(length))
+        assert select_queries("last", length) == (length - 1,)
+        for n in range(1, 8):
+            expected = [i for i in range(length) if (i + 1) % n == 0 or i == length - 1]  # i + 1 keys seen
+            assert select_queries(f"every:{n}", length) == tuple(expected), (length, n)
+
+
+@pytest.mark.parametrize("spec", ["every:0", "every", "every:", "every:x", "every:-2", "first", "last:3", "", "All",
+                                  None, 5])
+def test_a_bad_query_selection_names_what_is_allowed(spec):
+    with pytest.raises(ValueError, match="--queries takes last, all or every:N with N >= 1"):
+        check_queries(spec)
 
 
 def test_a_reading_refuses_answer_keys_for_unread_queries():
@@ -43,17 +52,18 @@ def _prompt(suite, n, answer_at, **meta):
 
 def test_prompt_reading_reads_the_answer_rows_against_their_keys():
     niah = _prompt("niah", 20, 6)
-    queries = (0, 4, 8, 12, 16, 19)
-    assert prompt_reading(niah, 4) == Reading(niah.input_ids, queries)
-    assert prompt_reading(niah, 4, "answer") == Reading(niah.input_ids, (19,), {19: 6})
-    assert prompt_reading(niah, 4, "answer", keep_all=True) == Reading(niah.input_ids, queries, {19: 6})
+    queries = (3, 7, 11, 15, 19)
+    assert prompt_reading(niah, "every:4") == Reading(niah.input_ids, queries)
+    assert prompt_reading(niah, "every:4", "answer") == Reading(niah.input_ids, (19,), {19: 6})
+    assert prompt_reading(niah, "every:4", "answer", keep_all=True) == Reading(niah.input_ids, queries, {19: 6})
+    assert prompt_reading(niah, "last") == Reading(niah.input_ids, (19,))
 
     # induction: the last 6 positions repeat a 5-token segment, each answered one segment back, plus one
     induction = _prompt("induction", 16, 3, segment=5, repeat=6)
-    answer = prompt_reading(induction, 3, "answer")
-    assert answer.queries == (12, 15)
-    assert answer.answer_keys == {12: 8, 15: 11}
-    every = prompt_reading(induction, 1, "answer", keep_all=True)
+    answer = prompt_reading(induction, "every:3", "answer")
+    assert answer.queries == (11, 14, 15)
+    assert answer.answer_keys == {11: 7, 14: 10, 15: 11}
+    every = prompt_reading(induction, "all", "answer", keep_all=True)
     assert every.queries == tuple(range(16))
     assert every.answer_keys == {q: q - 4 for q in range(10, 16)}
 

@@ -89,7 +89,7 @@ def test_substituted_generate_matches_cache_free_greedy(real_models):
 def test_audit_invariants(real_models, tmp_path):
     real_models("smollm2")  # skip unless fetched
     cfg = audit.AuditConfig(model="smollm2", suite="niah", prompts=2, p=(2, 4, 8, 16), b=("0", "auto"), pad=4,
-                            every=16)
+                            queries="every:16")
     result = audit.run(cfg, tmp_path)
     table = result["table"]
     assert set(table["b"].astype(str)) == {"0", "auto"} and result["b_auto"] is not None

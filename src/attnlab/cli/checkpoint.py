@@ -64,7 +64,7 @@ def _checkpoint_command(name: str, help: str, description: str,
     "counting streamed to Parquet, and the prevalence table of Polynomial Concentration Table 1/10/11 per bias b.",
     "AuditConfig")
 def audit(cfg) -> str:
-    return (f"audit of {cfg.model} on {cfg.suite} ({cfg.prompts} prompts, every {cfg.every}th query and the last, "
+    return (f"audit of {cfg.model} on {cfg.suite} ({cfg.prompts} prompts, queries {cfg.queries}, "
             f"target {cfg.target}); unsafe = S_p >= 1 over active rows, with Wilson 95% intervals")
 
 

@@ -24,7 +24,7 @@ from ..diagnostics import RowOptions
 from ..diagnostics.stats import aggregate
 from ..io import check_output, write_json, write_parquet, write_table
 from ..options import option
-from .readout import prompt_reading, read_rows
+from .readout import QUERIES_HELP, check_queries, prompt_reading, read_rows
 from .runs import (RunError, SuiteRun, biases, calibration_record, check_count, load, parse_biases, recipe_b_auto,
                    settings, staged_output, suite_prompts)
 from .substitute import BASELINE, accuracy, as_warning, baseline_warning, check_recipes, score
@@ -44,7 +44,7 @@ class AblateConfig(SuiteRun):
     rank_suite: str = option("induction", "suite of the ranking pass")
     rank_prompts: int = option(20, "prompts of the ranking pass", metavar="N")
     rank_length: int | None = option(None, "prompt length of the ranking pass")
-    every: int = option(16, "ranking reads every K-th query and the last", metavar="K")
+    queries: str = option("every:16", f"the ranking pass's {QUERIES_HELP}", metavar="SPEC")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -54,7 +54,8 @@ class AblateConfig(SuiteRun):
             raise RunError(f"--k takes distinct head counts >= 1, got {list(self.k)}")
         for k in self.k:
             check_count("k", k)
-        for name in ("random_draws", "rank_prompts", "every"):
+        check_queries(self.queries)
+        for name in ("random_draws", "rank_prompts"):
             check_count(name, getattr(self, name))
         if not (math.isfinite(self.p) and self.p > 0):
             raise RunError(f"--p must be a degree > 0, got {self.p!r}")
@@ -133,7 +134,7 @@ def run(cfg: AblateConfig, out: str | Path, *, progress: bool = True, overwrite:
               "recipe resolved": hooks.resolve(cfg.recipe, b_auto).name, "layers": n_layers, "heads": n_heads,
               "model_type": model.config.model_type}
     with staged_output(out) as stage:
-        readings = [prompt_reading(p, cfg.every) for p in rank_prompts]
+        readings = [prompt_reading(p, cfg.queries) for p in rank_prompts]
         paths = read_rows(model, readings, {"rank": RowOptions.make(p=cfg.p, b=bias.value)}, stage,
                           config=config, device=cfg.device, block=cfg.block, desc="rank", progress=progress)
         ranking = rank_heads(pd.read_parquet(paths["rank"], columns=["layer", "head", "status", column]), column)

@@ -1,9 +1,9 @@
 """``attnlab audit``: prevalence of the polynomial-unsafe regime in a checkpoint (Polynomial Concentration §5.2, Tables
 1/10/11), with the gap-counting scale of Hayase & Karakida 2026 alongside.
 
-Rows are read as ``commands.readout`` does: the attention maps are never stored. Query positions are
-sampled every ``every`` tokens, and the prompt's last position (the one that answers) is always kept.
-With ``target="answer"`` only the sampled rows that have an answer key are read, each against that key
+Rows are read as ``commands.readout`` does: the attention maps are never stored. ``queries`` chooses the
+query rows (``readout.select_queries``); the prompt's last position, the one that answers, is always among
+them. With ``target="answer"`` only the chosen rows that have an answer key are read, each against that key
 instead of its argmax (Polynomial Concentration App. S), and the table adds the share of rows whose argmax
 is the answer.
 """
@@ -24,7 +24,7 @@ from ..diagnostics.rows import SPECIAL
 from ..diagnostics.stats import wilson
 from ..io import check_output, write_json, write_table
 from ..options import option
-from .readout import prompt_reading, read_rows
+from .readout import QUERIES_HELP, check_queries, prompt_reading, read_rows
 from .runs import (Bias, RunError, SuiteRun, biases, calibration_record, check_count, load, parse_biases, settings,
                    staged_output, suite_prompts)
 
@@ -37,7 +37,7 @@ class AuditConfig(SuiteRun):
     p: tuple[float, ...] = option((2, 4, 8, 16), "degrees of S_p", metavar="P", type=options.finite)
     b: tuple[str, ...] = option(("0", "auto"), "biases: numbers or 'auto' (the 5%%-mass calibration, "
                                                "Polynomial Concentration App. B/J)", metavar="B")
-    every: int = option(16, "audit every K-th query position and the last one (1 = every row)", metavar="K")
+    queries: str = option("every:16", QUERIES_HELP, metavar="SPEC")
     target: str = option("argmax", "the key S_p is measured for: each row's argmax, or the planted answer key, "
                                    "reading only the rows that have one (Polynomial Concentration App. S)",
                          choices=TARGETS)
@@ -49,7 +49,7 @@ class AuditConfig(SuiteRun):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_count("every", self.every)
+        check_queries(self.queries)
         if not self.p or not all(math.isfinite(p) and p > 0 for p in self.p):
             raise RunError(f"--p takes degrees > 0, got {list(self.p)}")
         parse_biases(self.b)
@@ -118,7 +118,7 @@ def run(cfg: AuditConfig, out: str | Path, *, progress: bool = True, overwrite: 
               "biases": {b.label: b.value for b in bias_list},
               "layers": n_layers, "heads": n_heads, "model_type": model.config.model_type}
     with staged_output(out) as stage:
-        readings = [prompt_reading(prompt, cfg.every, cfg.target) for prompt in prompts]
+        readings = [prompt_reading(prompt, cfg.queries, cfg.target) for prompt in prompts]
         options = {f"b{b.label}": RowOptions.make(p=cfg.p, b=b.value, tau=cfg.tau, sigmoid=cfg.sigmoid)
                    for b in bias_list}
         paths = read_rows(model, readings, options, stage, config=config, device=cfg.device, block=cfg.block,

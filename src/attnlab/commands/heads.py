@@ -1,7 +1,7 @@
 """``attnlab heads``: the sink / induction / local / diffuse type of every head (Polynomial Concentration App. H).
 
 One forward per induction prompt (80 at L = 1024 in the seed), rows read as ``commands.readout``
-does: every ``every``-th query and the last. Per head, ``induction`` is the mean softmax weight at the
+does: the query rows ``queries`` chooses. Per head, ``induction`` is the mean softmax weight at the
 planted B (the token after the current token's first occurrence), over the rows of the repeated half,
 which are the rows that have one; ``entropy``, ``locality`` (query minus argmax) and ``sink`` (weight
 at position 0) average over every read row. ``diagnostics.heads`` turns them into types.
@@ -21,7 +21,7 @@ from ..diagnostics import RowOptions
 from ..diagnostics.heads import HeadThresholds, head_types
 from ..io import check_output, write_json, write_table
 from ..options import option
-from .readout import prompt_reading, read_rows
+from .readout import QUERIES_HELP, check_queries, prompt_reading, read_rows
 from .runs import CheckpointRun, check_count, load, settings, staged_output, suite_prompts
 
 SUITE = "induction"
@@ -32,11 +32,12 @@ COLUMNS = ["layer", "head", "query", "argmax", "target_mass", "entropy", "sink_m
 class HeadsConfig(CheckpointRun):
     prompts: int = option(80, "induction prompts", metavar="N")
     length: int = option(1024, "prompt length in tokens")
-    every: int = option(16, "read every K-th query and the last", metavar="K")
+    queries: str = option("every:16", QUERIES_HELP, metavar="SPEC")
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("prompts", "length", "every"):
+        check_queries(self.queries)
+        for name in ("prompts", "length"):
             check_count(name, getattr(self, name))
 
 
@@ -60,7 +61,7 @@ def run(cfg: HeadsConfig, out: str | Path, *, progress: bool = True, overwrite: 
     config = {**asdict(cfg), "suite": SUITE, "thresholds": asdict(thresholds), "layers": n_layers,
               "heads": n_heads, "model_type": model.config.model_type}
     with staged_output(out) as stage:
-        readings = [prompt_reading(p, cfg.every, "answer", keep_all=True) for p in prompts]
+        readings = [prompt_reading(p, cfg.queries, "answer", keep_all=True) for p in prompts]
         paths = read_rows(model, readings, {"heads": RowOptions.make(p=2)}, stage, config=config,
                           device=cfg.device, block=cfg.block, desc="heads", progress=progress)
         rows = pd.read_parquet(paths["heads"], columns=COLUMNS)

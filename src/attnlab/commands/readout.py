@@ -38,17 +38,35 @@ class Reading:
             raise ValueError(f"answer keys given for unread queries {stray[:5]}")
 
 
-def sampled(length: int, every: int) -> tuple[int, ...]:
-    """Every ``every``-th position of an input of ``length`` tokens, and its last (the one that answers)."""
-    return tuple(sorted({*range(0, length, every), length - 1}))
+QUERIES_HELP = ("which query rows to read: last (the one that answers), every:N (the queries that see N, 2N, ... "
+                "keys, and the last) or all")
 
 
-def prompt_reading(prompt: tasks.Prompt, every: int, target: str = "argmax", *,
+def check_queries(spec: str) -> str:
+    """``spec`` if it is a query selection (``QUERIES_HELP``); ValueError naming what is allowed otherwise."""
+    kind, _, n = spec.partition(":") if isinstance(spec, str) else ("", "", "")
+    if (kind in ("last", "all") and not n) or (kind == "every" and n.isdigit() and int(n) >= 1):
+        return spec
+    raise ValueError(f"--queries takes last, all or every:N with N >= 1, got {spec!r}")
+
+
+def select_queries(spec: str, length: int) -> tuple[int, ...]:
+    """The positions ``spec`` reads in an input of ``length`` tokens. every:N takes the queries that see N,
+    2N, ... keys and the last; it never adds query 0, whose one-key row (S_p = 0) would count as safe by
+    construction, unless N = 1."""
+    kind, _, n = check_queries(spec).partition(":")
+    if kind == "last":
+        return (length - 1,)
+    step = 1 if kind == "all" else int(n)
+    return tuple(sorted({*range(step - 1, length, step), length - 1}))
+
+
+def prompt_reading(prompt: tasks.Prompt, queries: str, target: str = "argmax", *,
                    keep_all: bool = False) -> Reading:
-    """The rows of a suite prompt: every ``every``-th query and the last. target "argmax" reads them all
-    against their argmax; "answer" reads those with an answer key (``tasks.answer_keys``) against it,
+    """The rows of a suite prompt that ``queries`` selects (``select_queries``). target "argmax" reads them
+    all against their argmax; "answer" reads those with an answer key (``tasks.answer_keys``) against it,
     and the others only with ``keep_all`` (against their argmax)."""
-    queries = sampled(len(prompt.input_ids), every)
+    queries = select_queries(queries, len(prompt.input_ids))
     if target == "argmax":
         return Reading(prompt.input_ids, queries)
     keys = tasks.answer_keys(prompt)

@@ -57,8 +57,8 @@ LOW_SAFE = 3.0  # % of active rows measured safe at or below which a cell counts
 COLLAPSE = 0.10  # a cell collapses when it keeps at most this share of softmax's accuracy
 LEARNED = 50.0  # softmax accuracy (%) below which the finding is not checked
 # The matched diagnostic (Polynomial Concentration §5.5, Table 5) reads one row per layer, head and scored prompt:
-# the last position, the one that answers. Sampling every 2^20 tokens keeps only that row and the first.
-MATCHED_EVERY = 1 << 20
+# the last position, the one that answers.
+MATCHED_QUERIES = "last"
 # Table 5's top-K column conditions on the fixed causal head set of the ablation; its K = 40 is 8-14% of its
 # models' heads, so the largest ablated K within 15% of the heads plays that part here.
 CAUSAL_SHARE = 0.15
@@ -196,11 +196,11 @@ def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
         out = folder / "audit" / suite
         if not _done(out):
             audit.run(audit.AuditConfig(**common, **sized[suite], suite=suite, prompts=plan["audit_prompts"], p=P,
-                                        b=B, every=plan["every"], b_auto=b_auto), out, progress=progress)
+                                        b=B, queries=f"every:{plan['every']}", b_auto=b_auto), out, progress=progress)
         b_auto = json.loads((out / "config.json").read_text())["b_auto"]
     suite = dict(common, **sized[plan["suite"]], suite=plan["suite"], prompts=plan["prompts"], b_auto=b_auto)
     if not _done(folder / "audit_matched"):
-        audit.run(audit.AuditConfig(**suite, p=P, b=B, every=MATCHED_EVERY), folder / "audit_matched",
+        audit.run(audit.AuditConfig(**suite, p=P, b=B, queries=MATCHED_QUERIES), folder / "audit_matched",
                   progress=progress)
     if not _done(folder / "substitute"):
         substitute.run(substitute.SubstituteConfig(**suite, recipes=RECIPES), folder / "substitute", progress=progress)
@@ -209,11 +209,11 @@ def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
     if not _done(folder / "ablate"):
         ablate.run(ablate.AblateConfig(**suite, k=tuple(k for k in plan["k"] if k <= n_heads // 2) or (1,),
                                        random_draws=plan["random_draws"], rank_prompts=plan["rank_prompts"],
-                                       rank_length=plan["length"], every=plan["every"]),
+                                       rank_length=plan["length"], queries=f"every:{plan['every']}"),
                    folder / "ablate", progress=progress)
     if not _done(folder / "heads"):
-        head_types.run(head_types.HeadsConfig(**common, prompts=plan["heads_prompts"],
-                                    length=plan["length"], every=plan["every"]), folder / "heads", progress=progress)
+        head_types.run(head_types.HeadsConfig(**common, prompts=plan["heads_prompts"], length=plan["length"],
+                                              queries=f"every:{plan['every']}"), folder / "heads", progress=progress)
 
 
 # ---- summarize: everything below reads only the folder's files ----
