@@ -124,3 +124,21 @@ def test_softmax_among_the_recipes_is_scored_once(checkpoint, tmp_path, capsys):
     table = pd.read_csv(out / "substitute.csv")
     assert list(table["recipe"]) == ["softmax", "sigmoid_b0"] and (table["n"] == 2).all()
     assert len(pd.read_parquet(out / "answers.parquet")) == 4
+
+
+def test_paper_names_the_papers_fourteen_recipes_in_place():
+    from attnlab.cli import build_parser
+    from attnlab.cli.base import build
+
+    recipes = substitute.expand_recipes(("softmax", "paper", "relu_p3_b1"))
+    assert recipes[0] == "softmax" and recipes[-1] == "relu_p3_b1" and len(recipes) == 16
+    assert len(substitute.PAPER_RECIPES) == 14 and len(set(substitute.PAPER_RECIPES)) == 14
+    assert sum(r.startswith("relu_p") for r in substitute.PAPER_RECIPES) == 8  # p = 2, 4, 8, 16 at b = 0, b_auto
+    args = build_parser(["substitute"]).parse_args(["substitute", "--model", "m", "--recipes", "paper"])
+    assert build(SubstituteConfig, args).recipes == substitute.PAPER_RECIPES
+
+
+def test_baseline_below_80_percent_is_flagged_and_above_is_not():
+    assert substitute.baseline_warning(80.0, "niah") is None
+    warning = substitute.baseline_warning(79.5, "mqar")
+    assert warning.startswith("softmax itself scores 79.5% (< 80%) on mqar") and "App. X" in warning

@@ -25,19 +25,29 @@ from .runs import (RunError, SuiteRun, calibration_record, load, recipe_b_auto, 
                    suite_prompts)
 
 BASELINE = "softmax"
+# Polynomial Concentration §5.3, Tables 2-3: ReLU^p at p = 2, 4, 8, 16 with b = 0 and b_auto, the normalized
+# sigmoid at both, and Wortsman et al.'s four un-normalized maps; --recipes paper names them all.
+PAPER_RECIPES = (*(f"relu_p{p}_b{b}" for p in (2, 4, 8, 16) for b in ("0", "auto")), "sigmoid_b0", "sigmoid_bauto",
+                 *(f"wortsman_p{p}_{d}" for p in (1, 2) for d in ("L", "sqrtL")))
 READ_DELTAS_FROM = 80.0  # Polynomial Concentration App. X: no recipe-vs-softmax delta is read below this softmax %
 
 
 @dataclass(frozen=True, kw_only=True)
 class SubstituteConfig(SuiteRun):
     recipes: tuple[str, ...] = option(help="row-map names, e.g. relu_p4_bauto relu_p8_bauto sigmoid_b0 "
-                                           "wortsman_p2_L", metavar="NAME")
+                                           "wortsman_p2_L, or 'paper' for Polynomial Concentration's 14 recipes",
+                                      metavar="NAME", convert=lambda names: expand_recipes(tuple(names)))
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not self.recipes:
             raise RunError("--recipes needs at least one row-map name")
         check_recipes(self.recipes)
+
+
+def expand_recipes(names: tuple[str, ...]) -> tuple[str, ...]:
+    """``names`` with 'paper' replaced by the paper's 14 recipes (``PAPER_RECIPES``), in place."""
+    return tuple(r for name in names for r in (PAPER_RECIPES if name == "paper" else (name,)))
 
 
 def check_recipes(names: Sequence[str]) -> None:

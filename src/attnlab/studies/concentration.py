@@ -45,8 +45,7 @@ P = (2, 4, 8, 16)
 B = ("0", "auto")
 # Polynomial Concentration §5.3's sweep: ReLU^p at both biases, normalized sigmoid, and Wortsman et al.'s
 # unnormalized ReLU^p.
-RECIPES = (*(f"relu_p{p}_b{b}" for p in P for b in B), "sigmoid_b0", "sigmoid_bauto",
-           *(f"wortsman_p{p}_{d}" for p in (1, 2) for d in ("L", "sqrtL")))
+RECIPES = substitute.PAPER_RECIPES
 SUITE = "induction"
 # Polynomial Concentration App. B/E/AI's diagnostic suites, audited on a pretrained model.
 REAL_SUITES = ("niah", "induction", "mqar", "copying", "uuid_niah")
