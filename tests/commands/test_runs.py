@@ -201,3 +201,23 @@ def test_suite_prompts_refuse_what_cannot_be_built(short, suite, kw, message):
 def test_pad_and_length_are_checked_before_loading(kw, message):
     with pytest.raises(RunError, match=re.escape(message)):
         runs.SuiteRun(model="no/such/model", **kw)
+
+
+def test_b_auto_is_a_number_or_an_earlier_runs_stored_value(tmp_path):
+    import argparse
+    import json
+
+    assert runs.stored_b_auto("3.5") == 3.5
+    (tmp_path / "config.json").write_text(json.dumps({"b_auto": 0.0405932, "model": "m"}))
+    assert runs.stored_b_auto(str(tmp_path)) == runs.stored_b_auto(str(tmp_path / "config.json")) == 0.0405932
+    (tmp_path / "none").mkdir()
+    (tmp_path / "none" / "config.json").write_text(json.dumps({"b_auto": None}))
+    for text, message in (("nope", "not a number: 'nope'"), ("inf", "must be finite"),
+                          (str(tmp_path / "none"), "holds no calibrated b_auto (got None)"),
+                          (str(tmp_path / "none" / "config.json"), "holds no calibrated b_auto"),
+                          (str(tmp_path / "missing"), "not a number")):
+        with pytest.raises(argparse.ArgumentTypeError, match=re.escape(message)):
+            runs.stored_b_auto(text)
+    (tmp_path / "torn.json").write_text("{")
+    with pytest.raises(argparse.ArgumentTypeError, match="is not a run's config.json"):
+        runs.stored_b_auto(str(tmp_path / "torn.json"))

@@ -7,7 +7,9 @@ keeps the previous run's files intact.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import json
 import math
 import os
 import shutil
@@ -36,6 +38,23 @@ def check_count(name: str, value, low: int = 1) -> None:
         raise RunError(f"--{name.replace('_', '-')} must be an int >= {low}, got {value!r}")
 
 
+def stored_b_auto(text: str) -> float:
+    """--b-auto as typed: a finite number, or a run folder or config.json holding the b_auto it calibrated."""
+    try:
+        return options.finite(text)
+    except argparse.ArgumentTypeError:
+        if not Path(text).exists():
+            raise
+    path = Path(text) / "config.json" if Path(text).is_dir() else Path(text)
+    try:
+        value = json.loads(path.read_text(encoding="utf-8")).get("b_auto")
+    except (OSError, ValueError, AttributeError):
+        raise argparse.ArgumentTypeError(f"{path} is not a run's config.json") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{path} holds no calibrated b_auto (got {value!r})")
+    return float(value)
+
+
 @dataclass(frozen=True, kw_only=True)
 class CheckpointRun:
     """What every command on a checkpoint takes."""
@@ -59,8 +78,9 @@ class SuiteRun(CheckpointRun):
     prompts: int = option(20, "prompts in the suite", metavar="N")
     pad: int | None = option(None, "haystack sentences (niah, uuid_niah)")
     length: int | None = option(None, "target prompt length in tokens")
-    b_auto: float | None = option(None, "use this b_auto instead of calibrating (e.g. the value an audit stored)",
-                                  metavar="B", type=options.finite)
+    b_auto: float | None = option(None, "use this b_auto instead of calibrating: a number, or an earlier run's "
+                                        "folder (or its config.json) whose b_auto to reuse", metavar="B|RUN",
+                                  type=stored_b_auto)
     calibration: str | None = option(None, "held-out UTF-8 text that b_auto is calibrated on, cut to 1024 tokens "
                                            "(default: generated generic text)", metavar="FILE")
 
