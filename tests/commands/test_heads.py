@@ -10,7 +10,7 @@ import torch
 from attnlab import hooks, tasks
 from attnlab.commands import heads
 from attnlab.commands.runs import RunError
-from attnlab.diagnostics.heads import HeadThresholds, classify
+from attnlab.diagnostics.heads import TYPES, HeadThresholds, classify, labels
 
 
 
@@ -39,7 +39,7 @@ def _brute_force(model, prompts, every):
 
 
 def test_head_features_and_types_match_brute_force(checkpoint, tmp_path):
-    cfg = heads.HeadsConfig(model=str(checkpoint), prompts=3, length=48, queries="every:5")
+    cfg = heads.HeadsConfig(model=str(checkpoint), prompts=3, length=48, queries="every:5", rule="paper")
     result = heads.run(cfg, tmp_path / "out", progress=False)
     model, tok = hooks.load_model(checkpoint)
     prompts = tasks.build_suite("induction", tok, 3, seed=0, length=48)
@@ -52,6 +52,17 @@ def test_head_features_and_types_match_brute_force(checkpoint, tmp_path):
     counts = result["table"].set_index("head type")["heads"]
     assert counts.sum() == 8 and counts.to_dict() == got["head_type"].value_counts().reindex(
         counts.index, fill_value=0).to_dict()
+
+
+def test_labels_count_a_head_under_every_type_it_passes(checkpoint, tmp_path):
+    cfg = heads.HeadsConfig(model=str(checkpoint), prompts=3, length=48, queries="every:5")
+    result = heads.run(cfg, tmp_path / "out", progress=False)
+    got = pd.read_csv(result["paths"]["heads"])
+    assert got["labels"].tolist() == labels(got[["sink", "induction", "locality", "entropy"]]).tolist()
+    counts = result["table"].set_index("head type")["heads"].to_dict()
+    assert counts == {k: sum(k in held.split("+") for held in got["labels"]) for k in TYPES}
+    with pytest.raises(RunError, match="--rule takes labels or paper"):
+        heads.HeadsConfig(model=str(tmp_path), rule="first")
 
 
 def test_bad_sizes_are_refused_before_loading(tmp_path):

@@ -1,4 +1,4 @@
-"""Head features are per-head means of the row records, and the head types follow seed 000 App. H's thresholds in order."""
+"""Head features are per-head means of the row records; head types follow Polynomial Concentration App. H's thresholds in order, and labels keep every test that holds."""
 
 from __future__ import annotations
 
@@ -48,3 +48,23 @@ def test_order_and_boundaries_of_the_rules():
 def test_missing_columns_are_named():
     with pytest.raises(ValueError, match="argmax"):
         head_types(pd.DataFrame({"layer": [0], "head": [0]}))
+
+
+def test_labels_keep_every_test_that_holds():
+    from attnlab.diagnostics.heads import labels
+
+    feats = pd.DataFrame({"sink": [0.8, 0.8, 0.0, 0.31, 0.0], "induction": [0.7, 0.0, 0.6, 0.05, 0.2],
+                          "locality": [30.0, 2.0, 30.0, 2.0, 30.0], "entropy": [0.0] * 5})
+    assert labels(feats).tolist() == ["sink+induction", "sink+local", "induction", "sink+local", "diffuse"]
+    # the paper's first-match rule keeps only the first label of each
+    assert classify(feats).tolist() == [got.split("+")[0] for got in labels(feats)]
+
+
+def test_an_induction_head_resting_on_the_first_token_keeps_both_labels():
+    """Where there is no planted B the head rests on the sink; where there is one it attends B (target mass
+    there only: the command sets target_mass to NaN on rows without an answer key)."""
+    rows = pd.concat([_rows(0, 0, [5, 6, 7], [0, 0, 0], [np.nan] * 3, [0.2] * 3, [0.95] * 3),
+                      _rows(0, 0, [20, 21], [12, 13], [0.9, 0.8], [0.3] * 2, [0.05] * 2)], ignore_index=True)
+    out = head_types(rows).iloc[0]
+    assert out["induction"] == pytest.approx(0.85) and out["sink"] == pytest.approx(0.59)
+    assert out["head_type"] == "sink" and out["labels"] == "sink+induction"

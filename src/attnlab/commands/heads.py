@@ -18,13 +18,14 @@ import pandas as pd
 
 from .. import hooks, options
 from ..diagnostics import RowOptions
-from ..diagnostics.heads import HeadThresholds, head_types
+from ..diagnostics.heads import TYPES, HeadThresholds, head_types
 from ..io import check_output, write_json, write_table
 from ..options import option
 from .readout import QUERIES_HELP, check_queries, prompt_reading, read_rows
-from .runs import CheckpointRun, check_count, load, settings, staged_output, suite_prompts
+from .runs import CheckpointRun, RunError, check_count, load, settings, staged_output, suite_prompts
 
 SUITE = "induction"
+RULES = ("labels", "paper")
 COLUMNS = ["layer", "head", "query", "argmax", "target_mass", "entropy", "sink_mass", "status", "answer_key"]
 
 
@@ -33,20 +34,28 @@ class HeadsConfig(CheckpointRun):
     prompts: int = option(80, "induction prompts", metavar="N")
     length: int = option(1024, "prompt length in tokens")
     queries: str = option("every:16", QUERIES_HELP, metavar="SPEC")
+    rule: str = option("labels", "labels: count a head under every type whose test holds (an induction head may "
+                                 "also be a sink); paper: only the first that holds, in the order sink, induction, "
+                                 "local (Polynomial Concentration App. H)", choices=RULES)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_queries(self.queries)
+        if self.rule not in RULES:
+            raise RunError(f"--rule takes {' or '.join(RULES)}, got {self.rule!r}")
         for name in ("prompts", "length"):
             check_count(name, getattr(self, name))
 
 
-def type_counts(types: pd.DataFrame) -> pd.DataFrame:
-    """Heads per type, with their share in percent."""
-    kinds = ["sink", "induction", "local", "diffuse"]
-    counts = types["head_type"].value_counts().reindex(kinds, fill_value=0)
-    return pd.DataFrame({"head type": kinds, "heads": counts.to_numpy(),
-                         "%": 100 * counts.to_numpy() / max(len(types), 1)})
+def type_counts(types: pd.DataFrame, rule: str = "paper") -> pd.DataFrame:
+    """Heads per type, with their share in percent of all heads: under "paper" each head counts once (its
+    ``head_type``), under "labels" once per label it carries, so the shares may add up to more than 100."""
+    if rule == "paper":
+        counts = types["head_type"].value_counts().reindex(list(TYPES), fill_value=0).to_numpy()
+    else:
+        counts = np.array([int(types["labels"].str.split("+").map(lambda held, k=k: k in held).sum())
+                           for k in TYPES])
+    return pd.DataFrame({"head type": list(TYPES), "heads": counts, "%": 100 * counts / max(len(types), 1)})
 
 
 def run(cfg: HeadsConfig, out: str | Path, *, progress: bool = True, overwrite: bool = False) -> dict:
@@ -68,7 +77,7 @@ def run(cfg: HeadsConfig, out: str | Path, *, progress: bool = True, overwrite: 
         # target_mass is the argmax's weight on rows without a planted B; it must not count as induction.
         rows["target_mass"] = rows["target_mass"].where(rows["answer_key"].astype(bool), np.nan)
         types = head_types(rows, thresholds)
-        table = type_counts(types)
+        table = type_counts(types, cfg.rule)
         write_table(stage / "heads", types)
         write_table(stage / "types", table)
         write_json(stage / "config.json", json.loads(json.dumps(config, default=str)))

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 HEAD_KEYS = ("layer", "head")
+TYPES = ("sink", "induction", "local", "diffuse")
 
 
 @dataclass(frozen=True)
@@ -42,19 +43,30 @@ def head_features(rows: pd.DataFrame) -> pd.DataFrame:
     return frame.groupby(list(HEAD_KEYS), sort=True).mean().reset_index()
 
 
+def _tests(features: pd.DataFrame, t: HeadThresholds) -> list[pd.Series]:
+    """Whether each head passes the sink, induction and local tests of Polynomial Concentration App. H. Each
+    feature is a mean over the rows where it is defined (induction: the rows with a planted B)."""
+    return [features["sink"] > t.sink, features["induction"] > t.induction,
+            (features["locality"] < t.local_distance) & (features["induction"] < t.local_induction)]
+
+
 def classify(features: pd.DataFrame, thresholds: HeadThresholds = HeadThresholds()) -> pd.Series:
-    """The head type of each feature row: "sink", "induction", "local" or "diffuse" (Polynomial Concentration App.
-    H)."""
-    t = thresholds
-    kinds = np.select(
-        [features["sink"] > t.sink,
-         features["induction"] > t.induction,
-         (features["locality"] < t.local_distance) & (features["induction"] < t.local_induction)],
-        ["sink", "induction", "local"], default="diffuse")
+    """The head type of each feature row by Polynomial Concentration App. H's rule: the first test that holds,
+    in the order sink, induction, local, else "diffuse"."""
+    kinds = np.select(_tests(features, thresholds), list(TYPES[:3]), default="diffuse")
     return pd.Series(kinds, index=features.index, name="head_type")
 
 
+def labels(features: pd.DataFrame, thresholds: HeadThresholds = HeadThresholds()) -> pd.Series:
+    """Every type whose test holds, joined by "+" ("sink+induction"), else "diffuse". App. H's first-match
+    rule hides an induction head behind its sink label: a head that puts most of its weight on the planted
+    token where there is one may rest on the first token where there is none."""
+    held = pd.concat(_tests(features, thresholds), axis=1).to_numpy(dtype=bool)
+    joined = ["+".join(k for k, on in zip(TYPES, row) if on) or "diffuse" for row in held]
+    return pd.Series(joined, index=features.index, name="labels", dtype=object)
+
+
 def head_types(rows: pd.DataFrame, thresholds: HeadThresholds = HeadThresholds()) -> pd.DataFrame:
-    """head_features with a ``head_type`` column."""
+    """head_features with ``head_type`` (App. H's first-match rule) and ``labels`` (every test that holds)."""
     features = head_features(rows)
-    return features.assign(head_type=classify(features, thresholds))
+    return features.assign(head_type=classify(features, thresholds), labels=labels(features, thresholds))

@@ -445,9 +445,9 @@ def summarize(folder: Path) -> Section:
                                  f"cell's accuracy."),
                 Table("ablation", "Group head ablation (relu_p2_bauto on K heads): change in accuracy for top-, "
                                   "bottom- and random-K; decisive when top-K is worse than every random draw."),
-                Table("head_types", "Head types (Polynomial Concentration App. H): heads typed sink, induction, "
-                                    "local or diffuse; "
-                                    "per-head features in heads/heads.csv."),
+                Table("head_types", "Head types (Polynomial Concentration App. H): heads passing the sink, induction "
+                                    "or local test, a head counted under every test it passes (diffuse: none); "
+                                    "per-head features, labels and App. H's first-match type in heads/heads.csv."),
                 Table("head_medians", "Per b and head: median rho and A_act over active rows, measured-safe % per p.")),
         figures=(Figure("phase", "Phase plot: each point is one head's median (rho, A_act) over active rows, one "
                                  "panel per b; the curves are the boundaries A (1 - rho)^p = 1 (legend below). A "
