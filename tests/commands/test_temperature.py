@@ -3,6 +3,7 @@ brute-force bucket-mean OLS slope."""
 
 from __future__ import annotations
 
+import dataclasses
 import numpy as np
 import pandas as pd
 import pytest
@@ -76,3 +77,20 @@ def test_text_file_documents_and_bad_input(checkpoint, tmp_path):
             temperature.documents(model, tok, cfg)
     with pytest.raises(RunError, match="at least two"):
         temperature.TemperatureConfig(model=str(checkpoint), n=(16,))
+
+
+def test_bos_leads_every_document_and_every_suite_prompt(checkpoint, tmp_path):
+    from attnlab.commands.runs import load
+
+    model, tok = load(str(checkpoint))
+    text = tmp_path / "doc.txt"
+    text.write_text("a plain sentence about nothing in particular. " * 60)
+    plain = temperature.TemperatureConfig(model=str(checkpoint), n=(8, 12), docs=3, text=str(text))
+    led = temperature.TemperatureConfig(model=str(checkpoint), n=(8, 12), docs=3, text=str(text), bos=True)
+    body = tok(text.read_text(), add_special_tokens=False)["input_ids"]
+    got = temperature.documents(model, tok, led)
+    assert all(len(d) == 12 and d[0] == tok.bos_token_id for d in got)
+    assert [t for d in got for t in d[1:]] == body[:33]  # windows of the text, in order, each after a BOS
+    assert all(d[0] == tok.bos_token_id for d in temperature.documents(model, tok, dataclasses.replace(
+        led, text=None)))
+    assert len(temperature.documents(model, tok, plain)) == 3

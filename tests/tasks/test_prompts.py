@@ -354,3 +354,34 @@ def test_user_suite_registers_with_its_own_stream(bpe):
         SUITES.unregister("first_token_test")
     with pytest.raises(SuiteError, match="unknown suite 'first_token_test'"):
         build_suite("first_token_test", bpe, 1)
+
+
+@pytest.fixture
+def bos_not_added(tmp_path):
+    """A tokenizer that has a BOS token but adds none itself, as SmolLM2's."""
+    tok = build_tokenizer(tmp_path, "bpe")
+    tok.add_special_tokens({"bos_token": "<s>"})
+    assert tok("a", add_special_tokens=True)["input_ids"] == tok("a", add_special_tokens=False)["input_ids"]
+    return tok
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_bos_starts_every_prompt_with_the_bos_token(bos_not_added, name):
+    led = build_suite(name, bos_not_added, 3, seed=2, bos=True, **SMALL[name])
+    assert all(p.input_ids[0] == bos_not_added.bos_token_id for p in led)
+    assert all(bos_not_added.bos_token_id not in p.input_ids[1:] for p in led)
+
+
+def test_bos_adds_one_leading_token_where_the_tokenizer_adds_none(bos_not_added, tmp_path):
+    plain = build_suite("niah", bos_not_added, 3, seed=2, pad=6)
+    led = build_suite("niah", bos_not_added, 3, seed=2, pad=6, bos=True)
+    assert [p.input_ids for p in led] == [(bos_not_added.bos_token_id, *p.input_ids) for p in plain]
+    assert [p.answer_positions for p in led] == [tuple(a + 1 for a in p.answer_positions) for p in plain]
+    adds = build_tokenizer(tmp_path / "word", "word")  # adds its BOS already: nothing changes
+    assert build_suite("niah", adds, 2, pad=4, bos=True) == build_suite("niah", adds, 2, pad=4)
+
+
+def test_bos_without_a_bos_token_is_refused(bpe):
+    assert bpe.bos_token_id is None
+    with pytest.raises(SuiteError, match="has no BOS token"):
+        build_suite("niah", bpe, 1, pad=2, bos=True)

@@ -120,9 +120,9 @@ def run(cfg: AblateConfig, out: str | Path, *, progress: bool = True, overwrite:
     check_output(out, settings(cfg), overwrite=overwrite, what="attnlab ablate")
     model, tokenizer = load(cfg.model, cfg.device, cfg.dtype)
     rank_prompts = suite_prompts(model, tokenizer, cfg.rank_suite, cfg.rank_prompts, seed=cfg.seed,
-                                 length=cfg.rank_length)
+                                 length=cfg.rank_length, bos=cfg.bos)
     prompts = suite_prompts(model, tokenizer, cfg.suite, cfg.prompts, seed=cfg.seed, pad=cfg.pad,
-                            length=cfg.length)
+                            length=cfg.length, bos=cfg.bos)
     (bias,), b_auto = biases(model, tokenizer, [cfg.b], cfg.device, cfg.b_auto, cfg.calibration)
     b_auto = recipe_b_auto(model, tokenizer, [cfg.recipe], cfg.device, b_auto, cfg.calibration)
     n_layers, n_heads = hooks.num_heads(model)

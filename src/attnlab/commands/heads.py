@@ -64,7 +64,7 @@ def run(cfg: HeadsConfig, out: str | Path, *, progress: bool = True, overwrite: 
     counts), "heads", "b_auto" (None), "paths"}."""
     check_output(out, settings(cfg), overwrite=overwrite, what="attnlab heads")
     model, tokenizer = load(cfg.model, cfg.device, cfg.dtype)
-    prompts = suite_prompts(model, tokenizer, SUITE, cfg.prompts, seed=cfg.seed, length=cfg.length)
+    prompts = suite_prompts(model, tokenizer, SUITE, cfg.prompts, seed=cfg.seed, length=cfg.length, bos=cfg.bos)
     n_layers, n_heads = hooks.num_heads(model)
     thresholds = HeadThresholds()
     config = {**asdict(cfg), "suite": SUITE, "thresholds": asdict(thresholds), "layers": n_layers,

@@ -64,6 +64,9 @@ class CheckpointRun:
     device: str = option("cpu", "cpu or cuda[:i]")
     dtype: str | None = option(None, "default: float32 on CPU, bfloat16 on a GPU that supports it",
                                choices=("float32", "bfloat16", "float16"))
+    bos: bool = option(False, "start every prompt with the tokenizer's BOS token even where it adds none "
+                              "(SmolLM2), so that position 0, where attention sinks, holds the same kind of token "
+                              "for every model")
     block: int = DEFAULT_BLOCK
 
     def __post_init__(self) -> None:
@@ -149,13 +152,22 @@ def context_length(model) -> int | None:
     return getattr(model.config, "max_position_embeddings", None)
 
 
+def with_bos(tokenizer, ids: list[int], bos: bool) -> list[int]:
+    """``ids`` led by the tokenizer's BOS token when ``bos`` asks for it and it is not there already."""
+    if not bos or (ids and ids[0] == getattr(tokenizer, "bos_token_id", None)):
+        return ids
+    if getattr(tokenizer, "bos_token_id", None) is None:
+        raise RunError("--bos: the tokenizer has no BOS token to start the documents with")
+    return [tokenizer.bos_token_id, *ids]
+
+
 def suite_prompts(model, tokenizer, suite: str, n_prompts: int, *, seed: int = 0, pad: int | None = None,
-                  length: int | None = None) -> list[tasks.Prompt]:
+                  length: int | None = None, bos: bool = False) -> list[tasks.Prompt]:
     """The suite's prompts for this tokenizer, checked against the model's context length."""
     if suite not in tasks.SUITES:
         raise RunError(f"unknown suite {suite!r}; choose one of {', '.join(sorted(tasks.SUITES))}")
     try:
-        prompts = tasks.build_suite(suite, tokenizer, n_prompts, seed=seed, pad=pad, length=length)
+        prompts = tasks.build_suite(suite, tokenizer, n_prompts, seed=seed, pad=pad, length=length, bos=bos)
     except tasks.SuiteError as exc:
         raise RunError(str(exc)) from exc
     limit = context_length(model)

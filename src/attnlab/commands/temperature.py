@@ -27,7 +27,7 @@ from ..io import check_output, write_json, write_table
 from ..options import option
 from .readout import Reading, read_rows
 from .runs import (CheckpointRun, RunError, check_count, context_length, load, read_text, settings, staged_output,
-                   suite_prompts)
+                   suite_prompts, with_bos)
 
 TEXT = "text"
 TRIPLE = {"Lambda": "lambda_n", "alpha": "alpha_n", "Delta": "contact_gap"}
@@ -63,7 +63,7 @@ def documents(model, tokenizer, cfg: TemperatureConfig) -> list[tuple[int, ...]]
     if limit is not None and need > limit:
         raise RunError(f"--n reaches {need} tokens but the model's context is {limit}; lower --n")
     if cfg.suite != TEXT:
-        prompts = suite_prompts(model, tokenizer, cfg.suite, cfg.docs, seed=cfg.seed, length=need)
+        prompts = suite_prompts(model, tokenizer, cfg.suite, cfg.docs, seed=cfg.seed, length=need, bos=cfg.bos)
         short = min(len(p.input_ids) for p in prompts)
         if short < need:
             raise RunError(f"suite {cfg.suite} built a {short}-token prompt for --n {need}; use --suite text, "
@@ -71,13 +71,18 @@ def documents(model, tokenizer, cfg: TemperatureConfig) -> list[tuple[int, ...]]
         return [p.input_ids[:need] for p in prompts]
     if cfg.text is None:
         texts = [tasks.generic_text(2 * need, seed=cfg.seed + i) for i in range(cfg.docs)]
-        ids = [tuple(tokenizer(t, add_special_tokens=True)["input_ids"][:need]) for t in texts]
+        ids = [tuple(with_bos(tokenizer, tokenizer(t, add_special_tokens=True)["input_ids"], cfg.bos)[:need])
+               for t in texts]
         if min(map(len, ids)) < need:
             raise RunError(f"the tokenizer made fewer than {need} tokens of {2 * need} generated words; "
                            "pass --text FILE")
         return ids
     ids = tokenizer(read_text(cfg.text, "--text"), add_special_tokens=True)["input_ids"]
-    windows = [tuple(ids[i:i + need]) for i in range(0, len(ids) - need + 1, need)][:cfg.docs]
+    if cfg.bos:  # every window, not only the file's first, starts with the BOS token
+        ids = with_bos(tokenizer, ids, True)[1:]
+    step = need - cfg.bos
+    windows = [tuple(with_bos(tokenizer, ids[i:i + step], cfg.bos)) for i in range(0, len(ids) - step + 1, step)]
+    windows = windows[:cfg.docs]
     if not windows:
         raise RunError(f"--text {cfg.text} has {len(ids)} tokens, fewer than the {need} that --n needs")
     return windows

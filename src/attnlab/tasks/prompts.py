@@ -145,7 +145,9 @@ class _Tok:
         return np.array([i for i in range(size) if i not in skip], dtype=np.int64)
 
 
-def _adapt(tokenizer: Any) -> _Tok:
+def _adapt(tokenizer: Any, bos: bool = False) -> _Tok:
+    """The tokenizer as the suites use it; ``bos``: start every prompt with its BOS token even where the
+    tokenizer adds none itself."""
     name = str(getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
     try:
         bare = list(tokenizer("a", add_special_tokens=False)["input_ids"])
@@ -156,6 +158,11 @@ def _adapt(tokenizer: Any) -> _Tok:
             f"got {type(tokenizer).__name__}: {err}"
         ) from None
     lead = next((full[:i] for i in range(len(full) - len(bare) + 1) if full[i:i + len(bare)] == bare), [])
+    if bos and not lead:
+        bos_id = getattr(tokenizer, "bos_token_id", None)
+        if bos_id is None:
+            raise SuiteError(f"bos: tokenizer {name} has no BOS token to start the prompts with")
+        lead = [bos_id]
     return _Tok(tokenizer, name, tuple(lead), getattr(tokenizer, "unk_token_id", None))
 
 
@@ -492,13 +499,15 @@ def _check_int(what: str, value: Any, low: int) -> None:
 
 
 def build_suite(name: str, tokenizer: Any, n_prompts: int, *, seed: int = 0, length: int | None = None,
-                pad: int | None = None) -> list[Prompt]:
+                pad: int | None = None, bos: bool = False) -> list[Prompt]:
     """``n_prompts`` prompts of suite ``name`` for a Hugging Face ``tokenizer``.
 
     ``pad`` counts haystack sentences (NIAH suites; Polynomial Concentration uses 0, 8, 32, 128, 512) or random padding
     tokens (copying). ``length`` is the target total of ``input_ids``: exact for induction and copying,
     within 3 tokens for MQAR, and short by less than one haystack sentence for the NIAH suites. Pass one of
-    the two; with neither, the suite's default applies. Raises SuiteError on anything it cannot build.
+    the two; with neither, the suite's default applies. ``bos`` starts every prompt with the tokenizer's BOS
+    token where it adds none itself (SmolLM2's adds none), so that position 0, where attention sinks, holds
+    the same kind of token for every model. Raises SuiteError on anything it cannot build.
     """
     suite = _suite(name)
     _check_int("n_prompts", n_prompts, 1)
@@ -513,7 +522,7 @@ def build_suite(name: str, tokenizer: Any, n_prompts: int, *, seed: int = 0, len
             raise SuiteError(f"{name}: pass pad or length, not both")
     if pad is None and length is None:
         pad, length = suite.default_pad, suite.default_length
-    prompts = suite.build(_adapt(tokenizer), int(n_prompts), int(seed), length, pad)
+    prompts = suite.build(_adapt(tokenizer, bos), int(n_prompts), int(seed), length, pad)
     for prompt in prompts:
         if not _planted_only(prompt.input_ids, prompt.answer_ids, prompt.answer_positions):
             raise SuiteError(f"{name}: prompt {prompt.index} holds its answer outside the planted position; "
