@@ -67,6 +67,9 @@ CASES = {
     "heads zero prompts": (["heads", "--model", "{w}/model", "--prompts", "0", "--out", "{w}/h"], "--prompts"),
     "ablate zero k": (["ablate", "--model", "{w}/model", "--k", "0", "--out", "{w}/b"], "--k"),
     "temperature one length": (["temperature", "--model", "{w}/model", "--n", "16", "--out", "{w}/x"], "--n"),
+    "matched without a head set": (["matched", "--model", "{w}/model", "--out", "{w}/m"], "--ranking ABLATE_DIR"),
+    "matched ranking not an ablate folder": (["matched", "--model", "{w}/model", "--ranking", "{w}/mine", "--out",
+                                              "{w}/m"], "cannot read its ranking.csv"),
 }
 
 

@@ -88,8 +88,8 @@ def _rows(flags):
 def test_bound_validation_counts_violations_and_conservatism():
     rows = _rows([(0, True, True, 0.5), (0, False, True, 0.9), (0, False, False, 2.0), (1, True, False, 1.5)])
     line = sc.bound_validation({"0": rows}).iloc[0]
-    assert (line["FP (pred safe, measured unsafe)"], line["FN (pred unsafe, measured safe)"]) == (1, 1)
-    assert line["measured-safe %"] == 50.0 and line["pred-safe %"] == 50.0
+    assert (line["FN (pred safe, measured unsafe)"], line["FP (pred unsafe, measured safe)"]) == (1, 1)
+    assert line["measured-safe %"] == 50.0 and line["pred-safe %"] == 50.0 and line["agree %"] == 50.0
 
 
 def test_matched_conditions_on_the_given_causal_heads():

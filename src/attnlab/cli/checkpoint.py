@@ -126,3 +126,15 @@ def diagnose(cfg) -> int:
     if cfg.out is not None:
         print(f"wrote {cfg.out}")
     return 0
+
+
+@_checkpoint_command(
+    "matched", "matched argmax-concentration diagnostic on a fixed head set (Polynomial Concentration §5.5)",
+    "Read the final-query row of every prompt and, per ReLU recipe, over all heads and over the head set fixed "
+    "by an ablation ranking (--ranking ABLATE_DIR, its top --k) or given (--heads): measured-safe, "
+    "predicted-safe (p >= p*) and eps-relaxed shares with prompt-bootstrap intervals, and the bound's FN "
+    "(Polynomial Concentration Tables 4-5, 12-13).", "MatchedConfig")
+def matched(cfg) -> str:
+    return (f"matched diagnostic of {cfg.model} on {cfg.suite} ({cfg.prompts} prompts, final-query rows, "
+            f"{'--ranking ' + cfg.ranking + f' top-{cfg.k}' if cfg.ranking else 'heads ' + ' '.join(cfg.heads)}); "
+            f"% with {cfg.n_boot}-resample prompt-bootstrap intervals, FN = predicted safe but S_p >= 1")
