@@ -33,6 +33,7 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+PROGRESS_HELP = "no progress bars (they are drawn only on a terminal anyway)"
 Config = type | str  # a dataclass, or "module:Name" imported only when its command runs
 
 

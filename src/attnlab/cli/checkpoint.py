@@ -10,16 +10,19 @@ from pathlib import Path
 import importlib
 
 from ..options import option
-from .base import command, print_table
+from .base import PROGRESS_HELP, command, print_table
 
 OVERWRITE_HELP = "replace what --out holds even when it is another run's or not attnlab's"
 
 
 def output(command_name: str) -> type:
-    """The ``--out DIR`` (default runs/<command>) and ``--overwrite`` options of a checkpoint command."""
+    """The ``--out DIR`` (default runs/<command>), ``--overwrite`` and ``--no-progress`` options of a
+    checkpoint command."""
     return dataclasses.make_dataclass(f"{command_name.title()}Output", [
         ("out", Path, option(Path("runs") / command_name, "output folder", metavar="DIR")),
-        ("overwrite", bool, option(False, OVERWRITE_HELP))], frozen=True)
+        ("overwrite", bool, option(False, OVERWRITE_HELP)),
+        ("no_progress", bool, option(False, PROGRESS_HELP))],
+        frozen=True)
 
 
 def _errors() -> tuple[type[BaseException], ...]:
@@ -51,7 +54,7 @@ def _checkpoint_command(name: str, help: str, description: str,
         @command(name, help, description, f"attnlab.commands.{name}:{config}", output(name), errors=_errors)
         def handler(cfg, out) -> int:
             run = importlib.import_module(f"attnlab.commands.{name}").run
-            return _report(run(cfg, out.out, overwrite=out.overwrite), what(cfg))
+            return _report(run(cfg, out.out, overwrite=out.overwrite, progress=not out.no_progress), what(cfg))
 
         return what
 

@@ -10,9 +10,8 @@ from pathlib import Path
 
 from .. import options
 from ..options import option
-from .base import UserError, check_writable, command
+from .base import PROGRESS_HELP, UserError, check_writable, command
 
-PROGRESS_HELP = "no progress bars (they are drawn only on a terminal anyway)"
 
 
 def _print_section(section, folder: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .. import options
 from ..options import option
-from .base import UserError, command
+from .base import PROGRESS_HELP, UserError, command
 
 
 def _train_errors() -> tuple[type[BaseException], ...]:
@@ -33,7 +33,7 @@ class TrainOptions:
                                  "killed before its first one)")
     overwrite: bool = option(False, "discard an earlier run's files in --out and start clean (other files there "
                                     "stay)")
-    no_progress: bool = option(False, "no progress bar (it is drawn only on a terminal anyway)")
+    no_progress: bool = option(False, PROGRESS_HELP)
 
 
 @command("train", "train the own decoder from a YAML/TOML config (resumable, torchrun-ready)",
@@ -72,7 +72,7 @@ class LengthgenRun:
     jobs: int = option(1, "train N variants at once in separate processes, splitting the CPU threads between "
                           "them (on CPU, one per core is fastest for the smoke models)", metavar="N",
                        type=options.count)
-    no_progress: bool = option(False, "no progress bars (they are drawn only on a terminal anyway)")
+    no_progress: bool = option(False, PROGRESS_HELP)
     out: Path = option(Path("runs/lengthgen"), "output folder", metavar="DIR")
     overwrite: bool = option(False, "start clean: remove what an earlier lengthgen run wrote in --out (other "
                                     "files stay); without it, a run trained under other settings there is refused")
