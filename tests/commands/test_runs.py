@@ -221,3 +221,14 @@ def test_b_auto_is_a_number_or_an_earlier_runs_stored_value(tmp_path):
     (tmp_path / "torn.json").write_text("{")
     with pytest.raises(argparse.ArgumentTypeError, match="is not a run's config.json"):
         runs.stored_b_auto(str(tmp_path / "torn.json"))
+
+
+def test_a_haystack_file_is_checked_before_loading_and_read_for_the_prompts(checkpoint, tmp_path):
+    with pytest.raises(RunError, match=re.escape("--haystack /nonexistent/h.txt is not a file")):
+        runs.SuiteRun(model="no/such/model", haystack="/nonexistent/h.txt")
+    hay = tmp_path / "hay.txt"
+    hay.write_text(" ".join(f"Sentence number {i} of the text." for i in range(12)))
+    model, tok = runs.load(str(checkpoint))
+    got = runs.suite_prompts(model, tok, "niah", 2, seed=0, pad=2, haystack=str(hay))
+    assert got == tasks.build_suite("niah", tok, 2, seed=0, pad=2, haystack=hay.read_text())
+    assert got != tasks.build_suite("niah", tok, 2, seed=0, pad=2)

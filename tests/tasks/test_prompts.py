@@ -385,3 +385,30 @@ def test_bos_without_a_bos_token_is_refused(bpe):
     assert bpe.bos_token_id is None
     with pytest.raises(SuiteError, match="has no BOS token"):
         build_suite("niah", bpe, 1, pad=2, bos=True)
+
+
+HAYSTACK = " ".join(f"The {w} river runs past the old mill number {i}." for i, w in
+                    enumerate(["quiet", "broad", "cold", "slow", "green", "deep", "long", "dark", "wide", "clear"]))
+
+
+@pytest.mark.parametrize("name", ["niah", "uuid_niah", "passkey_niah"])
+def test_a_users_haystack_fills_the_niah_haystacks(bpe, name):
+    from attnlab.tasks.text import split_sentences
+
+    sentences = split_sentences(HAYSTACK)
+    assert len(sentences) == 10 and sentences[3] == "The slow river runs past the old mill number 3."
+    prompts = build_suite(name, bpe, 3, seed=1, pad=4, haystack=HAYSTACK)
+    for p in prompts:
+        decoded = bpe.decode(p.input_ids)
+        found = [i for i, s in enumerate(sentences) if s in decoded]
+        assert len(found) == 4, decoded  # four of the user's sentences, consecutive modulo the text's end
+        assert any(all((start + i) % 10 in found for i in range(4)) for start in found)
+        assert "mill number" not in bpe.decode(build_suite(name, bpe, 1, seed=1, pad=4)[0].input_ids)
+    assert prompts == build_suite(name, bpe, 3, seed=1, pad=4, haystack=HAYSTACK)
+
+
+def test_a_haystack_is_refused_where_it_has_no_place_or_is_too_short(tok):
+    with pytest.raises(SuiteError, match="induction has no haystack"):
+        build_suite("induction", tok, 1, length=64, haystack=HAYSTACK)
+    with pytest.raises(SuiteError, match="has 2 sentences; niah needs at least 8"):
+        build_suite("niah", tok, 1, pad=2, haystack="One sentence. Two sentences.")

@@ -122,7 +122,7 @@ def run(cfg: AblateConfig, out: str | Path, *, progress: bool = True, overwrite:
     rank_prompts = suite_prompts(model, tokenizer, cfg.rank_suite, cfg.rank_prompts, seed=cfg.seed,
                                  length=cfg.rank_length, bos=cfg.bos)
     prompts = suite_prompts(model, tokenizer, cfg.suite, cfg.prompts, seed=cfg.seed, pad=cfg.pad,
-                            length=cfg.length, bos=cfg.bos)
+                            length=cfg.length, bos=cfg.bos, haystack=cfg.haystack)
     (bias,), b_auto = biases(model, tokenizer, [cfg.b], cfg.device, cfg.b_auto, cfg.calibration)
     b_auto = recipe_b_auto(model, tokenizer, [cfg.recipe], cfg.device, b_auto, cfg.calibration)
     n_layers, n_heads = hooks.num_heads(model)

@@ -111,7 +111,7 @@ def run(cfg: AuditConfig, out: str | Path, *, progress: bool = True, overwrite: 
     check_output(out, settings(cfg), overwrite=overwrite, what="attnlab audit")
     model, tokenizer = load(cfg.model, cfg.device, cfg.dtype)
     prompts = suite_prompts(model, tokenizer, cfg.suite, cfg.prompts, seed=cfg.seed, pad=cfg.pad,
-                            length=cfg.length, bos=cfg.bos)
+                            length=cfg.length, bos=cfg.bos, haystack=cfg.haystack)
     bias_list, b_auto = biases(model, tokenizer, cfg.b, cfg.device, cfg.b_auto, cfg.calibration)
     n_layers, n_heads = hooks.num_heads(model)
     config = {**asdict(cfg), "b_auto": b_auto, **calibration_record(model, tokenizer, cfg, b_auto),

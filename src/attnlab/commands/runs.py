@@ -86,6 +86,9 @@ class SuiteRun(CheckpointRun):
                                   type=stored_b_auto)
     calibration: str | None = option(None, "held-out UTF-8 text that b_auto is calibrated on, cut to 1024 tokens "
                                            "(default: generated generic text)", metavar="FILE")
+    haystack: str | None = option(None, "UTF-8 text whose sentences fill the haystacks of niah, uuid_niah and "
+                                        "passkey_niah instead of generated ones, e.g. text written after the "
+                                        "model's training cutoff", metavar="FILE")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -99,6 +102,8 @@ class SuiteRun(CheckpointRun):
             if self.b_auto is not None:
                 raise RunError("--b-auto gives b_auto and --calibration calibrates it; drop one of them")
             read_text(self.calibration, "--calibration")
+        if self.haystack is not None:
+            read_text(self.haystack, "--haystack")
 
 
 def settings(run: CheckpointRun) -> dict:
@@ -162,12 +167,15 @@ def with_bos(tokenizer, ids: list[int], bos: bool) -> list[int]:
 
 
 def suite_prompts(model, tokenizer, suite: str, n_prompts: int, *, seed: int = 0, pad: int | None = None,
-                  length: int | None = None, bos: bool = False) -> list[tasks.Prompt]:
-    """The suite's prompts for this tokenizer, checked against the model's context length."""
+                  length: int | None = None, bos: bool = False, haystack: str | None = None) -> list[tasks.Prompt]:
+    """The suite's prompts for this tokenizer, checked against the model's context length; ``haystack``
+    names a text file whose sentences fill NIAH haystacks."""
     if suite not in tasks.SUITES:
         raise RunError(f"unknown suite {suite!r}; choose one of {', '.join(sorted(tasks.SUITES))}")
     try:
-        prompts = tasks.build_suite(suite, tokenizer, n_prompts, seed=seed, pad=pad, length=length, bos=bos)
+        text = None if haystack is None else read_text(haystack, "--haystack")
+        prompts = tasks.build_suite(suite, tokenizer, n_prompts, seed=seed, pad=pad, length=length, bos=bos,
+                                    haystack=text)
     except tasks.SuiteError as exc:
         raise RunError(str(exc)) from exc
     limit = context_length(model)

@@ -127,7 +127,7 @@ def run(cfg: SubstituteConfig, out: str | Path, *, progress: bool = True, overwr
     check_output(out, settings(cfg), overwrite=overwrite, what="attnlab substitute")
     model, tokenizer = load(cfg.model, cfg.device, cfg.dtype)
     prompts = suite_prompts(model, tokenizer, cfg.suite, cfg.prompts, seed=cfg.seed, pad=cfg.pad,
-                            length=cfg.length, bos=cfg.bos)
+                            length=cfg.length, bos=cfg.bos, haystack=cfg.haystack)
     b_auto = recipe_b_auto(model, tokenizer, cfg.recipes, cfg.device, cfg.b_auto, cfg.calibration)
     resolved = {BASELINE: BASELINE, **{r: hooks.resolve(r, b_auto).name for r in cfg.recipes}}
     # softmax is always scored, once: named among the recipes too, it would count every prompt twice

@@ -129,6 +129,7 @@ class _Tok:
     name: str
     lead: tuple[int, ...]  # what add_special_tokens=True puts before the text (BOS), often ()
     unk: int | None
+    haystack: tuple[str, ...] = ()  # the user's sentences, filling NIAH haystacks instead of generated ones
 
     def batch(self, texts: Sequence[str]) -> list[tuple[int, ...]]:
         # verbose=False: long prompts past model_max_length are intended here, not a mistake to warn about.
@@ -145,9 +146,9 @@ class _Tok:
         return np.array([i for i in range(size) if i not in skip], dtype=np.int64)
 
 
-def _adapt(tokenizer: Any, bos: bool = False) -> _Tok:
+def _adapt(tokenizer: Any, bos: bool = False, haystack: tuple[str, ...] = ()) -> _Tok:
     """The tokenizer as the suites use it; ``bos``: start every prompt with its BOS token even where the
-    tokenizer adds none itself."""
+    tokenizer adds none itself; ``haystack``: the user's sentences for NIAH haystacks."""
     name = str(getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
     try:
         bare = list(tokenizer("a", add_special_tokens=False)["input_ids"])
@@ -163,7 +164,7 @@ def _adapt(tokenizer: Any, bos: bool = False) -> _Tok:
         if bos_id is None:
             raise SuiteError(f"bos: tokenizer {name} has no BOS token to start the prompts with")
         lead = [bos_id]
-    return _Tok(tokenizer, name, tuple(lead), getattr(tokenizer, "unk_token_id", None))
+    return _Tok(tokenizer, name, tuple(lead), getattr(tokenizer, "unk_token_id", None), haystack)
 
 
 def _rng(seed: int, suite: str, *more: int) -> np.random.Generator:
@@ -232,14 +233,23 @@ def _single_token_nouns(tok: _Tok, suite: str, nouns: Sequence[str], context: st
     return pool
 
 
+def _hay(tok: _Tok, rng: np.random.Generator, lex: Lexicon, n: int) -> list[str]:
+    """``n`` haystack sentences: generated, or consecutive ones of the user's text from a random start
+    (wrapping around), so a passage reads as it was written."""
+    if not tok.haystack:
+        return text.sentences(rng, lex, n)
+    start = int(rng.integers(len(tok.haystack)))
+    return [tok.haystack[(start + i) % len(tok.haystack)] for i in range(n)]
+
+
 def _fill(tok: _Tok, rng: np.random.Generator, lex: Lexicon, base: int, pad: int | None,
           length: int | None) -> list[str]:
     """Haystack sentences: exactly ``pad``, or as many as keep ``base`` + their tokens within ``length``."""
     if pad is not None:
-        return text.sentences(rng, lex, pad)
+        return _hay(tok, rng, lex, pad)
     hay: list[str] = []
     while True:
-        chunk = text.sentences(rng, lex, _CHUNK)
+        chunk = _hay(tok, rng, lex, _CHUNK)
         for sent, ids in zip(chunk, tok.batch([" " + s for s in chunk])):
             base += len(ids)
             if base > length:
@@ -498,8 +508,12 @@ def _check_int(what: str, value: Any, low: int) -> None:
         raise SuiteError(f"{what} must be an int >= {low}, got {value!r}")
 
 
+HAYSTACK_SUITES = ("niah", "uuid_niah", "passkey_niah")
+MIN_HAYSTACK = 8  # sentences: fewer would repeat within one prompt's haystack at the smallest pads
+
+
 def build_suite(name: str, tokenizer: Any, n_prompts: int, *, seed: int = 0, length: int | None = None,
-                pad: int | None = None, bos: bool = False) -> list[Prompt]:
+                pad: int | None = None, bos: bool = False, haystack: str | None = None) -> list[Prompt]:
     """``n_prompts`` prompts of suite ``name`` for a Hugging Face ``tokenizer``.
 
     ``pad`` counts haystack sentences (NIAH suites; Polynomial Concentration uses 0, 8, 32, 128, 512) or random padding
@@ -507,7 +521,9 @@ def build_suite(name: str, tokenizer: Any, n_prompts: int, *, seed: int = 0, len
     within 3 tokens for MQAR, and short by less than one haystack sentence for the NIAH suites. Pass one of
     the two; with neither, the suite's default applies. ``bos`` starts every prompt with the tokenizer's BOS
     token where it adds none itself (SmolLM2's adds none), so that position 0, where attention sinks, holds
-    the same kind of token for every model. Raises SuiteError on anything it cannot build.
+    the same kind of token for every model. ``haystack`` is a text whose sentences fill the haystacks of
+    the NIAH suites instead of generated ones (Polynomial Concentration App. AI's post-cutoff haystack: text
+    the model cannot have seen). Raises SuiteError on anything it cannot build.
     """
     suite = _suite(name)
     _check_int("n_prompts", n_prompts, 1)
@@ -522,7 +538,15 @@ def build_suite(name: str, tokenizer: Any, n_prompts: int, *, seed: int = 0, len
             raise SuiteError(f"{name}: pass pad or length, not both")
     if pad is None and length is None:
         pad, length = suite.default_pad, suite.default_length
-    prompts = suite.build(_adapt(tokenizer, bos), int(n_prompts), int(seed), length, pad)
+    sentences = ()
+    if haystack is not None:
+        if name not in HAYSTACK_SUITES:
+            raise SuiteError(f"{name} has no haystack; a haystack text fills {', '.join(HAYSTACK_SUITES)}")
+        sentences = text.split_sentences(haystack)
+        if len(sentences) < MIN_HAYSTACK:
+            raise SuiteError(f"the haystack text has {len(sentences)} sentences; {name} needs at least "
+                             f"{MIN_HAYSTACK}")
+    prompts = suite.build(_adapt(tokenizer, bos, sentences), int(n_prompts), int(seed), length, pad)
     for prompt in prompts:
         if not _planted_only(prompt.input_ids, prompt.answer_ids, prompt.answer_positions):
             raise SuiteError(f"{name}: prompt {prompt.index} holds its answer outside the planted position; "

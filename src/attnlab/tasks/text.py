@@ -71,6 +71,12 @@ def sentences(rng: np.random.Generator, lex: dict[str, tuple[str, ...]], n: int)
     return [sentence(rng, lex) for _ in range(n)]
 
 
+def split_sentences(text: str) -> tuple[str, ...]:
+    """The sentences of a user's text: runs ending in '.', '!' or '?' followed by whitespace, whitespace
+    collapsed, empty ones dropped."""
+    return tuple(s for s in (" ".join(part.split()) for part in re.split(r"(?<=[.!?])\s+", text)) if s)
+
+
 def generic_text(n_words: int, seed: int) -> str:
     """Held-out generic text of exactly ``n_words`` words (the last sentence may be cut), for b_auto calibration.
 
