@@ -94,3 +94,30 @@ def test_bad_input_is_refused_before_loading(tmp_path):
         ablate.AblateConfig(model=str(tmp_path), recipe="relu_pX")
     with pytest.raises(RunError, match="--b"):
         ablate.AblateConfig(model=str(tmp_path), b="often")
+
+
+def test_composition_counts_the_types_of_both_ends_of_the_ranking():
+    ranking = pd.DataFrame({"layer": [0, 0, 1, 1, 2], "head": [0, 1, 0, 1, 0], "rank": [1, 2, 3, 4, 5],
+                            "ranked": [True] * 5})
+    types = pd.DataFrame({"layer": [0, 0, 1, 1], "head": [0, 1, 0, 1],
+                          "head_type": ["diffuse", "diffuse", "sink", "local"]})
+    table = ablate.composition(ranking, types, (2, 3)).set_index(["k", "subset"])
+    assert table.loc[(2, "top")].to_dict() == {"sink": 0, "induction": 0, "local": 0, "diffuse": 2, "untyped": 0}
+    assert table.loc[(2, "bottom")].to_dict() == {"sink": 0, "induction": 0, "local": 1, "diffuse": 0, "untyped": 1}
+    assert table.loc[(3, "bottom")].to_dict() == {"sink": 1, "induction": 0, "local": 1, "diffuse": 0, "untyped": 1}
+    assert (table.sum(axis=1) == [2, 2, 3, 3]).all()
+
+
+def test_ablate_with_a_heads_folder_writes_the_composition(checkpoint, tmp_path):
+    from attnlab.commands import heads
+
+    heads.run(heads.HeadsConfig(model=str(checkpoint), prompts=2, length=40), tmp_path / "heads", progress=False)
+    result = ablate.run(ablate.AblateConfig(model=str(checkpoint), k=(2,), random_draws=1, rank_prompts=2,
+                                            rank_length=40, prompts=2, pad=1, recipe="relu_p2_b0", b="0",
+                                            types=str(tmp_path / "heads")), tmp_path / "ablate", progress=False)
+    table = pd.read_csv(result["paths"]["composition"])
+    assert table["subset"].tolist() == ["top", "bottom"] and (table[["sink", "induction", "local", "diffuse"]]
+                                                              .sum(axis=1) == 2).all()
+    with pytest.raises(RunError, match="cannot read its heads.csv"):
+        ablate.run(ablate.AblateConfig(model=str(checkpoint), k=(2,), types=str(tmp_path / "nothing")),
+                   tmp_path / "a2", progress=False)

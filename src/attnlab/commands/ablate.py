@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 
 from .. import hooks, options
 from ..diagnostics import RowOptions
+from ..diagnostics.heads import TYPES
 from ..diagnostics.stats import aggregate
 from ..io import check_output, write_json, write_parquet, write_table
 from ..options import option
@@ -45,6 +46,9 @@ class AblateConfig(SuiteRun):
     rank_prompts: int = option(20, "prompts of the ranking pass", metavar="N")
     rank_length: int | None = option(None, "prompt length of the ranking pass")
     queries: str = option("every:16", f"the ranking pass's {QUERIES_HELP}", metavar="SPEC")
+    types: str | None = option(None, "an attnlab heads folder of the same model: composition.csv then gives the "
+                                     "head types of the top-K and bottom-K sets (Polynomial Concentration App. U, "
+                                     "Table 16)", metavar="DIR")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -91,6 +95,29 @@ def subsets(ranking: pd.DataFrame, k: int, draws: int) -> list[tuple[str, int, l
     return out
 
 
+def head_type_table(folder: str | Path) -> pd.DataFrame:
+    """The per-head types of an ``attnlab heads`` folder (its heads.csv)."""
+    try:
+        types = pd.read_csv(Path(folder) / "heads.csv")
+    except (OSError, ValueError) as exc:
+        raise RunError(f"--types {folder}: cannot read its heads.csv ({exc}); pass an attnlab heads folder") from None
+    if not {"layer", "head", "head_type"} <= set(types.columns):
+        raise RunError(f"--types {folder}/heads.csv is not an attnlab heads table (needs layer, head, head_type)")
+    return types
+
+
+def composition(ranking: pd.DataFrame, types: pd.DataFrame, ks: Sequence[int]) -> pd.DataFrame:
+    """Per K and end of the ranking (top, bottom): how many of its K heads have each App. H type (Polynomial
+    Concentration App. U, Table 16); heads the types table lacks count as "untyped"."""
+    kind = {(int(l), int(h)): t for l, h, t in zip(types["layer"], types["head"], types["head_type"], strict=True)}
+    lines = []
+    for k in ks:
+        for subset, _, heads in subsets(ranking, k, 0):
+            got = pd.Series([kind.get(h, "untyped") for h in heads]).value_counts()
+            lines.append({"k": k, "subset": subset, **{t: int(got.get(t, 0)) for t in (*TYPES, "untyped")}})
+    return pd.DataFrame(lines)
+
+
 def cells(answers: pd.DataFrame) -> pd.DataFrame:
     """One line per (K, subset, draw): correct/n, accuracy % with Wilson 95% interval, delta pp."""
     base = answers[answers["subset"] == BASELINE]["correct"].mean() * 100
@@ -117,6 +144,7 @@ def decisive_table(cell_table: pd.DataFrame) -> pd.DataFrame:
 def run(cfg: AblateConfig, out: str | Path, *, progress: bool = True, overwrite: bool = False) -> dict:
     """Rank, ablate and score; write ablate.csv/.md (per K, with the decisive flag), cells.csv/.md (per
     subset and draw), ranking.csv/.md (per head), rows_rank.parquet, answers.parquet and config.json."""
+    types = None if cfg.types is None else head_type_table(cfg.types)
     check_output(out, settings(cfg), overwrite=overwrite, what="attnlab ablate")
     model, tokenizer = load(cfg.model, cfg.device, cfg.dtype)
     rank_prompts = suite_prompts(model, tokenizer, cfg.rank_suite, cfg.rank_prompts, seed=cfg.seed,
@@ -151,6 +179,8 @@ def run(cfg: AblateConfig, out: str | Path, *, progress: bool = True, overwrite:
         answers = pd.DataFrame(records)
         cell_table = cells(answers)
         table = decisive_table(cell_table)
+        if types is not None:
+            write_table(stage / "composition", composition(ranking, types, cfg.k))
         write_table(stage / "ablate", table)
         write_table(stage / "cells", cell_table)
         write_table(stage / "ranking", ranking)
@@ -162,7 +192,8 @@ def run(cfg: AblateConfig, out: str | Path, *, progress: bool = True, overwrite:
             "summary": as_warning(baseline_warning(base, cfg.suite)),
             "paths": {k: final / f for k, f in (("ablate", "ablate.csv"), ("cells", "cells.csv"),
                                                ("ranking", "ranking.csv"), ("rows", paths["rank"].name),
-                                               ("answers", "answers.parquet"), ("config", "config.json"))}}
+                                               ("answers", "answers.parquet"), ("config", "config.json"),
+                                               *((("composition", "composition.csv"),) if types is not None else ()))}}
 
 
 def _heads_text(heads: Sequence[Head]) -> str:
