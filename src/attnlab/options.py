@@ -78,3 +78,31 @@ def finite(text: str) -> float:
 def positive(text: str) -> float:
     """A finite number > 0."""
     return _within(text, float, lambda v: 0 < v < math.inf, "a finite number > 0")  # NaN fails both
+
+
+def command_line(command: str, config: type, values: dict[str, Any], out: str | None = None) -> str:
+    """The ``attnlab`` command line that makes ``values`` (a config's fields, e.g. from a run's config.json):
+    every option field whose value is not its default, as the user would type it."""
+    import shlex
+
+    parts = ["attnlab", command]
+    for f in dataclasses.fields(config):
+        if OPTION not in f.metadata or f.name not in values:
+            continue
+        meta, value = f.metadata[OPTION], values[f.name]
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING)
+        if isinstance(value, list):
+            value = tuple(value)
+        if value == default or value is None or value is False or value == ():
+            continue
+        flag = [] if meta["positional"] else [meta["flag"] or "--" + f.name.replace("_", "-")]
+        if value is True:
+            parts += flag
+        elif isinstance(value, tuple):
+            parts += [*flag, *map(str, value)]
+        elif isinstance(value, dict):
+            parts += [x for k, v in value.items() for x in (*flag, f"{k}={v}")]
+        else:
+            parts += [*flag, str(value)]
+    return shlex.join([*parts, *(["--out", out] if out is not None else [])])

@@ -150,3 +150,17 @@ def test_tau_and_sigmoid_reach_every_row_and_the_table(checkpoint, tmp_path):
     line = result["table"].iloc[0]
     assert line["saturated %"] == pytest.approx(100 * (readable["status"] == "saturated").mean())
     assert line["sigma safe %"] == pytest.approx(100 * (readable["s_sigmoid"].astype(float) < 1).mean())
+
+
+def test_bound_validation_names_fn_and_fp_as_table_8_and_counts_them_by_hand():
+    # (pred_safe, safe, safe_eps): a TP-safe, an FP, a TN-unsafe, an FN at the boundary (S_p = 1: eps-safe),
+    # an FN beyond it, and a dead row left out
+    flags = [(True, True, True), (False, True, True), (False, False, False), (True, False, True),
+             (True, False, False), (True, False, False)]
+    rows = pd.DataFrame({"status": ["active"] * 5 + ["dead"], **{f"{k}_p2": [f[i] for f in flags]
+                         for i, k in enumerate(("pred_safe", "safe", "safe_eps"))}})
+    line = audit.bound_validation({"0": rows}, (2,)).iloc[0]
+    assert line["rows"] == 5 and line["pred-safe %"] == 60.0 and line["measured-safe %"] == 40.0
+    assert line["agree %"] == 40.0  # rows 1 and 3 agree
+    assert (line["FN"], line["FN eps"], line["FP"]) == (2, 1, 1)
+    assert line["FN rate %"] == pytest.approx(100 * 2 / 3) and line["FP rate %"] == 50.0

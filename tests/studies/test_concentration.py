@@ -85,13 +85,6 @@ def _rows(flags):
     return pd.DataFrame(data)
 
 
-def test_bound_validation_counts_violations_and_conservatism():
-    rows = _rows([(0, True, True, 0.5), (0, False, True, 0.9), (0, False, False, 2.0), (1, True, False, 1.5)])
-    line = sc.bound_validation({"0": rows}).iloc[0]
-    assert (line["FN (pred safe, measured unsafe)"], line["FP (pred unsafe, measured safe)"]) == (1, 1)
-    assert line["measured-safe %"] == 50.0 and line["pred-safe %"] == 50.0 and line["agree %"] == 50.0
-
-
 def test_matched_conditions_on_the_given_causal_heads():
     rows = _rows([(0, True, True, 0.1), (0, True, True, 0.2), (1, False, False, 3.0), (1, False, True, 0.9)])
     sub = pd.DataFrame([{"recipe": r, "accuracy %": 50.0, "lo": 40.0, "hi": 60.0, "delta pp": -50.0}
@@ -111,7 +104,7 @@ def test_causal_k_is_the_largest_ablated_k_within_15_percent_of_the_heads(ks, n_
 
 def test_answering_rows_are_each_prompts_last_position_even_where_a_head_is_dead(tmp_path):
     rows = pd.DataFrame([{"layer": 0, "head": h, "prompt": pr, "query": q, "status": st, "rho": 0.5, "a_act": 1.0,
-                          "p_star": 1.0, **{f"{k}_p{p}": 1.0 for p in sc.P for k in ("s", "safe", "pred_safe")}}
+                          "p_star": 1.0, **{f"{k}_p{p}": 1.0 for p in sc.P for k in ("s", "safe", "pred_safe", "safe_eps")}}
                          for pr, last in ((0, 9), (1, 12)) for h in (0, 1) for q in (0, last)
                          for st in (("dead" if (h, q) == (1, last) else "active"),)])
     rows.to_parquet(tmp_path / "rows_b0.parquet")

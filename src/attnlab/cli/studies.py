@@ -65,14 +65,18 @@ def study(cfg, opts: StudyOutput) -> int:
 
 @dataclass(frozen=True)
 class ReportOptions:
-    folders: tuple[Path, ...] = option(help="study folders or demo folders", positional=True, metavar="RUN_DIR")
+    folders: tuple[Path, ...] = option(help="study or demo folders, folders that audit, substitute, ablate, matched "
+                                            "or heads wrote, or folders holding them", positional=True,
+                                       metavar="RUN_DIR")
     out: Path | None = option(None, "the HTML file (default: RUN_DIR/index.html when one folder is given)",
                               metavar="FILE")
 
 
 @command("report", "recompute study sections from their folders and write one HTML page",
          "Recompute every section from the files of each study folder (or of each study folder inside a demo "
-         "folder) and write one self-contained HTML page.", ReportOptions, errors=_study_errors)
+         "folder) and of each folder a checkpoint command wrote (its tables, and for an audit the bound "
+         "validation of Polynomial Concentration Table 8), and write one self-contained HTML page.", ReportOptions,
+         errors=_study_errors)
 def report(opts: ReportOptions) -> int:
     from .. import studies
 

@@ -24,11 +24,13 @@ from ..diagnostics import RowOptions
 from ..diagnostics.heads import TYPES
 from ..diagnostics.stats import aggregate
 from ..io import check_output, write_json, write_parquet, write_table
-from ..options import option
+from ..options import command_line, option
+from ..report.sections import Section, Table
 from .readout import QUERIES_HELP, check_queries, prompt_reading, read_rows
 from .runs import (RunError, SuiteRun, biases, calibration_record, check_count, load, parse_biases, recipe_b_auto,
                    settings, staged_output, suite_prompts)
 from .substitute import BASELINE, accuracy, as_warning, baseline_warning, check_recipes, score
+from .sections import register
 
 RANKINGS = ("s_p", "entropy")
 Head = tuple[int, int]
@@ -198,3 +200,22 @@ def run(cfg: AblateConfig, out: str | Path, *, progress: bool = True, overwrite:
 
 def _heads_text(heads: Sequence[Head]) -> str:
     return " ".join(f"{layer}.{head}" for layer, head in heads)
+
+
+@register("ablate", "ablate.csv")
+def report_section(folder: Path, config: dict) -> Section:
+    """The group ablation (Polynomial Concentration §5.4, Table 9) and, with --types, Table 16."""
+    cells_table = pd.read_csv(folder / "cells.csv")
+    base = float(cells_table.loc[cells_table["subset"] == BASELINE, "accuracy %"].iloc[0])
+    warning = baseline_warning(base, config["suite"])
+    tables = [Table("ablate", "Per K: the change in accuracy (pp from softmax) when the top-K, bottom-K and "
+                              "random-K heads by the ranking get the recipe; decisive = top below every draw."),
+              Table("cells", "Every subset and draw: accuracy % with its Wilson 95% interval."),
+              Table("ranking", "Every head's rank by its median statistic over the ranking pass's active rows.")]
+    if (folder / "composition.csv").is_file():
+        tables.append(Table("composition", "Head types of the top-K and bottom-K heads (App. U, Table 16)."))
+    return Section(
+        study="ablate", title=f"Group ablation on {config['model']}", source="Polynomial Concentration",
+        question="Does substituting the heads the diagnostic ranks highest hurt more than substituting random "
+                 "heads?", command=command_line("ablate", AblateConfig, config, str(folder)), tables=tuple(tables),
+        warnings=() if warning is None else (warning,))

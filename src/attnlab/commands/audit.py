@@ -23,10 +23,12 @@ from ..diagnostics import RowOptions
 from ..diagnostics.rows import SPECIAL
 from ..diagnostics.stats import wilson
 from ..io import check_output, write_json, write_table
-from ..options import option
+from ..options import command_line, option
+from ..report.sections import Section, Table
 from .readout import QUERIES_HELP, check_queries, prompt_reading, read_rows
 from .runs import (Bias, RunError, SuiteRun, biases, calibration_record, check_count, load, parse_biases, settings,
                    staged_output, suite_prompts)
+from .sections import register
 
 GAP_COLUMNS = ("lambda_n", "alpha_n", "contact_gap")
 TARGETS = ("argmax", "answer")
@@ -94,6 +96,34 @@ def prevalence(rows: pd.DataFrame, p: tuple[float, ...], b: Bias, *, answer: boo
     return lines
 
 
+def bound_validation(rows: dict[str, pd.DataFrame], p: tuple[float, ...]) -> pd.DataFrame:
+    """Polynomial Concentration App. M, Table 8: per bias label and degree, over the active rows, the rows the
+    bound predicts safe (p >= p*, Cor. 4.3) against those measured safe (S_p < 1), named as the paper names
+    them. FN: predicted safe but measured unsafe (the bound silently passing an unsafe row), its rate over the
+    measured-unsafe rows, and the count under tolerance eps (S_p < 1 + eps, App. P), where the paper's
+    boundary ties vanish; FP: predicted unsafe but measured safe (the bound's conservatism), its rate over the
+    measured-safe rows; agreement over all."""
+    lines = []
+    for b, r in rows.items():
+        r = r[r["status"] == "active"]
+        for q in p:
+            d = f"{q:g}"
+            known = r[[f"pred_safe_p{d}", f"safe_p{d}", f"safe_eps_p{d}"]].dropna().astype(bool)
+            pred, meas, eps = (known[f"{k}_p{d}"] for k in ("pred_safe", "safe", "safe_eps"))
+            fn, fp = int((pred & ~meas).sum()), int((~pred & meas).sum())
+            unsafe, safe = int((~meas).sum()), int(meas.sum())
+            lines.append({"b": b, "p": q, "rows": len(known), "pred-safe %": _share(pred),
+                          "measured-safe %": _share(meas), "agree %": _share(pred == meas),
+                          "FN": fn, "FN rate %": 100 * fn / unsafe if unsafe else np.nan,
+                          "FN eps": int((pred & ~eps).sum()),
+                          "FP": fp, "FP rate %": 100 * fp / safe if safe else np.nan})
+    return pd.DataFrame(lines)
+
+
+def _share(flags: pd.Series) -> float:
+    return 100 * float(flags.mean()) if len(flags) else np.nan
+
+
 def _median(values) -> float:
     values = pd.Series(values, dtype=float).dropna()
     return float(values.median()) if len(values) else np.nan
@@ -135,3 +165,24 @@ def run(cfg: AuditConfig, out: str | Path, *, progress: bool = True, overwrite: 
             "paths": {**{f"rows_{k}": final / v.name for k, v in paths.items()},
                       **{k: final / f for k, f in (("csv", "audit.csv"), ("md", "audit.md"),
                                                    ("config", "config.json"))}}}
+
+
+@register("audit", "audit.csv")
+def report_section(folder: Path, config: dict) -> Section:
+    """The prevalence table (Polynomial Concentration Tables 1/10/11) and the bound validation (App. M,
+    Table 8) recomputed from the folder's rows."""
+    p = tuple(config["p"])
+    rows = {label: pd.read_parquet(folder / f"rows_b{label}.parquet", columns=_columns(p) + [
+        f"{k}_p{q:g}" for q in p for k in ("pred_safe", "safe_eps")]) for label in config["biases"]}
+    write_table(folder / "bound_validation", bound_validation(rows, p))
+    return Section(
+        study="audit", title=f"Audit of {config['model']} on {config['suite']}", source="Polynomial Concentration",
+        question="How many active rows of this checkpoint are polynomial-unsafe (S_p >= 1), and how well does "
+                 "the degree bound p >= p* predict which?",
+        command=command_line("audit", AuditConfig, config, str(folder)),
+        tables=(Table("audit", "Prevalence per b and p (Polynomial Concentration Tables 1/10/11): unsafe % of the "
+                               "active rows with its Wilson 95% interval and the medians of rho, A_act and S_p."),
+                Table("bound_validation", "Bound validation (App. M, Table 8): predicted safe (p >= p*) against "
+                                          "measured safe (S_p < 1); FN = predicted safe but measured unsafe, with "
+                                          "its rate over the unsafe rows and its count under tolerance eps; FP = "
+                                          "predicted unsafe but measured safe.")))

@@ -20,9 +20,11 @@ from .. import hooks, options
 from ..diagnostics import RowOptions
 from ..diagnostics.heads import TYPES, HeadThresholds, head_types
 from ..io import check_output, write_json, write_table
-from ..options import option
+from ..options import command_line, option
+from ..report.sections import Section, Table
 from .readout import QUERIES_HELP, check_queries, prompt_reading, read_rows
 from .runs import CheckpointRun, RunError, check_count, load, settings, staged_output, suite_prompts
+from .sections import register
 
 SUITE = "induction"
 RULES = ("labels", "paper")
@@ -85,3 +87,15 @@ def run(cfg: HeadsConfig, out: str | Path, *, progress: bool = True, overwrite: 
     return {"table": table, "heads": types, "b_auto": None,
             "paths": {k: final / f for k, f in (("heads", "heads.csv"), ("types", "types.csv"),
                                                ("rows", paths["heads"].name), ("config", "config.json"))}}
+
+
+@register("heads", "heads.csv")
+def report_section(folder: Path, config: dict) -> Section:
+    """Head types (Polynomial Concentration App. H)."""
+    return Section(
+        study="heads", title=f"Head types of {config['model']}", source="Polynomial Concentration",
+        question="Which heads sink, copy the planted token, attend locally, or spread out?",
+        command=command_line("heads", HeadsConfig, config, str(folder)),
+        tables=(Table("types", f"Heads per type ({config.get('rule', 'paper')} rule; App. H)."),
+                Table("heads", "Every head's features (means over the rows where each is defined), labels and "
+                               "App. H's first-match type.")))

@@ -22,10 +22,12 @@ from .. import hooks, options, rowmaps
 from ..diagnostics import RowOptions
 from ..diagnostics.stats import bootstrap_fraction
 from ..io import check_output, write_json, write_table
-from ..options import option
+from ..options import command_line, option
+from ..report.sections import Section, Table
 from .readout import prompt_reading, read_rows
 from .runs import (RunError, SuiteRun, biases, calibration_record, check_count, load, settings, staged_output,
                    suite_prompts)
+from .sections import register
 
 Head = tuple[int, int]
 RECIPES = ("relu_p2_b0", "relu_p2_bauto", "relu_p4_bauto", "relu_p8_bauto")  # Table 5's recipes per model
@@ -193,3 +195,15 @@ def run(cfg: MatchedConfig, out: str | Path, *, progress: bool = True, overwrite
 def _active(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[rows["status"] == "active"].reset_index(drop=True)
 
+
+@register("matched", "matched.csv")
+def report_section(folder: Path, config: dict) -> Section:
+    """The matched diagnostic (Polynomial Concentration Tables 4-5, 12-13)."""
+    return Section(
+        study="matched", title=f"Matched diagnostic of {config['model']} on {config['suite']}",
+        source="Polynomial Concentration",
+        question="On the rows that answer, how many are measured safe over all heads and over the causal head "
+                 "set, and does the bound pass any unsafe one?",
+        command=command_line("matched", MatchedConfig, config, str(folder)),
+        tables=(Table("matched", "Per recipe and head set: measured-safe, predicted-safe (p >= p*) and eps-safe % "
+                                 "with prompt-bootstrap intervals, and FN (predicted safe, S_p >= 1)."),))

@@ -20,9 +20,11 @@ from tqdm.auto import tqdm
 from .. import hooks, rowmaps, tasks
 from ..diagnostics.stats import wilson
 from ..io import check_output, write_json, write_parquet, write_table
-from ..options import option
+from ..options import command_line, option
+from ..report.sections import Section, Table
 from .runs import (RunError, SuiteRun, calibration_record, load, recipe_b_auto, settings, staged_output,
                    suite_prompts)
+from .sections import register
 
 BASELINE = "softmax"
 # Polynomial Concentration §5.3, Tables 2-3: ReLU^p at p = 2, 4, 8, 16 with b = 0 and b_auto, the normalized
@@ -149,3 +151,18 @@ def run(cfg: SubstituteConfig, out: str | Path, *, progress: bool = True, overwr
     return {"table": table, "b_auto": b_auto, "answers": answers, "summary": warning,
             "paths": {k: final / v for k, v in {"answers": "answers.parquet", "csv": "substitute.csv",
                                                  "md": "substitute.md", "config": "config.json"}.items()}}
+
+
+@register("substitute", "substitute.csv")
+def report_section(folder: Path, config: dict) -> Section:
+    """The substitution sweep (Polynomial Concentration Tables 2-3) with the below-80% warning."""
+    table = pd.read_csv(folder / "substitute.csv")
+    warning = baseline_warning(float(table["accuracy %"].iloc[0]), config["suite"])
+    return Section(
+        study="substitute", title=f"Substitution on {config['model']}, {config['suite']}",
+        source="Polynomial Concentration", question="How much accuracy does each row map keep when it replaces "
+                                                    "softmax on every head, without training?",
+        command=command_line("substitute", SubstituteConfig, config, str(folder)),
+        tables=(Table("substitute", "Exact-match accuracy % per recipe with its Wilson 95% interval, and the "
+                                    "difference from softmax in percentage points."),),
+        warnings=() if warning is None else (warning,))

@@ -221,7 +221,7 @@ def _rows(audit_folder: Path, b: str, *, answering: bool = False) -> pd.DataFram
     """The audit's active rows; ``answering``: only each prompt's last query position (taken over every row,
     so that a head whose last row is dead contributes none rather than an earlier one)."""
     cols = ["layer", "head", "prompt", "query", "status", "rho", "a_act", "p_star",
-            *(f"{k}_p{p}" for p in P for k in ("s", "safe", "pred_safe"))]
+            *(f"{k}_p{p}" for p in P for k in ("s", "safe", "pred_safe", "safe_eps"))]
     rows = pd.read_parquet(audit_folder / f"rows_b{b}.parquet", columns=cols)
     if answering:
         rows = rows[rows["query"] == rows.groupby("prompt")["query"].transform("max")]
@@ -248,23 +248,6 @@ def head_medians(rows: dict[str, pd.DataFrame]) -> pd.DataFrame:
             lines.append({"b": b, "layer": int(layer), "head": int(head), "active rows": len(g),
                           "med rho": float(g["rho"].median()), "med a_act": float(g["a_act"].median()),
                           **{f"safe% p{p}": _pct(g[f"safe_p{p}"]) for p in P}})
-    return pd.DataFrame(lines)
-
-
-def bound_validation(rows: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """Per (b, p): rows predicted safe by p >= p* (Cor. 4.3) against rows measured safe (S_p < 1), named as
-    Polynomial Concentration App. M, Table 8 names them: an FN is a row the bound passes that is measured
-    unsafe (its violation; only boundary ties S_p = 1 in the paper), an FP a row it flags that is measured
-    safe (its conservatism); agreement is the share where the two agree."""
-    lines = []
-    for b, r in rows.items():
-        for p in P:
-            both = r[[f"pred_safe_p{p}", f"safe_p{p}"]].dropna().astype(bool)
-            pred, meas = both[f"pred_safe_p{p}"], both[f"safe_p{p}"]
-            lines.append({"b": b, "p": p, "rows": len(both), "pred-safe %": _pct(pred), "measured-safe %": _pct(meas),
-                          "agree %": _pct(pred == meas),
-                          "FN (pred safe, measured unsafe)": int((pred & ~meas).sum()),
-                          "FP (pred unsafe, measured safe)": int((~pred & meas).sum())})
     return pd.DataFrame(lines)
 
 
@@ -412,7 +395,8 @@ def summarize(folder: Path) -> Section:
     types = pd.read_csv(folder / "heads" / "types.csv")
     k = causal_k(abl["k"], audit_cfg["layers"] * audit_cfg["heads"])
     causal = ablate.subsets(pd.read_csv(folder / "ablate" / "ranking.csv"), k, 0)[0][2]
-    heads, valid, diag = head_medians(rows), bound_validation(rows), matched(answering, sub, causal)
+    valid = audit.bound_validation(rows, P)
+    heads, diag = head_medians(rows), matched(answering, sub, causal)
     for stem, table in (("prevalence", prevalence), ("head_medians", heads), ("bound_validation", valid),
                         ("substitution", sub), ("matched", diag), ("ablation", abl), ("head_types", types)):
         io.write_table(folder / stem, table)

@@ -206,6 +206,19 @@ def run(cfg: StudyConfig, folder: str | Path, progress: bool = False) -> Section
     return section
 
 
+def _is_study(folder: Path) -> bool:
+    """Whether ``folder`` holds a study's config: a command's config.json has no "study"; a torn one counts,
+    so that ``read_config`` names it rather than the report leaving the folder out unsaid."""
+    path = folder / CONFIG
+    if not (folder.is_dir() and path.is_file()):
+        return False
+    try:
+        saved = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return True
+    return isinstance(saved, dict) and "study" in saved
+
+
 def study_folders(path: str | Path) -> list[Path]:
     """The study folders a path names: itself if it is one, else its subfolders that are (a demo's
     folder), in registry order."""
@@ -214,8 +227,7 @@ def study_folders(path: str | Path) -> list[Path]:
         raise StudyError(f"{path} is not a folder")
     if (path / CONFIG).is_file():
         return [path]
-    found = [(read_config(sub)["study"], sub) for sub in sorted(path.iterdir())
-             if sub.is_dir() and (sub / CONFIG).is_file()]
+    found = [(read_config(sub)["study"], sub) for sub in sorted(path.iterdir()) if _is_study(sub)]
     if not found:
         raise StudyError(f"{path} holds no study folder (a folder with the {CONFIG} that attnlab study writes)")
     order = list(STUDIES)
@@ -245,9 +257,29 @@ def comparisons(folders: list[Path], into: Path) -> list[tuple[Section, Path]]:
     return out
 
 
+def command_folders(path: str | Path) -> list[Path]:
+    """The folders of checkpoint commands (audit, substitute, ablate, matched, heads) a path names: itself if
+    it is one, else its subfolders that are, by name."""
+    from ..commands.sections import command_of
+
+    path = Path(path)
+    if command_of(path) is not None:
+        return [path]
+    return [sub for sub in sorted(path.iterdir()) if sub.is_dir() and command_of(sub) is not None] \
+        if path.is_dir() else []
+
+
 def report(paths: list[str | Path], out: str | Path, title: str = "attnlab report") -> Path:
     """Recompute every section from its folder's files and write one HTML page to ``out``, with the
-    cross-folder comparisons (written beside it, in ``compare_<study>/``) first."""
-    folders = [folder for path in paths for folder in study_folders(path)]
-    sections = [(summarize(folder), folder) for folder in folders]
-    return write_page([*comparisons(folders, Path(out).parent), *sections], out, title)
+    cross-folder comparisons (written beside it, in ``compare_<study>/``) first. A path may name study
+    folders or the folders of checkpoint commands (``commands.sections``), or a folder holding either."""
+    from ..commands.sections import section as command_section
+
+    studies, commands = [], []
+    for path in map(Path, paths):
+        found = [] if _is_study(path) else command_folders(path)  # a study reports its own command folders
+        commands += found
+        studies += study_folders(path) if not found else [sub for sub in sorted(path.iterdir()) if _is_study(sub)]
+    sections = [(summarize(folder), folder) for folder in studies]
+    sections += [(command_section(folder), folder) for folder in commands]
+    return write_page([*comparisons(studies, Path(out).parent), *sections], out, title)
