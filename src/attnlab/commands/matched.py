@@ -16,6 +16,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .. import hooks, options, rowmaps
@@ -122,8 +123,9 @@ def top_by_median(rows: pd.DataFrame, p: float, k: int) -> list[Head]:
     return [(int(layer), int(head)) for layer, head in med.index[:k]]
 
 
-def in_heads(rows: pd.DataFrame, heads: list[Head]) -> pd.Series:
-    return pd.MultiIndex.from_frame(rows[["layer", "head"]]).isin(pd.MultiIndex.from_tuples(heads)).astype(bool)
+def in_heads(rows: pd.DataFrame, heads: list[Head]) -> np.ndarray:
+    """Which rows belong to one of ``heads``."""
+    return pd.MultiIndex.from_frame(rows[["layer", "head"]]).isin(pd.MultiIndex.from_tuples(heads))
 
 
 def matched_table(rows: dict[str, pd.DataFrame], recipes: tuple[str, ...], heads: list[Head], *, n_boot: int,
