@@ -45,10 +45,10 @@ def test_shares_and_fn_equal_a_hand_count(result, ablated):
         med = rows.groupby(["layer", "head"])[f"s_p{p}"].median().sort_values(ascending=False, kind="stable")
         in_matched = [lh in set(med.index[:3]) for lh in zip(rows["layer"], rows["head"])]
         for label, sub in (("all", rows), ("top-3", rows[in_top]), ("recipe-matched top-3", rows[in_matched])):
-            line = table[(table["recipe"] == name) & (table["heads"] == label)].iloc[0]
+            line = table[(table["recipe"] == name) & (table["rows"] == label)].iloc[0]
             meas, pred = sub[f"safe_p{p}"].astype(bool), sub[f"pred_safe_p{p}"].astype(bool)
             eps = sub[f"safe_eps_p{p}"].astype(bool)
-            assert line["rows"] == len(sub)
+            assert line["n"] == len(sub)
             assert line["meas %"] == pytest.approx(100 * meas.mean())
             assert line["pred %"] == pytest.approx(100 * pred.mean())
             assert line["eps %"] == pytest.approx(100 * eps.mean())
@@ -100,3 +100,24 @@ def test_a_ranking_folder_must_hold_enough_ranked_heads(tmp_path):
     assert matched.ranked_heads(tmp_path, 1) == [(0, 0)]
     with pytest.raises(RunError, match="--k 2 exceeds the 1 ranked heads"):
         matched.ranked_heads(tmp_path, 2)
+
+
+def test_the_answer_target_splits_all_argmax_only_and_top_k_argmax_only(checkpoint, ablated, tmp_path):
+    cfg = matched.MatchedConfig(model=str(checkpoint), ranking=str(ablated), k=3, recipes=("relu_p2_b0",), prompts=4,
+                                pad=2, n_boot=100, target="answer")
+    result = matched.run(cfg, tmp_path / "out", progress=False)
+    rows = pd.read_parquet(result["paths"]["rows_b0"])
+    assert rows["answer_key"].all() and len(rows) == 4 * 2 * 4  # the final query of niah has the needle as key
+    top = pd.read_csv(ablated / "ranking.csv").query("ranked").sort_values("rank").head(3)
+    top_heads = set(zip(top["layer"], top["head"]))
+    active = rows[rows["status"] == "active"]
+    argmax_only = active[active["target_is_max"].astype(bool)]
+    in_top = [(l, h) in top_heads for l, h in zip(argmax_only["layer"], argmax_only["head"])]
+    table = result["table"].set_index("rows")
+    assert list(table.index) == ["all", "argmax-only", "top-3 argmax-only"]
+    for label, sub in (("all", active), ("argmax-only", argmax_only), ("top-3 argmax-only", argmax_only[in_top])):
+        assert table.loc[label, "n"] == len(sub)
+        if len(sub):
+            assert table.loc[label, "meas %"] == pytest.approx(100 * sub["safe_p2"].astype(bool).mean())
+    assert table["top-1 %"].iloc[0] == pytest.approx(100 * rows["target_is_max"].astype(bool).mean())
+    assert table["ans-dead %"].iloc[0] == pytest.approx(100 * (rows["status"] == "dead").mean())

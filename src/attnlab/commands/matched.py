@@ -21,6 +21,7 @@ import pandas as pd
 
 from .. import hooks, options, rowmaps
 from ..diagnostics import RowOptions
+from ..diagnostics.rows import SPECIAL
 from ..diagnostics.stats import bootstrap_fraction
 from ..io import check_output, write_json, write_table
 from ..options import command_line, option
@@ -86,6 +87,10 @@ class MatchedConfig(SuiteRun):
                                             "recipe's accuracy and delta go beside its cell", metavar="DIR")
     recipe_matched: bool = option(False, "add App. Q's recipe-matched head set: the K heads with the highest "
                                          "median S_p at each recipe's own (p, b) on these rows")
+    target: str = option("argmax", "the key S_p is measured for: each row's argmax (Table 5), or the planted answer "
+                                   "(App. S, Table 14: rows then split into all, argmax-only and top-K "
+                                   "argmax-only, beside the answer's top-1 and dead shares)",
+                         choices=("argmax", "answer"))
     eps: float = option(1e-6, "tolerance of the eps-relaxed columns (App. P)", type=options.finite)
     n_boot: int = option(1000, "prompt-level bootstrap resamples (App. R)", metavar="B")
 
@@ -102,12 +107,14 @@ class MatchedConfig(SuiteRun):
         parse_heads(self.heads)
         if not (self.eps >= 0):
             raise RunError(f"--eps must be >= 0, got {self.eps!r}")
+        if self.target not in ("argmax", "answer"):
+            raise RunError(f"--target takes argmax or answer, got {self.target!r}")
 
 
 def shares(rows: pd.DataFrame, p: float, n_boot: int, seed: int) -> dict:
     """Measured-safe, predicted-safe and eps-safe % with prompt-bootstrap intervals, and the FN counts."""
     d = f"{p:g}"
-    line: dict = {"rows": len(rows)}
+    line: dict = {"n": len(rows)}
     for label, column in (("meas", f"safe_p{d}"), ("pred", f"pred_safe_p{d}"), ("eps", f"safe_eps_p{d}")):
         point, lo, hi = bootstrap_fraction(rows, column, unit="prompt", n_boot=n_boot, seed=seed)
         line.update({f"{label} %": 100 * point, f"{label} lo": 100 * lo, f"{label} hi": 100 * hi})
@@ -129,17 +136,28 @@ def in_heads(rows: pd.DataFrame, heads: list[Head]) -> np.ndarray:
 
 
 def matched_table(rows: dict[str, pd.DataFrame], recipes: tuple[str, ...], heads: list[Head], *, n_boot: int,
-                  seed: int = 0, recipe_matched: bool = False) -> pd.DataFrame:
-    """One line per recipe and head set ("all", "top-K", and "recipe-matched top-K" on request) over the
-    active final-query rows of each bias label in ``rows``."""
+                  seed: int = 0, recipe_matched: bool = False, answer: bool = False) -> pd.DataFrame:
+    """One line per recipe and row set over the final-query rows of each bias label in ``rows`` (readable
+    rows; the shares count the active ones). Read against the argmax: "all", "top-K" and, on request, App.
+    Q's "recipe-matched top-K". Read against the answer (``answer``, App. S, Table 14): "all", "argmax-only"
+    (the answer is the row's argmax, so the bound's Delta >= 0 premise holds) and "top-K argmax-only", each
+    line with the share of rows whose argmax is the answer ("top-1 %") and whose answer key is dead at b."""
     lines = []
     for name in recipes:
         p, b = relu_cell(name)
-        r = rows[b]
-        sets = [("all", r), (f"top-{len(heads)}", r[in_heads(r, heads)])]
-        if recipe_matched:
-            sets.append((f"recipe-matched top-{len(heads)}", r[in_heads(r, top_by_median(r, p, len(heads)))]))
-        lines += [{"recipe": name, "p": p, "b": b, "heads": label, **shares(sub, p, n_boot, seed)}
+        readable = rows[b][~rows[b]["status"].isin(SPECIAL)]
+        r = readable[readable["status"] == "active"]
+        if answer:
+            top1 = r[r["target_is_max"].astype(bool)]
+            sets = [("all", r), ("argmax-only", top1), (f"top-{len(heads)} argmax-only", top1[in_heads(top1, heads)])]
+            extra = {"top-1 %": 100 * float(readable["target_is_max"].astype(bool).mean()),
+                     "ans-dead %": 100 * float((readable["status"] == "dead").mean())}
+        else:
+            sets = [("all", r), (f"top-{len(heads)}", r[in_heads(r, heads)])]
+            if recipe_matched:
+                sets.append((f"recipe-matched top-{len(heads)}", r[in_heads(r, top_by_median(r, p, len(heads)))]))
+            extra = {}
+        lines += [{"recipe": name, "p": p, "b": b, "rows": label, **extra, **shares(sub, p, n_boot, seed)}
                   for label, sub in sets]
     return pd.DataFrame(lines)
 
@@ -176,13 +194,13 @@ def run(cfg: MatchedConfig, out: str | Path, *, progress: bool = True, overwrite
               "biases": {b.label: b.value for b in bias_list}, "head set": [f"{l}.{h}" for l, h in heads],
               "layers": n_layers, "heads per layer": n_heads, "model_type": model.config.model_type}
     with staged_output(out) as stage:
-        readings = [prompt_reading(prompt, "last") for prompt in prompts]
+        readings = [prompt_reading(prompt, "last", cfg.target) for prompt in prompts]
         options_by_b = {f"b{b.label}": RowOptions.make(p=degrees, b=b.value, eps=cfg.eps) for b in bias_list}
         paths = read_rows(model, readings, options_by_b, stage, config=config, device=cfg.device, block=cfg.block,
                           desc="matched", progress=progress)
-        rows = {b.label: _active(pd.read_parquet(paths[f"b{b.label}"])) for b in bias_list}
+        rows = {b.label: pd.read_parquet(paths[f"b{b.label}"]) for b in bias_list}
         table = matched_table(rows, cfg.recipes, heads, n_boot=cfg.n_boot, seed=cfg.seed,
-                              recipe_matched=cfg.recipe_matched)
+                              recipe_matched=cfg.recipe_matched, answer=cfg.target == "answer")
         if cfg.substitution is not None:
             table = with_substitution(table, cfg.substitution)
         write_table(stage / "matched", table)
@@ -193,9 +211,6 @@ def run(cfg: MatchedConfig, out: str | Path, *, progress: bool = True, overwrite
                       **{k: final / f for k, f in (("csv", "matched.csv"), ("md", "matched.md"),
                                                    ("config", "config.json"))}}}
 
-
-def _active(rows: pd.DataFrame) -> pd.DataFrame:
-    return rows[rows["status"] == "active"].reset_index(drop=True)
 
 
 @register("matched", "matched.csv")
