@@ -121,3 +121,31 @@ def test_ablate_with_a_heads_folder_writes_the_composition(checkpoint, tmp_path)
     with pytest.raises(RunError, match="cannot read its heads.csv"):
         ablate.run(ablate.AblateConfig(model=str(checkpoint), k=(2,), types=str(tmp_path / "nothing")),
                    tmp_path / "a2", progress=False)
+
+
+def test_single_heads_correlate_each_heads_delta_with_its_statistic():
+    ranking = pd.DataFrame({"layer": [0, 0, 1, 1], "head": [1, 0, 0, 1], "median s_p2": [9.0, 4.0, 2.0, 1.0],
+                            "rank": [1, 2, 3, 4], "ranked": [True] * 4})
+    lines = [{"k": 0, "subset": "softmax", "draw": 0, "accuracy %": 80.0, "delta pp": np.nan}]
+    deltas = [-30.0, -10.0, 0.0]
+    lines += [{"k": 1, "subset": "single", "draw": i, "accuracy %": 80 + d, "delta pp": d} for i, d in enumerate(deltas)]
+    table, summary = ablate.single_heads(pd.DataFrame(lines), ranking, "s_p2")
+    assert table[["layer", "head", "rank"]].values.tolist() == [[0, 1, 1], [0, 0, 2], [1, 0, 3]]
+    stat = np.array([9.0, 4.0, 2.0])
+    line = summary.iloc[0]
+    assert (line["heads tested"], line["nonzero delta"]) == (3, 2)
+    assert line["pearson r"] == pytest.approx(np.corrcoef(deltas, stat)[0, 1])
+    assert line["spearman rho"] == pytest.approx(-1.0)  # larger S_p, larger loss: ranks exactly reversed
+    flat = [{**x, "delta pp": 0.0} if x["subset"] == "single" else x for x in lines]
+    assert np.isnan(ablate.single_heads(pd.DataFrame(flat), ranking, "s_p2")[1].iloc[0]["pearson r"])
+
+
+def test_ablate_single_gives_each_of_the_first_ranked_heads_alone(checkpoint, tmp_path):
+    result = ablate.run(ablate.AblateConfig(model=str(checkpoint), k=(2,), random_draws=1, rank_prompts=2,
+                                            rank_length=40, prompts=2, pad=1, recipe="relu_p2_b0", b="0", single=3),
+                        tmp_path / "ablate", progress=False)
+    single = pd.read_csv(result["paths"]["single"])
+    ranking = result["ranking"].query("ranked")
+    assert single[["layer", "head"]].values.tolist() == ranking[["layer", "head"]].head(3).values.tolist()
+    assert result["table"]["k"].tolist() == [2]  # single cells stay out of the group table
+    assert pd.read_csv(result["paths"]["single_summary"])["heads tested"].tolist() == [3]

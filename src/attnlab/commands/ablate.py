@@ -48,6 +48,9 @@ class AblateConfig(SuiteRun):
     rank_prompts: int = option(20, "prompts of the ranking pass", metavar="N")
     rank_length: int | None = option(None, "prompt length of the ranking pass")
     queries: str = option("every:16", f"the ranking pass's {QUERIES_HELP}", metavar="SPEC")
+    single: int = option(0, "also give the recipe to each of the first N ranked heads alone and correlate the "
+                            "change in accuracy with the heads' ranking statistic (Polynomial Concentration App. "
+                            "AE, Table 26); 0: none", metavar="N")
     types: str | None = option(None, "an attnlab heads folder of the same model: composition.csv then gives the "
                                      "head types of the top-K and bottom-K sets (Polynomial Concentration App. U, "
                                      "Table 16)", metavar="DIR")
@@ -61,6 +64,7 @@ class AblateConfig(SuiteRun):
         for k in self.k:
             check_count("k", k)
         check_queries(self.queries)
+        check_count("single", self.single, 0)
         for name in ("random_draws", "rank_prompts"):
             check_count(name, getattr(self, name))
         if not (math.isfinite(self.p) and self.p > 0):
@@ -120,6 +124,24 @@ def composition(ranking: pd.DataFrame, types: pd.DataFrame, ks: Sequence[int]) -
     return pd.DataFrame(lines)
 
 
+def single_heads(cell_table: pd.DataFrame, ranking: pd.DataFrame, column: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Polynomial Concentration App. AE, Table 26: per head given the recipe alone (single draw i = the i-th
+    ranked head), its accuracy and delta beside its ranking statistic; and one summary line: heads tested,
+    how many changed accuracy, and the Pearson and Spearman correlations of delta with the statistic (NaN,
+    "undefined" in the paper, when every delta is the same)."""
+    single = cell_table[cell_table["subset"] == "single"].sort_values("draw")
+    ranked = ranking[ranking["ranked"].astype(bool)].iloc[single["draw"].to_numpy()]
+    table = pd.DataFrame({"layer": ranked["layer"].to_numpy(), "head": ranked["head"].to_numpy(),
+                          "rank": ranked["rank"].to_numpy(), f"median {column}": ranked[f"median {column}"].to_numpy(),
+                          "accuracy %": single["accuracy %"].to_numpy(), "delta pp": single["delta pp"].to_numpy()})
+    delta, stat = table["delta pp"], table[f"median {column}"]
+    varies = delta.nunique() > 1 and stat.nunique() > 1
+    summary = pd.DataFrame([{"heads tested": len(table), "nonzero delta": int((delta != 0).sum()),
+                             "pearson r": float(delta.corr(stat)) if varies else np.nan,
+                             "spearman rho": float(delta.rank().corr(stat.rank())) if varies else np.nan}])
+    return table, summary
+
+
 def cells(answers: pd.DataFrame) -> pd.DataFrame:
     """One line per (K, subset, draw): correct/n, accuracy % with Wilson 95% interval, delta pp."""
     base = answers[answers["subset"] == BASELINE]["correct"].mean() * 100
@@ -131,7 +153,8 @@ def decisive_table(cell_table: pd.DataFrame) -> pd.DataFrame:
     """One line per K: top, bottom and random deltas (mean, sd, worst), how many random draws score above
     top-K, and the decisive flag (none of them does, App. I)."""
     lines = []
-    for k, group in cell_table[cell_table["subset"] != BASELINE].groupby("k", sort=False):
+    groups = cell_table[cell_table["subset"].isin(("top", "bottom", "random"))]
+    for k, group in groups.groupby("k", sort=False):
         delta = {s: group[group["subset"] == s]["delta pp"] for s in ("top", "bottom", "random")}
         top = float(delta["top"].iloc[0])
         lines.append({"k": int(k), "top pp": top, "bottom pp": float(delta["bottom"].iloc[0]),
@@ -169,13 +192,17 @@ def run(cfg: AblateConfig, out: str | Path, *, progress: bool = True, overwrite:
                           config=config, device=cfg.device, block=cfg.block, desc="rank", progress=progress)
         ranking = rank_heads(pd.read_parquet(paths["rank"], columns=["layer", "head", "status", column]), column)
         plan = [(k, *s) for k in cfg.k for s in subsets(ranking, k, cfg.random_draws)]
+        if cfg.single > int(ranking["ranked"].sum()):
+            raise RunError(f"--single {cfg.single} exceeds the {int(ranking['ranked'].sum())} heads with a ranking")
+        ranked = subsets(ranking, cfg.single, 0)[0][2] if cfg.single else []
+        plan += [(1, "single", i, [head]) for i, head in enumerate(ranked)]
         records = [{**r, "k": 0, "subset": BASELINE, "draw": 0, "heads": ""}
                    for r in score(model, tokenizer, prompts, cfg.suite, cfg.device, BASELINE, progress)]
         # disable=None: drawn only when stderr is a terminal, so a captured log gets no redrawn bars
         for k, subset, draw, chosen in tqdm(plan, desc="ablate", unit="subset",
                                             disable=None if progress else True):
             with hooks.substituted(model, cfg.recipe, heads=chosen, b_auto=b_auto, block=cfg.block):
-                label = f"{subset}-{k}" + (f"#{draw}" if subset == "random" else "")
+                label = f"{subset}-{k}" + (f"#{draw}" if subset in ("random", "single") else "")
                 records += [{**r, "k": k, "subset": subset, "draw": draw, "heads": _heads_text(chosen)}
                             for r in score(model, tokenizer, prompts, cfg.suite, cfg.device, label, progress)]
         answers = pd.DataFrame(records)
@@ -183,6 +210,10 @@ def run(cfg: AblateConfig, out: str | Path, *, progress: bool = True, overwrite:
         table = decisive_table(cell_table)
         if types is not None:
             write_table(stage / "composition", composition(ranking, types, cfg.k))
+        if cfg.single:
+            per_head, correlation = single_heads(cell_table, ranking, column)
+            write_table(stage / "single", per_head)
+            write_table(stage / "single_summary", correlation)
         write_table(stage / "ablate", table)
         write_table(stage / "cells", cell_table)
         write_table(stage / "ranking", ranking)
@@ -195,7 +226,9 @@ def run(cfg: AblateConfig, out: str | Path, *, progress: bool = True, overwrite:
             "paths": {k: final / f for k, f in (("ablate", "ablate.csv"), ("cells", "cells.csv"),
                                                ("ranking", "ranking.csv"), ("rows", paths["rank"].name),
                                                ("answers", "answers.parquet"), ("config", "config.json"),
-                                               *((("composition", "composition.csv"),) if types is not None else ()))}}
+                                               *((("composition", "composition.csv"),) if types is not None else ()),
+                                               *((("single", "single.csv"), ("single_summary", "single_summary.csv"))
+                                                 if cfg.single else ()))}}
 
 
 def _heads_text(heads: Sequence[Head]) -> str:
@@ -214,6 +247,11 @@ def report_section(folder: Path, config: dict) -> Section:
               Table("ranking", "Every head's rank by its median statistic over the ranking pass's active rows.")]
     if (folder / "composition.csv").is_file():
         tables.append(Table("composition", "Head types of the top-K and bottom-K heads (App. U, Table 16)."))
+    if (folder / "single.csv").is_file():
+        tables += [Table("single_summary", "Heads given the recipe one at a time (App. AE, Table 26): how many "
+                                           "changed accuracy, and the correlations of the change with the "
+                                           "ranking statistic."),
+                   Table("single", "Every head given the recipe alone: its rank, statistic, accuracy and delta.")]
     return Section(
         study="ablate", title=f"Group ablation on {config['model']}", source="Polynomial Concentration",
         question="Does substituting the heads the diagnostic ranks highest hurt more than substituting random "
