@@ -128,7 +128,8 @@ def test_single_heads_correlate_each_heads_delta_with_its_statistic():
                             "rank": [1, 2, 3, 4], "ranked": [True] * 4})
     lines = [{"k": 0, "subset": "softmax", "draw": 0, "accuracy %": 80.0, "delta pp": np.nan}]
     deltas = [-30.0, -10.0, 0.0]
-    lines += [{"k": 1, "subset": "single", "draw": i, "accuracy %": 80 + d, "delta pp": d} for i, d in enumerate(deltas)]
+    lines += [{"k": 1, "subset": "single", "draw": i, "accuracy %": 80 + d, "delta pp": d}
+              for i, d in enumerate(deltas)]
     table, summary = ablate.single_heads(pd.DataFrame(lines), ranking, "s_p2")
     assert table[["layer", "head", "rank"]].values.tolist() == [[0, 1, 1], [0, 0, 2], [1, 0, 3]]
     stat = np.array([9.0, 4.0, 2.0])
