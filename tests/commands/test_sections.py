@@ -52,3 +52,20 @@ def test_report_renders_a_page_over_command_folders(folders, capsys):
 def test_a_folder_with_neither_studies_nor_command_folders_is_refused(folders):
     with pytest.raises(studies.StudyError, match="holds no study folder"):
         studies.report([folders / "notes"], folders / "x.html")
+
+
+def test_several_audits_are_compared_side_by_side(checkpoint, folders, tmp_path):
+    from checkpoints import save_checkpoint
+
+    other = save_checkpoint(tmp_path / "other", seed=1)
+    audit.run(audit.AuditConfig(model=str(other), prompts=2, pad=2, p=(2, 4), queries="every:4"), tmp_path / "a2",
+              progress=False)
+    got = sections.comparisons([folders / "audit", tmp_path / "a2"], tmp_path / "page")
+    (section, where), = got
+    assert where == tmp_path / "page" / "compare_audit" and section.title == "Audits side by side"
+    table = pd.read_csv(where / "prevalence_by_model.csv", dtype={"b": str})
+    for folder, model in ((folders / "audit", str(checkpoint)), (tmp_path / "a2", str(other))):
+        own = pd.read_csv(folder / "audit.csv", dtype={"b": str})
+        mine = table[table["model"] == model]
+        assert mine["unsafe %"].tolist() == own["unsafe %"].tolist() and set(mine["suite"]) == {"niah"}
+    assert sections.comparisons([folders / "audit", folders / "sub"], tmp_path / "page2") == []

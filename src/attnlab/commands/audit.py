@@ -28,7 +28,7 @@ from ..report.sections import Section, Table
 from .readout import QUERIES_HELP, check_queries, prompt_reading, read_rows
 from .runs import (Bias, RunError, SuiteRun, biases, calibration_record, check_count, load, parse_biases, settings,
                    staged_output, suite_prompts)
-from .sections import register
+from .sections import compares, register
 
 GAP_COLUMNS = ("lambda_n", "alpha_n", "contact_gap")
 TARGETS = ("argmax", "answer")
@@ -186,3 +186,23 @@ def report_section(folder: Path, config: dict) -> Section:
                                           "measured safe (S_p < 1); FN = predicted safe but measured unsafe, with "
                                           "its rate over the unsafe rows and its count under tolerance eps; FP = "
                                           "predicted unsafe but measured safe.")))
+
+
+@compares("audit")
+def compare_section(folders: list[Path], into: Path) -> Section:
+    """Polynomial Concentration Tables 1, 10 and 11 side by side: the prevalence lines of several audits
+    (models, suites), one block per model and suite."""
+    lines = []
+    for folder in folders:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        table = pd.read_csv(folder / "audit.csv", dtype={"b": str})
+        lines.append(table.assign(model=config["model"], suite=config["suite"], folder=str(folder))[
+            ["model", "suite", "b", "b value", "p", "active", "unsafe %", "unsafe lo", "unsafe hi", "folder"]])
+    into.mkdir(parents=True, exist_ok=True)
+    write_table(into / "prevalence_by_model", pd.concat(lines, ignore_index=True))
+    return Section(
+        study="audit", title="Audits side by side", source="Polynomial Concentration",
+        question="How does the unsafe-row rate compare across the audited models and suites?",
+        command="attnlab report " + " ".join(str(f) for f in folders),
+        tables=(Table("prevalence_by_model", "Per model, suite, b and p: unsafe % of the active rows with its "
+                                             "Wilson 95% interval (Polynomial Concentration Tables 1, 10, 11)."),))

@@ -7,6 +7,7 @@ its folders; ``section(folder)`` finds the command and builds the section.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 from collections.abc import Callable
@@ -21,11 +22,13 @@ BUILTIN = ("audit", "substitute", "ablate", "matched", "heads")
 
 @dataclass(frozen=True)
 class FolderSection:
-    """How to report a command's folder: ``marker`` is the file only that command writes there."""
+    """How to report a command's folder: ``marker`` is the file only that command writes there; ``compare``
+    (optional) builds one section across several of its folders, writing its tables into a given folder."""
 
     name: str
     marker: str
     build: Callable[[Path, dict], Section]
+    compare: Callable[[list[Path], Path], Section] | None = None
 
 
 SECTIONS: Registry[FolderSection] = Registry("command folder")
@@ -38,6 +41,29 @@ def register(name: str, marker: str) -> Callable[[Callable[[Path, dict], Section
         return build
 
     return add
+
+
+def compares(name: str) -> Callable[[Callable[[list[Path], Path], Section]], Callable[[list[Path], Path], Section]]:
+    """Declare the decorated ``compare(folders, into) -> Section`` as the cross-folder section of ``name``."""
+    def add(compare: Callable[[list[Path], Path], Section]) -> Callable[[list[Path], Path], Section]:
+        SECTIONS.register(name, dataclasses.replace(SECTIONS.find(name), compare=compare), replace=True)
+        return compare
+
+    return add
+
+
+def comparisons(folders: list[Path], into: Path) -> list[tuple[Section, Path]]:
+    """The cross-folder sections of every command given more than one folder, written into
+    ``into/compare_<command>``."""
+    by_command: dict[str, list[Path]] = {}
+    for folder in folders:
+        by_command.setdefault(command_of(folder).name, []).append(folder)
+    out = []
+    for name, group in by_command.items():
+        compare = SECTIONS[name].compare
+        if compare is not None and len(group) > 1:
+            out.append((compare(group, into / f"compare_{name}"), into / f"compare_{name}"))
+    return out
 
 
 def _entries() -> list[FolderSection]:

@@ -273,6 +273,7 @@ def report(paths: list[str | Path], out: str | Path, title: str = "attnlab repor
     """Recompute every section from its folder's files and write one HTML page to ``out``, with the
     cross-folder comparisons (written beside it, in ``compare_<study>/``) first. A path may name study
     folders or the folders of checkpoint commands (``commands.sections``), or a folder holding either."""
+    from ..commands.sections import comparisons as command_comparisons
     from ..commands.sections import section as command_section
 
     studies, commands = [], []
@@ -282,4 +283,5 @@ def report(paths: list[str | Path], out: str | Path, title: str = "attnlab repor
         studies += study_folders(path) if not found else [sub for sub in sorted(path.iterdir()) if _is_study(sub)]
     sections = [(summarize(folder), folder) for folder in studies]
     sections += [(command_section(folder), folder) for folder in commands]
-    return write_page([*comparisons(studies, Path(out).parent), *sections], out, title)
+    compared = [*comparisons(studies, Path(out).parent), *command_comparisons(commands, Path(out).parent)]
+    return write_page([*compared, *sections], out, title)
