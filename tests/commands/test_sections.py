@@ -69,3 +69,12 @@ def test_several_audits_are_compared_side_by_side(checkpoint, folders, tmp_path)
         mine = table[table["model"] == model]
         assert mine["unsafe %"].tolist() == own["unsafe %"].tolist() and set(mine["suite"]) == {"niah"}
     assert sections.comparisons([folders / "audit", folders / "sub"], tmp_path / "page2") == []
+
+
+def test_an_ablate_folder_gets_its_ablation_curves(checkpoint, tmp_path):
+    from attnlab.commands import ablate
+
+    ablate.run(ablate.AblateConfig(model=str(checkpoint), k=(1, 2), random_draws=2, rank_prompts=2, rank_length=40,
+                                   prompts=2, pad=1, recipe="relu_p2_b0", b="0"), tmp_path / "ab", progress=False)
+    section = sections.section(tmp_path / "ab")
+    assert [f.stem for f in section.figures] == ["ablation"] and (tmp_path / "ab" / "ablation.png").is_file()

@@ -83,3 +83,19 @@ def test_substitution_plot_has_one_bar_per_recipe_top_to_bottom(tmp_path, drawn)
     assert sorted(labels, key=lambda k: -labels[k]) == table["recipe"].tolist()
     baseline, = ax.lines[-1:]
     assert list(baseline.get_xdata()) == [80.0, 80.0]
+
+
+def test_ablation_plot_draws_top_bottom_and_random_against_k(tmp_path, drawn):
+    table = pd.DataFrame({"k": [40, 5, 10], "top pp": [-60.0, -1.0, -20.0], "bottom pp": [0.0, 0.5, -1.0],
+                          "random mean pp": [-5.0, 0.0, -2.0], "random sd pp": [3.0, 0.5, 1.0],
+                          "random worst pp": [-10.0, -1.0, -4.0]})
+    pc.plot_ablation(table, tmp_path / "ablation")
+    fig, = drawn
+    ax, = fig.axes
+    lines = {line.get_label(): line for line in ax.lines if not line.get_label().startswith("_")}
+    ordered = table.sort_values("k")
+    for label, column in (("top-K", "top pp"), ("bottom-K", "bottom pp"), ("random-K mean", "random mean pp"),
+                          ("random-K worst", "random worst pp")):
+        assert list(lines[label].get_xdata()) == [5, 10, 40]
+        assert list(lines[label].get_ydata()) == ordered[column].tolist()
+    assert (tmp_path / "ablation.png").is_file() and (tmp_path / "ablation.svg").is_file()

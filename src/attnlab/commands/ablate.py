@@ -25,7 +25,8 @@ from ..diagnostics.heads import TYPES
 from ..diagnostics.stats import aggregate
 from ..io import check_output, write_json, write_parquet, write_table
 from ..options import command_line, option
-from ..report.sections import Section, Table
+from ..report.plot_concentration import plot_ablation
+from ..report.sections import Figure, Section, Table
 from .readout import QUERIES_HELP, check_queries, prompt_reading, read_rows
 from .runs import (RunError, SuiteRun, biases, calibration_record, check_count, load, parse_biases, recipe_b_auto,
                    settings, staged_output, suite_prompts)
@@ -252,8 +253,11 @@ def report_section(folder: Path, config: dict) -> Section:
                                            "changed accuracy, and the correlations of the change with the "
                                            "ranking statistic."),
                    Table("single", "Every head given the recipe alone: its rank, statistic, accuracy and delta.")]
+    plot_ablation(pd.read_csv(folder / "ablate.csv"), folder / "ablation")
     return Section(
         study="ablate", title=f"Group ablation on {config['model']}", source="Polynomial Concentration",
         question="Does substituting the heads the diagnostic ranks highest hurt more than substituting random "
                  "heads?", command=command_line("ablate", AblateConfig, config, str(folder)), tables=tuple(tables),
+        figures=(Figure("ablation", "Accuracy change against K for the top-K, bottom-K and random-K heads (mean "
+                                    "+- sd band, worst draw dotted); Polynomial Concentration Figs. 3-4."),),
         warnings=() if warning is None else (warning,))

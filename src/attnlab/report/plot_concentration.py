@@ -100,3 +100,25 @@ def plot_substitution(table: pd.DataFrame, path: str | Path) -> tuple[Path, Path
     ax.set_xlabel("exact-match accuracy (%)")
     fig.tight_layout()
     return save_figure(fig, path)
+
+
+def plot_ablation(table: pd.DataFrame, path: str | Path) -> tuple[Path, Path]:
+    """Polynomial Concentration Figs. 3-4: the change in accuracy (pp from softmax) against K for the top-K,
+    bottom-K and random-K heads (mean with a +- sd band, worst draw dotted); ``table`` is ablate.csv."""
+    table = table.sort_values("k")
+    k = table["k"].to_numpy()
+    fig, ax = plt.subplots(figsize=(5.2, 3.6))
+    ax.plot(k, table["top pp"], "o-", color="tab:red", label="top-K")
+    ax.plot(k, table["bottom pp"], "s-", color="tab:green", label="bottom-K")
+    mean, sd = table["random mean pp"].to_numpy(), table["random sd pp"].to_numpy()
+    ax.plot(k, mean, "^-", color="tab:blue", label="random-K mean")
+    ax.fill_between(k, mean - sd, mean + sd, color="tab:blue", alpha=0.15, lw=0)
+    ax.plot(k, table["random worst pp"], ":", color="tab:blue", label="random-K worst")
+    ax.axhline(0, color="0.4", lw=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(k, [str(int(v)) for v in k])
+    ax.set_xlabel("K (heads given the recipe)")
+    ax.set_ylabel("accuracy change (pp from softmax)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return save_figure(fig, path)
