@@ -37,6 +37,21 @@ def option(default: Any = dataclasses.MISSING, help: str = "", *, metavar: str |
     return dataclasses.field(default=default, default_factory=default_factory, metadata=meta)
 
 
+def flag(field: dataclasses.Field) -> str:
+    """The flag of an option field as a user types it ("" for a positional argument)."""
+    meta = field.metadata[OPTION]
+    return meta["flag"] or ("" if meta["positional"] else "--" + field.name.replace("_", "-"))
+
+
+def field_default(field: dataclasses.Field) -> Any:
+    """A field's default value (its factory's product), or ``dataclasses.MISSING`` for a required one."""
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return dataclasses.MISSING
+
+
 def _number(text: str, cast: Callable[[str], Any]) -> Any:
     try:
         return cast(text)
@@ -89,20 +104,18 @@ def command_line(command: str, config: type, values: dict[str, Any], out: str | 
     for f in dataclasses.fields(config):
         if OPTION not in f.metadata or f.name not in values:
             continue
-        meta, value = f.metadata[OPTION], values[f.name]
-        default = f.default if f.default is not dataclasses.MISSING else (
-            f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING)
+        value = values[f.name]
         if isinstance(value, list):
             value = tuple(value)
-        if value == default or value is None or value is False or value == ():
+        if value == field_default(f) or value is None or value is False or value == ():
             continue
-        flag = [] if meta["positional"] else [meta["flag"] or "--" + f.name.replace("_", "-")]
+        typed = [flag(f)] if flag(f) else []
         if value is True:
-            parts += flag
+            parts += typed
         elif isinstance(value, tuple):
-            parts += [*flag, *map(str, value)]
+            parts += [*typed, *map(str, value)]
         elif isinstance(value, dict):
-            parts += [x for k, v in value.items() for x in (*flag, f"{k}={v}")]
+            parts += [x for k, v in value.items() for x in (*typed, f"{k}={v}")]
         else:
-            parts += [*flag, str(value)]
+            parts += [*typed, str(value)]
     return shlex.join([*parts, *(["--out", out] if out is not None else [])])

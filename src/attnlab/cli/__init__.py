@@ -11,13 +11,15 @@ stderr and a nonzero exit status, never a traceback: 2 for usage errors (argpars
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import sys
 from collections.abc import Sequence
 
 from . import catalog, checkpoint, studies, training  # noqa: F401  (each declares its commands)
-from .base import COMMANDS, Parser, UserError, add_options, build, flag
+from ..options import OPTION, flag
+from .base import COMMANDS, Parser, UserError, add_options, build
 from .studies import demo_models
 
 __all__ = ["COMMANDS", "UserError", "build_parser", "demo_models", "main"]
@@ -60,10 +62,6 @@ def _configs(cmd, args: argparse.Namespace) -> list:
 def _flags_named(message: str, config: type) -> str:
     """A config's message with its fields named as the flags a user typed (``train_len`` -> ``--train-len``):
     fields of two words anywhere, any field as the message's first word."""
-    import dataclasses
-
-    from ..options import OPTION
-
     for field in dataclasses.fields(config):
         if OPTION not in field.metadata or field.metadata[OPTION]["positional"]:
             continue

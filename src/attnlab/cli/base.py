@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..options import OPTION
+from ..options import OPTION, field_default, flag
 from ..registry import Registry
 
 
@@ -93,20 +93,6 @@ def _unwrap(hint: Any) -> tuple[Any, bool]:
     return hint, False
 
 
-def flag(field: dataclasses.Field) -> str:
-    """The flag of an option field, as a user types it."""
-    meta = field.metadata[OPTION]
-    return meta["flag"] or ("" if meta["positional"] else "--" + field.name.replace("_", "-"))
-
-
-def _default(field: dataclasses.Field) -> Any:
-    if field.default is not dataclasses.MISSING:
-        return field.default
-    if field.default_factory is not dataclasses.MISSING:
-        return field.default_factory()
-    return dataclasses.MISSING
-
-
 def _shown(value: Any) -> str:
     return " ".join(map(str, value)) if isinstance(value, (tuple, list)) else str(value)
 
@@ -119,7 +105,7 @@ def add_options(parser: argparse.ArgumentParser, cls: type) -> None:
     for field, hint in _option_fields(cls):
         meta = dict(field.metadata[OPTION])
         kind, several = _unwrap(hint)
-        default = _default(field)
+        default = field_default(field)
         kw: dict[str, Any] = {k: v for k, v in meta.items() if k not in _OWN and v is not None}
         help_text = meta["help"]
         if kind is bool and not meta["positional"]:
