@@ -112,15 +112,17 @@ def bound_validation(rows: dict[str, pd.DataFrame], p: tuple[float, ...]) -> pd.
             pred, meas, eps = (known[f"{k}_p{d}"] for k in ("pred_safe", "safe", "safe_eps"))
             fn, fp = int((pred & ~meas).sum()), int((~pred & meas).sum())
             unsafe, safe = int((~meas).sum()), int(meas.sum())
-            lines.append({"b": b, "p": q, "rows": len(known), "pred-safe %": _share(pred),
-                          "measured-safe %": _share(meas), "agree %": _share(pred == meas),
+            lines.append({"b": b, "p": q, "rows": len(known), "pred-safe %": percent(pred),
+                          "measured-safe %": percent(meas), "agree %": percent(pred == meas),
                           "FN": fn, "FN rate %": 100 * fn / unsafe if unsafe else np.nan,
                           "FN eps": int((pred & ~eps).sum()),
                           "FP": fp, "FP rate %": 100 * fp / safe if safe else np.nan})
     return pd.DataFrame(lines)
 
 
-def _share(flags: pd.Series) -> float:
+def percent(flags: pd.Series) -> float:
+    """The share of True among the known values of a flag column, in percent (NaN with none known)."""
+    flags = flags.dropna().astype(bool)
     return 100 * float(flags.mean()) if len(flags) else np.nan
 
 

@@ -228,11 +228,6 @@ def _rows(audit_folder: Path, b: str, *, answering: bool = False) -> pd.DataFram
     return rows[rows["status"] == "active"]
 
 
-def _pct(flags: pd.Series) -> float:
-    flags = flags.dropna().astype(bool)
-    return 100 * float(flags.mean()) if len(flags) else np.nan
-
-
 def prevalence_table(folder: Path, suites) -> pd.DataFrame:
     """Each audited suite's prevalence lines (Polynomial Concentration Table 1), one block per suite."""
     return pd.concat([pd.read_csv(folder / "audit" / s / "audit.csv").assign(suite=s) for s in suites],
@@ -247,7 +242,7 @@ def head_medians(rows: dict[str, pd.DataFrame]) -> pd.DataFrame:
         for (layer, head), g in r.groupby(["layer", "head"]):
             lines.append({"b": b, "layer": int(layer), "head": int(head), "active rows": len(g),
                           "med rho": float(g["rho"].median()), "med a_act": float(g["a_act"].median()),
-                          **{f"safe% p{p}": _pct(g[f"safe_p{p}"]) for p in P}})
+                          **{f"safe% p{p}": audit.percent(g[f"safe_p{p}"]) for p in P}})
     return pd.DataFrame(lines)
 
 
@@ -273,8 +268,8 @@ def matched(rows: dict[str, pd.DataFrame], sub: pd.DataFrame, causal: list[tuple
             in_top = pd.MultiIndex.from_frame(r[["layer", "head"]]).isin(top)
             cell = by.loc[f"relu_p{p}_b{b}"]
             lines.append({"recipe": f"relu_p{p}_b{b}", "p": p, "b": b, "rows": len(r),
-                          "all-head safe %": _pct(r[f"safe_p{p}"]),
-                          f"top-{len(causal)} safe %": _pct(r.loc[in_top, f"safe_p{p}"]),
+                          "all-head safe %": audit.percent(r[f"safe_p{p}"]),
+                          f"top-{len(causal)} safe %": audit.percent(r.loc[in_top, f"safe_p{p}"]),
                           "softmax %": base, "accuracy %": float(cell["accuracy %"]),
                           "lo": float(cell["lo"]), "hi": float(cell["hi"]), "delta pp": float(cell["delta pp"])})
     return pd.DataFrame(lines)

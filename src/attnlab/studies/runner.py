@@ -219,16 +219,16 @@ def _is_study(folder: Path) -> bool:
     return isinstance(saved, dict) and "study" in saved
 
 
-def study_folders(path: str | Path) -> list[Path]:
+def study_folders(path: str | Path, *, required: bool = True) -> list[Path]:
     """The study folders a path names: itself if it is one, else its subfolders that are (a demo's
-    folder), in registry order."""
+    folder), in registry order; none is a StudyError unless not ``required``."""
     path = Path(path)
     if not path.is_dir():
         raise StudyError(f"{path} is not a folder")
-    if (path / CONFIG).is_file():
+    if _is_study(path):
         return [path]
     found = [(read_config(sub)["study"], sub) for sub in sorted(path.iterdir()) if _is_study(sub)]
-    if not found:
+    if not found and required:
         raise StudyError(f"{path} holds no study folder (a folder with the {CONFIG} that attnlab study writes)")
     order = list(STUDIES)
     return [sub for _, sub in sorted(found, key=lambda pair: order.index(pair[0]))]
@@ -280,7 +280,7 @@ def report(paths: list[str | Path], out: str | Path, title: str = "attnlab repor
     for path in map(Path, paths):
         found = [] if _is_study(path) else command_folders(path)  # a study reports its own command folders
         commands += found
-        studies += study_folders(path) if not found else [sub for sub in sorted(path.iterdir()) if _is_study(sub)]
+        studies += study_folders(path, required=not found)
     sections = [(summarize(folder), folder) for folder in studies]
     sections += [(command_section(folder), folder) for folder in commands]
     compared = [*comparisons(studies, Path(out).parent), *command_comparisons(commands, Path(out).parent)]
