@@ -31,7 +31,7 @@ _TINY_WORDS = (
 
 def _template_words() -> set[str]:
     fixed = " ".join([prompts.NIAH_CUE, prompts.PASSKEY_CUE, prompts.RULER_INTRO, prompts.RULER_NEEDLE,
-                      prompts.RULER_QUESTION])
+                      prompts.RULER_QUESTION, *prompts.NIAH_ORDINALS, *prompts.DECOY_MODIFIERS])
     return set(re.findall(r"[a-z]+", fixed.lower()))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -142,3 +143,41 @@ def test_baseline_below_80_percent_is_flagged_and_above_is_not():
     assert substitute.baseline_warning(80.0, "niah") is None
     warning = substitute.baseline_warning(79.5, "mqar")
     assert warning.startswith("softmax itself scores 79.5% (< 80%) on mqar") and "App. X" in warning
+
+
+def test_decoy_suites_count_wrong_answers_that_name_a_decoy(checkpoint, tmp_path, capsys):
+    out = tmp_path / "sub_decoy"
+    code, _, err = _run(["substitute", "--model", str(checkpoint), "--suite", "niah_decoy", "--prompts", "6",
+                         "--pad", "1", "--recipes", "sigmoid_b0", "--out", str(out)], capsys)
+    assert code == 0, err
+    table = pd.read_csv(out / "substitute.csv")
+    answers = pd.read_parquet(out / "answers.parquet")
+    model, tok = hooks.load_model(checkpoint)
+    prompts = tasks.build_suite("niah_decoy", tok, 6, pad=1)
+    for recipe, group in answers.groupby("recipe"):
+        line = table[table["recipe"] == recipe].iloc[0]
+        tricked = 0
+        for prompt, generated, correct in zip(prompts, group["generated"], group["correct"]):
+            first = tok(generated, add_special_tokens=False)["input_ids"][:1]
+            tricked += (not correct) and any(first == [d[0]] for d in prompt.meta["decoy_ids"])
+        assert line["decoy"] == tricked
+        assert line["correct"] + line["decoy"] + line["neither"] == line["n"] == 6
+    plain = _run(["substitute", "--model", str(checkpoint), "--prompts", "2", "--pad", "1", "--recipes",
+                  "sigmoid_b0", "--out", str(tmp_path / "plain")], capsys)
+    assert plain[0] == 0 and "decoy" not in pd.read_csv(tmp_path / "plain" / "substitute.csv")
+
+
+def test_literary_reads_the_users_passages(checkpoint, tmp_path, capsys):
+    text = tmp_path / "mine.txt"
+    text.write_text("## Mine\n" + "The dog ran to the old red barn and sat in the sun all day long. " * 3 + "\n\n"
+                    + "A cat saw a big new sky and ran to the sun, and the sun was red and old and big. " * 2)
+    out = tmp_path / "sub_literary"
+    code, _, err = _run(["substitute", "--model", str(checkpoint), "--suite", "literary", "--passages", str(text),
+                         "--prompts", "4", "--pad", "3", "--recipes", "relu_p2_b0", "--out", str(out)], capsys)
+    assert code == 0, err
+    config = json.loads((out / "config.json").read_text())
+    assert config["passages"] == str(text) and config["suite"] == "literary"
+    assert (pd.read_csv(out / "substitute.csv")["n"] == 4).all()
+    code, _, err = _run(["substitute", "--model", str(checkpoint), "--suite", "literary", "--passages",
+                         str(tmp_path / "missing.txt"), "--recipes", "relu_p2_b0", "--out", str(out)], capsys)
+    assert code != 0 and "--passages" in err and "is not a file" in err

@@ -8,14 +8,30 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.tasks import SUITES, SuiteError, answer_correct, answer_keys, build_suite, generic_text, max_new_tokens
+from attnlab.tasks import (SUITES, SuiteError, answer_correct, answer_keys, build_suite, decoy_hit, generic_text,
+                           max_new_tokens)
+from attnlab.tasks.prompts import bundled_passages, parse_passages
 from attnlab.tasks.text import lexicon
 from offline import build_tokenizer
 
 CUES = ("secret", "word", "pass", "key", "magic", "uuid", "special")
 # Small settings per suite so the whole file stays fast.
+PASSAGES = """# a comment line, not a passage
+## The River | A. Writer | 1900 | test
+The river ran past the old mill every morning, and the miller counted the boats that went by, one by one,
+until the sun was high and the water turned from grey to green and the children came down to the bank.
+
+Untitled second passage: the brown dog slept under the table while the cat watched the birds in the garden,
+and nobody in the house said a word about the broken window or the missing cake.
+
+## Third | Someone | 1910 | test
+Short passages are fine as long as they hold enough tokens: the wind blew over the hill and the sheep
+moved slowly toward the barn where the farmer waited with his lamp and his dog.
+"""
 SMALL = {"niah": {"pad": 6}, "passkey_niah": {"pad": 6}, "uuid_niah": {"pad": 6},
-         "induction": {"length": 64}, "mqar": {"length": 64}, "copying": {"pad": 20}}
+         "induction": {"length": 64}, "mqar": {"length": 64}, "copying": {"pad": 20},
+         "niah_multi": {"pad": 6}, "niah_decoy": {"pad": 6}, "ruler_multikey": {"pad": 6},
+         "literary": {"pad": 20, "passages": PASSAGES}}
 
 
 @pytest.fixture(scope="module", params=["word", "bpe"])
@@ -269,7 +285,8 @@ def test_not_a_tokenizer():
 
 def test_max_new_tokens_follow_the_seed():
     assert {n: max_new_tokens(n) for n in SMALL} == {
-        "niah": 1, "induction": 1, "mqar": 1, "copying": 1, "uuid_niah": 56, "passkey_niah": 24}
+        "niah": 1, "induction": 1, "mqar": 1, "copying": 1, "uuid_niah": 56, "passkey_niah": 24, "niah_multi": 1,
+        "niah_decoy": 1, "ruler_multikey": 56, "literary": 1}
 
 
 def test_answer_correct_single_token(bpe):
@@ -330,7 +347,8 @@ def test_word_lists_hold_no_cue_and_no_duplicate():
 def test_suite_stream_ids_never_change():
     """A suite's stream id is the second word of every seed it draws: changing one changes every prompt."""
     assert {name: s.stream for name, s in SUITES.items()} == {
-        "niah": 1, "induction": 2, "mqar": 3, "copying": 4, "uuid_niah": 5, "passkey_niah": 6}
+        "niah": 1, "induction": 2, "mqar": 3, "copying": 4, "uuid_niah": 5, "passkey_niah": 6, "niah_multi": 7,
+        "niah_decoy": 8, "ruler_multikey": 9, "literary": 10}
 
 
 def test_user_suite_registers_with_its_own_stream(bpe):
@@ -412,3 +430,143 @@ def test_a_haystack_is_refused_where_it_has_no_place_or_is_too_short(tok):
         build_suite("induction", tok, 1, length=64, haystack=HAYSTACK)
     with pytest.raises(SuiteError, match="has 2 sentences; niah needs at least 8"):
         build_suite("niah", tok, 1, pad=2, haystack="One sentence. Two sentences.")
+
+
+# ------------------------------------------------------------------------------- two needles, decoys, multi-key
+
+
+def _count(ids, token) -> int:
+    return sum(t == token for t in ids)
+
+
+def test_niah_multi_plants_two_needles_and_asks_for_one_by_its_ordinal(tok):
+    asked = set()
+    for p in build_suite("niah_multi", tok, 12, seed=3, pad=6):
+        text = _text(tok, p.input_ids)
+        first, second = p.meta["needles"]
+        assert text.startswith(f"the first secret word is {first}.")
+        assert f"the second secret word is {second}." in text
+        assert text.endswith(f"the {p.meta['asked']} secret word is")
+        want = first if p.meta["asked"] == "first" else second
+        assert _text(tok, p.answer_ids).strip() == want
+        assert p.meta["decoys"] == ((second if want == first else first),)
+        (decoy,) = p.meta["decoy_ids"]
+        assert _count(p.input_ids, decoy[0]) == 1 and _count(p.input_ids, p.answer_ids[0]) == 1
+        assert p.input_ids[p.answer_positions[0]] == p.answer_ids[0]
+        asked.add(p.meta["asked"])
+    assert asked == {"first", "second"}
+
+
+def test_niah_decoy_plants_fake_decoy_and_real_before_the_haystack(tok):
+    for p in build_suite("niah_decoy", tok, 8, seed=1, pad=6):
+        text = _text(tok, p.input_ids)
+        fake, decoy = p.meta["decoys"]
+        assert text.startswith(f"the fake secret word is {fake}. the decoy secret word is {decoy}. "
+                               f"the real secret word is {p.meta['needle']}.")
+        assert text.endswith("the real secret word is") and text.count("secret word is") == 4
+        assert _text(tok, p.answer_ids).strip() == p.meta["needle"]
+        assert len({fake, decoy, p.meta["needle"]}) == 3
+        assert all(_count(p.input_ids, d[0]) == 1 for d in p.meta["decoy_ids"])
+
+
+def test_ruler_multikey_holds_four_needles_and_asks_the_value_of_one_key(tok):
+    for p in build_suite("ruler_multikey", tok, 6, seed=2, pad=8):
+        text = tok.decode(list(p.input_ids), skip_special_tokens=True)
+        text = re.sub(r" ([.,:?!-])", r"\1", text).replace("- ", "-")
+        planted = dict(re.findall(r"special magic uuids for (\w+) is: ?([0-9a-f-]{36})", text))
+        assert len(planted) == 4 and set(planted) == set(p.meta["keys"])
+        asked = re.findall(r"magic uuids for (\w+) mentioned", text)
+        assert asked == [p.meta["key"]] * 2
+        assert planted[p.meta["key"]] == p.meta["value"]
+        assert sorted(p.meta["decoys"]) == sorted(v for k, v in planted.items() if k != p.meta["key"])
+        assert answer_correct(p, list(p.answer_ids), tok)
+
+
+def test_decoy_hit_names_a_planted_decoy_and_nothing_else(tok):
+    p = build_suite("niah_decoy", tok, 1, seed=4, pad=4)[0]
+    fake, decoy = p.meta["decoy_ids"]
+    assert decoy_hit(p, [fake[0]]) and decoy_hit(p, [decoy[0], 5])
+    assert not decoy_hit(p, list(p.answer_ids)) and not decoy_hit(p, [])
+    assert decoy_hit(build_suite("niah", tok, 1, pad=2)[0], [1]) is None
+    multi = build_suite("ruler_multikey", tok, 1, seed=4, pad=4)[0]
+    other = tok(" " + multi.meta["decoys"][1], add_special_tokens=False)["input_ids"]
+    assert decoy_hit(multi, other, tok) and not decoy_hit(multi, list(multi.answer_ids), tok)
+    with pytest.raises(SuiteError, match="decoy_hit"):
+        decoy_hit(multi, other)
+
+
+# ------------------------------------------------------------------------------------------ literary completion
+
+
+def test_parse_passages_splits_on_blank_lines_and_reads_titles():
+    assert parse_passages(PASSAGES) == (
+        ("The River", " ".join(PASSAGES.split("\n\n")[0].splitlines()[2:])),
+        ("passage 2", " ".join(PASSAGES.split("\n\n")[1].split())),
+        ("Third", " ".join(PASSAGES.split("\n\n")[2].splitlines()[1:]).strip()),
+    )
+    assert parse_passages("# only a comment\n\n\n") == ()
+
+
+def test_literary_is_padding_then_a_passage_cut_part_way_with_its_next_token_as_answer(tok):
+    texts = dict(parse_passages(PASSAGES))
+    lead = _bos(tok)
+    seen = set()
+    for p in build_suite("literary", tok, 9, seed=1, pad=20, passages=PASSAGES):
+        ids = _ids(tok, texts[p.meta["title"]])
+        cut = p.meta["cut"]
+        assert len(ids) // 2 <= cut < len(ids)
+        assert list(p.input_ids) == lead + list(p.input_ids[len(lead):len(lead) + 20]) + ids[:cut]
+        assert not set(p.input_ids[len(lead):len(lead) + 20]) & set(ids)  # padding never names the text
+        assert p.answer_ids == (ids[cut],) and p.answer_positions == () and answer_keys(p) == {}
+        seen.add(p.meta["title"])
+    assert seen == set(texts)  # 9 prompts cycle through the 3 passages
+
+
+def test_literary_length_sets_the_padding(tok):
+    for p in build_suite("literary", tok, 4, length=120, passages=PASSAGES):
+        assert len(p.input_ids) == 120 and p.meta["pad"] == 120 - len(_bos(tok)) - p.meta["cut"]
+    with pytest.raises(SuiteError, match="shorter than prompt 0's opening"):
+        build_suite("literary", tok, 1, length=10, passages=PASSAGES)
+
+
+# ------------------------------------------------------------------------------------------ chat template
+
+CHAT = ("{% for m in messages %}<s>[{{ m['role'] }}] {{ m['content'] }} [end]{% endfor %}"
+        "{% if add_generation_prompt %} [assistant]{% endif %}")
+
+
+@pytest.mark.parametrize("name", ["niah", "copying", "ruler_multikey", "literary"])
+def test_chat_frames_every_prompt_as_a_user_message(word, name):
+    plain = build_suite(name, word, 3, seed=1, **SMALL[name])
+    word.chat_template = CHAT
+    try:
+        framed = build_suite(name, word, 3, seed=1, chat=True, **SMALL[name])
+        before = _ids(word, "<s>[user] ")
+        after = _ids(word, " [end] [assistant]")
+    finally:
+        word.chat_template = None
+    lead = len(_bos(word))
+    for p, f in zip(plain, framed):
+        assert list(f.input_ids) == before + list(p.input_ids[lead:]) + after
+        shift = len(before) - lead
+        assert f.answer_positions == tuple(a + shift for a in p.answer_positions)
+        keys = answer_keys(f)
+        assert {q - shift: k - shift for q, k in keys.items() if q != len(f.input_ids) - 1} == {
+            q: k for q, k in answer_keys(p).items() if q != len(p.input_ids) - 1}
+    with pytest.raises(SuiteError, match="has no chat template"):
+        build_suite("niah", word, 1, pad=2, chat=True)
+
+
+def test_chat_keeps_inductions_answer_keys_on_the_repeat(word):
+    word.chat_template = CHAT
+    try:
+        (p,) = build_suite("induction", word, 1, seed=2, length=40, chat=True)
+    finally:
+        word.chat_template = None
+    after = _ids(word, " [end] [assistant]")
+    assert list(p.input_ids[-len(after):]) == after and p.meta["trail"] == len(after)
+    keys = answer_keys(p)
+    repeat = p.meta["repeat"]
+    body = len(p.input_ids) - len(after)
+    assert set(keys) == set(range(body - repeat, body)) | {len(p.input_ids) - 1}
+    assert all(p.input_ids[k - 1] == p.input_ids[q] for q, k in keys.items() if q < body)

@@ -28,7 +28,7 @@ from ..options import command_line, option
 from ..report.sections import Section, Table
 from .readout import prompt_reading, read_rows
 from .runs import (RunError, SuiteRun, biases, calibration_record, check_count, load, settings, staged_output,
-                   suite_prompts)
+                   run_prompts)
 from .sections import register
 
 Head = tuple[int, int]
@@ -185,8 +185,7 @@ def run(cfg: MatchedConfig, out: str | Path, *, progress: bool = True, overwrite
     n_layers, n_heads = hooks.num_heads(model)
     if stray := [h for h in heads if not (h[0] < n_layers and h[1] < n_heads)]:
         raise RunError(f"heads {stray[:3]} are not in the model's {n_layers} layers x {n_heads} heads")
-    prompts = suite_prompts(model, tokenizer, cfg.suite, cfg.prompts, seed=cfg.seed, pad=cfg.pad,
-                            length=cfg.length, bos=cfg.bos, haystack=cfg.haystack)
+    prompts = run_prompts(model, tokenizer, cfg)
     labels = list(dict.fromkeys(relu_cell(name)[1] for name in cfg.recipes))
     bias_list, b_auto = biases(model, tokenizer, labels, cfg.device, cfg.b_auto, cfg.calibration)
     degrees = tuple(sorted({relu_cell(name)[0] for name in cfg.recipes}))

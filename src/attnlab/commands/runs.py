@@ -77,9 +77,10 @@ class CheckpointRun:
 class SuiteRun(CheckpointRun):
     """A command that runs a prompt suite (``tasks.build_suite``) on a checkpoint."""
 
-    suite: str = option("niah", "prompt suite: niah, induction, mqar, copying, uuid_niah, passkey_niah")
+    suite: str = option("niah", "prompt suite: niah, niah_multi, niah_decoy, uuid_niah, passkey_niah, "
+                                "ruler_multikey, induction, mqar, copying, literary (attnlab tasks lists them)")
     prompts: int = option(20, "prompts in the suite", metavar="N")
-    pad: int | None = option(None, "haystack sentences (niah, uuid_niah)")
+    pad: int | None = option(None, "haystack sentences (NIAH suites), random padding tokens (copying, literary)")
     length: int | None = option(None, "target prompt length in tokens")
     b_auto: float | None = option(None, "use this b_auto instead of calibrating: a number, or an earlier run's "
                                         "folder (or its config.json) whose b_auto to reuse", metavar="B|RUN",
@@ -89,6 +90,12 @@ class SuiteRun(CheckpointRun):
     haystack: str | None = option(None, "UTF-8 text whose sentences fill the haystacks of niah, uuid_niah and "
                                         "passkey_niah instead of generated ones, e.g. text written after the "
                                         "model's training cutoff", metavar="FILE")
+    passages: str | None = option(None, "UTF-8 text of passages separated by blank lines that literary opens "
+                                        "instead of the bundled novel openings: a text the model has not seen "
+                                        "tells reading from memory ('## title' lines name passages)",
+                                  metavar="FILE")
+    chat: bool = option(False, "frame every prompt as one user message of the tokenizer's chat template, with its "
+                               "generation prompt after it (instruction-tuned models)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -104,6 +111,8 @@ class SuiteRun(CheckpointRun):
             read_text(self.calibration, "--calibration")
         if self.haystack is not None:
             read_text(self.haystack, "--haystack")
+        if self.passages is not None:
+            read_text(self.passages, "--passages")
 
 
 def settings(run: CheckpointRun) -> dict:
@@ -166,16 +175,26 @@ def with_bos(tokenizer, ids: list[int], bos: bool) -> list[int]:
     return [tokenizer.bos_token_id, *ids]
 
 
+def run_prompts(model, tokenizer, run: SuiteRun, **override) -> list[tasks.Prompt]:
+    """``suite_prompts`` with a run's settings (suite, prompts, seed, pad, length, bos, haystack, passages,
+    chat); ``override`` replaces some of them, e.g. ``suite=`` for a second suite."""
+    given = {"suite": run.suite, "n_prompts": run.prompts, "seed": run.seed, "pad": run.pad, "length": run.length,
+             "bos": run.bos, "haystack": run.haystack, "passages": run.passages, "chat": run.chat, **override}
+    return suite_prompts(model, tokenizer, given.pop("suite"), given.pop("n_prompts"), **given)
+
+
 def suite_prompts(model, tokenizer, suite: str, n_prompts: int, *, seed: int = 0, pad: int | None = None,
-                  length: int | None = None, bos: bool = False, haystack: str | None = None) -> list[tasks.Prompt]:
+                  length: int | None = None, bos: bool = False, haystack: str | None = None,
+                  passages: str | None = None, chat: bool = False) -> list[tasks.Prompt]:
     """The suite's prompts for this tokenizer, checked against the model's context length; ``haystack``
-    names a text file whose sentences fill NIAH haystacks."""
+    names a text file whose sentences fill NIAH haystacks, ``passages`` one whose passages literary opens."""
     if suite not in tasks.SUITES:
         raise RunError(f"unknown suite {suite!r}; choose one of {', '.join(sorted(tasks.SUITES))}")
     try:
         text = None if haystack is None else read_text(haystack, "--haystack")
+        texts = None if passages is None else read_text(passages, "--passages")
         prompts = tasks.build_suite(suite, tokenizer, n_prompts, seed=seed, pad=pad, length=length, bos=bos,
-                                    haystack=text)
+                                    haystack=text, passages=texts, chat=chat)
     except tasks.SuiteError as exc:
         raise RunError(str(exc)) from exc
     limit = context_length(model)

@@ -23,7 +23,7 @@ from ..io import check_output, write_json, write_parquet, write_table
 from ..options import command_line, option
 from ..report.sections import Section, Table
 from .runs import (RunError, SuiteRun, calibration_record, load, recipe_b_auto, settings, staged_output,
-                   suite_prompts)
+                   run_prompts)
 from .sections import register
 
 BASELINE = "softmax"
@@ -82,8 +82,11 @@ def score(model, tokenizer, prompts: Sequence[tasks.Prompt], suite: str, device:
     # disable=None: drawn only when stderr is a terminal, so a captured log gets no redrawn bars
     for prompt in tqdm(prompts, desc=label, unit="prompt", disable=None if progress else True, leave=False):
         generated = greedy(model, prompt, n_new, device, pad_id)
-        records.append({"recipe": label, "prompt": prompt.index,
-                        "correct": bool(tasks.answer_correct(prompt, generated, tokenizer)),
+        correct = bool(tasks.answer_correct(prompt, generated, tokenizer))
+        decoy = tasks.decoy_hit(prompt, generated, tokenizer)
+        records.append({"recipe": label, "prompt": prompt.index, "correct": correct,
+                        # None: the suite plants no decoy; a right answer is never counted as decoy-tricked
+                        "decoy": None if decoy is None else decoy and not correct,
                         "generated": tokenizer.decode(generated)})
     return records
 
@@ -111,14 +114,20 @@ def as_warning(text: str | None) -> str | None:
 
 
 def accuracy_table(records: pd.DataFrame, order: Sequence[str], resolved: dict[str, str]) -> pd.DataFrame:
-    """One line per recipe: correct/n, accuracy % with Wilson 95% interval, delta from softmax in pp."""
+    """One line per recipe: correct/n, accuracy % with Wilson 95% interval, delta from softmax in pp; on a
+    suite with decoys, the wrong answers that name a decoy ("decoy") and those that name nothing planted
+    ("neither"), Polynomial Concentration App. Z's failure-mode count."""
     base = records[records["recipe"] == BASELINE]["correct"].mean() * 100
+    decoys = "decoy" in records and records["decoy"].notna().any()
     lines = []
     for label in order:
-        line = {"recipe": label, "map": resolved[label],
-                **accuracy(records[records["recipe"] == label]["correct"], base)}
+        mine = records[records["recipe"] == label]
+        line = {"recipe": label, "map": resolved[label], **accuracy(mine["correct"], base)}
         if label == BASELINE:
             line["delta pp"] = np.nan
+        if decoys:
+            tricked = int(mine["decoy"].astype(bool).sum())
+            line.update({"decoy": tricked, "neither": line["n"] - line["correct"] - tricked})
         lines.append(line)
     return pd.DataFrame(lines)
 
@@ -128,8 +137,7 @@ def run(cfg: SubstituteConfig, out: str | Path, *, progress: bool = True, overwr
     answers.parquet (one row per recipe and prompt) and config.json (with b_auto)."""
     check_output(out, settings(cfg), overwrite=overwrite, what="attnlab substitute")
     model, tokenizer = load(cfg.model, cfg.device, cfg.dtype)
-    prompts = suite_prompts(model, tokenizer, cfg.suite, cfg.prompts, seed=cfg.seed, pad=cfg.pad,
-                            length=cfg.length, bos=cfg.bos, haystack=cfg.haystack)
+    prompts = run_prompts(model, tokenizer, cfg)
     b_auto = recipe_b_auto(model, tokenizer, cfg.recipes, cfg.device, cfg.b_auto, cfg.calibration)
     resolved = {BASELINE: BASELINE, **{r: hooks.resolve(r, b_auto).name for r in cfg.recipes}}
     # softmax is always scored, once: named among the recipes too, it would count every prompt twice
@@ -164,5 +172,7 @@ def report_section(folder: Path, config: dict) -> Section:
                                                     "softmax on every head, without training?",
         command=command_line("substitute", SubstituteConfig, config, str(folder)),
         tables=(Table("substitute", "Exact-match accuracy % per recipe with its Wilson 95% interval, and the "
-                                    "difference from softmax in percentage points."),),
+                                    "difference from softmax in percentage points; on a suite with decoys, the "
+                                    "wrong answers naming a planted decoy (decoy) or nothing planted (neither), "
+                                    "as Polynomial Concentration App. Z tracks them."),),
         warnings=() if warning is None else (warning,))

@@ -1,4 +1,4 @@
-"""Synthetic tasks and prompt suites (Polynomial Concentration App. B, E, AA, AI; Vasylenko et al. 2025 App. G.1,
+"""Synthetic tasks and prompt suites (Polynomial Concentration App. B, E, X, Z, AA, AI; Vasylenko et al. 2025 App. G.1,
 H.3; Attention Sinks Essential §3.2).
 
     >>> from attnlab import tasks
@@ -8,7 +8,8 @@ H.3; Attention Sinks Essential §3.2).
     >>> stream = tasks.TaskStream("mqmtar", length=64, seed=0)              # what attnlab.train reads
 """
 
-from .prompts import SUITES, Prompt, Suite, SuiteError, answer_correct, answer_keys, build_suite, max_new_tokens
+from .prompts import (SUITES, Prompt, Suite, SuiteError, answer_correct, answer_keys, build_suite, decoy_hit,
+                      max_new_tokens)
 from .synthetic import (
     TASKS, Task, TaskBatch, TaskError, TaskStream, VectorBatch, exact_match, get_task, register, scored_accuracy,
     show, trigger_mask,
@@ -17,6 +18,6 @@ from .text import CUE_WORDS, generic_text
 
 __all__ = [
     "CUE_WORDS", "SUITES", "TASKS", "Prompt", "Suite", "SuiteError", "Task", "TaskBatch", "TaskError", "TaskStream",
-    "VectorBatch", "answer_correct", "answer_keys", "build_suite", "exact_match", "generic_text", "get_task",
-    "max_new_tokens", "register", "scored_accuracy", "show", "trigger_mask",
+    "VectorBatch", "answer_correct", "answer_keys", "build_suite", "decoy_hit", "exact_match", "generic_text",
+    "get_task", "max_new_tokens", "register", "scored_accuracy", "show", "trigger_mask",
 ]

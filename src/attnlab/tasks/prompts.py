@@ -1,7 +1,9 @@
-"""Tokenizer-agnostic, deterministic prompt suites: NIAH, pass-key and UUID NIAH, induction, MQAR, copying.
+"""Tokenizer-agnostic, deterministic prompt suites: NIAH (single, two-needle, adversarial-decoy), pass-key and UUID
+NIAH, multi-key RULER, induction, MQAR, copying and literary completion.
 
-The constructions follow Polynomial Concentration: App. B (induction, MQAR, copying), App. E (NIAH), App. AA (pass key),
-App. AI (RULER ``niah_single_3`` template) and App. S (the answer key). Text suites are written as text and
+The constructions follow Polynomial Concentration: App. B (induction, MQAR, copying, literary completion), App. E
+(NIAH), App. X (two needles), App. Z (decoys), App. AA (pass key), App. AI (RULER ``niah_single_3`` and
+``niah_multikey_3`` templates) and App. S (the answer key). Text suites are written as text and
 tokenized whole with the caller's tokenizer; induction and MQAR draw random ordinary token ids.
 
 Every prompt is audited as App. E's prompt audit asks: the planted answer tokenizes the same in place and
@@ -13,6 +15,7 @@ tokenizer, seed, length, pad) gives the same prompts on every machine, whatever 
 from __future__ import annotations
 
 import dataclasses
+import re
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -34,6 +37,9 @@ RULER_INTRO = (
     "I will quiz you about the uuids afterwards.\n"
 )
 RULER_NEEDLE = "One of the special magic uuids for {key} is:"
+NIAH_ORDINALS = ("first", "second")  # App. X: the two needles, and the cue that names one
+DECOY_MODIFIERS = ("fake", "decoy", "real")  # App. Z: two decoys, then the real needle the cue asks for
+MULTIKEY_PAIRS = 4  # App. AI.4: (key, UUID) pairs per multi-key prompt
 RULER_QUESTION = (
     "\nWhat are all the special magic uuids for {key} mentioned in the provided text? "
     "The special magic uuids for {key} mentioned in the provided text are"
@@ -54,8 +60,10 @@ class Prompt:
     expected continuation: its first token decides single-token suites, the whole of it multi-token ones.
     ``answer_positions`` are the positions in ``input_ids`` where the answer was planted (the answer key
     of Polynomial Concentration App. S); for induction and copying, the position after the query token's first
-    occurrence.
-    ``meta`` holds what was drawn (needle, key, value, haystack sentences as ``pad``...).
+    occurrence; empty where the prompt does not hold its answer (literary completion: the model must know the
+    text).
+    ``meta`` holds what was drawn (needle, key, value, haystack sentences as ``pad``...); suites that plant
+    wrong answers on purpose list them as ``decoys`` (text) and ``decoy_ids`` (their tokens in place).
     """
 
     input_ids: tuple[int, ...]
@@ -94,8 +102,8 @@ class Suite:
     stream: int | None = None
 
     def __call__(self, tokenizer: Any, n_prompts: int, *, seed: int = 0, length: int | None = None,
-                 pad: int | None = None) -> list[Prompt]:
-        return build_suite(self.name, tokenizer, n_prompts, seed=seed, length=length, pad=pad)
+                 pad: int | None = None, **options: Any) -> list[Prompt]:
+        return build_suite(self.name, tokenizer, n_prompts, seed=seed, length=length, pad=pad, **options)
 
 
 SUITES: Registry[Suite] = Registry("suite")
@@ -130,6 +138,8 @@ class _Tok:
     lead: tuple[int, ...]  # what add_special_tokens=True puts before the text (BOS), often ()
     unk: int | None
     haystack: tuple[str, ...] = ()  # the user's sentences, filling NIAH haystacks instead of generated ones
+    passages: tuple[tuple[str, str], ...] = ()  # (title, text) of the texts literary completion opens
+    trail: tuple[int, ...] = ()  # what the chat template puts after the user's message (its generation prompt)
 
     def batch(self, texts: Sequence[str]) -> list[tuple[int, ...]]:
         # verbose=False: long prompts past model_max_length are intended here, not a mistake to warn about.
@@ -146,9 +156,28 @@ class _Tok:
         return np.array([i for i in range(size) if i not in skip], dtype=np.int64)
 
 
-def _adapt(tokenizer: Any, bos: bool = False, haystack: tuple[str, ...] = ()) -> _Tok:
+_CHAT_SLOT = "ATTNLABPROMPT"  # stands for the prompt inside the chat template, to split the template around it
+
+
+def _chat_frame(tokenizer: Any, name: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The ids the tokenizer's chat template puts before and after one user message (with the generation
+    prompt): every prompt is then read as an instruction-tuned model reads a user's turn."""
+    if not getattr(tokenizer, "chat_template", None):
+        raise SuiteError(f"chat: tokenizer {name} has no chat template; drop the chat option for a base model")
+    framed = tokenizer.apply_chat_template([{"role": "user", "content": _CHAT_SLOT}], tokenize=False,
+                                           add_generation_prompt=True)
+    if framed.count(_CHAT_SLOT) != 1:
+        raise SuiteError(f"chat: the chat template of {name} does not keep a user message as it is")
+    before, after = framed.split(_CHAT_SLOT)
+    ids = [tuple(tokenizer(part, add_special_tokens=False)["input_ids"]) if part else () for part in (before, after)]
+    return ids[0], ids[1]
+
+
+def _adapt(tokenizer: Any, bos: bool = False, haystack: tuple[str, ...] = (),
+           passages: tuple[tuple[str, str], ...] = (), chat: bool = False) -> _Tok:
     """The tokenizer as the suites use it; ``bos``: start every prompt with its BOS token even where the
-    tokenizer adds none itself; ``haystack``: the user's sentences for NIAH haystacks."""
+    tokenizer adds none itself; ``haystack``: the user's sentences for NIAH haystacks; ``passages``: the
+    texts literary completion opens; ``chat``: frame every prompt as a user message of the chat template."""
     name = str(getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
     try:
         bare = list(tokenizer("a", add_special_tokens=False)["input_ids"])
@@ -159,12 +188,16 @@ def _adapt(tokenizer: Any, bos: bool = False, haystack: tuple[str, ...] = ()) ->
             f"got {type(tokenizer).__name__}: {err}"
         ) from None
     lead = next((full[:i] for i in range(len(full) - len(bare) + 1) if full[i:i + len(bare)] == bare), [])
-    if bos and not lead:
-        bos_id = getattr(tokenizer, "bos_token_id", None)
+    trail: tuple[int, ...] = ()
+    if chat:
+        lead, trail = _chat_frame(tokenizer, name)
+    bos_id = getattr(tokenizer, "bos_token_id", None)
+    if bos and (not lead or (bos_id is not None and lead[0] != bos_id)):
         if bos_id is None:
             raise SuiteError(f"bos: tokenizer {name} has no BOS token to start the prompts with")
-        lead = [bos_id]
-    return _Tok(tokenizer, name, tuple(lead), getattr(tokenizer, "unk_token_id", None), haystack)
+        lead = [bos_id, *lead]
+    return _Tok(tokenizer, name, tuple(lead), getattr(tokenizer, "unk_token_id", None), haystack, passages,
+                tuple(trail))
 
 
 def _rng(seed: int, suite: str, *more: int) -> np.random.Generator:
@@ -320,10 +353,57 @@ def _cue_layout(cue: str, hay: list[str], depth: int, value: str) -> tuple[str, 
     return cue, "." + "".join(" " + s for s in hay) + " " + cue
 
 
+_SLOT = "\0"  # where " value" goes in a layout's text; the text is split there into head and tail
+
+
+def _around(text_: str) -> tuple[str, str]:
+    head, tail = text_.split(_SLOT)
+    return head, tail
+
+
+def _interleave(hay: list[str], needles: Sequence[tuple[int, str]]) -> str:
+    """The haystack sentences with each (boundary, sentence) needle inserted before sentence ``boundary``
+    (``len(hay)``: after the last), joined by single spaces."""
+    at: dict[int, list[str]] = {}
+    for boundary, needle in needles:
+        at.setdefault(boundary, []).append(needle)
+    return " ".join([*(part for i, s in enumerate(hay) for part in (*at.get(i, ()), s)), *at.get(len(hay), ())])
+
+
+def _boundary(fraction: float, hay: list[str]) -> int:
+    return int(fraction * (len(hay) + 1))
+
+
 def _ruler_layout(key: str, hay: list[str], depth: int, value: str) -> tuple[str, str]:
     # App. AI: the needle sits at a random sentence boundary of the haystack.
-    head = RULER_INTRO + "".join(s + " " for s in hay[:depth]) + RULER_NEEDLE.format(key=key)
-    return head, "." + "".join(" " + s for s in hay[depth:]) + RULER_QUESTION.format(key=key)
+    needle = RULER_NEEDLE.format(key=key) + _SLOT + "."
+    return _around(RULER_INTRO + _interleave(hay, [(depth, needle)]) + RULER_QUESTION.format(key=key))
+
+
+def _multikey_layout(key: str, others: Sequence[tuple[str, str, float]], hay: list[str], depth: int,
+                     value: str) -> tuple[str, str]:
+    # App. AI.4 (RULER niah_multikey_3): every (key, UUID) needle at its own random sentence boundary; the
+    # question names one key.
+    needles = [(depth, RULER_NEEDLE.format(key=key) + _SLOT + ".")] + [
+        (_boundary(f, hay), RULER_NEEDLE.format(key=k) + f" {v}.") for k, v, f in others]
+    return _around(RULER_INTRO + _interleave(hay, needles) + RULER_QUESTION.format(key=key))
+
+
+def _two_needle_layout(needles: tuple[str, str], asked: int, hay: list[str], depth: int,
+                       value: str) -> tuple[str, str]:
+    # App. X: the first needle opens the prompt, the second sits at a random sentence boundary, and the cue
+    # names one of them by its ordinal.
+    said = [f"The {o} secret word is" + (_SLOT if i == asked else f" {w}") + "."
+            for i, (o, w) in enumerate(zip(NIAH_ORDINALS, needles))]
+    body = _interleave(hay, [(depth, said[1])])
+    return _around(said[0] + (" " + body if body else "") + f" The {NIAH_ORDINALS[asked]} secret word is")
+
+
+def _decoy_layout(decoys: tuple[str, str], hay: list[str], depth: int, value: str) -> tuple[str, str]:
+    # App. Z: two decoy plants and the real one open the prompt, in this order; the cue asks for the real one.
+    plants = [f"The {m} secret word is {w}." for m, w in zip(DECOY_MODIFIERS, decoys)]
+    plants.append(f"The {DECOY_MODIFIERS[-1]} secret word is{_SLOT}.")
+    return _around(" ".join(plants + hay) + f" The {DECOY_MODIFIERS[-1]} secret word is")
 
 
 # Defaults: pad 128 is the matched NIAH and pass-key setting (App. E/F, AA); copying's pad 500 is Sec. 5.4;
@@ -386,6 +466,91 @@ def _uuid_niah(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: in
         )
         meta = {"key": key, "value": value, "depth": depth, "pad": sentences}
         prompts.append(Prompt(*built, "uuid_niah", index, meta))
+    return prompts
+
+
+def _decoy_meta(tok: _Tok, words: Sequence[str]) -> dict:
+    return {"decoys": tuple(words), "decoy_ids": tuple(tok.batch([" " + w for w in words]))}
+
+
+@suite("niah_multi", "two needles, 'The first/second secret word is X.'; the cue asks for one by its ordinal",
+       "Polynomial Concentration App. X", stream=7, default_pad=32)
+def _niah_multi(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
+    _require_known(tok, "niah_multi", f"{NIAH_CUE} {' '.join(NIAH_ORDINALS)}")
+    lex, enc = _screened_lexicon(tok, "niah_multi")
+    pool = _single_token_nouns(tok, "niah_multi", lex["nouns"], NIAH_CUE)
+    if len(pool) < 2:
+        raise SuiteError(f"niah_multi: tokenizer {tok.name!r} encodes fewer than 2 built-in nouns as one token")
+    prompts = []
+    for index in range(n_prompts):
+        rng = _rng(seed, "niah_multi", index)
+        pair = [pool[int(k)] for k in rng.choice(len(pool), 2, replace=False)]
+        asked = int(rng.integers(2))
+        words = (pair[0][0], pair[1][0])
+        lex_ = _without(_without(lex, enc, pair[0][1]), enc, pair[1][1])
+        built, _, sentences, depth = _plant(
+            tok, "niah_multi", index, rng, lex_, lambda rng, w=words[asked]: w,
+            partial(_two_needle_layout, words, asked), pad, length, {pair[1 - asked][1]: 1},
+        )
+        meta = {"needles": words, "asked": NIAH_ORDINALS[asked], "depth": depth, "pad": sentences,
+                **_decoy_meta(tok, [words[1 - asked]])}
+        prompts.append(Prompt(*built, "niah_multi", index, meta))
+    return prompts
+
+
+@suite("niah_decoy", "'The fake/decoy/real secret word is X/Y/Z.', a haystack, then 'The real secret word is'",
+       "Polynomial Concentration App. Z", stream=8, default_pad=128)
+def _niah_decoy(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
+    _require_known(tok, "niah_decoy", f"{NIAH_CUE} {' '.join(DECOY_MODIFIERS)}")
+    lex, enc = _screened_lexicon(tok, "niah_decoy")
+    pool = _single_token_nouns(tok, "niah_decoy", lex["nouns"], NIAH_CUE)
+    if len(pool) < len(DECOY_MODIFIERS):
+        raise SuiteError(f"niah_decoy: tokenizer {tok.name!r} encodes fewer than {len(DECOY_MODIFIERS)} built-in "
+                         "nouns as one token")
+    prompts = []
+    for index in range(n_prompts):
+        rng = _rng(seed, "niah_decoy", index)
+        *decoys, real = [pool[int(k)] for k in rng.choice(len(pool), len(DECOY_MODIFIERS), replace=False)]
+        lex_ = lex
+        for _, token in (*decoys, real):
+            lex_ = _without(lex_, enc, token)
+        words = tuple(w for w, _ in decoys)
+        built, _, sentences, _ = _plant(
+            tok, "niah_decoy", index, rng, lex_, lambda rng, w=real[0]: w, partial(_decoy_layout, words), pad,
+            length, {t: 1 for _, t in decoys},
+        )
+        meta = {"needle": real[0], "pad": sentences, **_decoy_meta(tok, words)}
+        prompts.append(Prompt(*built, "niah_decoy", index, meta))
+    return prompts
+
+
+@suite("ruler_multikey", f"RULER niah_multikey_3: {MULTIKEY_PAIRS} (key, UUID) needles; recall the UUID of one key",
+       "Polynomial Concentration App. AI.4; Hsieh et al. 2024", stream=9, max_new_tokens=56, scoring="substring",
+       default_pad=128)
+def _ruler_multikey(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
+    template = RULER_INTRO + RULER_NEEDLE + RULER_QUESTION
+    _require_known(tok, "ruler_multikey", template.replace("{key}", ""))
+    lex, enc = _screened_lexicon(tok, "ruler_multikey")
+    context = RULER_NEEDLE.split(" {key}")[0]
+    pool = _single_token_nouns(tok, "ruler_multikey", lex["nouns"], context)
+    if len(pool) < MULTIKEY_PAIRS:
+        raise SuiteError(f"ruler_multikey: tokenizer {tok.name!r} encodes fewer than {MULTIKEY_PAIRS} built-in "
+                         "nouns as one token")
+    prompts = []
+    for index in range(n_prompts):
+        rng = _rng(seed, "ruler_multikey", index)
+        (key, token), *rest = [pool[int(k)] for k in rng.choice(len(pool), MULTIKEY_PAIRS, replace=False)]
+        others = [(k, _uuid(rng), float(rng.random())) for k, _ in rest]
+        lex_ = lex
+        for _, t in (*rest, (key, token)):
+            lex_ = _without(lex_, enc, t)
+        built, value, sentences, depth = _plant(
+            tok, "ruler_multikey", index, rng, lex_, _uuid, partial(_multikey_layout, key, others), pad, length,
+            {token: 3, **{t: 1 for _, t in rest}},
+        )
+        meta = {"key": key, "value": value, "depth": depth, "pad": sentences, "keys": (key, *(k for k, _ in rest)),
+                **_decoy_meta(tok, [v for _, v, _ in others])}
+        prompts.append(Prompt(*built, "ruler_multikey", index, meta))
     return prompts
 
 
@@ -497,6 +662,55 @@ def _copying(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int 
     return prompts
 
 
+MIN_PASSAGE_TOKENS = 16  # a literary opening needs some text to be recognised by before the cut
+
+
+def parse_passages(text_: str) -> tuple[tuple[str, str], ...]:
+    """(title, text) of each passage of a text: passages are separated by blank lines; lines starting with
+    '#' are comments, except that a '## title' line names the passage it opens (untitled: 'passage N')."""
+    out = []
+    for block in re.split(r"\n\s*\n", text_):
+        lines = [line.strip() for line in block.splitlines() if line.strip()]
+        titles = [line[3:].split("|")[0].strip() for line in lines if line.startswith("## ")]
+        body = " ".join(line for line in lines if not line.startswith("#"))
+        if body:
+            out.append((titles[0] if titles else f"passage {len(out) + 1}", " ".join(body.split())))
+    return tuple(out)
+
+
+def bundled_passages() -> tuple[tuple[str, str], ...]:
+    """The openings of public-domain novels that ship with attnlab, the literary suite's default texts."""
+    return parse_passages(text.bundled("literary.txt"))
+
+
+@suite("literary", "random padding, then the opening of a known text cut part-way; predict its next token",
+       "Polynomial Concentration App. B, Table 2", stream=10, default_pad=500)
+def _literary(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
+    # App. B's literary completion: openings of well-known novels after random padding, scored on the next
+    # token. A model that has read the text can answer; the prompt itself does not hold the answer, so the
+    # suite measures memorized text unless the user passes texts the model cannot have seen.
+    texts = tok.passages or bundled_passages()
+    usable = [(title, ids) for (title, _), ids in zip(texts, tok.batch([t for _, t in texts]))
+              if len(ids) >= MIN_PASSAGE_TOKENS and (tok.unk is None or tok.unk not in ids)]
+    if not usable:
+        raise SuiteError(f"literary: no passage has {MIN_PASSAGE_TOKENS} tokens without the unknown token of "
+                         f"tokenizer {tok.name!r}; give longer passages, separated by blank lines")
+    pool = tok.ordinary()
+    prompts = []
+    for index, k in enumerate(_cycle(_rng(seed, "literary"), len(usable), n_prompts)):
+        rng = _rng(seed, "literary", index)
+        title, ids = usable[k]
+        cut = int(rng.integers(len(ids) // 2, len(ids)))
+        noise = pad if pad is not None else length - len(tok.lead) - cut
+        if noise < 0:
+            raise SuiteError(f"literary: length {length} is shorter than prompt {index}'s opening ({cut} tokens of "
+                             f"{title!r}); use a larger length, or pass pad instead")
+        padding = tuple(int(t) for t in rng.choice(np.setdiff1d(pool, ids), noise)) if noise else ()
+        meta = {"title": title, "cut": cut, "pad": noise}
+        prompts.append(Prompt(tok.lead + padding + ids[:cut], (ids[cut],), (), "literary", index, meta))
+    return prompts
+
+
 def _suite(name: str) -> Suite:
     if name not in SUITES:
         raise SuiteError(f"unknown suite {name!r}; choose one of: {', '.join(SUITES)}")
@@ -508,12 +722,14 @@ def _check_int(what: str, value: Any, low: int) -> None:
         raise SuiteError(f"{what} must be an int >= {low}, got {value!r}")
 
 
-HAYSTACK_SUITES = ("niah", "uuid_niah", "passkey_niah")
+HAYSTACK_SUITES = ("niah", "uuid_niah", "passkey_niah", "niah_multi", "niah_decoy", "ruler_multikey")
+PASSAGE_SUITES = ("literary",)
 MIN_HAYSTACK = 8  # sentences: fewer would repeat within one prompt's haystack at the smallest pads
 
 
 def build_suite(name: str, tokenizer: Any, n_prompts: int, *, seed: int = 0, length: int | None = None,
-                pad: int | None = None, bos: bool = False, haystack: str | None = None) -> list[Prompt]:
+                pad: int | None = None, bos: bool = False, haystack: str | None = None,
+                passages: str | None = None, chat: bool = False) -> list[Prompt]:
     """``n_prompts`` prompts of suite ``name`` for a Hugging Face ``tokenizer``.
 
     ``pad`` counts haystack sentences (NIAH suites; Polynomial Concentration uses 0, 8, 32, 128, 512) or random padding
@@ -523,7 +739,13 @@ def build_suite(name: str, tokenizer: Any, n_prompts: int, *, seed: int = 0, len
     token where it adds none itself (SmolLM2's adds none), so that position 0, where attention sinks, holds
     the same kind of token for every model. ``haystack`` is a text whose sentences fill the haystacks of
     the NIAH suites instead of generated ones (Polynomial Concentration App. AI's post-cutoff haystack: text
-    the model cannot have seen). Raises SuiteError on anything it cannot build.
+    the model cannot have seen). ``passages`` is a text of blank-line-separated passages that literary
+    completion opens instead of the bundled novel openings (``parse_passages``): a text the model has not
+    seen tells memorization from reading. ``chat`` frames every prompt as one user message of the
+    tokenizer's chat template with its generation prompt after it (``length`` counts the frame's opening, as
+    it counts a BOS, but not the generation prompt; scoring is unchanged, so a first-token suite still needs
+    the answer as the first generated token).
+    Raises SuiteError on anything it cannot build.
     """
     suite = _suite(name)
     _check_int("n_prompts", n_prompts, 1)
@@ -546,11 +768,23 @@ def build_suite(name: str, tokenizer: Any, n_prompts: int, *, seed: int = 0, len
         if len(sentences) < MIN_HAYSTACK:
             raise SuiteError(f"the haystack text has {len(sentences)} sentences; {name} needs at least "
                              f"{MIN_HAYSTACK}")
-    prompts = suite.build(_adapt(tokenizer, bos, sentences), int(n_prompts), int(seed), length, pad)
+    texts = ()
+    if passages is not None:
+        if name not in PASSAGE_SUITES:
+            raise SuiteError(f"{name} opens no passage; passages are read by {', '.join(PASSAGE_SUITES)}")
+        texts = parse_passages(passages)
+        if not texts:
+            raise SuiteError(f"the passages text holds no passage; {name} needs passages separated by blank lines")
+    tok = _adapt(tokenizer, bos, sentences, texts, chat)
+    prompts = suite.build(tok, int(n_prompts), int(seed), length, pad)
     for prompt in prompts:
-        if not _planted_only(prompt.input_ids, prompt.answer_ids, prompt.answer_positions):
+        if prompt.answer_positions and not _planted_only(prompt.input_ids, prompt.answer_ids,
+                                                          prompt.answer_positions):
             raise SuiteError(f"{name}: prompt {prompt.index} holds its answer outside the planted position; "
                              "report this with the tokenizer's name")
+    if tok.trail:
+        prompts = [dataclasses.replace(p, input_ids=p.input_ids + tok.trail, meta={**p.meta, "trail": len(tok.trail)})
+                   for p in prompts]
     return prompts
 
 
@@ -562,17 +796,43 @@ def max_new_tokens(name: str) -> int:
 def answer_keys(prompt: Prompt) -> dict[int, int]:
     """Query position -> the key position holding its answer (Polynomial Concentration App. S's answer key).
 
-    Every suite's last input position answers from ``answer_positions[0]``. Induction has an answer at
-    every position of the repeat: the token after the current token's first occurrence, the planted B
-    of App. H, one segment length back plus one.
+    Every suite's last input position answers from ``answer_positions[0]``; a prompt without one (literary
+    completion) has no answer key. Induction has an answer at every position of the repeat: the token after
+    the current token's first occurrence, the planted B of App. H, one segment length back plus one.
     """
+    if not prompt.answer_positions:
+        return {}
     last = len(prompt.input_ids) - 1
     keys = {last: prompt.answer_positions[0]}
     if prompt.suite == "induction":
         segment, repeat = prompt.meta["segment"], prompt.meta["repeat"]
-        start = len(prompt.input_ids) - repeat
-        keys.update({q: q - segment + 1 for q in range(start, len(prompt.input_ids))})
+        end = len(prompt.input_ids) - prompt.meta.get("trail", 0)
+        keys.update({q: q - segment + 1 for q in range(end - repeat, end)})
     return keys
+
+
+def _generated(suite: Suite, generated_ids: Any) -> list[int]:
+    flat = np.asarray(generated_ids.tolist() if hasattr(generated_ids, "tolist") else list(generated_ids))
+    if flat.ndim != 1:
+        raise SuiteError(f"generated_ids must be one prompt's 1-D token ids, got shape {flat.shape}")
+    return [int(t) for t in flat[:suite.max_new_tokens]]
+
+
+def decoy_hit(prompt: Prompt, generated_ids: Any, tokenizer: Any = None) -> bool | None:
+    """Whether a generation names one of the wrong answers the prompt plants on purpose (Polynomial
+    Concentration App. Z's decoy tracking): the first token is a decoy's first token (first-token suites), or
+    a decoy's text is inside the decoded generation (substring suites). None for a prompt without decoys."""
+    if not prompt.meta.get("decoys"):
+        return None
+    suite = _suite(prompt.suite)
+    ids = _generated(suite, generated_ids)
+    if suite.scoring == "first token":
+        return bool(ids) and any(ids[0] == d[0] for d in prompt.meta["decoy_ids"])
+    if tokenizer is None:
+        raise SuiteError(f"{prompt.suite} is scored on decoded text: call decoy_hit(prompt, generated_ids, tokenizer)")
+    said = tokenizer.decode(ids)
+    # decoded as answer_correct decodes the answer, so both compare text the tokenizer spells the same way
+    return any(tokenizer.decode(list(d)).strip() in said for d in prompt.meta["decoy_ids"])
 
 
 def answer_correct(prompt: Prompt, generated_ids: Any, tokenizer: Any = None) -> bool:
@@ -583,10 +843,7 @@ def answer_correct(prompt: Prompt, generated_ids: Any, tokenizer: Any = None) ->
     substring of the decoded first ``max_new_tokens(suite)`` tokens (App. AA, AI).
     """
     suite = _suite(prompt.suite)
-    flat = np.asarray(generated_ids.tolist() if hasattr(generated_ids, "tolist") else list(generated_ids))
-    if flat.ndim != 1:
-        raise SuiteError(f"generated_ids must be one prompt's 1-D token ids, got shape {flat.shape}")
-    ids = [int(t) for t in flat[:suite.max_new_tokens]]
+    ids = _generated(suite, generated_ids)
     if suite.scoring == "first token":
         return bool(ids) and ids[0] == prompt.answer_ids[0]
     if tokenizer is None:

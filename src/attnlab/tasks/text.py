@@ -41,11 +41,15 @@ _TEMPLATES = (
 )
 
 
+def bundled(name: str) -> str:
+    """The text of a data file shipped in ``words/``."""
+    # importlib.resources reads the files from an installed wheel as well as from a source checkout.
+    return resources.files("attnlab.tasks").joinpath("words", name).read_text("utf-8")
+
+
 @cache
 def _words(category: str) -> tuple[str, ...]:
-    # importlib.resources reads the lists from an installed wheel as well as from a source checkout.
-    text = resources.files("attnlab.tasks").joinpath("words", f"{category}.txt").read_text("utf-8")
-    return tuple(line.strip() for line in text.splitlines() if line.strip())
+    return tuple(line.strip() for line in bundled(f"{category}.txt").splitlines() if line.strip())
 
 
 def lexicon() -> dict[str, tuple[str, ...]]:
