@@ -1,18 +1,21 @@
-"""The audit's per-row S_p and Lambda_n equal the diagnostics engine on scores computed by hand from Q, K."""
+"""The audit's rows equal the engine on hand-computed scores; its Figs. 1b and 2 count and type what its files hold."""
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
 
 from attnlab import hooks, tasks
-from attnlab.commands import audit
+from attnlab.commands import audit, sections
 from attnlab.commands.runs import RunError
 from attnlab.diagnostics import row_stats
+from attnlab.report.plot_concentration import plot_phase
 
 
 
@@ -164,3 +167,89 @@ def test_bound_validation_names_fn_and_fp_as_table_8_and_counts_them_by_hand():
     assert line["agree %"] == 40.0  # rows 1 and 3 agree
     assert (line["FN"], line["FN eps"], line["FP"]) == (2, 1, 1)
     assert line["FN rate %"] == pytest.approx(100 * 2 / 3) and line["FP rate %"] == 50.0
+
+
+def _quadrants(rows, p):
+    """Polynomial Concentration App. M's four cells at degree p, counted by hand over the active rows."""
+    active = rows[rows["status"] == "active"]
+    x, y = active["p_star"].to_numpy(float), active[f"s_p{p:g}"].to_numpy(float)
+    known = ~np.isnan(x) & ~np.isnan(y)
+    pred, meas = p >= x[known], y[known] < 1
+    return {"certified safe": int((pred & meas).sum()), "FN": int((pred & ~meas).sum()),
+            "FP": int((~pred & meas).sum()), "agree unsafe": int((~pred & ~meas).sum())}
+
+
+@pytest.mark.parametrize("p, degree", [((8, 2), 2), ((16, 4), 4)])
+def test_fig_1b_caption_counts_each_quadrant_of_the_rows(checkpoint, tmp_path, p, degree):
+    cfg = audit.AuditConfig(model=str(checkpoint), suite="induction", prompts=2, length=48, p=p, queries="every:3")
+    audit.run(cfg, tmp_path / "out", progress=False)
+    section = sections.section(tmp_path / "out")
+    assert [f.stem for f in section.figures] == ["p_star", "predicted_vs_measured", "phase"]
+    caption = {f.stem: f.caption for f in section.figures}["predicted_vs_measured"]
+    assert f"measured S_{degree} (y)" in caption and f"x = {degree} and y = 1" in caption
+    for b in ("0", "auto"):
+        counts = _quadrants(pd.read_parquet(tmp_path / "out" / f"rows_b{b}.parquet"), degree)
+        assert sum(counts.values()) > 0 and counts["agree unsafe"] > 0
+        text = ", ".join(f"{n} {name}" for name, n in counts.items())
+        assert f"b = {b}: {text}" in caption, (text, caption)
+    for stem in ("p_star", "predicted_vs_measured", "phase"):
+        assert (tmp_path / "out" / f"{stem}.png").is_file() and (tmp_path / "out" / f"{stem}.svg").is_file()
+
+
+@pytest.fixture(scope="module")
+def heads_folder(checkpoint, tmp_path_factory):
+    from attnlab.commands import heads
+
+    out = tmp_path_factory.mktemp("heads") / "heads"
+    heads.run(heads.HeadsConfig(model=str(checkpoint), prompts=2, length=40), out, progress=False)
+    return out
+
+
+def test_types_of_another_model_or_without_heads_csv_is_one_line_before_loading(checkpoint, heads_folder, tmp_path,
+                                                                                  capsys):
+    from attnlab.cli import main
+    from attnlab.commands import ablate
+
+    from checkpoints import save_checkpoint
+
+    other = save_checkpoint(tmp_path / "other", seed=1)
+    (tmp_path / "empty").mkdir()
+    capsys.readouterr()
+    cases = [(str(other), str(heads_folder), f"holds the head types of {checkpoint}, not of {other}"),
+             (str(checkpoint), str(tmp_path / "empty"), "cannot read its heads.csv"),
+             (str(checkpoint), str(checkpoint), "cannot read its heads.csv")]
+    for model, types, message in cases:
+        for config in (audit.AuditConfig, ablate.AblateConfig):
+            with pytest.raises(RunError, match=re.escape(message)):
+                config(model=model, types=types)
+        assert main(["audit", "--model", model, "--types", types, "--out", str(tmp_path / "a")]) == 1
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+        assert not (tmp_path / "a").exists()
+    audit.AuditConfig(model=str(checkpoint / ".." / checkpoint.name), types=str(heads_folder))  # one model, two spellings
+
+
+def test_report_of_an_audit_with_types_colours_the_phase_plot_by_head_type(checkpoint, heads_folder, tmp_path,
+                                                                          monkeypatch):
+    cfg = audit.AuditConfig(model=str(checkpoint), prompts=2, pad=1, p=(2, 4), queries="every:4",
+                            types=str(heads_folder))
+    result = audit.run(cfg, tmp_path / "out", progress=False)
+    assert json.loads(result["paths"]["config"].read_text())["types"] == str(heads_folder)
+    drawn = []
+    monkeypatch.setattr(audit, "plot_phase", lambda *a, **kw: drawn.append((a, kw)) or plot_phase(*a, **kw))
+    section = sections.section(tmp_path / "out")
+    (heads, degrees, path), kw = drawn[0]
+    typed = pd.read_csv(heads_folder / "heads.csv")
+    assert kw["types"] == {(int(layer), int(head)): kind
+                           for layer, head, kind in zip(typed["layer"], typed["head"], typed["head_type"])}
+    assert degrees == (2, 4) and path == tmp_path / "out" / "phase" and (tmp_path / "out" / "phase.png").is_file()
+    rows = pd.read_parquet(tmp_path / "out" / "rows_bauto.parquet")
+    active = rows[rows["status"] == "active"]
+    medians = active[["layer", "head"]].assign(rho=active["rho"].astype(float), a_act=active["a_act"].astype(float))
+    medians = medians.groupby(["layer", "head"]).median()
+    mine = heads[heads["b"] == "auto"].set_index(["layer", "head"])
+    np.testing.assert_allclose(mine[["med rho", "med a_act"]].to_numpy(), medians.to_numpy())
+    assert "phase" in [f.stem for f in section.figures] and "head_types" in [t.stem for t in section.tables]
+    assert "App. H type" in {f.stem: f.caption for f in section.figures}["phase"]
+    argv = shlex.split(section.command)
+    assert argv[argv.index("--types") + 1] == str(heads_folder)

@@ -1,10 +1,12 @@
 """Concentration figures draw, from a known table, one panel per bias with one boundary curve per degree and one
-point per head, count the p* = 0 and p* = inf rows, and give each recipe or cell its own bar or marker."""
+point per head (in its type's colour), count every row in its Fig. 1b quadrant and the rows off the log axes, draw a
+seeded sample, and give each recipe, cell or length sweep its own bar, marker or line."""
 
 from __future__ import annotations
 
 import math
 
+import matplotlib.colors
 import numpy as np
 import pandas as pd
 import pytest
@@ -44,6 +46,74 @@ def test_p_star_histogram_shows_finite_rows_and_counts_the_rest_in_the_title(tmp
         assert ax.get_title() == f"b = {b}: {len(finite)} rows shown; {zero} at p* = 0, {inf} at p* = inf"
         assert sum(bar.get_height() for bar in ax.patches) == len(finite)
         assert [line.get_xdata()[0] for line in ax.lines] == [1.0, 4.0]  # log2 of the degrees
+
+
+def test_phase_plot_colours_each_head_by_its_type_and_calls_the_rest_untyped(tmp_path, drawn):
+    heads = pd.DataFrame({"b": ["0", "0", "0", "auto"], "layer": [0, 0, 1, 1], "head": [0, 1, 0, 1],
+                          "med rho": [0.1, 0.5, 0.9, 0.3], "med a_act": [4.0, 30.0, 2.0, 8.0]})
+    types = {(0, 0): "sink", (0, 1): "diffuse", (1, 1): "sink"}  # (1, 0) is missing: untyped
+    pc.plot_phase(heads, (2, 4), tmp_path / "phase", types=types)
+    fig, = drawn
+    for ax, (b, want) in zip(fig.axes, {"0": {"sink head": [(0.1, 4.0)], "diffuse head": [(0.5, 30.0)],
+                                              "untyped head": [(0.9, 2.0)]},
+                                        "auto": {"sink head": [(0.3, 8.0)]}}.items()):
+        got = {c.get_label(): [tuple(o) for o in c.get_offsets()] for c in ax.collections}
+        assert got == want, b
+        colours = {c.get_label(): tuple(c.get_facecolor()[0]) for c in ax.collections}
+        assert len(set(colours.values())) == len(colours)
+        curve_colours = {tuple(matplotlib.colors.to_rgba(line.get_color())) for line in ax.lines}
+        assert not curve_colours & set(colours.values())  # a head's colour is never a boundary's
+    legend, = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == ["A(1-rho)^2 = 1", "A(1-rho)^4 = 1", "sink head",
+                                                          "diffuse head", "untyped head"]
+
+
+def test_bound_scatter_counts_every_row_in_its_quadrant_and_draws_a_seeded_sample(tmp_path, drawn):
+    rng = np.random.default_rng(3)
+    p_star = np.exp(rng.normal(1.0, 2.0, 500))
+    s_p = np.exp(rng.normal(0.0, 2.0, 500))
+    p_star[:7], p_star[7:10], p_star[10] = 0.0, math.inf, math.nan  # off the x axis, and unknown
+    s_p[20:22], s_p[30] = 0.0, math.nan  # off the y axis, and unknown
+    pc.plot_bound({"0": p_star, "auto": p_star[::-1]}, {"0": s_p, "auto": s_p}, 2, tmp_path / "bound",
+                  max_points=100)
+    fig, = drawn
+    for ax, x in zip(fig.axes, (p_star, p_star[::-1])):
+        known = ~np.isnan(x) & ~np.isnan(s_p)
+        pred, meas = 2 >= x[known], s_p[known] < 1
+        want = {"certified safe": pred & meas, "FN": pred & ~meas, "FP": ~pred & meas, "agree unsafe": ~pred & ~meas}
+        got = dict(t.get_text().split("\n") for t in ax.texts)
+        assert got == {k: str(int(v.sum())) for k, v in want.items()}
+        assert sum(map(int, got.values())) == 498
+        points, = ax.collections
+        drawn_xy = points.get_offsets()
+        assert len(drawn_xy) == 100
+        pairs = set(zip(x[known], s_p[known]))
+        assert all((a, b) in pairs and 0 < a < math.inf and b > 0 for a, b in drawn_xy)
+        off = {"p* = 0": int((x[known] == 0).sum()), "p* = inf": int(np.isinf(x[known]).sum()),
+               "S_p = 0 or inf": int((np.isfinite(x[known]) & (x[known] > 0) & (s_p[known] == 0)).sum())}
+        assert ax.get_title().endswith(", ".join(f"{n} at {k}" for k, n in off.items()))
+        assert f"a random 100 of {int(known.sum()) - sum(off.values())})" in ax.get_title()
+        assert [line.get_xdata()[0] for line in ax.lines if line.get_linestyle() == "--"][0] == 2
+    first = fig.axes[0].collections[0].get_offsets().copy()
+    pc.plot_bound({"0": p_star}, {"0": s_p}, 2, tmp_path / "again", max_points=100)
+    assert np.array_equal(drawn[-1].axes[0].collections[0].get_offsets(), first)
+
+
+def test_unsafe_by_length_draws_a_line_and_a_wilson_band_per_degree_and_bias(tmp_path, drawn):
+    table = pd.DataFrame({"L": [512, 256, 256, 512, 1024, 1024], "p": [2, 2, 2, 2, 2, 2],
+                          "b": ["0", "0", "auto", "auto", "0", "auto"],
+                          "unsafe %": [60.0, 50.0, 80.0, 85.0, 70.0, 90.0], "unsafe lo": [55, 45, 75, 80, 65, 86.0],
+                          "unsafe hi": [65, 55, 84, 89, 74, 93.0]})
+    pc.plot_unsafe_by_length(table, tmp_path / "lengths")
+    fig, = drawn
+    ax, = fig.axes
+    assert ax.get_xscale() == "log" and ax.xaxis.get_transform().base == 2
+    assert [line.get_label() for line in ax.lines] == ["p = 2, b = 0", "p = 2, b = auto"]
+    for line, band, b in zip(ax.lines, ax.collections, ("0", "auto")):
+        part = table[table["b"] == b].sort_values("L")
+        assert list(line.get_xdata()) == [256, 512, 1024] and list(line.get_ydata()) == part["unsafe %"].tolist()
+        edge = band.get_paths()[0].vertices
+        assert set(map(tuple, edge)) >= set(zip(part["L"], part["unsafe lo"])) | set(zip(part["L"], part["unsafe hi"]))
 
 
 def _cells():

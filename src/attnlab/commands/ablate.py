@@ -27,6 +27,7 @@ from ..io import check_output, write_json, write_parquet, write_table
 from ..options import command_line, option
 from ..report.plot_concentration import plot_ablation
 from ..report.sections import Figure, Section, Table
+from .heads import head_type_table
 from .readout import QUERIES_HELP, check_queries, prompt_reading, read_rows
 from .runs import (RunError, SuiteRun, biases, calibration_record, check_count, load, parse_biases, recipe_b_auto,
                    settings, staged_output, suite_prompts)
@@ -74,6 +75,8 @@ class AblateConfig(SuiteRun):
         check_recipes([self.recipe])
         if self.recipe == BASELINE:
             raise RunError("--recipe softmax changes nothing; pick the map to ablate with, e.g. relu_p2_bauto")
+        if self.types is not None:
+            head_type_table(self.types, self.model)
 
 
 def rank_heads(rows: pd.DataFrame, column: str) -> pd.DataFrame:
@@ -100,17 +103,6 @@ def subsets(ranking: pd.DataFrame, k: int, draws: int) -> list[tuple[str, int, l
         pick = np.random.default_rng(d).choice(len(every_head), size=k, replace=False)
         out.append(("random", d, [every_head[i] for i in sorted(pick)]))
     return out
-
-
-def head_type_table(folder: str | Path) -> pd.DataFrame:
-    """The per-head types of an ``attnlab heads`` folder (its heads.csv)."""
-    try:
-        types = pd.read_csv(Path(folder) / "heads.csv")
-    except (OSError, ValueError) as exc:
-        raise RunError(f"--types {folder}: cannot read its heads.csv ({exc}); pass an attnlab heads folder") from None
-    if not {"layer", "head", "head_type"} <= set(types.columns):
-        raise RunError(f"--types {folder}/heads.csv is not an attnlab heads table (needs layer, head, head_type)")
-    return types
 
 
 def composition(ranking: pd.DataFrame, types: pd.DataFrame, ks: Sequence[int]) -> pd.DataFrame:
@@ -170,7 +162,7 @@ def decisive_table(cell_table: pd.DataFrame) -> pd.DataFrame:
 def run(cfg: AblateConfig, out: str | Path, *, progress: bool = True, overwrite: bool = False) -> dict:
     """Rank, ablate and score; write ablate.csv/.md (per K, with the decisive flag), cells.csv/.md (per
     subset and draw), ranking.csv/.md (per head), rows_rank.parquet, answers.parquet and config.json."""
-    types = None if cfg.types is None else head_type_table(cfg.types)
+    types = None if cfg.types is None else head_type_table(cfg.types, cfg.model)
     check_output(out, settings(cfg), overwrite=overwrite, what="attnlab ablate")
     model, tokenizer = load(cfg.model, cfg.device, cfg.dtype)
     rank_prompts = suite_prompts(model, tokenizer, cfg.rank_suite, cfg.rank_prompts, seed=cfg.seed,

@@ -6,6 +6,10 @@ query rows (``readout.select_queries``); the prompt's last position, the one tha
 them. With ``target="answer"`` only the chosen rows that have an answer key are read, each against that key
 instead of its argmax (Polynomial Concentration App. S), and the table adds the share of rows whose argmax
 is the answer.
+
+The report section draws Polynomial Concentration Figs. 1 and 2 from the rows: the p* histogram, p* against the
+measured S_p, and the phase plot of per-head medians, coloured by App. H head type when ``--types`` names an
+``attnlab heads`` folder of the same model.
 """
 
 from __future__ import annotations
@@ -24,10 +28,12 @@ from ..diagnostics.rows import SPECIAL
 from ..diagnostics.stats import wilson
 from ..io import check_output, write_json, write_table
 from ..options import command_line, option
-from ..report.sections import Section, Table
+from ..report.plot_concentration import MAX_POINTS, bound_quadrants, plot_bound, plot_p_star, plot_phase
+from ..report.sections import Figure, Section, Table
+from .heads import head_type_table
 from .readout import QUERIES_HELP, check_queries, prompt_reading, read_rows
-from .runs import (Bias, RunError, SuiteRun, biases, calibration_record, check_count, load, parse_biases, settings,
-                   staged_output, suite_prompts)
+from .runs import (Bias, RunError, SuiteRun, biases, calibration_record, load, parse_biases, run_prompts, settings,
+                   staged_output)
 from .sections import compares, register
 
 GAP_COLUMNS = ("lambda_n", "alpha_n", "contact_gap")
@@ -35,7 +41,9 @@ TARGETS = ("argmax", "answer")
 
 
 @dataclass(frozen=True, kw_only=True)
-class AuditConfig(SuiteRun):
+class AuditOptions(SuiteRun):
+    """How rows are read and judged, for every command that audits them (``audit``, ``lengths``)."""
+
     p: tuple[float, ...] = option((2, 4, 8, 16), "degrees of S_p", metavar="P", type=options.finite)
     b: tuple[str, ...] = option(("0", "auto"), "biases: numbers or 'auto' (the 5%%-mass calibration, "
                                                "Polynomial Concentration App. B/J)", metavar="B")
@@ -57,6 +65,18 @@ class AuditConfig(SuiteRun):
         parse_biases(self.b)
         if self.target not in TARGETS:
             raise RunError(f"--target takes {' or '.join(TARGETS)}, got {self.target!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuditConfig(AuditOptions):
+    types: str | None = option(None, "an attnlab heads folder of the same model: the report's phase plot then "
+                                     "colours each head by its App. H type (Polynomial Concentration Fig. 2)",
+                               metavar="DIR")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.types is not None:
+            head_type_table(self.types, self.model)
 
 
 def prevalence(rows: pd.DataFrame, p: tuple[float, ...], b: Bias, *, answer: bool = False) -> list[dict]:
@@ -94,6 +114,18 @@ def prevalence(rows: pd.DataFrame, p: tuple[float, ...], b: Bias, *, answer: boo
             **gaps,
         })
     return lines
+
+
+def head_medians(rows: dict[str, pd.DataFrame], p: tuple[float, ...]) -> pd.DataFrame:
+    """Per bias and head, over the given active rows: median rho and A_act (the points of Polynomial
+    Concentration Fig. 2's phase plot) and the measured-safe % at each p."""
+    lines = []
+    for b, r in rows.items():
+        for (layer, head), g in r.groupby(["layer", "head"]):
+            lines.append({"b": b, "layer": int(layer), "head": int(head), "active rows": len(g),
+                          "med rho": float(g["rho"].median()), "med a_act": float(g["a_act"].median()),
+                          **{f"safe% p{q:g}": percent(g[f"safe_p{q:g}"]) for q in p}})
+    return pd.DataFrame(lines)
 
 
 def bound_validation(rows: dict[str, pd.DataFrame], p: tuple[float, ...]) -> pd.DataFrame:
@@ -136,47 +168,78 @@ def _columns(p: tuple[float, ...], sigmoid: bool = False) -> list[str]:
             + [f"{k}_p{q:g}" for q in p for k in ("s", "safe")])
 
 
+def audit_rows(model, prompts: list, cfg: AuditOptions, bias_list: list[Bias], stage: Path, *, config: dict,
+               prefix: str = "", progress: bool = True) -> tuple[dict[str, Path], list[dict]]:
+    """Read the rows ``cfg`` chooses from ``prompts`` at every bias into stage/rows_<prefix>b<label>.parquet;
+    returns those paths (by <prefix>b<label>) and the prevalence lines of every bias and degree."""
+    readings = [prompt_reading(prompt, cfg.queries, cfg.target) for prompt in prompts]
+    options = {f"{prefix}b{b.label}": RowOptions.make(p=cfg.p, b=b.value, tau=cfg.tau, sigmoid=cfg.sigmoid)
+               for b in bias_list}
+    paths = read_rows(model, readings, options, stage, config=config, device=cfg.device, block=cfg.block,
+                      desc=f"audit {prefix.rstrip('_')}".rstrip(), progress=progress)
+    lines = []
+    for b in bias_list:
+        rows = pd.read_parquet(paths[f"{prefix}b{b.label}"], columns=_columns(cfg.p, cfg.sigmoid))
+        lines.extend(prevalence(rows, cfg.p, b, answer=cfg.target == "answer"))
+    return paths, lines
+
+
 def run(cfg: AuditConfig, out: str | Path, *, progress: bool = True, overwrite: bool = False) -> dict:
     """Audit ``cfg.model`` and write under ``out``: rows_b<label>.parquet (one row per layer, head,
-    prompt and sampled query), audit.csv/.md (the prevalence table) and config.json (with b_auto).
+    prompt and sampled query), audit.csv/.md (the prevalence table), with --types head_types.csv/.md (the
+    heads folder's table, so that the report needs no other folder) and config.json (with b_auto).
     Returns {"table", "b_auto", "paths"}."""
     check_output(out, settings(cfg), overwrite=overwrite, what="attnlab audit")
+    types = None if cfg.types is None else head_type_table(cfg.types, cfg.model)
     model, tokenizer = load(cfg.model, cfg.device, cfg.dtype)
-    prompts = suite_prompts(model, tokenizer, cfg.suite, cfg.prompts, seed=cfg.seed, pad=cfg.pad,
-                            length=cfg.length, bos=cfg.bos, haystack=cfg.haystack)
+    prompts = run_prompts(model, tokenizer, cfg)
     bias_list, b_auto = biases(model, tokenizer, cfg.b, cfg.device, cfg.b_auto, cfg.calibration)
     n_layers, n_heads = hooks.num_heads(model)
     config = {**asdict(cfg), "b_auto": b_auto, **calibration_record(model, tokenizer, cfg, b_auto),
               "biases": {b.label: b.value for b in bias_list},
               "layers": n_layers, "heads": n_heads, "model_type": model.config.model_type}
     with staged_output(out) as stage:
-        readings = [prompt_reading(prompt, cfg.queries, cfg.target) for prompt in prompts]
-        options = {f"b{b.label}": RowOptions.make(p=cfg.p, b=b.value, tau=cfg.tau, sigmoid=cfg.sigmoid)
-                   for b in bias_list}
-        paths = read_rows(model, readings, options, stage, config=config, device=cfg.device, block=cfg.block,
-                          desc="audit", progress=progress)
-        lines = []
-        for b in bias_list:
-            rows = pd.read_parquet(paths[f"b{b.label}"], columns=_columns(cfg.p, cfg.sigmoid))
-            lines.extend(prevalence(rows, cfg.p, b, answer=cfg.target == "answer"))
+        paths, lines = audit_rows(model, prompts, cfg, bias_list, stage, config=config, progress=progress)
         table = pd.DataFrame(lines)
         write_table(stage / "audit", table)
+        if types is not None:
+            write_table(stage / "head_types", types)
         write_json(stage / "config.json", json.loads(json.dumps(config, default=str)))
     final = Path(out)
     return {"table": table, "b_auto": b_auto,
             "paths": {**{f"rows_{k}": final / v.name for k, v in paths.items()},
                       **{k: final / f for k, f in (("csv", "audit.csv"), ("md", "audit.md"),
+                                                   *((("types", "head_types.csv"),) if types is not None else ()),
                                                    ("config", "config.json"))}}}
+
+
+def figure_degree(p: tuple[float, ...]) -> float:
+    """The degree of Polynomial Concentration Fig. 1b's predicted-vs-measured panel: p = 2 as the paper's,
+    else the smallest audited."""
+    return 2.0 if 2 in p else min(p)
 
 
 @register("audit", "audit.csv")
 def report_section(folder: Path, config: dict) -> Section:
-    """The prevalence table (Polynomial Concentration Tables 1/10/11) and the bound validation (App. M,
-    Table 8) recomputed from the folder's rows."""
+    """The prevalence table (Polynomial Concentration Tables 1/10/11), the bound validation (App. M, Table 8)
+    and Figs. 1-2 (the p* histogram, p* against the measured S_p, the phase plot), recomputed from the
+    folder's rows."""
     p = tuple(config["p"])
-    rows = {label: pd.read_parquet(folder / f"rows_b{label}.parquet", columns=_columns(p) + [
-        f"{k}_p{q:g}" for q in p for k in ("pred_safe", "safe_eps")]) for label in config["biases"]}
+    columns = ["layer", "head", "p_star", *_columns(p), *(f"{k}_p{q:g}" for q in p for k in ("pred_safe", "safe_eps"))]
+    rows = {label: pd.read_parquet(folder / f"rows_b{label}.parquet", columns=columns) for label in config["biases"]}
     write_table(folder / "bound_validation", bound_validation(rows, p))
+    active = {b: r[r["status"] == "active"] for b, r in rows.items()}
+    p_star = {b: r["p_star"].to_numpy(dtype=float) for b, r in active.items()}
+    degree = figure_degree(p)
+    s_p = {b: r[f"s_p{degree:g}"].to_numpy(dtype=float) for b, r in active.items()}
+    plot_p_star(p_star, p, folder / "p_star")
+    plot_bound(p_star, s_p, degree, folder / "predicted_vs_measured")
+    types = _head_types(folder)
+    plot_phase(head_medians(active, p), p, folder / "phase", types=types)
+    cells = {b: bound_quadrants(p_star[b], s_p[b], degree) for b in active}
+    counts = "; ".join(f"b = {b}: " + ", ".join(f"{n} {name}" for name, n in c.items()) for b, c in cells.items())
+    colour = ("black (pass --types HEADS_DIR to colour the heads by App. H type)" if types is None else
+              "each head coloured by its App. H type (head_types; 'untyped' where the heads folder lacks it)")
     return Section(
         study="audit", title=f"Audit of {config['model']} on {config['suite']}", source="Polynomial Concentration",
         question="How many active rows of this checkpoint are polynomial-unsafe (S_p >= 1), and how well does "
@@ -187,7 +250,37 @@ def report_section(folder: Path, config: dict) -> Section:
                 Table("bound_validation", "Bound validation (App. M, Table 8): predicted safe (p >= p*) against "
                                           "measured safe (S_p < 1); FN = predicted safe but measured unsafe, with "
                                           "its rate over the unsafe rows and its count under tolerance eps; FP = "
-                                          "predicted unsafe but measured safe.")))
+                                          "predicted unsafe but measured safe."),
+                *((Table("head_types", "The App. H head types the phase plot colours by, as the --types heads "
+                                       "folder gave them."),) if types is not None else ())),
+        figures=(Figure("p_star", "Polynomial Concentration Fig. 1a: per b, the histogram of p* = log A_act / "
+                                  "log(1/(1 - rho)) over the active rows, on a log2 axis; the dashed lines are the "
+                                  "audited degrees, and rows left of a line are predicted safe at that p (Cor. "
+                                  "4.3). Rows at p* = 0 and p* = inf, off a log axis, are counted in the title."),
+                 Figure("predicted_vs_measured",
+                        f"Polynomial Concentration Fig. 1b (App. M): per b, each active row's p* (x) against its "
+                        f"measured S_{degree:g} (y), both on log axes. The dashed lines x = {degree:g} and y = 1 "
+                        f"cut four cells: bottom left certified safe (p >= p* and S_p < 1), top left FN "
+                        f"(predicted safe but measured unsafe: the bound silently passing an unsafe row), bottom "
+                        f"right FP (predicted unsafe but measured safe: the bound's conservatism), top right "
+                        f"agree unsafe. Each corner gives its cell's count over every active row ({counts}); at "
+                        f"most {MAX_POINTS:,} rows per panel are drawn, a uniform sample under a fixed seed, and the "
+                        f"title counts the rows off the log axes (p* = 0, p* = inf, S_p = 0 or inf)."),
+                 Figure("phase", f"Polynomial Concentration Fig. 2: per b, each head's median (rho, A_act) over "
+                                 f"its active rows, {colour}. The curves are the boundaries A (1 - rho)^p = 1 "
+                                 f"at the audited degrees (Thm. 4.1): a row above the p curve can have S_p >= 1, "
+                                 f"one below it is safe at p. A head's median above a curve marks a head with "
+                                 f"many rows at risk at that p (the paper reads it as >= 50% unsafe), not a "
+                                 f"per-row certificate.")))
+
+
+def _head_types(folder: Path) -> dict[tuple[int, int], str] | None:
+    """(layer, head) -> App. H type from the head_types table an audit made with --types keeps, else None."""
+    if not (folder / "head_types.csv").is_file():
+        return None
+    table = pd.read_csv(folder / "head_types.csv")
+    return {(int(layer), int(head)): kind
+            for layer, head, kind in zip(table["layer"], table["head"], table["head_type"], strict=True)}
 
 
 @compares("audit")

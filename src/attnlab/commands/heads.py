@@ -60,6 +60,34 @@ def type_counts(types: pd.DataFrame, rule: str = "paper") -> pd.DataFrame:
     return pd.DataFrame({"head type": list(TYPES), "heads": counts, "%": 100 * counts / max(len(types), 1)})
 
 
+def head_type_table(folder: str | Path, model: str) -> pd.DataFrame:
+    """The per-head types of an ``attnlab heads`` folder made on ``model`` (its heads.csv), for the --types
+    option of the commands that break their results down by App. H type; RunError, naming --types, when the
+    folder is not one or was made on another model."""
+    folder = Path(folder)
+    try:
+        types = pd.read_csv(folder / "heads.csv")
+        made_on = json.loads((folder / "config.json").read_text(encoding="utf-8"))["model"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise RunError(f"--types {folder}: cannot read its heads.csv and config.json ({exc}); pass an attnlab "
+                       "heads folder") from None
+    if not {"layer", "head", "head_type"} <= set(types.columns):
+        raise RunError(f"--types {folder}/heads.csv is not an attnlab heads table (needs layer, head, head_type)")
+    if not _same_model(str(made_on), model):
+        raise RunError(f"--types {folder} holds the head types of {made_on}, not of {model}; pass an attnlab heads "
+                       "folder of the same model")
+    return types
+
+
+def _same_model(a: str, b: str) -> bool:
+    """Whether two --model values name one model: the same text, or two paths to one file or folder (a run
+    records the path as it was typed, relative or not)."""
+    if a == b:
+        return True
+    pa, pb = Path(a).expanduser(), Path(b).expanduser()
+    return pa.exists() and pb.exists() and pa.resolve() == pb.resolve()
+
+
 def run(cfg: HeadsConfig, out: str | Path, *, progress: bool = True, overwrite: bool = False) -> dict:
     """Classify every head of ``cfg.model``; write heads.csv/.md (per head: features and type),
     types.csv/.md (heads per type), rows_heads.parquet and config.json. Returns {"table" (the type

@@ -1,12 +1,14 @@
-"""Figures of the ``concentration`` study (Polynomial Concentration §4-5): the phase plot of
-per-head median (rho, A_act) against A (1 - rho)^p = 1, the p* histogram, the matched diagnostic and the
-substitution sweep.
+"""Figures of Polynomial Concentration (§4-5) for the ``concentration`` study and the audit, lengths and ablate
+folders: the phase plot of per-head median (rho, A_act) against A (1 - rho)^p = 1 (Fig. 2), the p* histogram and
+predicted-vs-measured scatter (Fig. 1), the unsafe rate against length (Fig. 5), the matched diagnostic, the
+substitution sweep and the ablation curves (Figs. 3-4).
 
 Rendering only: callers hand over tables and arrays; nothing here reads a study folder.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -16,9 +18,21 @@ import pandas as pd
 from .figures import plt, save_figure
 
 
-def plot_phase(heads: pd.DataFrame, degrees: Sequence[float], path: str | Path) -> tuple[Path, Path]:
-    """One panel per bias b: a point per head at its median (rho, A_act), labelled layer.head, and the
-    curves A = (1 - rho)^-p (Thm. 4.1's boundary: above the curve S_p may reach 1)."""
+# (colour, marker) of Polynomial Concentration App. H's head types, a head the types table lacks being "untyped";
+# the colours are not among the first four of the cycle, which the boundary curves take
+TYPE_STYLES = {"sink": ("tab:purple", "s"), "induction": ("tab:brown", "^"), "local": ("tab:olive", "D"),
+               "diffuse": ("tab:cyan", "o"), "untyped": ("0.5", "x")}
+LABELLED_HEADS = 64  # beyond this many heads in a panel their layer.head labels hide the points
+MAX_POINTS = 20_000  # rows drawn per panel of the predicted-vs-measured scatter; the counts cover every row
+QUADRANTS = {"certified safe": "tab:green", "FN": "tab:red", "FP": "tab:orange", "agree unsafe": "0.45"}
+
+
+def plot_phase(heads: pd.DataFrame, degrees: Sequence[float], path: str | Path,
+               types: Mapping[tuple[int, int], str] | None = None) -> tuple[Path, Path]:
+    """One panel per bias b: a point per head at its median (rho, A_act), labelled layer.head while a panel has
+    at most LABELLED_HEADS heads, and the curves A = (1 - rho)^-p (Thm. 4.1's boundary: above the curve S_p may
+    reach 1). ``types`` gives each (layer, head) its App. H type, and the points take the type's colour
+    (Polynomial Concentration Fig. 2); heads it lacks are "untyped". Without it every point is black."""
     biases = list(dict.fromkeys(heads["b"]))
     fig, axes = plt.subplots(1, len(biases), figsize=(4.6 * len(biases), 4.2), squeeze=False)
     rho = np.linspace(0.0, 0.99, 400)
@@ -27,18 +41,32 @@ def plot_phase(heads: pd.DataFrame, degrees: Sequence[float], path: str | Path) 
         top = max(float(part["med a_act"].max()) * 2, 10.0)
         for p in degrees:
             ax.plot(rho, (1 - rho) ** -float(p), lw=1, label=f"A(1-rho)^{p:g} = 1")
-        ax.scatter(part["med rho"], part["med a_act"], color="k", s=18, zorder=3, label="head median")
-        for _, h in part.iterrows():
-            ax.annotate(f"{h['layer']:.0f}.{h['head']:.0f}", (h["med rho"], h["med a_act"]), fontsize=6,
-                        xytext=(2, 2), textcoords="offset points")
+        if types is None:
+            ax.scatter(part["med rho"], part["med a_act"], color="k", s=18, zorder=3, label="head median")
+        else:
+            kind = np.array([types.get((int(layer), int(head)), "untyped")
+                             for layer, head in zip(part["layer"], part["head"], strict=True)])
+            for name in dict.fromkeys([*TYPE_STYLES, *kind]):
+                chosen = part[kind == name]
+                if len(chosen):
+                    colour, marker = TYPE_STYLES.get(name, ("k", "o"))
+                    ax.scatter(chosen["med rho"], chosen["med a_act"], color=colour, marker=marker, s=18, zorder=3,
+                               label=f"{name} head")
+        if len(part) <= LABELLED_HEADS:
+            for _, h in part.iterrows():
+                ax.annotate(f"{h['layer']:.0f}.{h['head']:.0f}", (h["med rho"], h["med a_act"]), fontsize=6,
+                            xytext=(2, 2), textcoords="offset points")
         ax.set_yscale("log")
         ax.set_ylim(0.8, top)
         ax.set_xlim(0, 1)
         ax.set_xlabel("median rho (relative gap)")
         ax.set_ylabel("median A_act (active keys)")
         ax.set_title(f"b = {b}")
-    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="lower center", ncol=len(degrees) + 1, fontsize=7)
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    # a head type may appear in one panel only: the legend takes every panel's entries once
+    entries = {label: handle for ax in axes[0] for handle, label in zip(*ax.get_legend_handles_labels())}
+    ncol = min(len(entries), len(degrees) + 1)
+    fig.legend(entries.values(), entries.keys(), loc="lower center", ncol=ncol, fontsize=7)
+    fig.tight_layout(rect=(0, 0.07 * math.ceil(len(entries) / ncol), 1, 1))
     return save_figure(fig, path)
 
 
@@ -59,6 +87,80 @@ def plot_p_star(p_star: Mapping[str, np.ndarray], degrees: Sequence[float], path
         ax.set_xlabel("log2 p*")
         ax.set_ylabel("active rows")
         ax.set_title(f"b = {b}: {len(finite)} rows shown; {zero} at p* = 0, {inf} at p* = inf", fontsize=9)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def bound_quadrants(p_star: np.ndarray, s_p: np.ndarray, p: float) -> dict[str, int]:
+    """Polynomial Concentration App. M's four cells at degree p over the rows whose p* and S_p are known:
+    certified safe (p >= p*, Cor. 4.3, and S_p < 1), FN (predicted safe but S_p >= 1), FP (predicted unsafe
+    but S_p < 1) and agree unsafe (p < p* and S_p >= 1)."""
+    p_star, s_p = np.asarray(p_star, dtype=float), np.asarray(s_p, dtype=float)
+    known = ~np.isnan(p_star) & ~np.isnan(s_p)
+    pred, meas = p >= p_star[known], s_p[known] < 1
+    return {"certified safe": int((pred & meas).sum()), "FN": int((pred & ~meas).sum()),
+            "FP": int((~pred & meas).sum()), "agree unsafe": int((~pred & ~meas).sum())}
+
+
+def plot_bound(p_star: Mapping[str, np.ndarray], s_p: Mapping[str, np.ndarray], p: float, path: str | Path,
+               max_points: int = MAX_POINTS, seed: int = 0) -> tuple[Path, Path]:
+    """Polynomial Concentration Fig. 1b (App. M, Fig. 6b): per bias, each row's p* (x) against its measured S_p
+    (y) on log axes, split by the lines x = p and y = 1 into the four cells of ``bound_quadrants``, each corner
+    labelled with its count over every row. At most ``max_points`` rows per panel are drawn, a uniform sample
+    under numpy seed ``seed``, so that an audit of millions of rows stays drawable; the title counts the rows
+    at p* = 0, p* = inf and S_p = 0 or inf, which log axes cannot show."""
+    fig, axes = plt.subplots(1, len(p_star), figsize=(4.6 * len(p_star), 4.4), squeeze=False)
+    corners = {"certified safe": (0.02, 0.02, "left", "bottom"), "FN": (0.02, 0.98, "left", "top"),
+               "FP": (0.98, 0.02, "right", "bottom"), "agree unsafe": (0.98, 0.98, "right", "top")}
+    for ax, b in zip(axes[0], p_star, strict=True):
+        x, y = np.asarray(p_star[b], dtype=float), np.asarray(s_p[b], dtype=float)
+        known = ~np.isnan(x) & ~np.isnan(y)
+        x, y = x[known], y[known]
+        drawable = np.isfinite(x) & (x > 0) & np.isfinite(y) & (y > 0)
+        shown = np.flatnonzero(drawable)
+        if len(shown) > max_points:
+            shown = np.sort(np.random.default_rng(seed).choice(shown, size=max_points, replace=False))
+        pred, meas = p >= x[shown], y[shown] < 1
+        cell = np.select([pred & meas, pred & ~meas, ~pred & meas], ["certified safe", "FN", "FP"], "agree unsafe")
+        ax.scatter(x[shown], y[shown], c=[QUADRANTS[c] for c in cell], s=4, alpha=0.5, lw=0, rasterized=True)
+        ax.axvline(p, color="k", ls="--", lw=1)
+        ax.axhline(1, color="k", ls="--", lw=1)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(min(x[shown].min(initial=p), p) / 2, max(x[shown].max(initial=p), p) * 2)
+        ax.set_ylim(min(y[shown].min(initial=1.0), 1.0) / 2, max(y[shown].max(initial=1.0), 1.0) * 2)
+        for name, count in bound_quadrants(x, y, p).items():
+            cx, cy, ha, va = corners[name]
+            ax.text(cx, cy, f"{name}\n{count}", transform=ax.transAxes, ha=ha, va=va, fontsize=7,
+                    color=QUADRANTS[name])
+        zero, inf = int((x == 0).sum()), int(np.isinf(x).sum())
+        sample = f" (a random {len(shown)} of {int(drawable.sum())})" if drawable.sum() > len(shown) else ""
+        ax.set_title(f"b = {b}: {len(shown)} rows drawn{sample}\noff the log axes: {zero} at p* = 0, {inf} at "
+                     f"p* = inf, {len(x) - int(drawable.sum()) - zero - inf} at S_p = 0 or inf", fontsize=8)
+        ax.set_xlabel("p* (predicted minimum safe degree)")
+        ax.set_ylabel(f"measured S_{p:g}")
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def plot_unsafe_by_length(table: pd.DataFrame, path: str | Path) -> tuple[Path, Path]:
+    """Polynomial Concentration Fig. 5 (App. C): the unsafe % of active rows against the prompt length L on a
+    log2 axis, one line per degree p and bias b (and per model when ``table`` has a model column), with its
+    Wilson 95% band; ``table`` holds lengths.csv's columns L, p, b, unsafe %, unsafe lo and unsafe hi."""
+    keys = [k for k in ("model", "p", "b") if k in table]
+    fig, ax = plt.subplots(figsize=(5.8, 4.0))
+    for i, (key, line) in enumerate(table.groupby(keys, sort=False)):
+        line = line.sort_values("L")
+        label = ", ".join(f"{k} = {v:g}" if k == "p" else f"{k} = {v}" for k, v in zip(keys, key, strict=True))
+        ax.plot(line["L"], line["unsafe %"], "o-", color=f"C{i}", label=label)
+        ax.fill_between(line["L"], line["unsafe lo"], line["unsafe hi"], color=f"C{i}", alpha=0.15, lw=0)
+    lengths = sorted(set(table["L"]))
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(lengths, [str(int(v)) for v in lengths])
+    ax.set_ylim(-3, 103)
+    ax.set_xlabel("prompt length L (tokens)")
+    ax.set_ylabel("unsafe % of active rows (S_p >= 1)")
+    ax.legend(fontsize=7)
     fig.tight_layout()
     return save_figure(fig, path)
 

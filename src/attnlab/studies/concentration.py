@@ -234,18 +234,6 @@ def prevalence_table(folder: Path, suites) -> pd.DataFrame:
                      ignore_index=True).pipe(lambda t: t[["suite", *t.columns[:-1]]])
 
 
-def head_medians(rows: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """Per bias and head: median rho and A_act over active rows (the phase plot's points) and the
-    measured-safe fraction at each p."""
-    lines = []
-    for b, r in rows.items():
-        for (layer, head), g in r.groupby(["layer", "head"]):
-            lines.append({"b": b, "layer": int(layer), "head": int(head), "active rows": len(g),
-                          "med rho": float(g["rho"].median()), "med a_act": float(g["a_act"].median()),
-                          **{f"safe% p{p}": audit.percent(g[f"safe_p{p}"]) for p in P}})
-    return pd.DataFrame(lines)
-
-
 def causal_k(ks, n_heads: int) -> int:
     """The K of the fixed causal head set: the largest ablated K within CAUSAL_SHARE of the heads, else the
     smallest ablated K."""
@@ -391,7 +379,7 @@ def summarize(folder: Path) -> Section:
     k = causal_k(abl["k"], audit_cfg["layers"] * audit_cfg["heads"])
     causal = ablate.subsets(pd.read_csv(folder / "ablate" / "ranking.csv"), k, 0)[0][2]
     valid = audit.bound_validation(rows, P)
-    heads, diag = head_medians(rows), matched(answering, sub, causal)
+    heads, diag = audit.head_medians(rows, P), matched(answering, sub, causal)
     for stem, table in (("prevalence", prevalence), ("head_medians", heads), ("bound_validation", valid),
                         ("substitution", sub), ("matched", diag), ("ablation", abl), ("head_types", types)):
         io.write_table(folder / stem, table)
