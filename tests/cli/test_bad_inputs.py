@@ -42,6 +42,10 @@ CASES = {
                                     "{w}/mine"], "did not write (audit.csv, rows.parquet)"),
     "audit missing model": (["audit", "--model", "{w}/nothing", "--out", "{w}/a"], "neither a path nor"),
     "audit zero prompts": (["audit", "--model", "{w}/model", "--prompts", "0", "--out", "{w}/a"], "--prompts"),
+    "audit types not a heads folder": (["audit", "--model", "{w}/model", "--types", "{w}/mine", "--out", "{w}/a"],
+                                       "cannot read its heads.csv"),
+    "lengths with a pad": (["lengths", "--model", "{w}/model", "--pad", "3", "--out", "{w}/l"],
+                           "--pad counts haystack sentences"),
     "substitute absurd bias": (["substitute", "--model", "{w}/model", "--recipes", "relu_p4_b1e999", "--pad", "1",
                                 "--out", "{w}/s"], "relu_p4_b1e999"),
     # training

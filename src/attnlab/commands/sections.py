@@ -1,4 +1,4 @@
-"""What ``attnlab report`` shows for a folder a command wrote (audit, substitute, ablate, matched, heads):
+"""What ``attnlab report`` shows for a folder a command wrote (audit, lengths, substitute, ablate, matched, heads):
 its tables, and the analyses the paper draws from them, recomputed from the folder's files.
 
 Each command declares its section next to its code with ``register``, naming the table file that marks
@@ -17,7 +17,7 @@ from pathlib import Path
 from ..registry import Registry
 from ..report.sections import Section
 
-BUILTIN = ("audit", "substitute", "ablate", "matched", "heads")
+BUILTIN = ("audit", "lengths", "substitute", "ablate", "matched", "heads")
 
 
 @dataclass(frozen=True)

@@ -258,7 +258,7 @@ def comparisons(folders: list[Path], into: Path) -> list[tuple[Section, Path]]:
 
 
 def command_folders(path: str | Path) -> list[Path]:
-    """The folders of checkpoint commands (audit, substitute, ablate, matched, heads) a path names: itself if
+    """The folders of checkpoint commands (audit, lengths, substitute, ...) a path names: itself if
     it is one, else its subfolders that are, by name."""
     from ..commands.sections import command_of
 
