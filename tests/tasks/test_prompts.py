@@ -529,6 +529,20 @@ def test_literary_length_sets_the_padding(tok):
         build_suite("literary", tok, 1, length=10, passages=PASSAGES)
 
 
+def test_literary_defaults_to_the_bundled_openings_and_refuses_passages_elsewhere(bpe):
+    bundled = bundled_passages()
+    assert len(bundled) >= 60 and len({t for t, _ in bundled}) == len(bundled)
+    assert all(len(body.split()) >= 40 and body.isascii() for _, body in bundled)
+    titles = {p.meta["title"] for p in build_suite("literary", bpe, 30, pad=4)}
+    assert len(titles) == 30 and titles <= {t for t, _ in bundled}
+    with pytest.raises(SuiteError, match="niah opens no passage"):
+        build_suite("niah", bpe, 1, pad=2, passages=PASSAGES)
+    with pytest.raises(SuiteError, match="holds no passage"):
+        build_suite("literary", bpe, 1, pad=2, passages="# nothing\n")
+    with pytest.raises(SuiteError, match="no passage has 16 tokens"):
+        build_suite("literary", bpe, 1, pad=2, passages="Too short.")
+
+
 # ------------------------------------------------------------------------------------------ chat template
 
 CHAT = ("{% for m in messages %}<s>[{{ m['role'] }}] {{ m['content'] }} [end]{% endfor %}"
