@@ -192,6 +192,8 @@ def test_fig_1b_caption_counts_each_quadrant_of_the_rows(checkpoint, tmp_path, p
         assert sum(counts.values()) > 0 and counts["agree unsafe"] > 0
         text = ", ".join(f"{n} {name}" for name, n in counts.items())
         assert f"b = {b}: {text}" in caption, (text, caption)
+        table = pd.read_csv(tmp_path / "out" / "bound_validation.csv", dtype={"b": str}).set_index(["b", "p"])
+        assert (table.loc[(b, degree), "FN"], table.loc[(b, degree), "FP"]) == (counts["FN"], counts["FP"])
     for stem in ("p_star", "predicted_vs_measured", "phase"):
         assert (tmp_path / "out" / f"{stem}.png").is_file() and (tmp_path / "out" / f"{stem}.svg").is_file()
 
@@ -226,7 +228,8 @@ def test_types_of_another_model_or_without_heads_csv_is_one_line_before_loading(
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1, err
         assert not (tmp_path / "a").exists()
-    audit.AuditConfig(model=str(checkpoint / ".." / checkpoint.name), types=str(heads_folder))  # one model, two spellings
+    # one model spelled two ways is the same model
+    audit.AuditConfig(model=str(checkpoint / ".." / checkpoint.name), types=str(heads_folder))
 
 
 def test_report_of_an_audit_with_types_colours_the_phase_plot_by_head_type(checkpoint, heads_folder, tmp_path,

@@ -1,6 +1,4 @@
-"""Concentration figures draw, from a known table, one panel per bias with one boundary curve per degree and one
-point per head (in its type's colour), count every row in its Fig. 1b quadrant and the rows off the log axes, draw a
-seeded sample, and give each recipe, cell or length sweep its own bar, marker or line."""
+"""Concentration figures put each head, row, cell and length where its table says and count what they cannot draw."""
 
 from __future__ import annotations
 

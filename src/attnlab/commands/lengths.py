@@ -10,6 +10,7 @@ haystack sentences, not tokens.
 
 from __future__ import annotations
 
+import argparse
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -41,6 +42,9 @@ class LengthsConfig(AuditOptions):
     p: tuple[float, ...] = option((2,), "degrees of S_p", metavar="P", type=options.finite)
     b: tuple[str, ...] = option(("0",), "biases: numbers or 'auto' (the 5%%-mass calibration, Polynomial "
                                         "Concentration App. B/J), calibrated once for every length", metavar="B")
+    # --lengths sizes every prompt: these stay flags only to be refused with a message, out of --help
+    pad: int | None = option(None, argparse.SUPPRESS)
+    length: int | None = option(None, argparse.SUPPRESS)
 
     def __post_init__(self) -> None:
         super().__post_init__()
