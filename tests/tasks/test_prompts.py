@@ -584,3 +584,13 @@ def test_chat_keeps_inductions_answer_keys_on_the_repeat(word):
     body = len(p.input_ids) - len(after)
     assert set(keys) == set(range(body - repeat, body)) | {len(p.input_ids) - 1}
     assert all(p.input_ids[k - 1] == p.input_ids[q] for q, k in keys.items() if q < body)
+
+
+def test_the_shipped_unseen_openings_make_a_literary_suite(bpe):
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "examples" / "literary" / "unseen.txt").read_text(encoding="utf-8")
+    passages = parse_passages(text)
+    assert len(passages) == 12 and all(70 <= len(body.split()) <= 120 for _, body in passages)
+    titles = {p.meta["title"] for p in build_suite("literary", bpe, 12, pad=4, passages=text)}
+    assert titles == {t for t, _ in passages}

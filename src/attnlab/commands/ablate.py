@@ -30,7 +30,7 @@ from ..report.sections import Figure, Section, Table
 from .heads import head_type_table
 from .readout import QUERIES_HELP, check_queries, prompt_reading, read_rows
 from .runs import (RunError, SuiteRun, biases, calibration_record, check_count, load, parse_biases, recipe_b_auto,
-                   settings, staged_output, suite_prompts)
+                   run_prompts, settings, staged_output, suite_prompts)
 from .substitute import BASELINE, accuracy, as_warning, baseline_warning, check_recipes, score
 from .sections import register
 
@@ -166,9 +166,8 @@ def run(cfg: AblateConfig, out: str | Path, *, progress: bool = True, overwrite:
     check_output(out, settings(cfg), overwrite=overwrite, what="attnlab ablate")
     model, tokenizer = load(cfg.model, cfg.device, cfg.dtype)
     rank_prompts = suite_prompts(model, tokenizer, cfg.rank_suite, cfg.rank_prompts, seed=cfg.seed,
-                                 length=cfg.rank_length, bos=cfg.bos)
-    prompts = suite_prompts(model, tokenizer, cfg.suite, cfg.prompts, seed=cfg.seed, pad=cfg.pad,
-                            length=cfg.length, bos=cfg.bos, haystack=cfg.haystack)
+                                 length=cfg.rank_length, bos=cfg.bos, chat=cfg.chat)
+    prompts = run_prompts(model, tokenizer, cfg)
     (bias,), b_auto = biases(model, tokenizer, [cfg.b], cfg.device, cfg.b_auto, cfg.calibration)
     b_auto = recipe_b_auto(model, tokenizer, [cfg.recipe], cfg.device, b_auto, cfg.calibration)
     n_layers, n_heads = hooks.num_heads(model)
