@@ -16,11 +16,14 @@ def test_maps_lists_every_family(capsys):
 
 
 def test_tasks_lists_every_task_and_shows_one(capsys):
-    from attnlab.tasks import TASKS
+    from attnlab.tasks import SUITES, TASKS
 
     assert main(["tasks"]) == 0
     listed = capsys.readouterr().out
     assert all(name in listed for name in TASKS)
+    suites = listed.split("prompt suites")[1].splitlines()[1:]
+    assert [line.split()[0] for line in suites] == list(SUITES)
+    assert any(line.startswith("literary") and "App. B" in line and "--pad" in line for line in suites)
     assert main(["tasks", "copy", "--length", "12"]) == 0
     assert "<sep>" in capsys.readouterr().out
     assert main(["tasks", "nope"]) == 1

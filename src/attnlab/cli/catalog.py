@@ -54,17 +54,21 @@ class TasksOptions:
                          metavar="KEY=VALUE", action="append", convert=task_params, default_factory=dict)
 
 
-@command("tasks", "list the synthetic tasks, or show one example of a task",
-         "Without NAME, list the synthetic tasks; with NAME, print one generated example: its input tokens and "
-         "the targets of the scored positions.", TasksOptions)
+@command("tasks", "list the synthetic tasks and prompt suites, or show one example of a task",
+         "Without NAME, list the synthetic tasks (for training) and the prompt suites (--suite of the commands on a "
+         "checkpoint); with NAME, print one generated example of a task: its input tokens and the targets of the "
+         "scored positions.", TasksOptions)
 def tasks(opts: TasksOptions) -> int:
-    from ..tasks import synthetic
+    from ..tasks import SUITES, synthetic
 
     if opts.name is None:
         for name, task in synthetic.TASKS.items():
             print(f"{name:18s} {task.describe().get('source', '')}")
         print("\n'attnlab tasks NAME [--length L] [--seed S] [--param KEY=VALUE]' prints one example with its "
-              "scored positions.")
+              "scored positions.\n\nprompt suites (--suite of audit, substitute, ablate, matched, lengths):")
+        for name, entry in SUITES.items():
+            sized = "--pad" if entry.default_pad is not None else "--length"
+            print(f"{name:18s} {entry.summary} ({entry.source}; {sized})")
         return 0
     try:
         print(synthetic.show(opts.name, length=opts.length, seed=opts.seed, **opts.param))
