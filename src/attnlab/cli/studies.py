@@ -65,8 +65,8 @@ def study(cfg, opts: StudyOutput) -> int:
 
 @dataclass(frozen=True)
 class ReportOptions:
-    folders: tuple[Path, ...] = option(help="study or demo folders, folders that audit, substitute, ablate, matched "
-                                            "or heads wrote, or folders holding them", positional=True,
+    folders: tuple[Path, ...] = option(help="study or demo folders, folders that audit, substitute, ablate, matched, "
+                                            "heads or lengths wrote, or folders holding them", positional=True,
                                        metavar="RUN_DIR")
     out: Path | None = option(None, "the HTML file (default: RUN_DIR/index.html when one folder is given)",
                               metavar="FILE")
@@ -74,8 +74,10 @@ class ReportOptions:
 
 @command("report", "recompute study sections from their folders and write one HTML page",
          "Recompute every section from the files of each study folder (or of each study folder inside a demo "
-         "folder) and of each folder a checkpoint command wrote (its tables, and for an audit the bound "
-         "validation of Polynomial Concentration Table 8), and write one self-contained HTML page.", ReportOptions,
+         "folder) and of each folder a checkpoint command wrote (its tables, and the analyses Polynomial "
+         "Concentration draws from them: an audit's bound validation (Table 8) and Figs. 1-2, an ablation's curves "
+         "(Figs. 3-4), a length sweep's Fig. 5, several audits side by side), and write one self-contained HTML "
+         "page.", ReportOptions,
          errors=_study_errors)
 def report(opts: ReportOptions) -> int:
     from .. import studies

@@ -193,11 +193,7 @@ def run(cfg: AuditConfig, out: str | Path, *, progress: bool = True, overwrite: 
     types = None if cfg.types is None else head_type_table(cfg.types, cfg.model)
     model, tokenizer = load(cfg.model, cfg.device, cfg.dtype)
     prompts = run_prompts(model, tokenizer, cfg)
-    bias_list, b_auto = biases(model, tokenizer, cfg.b, cfg.device, cfg.b_auto, cfg.calibration)
-    n_layers, n_heads = hooks.num_heads(model)
-    config = {**asdict(cfg), "b_auto": b_auto, **calibration_record(model, tokenizer, cfg, b_auto),
-              "biases": {b.label: b.value for b in bias_list},
-              "layers": n_layers, "heads": n_heads, "model_type": model.config.model_type}
+    bias_list, b_auto, config = calibrated(model, tokenizer, cfg)
     with staged_output(out) as stage:
         paths, lines = audit_rows(model, prompts, cfg, bias_list, stage, config=config, progress=progress)
         table = pd.DataFrame(lines)
@@ -205,12 +201,28 @@ def run(cfg: AuditConfig, out: str | Path, *, progress: bool = True, overwrite: 
         if types is not None:
             write_table(stage / "head_types", types)
         write_json(stage / "config.json", json.loads(json.dumps(config, default=str)))
-    final = Path(out)
     return {"table": table, "b_auto": b_auto,
-            "paths": {**{f"rows_{k}": final / v.name for k, v in paths.items()},
-                      **{k: final / f for k, f in (("csv", "audit.csv"), ("md", "audit.md"),
-                                                   *((("types", "head_types.csv"),) if types is not None else ()),
-                                                   ("config", "config.json"))}}}
+            "paths": written(out, paths, "audit", *(("head_types",) if types is not None else ()))}
+
+
+def calibrated(model, tokenizer, cfg: AuditOptions) -> tuple[list[Bias], float | None, dict]:
+    """The run's biases (b_auto calibrated once, or reused) and the config.json of a run that reads rows."""
+    bias_list, b_auto = biases(model, tokenizer, cfg.b, cfg.device, cfg.b_auto, cfg.calibration)
+    n_layers, n_heads = hooks.num_heads(model)
+    config = {**asdict(cfg), "b_auto": b_auto, **calibration_record(model, tokenizer, cfg, b_auto),
+              "biases": {b.label: b.value for b in bias_list},
+              "layers": n_layers, "heads": n_heads, "model_type": model.config.model_type}
+    return bias_list, b_auto, config
+
+
+def written(out: str | Path, rows: dict[str, Path], *tables: str) -> dict[str, Path]:
+    """The files a row-reading run leaves in ``out``: its rows by label, each table's .csv and .md (the first
+    as "csv" and "md", the others by stem) and config.json."""
+    final = Path(out)
+    named = {f"rows_{k}": final / v.name for k, v in rows.items()}
+    named.update({"csv": final / f"{tables[0]}.csv", "md": final / f"{tables[0]}.md"})
+    named.update({stem: final / f"{stem}.csv" for stem in tables[1:]})
+    return {**named, "config": final / "config.json"}
 
 
 def figure_degree(p: tuple[float, ...]) -> float:

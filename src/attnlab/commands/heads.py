@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import hooks, options
+from .. import hooks
 from ..diagnostics import RowOptions
 from ..diagnostics.heads import TYPES, HeadThresholds, head_types
 from ..io import check_output, write_json, write_table

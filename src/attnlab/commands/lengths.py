@@ -12,20 +12,19 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .. import hooks, options, tasks
+from .. import options, tasks
 from ..io import check_output, write_json, write_table
 from ..options import command_line, option
 from ..report.plot_concentration import plot_unsafe_by_length
 from ..report.sections import Figure, Section, Table
-from .audit import AuditOptions, audit_rows
-from .runs import (RunError, biases, calibration_record, check_count, context_length, load, run_prompts, settings,
-                   staged_output)
+from .audit import AuditOptions, audit_rows, calibrated, written
+from .runs import RunError, check_count, context_length, load, run_prompts, settings, staged_output
 from .sections import compares, register
 
 # what the cross-model table keeps of each sweep's lines
@@ -74,11 +73,7 @@ def run(cfg: LengthsConfig, out: str | Path, *, progress: bool = True, overwrite
                        f"to {limit}")
     # every length's prompts before any forward, so that a length the suite cannot build fails first
     prompts = {length: run_prompts(model, tokenizer, cfg, length=length) for length in cfg.lengths}
-    bias_list, b_auto = biases(model, tokenizer, cfg.b, cfg.device, cfg.b_auto, cfg.calibration)
-    n_layers, n_heads = hooks.num_heads(model)
-    config = {**asdict(cfg), "b_auto": b_auto, **calibration_record(model, tokenizer, cfg, b_auto),
-              "biases": {b.label: b.value for b in bias_list},
-              "layers": n_layers, "heads": n_heads, "model_type": model.config.model_type}
+    bias_list, b_auto, config = calibrated(model, tokenizer, cfg)
     with staged_output(out) as stage:
         paths, lines = {}, []
         for length, chosen in prompts.items():
@@ -90,11 +85,7 @@ def run(cfg: LengthsConfig, out: str | Path, *, progress: bool = True, overwrite
         table = pd.DataFrame(lines)
         write_table(stage / "lengths", table)
         write_json(stage / "config.json", json.loads(json.dumps(config, default=str)))
-    final = Path(out)
-    return {"table": table, "b_auto": b_auto,
-            "paths": {**{f"rows_{k}": final / v.name for k, v in paths.items()},
-                      **{k: final / f for k, f in (("csv", "lengths.csv"), ("md", "lengths.md"),
-                                                   ("config", "config.json"))}}}
+    return {"table": table, "b_auto": b_auto, "paths": written(out, paths, "lengths")}
 
 
 FIGURE = ("Polynomial Concentration Fig. 5 (App. C): the unsafe % of the active rows (S_p >= 1) against the prompt "

@@ -266,6 +266,25 @@ def _single_token_nouns(tok: _Tok, suite: str, nouns: Sequence[str], context: st
     return pool
 
 
+def _noun_pool(tok: _Tok, suite: str, template: str, context: str,
+               need: int = 1) -> tuple[Lexicon, dict[str, tuple[int, ...]], list[tuple[str, int]]]:
+    """What a suite that plants nouns draws from: the screened lexicon, each word's ids, and (noun, token) for
+    the nouns that continue ``context`` as one token; a SuiteError when fewer than ``need`` do."""
+    _require_known(tok, suite, template)
+    lex, enc = _screened_lexicon(tok, suite)
+    pool = _single_token_nouns(tok, suite, lex["nouns"], context)
+    if len(pool) < need:
+        raise SuiteError(f"{suite}: tokenizer {tok.name!r} encodes {len(pool)} built-in nouns as one token after "
+                         f"{context!r}; the suite plants {need}")
+    return lex, enc, pool
+
+
+def _ruler_pool(tok: _Tok, suite: str, need: int = 1):
+    """``_noun_pool`` for the RULER templates (App. AI): keys are nouns after 'uuids for'."""
+    template = RULER_INTRO + RULER_NEEDLE + RULER_QUESTION
+    return _noun_pool(tok, suite, template.replace("{key}", ""), RULER_NEEDLE.split(" {key}")[0], need)
+
+
 def _hay(tok: _Tok, rng: np.random.Generator, lex: Lexicon, n: int) -> list[str]:
     """``n`` haystack sentences: generated, or consecutive ones of the user's text from a random start
     (wrapping around), so a passage reads as it was written."""
@@ -411,9 +430,7 @@ def _decoy_layout(decoys: tuple[str, str], hay: list[str], depth: int, value: st
 @suite("niah", "'The secret word is X. [haystack] The secret word is' with X a one-token noun",
        "Polynomial Concentration App. E", stream=1, default_pad=128)
 def _niah(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
-    _require_known(tok, "niah", NIAH_CUE)
-    lex, enc = _screened_lexicon(tok, "niah")
-    pool = _single_token_nouns(tok, "niah", lex["nouns"], NIAH_CUE)
+    lex, enc, pool = _noun_pool(tok, "niah", NIAH_CUE, NIAH_CUE)
     prompts = []
     for index, k in enumerate(_cycle(_rng(seed, "niah"), len(pool), n_prompts)):
         needle, token = pool[k]
@@ -452,11 +469,7 @@ def _uuid(rng: np.random.Generator) -> str:
        "Polynomial Concentration App. AI; Hsieh et al. 2024", stream=5, max_new_tokens=56, scoring="substring",
        default_pad=128)
 def _uuid_niah(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
-    template = RULER_INTRO + RULER_NEEDLE + RULER_QUESTION
-    _require_known(tok, "uuid_niah", template.replace("{key}", ""))
-    lex, enc = _screened_lexicon(tok, "uuid_niah")
-    context = RULER_NEEDLE.split(" {key}")[0]
-    pool = _single_token_nouns(tok, "uuid_niah", lex["nouns"], context)
+    lex, enc, pool = _ruler_pool(tok, "uuid_niah")
     prompts = []
     for index, k in enumerate(_cycle(_rng(seed, "uuid_niah"), len(pool), n_prompts)):
         key, token = pool[k]
@@ -476,11 +489,7 @@ def _decoy_meta(tok: _Tok, words: Sequence[str]) -> dict:
 @suite("niah_multi", "two needles, 'The first/second secret word is X.'; the cue asks for one by its ordinal",
        "Polynomial Concentration App. X", stream=7, default_pad=32)
 def _niah_multi(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
-    _require_known(tok, "niah_multi", f"{NIAH_CUE} {' '.join(NIAH_ORDINALS)}")
-    lex, enc = _screened_lexicon(tok, "niah_multi")
-    pool = _single_token_nouns(tok, "niah_multi", lex["nouns"], NIAH_CUE)
-    if len(pool) < 2:
-        raise SuiteError(f"niah_multi: tokenizer {tok.name!r} encodes fewer than 2 built-in nouns as one token")
+    lex, enc, pool = _noun_pool(tok, "niah_multi", f"{NIAH_CUE} {' '.join(NIAH_ORDINALS)}", NIAH_CUE, 2)
     prompts = []
     for index in range(n_prompts):
         rng = _rng(seed, "niah_multi", index)
@@ -501,12 +510,8 @@ def _niah_multi(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: i
 @suite("niah_decoy", "'The fake/decoy/real secret word is X/Y/Z.', a haystack, then 'The real secret word is'",
        "Polynomial Concentration App. Z", stream=8, default_pad=128)
 def _niah_decoy(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
-    _require_known(tok, "niah_decoy", f"{NIAH_CUE} {' '.join(DECOY_MODIFIERS)}")
-    lex, enc = _screened_lexicon(tok, "niah_decoy")
-    pool = _single_token_nouns(tok, "niah_decoy", lex["nouns"], NIAH_CUE)
-    if len(pool) < len(DECOY_MODIFIERS):
-        raise SuiteError(f"niah_decoy: tokenizer {tok.name!r} encodes fewer than {len(DECOY_MODIFIERS)} built-in "
-                         "nouns as one token")
+    lex, enc, pool = _noun_pool(tok, "niah_decoy", f"{NIAH_CUE} {' '.join(DECOY_MODIFIERS)}", NIAH_CUE,
+                                len(DECOY_MODIFIERS))
     prompts = []
     for index in range(n_prompts):
         rng = _rng(seed, "niah_decoy", index)
@@ -528,14 +533,7 @@ def _niah_decoy(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: i
        "Polynomial Concentration App. AI.4; Hsieh et al. 2024", stream=9, max_new_tokens=56, scoring="substring",
        default_pad=128)
 def _ruler_multikey(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
-    template = RULER_INTRO + RULER_NEEDLE + RULER_QUESTION
-    _require_known(tok, "ruler_multikey", template.replace("{key}", ""))
-    lex, enc = _screened_lexicon(tok, "ruler_multikey")
-    context = RULER_NEEDLE.split(" {key}")[0]
-    pool = _single_token_nouns(tok, "ruler_multikey", lex["nouns"], context)
-    if len(pool) < MULTIKEY_PAIRS:
-        raise SuiteError(f"ruler_multikey: tokenizer {tok.name!r} encodes fewer than {MULTIKEY_PAIRS} built-in "
-                         "nouns as one token")
+    lex, enc, pool = _ruler_pool(tok, "ruler_multikey", MULTIKEY_PAIRS)
     prompts = []
     for index in range(n_prompts):
         rng = _rng(seed, "ruler_multikey", index)
