@@ -15,6 +15,7 @@ from attnlab.commands import runs
 from attnlab.commands.runs import RunError
 
 from checkpoints import save_checkpoint
+from offline import build_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -232,3 +233,27 @@ def test_a_haystack_file_is_checked_before_loading_and_read_for_the_prompts(chec
     got = runs.suite_prompts(model, tok, "niah", 2, seed=0, pad=2, haystack=str(hay))
     assert got == tasks.build_suite("niah", tok, 2, seed=0, pad=2, haystack=hay.read_text())
     assert got != tasks.build_suite("niah", tok, 2, seed=0, pad=2)
+
+
+def test_the_suite_option_names_every_built_in_suite():
+    from dataclasses import fields
+
+    from attnlab.options import OPTION
+
+    (suite,) = [f for f in fields(runs.SuiteRun) if f.name == "suite"]
+    named = set(re.findall(r"\w+", suite.metadata[OPTION]["help"]))
+    assert set(tasks.SUITES) <= named
+
+
+def test_run_prompts_passes_a_runs_prompt_settings_and_overrides(tmp_path):
+    import json
+
+    model = SimpleNamespace(config=SimpleNamespace(max_position_embeddings=4096))
+    tok = build_tokenizer(tmp_path, "bpe")
+    text = tmp_path / "p.txt"
+    text.write_text("## One\n" + "The dog ran to the old barn and sat in the warm sun all day long. " * 4)
+    cfg = runs.SuiteRun(model="m", suite="literary", prompts=3, pad=5, passages=str(text), seed=2)
+    got = runs.run_prompts(model, tok, cfg)
+    assert got == tasks.build_suite("literary", tok, 3, seed=2, pad=5, passages=text.read_text())
+    assert runs.run_prompts(model, tok, cfg, n_prompts=1, pad=7)[0].meta["pad"] == 7
+    assert json.dumps(asdict(cfg))  # the new fields stay JSON-able for config.json
