@@ -145,21 +145,40 @@ def test_baseline_below_80_percent_is_flagged_and_above_is_not():
     assert warning.startswith("softmax itself scores 79.5% (< 80%) on mqar") and "App. X" in warning
 
 
-def test_decoy_suites_count_wrong_answers_that_name_a_decoy(checkpoint, tmp_path, capsys):
+def test_accuracy_table_counts_decoy_tricked_and_neither_by_hand():
+    flags = {"softmax": [(True, False), (False, True), (False, False)],
+             "relu_p2_b0": [(False, True), (False, True), (True, False)]}
+    records = pd.DataFrame([{"recipe": r, "prompt": i, "correct": c, "decoy": d}
+                            for r, fs in flags.items() for i, (c, d) in enumerate(fs)])
+    table = substitute.accuracy_table(records, list(flags), {r: r for r in flags})
+    assert table[["correct", "decoy", "neither"]].values.tolist() == [[1, 1, 1], [1, 2, 0]]
+    plain = records.assign(decoy=None)
+    assert "decoy" not in substitute.accuracy_table(plain, list(flags), {r: r for r in flags})
+
+
+def _names_a_decoy(tok, prompt, generated: str) -> bool:
+    """By hand: the first generated word is a decoy word, or a decoy value is in the generation (spaces
+    aside, as a word-level decoder spaces out a UUID's dashes)."""
+    if prompt.suite == "ruler_multikey":
+        return any(d in generated.replace(" ", "") for d in prompt.meta["decoys"])
+    first = generated.split()[:1]
+    return bool(first) and first[0] in prompt.meta["decoys"]
+
+
+@pytest.mark.parametrize("suite", ["niah_decoy", "niah_multi", "ruler_multikey"])
+def test_decoy_suites_count_wrong_answers_that_name_a_decoy(checkpoint, tmp_path, capsys, suite):
     out = tmp_path / "sub_decoy"
-    code, _, err = _run(["substitute", "--model", str(checkpoint), "--suite", "niah_decoy", "--prompts", "6",
+    code, _, err = _run(["substitute", "--model", str(checkpoint), "--suite", suite, "--prompts", "6",
                          "--pad", "1", "--recipes", "sigmoid_b0", "--out", str(out)], capsys)
     assert code == 0, err
     table = pd.read_csv(out / "substitute.csv")
     answers = pd.read_parquet(out / "answers.parquet")
     model, tok = hooks.load_model(checkpoint)
-    prompts = tasks.build_suite("niah_decoy", tok, 6, pad=1)
+    prompts = tasks.build_suite(suite, tok, 6, pad=1)
     for recipe, group in answers.groupby("recipe"):
         line = table[table["recipe"] == recipe].iloc[0]
-        tricked = 0
-        for prompt, generated, correct in zip(prompts, group["generated"], group["correct"]):
-            first = tok(generated, add_special_tokens=False)["input_ids"][:1]
-            tricked += (not correct) and any(first == [d[0]] for d in prompt.meta["decoy_ids"])
+        tricked = sum((not correct) and _names_a_decoy(tok, prompt, generated)
+                      for prompt, generated, correct in zip(prompts, group["generated"], group["correct"]))
         assert line["decoy"] == tricked
         assert line["correct"] + line["decoy"] + line["neither"] == line["n"] == 6
     plain = _run(["substitute", "--model", str(checkpoint), "--prompts", "2", "--pad", "1", "--recipes",
