@@ -63,8 +63,7 @@ class LengthsConfig(AuditOptions):
 def run(cfg: LengthsConfig, out: str | Path, *, progress: bool = True, overwrite: bool = False) -> dict:
     """Audit ``cfg.model`` on ``cfg.suite`` at every length and write under ``out``: rows_L<L>_b<label>.parquet,
     lengths.csv/.md (per L, b and p: the prompts' mean length in tokens and the audit's prevalence line) and
-    config.json (with b_auto). Returns {"table", "b_auto",
-    "paths"}."""
+    config.json (with b_auto). Returns {"table", "b_auto", "paths"}."""
     check_output(out, settings(cfg), overwrite=overwrite, what="attnlab lengths")
     model, tokenizer = load(cfg.model, cfg.device, cfg.dtype)
     limit = context_length(model)
