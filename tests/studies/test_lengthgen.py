@@ -89,3 +89,32 @@ def test_progress_draws_bars_only_on_a_terminal_and_a_log_gets_one_line_per_stag
     monkeypatch.setattr(sys, "stderr", terminal)
     studies.run(StudyConfig(study="lengthgen"), tmp_path / "tty", progress=True)
     assert "\r" in terminal.getvalue() and "step" in terminal.getvalue()  # the trainer's bar, drawn
+
+
+@pytest.mark.parametrize("budget", sorted(study_lengthgen.BUDGETS))
+def test_every_budgets_plan_builds_for_every_task_without_training(budget):
+    import torch
+
+    from attnlab.commands import lengthgen
+    from attnlab.model.decoder import Decoder
+    from attnlab.tasks import TaskStream
+
+    for task, cfg in study_lengthgen.configs(StudyConfig(study="lengthgen", budget=budget)).items():
+        stream = TaskStream(cfg.task, cfg.train_len, seed=0, min_length=cfg.min_train_len, **cfg.params)
+        for name in cfg.maps:
+            run = lengthgen.run_config(cfg, name, stream.vocab_size)
+            model = Decoder(run.model)
+            for length in {cfg.min_train_len or cfg.train_len, cfg.train_len}:
+                batch = cfg.task_def.generate(2, length, seed=0)
+                with torch.no_grad():
+                    assert model(batch.ids).shape[:2] == batch.ids.shape, (budget, task, name, length)
+        assert cfg.lengths == [cfg.train_len * m for m in cfg.plan["eval_mult"]]
+
+
+def test_variants_below_half_in_distribution_are_named_not_learned():
+    from attnlab.commands import lengthgen
+
+    acc = pd.DataFrame({"1x": [98.0, 49.9, 50.0], "2x": [1.0, 60.0, 0.0]},
+                       index=pd.Index(["softmax", "asentmax", "entmax_a1.5"], name="variant"))
+    assert lengthgen.not_learned(acc) == {"asentmax": 49.9}
+    assert lengthgen.not_learned(acc.drop(columns="1x")) == {}

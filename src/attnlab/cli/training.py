@@ -102,6 +102,10 @@ def lengthgen(cfg, opts: LengthgenRun) -> int:
     print(f"{lg.metric(cfg.task_def)[0]} (%) on {cfg.task}, trained at {cfg.trained_at} tokens with {cfg.pe}, "
           f"{cfg.plan['samples']} samples per length ({cfg.budget} budget, {cfg.plan['steps']} steps)")
     print(result["table"].round(1).to_string())
+    if failed := lg.not_learned(result["table"]):
+        print(f"warning: not learned in distribution (1x < {100 * lg.LEARNED:.0f}%): "
+              + ", ".join(f"{v} {score:.1f}%" for v, score in failed.items())
+              + "; their longer lengths do not measure length generalization")
     dispersion = lg.dispersion_table(result["cells"])
     print("attention of the answer rows by length, mean over layers and heads: entropy (nats), support (keys)")
     summary = dispersion.pivot_table(index="variant", columns="length", values=["answer_entropy", "answer_support"])

@@ -315,6 +315,17 @@ def table(cells: Mapping[str, Mapping[str, Any]], cfg: LengthgenConfig) -> pd.Da
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("variant")
 
 
+LEARNED = 0.5  # in-distribution score below which a variant has not learned the task (Vasylenko et al. 2025 §5)
+
+
+def not_learned(acc: pd.DataFrame) -> dict[str, float]:
+    """Variant -> its in-distribution score (%, the 1x column) for every variant below ``LEARNED``: its
+    out-of-distribution numbers say nothing about length generalization. Empty without a 1x column."""
+    if "1x" not in acc:
+        return {}
+    return {str(v): float(score) for v, score in acc["1x"].items() if score < 100 * LEARNED}
+
+
 def dispersion_table(cells: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
     """Per variant, length, layer and head: mean row entropy (nats) and support size over all rows and
     over the answer rows."""
