@@ -255,3 +255,17 @@ def test_smollm2_first_token_mass_invariants(real_models):
     assert len(got) == 2 * 30 * 9 and got["mass"].between(0, 1).all()
     assert (got["queries"] == 48 - sinks.MIN_QUERY).all()
     assert (sinks.head_table(got)["mass"] > got["uniform"].max()).any()
+
+
+@pytest.mark.parametrize("budget", sorted(sinks.BUDGETS))
+def test_every_budgets_runs_build_and_take_a_batch_without_training(budget):
+    from attnlab.tasks.vectors import TriggerAveraging
+
+    plan = sinks.BUDGETS[budget]
+    batch = TriggerAveraging(dim=sinks.DIM).generate(2, sinks.LENGTH, seed=0)
+    for run in sinks.RUNS:
+        cfg = sinks.run_config(run, plan, 0)
+        assert cfg.train.steps == plan["steps"][sinks._parts(run)[1]]
+        with torch.no_grad():
+            out = Decoder(cfg.model)(batch.inputs)
+        assert out.shape[:2] == batch.inputs.shape[:2], (budget, run)
