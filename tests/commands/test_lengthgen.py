@@ -214,6 +214,11 @@ def test_budgets_choose_lengths_unless_given():
     assert _cfg(eval_mult=None).lengths == [16, 32, 64, 128, 256]
     assert _cfg(eval_mult=None, budget="full").plan["eval_mult"][-1] == 1024
     assert _cfg(eval_mult=(3,)).lengths == [48]
+    assert _cfg(eval_mult=(1, 1.5, 2)).lengths == [16, 24, 32]  # Vasylenko et al. 2025 Table 1 scores 1.5x
+    with pytest.raises(ValueError, match="eval_mult must be non-empty multiples >= 1"):
+        _cfg(eval_mult=(0.5, 1))
+    with pytest.raises(ValueError, match="gives the same length twice"):
+        _cfg(eval_mult=(2, 2.01))
     with pytest.raises(ValueError, match="eval_mult must be non-empty multiples >= 1"):
         _cfg(eval_mult=(0,))
 

@@ -127,9 +127,10 @@ class LengthgenConfig:
     min_train_len: int | None = option(None, "train on lengths drawn per step from N..--train-len (Vasylenko et "
                                              "al. 2025: 32-64); scores stay multiples of --train-len", metavar="N",
                                        type=options.count)
-    eval_mult: tuple[int, ...] | None = option(None, "evaluation lengths as multiples of --train-len (default: "
-                                                     "smoke 1 2 4 8 16, full 1 2 4 16 64 256 1024)", metavar="M",
-                                               type=options.count)
+    eval_mult: tuple[float, ...] | None = option(None, "evaluation lengths as multiples of --train-len, "
+                                                       "fractions allowed, e.g. 1 1.5 2 4 as in Vasylenko et al. "
+                                                       "2025 Table 1 (default: smoke 1 2 4 8 16, full 1 2 4 16 64 "
+                                                       "256 1024)", metavar="M", type=options.positive)
     budget: str = option("smoke", "steps, model size and samples", choices=tuple(BUDGETS))
     steps: int | None = option(None, "override the budget's training steps", type=options.count)
     samples: int | None = option(None, "override the budget's samples per length", type=options.count)
@@ -156,6 +157,9 @@ class LengthgenConfig:
                 raise ValueError(f"{name} must be an integer >= 1, got {value}")
         if self.eval_mult is not None and (not self.eval_mult or any(m < 1 for m in self.eval_mult)):
             raise ValueError(f"eval_mult must be non-empty multiples >= 1, got {self.eval_mult}")
+        if self.eval_mult is not None and len({self.length_at(m) for m in self.eval_mult}) != len(self.eval_mult):
+            raise ValueError(f"eval_mult {list(self.eval_mult)} gives the same length twice at --train-len "
+                             f"{self.train_len}; give distinct multiples")
         for name in self.maps:
             variant(name)
         task = self.task_def
@@ -191,9 +195,13 @@ class LengthgenConfig:
         """The training length, or range of lengths, as a reader sees it ("64", "32-64")."""
         return f"{self.min_train_len}-{self.train_len}" if self.min_train_len else str(self.train_len)
 
+    def length_at(self, mult: float) -> int:
+        """The evaluation length of a multiple of the training length (1.5x of 64 is 96), rounded to a token."""
+        return int(round(self.train_len * mult))
+
     @property
     def lengths(self) -> list[int]:
-        return [self.train_len * m for m in self.plan["eval_mult"]]
+        return [self.length_at(m) for m in self.plan["eval_mult"]]
 
 
 def run_config(cfg: LengthgenConfig, name: str, vocab: int) -> RunConfig:
@@ -308,9 +316,15 @@ def run_cell(cfg: LengthgenConfig, name: str, out: Path, progress: bool = False)
     return cell
 
 
+def mult_label(mult: float) -> str:
+    """A length multiple's column name: "1x", "1.5x", "16x"."""
+    return f"{mult:g}x"
+
+
 def table(cells: Mapping[str, Mapping[str, Any]], cfg: LengthgenConfig) -> pd.DataFrame:
     """Vasylenko et al. 2025 Table 1's shape: one row per variant, exact match (%) per length multiple."""
-    rows = {name: {f"{m}x": 100 * cell["lengths"][str(cfg.train_len * m)]["accuracy"] for m in cfg.plan["eval_mult"]}
+    rows = {name: {mult_label(m): 100 * cell["lengths"][str(cfg.length_at(m))]["accuracy"]
+                   for m in cfg.plan["eval_mult"]}
             for name, cell in cells.items()}
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("variant")
 

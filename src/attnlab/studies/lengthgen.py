@@ -87,7 +87,7 @@ def accuracy_long(runs) -> pd.DataFrame:
             for mult, length in zip(run_cfg.plan["eval_mult"], run_cfg.lengths, strict=True):
                 rows.append({"task": task, "variant": name, "trained_at": run_cfg.trained_at, "multiple": mult,
                              "length": length, "metric": lengthgen.metric(run_cfg.task_def)[0],
-                             "score": acc.loc[name, f"{mult}x"], "samples": run_cfg.samples_at(length),
+                             "score": acc.loc[name, lengthgen.mult_label(mult)], "samples": run_cfg.samples_at(length),
                              **answer.loc[(name, length)].to_dict()})
     return pd.DataFrame(rows)
 
