@@ -245,9 +245,9 @@ def _screened_lexicon(tok: _Tok, suite: str) -> tuple[Lexicon, dict[str, tuple[i
     return known, enc
 
 
-def _without(lex: Lexicon, enc: dict[str, tuple[int, ...]], token: int) -> Lexicon:
-    """``lex`` less every word whose tokens include ``token`` (the needle's own word among them)."""
-    return {c: tuple(w for w in ws if token not in enc[w]) for c, ws in lex.items()}
+def _without(lex: Lexicon, enc: dict[str, tuple[int, ...]], *tokens: int) -> Lexicon:
+    """``lex`` less every word whose tokens include one of ``tokens`` (the needles' own words among them)."""
+    return {c: tuple(w for w in ws if not set(tokens) & set(enc[w])) for c, ws in lex.items()}
 
 
 def _single_token_nouns(tok: _Tok, suite: str, nouns: Sequence[str], context: str) -> list[tuple[str, int]]:
@@ -346,7 +346,7 @@ def _plant(tok: _Tok, suite: str, index: int, rng: np.random.Generator, lex: Lex
         hay = _fill(tok, rng, lex, base, pad, length)
         at = rng.random()
         while True:
-            depth = int(at * (len(hay) + 1))
+            depth = _boundary(at, hay)
             head, tail = layout(hay, depth, value)
             built = _encode_planted(tok, head, " " + value, tail)
             if built is None or length is None or len(built[0]) <= length or not hay:
@@ -496,7 +496,7 @@ def _niah_multi(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: i
         pair = [pool[int(k)] for k in rng.choice(len(pool), 2, replace=False)]
         asked = int(rng.integers(2))
         words = (pair[0][0], pair[1][0])
-        lex_ = _without(_without(lex, enc, pair[0][1]), enc, pair[1][1])
+        lex_ = _without(lex, enc, *(t for _, t in pair))
         built, _, sentences, depth = _plant(
             tok, "niah_multi", index, rng, lex_, lambda rng, w=words[asked]: w,
             partial(_two_needle_layout, words, asked), pad, length, {pair[1 - asked][1]: 1},
@@ -516,9 +516,7 @@ def _niah_decoy(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: i
     for index in range(n_prompts):
         rng = _rng(seed, "niah_decoy", index)
         *decoys, real = [pool[int(k)] for k in rng.choice(len(pool), len(DECOY_MODIFIERS), replace=False)]
-        lex_ = lex
-        for _, token in (*decoys, real):
-            lex_ = _without(lex_, enc, token)
+        lex_ = _without(lex, enc, *(t for _, t in (*decoys, real)))
         words = tuple(w for w, _ in decoys)
         built, _, sentences, _ = _plant(
             tok, "niah_decoy", index, rng, lex_, lambda rng, w=real[0]: w, partial(_decoy_layout, words), pad,
@@ -539,9 +537,7 @@ def _ruler_multikey(tok: _Tok, n_prompts: int, seed: int, length: int | None, pa
         rng = _rng(seed, "ruler_multikey", index)
         (key, token), *rest = [pool[int(k)] for k in rng.choice(len(pool), MULTIKEY_PAIRS, replace=False)]
         others = [(k, _uuid(rng), float(rng.random())) for k, _ in rest]
-        lex_ = lex
-        for _, t in (*rest, (key, token)):
-            lex_ = _without(lex_, enc, t)
+        lex_ = _without(lex, enc, token, *(t for _, t in rest))
         built, value, sentences, depth = _plant(
             tok, "ruler_multikey", index, rng, lex_, _uuid, partial(_multikey_layout, key, others), pad, length,
             {token: 3, **{t: 1 for _, t in rest}},
@@ -822,15 +818,20 @@ def decoy_hit(prompt: Prompt, generated_ids: Any, tokenizer: Any = None) -> bool
     a decoy's text is inside the decoded generation (substring suites). None for a prompt without decoys."""
     if not prompt.meta.get("decoys"):
         return None
+    return _names(prompt, generated_ids, prompt.meta["decoy_ids"], tokenizer, "decoy_hit")
+
+
+def _names(prompt: Prompt, generated_ids: Any, targets: Sequence[Sequence[int]], tokenizer: Any, caller: str) -> bool:
+    """Whether a generation names one of ``targets`` (token ids in place) as the prompt's suite scores: its
+    first token is a target's first token, or a target, decoded, is inside the decoded generation."""
     suite = _suite(prompt.suite)
     ids = _generated(suite, generated_ids)
     if suite.scoring == "first token":
-        return bool(ids) and any(ids[0] == d[0] for d in prompt.meta["decoy_ids"])
+        return bool(ids) and any(ids[0] == t[0] for t in targets)
     if tokenizer is None:
-        raise SuiteError(f"{prompt.suite} is scored on decoded text: call decoy_hit(prompt, generated_ids, tokenizer)")
+        raise SuiteError(f"{prompt.suite} is scored on decoded text: call {caller}(prompt, generated_ids, tokenizer)")
     said = tokenizer.decode(ids)
-    # decoded as answer_correct decodes the answer, so both compare text the tokenizer spells the same way
-    return any(tokenizer.decode(list(d)).strip() in said for d in prompt.meta["decoy_ids"])
+    return any(tokenizer.decode(list(t)).strip() in said for t in targets)
 
 
 def answer_correct(prompt: Prompt, generated_ids: Any, tokenizer: Any = None) -> bool:
@@ -840,13 +841,4 @@ def answer_correct(prompt: Prompt, generated_ids: Any, tokenizer: Any = None) ->
     ``passkey_niah`` need ``tokenizer``: the planted value, as the tokenizer decodes ``answer_ids``, must be a
     substring of the decoded first ``max_new_tokens(suite)`` tokens (App. AA, AI).
     """
-    suite = _suite(prompt.suite)
-    ids = _generated(suite, generated_ids)
-    if suite.scoring == "first token":
-        return bool(ids) and ids[0] == prompt.answer_ids[0]
-    if tokenizer is None:
-        raise SuiteError(
-            f"{prompt.suite} is scored on decoded text: call answer_correct(prompt, generated_ids, tokenizer)"
-        )
-    target = tokenizer.decode(list(prompt.answer_ids)).strip()
-    return target in tokenizer.decode(ids)
+    return _names(prompt, generated_ids, [prompt.answer_ids], tokenizer, "answer_correct")
