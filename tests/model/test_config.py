@@ -41,6 +41,11 @@ def test_bad_fields_are_named(bad, message):
     ({"inputs": "images"}, "model.inputs must be one of tokens, vectors"),
     ({"vocab": None}, "model.vocab is required"),
     ({"residual": "yes"}, "model.residual must be true or false"),
+    ({"readout": "logits"}, "model.readout must be one of stream, writes, got 'logits'"),
+    ({"readout": "writes"}, "model.readout writes .* needs model.inputs vectors and model.residual true, got "
+                            "inputs 'tokens' and residual True"),
+    ({"readout": "writes", "inputs": "vectors", "vocab": None, "residual": False},
+     "got inputs 'vectors' and residual False"),
 ])
 def test_bad_scaler_and_input_fields_are_named(bad, match):
     with pytest.raises(ConfigError, match=match):

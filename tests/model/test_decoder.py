@@ -1,7 +1,10 @@
 """The own decoder: every row map overfits a tiny batch; its observed scores are q k^T / sqrt(d) plus the
-ALiBi bias by hand; query blocking and the fused softmax kernel leave the logits as they are."""
+ALiBi bias by hand; query blocking and the fused softmax kernel leave the logits as they are; readout writes
+returns h_D - x of a hand-written residual loop."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 import torch
@@ -100,3 +103,42 @@ def test_long_inputs_get_thinner_query_blocks_within_the_score_budget():
     assert block_rows(512, 16, 4, 256) == 512
     assert block_rows(512, 1, 4, 65536) == 64 and 64 * 4 * 65536 <= SCORE_BUDGET
     assert block_rows(512, 8, 16, 65536) == 32  # never thinner than the site's minimum
+
+
+def _attention_by_hand(attn, h: torch.Tensor, heads: int, relu: bool) -> torch.Tensor:
+    """One layer's write W_O concat_h(sum_k alpha_ik W_V x_k), per head and per query in plain loops."""
+    t, d = h.shape
+    hd = d // heads
+    q, k, v = (h @ p.weight.T for p in (attn.q_proj, attn.k_proj, attn.v_proj))
+    out = torch.zeros(t, d, dtype=h.dtype)
+    for head in range(heads):
+        cols = slice(head * hd, (head + 1) * hd)
+        for i in range(t):
+            z = torch.stack([q[i, cols] @ k[j, cols] / math.sqrt(hd) for j in range(i + 1)])
+            alpha = torch.relu(z) / max(i + 1 - 2, 1) if relu else torch.softmax(z, 0)
+            out[i, cols] = sum(alpha[j] * v[j, cols] for j in range(i + 1))
+    return out @ attn.o_proj.weight.T
+
+
+@pytest.mark.parametrize("rowmap", ["softmax", "reluattn"])
+@torch.no_grad()
+def test_readout_writes_is_the_sum_of_the_layers_residual_writes(rowmap):
+    cfg = ModelConfig(context=9, inputs="vectors", layers=3, heads=2, d_model=8, positions="none", ffn="none",
+                      norm="none", bias=False, rowmap=rowmap, readout="writes")
+    torch.manual_seed(3)
+    model = Decoder(cfg).eval()
+    for p in model.parameters():  # O(1) weights, so the writes are not drowned in h_0 = x
+        torch.nn.init.normal_(p, std=0.5)
+    x = torch.rand(2, 9, 8, dtype=torch.float64) * 2 - 1
+    model.double()
+    want = torch.zeros_like(x)
+    for b in range(2):
+        h = x[b]
+        for block in model.layers:
+            h = h + _attention_by_hand(block.attn, h, 2, rowmap == "reluattn")
+        want[b] = h - x[b]
+    torch.testing.assert_close(model(x), want, rtol=1e-10, atol=1e-10)
+    stream = Decoder(ModelConfig(**{**cfg.to_dict(), "readout": "stream"})).double().eval()
+    stream.load_state_dict(model.state_dict())
+    torch.testing.assert_close(stream(x) - x, want, rtol=1e-10, atol=1e-10)
+    assert model(x).abs().max() > 0.1  # the writes are not trivially zero

@@ -17,6 +17,7 @@ from .ffn import FFNS
 from .scaling import SCALERS
 
 INPUTS = ("tokens", "vectors")
+READOUTS = ("stream", "writes")
 POSITIONS = ("none", "learned", "rope", "alibi", "nape")
 ALIBI_SLOPES = ("geometric", "inverse")
 NORMS = ("layernorm", "rmsnorm", "none")
@@ -65,6 +66,11 @@ class ModelConfig:
     inputs: tokens (ids in, logits out; vocab required) or vectors (the input-free model of Attention Sinks Essential
     §3.4: d_model-wide vectors in and out, no embedding or head; with ffn none, norm none and
     residual false, each layer is exactly W_O sum_j alpha_ij W_V x_j).
+    readout: stream (the last layer's residual stream h_D, through the final norm and head) or writes
+    (vectors only, with residual true: the sum of what the layers write to the residual stream, h_D - h_0
+    with h_0 the input after positions, then the final norm; Attention Sinks Essential §1 and §3.2 state the
+    target as what the model writes, which is how §4.2 and App. B train multi-layer models with residual
+    connections on it).
     """
 
     context: int
@@ -92,6 +98,7 @@ class ModelConfig:
     scaler_delta: float = 1.0
     scaler_bound: float = 1.0
     residual: bool = True
+    readout: str = "stream"
 
     def __post_init__(self) -> None:
         _choice("inputs", self.inputs, INPUTS)
@@ -133,6 +140,11 @@ class ModelConfig:
         for name in ("rope_dynamic", "ffn_matched", "bias", "tie_embeddings", "residual"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"model.{name} must be true or false, got {getattr(self, name)!r}")
+        _choice("readout", self.readout, READOUTS)
+        if self.readout == "writes" and (self.inputs != "vectors" or not self.residual):
+            raise ConfigError(f"model.readout writes (h_D - h_0, the sum of the layers' residual writes) needs "
+                              f"model.inputs vectors and model.residual true, got inputs {self.inputs!r} and "
+                              f"residual {self.residual!r}")
         object.__setattr__(self, "rowmap", _freeze(self.rowmap))
         self.head_maps()
 

@@ -115,7 +115,8 @@ class Block(nn.Module):
 
 class Decoder(nn.Module):
     """Token ids (batch, tokens) -> logits (batch, tokens, vocab); with ``inputs: vectors``, vectors
-    (batch, tokens, d_model) -> vectors of the same shape."""
+    (batch, tokens, d_model) -> vectors of the same shape (with ``readout: writes``, h_D - h_0: what the
+    layers wrote to the residual stream)."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -160,10 +161,12 @@ class Decoder(nn.Module):
         t = inputs.shape[1]
         if self.positions is not None:
             x = x + self.positions(t)
-        x = self.drop(x)
+        x = h0 = self.drop(x)
         rope = self.rope(t, inputs.device)
         for block in self.layers:
             x = block(x, rope, self.beta_n)
+        if self.cfg.readout == "writes":
+            x = x - h0
         x = self.norm(x)
         return x if self.head is None else self.head(x)
 
