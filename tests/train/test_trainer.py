@@ -1,6 +1,8 @@
 """A run trains and logs, a SIGKILLed run resumes to the uninterrupted run's weights bit for bit, two
 torchrun processes match one, the CSV logs give back the summary, and bad runs (existing output, changed
-config, corrupt checkpoint, empty data) stop with clear errors that leave the last good checkpoint intact."""
+config, corrupt checkpoint, empty data) stop with clear errors that leave the last good checkpoint intact; a
+vector run stops at the first batch under stop_linf without updating on it, and a resumed stopped run trains no
+further."""
 
 from __future__ import annotations
 
@@ -288,3 +290,56 @@ def test_a_vector_stream_trains_the_seed_004_model_with_eval_hooks(tmp_path):
     with pytest.raises(ConfigError, match="needs model.inputs tokens"):
         Trainer(load(None, [*VECTORS, "intervention.upper_qk_lr=0.25"]), tmp_path / "x", stream=_Averaging(8, 12),
                 progress=False)
+
+
+def _batch_linf(model, x, y) -> float:
+    """The l-inf loss by hand: the largest per-position l2 error, in plain loops."""
+    with torch.no_grad():
+        out = model(x)
+    return max(float(torch.sqrt(((out[r, i] - y[r, i]) ** 2).sum())) for r in range(x.shape[0])
+               for i in range(x.shape[1]))
+
+
+def test_stop_linf_stops_at_the_first_batch_under_it_without_updating(tmp_path):
+    # a constant lr, so that a shorter plain run takes the same steps
+    const = [*VECTORS, "train.min_lr=3e-2", "train.eval_every=40", "train.batch=16"]
+    cfg = load(None, [*const, "train.steps=120", "train.checkpoint_every=25"])
+    stream = _Averaging(8, 12)
+    Trainer(cfg, tmp_path / "ref", stream=stream, progress=False).run()
+    ref = [r for r in read_metrics(tmp_path / "ref") if r["kind"] == "train"]
+    # a threshold the reference run's batches first pass somewhere in the middle of the run
+    threshold = min(r["linf"] for r in ref[30:60]) * (1 + 1e-6)
+    first = next(i for i, r in enumerate(ref) if r["linf"] < threshold)  # 0-based index of the batch
+    assert 30 <= first < 60
+
+    summary = Trainer(cfg, tmp_path / "stop", stream=stream, progress=False, stop_linf=threshold).run()
+    assert summary["stopped"] and summary["steps"] == first and summary["stop_linf"] == threshold
+    assert summary["stop_batch_linf"] == pytest.approx(ref[first]["linf"])
+    assert [r["step"] for r in read_metrics(tmp_path / "stop") if r["kind"] == "train"] == list(range(1, first + 1))
+    # the saved model met the rule on batch `first` and is the plain run of exactly `first` updates
+    plain = Trainer(load(None, [*const, f"train.steps={first}"]), tmp_path / "plain", stream=stream, progress=False)
+    plain.run()
+    stopped = _final_weights(tmp_path / "stop")
+    assert all(torch.equal(stopped[k], v) for k, v in plain.model.state_dict().items())
+    assert _batch_linf(plain.model, *stream.train_batch(first, 16)) < threshold
+
+    # resumed, with or without its summary (a kill after the last save), the run trains no further
+    again = Trainer(cfg, tmp_path / "stop", resume=True, stream=stream, progress=False, stop_linf=threshold).run()
+    assert again == summary
+    (tmp_path / "stop" / "summary.json").unlink()
+    resumed = Trainer(cfg, tmp_path / "stop", resume=True, stream=stream, progress=False, stop_linf=threshold)
+    assert resumed.run()["steps"] == first and resumed.stopped["step"] == first
+    assert len([r for r in read_metrics(tmp_path / "stop") if r["kind"] == "train"]) == first
+    with pytest.raises(RunError, match=r"trained with stop_linf .* and this run asks None"):
+        Trainer(cfg, tmp_path / "stop", resume=True, stream=stream, progress=False)
+
+
+@pytest.mark.parametrize("value", [0.0, -1.0, float("inf"), True, "0.01"])
+def test_a_bad_stop_linf_is_named(tmp_path, value):
+    with pytest.raises(ConfigError, match="stop_linf must be None or a finite number > 0"):
+        Trainer(load(None, VECTORS), tmp_path, stream=_Averaging(8, 12), progress=False, stop_linf=value)
+
+
+def test_stop_linf_needs_a_vector_stream(tmp_path):
+    with pytest.raises(ConfigError, match="with inputs 'tokens'"):
+        Trainer(_cfg(), tmp_path, progress=False, stop_linf=1e-2)

@@ -45,6 +45,11 @@ def vector_loss(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return (outputs.float() - targets.float()).pow(2).sum(-1).mean()
 
 
+def vector_linf(outputs: torch.Tensor, targets: torch.Tensor) -> float:
+    """Attention Sinks Essential §3.2's l-infinity loss on a batch: the largest l2 error over rows and positions."""
+    return float((outputs.detach().float() - targets.float()).norm(dim=-1).max())
+
+
 class RunError(RuntimeError):
     """A run that cannot start or go on as asked (existing output, world size, missing checkpoint)."""
 
@@ -104,6 +109,14 @@ def _autocast(precision: str, device: torch.device):
     if precision == "bf16":
         return torch.autocast(device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
+
+
+def _max(value: float, world: World) -> float:
+    if world.size == 1:
+        return value
+    t = torch.tensor([value], dtype=torch.float64, device=world.device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t)
 
 
 def _mean(value: float, world: World) -> float:
@@ -217,11 +230,16 @@ class Trainer:
     streams train with cross-entropy, ``model.inputs: vectors`` streams with the squared l2 error.
     ``eval_hooks``: callables given the trainer at each evaluation, whose numbers join the eval record
     (a task's accuracy, a study's own probe).
+    ``stop_linf`` (vector streams only): App. A's stopping rule of Attention Sinks Essential, "until the
+    l-inf loss is less than 1e-2 for the entire batch". Each step first scores its training batch; when that
+    batch's l-inf loss (``vector_linf``, the max over every process's rows) is below ``stop_linf``, the run
+    stops there without updating on it, so the saved model is the one that met the rule and ``step`` counts
+    the updates made. The stop is saved in the checkpoint: a resumed run that had stopped trains no further.
     """
 
     def __init__(self, cfg: RunConfig, out: str | Path, *, resume: bool = False, overwrite: bool = False,
                  progress: bool = True, world: World | None = None, stream: Batches | None = None,
-                 eval_hooks: Sequence[EvalHook] = ()) -> None:
+                 eval_hooks: Sequence[EvalHook] = (), stop_linf: float | None = None) -> None:
         self.world = world or init_world()
         self.out = Path(out)
         self.progress = progress and self.world.main
@@ -237,6 +255,13 @@ class Trainer:
         if (t.batch // self.world.size) % t.accum or t.batch % self.world.size:
             raise ConfigError(f"train.batch ({t.batch}) must split evenly over {self.world.size} processes and then "
                               f"over train.accum ({t.accum}) micro-batches")
+        if stop_linf is not None and (self.tokens or isinstance(stop_linf, bool)
+                                      or not isinstance(stop_linf, (int, float)) or not 0 < stop_linf < math.inf):
+            raise ConfigError(f"stop_linf must be None or a finite number > 0 with model.inputs vectors (the l-inf "
+                              f"loss is a vector task's), got {stop_linf!r} with inputs {cfg.model.inputs!r}")
+        self.stop_linf = stop_linf
+        # the batch that met the stop rule: {"step", "linf", "loss"}; None while the run has not stopped
+        self.stopped: dict[str, Any] | None = None
         if cfg.intervention.active and not self.tokens:
             raise ConfigError("the intervention table (Zhu et al. 2026) needs model.inputs tokens: its release rule "
                               "and entropy floor read token repeats and attention rows of a language model")
@@ -281,6 +306,10 @@ class Trainer:
         if found is not None:
             state = ckpt.load_checkpoint(found)
             _check_resumable(state.meta["config"], self.cfg.to_dict())
+            if state.meta.get("stop_linf") != self.stop_linf:
+                raise RunError(f"{found} was trained with stop_linf {state.meta.get('stop_linf')!r} and this run "
+                               f"asks {self.stop_linf!r}: resume with the same rule or start anew (--overwrite)")
+            self.stopped = state.meta.get("stopped")
             self.model.load_state_dict(state.model_state)
             self.optimizer.load_state_dict(state.optimizer_state)
             self.release.load_state_dict(state.meta["release"])
@@ -291,7 +320,7 @@ class Trainer:
             if resume:
                 _truncate_metrics(self.out, self.step)
             io.write_json(self.out / "config.json", {**self.cfg.to_dict(), "data_stream": self.stream.describe(),
-                                                     "world_size": self.world.size})
+                                                     "world_size": self.world.size, "stop_linf": self.stop_linf})
         if self.world.size > 1:
             dist.barrier()
 
@@ -309,6 +338,7 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         micro = inputs.shape[0] // t.accum
         ce_sum = h_sum = 0.0
+        linf = 0.0
         for i in range(t.accum):
             rows = slice(i * micro, (i + 1) * micro)
             last = i == t.accum - 1
@@ -316,7 +346,10 @@ class Trainer:
             tracker = probes.upper_entropy_tracker(self.model) if floor > 0 else contextlib.nullcontext()
             with sync:
                 with _autocast(t.precision, self.world.device), tracker as seen:
-                    ce = self.loss(self.net(inputs[rows]), targets[rows])
+                    outputs = self.net(inputs[rows])
+                    ce = self.loss(outputs, targets[rows])
+                if not self.tokens:
+                    linf = max(linf, vector_linf(outputs, targets[rows]))
                 objective = ce
                 if floor > 0:
                     h_upper = seen.value()
@@ -324,6 +357,11 @@ class Trainer:
                     h_sum += float(h_upper.detach())
                 (objective / t.accum).backward()
             ce_sum += float(ce.detach())
+        if not self.tokens:
+            linf = _max(linf, self.world)
+            if self.stop_linf is not None and linf < self.stop_linf:
+                self.optimizer.zero_grad(set_to_none=True)
+                return {"loss": _mean(ce_sum / t.accum, self.world), "linf": linf, "stopped": True}
         params = [p for p in self.model.parameters() if p.grad is not None]
         if t.clip > 0:
             norm = float(torch.nn.utils.clip_grad_norm_(params, t.clip))
@@ -334,6 +372,8 @@ class Trainer:
                   "grad_norm": norm}
         if floor > 0:
             record.update(entropy_floor=floor, upper_entropy=_mean(h_sum / t.accum, self.world))
+        if not self.tokens:
+            record["linf"] = linf
         return record
 
     @torch.no_grad()
@@ -365,7 +405,8 @@ class Trainer:
     def save(self) -> None:
         if self.world.main:
             meta = {"config": self.cfg.to_dict(), "release": self.release.state_dict(),
-                    "data": {"next_step": self.step, "stream": self.stream.describe()}, "world_size": self.world.size}
+                    "data": {"next_step": self.step, "stream": self.stream.describe()}, "world_size": self.world.size,
+                    "stop_linf": self.stop_linf, "stopped": self.stopped}
             ckpt.save_checkpoint(self.out, self.step, model_state=self.model.state_dict(),
                                  optimizer_state=self.optimizer.state_dict(), meta=meta, rng=ckpt.capture_rng(),
                                  keep=self.cfg.train.keep)
@@ -375,7 +416,7 @@ class Trainer:
     def run(self) -> dict[str, Any]:
         t = self.cfg.train
         done = self.out / "summary.json"
-        if self.step >= t.steps and done.is_file():
+        if (self.step >= t.steps or self.stopped is not None) and done.is_file():
             # A resumed run with no step left keeps the summary of the process that trained it.
             return json.loads(done.read_text())
         metrics = Metrics(self.out, t.tensorboard) if self.world.main else None
@@ -387,9 +428,17 @@ class Trainer:
         record: dict[str, Any] = {}
         evaluated: dict[str, Any] = {}
         try:
-            while self.step < t.steps:
+            while self.step < t.steps and self.stopped is None:
                 tick = time.perf_counter()
                 record = self.train_step(self.step)
+                if record.get("stopped"):
+                    self.stopped = {"step": self.step, "linf": record["linf"], "loss": record["loss"]}
+                    if evaluated.get("step") != self.step:
+                        evaluated = {"kind": "eval", "step": self.step, **self.evaluate()}
+                        if metrics:
+                            metrics.log(evaluated)
+                    self.save()
+                    break
                 self.step += 1
                 record.update(kind="train", step=self.step, tokens_per_s=tokens_per_step / (time.perf_counter() - tick))
                 if metrics:
@@ -407,10 +456,14 @@ class Trainer:
             if metrics:
                 metrics.close()
         seconds = time.perf_counter() - started
-        summary = {"steps": self.step, "loss": record.get("loss"), "val_loss": evaluated.get("val_loss"),
+        stopped = self.stopped or {}
+        summary = {"steps": self.step, "loss": stopped.get("loss", record.get("loss")),
+                   "val_loss": evaluated.get("val_loss"),
                    "val_ppl": evaluated.get("val_ppl"), "released_at": self.release.released_at,
                    "release_reason": self.release.reason, "world_size": self.world.size,
-                   "seconds": seconds, "tokens_per_s": tokens_per_step * (self.step - start_step) / max(seconds, 1e-9)}
+                   "seconds": seconds, "tokens_per_s": tokens_per_step * (self.step - start_step) / max(seconds, 1e-9),
+                   "stop_linf": self.stop_linf, "stopped": self.stopped is not None,
+                   "stop_batch_linf": stopped.get("linf")}
         if self.world.main:
             write_tables(self.out)
             io.write_json(self.out / "summary.json", summary)
