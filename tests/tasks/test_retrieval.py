@@ -233,3 +233,12 @@ def test_the_planted_bigram_is_repeated_at_the_end(name):
 def test_parameters_outside_their_range_are_refused_with_what_is_allowed(name, params, message):
     with pytest.raises(TaskError, match=f"^{re.escape(message)}$"):
         get_task(name, **params)
+
+
+def test_mqmtar_row_length_holds_the_papers_context_and_max_retrieval_has_no_paper_units():
+    task = TASKS["mqmtar"]
+    for n in (32, 64, 4096):
+        assert task.sizes(task.row_length(n))["context"] == n
+    assert task.row_length(32) - 32 == 2 + 4 * (2 + 2 + 2)  # <bos>, the queries, the separator, answers, <eos>
+    with pytest.raises(TaskError, match="max_retrieval: no paper length units"):
+        TASKS["max_retrieval"].row_length(16)

@@ -156,3 +156,16 @@ def test_the_shortest_row_is_drawn_and_one_shorter_is_refused(name, shortest):
     assert task.generate(3, shortest, seed=0).ids.shape == (3, shortest)
     with pytest.raises(TaskError, match=f"allowed: {shortest} <= length$"):
         task.generate(3, shortest - 1, seed=0)
+
+
+@pytest.mark.parametrize("name, size, per_n", [("copy", "source_tokens", 1), ("reverse", "source_tokens", 1),
+                                               ("sort", "source_tokens", 1), ("2back", "random_tokens", 1),
+                                               ("local_count", "counted_tokens", 1),
+                                               ("flipflop_sparse", "instructions", 0.5)])
+def test_row_length_holds_the_papers_length_in_its_units(name, size, per_n):
+    task = TASKS[name]
+    for n in (4, 7, 32, 64, 1000):
+        length = task.row_length(n)
+        assert task.sizes(length)[size] == int(n * per_n)
+        assert task.generate(2, length, 0).ids.shape == (2, length)
+        assert task.describe()["paper_units"] == task.paper_units

@@ -131,6 +131,7 @@ class MQMTAR(Task):
     kind: ClassVar[str] = "generative"
     source: ClassVar[str] = "Vasylenko et al. 2025 §5.1, App. G.1, Fig. 10, Table 5, App. H.4"
     layout: ClassVar[str] = "<bos> context(pairs 'key 1 value' among 0s) (3 key)^Q 2 | (3 value)^Q <eos>"
+    paper_units: ClassVar[str] = "context tokens before the queries (the authors' generator: seq_len of them)"
 
     def __post_init__(self):
         need(self.alphabet >= 2 and self.key_len >= 1 and self.value_len >= 1 and self.queries >= 1,
@@ -177,6 +178,9 @@ class MQMTAR(Task):
     def sizes(self, length: int) -> dict[str, int]:
         context = length - self._frame
         return {"context": context, "pairs": self._pairs(context), "queries": self.queries}
+
+    def row_length(self, n: int) -> int:
+        return n + self._frame
 
     def draw(self, rng: np.random.Generator, n: int, length: int) -> TaskBatch:
         size = self.sizes(length)

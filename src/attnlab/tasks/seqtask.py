@@ -110,6 +110,7 @@ class Task:
     kind: ClassVar[str]
     source: ClassVar[str]
     layout: ClassVar[str]
+    paper_units: ClassVar[str | None] = None  # what the seed paper's length n counts, where ``row_length`` knows it
 
     @property
     def vocab_size(self) -> int:
@@ -132,6 +133,11 @@ class Task:
     def sizes(self, length: int) -> dict[str, int]:
         """The task's size parameters at ``length`` (items, pairs, queries...)."""
         raise NotImplementedError
+
+    def row_length(self, n: int) -> int:
+        """The ``length`` (tokens of a row) whose task holds the seed paper's length ``n``, for tasks whose
+        paper counts length in its own units (``paper_units`` says what ``n`` counts)."""
+        raise TaskError(f"{self.name}: no paper length units are known for this task; give lengths in tokens")
 
     def draw(self, rng: np.random.Generator, n: int, length: int) -> TaskBatch | VectorBatch:
         """``n`` rows of ``length`` tokens (vectors) from ``rng``; ``length`` already checked."""
@@ -164,7 +170,7 @@ class Task:
         """The task's specification, for a run's config.json and ``attnlab tasks``."""
         return {"task": self.name, "kind": self.kind, "source": self.source, "params": self.params(),
                 "vocab_size": self.vocab_size, "specials": self.specials, "layout": self.layout,
-                "min_length": self.min_length, "max_length": self.max_length,
+                "min_length": self.min_length, "max_length": self.max_length, "paper_units": self.paper_units,
                 "targets": ("class of each position t >= 1 (position 0 <bos> unscored)" if self.kind == "classification"
                             else "targets[t] = ids[t + 1] at answer tokens (teacher forcing), -100 elsewhere")}
 

@@ -30,6 +30,7 @@ class _Transduction(Task):
     kind: ClassVar[str] = "generative"
     source: ClassVar[str] = "Vasylenko et al. 2025 §5.1, App. G.1, Table 5"
     layout: ClassVar[str] = "<bos> x_1..x_m <sep> y_1..y_m <eos>, m = (length - 2) // 2"
+    paper_units: ClassVar[str] = "source tokens m (the authors' generator draws m = seq_len)"
 
     def __post_init__(self):
         need(self.symbols >= 2, f"{self.name}: symbols = {self.symbols}; allowed: symbols >= 2")
@@ -49,6 +50,9 @@ class _Transduction(Task):
 
     def sizes(self, length: int) -> dict[str, int]:
         return {"source_tokens": (length - 2) // 2}
+
+    def row_length(self, n: int) -> int:
+        return 2 * n + 2
 
     def answer(self, x: np.ndarray) -> np.ndarray:
         raise NotImplementedError
@@ -125,6 +129,7 @@ class TwoBack(Task):
     kind: ClassVar[str] = "classification"
     source: ClassVar[str] = "Vasylenko et al. 2025 App. G.1, Fig. 10, App. H.1"
     layout: ClassVar[str] = "<bos> 0 x_1..x_{length-2}; class of position t is ids[t-2], 0 for t <= 2"
+    paper_units: ClassVar[str] = "random tokens after the special 0 (the authors' generator: seq_len of them)"
 
     def __post_init__(self):
         need(self.symbols >= 2, f"2back: symbols = {self.symbols}; allowed: symbols >= 2 (the special 0 and more)")
@@ -143,6 +148,9 @@ class TwoBack(Task):
 
     def sizes(self, length: int) -> dict[str, int]:
         return {"random_tokens": length - 2}
+
+    def row_length(self, n: int) -> int:
+        return n + 2
 
     def draw(self, rng: np.random.Generator, n: int, length: int) -> TaskBatch:
         ids = np.zeros((n, length), dtype=np.int64)
@@ -176,6 +184,7 @@ class LocalCount(Task):
     kind: ClassVar[str] = "classification"
     source: ClassVar[str] = "Vasylenko et al. 2025 App. G.1, Fig. 10, App. H.2"
     layout: ClassVar[str] = "<bos> clusters w^r (w != previous w, r ~ U{1..max_repeat}); class = 0-based index in w^r"
+    paper_units: ClassVar[str] = "counted tokens (the authors' generator fills about seq_len of them)"
 
     def __post_init__(self):
         need(self.symbols >= 2 and self.max_repeat >= 1,
@@ -196,6 +205,9 @@ class LocalCount(Task):
 
     def sizes(self, length: int) -> dict[str, int]:
         return {"counted_tokens": length - 1}
+
+    def row_length(self, n: int) -> int:
+        return n + 1
 
     def draw(self, rng: np.random.Generator, n: int, length: int) -> TaskBatch:
         span = length - 1
@@ -239,6 +251,7 @@ class FlipFlop(Task):
     kind: ClassVar[str] = "generative"
     source: ClassVar[str] = "Vasylenko et al. 2025 App. G.1, Table 5, App. H (Tables 11-13)"
     layout: ClassVar[str] = "<bos> w b (w|i b)* r ANSWER <eos>, (length - 1) // 2 instructions"
+    paper_units: ClassVar[str] = "instruction and bit tokens (the authors' generator: seq_len // 2 instructions)"
 
     def __post_init__(self):
         need(0 < self.p_write < 1, f"{self.name}: p_write = {self.p_write}; allowed: 0 < p_write < 1")
@@ -257,6 +270,9 @@ class FlipFlop(Task):
 
     def sizes(self, length: int) -> dict[str, int]:
         return {"instructions": (length - 1) // 2}
+
+    def row_length(self, n: int) -> int:
+        return 2 * (n // 2) + 1
 
     def draw(self, rng: np.random.Generator, n: int, length: int) -> TaskBatch:
         k = (length - 1) // 2
