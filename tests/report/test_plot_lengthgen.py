@@ -87,3 +87,62 @@ def test_a_single_task_gets_a_single_column(tmp_path, drawn, plot):
     acc = _long_table()
     plot(acc[acc.task == "copy"], tmp_path / "one")
     assert len(drawn[0].axes) == (1 if plot is pl.plot_task_accuracy else 2)
+
+
+def _head_table(seeds=None):
+    """A row per variant, length, layer and head (and seed), as commands.lengthgen.dispersion_table writes it."""
+    rows = []
+    for v, variant in enumerate(["softmax", "entmax_a1.5"]):
+        for seed in seeds or [None]:
+            for length in LENGTHS[:3]:
+                for layer in range(2):
+                    for head in range(2):
+                        spread = length if variant == "softmax" else 2 + head
+                        rows.append({"variant": variant, "length": length, "log_length": np.log(length),
+                                     "layer": layer, "head": head, "entropy": 1.0 + v, "support": 3.0,
+                                     "answer_entropy": np.log(spread) - 0.1 * layer + 0.01 * (seed or 0),
+                                     "answer_support": float(spread) / (1 + layer)}
+                                    | ({} if seed is None else {"seed": seed}))
+    return pd.DataFrame(rows)
+
+
+def test_head_dispersion_draws_a_line_per_head_against_length_per_variant(tmp_path, drawn):
+    table = _head_table()
+    png, svg = pl.plot_head_dispersion(table, tmp_path / "heads", "copy: answer rows per head")
+    assert (png.name, svg.name) == ("heads.png", "heads.svg") and png.stat().st_size and svg.stat().st_size
+    fig, = drawn
+    assert fig.get_suptitle() == "copy: answer rows per head"
+    top, bottom = fig.axes[:2], fig.axes[2:]
+    assert [ax.get_title() for ax in top] == ["softmax", "entmax_a1.5"] and len(bottom) == 2
+    for col, (variant, part) in enumerate(table.groupby("variant", sort=False)):
+        for panel, column, ceiling in ((top[col], "answer_entropy", np.log), (bottom[col], "answer_support", float)):
+            assert panel.get_xscale() == "log"
+            assert panel.get_yscale() == ("log" if column == "answer_support" else "linear")
+            curves = _curves(panel)
+            assert [line.get_label() for line in curves] == ["L0 H0", "L0 H1", "L1 H0", "L1 H1"]
+            for line, (_, rows) in zip(curves, part.groupby(["layer", "head"])):
+                assert list(line.get_xdata()) == rows.length.tolist()
+                assert np.allclose(line.get_ydata(), rows[column])
+            dotted, = [line for line in panel.lines if line.get_linestyle() == ":"]
+            assert np.allclose(dotted.get_ydata(), [ceiling(n) for n in LENGTHS[:3]])
+    # Rows share the y axis so variants compare; one legend for the figure, a colour per head.
+    assert top[0].get_shared_y_axes().joined(top[0], top[1])
+    assert len(fig.legends) == 1 and len(fig.legends[0].get_texts()) == 5
+
+
+def test_head_dispersion_keeps_seeds_apart(tmp_path, drawn):
+    table = _head_table(seeds=[0, 1])
+    pl.plot_head_dispersion(table, tmp_path / "seeds", "two seeds")
+    curves = _curves(drawn[0].axes[0])
+    assert len(curves) == 8 and curves[0].get_label() == "seed 0 L0 H0" and curves[4].get_label() == "seed 1 L0 H0"
+    assert curves[0].get_linestyle() != curves[4].get_linestyle() and curves[0].get_color() == curves[4].get_color()
+
+
+@pytest.mark.parametrize("table,match", [
+    (_head_table().drop(columns="answer_support"), r"lacks columns \['answer_support'\]"),
+    (_head_table().iloc[:0], "has no rows"),
+    (pd.concat([_head_table(), _head_table().iloc[:1]]), "more than one row for"),
+])
+def test_head_dispersion_refuses_tables_it_cannot_draw(tmp_path, table, match):
+    with pytest.raises(ValueError, match=match):
+        pl.plot_head_dispersion(table, tmp_path / "bad", "bad")
