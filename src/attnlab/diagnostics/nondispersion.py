@@ -13,8 +13,8 @@ Vasylenko et al. 2025 (Long-Context Generalization with Sparse Attention) §3.2-
   for every n (eq. 47-49), and H / log n <= beta when k <= n^beta (eq. 50-51).
 - Proposition 3 (App. D.2): sequences [v, v_a] and [v, v_a, v_a] give last-token outputs whose L1 distance
   is (q - p_n) ||v_bar - v_a||_1 (eq. 73; p_n, q the mass on v_a in each), which tends to
-  (1 - p*) ||v_bar - v_a||_1 > 0 under alpha-entmax, p* = ((alpha-1)(phi-b))^(1/(alpha-1)) (eq. 82; about 0.354
-  in the paper's example, eq. 67), and to 0 under softmax.
+  (1 - p*) ||v_bar - v_a||_1 > 0 under alpha-entmax, p* = ((alpha-1)(phi-b))^(1/(alpha-1)) (eq. 82; the limit
+  is 0.5 sqrt(0.5) = 0.354 in the paper's example, eq. 67), and to 0 under softmax.
 
 Predictions come from the paper's formulas; measurements from attnlab's own row maps (``rowmaps.get``) in
 float64. ``theory_checks`` sets one against the other on a grid and says, row by row, whether each holds.
@@ -23,6 +23,7 @@ float64. ``theory_checks`` sets one against the other on a grid and says, row by
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 
 import pandas as pd
@@ -37,9 +38,9 @@ ALPHAS = (1.25, 1.5, 2.0, 3.0)
 
 
 def _count(name: str, value: int, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    return value
+    return int(value)
 
 
 def _positive(name: str, value: float) -> float:
@@ -57,8 +58,7 @@ def _alpha(alpha: float, *, softmax: bool) -> float:
 
 
 def _two_level(n: int, k: int, delta: float) -> tuple[int, int, float]:
-    _count("n", n, 2)
-    _count("k", k, 1)
+    n, k = _count("n", n, 2), _count("k", k, 1)
     if k >= n:
         raise ValueError(f"k (top tokens) must be below n (all tokens), got k={k}, n={n}")
     return n, k, _positive("delta (M - m)", delta)
@@ -383,8 +383,8 @@ def _prop1_checks(lengths: list[int], alphas: Sequence[float]) -> list[dict]:
         z = two_level_logits(n0, k, delta)
         b_max = lemma1_bmax(n0, k, delta, alpha)
         setting = f"n={n0} -> N={n_max} k={k} alpha={alpha:g} Delta={delta:.6g} b_max={b_max:.6g}"
-        for side, shift, relation in (("at b_max - 1e-3: weights unchanged", -1e-3, "=="),
-                                      ("at b_max + 1e-3: weights drop", 1e-3, ">")):
+        for side, shift, relation in (("at b_max - 1e-3: old weights unchanged", -1e-3, "=="),
+                                      ("at b_max + 1e-3: old weights change", 1e-3, ">")):
             extended = torch.cat([z, torch.full((n_max - n0,), b_max + shift, dtype=torch.float64)])
             change = float((rowmap(z) - rowmap(extended)[:n0]).abs().max())
             tolerance = weight_tolerance(n_max, alpha) if relation == "==" else 0.0
