@@ -107,11 +107,12 @@ def test_dispersion_does_not_depend_on_how_queries_are_blocked():
 def test_a_run_writes_cells_table_and_plot_and_reuses_finished_cells(tmp_path, monkeypatch):
     cfg = _cfg()
     result = lengthgen.run(cfg, tmp_path)
-    assert list(result["table"].columns) == ["1x", "2x"] and list(result["table"].index) == ["softmax", "asentmax"]
+    assert list(result["table"].columns) == ["variant", "seed", "best", "selected_step", "select_score", "1x", "2x"]
+    assert sorted(result["table"]["variant"]) == ["asentmax", "softmax"] and result["table"]["best"].all()
     for name in ("accuracy.csv", "accuracy.md", "accuracy.png", "accuracy.svg", "dispersion.csv", "config.json",
-                 "cells/softmax.json", "cells/asentmax.json"):
+                 "cells/softmax_seed0.json", "cells/asentmax_seed0.json"):
         assert (tmp_path / name).is_file(), name
-    cell = result["cells"]["softmax"]["lengths"]["32"]
+    cell = result["cells"]["softmax_seed0"]["lengths"]["32"]
     assert len(cell["entropy"]) == 2 and all(s >= 1 for s in cell["support"])
 
     def refuse(*args, **kwargs):
@@ -126,7 +127,7 @@ def test_the_same_seed_reproduces_every_number_in_a_fresh_folder(tmp_path):
     cfg = _cfg(maps=("entmax_a1.5",))
     first, second = lengthgen.run(cfg, tmp_path / "a"), lengthgen.run(cfg, tmp_path / "b")
     assert first["table"].equals(second["table"])
-    assert first["cells"]["entmax_a1.5"]["lengths"] == second["cells"]["entmax_a1.5"]["lengths"]
+    assert first["cells"]["entmax_a1.5_seed0"]["lengths"] == second["cells"]["entmax_a1.5_seed0"]["lengths"]
     assert (tmp_path / "a" / "dispersion.csv").read_bytes() == (tmp_path / "b" / "dispersion.csv").read_bytes()
 
 
@@ -152,9 +153,9 @@ def test_task_parameters_reach_training_and_scoring_and_are_checked(tmp_path):
     cfg = _cfg(maps=("softmax",), eval_mult=(1,), params={"symbols": 4})
     result = lengthgen.run(cfg, tmp_path)
     assert json.loads((tmp_path / "config.json").read_text())["params"] == {"symbols": 4}
-    trained = json.loads((tmp_path / "runs" / "softmax" / "config.json").read_text())
+    trained = json.loads((tmp_path / "runs" / "softmax_seed0" / "config.json").read_text())
     assert trained["model"]["vocab"] == TASKS["copy"].vocab_size - 28
-    assert result["cells"]["softmax"]["settings"]["params"] == {"symbols": 4}
+    assert result["cells"]["softmax_seed0"]["settings"]["params"] == {"symbols": 4}
     with pytest.raises(ValueError, match="unknown parameter"):
         _cfg(params={"alphabet": 4})
 
@@ -205,7 +206,7 @@ def test_classification_tasks_are_scored_by_accuracy_over_positions():
 def test_variable_length_training_is_recorded_and_checked(tmp_path):
     cfg = _cfg(maps=("softmax",), eval_mult=(1,), min_train_len=8)
     lengthgen.run(cfg, tmp_path)
-    assert json.loads((tmp_path / "cells" / "softmax.json").read_text())["settings"]["min_train_len"] == 8
+    assert json.loads((tmp_path / "cells" / "softmax_seed0.json").read_text())["settings"]["min_train_len"] == 8
     with pytest.raises(ValueError, match="min_train_len 20 is above train_len 16"):
         _cfg(min_train_len=20)
 
@@ -241,7 +242,7 @@ def test_softmax_entropy_grows_with_length_while_entmax_alibi_heads_keep_a_bound
                             values=["entropy", "answer_support"]).round(2).to_string())
     assert (result["table"]["1x"] >= 80).all(), result["table"]
     lengths = [str(n) for n in cfg.lengths]
-    softmax = [sum(result["cells"]["softmax"]["lengths"][n]["entropy"]) for n in lengths]
+    softmax = [sum(result["cells"]["softmax_seed0"]["lengths"][n]["entropy"]) for n in lengths]
     assert all(b > a + 0.25 for a, b in zip(softmax, softmax[1:])), softmax
     alibi = table[(table["variant"] == "entmax_a1.5") & (table["head"] < 2)]
     assert len(alibi) == 2 * 2 * 3 and alibi["answer_support"].max() <= 6, alibi
@@ -255,8 +256,58 @@ def test_the_command_prints_accuracy_and_answer_row_dispersion_per_length(tmp_pa
             "--out", str(tmp_path)]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    cells = {name: json.loads((tmp_path / "cells" / f"{name}.json").read_text())
+    cells = {name: json.loads((tmp_path / "cells" / f"{name}_seed0.json").read_text())
              for name in ("softmax", "entmax_a1.5")}
     table = lengthgen.dispersion_table(cells)
     expected = table[(table["variant"] == "entmax_a1.5") & (table["length"] == 32)]["answer_support"].mean()
     assert "1x" in out and "answer_support" in out and f"{expected:.2f}" in out
+
+
+def test_every_seed_is_scored_and_the_best_at_the_selection_length_is_marked(tmp_path):
+    cfg = _cfg(maps=("softmax",), seeds=2, steps=8, select_mult=2)
+    result = lengthgen.run(cfg, tmp_path)
+    acc = result["table"]
+    assert list(acc["seed"]) == [0, 1] and int(acc["best"].sum()) == 1
+    best = acc[acc["best"]].iloc[0]
+    assert best["select_score"] == acc["select_score"].max()
+    if acc["select_score"].nunique() == 1:
+        assert best["seed"] == 0
+    # a seed's model is the one a run of that seed alone trains
+    alone = lengthgen.run(dataclasses.replace(cfg, seed=1, seeds=1), tmp_path / "alone")
+    assert alone["cells"]["softmax_seed1"]["lengths"] == result["cells"]["softmax_seed1"]["lengths"]
+
+
+def test_the_selected_checkpoint_is_the_best_kept_one_at_the_selection_length_and_the_one_scored(tmp_path):
+    from attnlab.model import Decoder, ModelConfig
+    from attnlab.train import checkpoint as ckpt
+
+    cfg = _cfg(maps=("softmax",), steps=12, eval_mult=(1,), select_mult=2)
+    cell = lengthgen.run(cfg, tmp_path)["cells"]["softmax_seed0"]
+    chosen = cell["selection"]
+    kept = ckpt.step_dirs(tmp_path / "runs" / "softmax_seed0")
+    assert sorted(int(s) for s in chosen["scores"]) == sorted(kept) == [3, 6, 9, 12]
+    top = max(chosen["scores"].values())
+    assert chosen["step"] == max(int(s) for s, v in chosen["scores"].items() if v == top)
+    assert chosen["length"] == 32 and chosen["samples"] == cfg.plan["select_samples"]
+    # rescoring the chosen checkpoint by hand gives the cell's in-distribution score
+    saved = ckpt.load_checkpoint(kept[chosen["step"]])
+    model = Decoder(ModelConfig.from_dict(saved.meta["config"]["model"]))
+    model.load_state_dict(saved.model_state)
+    by_hand = lengthgen.score(model, cfg.task_def, 16, cfg.samples_at(16), seed=lengthgen.TEST_SEED)
+    assert by_hand["accuracy"] == cell["lengths"]["16"]["accuracy"]
+
+
+def test_paper_units_count_the_task_s_own_length_and_turn_into_rows_of_tokens():
+    cfg = _cfg(units="paper", train_len=8, min_train_len=4, eval_mult=(1, 1.5, 2))
+    assert (cfg.train_tokens, cfg.min_train_tokens, cfg.lengths) == (18, 10, [18, 26, 34])
+    assert cfg.trained_at.startswith("4-8 source tokens")
+    run = lengthgen.run_config(cfg, "softmax", TASKS["copy"].vocab_size)
+    assert run.model.context == 18
+    mqmtar = _cfg(task="mqmtar", units="paper", train_len=64, eval_mult=(1, 2))
+    assert mqmtar.lengths == [64 + 26, 128 + 26]
+    with pytest.raises(ValueError, match="paper's length units of task 'max_retrieval' are not known"):
+        _cfg(task="max_retrieval", units="paper")
+    with pytest.raises(ValueError, match="seeds must be an integer >= 1"):
+        _cfg(seeds=0)
+    with pytest.raises(ValueError, match="select_mult must be a multiple >= 1"):
+        _cfg(select_mult=0.5)

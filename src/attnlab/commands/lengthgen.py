@@ -34,6 +34,7 @@ from ..site import WeightBlock
 from ..tasks import TASKS, TaskStream, exact_match, get_task, scored_accuracy
 from ..tasks.seqtask import IGNORE, Task
 from ..train.config import RunConfig, assignment
+from ..train import checkpoint as ckpt
 from ..train.trainer import Trainer, world_size
 
 # Variants that are a scaler plus a map rather than a registry row map (Vasylenko et al. 2025 §4.1, §5
@@ -42,6 +43,11 @@ VARIANTS: Registry[dict[str, Any]] = Registry("lengthgen variant")
 # Old variant names -> new ones. "ssmax" names only the row-map family ssmax_s{s} (fixed s); the SSMax
 # baseline with a learned per-head scale of log n is "ssmax_learned".
 RENAMED = {"ssmax": "ssmax_learned"}
+# What a config's lengths count: tokens of a row, or the paper's units of the task (``Task.row_length``).
+UNITS = ("tokens", "paper")
+# Seeds of the rows that score (test) and that choose checkpoints and seeds (selection), apart from each
+# other and from training's stream.
+TEST_SEED, SELECT_SEED = 10_000, 20_000
 
 
 def register_variant(name: str, model_fields: Mapping[str, Any], *, replace: bool = False) -> dict[str, Any]:
@@ -71,9 +77,11 @@ register_variant("assmax", {"scaler": "adaptive", "rowmap": "softmax"})
 # The smoke budget stops at 16x: one 65,536-token row of an entmax model takes minutes on two CPU cores.
 BUDGETS: dict[str, dict[str, Any]] = {
     "smoke": {"steps": 2000, "layers": 2, "heads": 4, "d_model": 64, "ffn": "gelu", "ffn_width": None,
-              "batch": 32, "lr": 3e-3, "samples": 200, "eval_mult": (1, 2, 4, 8, 16)},
+              "batch": 32, "lr": 3e-3, "samples": 200, "eval_mult": (1, 2, 4, 8, 16),
+              "checkpoints": 4, "select_samples": 64},
     "full": {"steps": 20000, "layers": 4, "heads": 8, "d_model": 256, "ffn": "gelu", "ffn_width": 1024,
-             "batch": 128, "lr": 3e-3, "samples": 1000, "eval_mult": (1, 2, 4, 16, 64, 256, 1024)},
+             "batch": 128, "lr": 3e-3, "samples": 1000, "eval_mult": (1, 2, 4, 16, 64, 256, 1024),
+             "checkpoints": 10, "select_samples": 1000},
 }
 # Smoke settings of the tasks that the defaults above do not teach in minutes on two CPU cores. MQMTAR's
 # first answer token needs two hops (to the query's key 3 * queries + 1 tokens back, then to the pair), a
@@ -83,6 +91,7 @@ BUDGETS: dict[str, dict[str, Any]] = {
 # within 2,000-4,000 steps (figures in the README, lengthgen).
 SMOKE_TASKS: dict[str, dict[str, Any]] = {
     "mqmtar": {"ffn": "none", "lr": 1e-3, "steps": 15000},
+    "copy": {"heads": 8},
 }
 # Vasylenko et al. 2025 App. G.2, Table 5: (heads, layers, hidden, intermediate) per task; the full budget takes them
 # (batch 128 for all), and its defaults above for the tasks the table does not list.
@@ -123,10 +132,14 @@ class LengthgenConfig:
     maps: tuple[str, ...] = option(("softmax", "entmax_a1.5"), "variants: registry row maps, or ssmax_learned, "
                                                               "asentmax, assmax", metavar="NAME")
     pe: str = option("nape", "positions", choices=("none", "learned", "rope", "alibi", "nape"))
-    train_len: int = option(64, "training length in tokens", type=options.count)
+    train_len: int = option(64, "training length, in --units", type=options.count)
     min_train_len: int | None = option(None, "train on lengths drawn per step from N..--train-len (Vasylenko et "
                                              "al. 2025: 32-64); scores stay multiples of --train-len", metavar="N",
                                        type=options.count)
+    units: str = option("tokens", "what --train-len, --min-train-len and their multiples count: tokens of a row, or "
+                                  "the paper's units for the task (Vasylenko et al. 2025 App. G.1: Copy's source "
+                                  "tokens, MQMTAR's context...; attnlab tasks NAME says which)",
+                        choices=("tokens", "paper"))
     eval_mult: tuple[float, ...] | None = option(None, "evaluation lengths as multiples of --train-len, "
                                                        "fractions allowed, e.g. 1 1.5 2 4 as in Vasylenko et al. "
                                                        "2025 Table 1 (default: smoke 1 2 4 8 16, full 1 2 4 16 64 "
@@ -135,6 +148,12 @@ class LengthgenConfig:
     steps: int | None = option(None, "override the budget's training steps", type=options.count)
     samples: int | None = option(None, "override the budget's samples per length", type=options.count)
     seed: int = option(0, "seed of data and initialization", metavar="N", type=options.seed)
+    seeds: int = option(1, "train each variant with seeds --seed .. --seed + N - 1, every one scored; the one "
+                           "best at --select-mult is the variant's pick (Vasylenko et al. 2025 App. G.2: best of 3)",
+                        metavar="N", type=options.count)
+    select_mult: float = option(8.0, "choose each seed's checkpoint, and the variant's best seed, by the score at "
+                                     "this multiple of --train-len on held-out rows (Vasylenko et al. 2025 App. "
+                                     "G.2: 8x)", metavar="M", type=options.positive)
     lr: float | None = option(None, "override the budget's peak learning rate", type=options.positive)
     params: Mapping[str, Any] = option(help="a task parameter, e.g. --param alphabet=16 (repeatable; attnlab tasks "
                                             "NAME lists them)", flag="--param", metavar="KEY=VALUE",
@@ -155,6 +174,17 @@ class LengthgenConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value}")
+        if self.seeds < 1:
+            raise ValueError(f"seeds must be an integer >= 1, got {self.seeds}")
+        if not (math.isfinite(self.select_mult) and self.select_mult >= 1):
+            raise ValueError(f"select_mult must be a multiple >= 1, got {self.select_mult}")
+        if self.units not in UNITS:
+            raise ValueError(f"units must be one of {', '.join(UNITS)}, got {self.units!r}")
+        task = self.task_def
+        if self.units == "paper" and task.paper_units is None:
+            raise ValueError(f"units 'paper': the paper's length units of task {self.task!r} are not known; use "
+                             f"units tokens, or one of the tasks that have them: "
+                             f"{', '.join(n for n, t in TASKS.items() if t.paper_units is not None)}")
         if self.eval_mult is not None and (not self.eval_mult or any(m < 1 for m in self.eval_mult)):
             raise ValueError(f"eval_mult must be non-empty multiples >= 1, got {self.eval_mult}")
         if self.eval_mult is not None and len({self.length_at(m) for m in self.eval_mult}) != len(self.eval_mult):
@@ -162,10 +192,9 @@ class LengthgenConfig:
                              f"{self.train_len}; give distinct multiples")
         for name in self.maps:
             variant(name)
-        task = self.task_def
-        task.check_length(self.train_len)
+        task.check_length(self.train_tokens)
         if self.min_train_len is not None:
-            task.check_length(self.min_train_len)
+            task.check_length(self.tokens(self.min_train_len))
             if self.min_train_len > self.train_len:
                 raise ValueError(f"min_train_len {self.min_train_len} is above train_len {self.train_len}")
 
@@ -174,13 +203,33 @@ class LengthgenConfig:
         """The task with ``params`` replacing its defaults (``attnlab tasks NAME`` lists them)."""
         return get_task(self.task, **self.params)
 
+    def tokens(self, n: int) -> int:
+        """The row length in tokens of length ``n`` in ``units`` (``Task.row_length`` for the paper's)."""
+        return n if self.units == "tokens" else self.task_def.row_length(n)
+
+    @property
+    def train_tokens(self) -> int:
+        return self.tokens(self.train_len)
+
+    @property
+    def min_train_tokens(self) -> int | None:
+        return None if self.min_train_len is None else self.tokens(self.min_train_len)
+
+    @property
+    def seed_list(self) -> list[int]:
+        return list(range(self.seed, self.seed + self.seeds))
+
+    @property
+    def select_length(self) -> int:
+        return self.length_at(self.select_mult)
+
     def samples_at(self, length: int) -> int:
         """Rows scored at ``length``: the plan's samples, and under the smoke budget fewer at long lengths
         (as many tokens as 4x the training length would take, at least 8), so that a CPU run ends."""
         samples = self.plan["samples"]
         if self.budget == "full":
             return samples
-        return min(samples, max(8, samples * 4 * self.train_len // length))
+        return min(samples, max(8, samples * 4 * self.train_tokens // length))
 
     @property
     def plan(self) -> dict[str, Any]:
@@ -192,27 +241,33 @@ class LengthgenConfig:
 
     @property
     def trained_at(self) -> str:
-        """The training length, or range of lengths, as a reader sees it ("64", "32-64")."""
-        return f"{self.min_train_len}-{self.train_len}" if self.min_train_len else str(self.train_len)
+        """The training length, or range of lengths, with its units as a reader sees it ("64 tokens", "32-64
+        source tokens m")."""
+        span = f"{self.min_train_len}-{self.train_len}" if self.min_train_len else str(self.train_len)
+        return f"{span} {'tokens' if self.units == 'tokens' else self.task_def.paper_units.split(' (')[0]}"
 
     def length_at(self, mult: float) -> int:
-        """The evaluation length of a multiple of the training length (1.5x of 64 is 96), rounded to a token."""
-        return int(round(self.train_len * mult))
+        """The evaluation row length (tokens) of a multiple of the training length: 1.5x of 64 is 96 in
+        ``units``, rounded to a whole unit, then turned into tokens."""
+        return self.tokens(int(round(self.train_len * mult)))
 
     @property
     def lengths(self) -> list[int]:
         return [self.length_at(m) for m in self.plan["eval_mult"]]
 
 
-def run_config(cfg: LengthgenConfig, name: str, vocab: int) -> RunConfig:
+def run_config(cfg: LengthgenConfig, name: str, vocab: int, seed: int | None = None) -> RunConfig:
+    """The run of variant ``name`` under ``seed`` (default ``cfg.seed``): the plan's model and optimizer, a
+    checkpoint every ``steps / checkpoints`` steps, all kept for the selection at ``select_mult``."""
     plan = cfg.plan
-    model = {"context": cfg.train_len, "vocab": vocab, "layers": plan["layers"], "heads": plan["heads"],
+    model = {"context": cfg.train_tokens, "vocab": vocab, "layers": plan["layers"], "heads": plan["heads"],
              "d_model": plan["d_model"], "ffn": plan["ffn"], "ffn_width": plan["ffn_width"], "positions": cfg.pe,
              **variant(name)}
     train = {"steps": plan["steps"], "batch": plan["batch"], "lr": plan["lr"], "min_lr": plan["lr"] / 10,
-             "warmup": max(1, plan["steps"] // 20), "weight_decay": 0.0, "seed": cfg.seed,
+             "warmup": max(1, plan["steps"] // 20), "weight_decay": 0.0, "seed": cfg.seed if seed is None else seed,
              "eval_every": max(1, plan["steps"] // 4), "eval_batches": 1, "probes": False,
-             "checkpoint_every": max(1, plan["steps"] // 4), "tensorboard": False}
+             "checkpoint_every": max(1, plan["steps"] // plan["checkpoints"]), "keep": plan["checkpoints"] + 1,
+             "tensorboard": False}
     return RunConfig.from_dict({"model": model, "train": train})
 
 
@@ -293,25 +348,57 @@ def score(model, task: Task, length: int, samples: int, seed: int) -> dict[str, 
     return result
 
 
-def run_cell(cfg: LengthgenConfig, name: str, out: Path, progress: bool = False) -> dict[str, Any]:
-    """Train (or resume) one variant and score it at every length; reuses a finished cell."""
-    path = out / "cells" / f"{name}.json"
-    settings = {**asdict(cfg), "variant": name}
+def cell_name(name: str, seed: int) -> str:
+    """The folder and file stem of variant ``name`` trained under ``seed``."""
+    return f"{name}_seed{seed}"
+
+
+@torch.no_grad()
+def select(model, run: Path, cfg: LengthgenConfig, seed: int) -> dict[str, Any]:
+    """Vasylenko et al. 2025 App. G.2's checkpoint choice: the saved checkpoint of ``run`` with the best score
+    at ``cfg.select_mult`` on held-out rows (seed ``SELECT_SEED + seed``, apart from the scored rows), the
+    latest one on a tie. Loads it into ``model``; returns the length, the rows and every checkpoint's score."""
+    length, rows = cfg.select_length, cfg.plan["select_samples"]
+    batch = cfg.task_def.generate(rows, length, SELECT_SEED + seed)
+    right, chunk = metric(cfg.task_def)[1], max(1, 2**16 // length)
+    model.eval()
+    scores = {}
+    for step, path in sorted(ckpt.step_dirs(run).items()):
+        model.load_state_dict(ckpt.load_checkpoint(path).model_state)
+        scores[step] = sum(float(right(model(batch.ids[i:i + chunk]), batch.targets[i:i + chunk]).sum())
+                           for i in range(0, rows, chunk)) / rows
+    best = max(scores, key=lambda step: (scores[step], step))
+    model.load_state_dict(ckpt.load_checkpoint(ckpt.step_dirs(run)[best]).model_state)
+    return {"multiple": cfg.select_mult, "length": length, "samples": rows, "step": best,
+            "score": scores[best], "scores": {str(k): v for k, v in scores.items()}}
+
+
+def run_cell(cfg: LengthgenConfig, name: str, out: Path, progress: bool = False,
+             seed: int | None = None) -> dict[str, Any]:
+    """Train (or resume) variant ``name`` under ``seed`` (default ``cfg.seed``), choose its checkpoint
+    (``select``) and score that one at every length; reuses a finished cell."""
+    seed = cfg.seed if seed is None else seed
+    stem = cell_name(name, seed)
+    path = out / "cells" / f"{stem}.json"
+    # what shapes and scores this one cell: not the other variants and seeds of the run
+    settings = {**{k: v for k, v in asdict(cfg).items() if k not in ("maps", "seeds")}, "variant": name,
+                "cell_seed": seed}
     if path.is_file():
         done = json.loads(path.read_text())
         if done.get("settings") == json.loads(json.dumps(settings)):
             return done
-    stream = TaskStream(cfg.task, cfg.train_len, seed=cfg.seed, min_length=cfg.min_train_len, **cfg.params)
-    runs = out / "runs" / name
-    trainer = Trainer(run_config(cfg, name, stream.vocab_size), runs, resume=True, progress=progress,
+    stream = TaskStream(cfg.task, cfg.train_tokens, seed=seed, min_length=cfg.min_train_tokens, **cfg.params)
+    runs = out / "runs" / stem
+    trainer = Trainer(run_config(cfg, name, stream.vocab_size, seed), runs, resume=True, progress=progress,
                       stream=stream)
     summary = trainer.run()
+    chosen = select(trainer.model, runs, cfg, seed)
     lengths = {}
     for length in cfg.lengths:
         n = cfg.samples_at(length)
-        lengths[str(length)] = {"samples": n, **score(trainer.model, cfg.task_def, length, n,
-                                                                seed=10_000 + cfg.seed)}
-    cell = {"settings": settings, "train": summary, "lengths": lengths}
+        lengths[str(length)] = {"samples": n, **score(trainer.model, cfg.task_def, length, n, seed=TEST_SEED + seed)}
+    cell = {"settings": settings, "variant": name, "seed": seed, "train": summary, "selection": chosen,
+            "lengths": lengths}
     io.write_json(path, cell)
     return cell
 
@@ -322,40 +409,55 @@ def mult_label(mult: float) -> str:
 
 
 def table(cells: Mapping[str, Mapping[str, Any]], cfg: LengthgenConfig) -> pd.DataFrame:
-    """Vasylenko et al. 2025 Table 1's shape: one row per variant, exact match (%) per length multiple."""
-    rows = {name: {mult_label(m): 100 * cell["lengths"][str(cfg.length_at(m))]["accuracy"]
-                   for m in cfg.plan["eval_mult"]}
-            for name, cell in cells.items()}
-    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("variant")
+    """Vasylenko et al. 2025 Table 1's shape, one row per variant and seed: the selected checkpoint's step and
+    score at ``select_mult`` (``selected_step``, ``select_score``, %), ``best`` marking the variant's seed
+    with the highest select score (the lowest seed on a tie: the paper's single reported model), and the
+    score (%) per length multiple."""
+    rows = []
+    for cell in cells.values():
+        chosen = cell["selection"]
+        rows.append({"variant": cell["variant"], "seed": cell["seed"], "selected_step": chosen["step"],
+                     "select_score": 100 * chosen["score"],
+                     **{mult_label(m): 100 * cell["lengths"][str(cfg.length_at(m))]["accuracy"]
+                        for m in cfg.plan["eval_mult"]}})
+    frame = pd.DataFrame(rows)
+    order = frame.sort_values(["variant", "select_score", "seed"], ascending=[True, False, True])
+    frame["best"] = frame.index.isin(order.groupby("variant", sort=False).head(1).index)
+    first = ["variant", "seed", "best", "selected_step", "select_score"]
+    return frame[first + [c for c in frame.columns if c not in first]]
 
 
-LEARNED = 0.5  # in-distribution score below which a variant has not learned the task (Vasylenko et al. 2025 §5)
+LEARNED = 0.5  # in-distribution score below which a model has not learned the task (Vasylenko et al. 2025 §5)
 
 
 def not_learned(acc: pd.DataFrame) -> dict[str, float]:
-    """Variant -> its in-distribution score (%, the 1x column) for every variant below ``LEARNED``: its
-    out-of-distribution numbers say nothing about length generalization. Empty without a 1x column."""
+    """"variant seed N" -> its in-distribution score (%, the 1x column) for every seed's model below
+    ``LEARNED``: its out-of-distribution numbers say nothing about length generalization. Empty without a
+    1x column."""
     if "1x" not in acc:
         return {}
-    return {str(v): float(score) for v, score in acc["1x"].items() if score < 100 * LEARNED}
+    return {f"{r.variant} seed {r.seed}": float(r["1x"]) for _, r in acc.iterrows() if r["1x"] < 100 * LEARNED}
 
 
 def dispersion_table(cells: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
-    """Per variant, length, layer and head: mean row entropy (nats) and support size over all rows and
+    """Per variant, seed, length, layer and head: mean row entropy (nats) and support size over all rows and
     over the answer rows."""
-    rows = [{"variant": name, "length": int(length), "log_length": math.log(int(length)), "layer": layer,
-             "head": head, **{key: r["heads"][key][layer][head] for key in r["heads"]}}
-            for name, cell in cells.items() for length, r in cell["lengths"].items()
+    rows = [{"variant": cell["variant"], "seed": cell["seed"], "length": int(length),
+             "log_length": math.log(int(length)), "layer": layer, "head": head,
+             **{key: r["heads"][key][layer][head] for key in r["heads"]}}
+            for cell in cells.values() for length, r in cell["lengths"].items()
             for layer in range(len(r["entropy"])) for head in range(len(r["heads"]["entropy"][layer]))]
     return pd.DataFrame(rows)
 
 
 def plot(acc: pd.DataFrame, cfg: LengthgenConfig, path: Path) -> tuple[Path, Path]:
-    """The run's figure: one curve per variant, the task's score against the evaluation length."""
+    """The run's figure: one curve per variant (its best seed), the task's score against the evaluation
+    length."""
     from ..report.plot_lengthgen import plot_run_accuracy
 
     given = "".join(f", {k}={v}" for k, v in cfg.params.items())
-    return plot_run_accuracy(acc, cfg.lengths, f"{metric(cfg.task_def)[0]} (%)",
+    best = acc[acc["best"]].set_index("variant")[[mult_label(m) for m in cfg.plan["eval_mult"]]]
+    return plot_run_accuracy(best, cfg.lengths, f"{metric(cfg.task_def)[0]} (%)",
                              f"{cfg.task}{given}, trained at {cfg.trained_at}, {cfg.pe}", path)
 
 
@@ -367,28 +469,30 @@ def check_jobs(jobs: int) -> None:
                          "under torchrun use jobs 1")
 
 
-def _cell_in_process(cfg: LengthgenConfig, name: str, out: Path, threads: int) -> dict[str, Any]:
+def _cell_in_process(cfg: LengthgenConfig, name: str, seed: int, out: Path, threads: int) -> dict[str, Any]:
     torch.set_num_threads(threads)
-    return run_cell(cfg, name, out)
+    return run_cell(cfg, name, out, seed=seed)
 
 
 def _run_cells(cfg: LengthgenConfig, out: Path, progress: bool, jobs: int) -> dict[str, dict[str, Any]]:
-    """Every variant's cell, ``jobs`` at a time. Separate processes with the threads split between them:
-    a small decoder keeps one CPU thread about as busy as two keep it, so two cells on two cores finish in
-    about the time of one. Each cell still writes its own JSON, so a failed cell leaves the others."""
-    jobs = min(jobs, len(cfg.maps))
+    """Every (variant, seed) cell, ``jobs`` at a time, keyed by ``cell_name``. Separate processes with the
+    threads split between them: a small decoder keeps one CPU thread about as busy as two keep it, so two
+    cells on two cores finish in about the time of one. Each cell still writes its own JSON, so a failed
+    cell leaves the others."""
+    todo = [(name, seed) for name in cfg.maps for seed in cfg.seed_list]
+    jobs = min(jobs, len(todo))
     if jobs == 1:
-        return {name: run_cell(cfg, name, out, progress) for name in cfg.maps}
+        return {cell_name(n, s): run_cell(cfg, n, out, progress, seed=s) for n, s in todo}
     threads = max(1, torch.get_num_threads() // jobs)
     # spawn, not fork: a forked child inherits OpenMP's thread pool in an unusable state.
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {name: pool.submit(_cell_in_process, cfg, name, out, threads) for name in cfg.maps}
-        return {name: future.result() for name, future in futures.items()}
+        futures = {cell_name(n, s): pool.submit(_cell_in_process, cfg, n, s, out, threads) for n, s in todo}
+        return {key: future.result() for key, future in futures.items()}
 
 
 # Settings that only choose what is scored: a rerun may change them and reuse the trained models. Every
 # other setting, and the plan it resolves to, shapes the model of each variant (trained in its own folder).
-SCORING = ("maps", "eval_mult", "samples")
+SCORING = ("maps", "eval_mult", "samples", "seeds", "select_mult")
 # Everything a run writes into its folder: what --overwrite removes, leaving any other file there.
 WRITES = ("config.json", "cells", "runs", "accuracy.csv", "accuracy.md", "accuracy.png", "accuracy.svg",
           "dispersion.csv", "dispersion.md")
@@ -459,7 +563,7 @@ def run(cfg: LengthgenConfig, out: str | Path, progress: bool = False, jobs: int
     io.write_json(out / "config.json", {**asdict(cfg), "plan": cfg.plan})
     cells = _run_cells(cfg, out, progress, jobs)
     acc = table(cells, cfg)
-    paths = {**io.write_table(out / "accuracy", acc.reset_index()),
+    paths = {**io.write_table(out / "accuracy", acc),
              **{f"dispersion_{k}": v for k, v in io.write_table(out / "dispersion", dispersion_table(cells)).items()}}
     png, svg = plot(acc, cfg, out / "accuracy")
     paths.update(png=png, svg=svg)

@@ -211,6 +211,12 @@ def _step_dirs(root: Path) -> dict[int, Path]:
     return found
 
 
+def step_dirs(run_dir: str | os.PathLike) -> dict[int, Path]:
+    """Step -> step directory of every checkpoint kept in ``run_dir`` (empty when there is none)."""
+    root = Path(run_dir) / CHECKPOINTS
+    return _step_dirs(root) if root.is_dir() else {}
+
+
 def _prune(root: Path, newest: int, keep: int) -> None:
     older = sorted((step, path) for step, path in _step_dirs(root).items() if step < newest)
     for _, path in older[:max(0, len(older) - (keep - 1))]:
