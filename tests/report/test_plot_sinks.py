@@ -1,5 +1,5 @@
 """Sink figures draw each given map, mass and curve as given: one heat map per (row, column) on a shared scale per
-kind, BOS and trigger outlined, one bar per head at its mass, one printed value per (layer, head)."""
+kind, BOS and trigger outlined, a deep model's maps tiled by layer and head, one bar per head at its mass, one printed value per (layer, head)."""
 
 from __future__ import annotations
 
@@ -39,6 +39,42 @@ def test_a_mean_map_below_one_keeps_the_scale_at_one(tmp_path, drawn):
     ps.plot_heatmaps(maps, ["a"], ["mean"], 2, tmp_path / "h", title="t")
     (_, image), = _images(drawn[0])
     assert image.get_clim() == (0.0, 1.0)
+
+
+def test_heat_mosaic_tiles_each_layer_and_head_with_a_scale_per_kind(tmp_path, drawn):
+    rng = np.random.default_rng(1)
+    layers, heads, length, trigger = 3, 2, 5, 4
+    blocks = {"softmax mean": rng.uniform(0, 1.4, (layers, heads, length, length)),
+              "softmax std": rng.uniform(0, 0.2, (layers, heads, length, length)),
+              "relu mean": rng.uniform(0, 0.5, (layers, heads, length, length))}
+    ps.plot_heat_mosaic(blocks, trigger, tmp_path / "mosaic", title="M")
+    fig, = drawn
+    images = _images(fig)
+    assert [ax.get_title() for ax, _ in images] == list(blocks)
+    for (ax, image), (name, data) in zip(images, blocks.items()):
+        tile = np.asarray(image.get_array().filled(np.nan))
+        assert tile.shape == (layers * 6 - 1, heads * 6 - 1)
+        for d in range(layers):
+            for h in range(heads):
+                assert np.array_equal(tile[6 * d:6 * d + 5, 6 * h:6 * h + 5], data[d, h]), (name, d, h)
+        assert np.isnan(tile[5]).all() and np.isnan(tile[:, 5]).all()  # the gaps between maps
+        kind = [b for n, b in blocks.items() if n.endswith("std") == name.endswith("std")]
+        assert image.get_clim() == (0.0, max(1.0 if not name.endswith("std") else 0, max(b.max() for b in kind)))
+        boxes = [(p.get_x(), p.get_y(), p.get_width(), p.get_height()) for p in ax.patches]
+        assert len(boxes) == 2 * layers * heads
+        assert (6 * 1 - 0.5, 6 * 2 - 0.5, 1, length) in boxes                      # layer 3, head 2: BOS column
+        assert (6 * 1 - 0.5, 6 * 2 - 0.5 + trigger - 1, length, 1) in boxes        # ... and its trigger row
+        assert [t.get_text() for t in ax.get_yticklabels()] == ["layer 1", "layer 2", "layer 3"]
+    assert len(fig.axes) == len(images) + 2 and fig.get_suptitle() == "M"
+
+
+def test_linf_curves_draw_each_run_and_the_target(tmp_path, drawn):
+    curves = {"a": (np.arange(1, 4), np.array([2.0, 0.5, 0.02])), "b": (np.arange(1, 3), np.array([1.0, 0.1]))}
+    ps.plot_linf_curves(curves, 0.01, tmp_path / "linf")
+    ax, = drawn[0].axes
+    lines = ax.get_lines()
+    assert [list(line.get_ydata()) for line in lines[:2]] == [[2.0, 0.5, 0.02], [1.0, 0.1]]
+    assert list(lines[2].get_ydata()) == [0.01, 0.01] and ax.get_yscale() == "log"
 
 
 def test_bos_mass_bars_are_the_masses_floored_and_coloured_by_group(tmp_path, drawn):

@@ -1,5 +1,5 @@
 """Figures of the ``sinks`` study (Attention Sinks Essential §4, Fig. 2-4): attention heat
-maps (query x key) and the BOS mass before the trigger; and a pretrained model's first-token mass per
+maps (query x key), the BOS mass before the trigger, the loss and l-inf curves; and a pretrained model's first-token mass per
 layer and head (the study's real-model part).
 
 Rendering only: callers hand over arrays and labels; nothing here trains or reads a study folder.
@@ -52,6 +52,47 @@ def plot_heatmaps(maps: Mapping[tuple[str, str], np.ndarray], rows: Sequence[str
     return save_figure(fig, path)
 
 
+def plot_heat_mosaic(blocks: Mapping[str, np.ndarray], trigger: int, path: str | Path,
+                     title: str) -> tuple[Path, Path]:
+    """One panel per ``blocks`` entry, a (layers, heads, L, L) array of (query x key) maps drawn as a mosaic:
+    layer d's maps along row d, head h's down column h, one blank cell between maps, so a deep model's maps
+    cost one image per panel instead of one axes each. Panels whose name ends in "std" share one colour scale
+    and the others another (0 up to at least 1); each map's BOS key column and trigger query row
+    (``trigger``, 1-based) are outlined, as in ``plot_heatmaps``."""
+    names = list(blocks)
+    kinds = ["std" if n.endswith("std") else "mean" for n in names]
+    top = {k: max([float(np.nanmax(blocks[n])) for n, kn in zip(names, kinds) if kn == k]
+                  + [1.0 if k == "mean" else 1e-6]) for k in set(kinds)}
+    layers, heads, length, _ = np.shape(blocks[names[0]])
+    step = length + 1
+    fig, axes = plt.subplots(1, len(names), figsize=(len(names) * (1.1 * heads + 0.9) + 1.2, 1.1 * layers + 1.4),
+                             squeeze=False, layout="constrained")
+    images = {}
+    for ax, name, kind in zip(axes[0], names, kinds):
+        data = np.asarray(blocks[name], dtype=float)
+        tile = np.full((layers * step - 1, heads * step - 1), np.nan)
+        for d in range(layers):
+            for h in range(heads):
+                tile[d * step:d * step + length, h * step:h * step + length] = data[d, h]
+        images[kind] = ax.imshow(tile, cmap="viridis" if kind == "mean" else "magma", vmin=0.0, vmax=top[kind],
+                                 interpolation="nearest")
+        for d in range(layers):
+            for h in range(heads):
+                x, y = h * step - 0.5, d * step - 0.5
+                ax.add_patch(plt.Rectangle((x, y), 1, length, fill=False, ec="tab:cyan", lw=0.8))
+                ax.add_patch(plt.Rectangle((x, y + trigger - 1), length, 1, fill=False, ec="tab:red", lw=0.8))
+        ax.set_xticks([h * step + (length - 1) / 2 for h in range(heads)], [f"head {h + 1}" for h in range(heads)],
+                      fontsize=7)
+        ax.set_yticks([d * step + (length - 1) / 2 for d in range(layers)], [f"layer {d + 1}" for d in range(layers)],
+                      fontsize=7)
+        ax.set_title(name, fontsize=9)
+    for kind, image in images.items():
+        owners = [ax for ax, k in zip(axes[0], kinds) if k == kind]
+        fig.colorbar(image, ax=owners, shrink=0.7, label="mean weight" if kind == "mean" else "std of weight")
+    fig.suptitle(title, fontsize=10)
+    return save_figure(fig, path)
+
+
 def plot_bos_mass(labels: Sequence[str], mass: Sequence[float], groups: Sequence[str], high: float, low: float,
                   path: str | Path) -> tuple[Path, Path]:
     """One bar per (run, layer, head): its mean weight on BOS over the pre-trigger queries, coloured by
@@ -89,6 +130,21 @@ def plot_loss_curves(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], zero: 
     ax.set_ylabel("training loss (mean squared l2 per position)")
     ax.legend(fontsize=8)
     ax.set_title("Training loss, trigger-conditional averaging", fontsize=10)
+    return save_figure(fig, path)
+
+
+def plot_linf_curves(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], target: float,
+                     path: str | Path) -> tuple[Path, Path]:
+    """Training batch l-inf loss against step for each run (log axis), with the stopping ``target``."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
+    for name, (step, linf) in curves.items():
+        ax.plot(step, linf, lw=0.8, label=name)
+    ax.axhline(target, color="black", ls="--", lw=0.9, label=f"target {target:g}")
+    ax.set_yscale("log")
+    ax.set_xlabel("step")
+    ax.set_ylabel("batch l-inf loss (largest l2 error)")
+    ax.legend(fontsize=6, ncol=2)
+    ax.set_title("Training batch l-inf loss, trigger-conditional averaging", fontsize=10)
     return save_figure(fig, path)
 
 
