@@ -95,6 +95,22 @@ def test_blockwise_bias_and_row_scale_of_either_sign_match_the_reference():
     assert calls == query_blocks(70, 32)
 
 
+@pytest.mark.parametrize("names", [("entmax_a1.5",) * 4, ("softmax", "entmax_a1.5", "sparsemax", "relu_p2_b0")])
+def test_a_learnable_row_scale_gets_finite_gradients_under_every_map_and_the_reference_s(names):
+    # masked keys held -inf before the scale multiplied them, and d(z * scale)/d scale = z made the
+    # scale's gradient NaN (ASEntmax trained to NaN in two steps)
+    q, k, v = _qkv(q=40, k=40)
+    maps = {h: rowmaps.get(name) for h, name in enumerate(names)}
+    scale = (torch.rand(4, 40, 1, dtype=torch.float64) + 0.5).requires_grad_()
+    out = attend(q, k, v, scaling=0.4, causal=True, plan=Plan(maps=maps), scale=scale)
+    out.square().sum().backward()
+    assert torch.isfinite(scale.grad).all()
+    reference = scale.detach().clone().requires_grad_()
+    _reference(q, k, v, scaling=0.4, allowed=_causal(40, 40).expand(2, 4, 40, 40), maps=maps,
+               scale=reference[..., 0]).square().sum().backward()
+    torch.testing.assert_close(scale.grad, reference.grad, rtol=1e-7, atol=1e-9)
+
+
 def test_observers_see_every_row_once_with_positions():
     q, k, v = _qkv(q=100, k=130)
     seen = []

@@ -235,8 +235,10 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, scali
     out = query.new_empty(bsz, n_q, n_heads, value.shape[-1])
     groups = _head_groups(plan, n_heads)
     # Masked keys hold the dtype's lowest value, as eager's, for softmax and score observers; when every head
-    # has a row map and nothing observes the scores, they hold -inf at once, the one pass a map needs.
-    fill = (-math.inf if not plan.observers and all(fn is not _softmax for fn, _ in groups)
+    # has a row map and nothing observes the scores, they hold -inf at once, the one pass a map needs. Not
+    # under a learnable scale: the gradient of z * scale with respect to scale is z, and -inf there makes it
+    # NaN even though the masked keys get no weight.
+    fill = (-math.inf if not plan.observers and scale is None and all(fn is not _softmax for fn, _ in groups)
             else torch.finfo(query.dtype).min)
     for start, stop in query_blocks(n_q, plan.block):
         # In place where autograd allows it: each full-size temporary is a fresh allocation and a pass over

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 
 import pytest
 import torch
@@ -41,7 +42,7 @@ def test_ssmax_names_only_the_row_map_and_the_learned_scale_is_ssmax_learned():
 
 
 def test_variants_are_an_open_registry_that_refuses_taken_retired_and_row_map_names():
-    assert list(lengthgen.VARIANTS) == ["ssmax_learned", "asentmax", "assmax"]
+    assert list(lengthgen.VARIANTS) == ["ssmax_learned", "asentmax", "assmax", "sentmax"]
     fields = {"scaler": "adaptive", "rowmap": "sparsemax"}
     try:
         assert lengthgen.register_variant("assparsemax", fields) == fields
@@ -168,7 +169,7 @@ def test_the_full_budget_builds_each_task_s_model_of_seed_001_table_5():
     assert lengthgen.run_config(full, "softmax", 262).train.batch == 128
     assert _cfg(task="reverse", budget="full").plan["layers"] == 6
     assert _cfg(task="mqar", budget="full").plan["layers"] == 4
-    assert _cfg(task="reverse").plan["layers"] == 2
+    assert _cfg(task="reverse").plan["layers"] == 4 and _cfg(task="sort").plan["layers"] == 2
 
 
 def test_the_smoke_budget_takes_a_task_s_own_settings_and_given_overrides_win():
@@ -311,3 +312,39 @@ def test_paper_units_count_the_task_s_own_length_and_turn_into_rows_of_tokens():
         _cfg(seeds=0)
     with pytest.raises(ValueError, match="select_mult must be a multiple >= 1"):
         _cfg(select_mult=0.5)
+
+
+def test_asentmax_and_sentmax_take_alpha_and_the_gamma_bound_in_their_name():
+    from attnlab.model import Decoder
+
+    assert lengthgen.variant("asentmax_a2_s0.5") == {"scaler": "adaptive", "rowmap": "entmax_a2", "scaler_bound": 0.5}
+    assert lengthgen.variant("sentmax_a1.25") == {"scaler": "direct", "rowmap": "entmax_a1.25"}
+    assert lengthgen.variant("sentmax") == {"scaler": "direct", "rowmap": "entmax_a1.5"}
+    with pytest.raises(ValueError, match="variant 'asentmax_a0.5'"):
+        lengthgen.variant("asentmax_a0.5")
+    with pytest.raises(ValueError, match="must be > 0"):
+        lengthgen.variant("asentmax_s0")
+    model = Decoder(lengthgen.run_config(_cfg(maps=("sentmax",)), "sentmax", TASKS["copy"].vocab_size).model)
+    scale = model.layers[0].attn.scaler(None, torch.arange(1, 5))
+    # SEntmax starts where ASEntmax's zero projections start: 1 + log 2 at every length
+    assert torch.allclose(scale, torch.full_like(scale, 1 + math.log(2)))
+
+
+def test_the_full_budget_takes_table_5_s_data_for_every_task_unless_given():
+    for task, (samples, lengths, params) in lengthgen.TABLE5_DATA.items():
+        cfg = _cfg(task=task, budget="full", units="paper", min_train_len=lengths[0], train_len=lengths[1],
+                   maps=("softmax",), steps=None)
+        assert cfg.plan["steps"] * 128 == samples and lengthgen.run_config(cfg, "softmax", 300).train.batch == 128
+        assert {k: cfg.task_def.params()[k] for k in params} == params
+        cfg.task_def.check_length(cfg.min_train_tokens)
+    assert _cfg(task="2back", budget="full").task_def.symbols == 16
+    assert _cfg(task="2back", budget="full", params={"symbols": 10}).task_def.symbols == 10
+    assert _cfg(task="2back").task_def.symbols == 10  # the smoke budget keeps the task's defaults
+
+
+def test_rope_scaling_builds_llama3_scaled_rope_and_needs_rope():
+    run = lengthgen.run_config(_cfg(pe="rope", rope_scaling=16), "softmax", TASKS["copy"].vocab_size)
+    assert (run.model.rope_type, run.model.rope_scaling, run.model.positions) == ("llama3", 16, "rope")
+    assert lengthgen.run_config(_cfg(pe="rope"), "softmax", 40).model.rope_type == "linear"
+    with pytest.raises(ValueError, match="needs --pe rope"):
+        _cfg(rope_scaling=16)

@@ -34,7 +34,7 @@ def test_bad_fields_are_named(bad, message):
 
 
 @pytest.mark.parametrize("bad, match", [
-    ({"scaler": "temperature"}, "model.scaler must be one of none, log_n, adaptive, beta_n"),
+    ({"scaler": "temperature"}, "model.scaler must be one of none, log_n, adaptive, direct, beta_n"),
     ({"scaler": "ssmax"}, "model.scaler 'ssmax' is now called 'log_n'"),
     ({"scaler_bound": 0}, "model.scaler_bound"),
     ({"inputs": "vectors"}, "model.vocab must be unset"),

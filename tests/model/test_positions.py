@@ -1,4 +1,4 @@
-"""Positional encodings match hand-checked values and Hugging Face: ALiBi/NAPE slopes and biases, RoPE, dynamic NTK."""
+"""Positional encodings match hand-checked values and Hugging Face: ALiBi/NAPE slopes and biases, RoPE, Llama 3 and dynamic NTK scaling."""
 
 from __future__ import annotations
 
@@ -9,12 +9,15 @@ from transformers.modeling_rope_utils import _compute_dynamic_ntk_parameters
 from transformers.models.bloom.modeling_bloom import build_alibi_tensor
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
 
+from attnlab.model import Decoder, ModelConfig
+from attnlab.model.config import ConfigError
 from attnlab.model.positions import (
     LearnedPositions,
     alibi_bias,
     alibi_slopes,
     apply_rope,
     dynamic_ntk_base,
+    llama3_frequencies,
     nape_slopes,
     rope_angles,
     rope_frequencies,
@@ -150,6 +153,31 @@ def test_linear_scaling_at_f_times_p_equals_unscaled_at_p():
         torch.testing.assert_close(a, b)
     hf = LlamaRotaryEmbedding(llama_config(8, {"rope_type": "linear", "factor": 4.0}))
     torch.testing.assert_close(rope_frequencies(8, scaling=4.0), hf.inv_freq)
+
+
+@pytest.mark.parametrize("head_dim, context, factor", [(8, 32, 16.0), (64, 64, 16.0), (32, 8192, 8.0), (16, 64, 4.0)])
+def test_llama3_scaling_matches_hugging_face_s_llama3_rope(head_dim, context, factor):
+    hf = LlamaRotaryEmbedding(LlamaConfig(
+        hidden_size=4 * head_dim, num_attention_heads=4, head_dim=head_dim, max_position_embeddings=16 * context,
+        rope_parameters={"rope_theta": 10000.0, "rope_type": "llama3", "factor": factor, "low_freq_factor": 1.0,
+                         "high_freq_factor": 4.0, "original_max_position_embeddings": context}))
+    ours = llama3_frequencies(rope_frequencies(head_dim), factor, context)
+    torch.testing.assert_close(ours, hf.inv_freq.float())
+    # long wavelengths are divided by the factor, short ones kept
+    plain = rope_frequencies(head_dim)
+    assert torch.equal(ours[0], plain[0]) and ours[-1] <= plain[-1]
+    with pytest.raises(ValueError, match="factor must be a finite number >= 1"):
+        llama3_frequencies(plain, 0.5, context)
+
+
+def test_a_llama3_scaled_decoder_uses_those_frequencies():
+    cfg = ModelConfig(vocab=11, context=16, layers=1, heads=2, d_model=16, positions="rope", rope_type="llama3",
+                      rope_scaling=16.0)
+    cos, _ = Decoder(cfg).rope(40, torch.device("cpu"))
+    expected, _ = rope_angles(torch.arange(40), llama3_frequencies(rope_frequencies(8), 16.0, 16))
+    torch.testing.assert_close(cos, expected)
+    with pytest.raises(ConfigError, match="rope_type must be one of linear, llama3"):
+        ModelConfig(vocab=11, context=16, rope_type="yarn")
 
 
 def test_dynamic_ntk_base_unchanged_up_to_training_length():

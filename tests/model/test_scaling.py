@@ -162,5 +162,5 @@ def test_user_scaler_registers_and_is_built_by_the_decoder():
             torch.testing.assert_close(_layer_output(model, IDS), _layer_output_by_hand(model, IDS, lambda x, n: 2.0))
     finally:
         SCALERS.unregister("double_test")
-    with pytest.raises(ConfigError, match="model.scaler must be one of none, log_n, adaptive, beta_n"):
+    with pytest.raises(ConfigError, match="model.scaler must be one of none, log_n, adaptive, direct, beta_n"):
         _model(scaler="double_test")

@@ -187,6 +187,18 @@ def test_resuming_with_another_config_names_the_fields(tmp_path):
                 progress=False)
 
 
+def test_a_checkpoint_saved_before_a_field_existed_resumes_under_its_default_only():
+    from attnlab.train.trainer import _check_resumable
+
+    now = _cfg("train.steps=2").to_dict()
+    older = json.loads(json.dumps(now))
+    del older["model"]["rope_type"], older["model"]["readout"]
+    _check_resumable(older, now)
+    changed = _cfg("train.steps=2", "model.rope_type=llama3", "model.rope_scaling=4").to_dict()
+    with pytest.raises(ckpt.CheckpointError, match=r"model.rope_type: saved \(absent\), current 'llama3'"):
+        _check_resumable(older, changed)
+
+
 def test_a_corrupt_checkpoint_stops_the_resume_and_stays_for_inspection(tmp_path):
     train(_cfg("train.steps=2", "train.probes=false"), tmp_path, progress=False)
     weights = ckpt.latest_checkpoint(tmp_path) / "model.safetensors"

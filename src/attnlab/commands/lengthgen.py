@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import multiprocessing
+import re
 from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, fields
@@ -74,6 +75,10 @@ def register_variant(name: str, model_fields: Mapping[str, Any], *, replace: boo
 register_variant("ssmax_learned", {"scaler": "log_n", "rowmap": "softmax"})
 register_variant("asentmax", {"scaler": "adaptive", "rowmap": "entmax_a1.5"})
 register_variant("assmax", {"scaler": "adaptive", "rowmap": "softmax"})
+register_variant("sentmax", {"scaler": "direct", "rowmap": "entmax_a1.5"})
+# ASEntmax and SEntmax with their options in the name (Vasylenko et al. 2025 §4.1, App. G.2): alpha of the entmax
+# and s, the bound on |gamma|; e.g. asentmax_a2_s0.5, sentmax_a1.25.
+SCALED_ENTMAX = re.compile(r"(?P<kind>asentmax|sentmax)(?:_a(?P<alpha>[0-9.]+))?(?:_s(?P<s>[0-9.]+))?")
 # The smoke budget stops at 16x: one 65,536-token row of an entmax model takes minutes on two CPU cores.
 BUDGETS: dict[str, dict[str, Any]] = {
     "smoke": {"steps": 2000, "layers": 2, "heads": 4, "d_model": 64, "ffn": "gelu", "ffn_width": None,
@@ -92,6 +97,7 @@ BUDGETS: dict[str, dict[str, Any]] = {
 SMOKE_TASKS: dict[str, dict[str, Any]] = {
     "mqmtar": {"ffn": "none", "lr": 1e-3, "steps": 15000},
     "copy": {"heads": 8},
+    "reverse": {"heads": 8, "layers": 4},
 }
 # Vasylenko et al. 2025 App. G.2, Table 5: (heads, layers, hidden, intermediate) per task; the full budget takes them
 # (batch 128 for all), and its defaults above for the tasks the table does not list.
@@ -100,17 +106,45 @@ TABLE5 = {
     "flipflop_dense": (8, 4, 256, 512), "copy": (16, 2, 256, 1024), "reverse": (8, 6, 256, 512),
     "mqmtar": (16, 4, 512, 1024), "sort": (8, 2, 256, 1024),
 }
+# Table 5's data per task: training samples (the full budget's steps are samples / batch 128), the training
+# lengths in the paper's units (App. G.1; give them as --units paper --min-train-len --train-len) and the task
+# parameters the full budget uses unless --param gives others (2Back's vocabulary 16, Local Count's 16 symbols
+# repeated U(1, 48) times, MQMTAR's alphabet 256 and key/value vocabulary 10K, vocabulary 32 elsewhere).
+TABLE5_DATA: dict[str, tuple[int, tuple[int, int], dict[str, Any]]] = {
+    "2back": (10_000_000, (32, 64), {"symbols": 16}),
+    "local_count": (10_000_000, (64, 128), {"symbols": 16, "max_repeat": 48}),
+    "flipflop_sparse": (10_000_000, (32, 64), {}), "flipflop_dense": (10_000_000, (32, 64), {}),
+    "copy": (20_000_000, (32, 64), {"symbols": 32}), "reverse": (30_000_000, (32, 64), {"symbols": 32}),
+    "mqmtar": (50_000_000, (32, 64), {"alphabet": 256, "kv_vocab": 10_000}),
+    "sort": (40_000_000, (32, 64), {"symbols": 32}),
+}
 # Each budget's settings per task, applied over the budget's own.
 TASK_PLANS: dict[str, dict[str, dict[str, Any]]] = {
     "smoke": SMOKE_TASKS,
-    "full": {task: dict(zip(("heads", "layers", "d_model", "ffn_width"), row)) for task, row in TABLE5.items()},
+    "full": {task: {**dict(zip(("heads", "layers", "d_model", "ffn_width"), row)),
+                    "steps": TABLE5_DATA[task][0] // BUDGETS["full"]["batch"]} for task, row in TABLE5.items()},
 }
 
 
 def variant(name: str) -> dict[str, Any]:
-    """The model fields of a variant name: one of ``VARIANTS`` or any registered row-map name."""
+    """The model fields of a variant name: one of ``VARIANTS``, ASEntmax or SEntmax with options
+    (``SCALED_ENTMAX``: asentmax_a<alpha>_s<s>), or any registered row-map name."""
     if name in VARIANTS:
         return dict(VARIANTS[name])
+    if (match := SCALED_ENTMAX.fullmatch(name)) and (match["alpha"] or match["s"]):
+        fields = dict(VARIANTS[match["kind"]])
+        if match["alpha"]:
+            fields["rowmap"] = f"entmax_a{match['alpha']}"
+            try:
+                rowmaps.get(fields["rowmap"])
+            except ValueError as exc:
+                raise ValueError(f"variant {name!r}: {exc}") from None
+        if match["s"]:
+            s = float(match["s"])
+            if not (math.isfinite(s) and s > 0):
+                raise ValueError(f"variant {name!r}: s (the bound on |gamma|) must be > 0, got {match['s']}")
+            fields["scaler_bound"] = s
+        return fields
     if name in RENAMED:
         raise ValueError(f"variant {name!r} was renamed {RENAMED[name]!r} (the learned SSMax scale); "
                          f"{name} now names only the row maps {name}_s<s>, e.g. {name}_s0.43")
@@ -130,8 +164,13 @@ def task_params(items: list[str] | None) -> dict[str, Any]:
 class LengthgenConfig:
     task: str = option("mqmtar", "a token task (attnlab tasks lists them)")
     maps: tuple[str, ...] = option(("softmax", "entmax_a1.5"), "variants: registry row maps, or ssmax_learned, "
-                                                              "asentmax, assmax", metavar="NAME")
+                                                              "assmax, asentmax and sentmax (options in the name: "
+                                                              "asentmax_a2_s0.5 = alpha 2, |gamma| <= 0.5)",
+                                   metavar="NAME")
     pe: str = option("nape", "positions", choices=("none", "learned", "rope", "alibi", "nape"))
+    rope_scaling: float | None = option(None, "with --pe rope: Llama 3's RoPE scaling by this factor over the "
+                                              "training length (Vasylenko et al. 2025 App. G.2 uses 16)",
+                                        metavar="FACTOR", type=options.positive)
     train_len: int = option(64, "training length, in --units", type=options.count)
     min_train_len: int | None = option(None, "train on lengths drawn per step from N..--train-len (Vasylenko et "
                                              "al. 2025: 32-64); scores stay multiples of --train-len", metavar="N",
@@ -174,6 +213,9 @@ class LengthgenConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value}")
+        if self.rope_scaling is not None and (self.pe != "rope" or not math.isfinite(self.rope_scaling)
+                                              or self.rope_scaling < 1):
+            raise ValueError(f"rope_scaling {self.rope_scaling} needs --pe rope (got {self.pe!r}) and a factor >= 1")
         if self.seeds < 1:
             raise ValueError(f"seeds must be an integer >= 1, got {self.seeds}")
         if not (math.isfinite(self.select_mult) and self.select_mult >= 1):
@@ -200,8 +242,10 @@ class LengthgenConfig:
 
     @property
     def task_def(self) -> Task:
-        """The task with ``params`` replacing its defaults (``attnlab tasks NAME`` lists them)."""
-        return get_task(self.task, **self.params)
+        """The task with ``params`` replacing its defaults (``attnlab tasks NAME`` lists them), over Table 5's
+        under the full budget."""
+        table5 = TABLE5_DATA.get(self.task, (0, (0, 0), {}))[2] if self.budget == "full" else {}
+        return get_task(self.task, **{**table5, **self.params})
 
     def tokens(self, n: int) -> int:
         """The row length in tokens of length ``n`` in ``units`` (``Task.row_length`` for the paper's)."""
@@ -262,6 +306,7 @@ def run_config(cfg: LengthgenConfig, name: str, vocab: int, seed: int | None = N
     plan = cfg.plan
     model = {"context": cfg.train_tokens, "vocab": vocab, "layers": plan["layers"], "heads": plan["heads"],
              "d_model": plan["d_model"], "ffn": plan["ffn"], "ffn_width": plan["ffn_width"], "positions": cfg.pe,
+             **({} if cfg.rope_scaling is None else {"rope_type": "llama3", "rope_scaling": cfg.rope_scaling}),
              **variant(name)}
     train = {"steps": plan["steps"], "batch": plan["batch"], "lr": plan["lr"], "min_lr": plan["lr"] / 10,
              "warmup": max(1, plan["steps"] // 20), "weight_decay": 0.0, "seed": cfg.seed if seed is None else seed,

@@ -19,6 +19,7 @@ from .scaling import SCALERS
 INPUTS = ("tokens", "vectors")
 READOUTS = ("stream", "writes")
 POSITIONS = ("none", "learned", "rope", "alibi", "nape")
+ROPE_TYPES = ("linear", "llama3")
 ALIBI_SLOPES = ("geometric", "inverse")
 NORMS = ("layernorm", "rmsnorm", "none")
 
@@ -51,7 +52,8 @@ class ModelConfig:
     vocab, context (the training window: learned positions and dynamic NTK read it), layers, heads,
     d_model (a multiple of heads), ffn_width (the GELU-equivalent width, default 4 d_model; gated FFNs
     get the matched width of Zhu et al. 2026 §4 when ffn_matched). positions: none, learned, rope (rope_base,
-    rope_scaling, rope_dynamic = the dynamic NTK base of Hayase & Karakida 2026 App. A.2 beyond ``context``), alibi or
+    rope_scaling = the factor of rope_type linear (position interpolation) or llama3 (Llama 3's per-frequency
+    scaling over ``context``, Vasylenko et al. 2025 App. G.2), rope_dynamic = the dynamic NTK base of Hayase & Karakida 2026 App. A.2 beyond ``context``), alibi or
     nape (half the heads NoPE, half ALiBi, Vasylenko et al. 2025 §4.2), with alibi_slopes geometric or inverse (1/h);
     unset, each kind takes its source's slopes: geometric for alibi (Press et al.), 1/h for nape (Vasylenko et al. 2025
     App. G.2).
@@ -61,8 +63,9 @@ class ModelConfig:
     scaler: a learnable per-head inverse temperature on the score rows before the map (a name in
     ``model.scaling.SCALERS``): log_n (delta + s_h log n, the learned Scalable-Softmax), adaptive (delta +
     beta (log n)^gamma from the layer input, Vasylenko et al. 2025 eq. 8-9; with an
-    entmax rowmap this is ASEntmax, with softmax ASSMax; scaler_bound is the bound s on |gamma|) or
-    beta_n (s_h beta_n + b_h with one learnable beta_n over positions, Hayase & Karakida 2026 eq. A.1).
+    entmax rowmap this is ASEntmax, with softmax ASSMax; scaler_bound is the bound s on |gamma|), direct
+    (delta + beta_h (log n)^gamma_h with beta_h, gamma_h learned per head: SEntmax, Vasylenko et al. 2025 App.
+    G.2) or beta_n (s_h beta_n + b_h with one learnable beta_n over positions, Hayase & Karakida 2026 eq. A.1).
     inputs: tokens (ids in, logits out; vocab required) or vectors (the input-free model of Attention Sinks Essential
     §3.4: d_model-wide vectors in and out, no embedding or head; with ffn none, norm none and
     residual false, each layer is exactly W_O sum_j alpha_ij W_V x_j).
@@ -83,6 +86,7 @@ class ModelConfig:
     positions: str = "rope"
     rope_base: float = 10000.0
     rope_scaling: float = 1.0
+    rope_type: str = "linear"
     rope_dynamic: bool = False
     alibi_slopes: str | None = None
     ffn: str = "gelu"
@@ -122,6 +126,9 @@ class ModelConfig:
             raise ConfigError(f"model.positions rope needs an even head width; d_model / heads = {self.head_dim}")
         _number("rope_base", self.rope_base, low=1.0)
         _number("rope_scaling", self.rope_scaling, low=1.0, inclusive=True)
+        _choice("rope_type", self.rope_type, ROPE_TYPES)
+        if self.rope_type == "llama3" and self.rope_dynamic:
+            raise ConfigError("model.rope_type llama3 and rope_dynamic are two scalings of RoPE; choose one")
         if self.alibi_slopes is not None:
             _choice("alibi_slopes", self.alibi_slopes, ALIBI_SLOPES)
         _choice("ffn", self.ffn, ("none", *FFNS))

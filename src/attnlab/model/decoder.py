@@ -144,8 +144,12 @@ class Decoder(nn.Module):
         cfg = self.cfg
         base = pe.dynamic_ntk_base(cfg.rope_base, cfg.head_dim, t, cfg.context, cfg.rope_scaling) \
             if cfg.rope_dynamic else cfg.rope_base
-        inv_freq = pe.rope_frequencies(cfg.head_dim, base=base,
-                                       scaling=1.0 if cfg.rope_dynamic else cfg.rope_scaling)
+        if cfg.rope_type == "llama3":
+            inv_freq = pe.llama3_frequencies(pe.rope_frequencies(cfg.head_dim, base=base), cfg.rope_scaling,
+                                             cfg.context)
+        else:
+            inv_freq = pe.rope_frequencies(cfg.head_dim, base=base,
+                                           scaling=1.0 if cfg.rope_dynamic else cfg.rope_scaling)
         return pe.rope_angles(torch.arange(t, device=device), inv_freq.to(device))
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:

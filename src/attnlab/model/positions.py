@@ -88,6 +88,24 @@ def rope_frequencies(head_dim: int, base: float = 10000.0, scaling: float = 1.0)
     return 1.0 / (base**exponents) / scaling
 
 
+def llama3_frequencies(inv_freq: Tensor, factor: float, original_context: int, low_freq_factor: float = 1.0,
+                       high_freq_factor: float = 4.0) -> Tensor:
+    """Llama 3's RoPE scaling of inverse frequencies, as Hugging Face's ``_compute_llama3_parameters`` builds
+    them (the "Llama 3 RoPE scaling" Vasylenko et al. 2025 App. G.2 uses, factor 16): wavelengths longer than
+    ``original_context / low_freq_factor`` are divided by ``factor``, ones shorter than ``original_context /
+    high_freq_factor`` kept, and those between interpolated smoothly. ``original_context`` is the training
+    length the scaling extends."""
+    factor = _factor("factor", factor)
+    original_context = _positive_int("original_context", original_context)
+    if not 0 < low_freq_factor < high_freq_factor:
+        raise ValueError(f"need 0 < low_freq_factor < high_freq_factor, got {low_freq_factor}, {high_freq_factor}")
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > original_context / low_freq_factor, inv_freq / factor, inv_freq)
+    smooth = (original_context / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    medium = (wavelen >= original_context / high_freq_factor) & (wavelen <= original_context / low_freq_factor)
+    return torch.where(medium, (1 - smooth) * scaled / factor + smooth * scaled, scaled)
+
+
 def dynamic_ntk_base(base: float, head_dim: int, n: int, n_train: int, factor: float = 1.0) -> float:
     """Dynamic-NTK RoPE base for a window of ``n`` tokens, model trained on ``n_train``.
 

@@ -13,6 +13,8 @@ its multiplier is the one ``attnlab.rowmaps.AdaptiveScale`` computes, not a seco
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -52,6 +54,24 @@ class AdaptiveScaler(nn.Module):
 
     def forward(self, x: torch.Tensor, n: torch.Tensor, beta: torch.Tensor | None = None) -> torch.Tensor:
         return self.scale.multiplier(x, n[:, None], per_head=False)
+
+
+@SCALERS.register("direct")
+class DirectScaler(nn.Module):
+    """delta + beta_h (log n)^gamma_h with beta_h and gamma_h learned per head, no projections of the input and
+    no nonlinearity: the SEntmax of Vasylenko et al. 2025 App. G.2 (with an entmax rowmap). beta_h starts at
+    log 2 and gamma_h at 0, the multiplier ASEntmax's zero-initialized projections start from, so the two
+    differ only in what they learn; n is clamped to 2 as in ``rowmaps.AdaptiveScale``."""
+
+    def __init__(self, heads: int, dim: int, *, delta: float, bound: float) -> None:
+        super().__init__()
+        self.delta = delta
+        self.beta = nn.Parameter(torch.full((heads,), math.log(2.0)))
+        self.gamma = nn.Parameter(torch.zeros(heads))
+
+    def forward(self, x: torch.Tensor, n: torch.Tensor, beta: torch.Tensor | None = None) -> torch.Tensor:
+        log_n = torch.log(n.to(self.beta.dtype).clamp_min(2))
+        return (self.delta + self.beta[:, None] * log_n.pow(self.gamma[:, None]))[None, :, :, None]
 
 
 @SCALERS.register("beta_n")

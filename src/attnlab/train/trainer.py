@@ -9,6 +9,7 @@ the uninterrupted run bit for bit on CPU, and a run on N processes sees the same
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -24,9 +25,10 @@ from torch import nn
 from tqdm import tqdm
 
 from .. import io
-from ..model.config import ConfigError
+from ..model.config import ConfigError, ModelConfig
 from ..model.decoder import Decoder, loss
 from . import checkpoint as ckpt
+from . import config as config_module
 from . import probes
 from .config import RunConfig
 from .data import Batches, TextStream, load_tokenizer, text_files
@@ -95,9 +97,23 @@ def _flat(config: dict[str, Any]) -> dict[str, Any]:
     return {f"{section}.{key}": value for section, table in config.items() for key, value in table.items()}
 
 
+def _field_defaults() -> dict[str, Any]:
+    """Every run-config field that has a default, flat ("model.readout": "stream")."""
+    sections = {"model": ModelConfig, **{f.name: f.type for f in dataclasses.fields(RunConfig) if f.name != "model"}}
+    return {f"{section}.{f.name}": f.default for section, cls in sections.items()
+            for f in dataclasses.fields(getattr(config_module, cls) if isinstance(cls, str) else cls)
+            if f.default is not dataclasses.MISSING}
+
+
 def _check_resumable(saved: dict[str, Any], current: dict[str, Any]) -> None:
+    # A checkpoint saved before a field existed ran as that field's default does (a new field's default keeps
+    # the old behaviour), so its absence matches the default and nothing else.
+    defaults = _field_defaults()
     keep = {k: v for k, v in _flat(saved).items() if k not in RESUMABLE_CHANGES}
     now = {k: v for k, v in _flat(current).items() if k not in RESUMABLE_CHANGES}
+    for key, value in now.items():
+        if key not in keep and key in defaults and value == defaults[key]:
+            keep[key] = value
     ckpt.check_compatible(keep, now, what="run config")
 
 
