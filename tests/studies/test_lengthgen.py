@@ -141,3 +141,17 @@ def test_variants_below_half_in_distribution_are_named_not_learned():
                         "1x": [98.0, 49.9, 50.0], "2x": [1.0, 60.0, 0.0]})
     assert lengthgen.not_learned(acc) == {"asentmax seed 3": 49.9}
     assert lengthgen.not_learned(acc.drop(columns="1x")) == {}
+
+
+def test_the_demo_runs_the_reduced_demo_budget(monkeypatch, tmp_path):
+    import json
+
+    from attnlab.cli import main
+
+    monkeypatch.setattr(study_lengthgen.os, "cpu_count", lambda: 1)
+    monkeypatch.setitem(study_lengthgen.BUDGETS, "demo", {
+        "budget": "smoke", "samples": 4, "seeds": 1, "maps": ("softmax",),
+        "tasks": {"copy": {"train_len": 3, "eval_mult": (1, 2), "steps": 2, "select_mult": 2}}})
+    assert main(["demo", "--studies", "lengthgen", "--models", "none", "--out", str(tmp_path), "--no-progress"]) == 0
+    assert json.loads((tmp_path / "lengthgen" / "config.json").read_text())["budget"] == "demo"
+    assert sorted(p.name for p in (tmp_path / "lengthgen" / "copy" / "cells").iterdir()) == ["softmax_seed0.json"]

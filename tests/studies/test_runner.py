@@ -41,7 +41,8 @@ def test_every_study_module_has_the_one_shape_and_declares_its_own_entry():
         assert module.STUDY is study and study.name == name
         question = module.__doc__.split("\n\n")[0]
         assert name in question and "?" in question, name
-        assert set(module.BUDGETS) == set(studies.BUDGETS), name
+        assert set(module.BUDGETS) == set(studies.BUDGETS) | ({studies.DEMO} if study.demo else set()), name
+        assert studies.demo_budget(name) == (studies.DEMO if study.demo else "smoke")
         assert study.compute is module.compute and study.summarize is module.summarize, name
         assert study.compare is getattr(module, "compare", None), name
         body = ast.parse(inspect.getsource(module)).body
@@ -96,7 +97,8 @@ def test_a_study_must_cite_paper_keys_and_hand_over_functions():
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"study": "nope"}, "unknown study 'nope'"),
-    ({"study": "temperature", "budget": "huge"}, "--budget must be one of smoke, full"),
+    ({"study": "temperature", "budget": "huge"}, "--budget must be one of smoke, full, demo"),
+    ({"study": "sinks", "budget": "demo"}, "study 'sinks' has no demo budget .* the studies with one: lengthgen"),
     ({"study": "temperature", "seed": -1}, "--seed must be an int >= 0"),
     ({"study": "lengthgen", "model": "some/folder"}, "takes no --model"),
 ])

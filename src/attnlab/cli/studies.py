@@ -116,7 +116,8 @@ def demo_models(given: tuple[str, ...] | list[str] | None) -> list[str]:
 
 
 @command("demo", "run every study at the smoke budget and write one HTML report",
-         "Run every study (attnlab study NAME) at --budget smoke on this machine, each into DIR/<study>/, and "
+         "Run every study (attnlab study NAME) at --budget smoke (--budget demo, a reduced smoke run, for the "
+         "studies that have one) on this machine, each into DIR/<study>/, and "
          "write the report DIR/index.html. Rerunning the same command resumes unfinished studies and reuses "
          "finished ones.", DemoOptions)
 def demo(opts: DemoOptions) -> int:
@@ -127,7 +128,7 @@ def demo(opts: DemoOptions) -> int:
     started, failed, done = time.monotonic(), [], []
     for name, model, folder in studies.demo_plan(list(opts.studies or studies.STUDIES), models, opts.out):
         try:
-            cfg = studies.StudyConfig(study=name, seed=opts.seed, model=model)
+            cfg = studies.StudyConfig(study=name, budget=studies.demo_budget(name), seed=opts.seed, model=model)
             done.append((_run_study(cfg, folder, progress=not opts.no_progress), folder))
         except studies.StudyError as exc:
             raise UserError(str(exc)) from None

@@ -31,7 +31,8 @@ from ..options import MODEL_HELP, option
 from ..registry import Registry
 from ..report.sections import Section
 
-BUDGETS = ("smoke", "full")
+BUDGETS = ("smoke", "full")  # every study has these
+DEMO = "demo"  # a reduced budget that attnlab demo runs instead of smoke, for the studies that have one
 CONFIG = "config.json"
 SECTION = "section.json"
 
@@ -48,15 +49,20 @@ class StudyConfig:
     temperature studies add a real-model section on it; seed."""
 
     study: str = option(help="one of: %(choices)s", positional=True, metavar="NAME", choices=lambda: list(STUDIES))
-    budget: str = option("smoke", "smoke: minutes on a CPU; full: the paper's scale, for a GPU", choices=BUDGETS)
+    budget: str = option("smoke", "smoke: minutes on a CPU; full: the paper's scale, for a GPU; demo: the reduced "
+                                  "smoke run attnlab demo makes, for the studies that have one",
+                         choices=(*BUDGETS, DEMO))
     model: str | None = option(None, f"for the studies that read one: {MODEL_HELP}", metavar="MODEL")
     seed: int = option(0, "seed of data and training", metavar="N", type=options.seed)
 
     def __post_init__(self) -> None:
         if self.study not in STUDIES:
             raise StudyError(f"unknown study {self.study!r}; choose one of {', '.join(STUDIES)}")
-        if self.budget not in BUDGETS:
-            raise StudyError(f"--budget must be one of {', '.join(BUDGETS)}, got {self.budget!r}")
+        if self.budget not in (*BUDGETS, DEMO):
+            raise StudyError(f"--budget must be one of {', '.join((*BUDGETS, DEMO))}, got {self.budget!r}")
+        if self.budget == DEMO and not STUDIES[self.study].demo:
+            raise StudyError(f"study {self.study!r} has no demo budget (its demo runs smoke); the studies with one: "
+                             f"{', '.join(n for n, s in STUDIES.items() if s.demo) or 'none'}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise StudyError(f"--seed must be an int >= 0, got {self.seed!r}")
         if self.model is not None and not STUDIES[self.study].takes_model:
@@ -78,7 +84,8 @@ class Study:
     """A registry entry. name: what users type; title: the report's heading; source: the keys of the papers
     it re-asks (``attnlab.papers``), comma-separated; compute(cfg, folder, progress) and summarize(folder):
     the two steps; compare(folders, into): optional, a Section across several summarized folders of the
-    study (or None), its tables written into ``into``; takes_model: whether ``--model`` applies."""
+    study (or None), its tables written into ``into``; takes_model: whether ``--model`` applies; demo: whether
+    the study has a reduced ``demo`` budget, which attnlab demo runs instead of smoke."""
 
     name: str
     title: str
@@ -87,6 +94,7 @@ class Study:
     summarize: Callable[[Path], Section]
     compare: Callable[[list[Path], Path], Section | None] | None = None
     takes_model: bool = False
+    demo: bool = False
 
     def __post_init__(self) -> None:
         unknown = [key for key in self.source.split(", ") if key not in papers.PAPERS]
@@ -123,6 +131,11 @@ def demo_plan(names: list[str], models: list[str], out: Path) -> list[tuple[str,
         if name == "concentration":
             plan += [(name, model, out / f"{name}-{Path(model).stem}") for model in models[1:]]
     return plan
+
+
+def demo_budget(name: str) -> str:
+    """The budget attnlab demo runs study ``name`` at: its reduced demo budget where it has one, else smoke."""
+    return DEMO if STUDIES[name].demo else "smoke"
 
 
 def read_config(folder: Path) -> dict[str, Any]:
