@@ -348,3 +348,33 @@ def test_rope_scaling_builds_llama3_scaled_rope_and_needs_rope():
     assert lengthgen.run_config(_cfg(pe="rope"), "softmax", 40).model.rope_type == "linear"
     with pytest.raises(ValueError, match="needs --pe rope"):
         _cfg(rope_scaling=16)
+
+
+def test_workers_end_when_the_parent_running_them_is_killed(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+    import time
+
+    # the parent starts two workers on long runs and is killed; the workers must not train on
+    script = textwrap.dedent(f"""
+        import torch
+        from attnlab.commands import lengthgen
+        if __name__ == "__main__":
+            cfg = lengthgen.LengthgenConfig(task="copy", maps=("softmax",), seeds=2, train_len=16, steps=100000,
+                                            eval_mult=(1,), samples=2)
+            lengthgen.run(cfg, {str(tmp_path)!r}, jobs=2)
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob("runs/*/metrics.jsonl")) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    children = subprocess.run(["pgrep", "-P", str(parent.pid)], capture_output=True, text=True).stdout.split()
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    time.sleep(5)
+    alive = [pid for pid in children if os.path.exists(f"/proc/{pid}") and
+             "zombie" not in open(f"/proc/{pid}/status").read().lower()]
+    assert children and not alive, (children, alive)

@@ -18,7 +18,10 @@ from __future__ import annotations
 import json
 import math
 import multiprocessing
+import os
 import re
+import threading
+import time
 from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, fields
@@ -519,6 +522,17 @@ def _cell_in_process(cfg: LengthgenConfig, name: str, seed: int, out: Path, thre
     return run_cell(cfg, name, out, seed=seed)
 
 
+def _exit_with(parent: int) -> None:
+    """A worker's initializer: end the worker once ``parent`` is gone. A killed parent leaves its pool's
+    workers running, training on into the folders a rerun would resume; a cell's checkpoints stay for it."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def _run_cells(cfg: LengthgenConfig, out: Path, progress: bool, jobs: int) -> dict[str, dict[str, Any]]:
     """Every (variant, seed) cell, ``jobs`` at a time, keyed by ``cell_name``. Separate processes with the
     threads split between them: a small decoder keeps one CPU thread about as busy as two keep it, so two
@@ -530,7 +544,8 @@ def _run_cells(cfg: LengthgenConfig, out: Path, progress: bool, jobs: int) -> di
         return {cell_name(n, s): run_cell(cfg, n, out, progress, seed=s) for n, s in todo}
     threads = max(1, torch.get_num_threads() // jobs)
     # spawn, not fork: a forked child inherits OpenMP's thread pool in an unusable state.
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_exit_with,
+                             initargs=(os.getpid(),)) as pool:
         futures = {cell_name(n, s): pool.submit(_cell_in_process, cfg, n, s, out, threads) for n, s in todo}
         return {key: future.result() for key, future in futures.items()}
 
