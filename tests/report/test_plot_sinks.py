@@ -1,5 +1,6 @@
 """Sink figures draw each given map, mass and curve as given: one heat map per (row, column) on a shared scale per
-kind, BOS and trigger outlined, a deep model's maps tiled by layer and head, one bar per head at its mass, one printed value per (layer, head)."""
+kind, BOS and trigger outlined, a deep model's maps tiled by layer and head, one bar per head at its mass, one
+printed value per (layer, head)."""
 
 from __future__ import annotations
 

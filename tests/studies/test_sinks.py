@@ -137,9 +137,11 @@ def _maps(run: str, heads: int, layers: int, bos: float) -> pd.DataFrame:
                                        "std"])
 
 
-def _folder(tmp_path, bos: dict[str, float], thm: dict[str, float], met: dict[str, bool] | None = None):
-    """Hand-made raw files: every head of a run has BOS mass ``bos[attention_arch]`` and Theorem 1 and 2
-    fractions ``thm[attention_arch]`` (the first head only for multi-head runs, the others 0)."""
+def _folder(tmp_path, bos: dict[str, float], thm: dict[str, float], met: dict[str, bool] | None = None,
+            every_layer: bool = False):
+    """Hand-made raw files: every head of a run has BOS mass ``bos[attention_arch]``, and Theorem 1's
+    fractions are ``thm[attention_arch]`` on head 1 of layer 1 (of every layer with ``every_layer``), 0 on the
+    other heads; Theorem 2's is ``thm[attention_arch]``."""
     io.write_json(tmp_path / "config.json", {"study": "sinks", "budget": "smoke", "model": None, "seed": 0})
     for name in RUNS:
         attention, arch, k = sinks._parts(name)
@@ -147,10 +149,12 @@ def _folder(tmp_path, bos: dict[str, float], thm: dict[str, float], met: dict[st
         shape = sinks.ARCHS[arch]
         io.write_parquet(tmp_path / "raw" / f"{name}_attention.parquet",
                          _maps(name, shape["heads"], shape["layers"], bos[key]))
+        sink = {(d, 1) for d in range(1, shape["layers"] + 1)} if every_layer else {(1, 1)}
         rows = [{"run": name, "attention": attention, "arch": arch, "seed": k, "layer": layer, "head": head,
-                 "eps": eps, "positions": thm[key] if (layer, head) == (1, 1) else 0.0,
-                 "inputs_all": thm[key] if (layer, head) == (1, 1) else 0.0, "inputs_exists": thm[key]}
-                for eps in sinks.EPS for layer in range(1, shape["layers"] + 1) for head in range(1, shape["heads"] + 1)]
+                 "eps": eps, "positions": thm[key] if (layer, head) in sink else 0.0,
+                 "inputs_all": thm[key] if (layer, head) in sink else 0.0, "inputs_exists": thm[key]}
+                for eps in sinks.EPS for layer in range(1, shape["layers"] + 1)
+                for head in range(1, shape["heads"] + 1)]
         io.write_table(tmp_path / "raw" / f"{name}_sinks", pd.DataFrame(rows))
         ok = True if met is None else met.get(name, True)
         row = {"run": name, "attention": attention, "arch": arch, "seed": k, "cap": 100, "steps": 60 if ok else 100,
@@ -182,7 +186,9 @@ def _findings(tmp_path, bos=GOOD_BOS, thm=GOOD_THM, met=None):
 
 def test_summarize_reproduced_when_the_numbers_say_so(tmp_path):
     section = sinks.summarize(_folder(tmp_path, GOOD_BOS, GOOD_THM))
-    assert [f.verdict for f in section.findings] == ["reproduced"] * 3 + ["check passed"]
+    assert [f.verdict for f in section.findings] == ["reproduced"] * 3 + ["not reproduced"] * 2 + ["check passed"]
+    # the hand-made deep runs sink in their first head of layer 1 only: not in every layer (App. B.2)
+    assert "s0 0.97/0.00" in section.findings[3].evidence and "every layer" in section.findings[3].claim
     assert "inputs with a sink at every 1 < i < j 0.99" in section.findings[0].evidence
     assert "inputs with a sink somewhere 0.95" in section.findings[2].evidence
     for stem in ("table_runs", "table_sinks", "table_theorem3"):
@@ -201,7 +207,8 @@ def test_summarize_reproduced_when_the_numbers_say_so(tmp_path):
 
 
 def test_verdict_not_reproduced_when_relu_sinks_or_softmax_does_not(tmp_path):
-    assert _findings(tmp_path / "a", bos={**GOOD_BOS, "relu_2x2": 0.4}) == ["reproduced", "not reproduced", "reproduced"]
+    assert _findings(tmp_path / "a", bos={**GOOD_BOS, "relu_2x2": 0.4}) == ["reproduced", "not reproduced",
+                                                                           "reproduced"]
     assert _findings(tmp_path / "b", thm={**GOOD_THM, "softmax_1x1": 0.85}) == ["not reproduced", "reproduced",
                                                                                "reproduced"]
     # a multi-layer softmax model without Theorem 2's sink on enough inputs
@@ -217,6 +224,23 @@ def test_verdict_not_checked_when_a_run_did_not_meet_the_linf_rule(tmp_path):
                             sinks.sink_head_table(sinks.bos_table(maps), raw_sinks))
     assert finding.evidence.startswith("softmax_2x2_s1 did not reach App. A's l-inf < 0.01")
     assert "cap 100 hit, batch l-inf 0.2" in finding.evidence
+
+
+def test_layer_verdict_asks_a_sink_head_in_every_layer_of_every_softmax_seed(tmp_path):
+    def verdicts(folder, **kw):
+        maps, raw_sinks, raw, _ = sinks._read(_folder(folder, GOOD_BOS, GOOD_THM, **kw), RUNS)
+        table = sinks.run_table(raw, raw_sinks)
+        heads = sinks.sink_head_table(sinks.bos_table(maps), raw_sinks)
+        return [sinks.layer_finding(arch, table, heads) for arch in ("2x2", "4x4")]
+
+    found = verdicts(tmp_path / "a", every_layer=True)
+    assert [f.verdict for f in found] == ["reproduced"] * 2
+    assert found[1].evidence.startswith("Largest head's fraction") and "s0 0.95/0.95/0.95/0.95" in found[1].evidence
+    assert [f.verdict for f in verdicts(tmp_path / "b", every_layer=True, met={"softmax_4x4_s0": False})] == [
+        "reproduced", "not checked"]
+    # a ReLU run that did not learn does not bear on the softmax claim
+    assert [f.verdict for f in verdicts(tmp_path / "c", every_layer=True, met={"relu_2x2_s0": False})] == [
+        "reproduced"] * 2
 
 
 def test_theorem3_check_fails_on_any_bos_weight():
@@ -277,9 +301,9 @@ def test_run_end_to_end_and_resume_without_retraining(tmp_path, monkeypatch):
             "samples": 20}
     monkeypatch.setitem(sinks.BUDGETS, "smoke", tiny)
     section = run(StudyConfig(study="sinks", budget="smoke", seed=0), tmp_path)
-    assert section.study == "sinks" and len(section.findings) == 4
+    assert section.study == "sinks" and len(section.findings) == 6
     # six steps cannot reach l-inf < 1e-2: no verdict on a run that did not learn
-    assert [f.verdict for f in section.findings] == ["not checked"] * 3 + ["check passed"]
+    assert [f.verdict for f in section.findings] == ["not checked"] * 5 + ["check passed"]
     assert json.loads((tmp_path / "section.json").read_text())["study"] == "sinks"
     table = pd.read_csv(tmp_path / "table_runs.csv")
     assert table["seed"].tolist() == [0, 1, 0, 1, 0, 0, 0, 0] and not table["met_linf"].any()
@@ -387,9 +411,9 @@ def _real(folder, median_mass: float, layers: int = 6, heads: int = 4, documents
 
 def test_real_verdict_follows_the_median_head(tmp_path):
     sinking = sinks.summarize(_real(_folder(tmp_path / "a", GOOD_BOS, GOOD_THM), median_mass=0.6))
-    assert len(sinking.findings) == 5 and sinking.findings[4].verdict == "reproduced"
-    assert "4 of 4 layers after the first 2 reach 0.3" in sinking.findings[4].evidence
-    assert "L2 0.60" in sinking.findings[4].evidence and "first text token (The)" in sinking.findings[4].claim
+    assert len(sinking.findings) == 7 and sinking.findings[6].verdict == "reproduced"
+    assert "4 of 4 layers after the first 2 reach 0.3" in sinking.findings[6].evidence
+    assert "L2 0.60" in sinking.findings[6].evidence and "first text token (The)" in sinking.findings[6].claim
     table = pd.read_csv(tmp_path / "a" / "table_real_layers.csv")
     assert table["median"].tolist() == pytest.approx([0.01, 0.01] + [0.6] * 4)
     assert table["sink_heads"].tolist() == [0, 0, 4, 4, 4, 4]

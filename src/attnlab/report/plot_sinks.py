@@ -1,6 +1,6 @@
-"""Figures of the ``sinks`` study (Attention Sinks Essential §4, Fig. 2-4): attention heat
-maps (query x key), the BOS mass before the trigger, the loss and l-inf curves; and a pretrained model's first-token mass per
-layer and head (the study's real-model part).
+"""Figures of the ``sinks`` study (Attention Sinks Essential §4, Fig. 2-6): attention heat maps (query x
+key; tiled by layer and head for deep models), the BOS mass before the trigger, the loss and l-inf curves; and
+a pretrained model's first-token mass per layer and head (the study's real-model part).
 
 Rendering only: callers hand over arrays and labels; nothing here trains or reads a study folder.
 """
@@ -94,9 +94,11 @@ def plot_heat_mosaic(blocks: Mapping[str, np.ndarray], trigger: int, path: str |
 
 
 def plot_bos_mass(labels: Sequence[str], mass: Sequence[float], groups: Sequence[str], high: float, low: float,
-                  path: str | Path) -> tuple[Path, Path]:
-    """One bar per (run, layer, head): its mean weight on BOS over the pre-trigger queries, coloured by
-    ``groups`` (the attention kind), on a log axis with the ``high`` and ``low`` thresholds drawn."""
+                  path: str | Path, title: str = "BOS mass before the trigger (j = 8, L = 16), per run, layer and head"
+                  ) -> tuple[Path, Path]:
+    """One bar per label (a run, layer and head, or any grouping the caller chose): its mean weight on BOS
+    over the pre-trigger queries, coloured by ``groups`` (the attention kind), on a log axis with the
+    ``high`` and ``low`` thresholds drawn."""
     mass = np.asarray(mass, dtype=float)
     colors = {g: f"C{i}" for i, g in enumerate(dict.fromkeys(groups))}
     fig, ax = plt.subplots(figsize=(1.0 + 0.55 * len(labels), 4.2), layout="constrained")
@@ -114,7 +116,7 @@ def plot_bos_mass(labels: Sequence[str], mass: Sequence[float], groups: Sequence
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colors.values()]
     lines, names = ax.get_legend_handles_labels()
     ax.legend(handles + lines, list(colors) + names, fontsize=8, loc="upper right")
-    ax.set_title("BOS mass before the trigger (j = 8, L = 16), per run, layer and head", fontsize=10)
+    ax.set_title(title, fontsize=10)
     return save_figure(fig, path)
 
 
