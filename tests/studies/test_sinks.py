@@ -5,6 +5,7 @@ seed) build, a run resumes without retraining, and the real model's mass equals 
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import numpy as np
@@ -83,6 +84,30 @@ def test_sink_fractions_refuse_bad_input(args, match):
         sinks.sink_fractions(*args)
 
 
+@torch.no_grad()
+def test_layer_writes_sum_to_the_models_output_and_their_cosines_equal_a_loop():
+    model = Decoder(sinks.run_config("softmax_4x4_s0", PLAN, 0).model)
+    for p in model.parameters():  # O(1) weights, so the writes are far from zero
+        torch.nn.init.normal_(p, std=0.4)
+    batch = TriggerAveraging(dim=sinks.DIM).generate(30, L, seed=6)
+    rows = sinks.layer_writes(model, batch.inputs, batch.mask)
+    h, writes = batch.inputs, []
+    for block in model.layers:  # the residual loop by hand: each write is h_d - h_(d-1)
+        nxt = block(h, None)
+        writes.append(nxt - h)
+        h = nxt
+    torch.testing.assert_close(sum(writes), model(batch.inputs), rtol=1e-5, atol=1e-5)
+    off = ~batch.mask
+    for d, (row, w) in enumerate(zip(rows, writes)):
+        others = sum(x for e, x in enumerate(writes) if e != d)[off]
+        cos = [float(a @ b / (a.norm() * b.norm())) for a, b in zip(w[off], others)]
+        assert row["layer"] == d + 1 and row["cos_others"] == pytest.approx(np.mean(cos), rel=1e-4)
+        assert row["write_elsewhere"] == pytest.approx(float(w[off].norm(dim=-1).mean()), rel=1e-4)
+        assert row["write_trigger"] == pytest.approx(float(w[batch.mask].norm(dim=-1).mean()), rel=1e-4)
+    one = sinks.layer_writes(Decoder(sinks.run_config("relu_1x1_s0", PLAN, 0).model), batch.inputs, batch.mask)
+    assert len(one) == 1 and math.isnan(one[0]["cos_others"])
+
+
 # ------------------------------------------------------------------------------------------- Theorem 3
 
 def test_theorem3_model_solves_the_task_without_any_bos_weight():
@@ -156,6 +181,10 @@ def _folder(tmp_path, bos: dict[str, float], thm: dict[str, float], met: dict[st
                 for eps in sinks.EPS for layer in range(1, shape["layers"] + 1)
                 for head in range(1, shape["heads"] + 1)]
         io.write_table(tmp_path / "raw" / f"{name}_sinks", pd.DataFrame(rows))
+        io.write_table(tmp_path / "raw" / f"{name}_writes", pd.DataFrame([
+            {"run": name, "attention": attention, "arch": arch, "seed": k, "layer": d, "write_trigger": 1.0,
+             "write_elsewhere": 0.2, "cos_others": -0.999 if shape["layers"] > 1 else math.nan}
+            for d in range(1, shape["layers"] + 1)]))
         ok = True if met is None else met.get(name, True)
         row = {"run": name, "attention": attention, "arch": arch, "seed": k, "cap": 100, "steps": 60 if ok else 100,
                "met_linf": ok, "batch_linf": 0.009 if ok else 0.2, "lr": 1e-3, "train_loss": 1e-6,
@@ -178,7 +207,7 @@ GOOD_THM = {"softmax_1x1": 0.99, "relu_1x1": 0.0, "softmax_2x2": 0.97, "relu_2x2
 
 
 def _findings(tmp_path, bos=GOOD_BOS, thm=GOOD_THM, met=None):
-    maps, raw_sinks, raw, _ = sinks._read(_folder(tmp_path, bos, thm, met), RUNS)
+    maps, raw_sinks, raw, _, _ = sinks._read(_folder(tmp_path, bos, thm, met), RUNS)
     table = sinks.run_table(raw, raw_sinks)
     heads = sinks.sink_head_table(sinks.bos_table(maps), raw_sinks)
     return [sinks.finding(arch, table, heads).verdict for arch in sinks.ARCHS]
@@ -189,6 +218,7 @@ def test_summarize_reproduced_when_the_numbers_say_so(tmp_path):
     assert [f.verdict for f in section.findings] == ["reproduced"] * 3 + ["not reproduced"] * 2 + ["check passed"]
     # the hand-made deep runs sink in their first head of layer 1 only: not in every layer (App. B.2)
     assert "s0 0.97/0.00" in section.findings[3].evidence and "every layer" in section.findings[3].claim
+    assert "s0 L2: norm 0.2, cosine -0.999" in section.findings[3].evidence
     assert "inputs with a sink at every 1 < i < j 0.99" in section.findings[0].evidence
     assert "inputs with a sink somewhere 0.95" in section.findings[2].evidence
     for stem in ("table_runs", "table_sinks", "table_theorem3"):
@@ -197,6 +227,7 @@ def test_summarize_reproduced_when_the_numbers_say_so(tmp_path):
         assert (tmp_path / f"{fig.stem}.png").is_file() and (tmp_path / f"{fig.stem}.svg").is_file()
     heads = pd.read_csv(tmp_path / "table_sinks.csv")
     seeds = PLAN["seeds"]
+    assert len(pd.read_csv(tmp_path / "table_writes.csv")) == 2 * (seeds["1x1"] + 2 * seeds["2x2"] + 4 * seeds["4x4"])
     assert len(heads) == 2 * (seeds["1x1"] + 4 * seeds["2x2"] + 16 * seeds["4x4"])
     assert set(heads["thm1_inputs_eps0.1"].dropna()) <= set(GOOD_THM.values()) | {0.0}
     table = pd.read_csv(tmp_path / "table_runs.csv")
@@ -219,7 +250,7 @@ def test_verdict_not_reproduced_when_relu_sinks_or_softmax_does_not(tmp_path):
 def test_verdict_not_checked_when_a_run_did_not_meet_the_linf_rule(tmp_path):
     slow = {"softmax_2x2_s1": False}
     assert _findings(tmp_path, met=slow) == ["reproduced", "not checked", "reproduced"]
-    maps, raw_sinks, raw, _ = sinks._read(tmp_path, RUNS)
+    maps, raw_sinks, raw, _, _ = sinks._read(tmp_path, RUNS)
     finding = sinks.finding("2x2", sinks.run_table(raw, raw_sinks),
                             sinks.sink_head_table(sinks.bos_table(maps), raw_sinks))
     assert finding.evidence.startswith("softmax_2x2_s1 did not reach App. A's l-inf < 0.01")
@@ -228,10 +259,10 @@ def test_verdict_not_checked_when_a_run_did_not_meet_the_linf_rule(tmp_path):
 
 def test_layer_verdict_asks_a_sink_head_in_every_layer_of_every_softmax_seed(tmp_path):
     def verdicts(folder, **kw):
-        maps, raw_sinks, raw, _ = sinks._read(_folder(folder, GOOD_BOS, GOOD_THM, **kw), RUNS)
+        maps, raw_sinks, raw, writes, _ = sinks._read(_folder(folder, GOOD_BOS, GOOD_THM, **kw), RUNS)
         table = sinks.run_table(raw, raw_sinks)
         heads = sinks.sink_head_table(sinks.bos_table(maps), raw_sinks)
-        return [sinks.layer_finding(arch, table, heads) for arch in ("2x2", "4x4")]
+        return [sinks.layer_finding(arch, table, heads, writes) for arch in ("2x2", "4x4")]
 
     found = verdicts(tmp_path / "a", every_layer=True)
     assert [f.verdict for f in found] == ["reproduced"] * 2

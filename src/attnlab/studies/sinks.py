@@ -26,9 +26,10 @@ ReLU model (App. E) is built as weights (``theorem3_model``) and scored on the s
 
 ``compute`` writes per run ``raw/<run>_attention.parquet`` (layer, head, query, key, mean, std; 1-based
 positions), ``raw/<run>_sinks.csv`` (per layer, head and eps: Theorem 1's fractions, and Theorem 2's per
-run) and then ``raw/<run>_loss.csv`` (steps, the stop, final losses and the all-zeros predictor's); a run
-whose loss file exists is skipped, and training resumes from ``runs/<run>``'s checkpoints. It also writes
-``raw/theorem3.csv``.
+run), ``raw/<run>_writes.csv`` (per layer: what it writes to the residual stream, ``layer_writes``) and then
+``raw/<run>_loss.csv`` (steps, the stop, final losses and the all-zeros predictor's); a run whose files all
+exist is skipped, and training resumes from ``runs/<run>``'s checkpoints (a run that stopped trains no
+further). It also writes ``raw/theorem3.csv``.
 
 With ``--model``, ``compute`` first measures the first-token mass of that pretrained softmax LM into
 ``real/`` (``compute_real``), and ``summarize`` adds its table, heat map and finding: does a pretrained LM
@@ -85,6 +86,8 @@ SINK = 1 - EPS_VERDICT  # drawn on the BOS-mass figure beside ...
 NO_SINK = 0.1  # ... the bound under which a ReLU head's BOS mass counts as no sink (§4.1, Fig. 2 c-d)
 
 ATTENTION = {"softmax": "softmax", "relu": "reluattn"}
+# A run's raw files; the loss file is written last.
+RAW_KINDS = ("_attention.parquet", "_sinks.csv", "_writes.csv", "_loss.csv")
 # residual: §3.4's single layer is its own write, so 1x1 keeps f = W_O sum alpha W_V x; §4.2 and App. B
 # train the multi-layer models with residual connections, read out as the sum of the layers' writes.
 ARCHS: dict[str, dict[str, Any]] = {
@@ -208,6 +211,31 @@ def losses(model, inputs: torch.Tensor, targets: torch.Tensor) -> dict[str, floa
             "zero_loss": float(vector_loss(zero, targets)), "zero_linf": vector_linf(zero, targets)}
 
 
+@torch.no_grad()
+def layer_writes(model, inputs: torch.Tensor, mask: torch.Tensor) -> list[dict[str, float]]:
+    """Per layer d, what Attn_d writes to the residual stream (its output before the residual add; the
+    study's models have no norm, FFN or dropout, so this is the whole write): the mean l2 norm at the
+    trigger and off it, and off the trigger the mean cosine between layer d's write and the sum of the other
+    layers' writes (-1 where layer d cancels them; NaN for one layer)."""
+    writes: list[torch.Tensor] = []
+    handles = [block.attn.register_forward_hook(lambda module, args, out: writes.append(out.detach()))
+               for block in model.layers]
+    try:
+        model.eval()
+        model(inputs)
+    finally:
+        for handle in handles:
+            handle.remove()
+    total = torch.stack(writes).sum(0)
+    rows = []
+    for d, w in enumerate(writes):
+        others = (total - w)[~mask]
+        cos = torch.nn.functional.cosine_similarity(w[~mask], others, dim=-1).mean() if len(writes) > 1 else math.nan
+        rows.append({"layer": d + 1, "write_trigger": float(w[mask].norm(dim=-1).mean()),
+                     "write_elsewhere": float(w[~mask].norm(dim=-1).mean()), "cos_others": float(cos)})
+    return rows
+
+
 def theorem3_model(dim: int = DIM, length: int = LENGTH) -> Decoder:
     """Attention Sinks Essential App. E (proof of Theorem 3) as the weights of attnlab's one-layer one-head
     ReLU attention model: W_K = W_V = W_O = I and W_Q = e_2 e_n^T, so s_(i,k) = x_2^(i) x_n^(k). A query
@@ -238,11 +266,12 @@ def theorem3_check(inputs: torch.Tensor, targets: torch.Tensor, mask: torch.Tens
 
 
 def run_piece(run: str, plan: dict[str, Any], seed: int, folder: Path, progress: bool) -> None:
-    """Train (or resume) one run to App. A's stop or the cap, then write its maps, sink fractions and
-    losses; skipped when the loss file (written last) exists."""
+    """Train (or resume) one run to App. A's stop or the cap, then write its maps, sink fractions, layer
+    writes and losses (the loss file last); skipped when all exist, and a run that has trained to its end
+    only re-measures."""
     raw = folder / "raw"
     loss_path = raw / f"{run}_loss.csv"
-    if loss_path.is_file():
+    if all((raw / f"{run}{kind}").is_file() for kind in RAW_KINDS):
         return
     attention, arch, k = _parts(run)
     cfg = run_config(run, plan, seed)
@@ -276,6 +305,8 @@ def run_piece(run: str, plan: dict[str, Any], seed: int, folder: Path, progress:
                               "inputs_all": float(got["inputs_all"][layer, head]),
                               "inputs_exists": float(got["inputs_exists"])})
     io.write_table(raw / f"{run}_sinks", pd.DataFrame(sinks))
+    io.write_table(raw / f"{run}_writes", pd.DataFrame([{**ids, **row} for row in layer_writes(model, uniform.inputs,
+                                                                                            uniform.mask)]))
     train = pd.read_csv(folder / "runs" / run / "train.csv")
     row = {**ids, "cap": cfg.train.steps, "steps": summary["steps"], "met_linf": summary["stopped"],
            # the stop's batch is scored on the final model; without a stop, the last logged batch (before its update)
@@ -404,11 +435,12 @@ def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
 
 # ----------------------------------------------------------------------------------------------- summary
 
-def _read(folder: Path, names: list[str]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """The raw files of ``names``: maps, sink fractions, per-run losses, and the Theorem 3 check."""
+def _read(folder: Path, names: list[str]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame,
+                                                   pd.DataFrame]:
+    """The raw files of ``names``: maps, sink fractions, per-run losses, layer writes, and the Theorem 3
+    check."""
     raw = folder / "raw"
-    kinds = ("_attention.parquet", "_sinks.csv", "_loss.csv")
-    missing = [run for run in names if not all((raw / f"{run}{kind}").is_file() for kind in kinds)]
+    missing = [run for run in names if not all((raw / f"{run}{kind}").is_file() for kind in RAW_KINDS)]
     missing += [] if (raw / "theorem3.csv").is_file() else ["theorem3"]
     if missing:
         raise StudyError(f"{folder} lacks the raw results of {', '.join(missing)}; run "
@@ -416,7 +448,8 @@ def _read(folder: Path, names: list[str]) -> tuple[pd.DataFrame, pd.DataFrame, p
     maps = pd.concat([pd.read_parquet(raw / f"{run}_attention.parquet") for run in names], ignore_index=True)
     sinks = pd.concat([pd.read_csv(raw / f"{run}_sinks.csv") for run in names], ignore_index=True)
     loss = pd.concat([pd.read_csv(raw / f"{run}_loss.csv") for run in names], ignore_index=True)
-    return maps, sinks, loss, pd.read_csv(raw / "theorem3.csv")
+    writes = pd.concat([pd.read_csv(raw / f"{run}_writes.csv") for run in names], ignore_index=True)
+    return maps, sinks, loss, writes, pd.read_csv(raw / "theorem3.csv")
 
 
 def _eps(eps: float) -> str:
@@ -519,10 +552,11 @@ def finding(arch: str, table: pd.DataFrame, heads: pd.DataFrame) -> Finding:
     return Finding(claim, verdict, evidence)
 
 
-def layer_finding(arch: str, table: pd.DataFrame, heads: pd.DataFrame) -> Finding:
+def layer_finding(arch: str, table: pd.DataFrame, heads: pd.DataFrame, writes: pd.DataFrame) -> Finding:
     """Attention Sinks Essential App. B.2 (and Fig. 3 for 2x2, which shows every head sinking), beyond
     Theorem 2's existence: every layer of every learned softmax seed has a head with Theorem 1's
-    all-positions sink on at least 1 - DELTA of held-out inputs."""
+    all-positions sink on at least 1 - DELTA of held-out inputs. The evidence adds, for each layer without
+    one, what it writes off the trigger and its cosine with the other layers' writes (``layer_writes``)."""
     shape = ARCHS[arch]
     eps, need = EPS_VERDICT, 1 - DELTA
     column = f"thm1_inputs_{_eps(eps)}"
@@ -535,6 +569,13 @@ def layer_finding(arch: str, table: pd.DataFrame, heads: pd.DataFrame) -> Findin
     evidence = ("Largest head's fraction of inputs with a sink at every 1 < i < j, per layer (eps = "
                 f"{eps:g}): " + "; ".join(f"{_seed_label(run)} " + "/".join(f"{v:.2f}" for v in layers)
                                           for run, layers in per_layer.items()) + ".")
+    written = writes.set_index(["run", "layer"])
+    bare = [f"{_seed_label(run)} L{d}: norm {written.loc[(run, d), 'write_elsewhere']:.2g}, cosine "
+            f"{written.loc[(run, d), 'cos_others']:.3f}" for run, layers in per_layer.items()
+            for d, v in layers.items() if v < need]
+    if bare:
+        evidence += (" Off the trigger, each layer without a sink head writes (mean l2 norm of its write, mean "
+                     "cosine with the sum of the other layers' writes; -1 = it cancels them): " + "; ".join(bare) + ".")
     if not runs_["learned"].all():
         slow = ", ".join(runs_.index[~runs_["learned"]])
         return Finding(claim, "not checked", f"{slow} did not reach App. A's l-inf < {LINF_TARGET:g}. {evidence}")
@@ -742,7 +783,7 @@ def summarize(folder: Path) -> Section:
     folder = Path(folder)
     cfg = load_config(folder)
     plan = BUDGETS[cfg.budget]
-    maps, sinks, raw_loss, check = _read(folder, runs(plan))
+    maps, sinks, raw_loss, writes, check = _read(folder, runs(plan))
     real = folder / REAL
     if cfg.model is not None and not (real / "config.json").is_file():
         raise StudyError(f"{folder} lacks the real-model results on {cfg.model}; run "
@@ -751,11 +792,12 @@ def summarize(folder: Path) -> Section:
     heads = sink_head_table(bos_table(maps), sinks)
     io.write_table(folder / "table_runs", table)
     io.write_table(folder / "table_sinks", heads)
+    io.write_table(folder / "table_writes", writes)
     io.write_table(folder / "table_theorem3", check)
     figures = _figures(maps, heads, table, folder, plan["samples"])
     notes = _notes(cfg)
     findings = ([finding(arch, table, heads) for arch in ARCHS]
-                + [layer_finding(arch, table, heads) for arch, shape in ARCHS.items() if shape["layers"] > 1]
+                + [layer_finding(arch, table, heads, writes) for arch, shape in ARCHS.items() if shape["layers"] > 1]
                 + [theorem3_finding(check)])
     eps = ", ".join(_eps(e) for e in EPS)
     tables = [Table("table_runs", (
@@ -773,6 +815,11 @@ def summarize(folder: Path) -> Section:
                   "bos_at_trigger = the weight on key 1 at the trigger query; and Theorem 1 per input on held-out "
                   "inputs with j uniform: thm1_positions_<eps> = the fraction of pre-trigger positions 1 < i < j "
                   "with alpha_(i,1) >= 1 - eps, thm1_inputs_<eps> = the fraction of inputs where every one does.")),
+              Table("table_writes", (
+                  "Per run and layer, on held-out inputs with j uniform: what the layer's attention writes to the "
+                  "residual stream, as a mean l2 norm at the trigger (write_trigger) and elsewhere (write_elsewhere), "
+                  "and off the trigger the mean cosine between its write and the sum of the other layers' writes "
+                  "(cos_others; -1 where the layer cancels them, empty for one layer).")),
               Table("table_theorem3", (
                   "Theorem 3's construction (attnlab.studies.sinks.theorem3_model) on held-out inputs: its "
                   "squared-l2 and l-inf losses and the all-zeros predictor's, the largest weight on BOS of any "
