@@ -21,8 +21,10 @@ trigger fixed at j = 8, as §4's figures are, for the mean and std maps and the 
 on key 1 over the queries 1 < i < j). Theorem 1's per-input form, per (layer, head) and eps in EPS: the
 fraction of pre-trigger positions 1 < i < j with alpha_(i,1) >= 1 - eps, and the fraction of inputs where
 every such position does (the theorem's "with probability >= 1 - delta, for all 1 < i < j"); Theorem 2's,
-per run: the fraction of inputs where some layer, head and position 1 < i < j does. Theorem 3's zero-loss
-ReLU model (App. E) is built as weights (``theorem3_model``) and scored on the same inputs as a check.
+per run: the fraction of inputs where some layer, head and position 1 < i < j does. Beyond Theorem 2, App.
+B.2 and Fig. 3 show a sink head in every layer; that is checked too, beside what each layer writes to the
+residual stream (``layer_writes``). Theorem 3's zero-loss ReLU model (App. E) is built as weights
+(``theorem3_model``) and scored on the same inputs as a check.
 
 ``compute`` writes per run ``raw/<run>_attention.parquet`` (layer, head, query, key, mean, std; 1-based
 positions), ``raw/<run>_sinks.csv`` (per layer, head and eps: Theorem 1's fractions, and Theorem 2's per
