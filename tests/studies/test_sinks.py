@@ -368,7 +368,7 @@ def test_a_run_stops_at_the_linf_rule_and_its_resume_trains_no_further(tmp_path,
 
 @pytest.mark.slow
 def test_smoke_1x1_runs_reach_the_linf_rule_and_reproduce_theorem_1(tmp_path):
-    """The smoke budget's 1x1 runs at seed 0, trained for real (about 26 s on one thread)."""
+    """The smoke budget's 1x1 runs at seed 0, trained for real (about 15 s on one thread)."""
     for name in ("softmax_1x1_s0", "relu_1x1_s0"):
         sinks.run_piece(name, PLAN, 0, tmp_path, progress=False)
     loss = pd.concat([pd.read_csv(tmp_path / "raw" / f"{n}_loss.csv") for n in ("softmax_1x1_s0", "relu_1x1_s0")])

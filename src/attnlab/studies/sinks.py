@@ -99,11 +99,11 @@ ARCHS: dict[str, dict[str, Any]] = {
 }
 # Steps a run took to App. A's stop in our timing on one CPU thread (seed 0; 1x1, 2x2, 4x4): at lr 1e-3,
 # softmax 4219, 5415, 9583 and ReLU 2208, 2902, 4553 (4x4: 18 ms a step); at 3e-3, softmax 3701, 2992, 5491 and
-# ReLU 988, 1419, 2832; at 1e-2 (4x4 only) softmax 2669, ReLU 2226. "full" keeps App. A's lr 1e-3 with caps
-# about 3x those counts; "smoke" fits a few minutes with larger rates and one 4x4 seed.
+# ReLU 988, 1419, 2832; at 1e-2, softmax 1986, 2029, 2669 and ReLU 182, 346, 2226. "full" keeps App. A's lr
+# 1e-3 with caps about 3x those counts; "smoke" fits a few minutes with lr 1e-2 and one 4x4 seed.
 BUDGETS: dict[str, dict[str, Any]] = {
     "smoke": {"seeds": {"1x1": 2, "2x2": 2, "4x4": 1}, "cap": {"1x1": 10000, "2x2": 8000, "4x4": 8000},
-              "lr": {"1x1": 3e-3, "2x2": 3e-3, "4x4": 1e-2}, "batch": 128, "samples": 1000},
+              "lr": {"1x1": 1e-2, "2x2": 1e-2, "4x4": 1e-2}, "batch": 128, "samples": 1000},
     "full": {"seeds": {"1x1": 3, "2x2": 3, "4x4": 3}, "cap": {"1x1": 20000, "2x2": 20000, "4x4": 30000},
              "lr": {"1x1": 1e-3, "2x2": 1e-3, "4x4": 1e-3}, "batch": 128, "samples": 1000},
 }
