@@ -118,6 +118,7 @@ def seed_table(acc: pd.DataFrame) -> pd.DataFrame:
     """Table 1's shape with every seed: one row per task, variant and seed, the score (%) per multiple."""
     wide = acc.pivot_table(index=["task", "variant", "seed", "best"], columns="multiple", values="score",
                            sort=False)
+    wide = wide[sorted(wide.columns)]
     wide.columns = [lengthgen.mult_label(m) for m in wide.columns]
     return wide.reset_index()
 
