@@ -350,6 +350,7 @@ def test_rope_scaling_builds_llama3_scaled_rope_and_needs_rope():
         _cfg(rope_scaling=16)
 
 
+@pytest.mark.slow
 def test_workers_end_when_the_parent_running_them_is_killed(tmp_path):
     import os
     import signal

@@ -84,7 +84,7 @@ def test_new_lengths_and_samples_reuse_the_trained_model(folder, capsys):
     checkpoints = {k: v for k, v in _files(folder).items() if k.startswith("runs/softmax/checkpoints")}
     assert main(_argv(folder, eval_mult=["1", "2"], samples=["3"])) == 0
     assert {k: v for k, v in _files(folder).items() if k.startswith("runs/softmax/checkpoints")} == checkpoints
-    cell = json.loads((folder / "cells" / "softmax.json").read_text())
+    cell = json.loads((folder / "cells" / "softmax_seed0.json").read_text())
     assert sorted(cell["lengths"]) == ["16", "8"] and cell["lengths"]["8"]["samples"] == 3
     assert json.loads((folder / "config.json").read_text())["eval_mult"] == [1, 2]
 
@@ -95,7 +95,7 @@ def test_overwrite_starts_clean_and_keeps_files_lengthgen_did_not_write(folder, 
     (folder / "runs" / "entmax_a1.5").mkdir()
     assert main([*_argv(folder, task=["reverse"]), "--overwrite"]) == 0
     assert json.loads((folder / "config.json").read_text())["task"] == "reverse"
-    assert json.loads((folder / "cells" / "softmax.json").read_text())["settings"]["task"] == "reverse"
+    assert json.loads((folder / "cells" / "softmax_seed0.json").read_text())["settings"]["task"] == "reverse"
     assert not (folder / "runs" / "entmax_a1.5").exists() and (folder / "notes.txt").read_text() == "mine"
 
 
