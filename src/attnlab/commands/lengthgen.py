@@ -15,6 +15,7 @@ only what is scored (``SCORING``): a folder trained under other settings is refu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import multiprocessing
@@ -366,6 +367,26 @@ def metric(task: Task) -> tuple[str, Any]:
     return ("accuracy", scored_accuracy) if task.kind == "classification" else ("exact match", exact_match)
 
 
+def _chunk(length: int) -> int:
+    """Rows per forward at ``length``: about 2^16 tokens, so that long rows fit in memory."""
+    return max(1, 2**16 // length)
+
+
+@torch.no_grad()
+def fraction_right(model, task: Task, batch, observe=None) -> float:
+    """The task's ``metric`` over ``batch`` (the fraction right), ``_chunk`` rows per forward; the first chunk
+    runs under the weight observer ``observe`` when one is given."""
+    model.eval()
+    rows, chunk, right = batch.ids.shape[0], _chunk(batch.ids.shape[1]), metric(task)[1]
+    correct = 0.0
+    for start in range(0, rows, chunk):
+        watched = observe is not None and start == 0
+        with model.observed(observe, weights=True) if watched else contextlib.nullcontext():
+            logits = model(batch.ids[start:start + chunk])
+        correct += float(right(logits, batch.targets[start:start + chunk]).sum())
+    return correct / rows
+
+
 @torch.no_grad()
 def score(model, task: Task, length: int, samples: int, seed: int) -> dict[str, Any]:
     """The task's ``metric`` over ``samples`` fixed rows at ``length`` (the fraction right), and the mean
@@ -373,19 +394,8 @@ def score(model, task: Task, length: int, samples: int, seed: int) -> dict[str, 
     over heads) and per layer and head, over all rows (``entropy``, ``support``) and over the scored rows
     (``answer_entropy``, ``answer_support``)."""
     batch = task.generate(samples, length, seed)
-    chunk = max(1, 2**16 // length)
-    model.eval()
-    correct, right = 0.0, metric(task)[1]
-    observe, sums = _dispersion(model.cfg.layers, model.cfg.heads, batch.targets[:chunk] != IGNORE)
-    for start in range(0, samples, chunk):
-        ids, targets = batch.ids[start:start + chunk], batch.targets[start:start + chunk]
-        if start == 0:
-            with model.observed(observe, weights=True):
-                logits = model(ids)
-        else:
-            logits = model(ids)
-        correct += float(right(logits, targets).sum())
-    result: dict[str, Any] = {"accuracy": correct / samples, "heads": {}}
+    observe, sums = _dispersion(model.cfg.layers, model.cfg.heads, batch.targets[:_chunk(length)] != IGNORE)
+    result: dict[str, Any] = {"accuracy": fraction_right(model, task, batch, observe), "heads": {}}
     for kind in ROWS:
         rows = sums[f"{kind}_rows"]
         prefix = "" if kind == "all" else f"{kind}_"
@@ -408,15 +418,14 @@ def select(model, run: Path, cfg: LengthgenConfig, seed: int) -> dict[str, Any]:
     latest one on a tie. Loads it into ``model``; returns the length, the rows and every checkpoint's score."""
     length, rows = cfg.select_length, cfg.plan["select_samples"]
     batch = cfg.task_def.generate(rows, length, SELECT_SEED + seed)
-    right, chunk = metric(cfg.task_def)[1], max(1, 2**16 // length)
-    model.eval()
-    scores = {}
+    scores, best, kept = {}, None, None
     for step, path in sorted(ckpt.step_dirs(run).items()):
-        model.load_state_dict(ckpt.load_checkpoint(path).model_state)
-        scores[step] = sum(float(right(model(batch.ids[i:i + chunk]), batch.targets[i:i + chunk]).sum())
-                           for i in range(0, rows, chunk)) / rows
-    best = max(scores, key=lambda step: (scores[step], step))
-    model.load_state_dict(ckpt.load_checkpoint(ckpt.step_dirs(run)[best]).model_state)
+        state = ckpt.load_checkpoint(path).model_state
+        model.load_state_dict(state)
+        scores[step] = fraction_right(model, cfg.task_def, batch)
+        if best is None or scores[step] >= scores[best]:  # steps ascend: a tie goes to the later one
+            best, kept = step, state
+    model.load_state_dict(kept)
     return {"multiple": cfg.select_mult, "length": length, "samples": rows, "step": best,
             "score": scores[best], "scores": {str(k): v for k, v in scores.items()}}
 

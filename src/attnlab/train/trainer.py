@@ -28,9 +28,8 @@ from .. import io
 from ..model.config import ConfigError, ModelConfig
 from ..model.decoder import Decoder, loss
 from . import checkpoint as ckpt
-from . import config as config_module
 from . import probes
-from .config import RunConfig
+from .config import SECTIONS, RunConfig
 from .data import Batches, TextStream, load_tokenizer, text_files
 from .optim import cosine_lr, make_optimizer, set_lr, upper_qk_names
 from .release import Release
@@ -99,10 +98,8 @@ def _flat(config: dict[str, Any]) -> dict[str, Any]:
 
 def _field_defaults() -> dict[str, Any]:
     """Every run-config field that has a default, flat ("model.readout": "stream")."""
-    sections = {"model": ModelConfig, **{f.name: f.type for f in dataclasses.fields(RunConfig) if f.name != "model"}}
-    return {f"{section}.{f.name}": f.default for section, cls in sections.items()
-            for f in dataclasses.fields(getattr(config_module, cls) if isinstance(cls, str) else cls)
-            if f.default is not dataclasses.MISSING}
+    return {f"{section}.{f.name}": f.default for section, cls in {"model": ModelConfig, **SECTIONS}.items()
+            for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
 
 
 def _check_resumable(saved: dict[str, Any], current: dict[str, Any]) -> None:
