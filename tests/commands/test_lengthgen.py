@@ -314,12 +314,17 @@ def test_paper_units_count_the_task_s_own_length_and_turn_into_rows_of_tokens():
         _cfg(select_mult=0.5)
 
 
-def test_asentmax_and_sentmax_take_alpha_and_the_gamma_bound_in_their_name():
+def test_asentmax_and_sentmax_take_alpha_the_gamma_bound_and_a_fixed_gamma_in_their_name():
     from attnlab.model import Decoder
 
     assert lengthgen.variant("asentmax_a2_s0.5") == {"scaler": "adaptive", "rowmap": "entmax_a2", "scaler_bound": 0.5}
     assert lengthgen.variant("sentmax_a1.25") == {"scaler": "direct", "rowmap": "entmax_a1.25"}
     assert lengthgen.variant("sentmax") == {"scaler": "direct", "rowmap": "entmax_a1.5"}
+    assert lengthgen.variant("asentmax_g1") == {"scaler": "adaptive", "rowmap": "entmax_a1.5", "scaler_gamma": 1.0}
+    assert lengthgen.variant("asentmax_a2_s0.5_g-0.5") == {"scaler": "adaptive", "rowmap": "entmax_a2",
+                                                           "scaler_bound": 0.5, "scaler_gamma": -0.5}
+    with pytest.raises(ValueError, match="asentmax_a<alpha>_s<s>_g<gamma>"):
+        lengthgen.variant("asentmax_g1.2.3")
     with pytest.raises(ValueError, match="variant 'asentmax_a0.5'"):
         lengthgen.variant("asentmax_a0.5")
     with pytest.raises(ValueError, match="must be > 0"):

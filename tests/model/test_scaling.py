@@ -73,6 +73,35 @@ def test_adaptive_scaler_is_asentmax_and_assmax(rowmap):
     torch.testing.assert_close(_layer_output(model, IDS), ref, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("gamma", [1.0, -0.5])
+@torch.no_grad()
+def test_a_fixed_gamma_learns_beta_alone_and_raises_log_n_to_that_power(gamma):
+    model = _model(scaler="adaptive", rowmap="entmax_a1.5", scaler_gamma=gamma, scaler_delta=0.5)
+    scale = model.layers[0].attn.scaler.scale
+    assert {n for n, _ in model.layers[0].attn.scaler.named_parameters()} == {"scale.w_beta"}
+    scale.w_beta.normal_(0, 0.5)
+
+    def multiplier(x, n):
+        beta = torch.nn.functional.softplus(x @ scale.w_beta.T).T[:, :, None]
+        return 0.5 + beta * torch.log(n.clamp_min(2).float())[None, :, None] ** gamma
+
+    ref = _layer_output_by_hand(model, IDS, multiplier, "entmax_a1.5")
+    torch.testing.assert_close(_layer_output(model, IDS), ref, rtol=1e-5, atol=1e-6)
+    direct = _model(scaler="direct", scaler_gamma=gamma).layers[0].attn.scaler
+    assert [n for n, _ in direct.named_parameters()] == ["beta"] and "gamma" in direct.state_dict()
+    n = torch.arange(1, T + 1)
+    torch.testing.assert_close(direct(None, n)[0, :, :, 0],
+                               (1 + math.log(2) * torch.log(n.clamp_min(2).float()) ** gamma).expand(H, T))
+
+
+def test_a_fixed_gamma_is_refused_for_scalers_without_one():
+    with pytest.raises(ConfigError, match="model.scaler_gamma fixes the gamma of the scalers adaptive and direct; "
+                                          "model.scaler is 'log_n'"):
+        _model(scaler="log_n", scaler_gamma=1.0)
+    with pytest.raises(ConfigError, match="model.scaler_gamma must be a finite number"):
+        _model(scaler="adaptive", scaler_gamma=float("nan"))
+
+
 @torch.no_grad()
 def test_beta_n_is_s_beta_plus_b_per_head_with_one_shared_vector():
     model = _model(scaler="beta_n", layers=2)

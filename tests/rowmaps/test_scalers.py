@@ -1,4 +1,4 @@
-"""AdaptiveScale / ASEntmax / ASSMax multiply scores by delta + softplus(x w_beta) (log n)^(s tanh(x w_gamma)) per head and query (seed 001 eq. 8-9), and gradients reach w_beta, w_gamma."""
+"""AdaptiveScale / ASEntmax / ASSMax multiply scores by delta + softplus(x w_beta) (log n)^(s tanh(x w_gamma)) per head and query (Vasylenko et al. 2025 eq. 8-9), or by a fixed power of log n (App. H), and gradients reach w_beta, w_gamma."""
 
 from __future__ import annotations
 
@@ -19,13 +19,14 @@ def _softplus(v: float) -> float:
     return max(v, 0.0) + math.log1p(math.exp(-abs(v)))
 
 
-def ref_multiplier(x, w_beta, w_gamma, n, delta, s, per_head):
-    """delta + softplus(x.w_beta[h]) * log(n)^(s tanh(x.w_gamma[h])) for every (b, h, q), by loops.
+def ref_multiplier(x, w_beta, w_gamma, n, delta, s, per_head, gamma=None):
+    """delta + softplus(x.w_beta[h]) * log(n)^(s tanh(x.w_gamma[h])) for every (b, h, q), by loops; with
+    ``gamma`` (w_gamma None) the exponent is that constant.
 
     x: (B, Q, d) shared or (B, H, Q, d) per head; n: (B, H, Q) allowed-key counts (>= 2).
     Returns (B, H, Q) float64.
     """
-    x, wb, wg, n = np64(x), np64(w_beta), np64(w_gamma), np.asarray(n, dtype=np.float64)
+    x, wb, n = np64(x), np64(w_beta), np.asarray(n, dtype=np.float64)
     B = x.shape[0]
     out = np.zeros((B, H, Q))
     for b in range(B):
@@ -33,8 +34,8 @@ def ref_multiplier(x, w_beta, w_gamma, n, delta, s, per_head):
             for q in range(Q):
                 xv = x[b, h, q] if per_head else x[b, q]
                 beta = _softplus(float(np.dot(xv, wb[h])))
-                gamma = s * math.tanh(float(np.dot(xv, wg[h])))
-                out[b, h, q] = delta + beta * math.log(n[b, h, q]) ** gamma
+                power = gamma if gamma is not None else s * math.tanh(float(np.dot(xv, np64(w_gamma)[h])))
+                out[b, h, q] = delta + beta * math.log(n[b, h, q]) ** power
     return out
 
 
@@ -224,3 +225,16 @@ def test_constructor_and_shape_errors():
         mod(torch.zeros(1, H + 1, Q, K), torch.zeros(1, Q, D))
     assert {n for n, _ in mod.named_parameters()} == {"w_beta", "w_gamma"}
     assert mod.w_beta.shape == (H, D) and mod.w_gamma.shape == (H, D)
+    with pytest.raises(ValueError, match="gamma must be a finite number"):
+        AdaptiveScale(2, 3, gamma=float("inf"))
+
+
+@pytest.mark.parametrize("per_head", [False, True])
+def test_a_fixed_gamma_is_the_hand_formula_with_that_exponent(per_head):
+    mod = AdaptiveScale(H, D, delta=0.5, gamma=-0.5).double()
+    assert mod.w_gamma is None
+    with torch.no_grad():
+        mod.w_beta.copy_(torch.randn(H, D, generator=torch.Generator().manual_seed(31)))
+    scores, x, mask = _inputs(3, seed=32, per_head=per_head, dtype=torch.float64)
+    mult = ref_multiplier(x, mod.w_beta, None, mask.sum(-1).numpy(), 0.5, 1.0, per_head, gamma=-0.5)
+    assert_close_np(mod(scores, x, mask), np64(scores) * mult[..., None], 1e-12, 1e-12)

@@ -80,9 +80,12 @@ register_variant("ssmax_learned", {"scaler": "log_n", "rowmap": "softmax"})
 register_variant("asentmax", {"scaler": "adaptive", "rowmap": "entmax_a1.5"})
 register_variant("assmax", {"scaler": "adaptive", "rowmap": "softmax"})
 register_variant("sentmax", {"scaler": "direct", "rowmap": "entmax_a1.5"})
-# ASEntmax and SEntmax with their options in the name (Vasylenko et al. 2025 §4.1, App. G.2): alpha of the entmax
-# and s, the bound on |gamma|; e.g. asentmax_a2_s0.5, sentmax_a1.25.
-SCALED_ENTMAX = re.compile(r"(?P<kind>asentmax|sentmax)(?:_a(?P<alpha>[0-9.]+))?(?:_s(?P<s>[0-9.]+))?")
+# ASEntmax and SEntmax with their options in the name (Vasylenko et al. 2025 §4.1, App. G.2, App. H): alpha of
+# the entmax, s, the bound on |gamma|, and g, a fixed gamma (beta alone learned, Table 8); e.g.
+# asentmax_a2_s0.5, sentmax_a1.25, asentmax_g1, asentmax_g-0.5.
+_NUMBER = r"[0-9]+(?:\.[0-9]+)?"
+SCALED_ENTMAX = re.compile(rf"(?P<kind>asentmax|sentmax)(?:_a(?P<alpha>{_NUMBER}))?(?:_s(?P<s>{_NUMBER}))?"
+                           rf"(?:_g(?P<g>-?{_NUMBER}))?")
 # The smoke budget stops at 16x: one 65,536-token row of an entmax model takes minutes on two CPU cores.
 BUDGETS: dict[str, dict[str, Any]] = {
     "smoke": {"steps": 2000, "layers": 2, "heads": 4, "d_model": 64, "ffn": "gelu", "ffn_width": None,
@@ -132,10 +135,10 @@ TASK_PLANS: dict[str, dict[str, dict[str, Any]]] = {
 
 def variant(name: str) -> dict[str, Any]:
     """The model fields of a variant name: one of ``VARIANTS``, ASEntmax or SEntmax with options
-    (``SCALED_ENTMAX``: asentmax_a<alpha>_s<s>), or any registered row-map name."""
+    (``SCALED_ENTMAX``: asentmax_a<alpha>_s<s>_g<gamma>), or any registered row-map name."""
     if name in VARIANTS:
         return dict(VARIANTS[name])
-    if (match := SCALED_ENTMAX.fullmatch(name)) and (match["alpha"] or match["s"]):
+    if (match := SCALED_ENTMAX.fullmatch(name)) and (match["alpha"] or match["s"] or match["g"]):
         fields = dict(VARIANTS[match["kind"]])
         if match["alpha"]:
             fields["rowmap"] = f"entmax_a{match['alpha']}"
@@ -148,6 +151,8 @@ def variant(name: str) -> dict[str, Any]:
             if not (math.isfinite(s) and s > 0):
                 raise ValueError(f"variant {name!r}: s (the bound on |gamma|) must be > 0, got {match['s']}")
             fields["scaler_bound"] = s
+        if match["g"]:
+            fields["scaler_gamma"] = float(match["g"])
         return fields
     if name in RENAMED:
         raise ValueError(f"variant {name!r} was renamed {RENAMED[name]!r} (the learned SSMax scale); "
@@ -155,7 +160,8 @@ def variant(name: str) -> dict[str, Any]:
     try:
         rowmaps.get(name)
     except ValueError as exc:
-        raise ValueError(f"unknown variant {name!r}: {exc}; or one of {', '.join(VARIANTS)}") from None
+        raise ValueError(f"unknown variant {name!r}: {exc}; or one of {', '.join(VARIANTS)} (ASEntmax and "
+                         f"SEntmax take options: asentmax_a<alpha>_s<s>_g<gamma>)") from None
     return {"rowmap": name}
 
 
@@ -169,7 +175,8 @@ class LengthgenConfig:
     task: str = option("mqmtar", "a token task (attnlab tasks lists them)")
     maps: tuple[str, ...] = option(("softmax", "entmax_a1.5"), "variants: registry row maps, or ssmax_learned, "
                                                               "assmax, asentmax and sentmax (options in the name: "
-                                                              "asentmax_a2_s0.5 = alpha 2, |gamma| <= 0.5)",
+                                                              "asentmax_a2_s0.5 = alpha 2, |gamma| <= 0.5; "
+                                                              "asentmax_g1 = gamma fixed at 1)",
                                    metavar="NAME")
     pe: str = option("nape", "positions", choices=("none", "learned", "rope", "alibi", "nape"))
     rope_scaling: float | None = option(None, "with --pe rope: Llama 3's RoPE scaling by this factor over the "

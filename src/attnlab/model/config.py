@@ -14,7 +14,7 @@ from typing import Any
 
 from .. import rowmaps
 from .ffn import FFNS
-from .scaling import SCALERS
+from .scaling import FIXED_GAMMA_SCALERS, SCALERS
 
 INPUTS = ("tokens", "vectors")
 READOUTS = ("stream", "writes")
@@ -66,6 +66,8 @@ class ModelConfig:
     entmax rowmap this is ASEntmax, with softmax ASSMax; scaler_bound is the bound s on |gamma|), direct
     (delta + beta_h (log n)^gamma_h with beta_h, gamma_h learned per head: SEntmax, Vasylenko et al. 2025 App.
     G.2) or beta_n (s_h beta_n + b_h with one learnable beta_n over positions, Hayase & Karakida 2026 eq. A.1).
+    scaler_gamma: a fixed gamma for the adaptive or direct scaler, which then learn beta only (the "beta
+    learned, gamma fixed" ASEntmax of Vasylenko et al. 2025 App. H, Table 8); unset, gamma is learned.
     inputs: tokens (ids in, logits out; vocab required) or vectors (the input-free model of Attention Sinks Essential
     §3.4: d_model-wide vectors in and out, no embedding or head; with ffn none, norm none and
     residual false, each layer is exactly W_O sum_j alpha_ij W_V x_j).
@@ -101,6 +103,7 @@ class ModelConfig:
     scaler: str = "none"
     scaler_delta: float = 1.0
     scaler_bound: float = 1.0
+    scaler_gamma: float | None = None
     residual: bool = True
     readout: str = "stream"
 
@@ -144,6 +147,11 @@ class ModelConfig:
         _choice("scaler", self.scaler, ("none", *SCALERS))
         _number("scaler_delta", self.scaler_delta, low=float("-inf"))
         _number("scaler_bound", self.scaler_bound, low=0.0)
+        if self.scaler_gamma is not None:
+            _number("scaler_gamma", self.scaler_gamma, low=float("-inf"))
+            if self.scaler not in FIXED_GAMMA_SCALERS:
+                raise ConfigError(f"model.scaler_gamma fixes the gamma of the scalers "
+                                  f"{' and '.join(FIXED_GAMMA_SCALERS)}; model.scaler is {self.scaler!r}")
         for name in ("rope_dynamic", "ffn_matched", "bias", "tie_embeddings", "residual"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"model.{name} must be true or false, got {getattr(self, name)!r}")

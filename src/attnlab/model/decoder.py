@@ -48,7 +48,8 @@ class Attention(nn.Module):
         names = cfg.head_maps()[layer]
         self.maps = {h: rowmaps.get(name) for h, name in enumerate(names) if name != "softmax"}
         self.register_buffer("slopes", slopes, persistent=False)
-        self.scaler = make_scaler(cfg.scaler, cfg.heads, d, delta=cfg.scaler_delta, bound=cfg.scaler_bound)
+        self.scaler = make_scaler(cfg.scaler, cfg.heads, d, delta=cfg.scaler_delta, bound=cfg.scaler_bound,
+                                  gamma=cfg.scaler_gamma)
         self.observers: tuple[Observer, ...] = ()
         self.weight_observers: tuple[WeightObserver, ...] = ()
 

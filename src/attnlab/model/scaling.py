@@ -8,7 +8,8 @@ its multiplier is the one ``attnlab.rowmaps.AdaptiveScale`` computes, not a seco
 
 ``SCALERS`` holds each scaler class under the name a config's ``scaler`` field takes; a class is built as
 ``cls(heads, dim, delta=..., bound=...)`` and called as ``module(x, n, beta)``, so
-``@SCALERS.register("mine")`` on such a class adds one's own.
+``@SCALERS.register("mine")`` on such a class adds one's own. The scalers of ``FIXED_GAMMA_SCALERS`` also
+take ``gamma=`` (a fixed exponent of log n; the config's ``scaler_gamma``), which no other scaler is given.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..registry import Registry
 from ..rowmaps.scalers import AdaptiveScale
 
 SCALERS: Registry[type[nn.Module]] = Registry("scaler")
+FIXED_GAMMA_SCALERS = ("adaptive", "direct")
 
 
 @SCALERS.register("log_n")
@@ -46,11 +48,12 @@ class LogNScale(nn.Module):
 @SCALERS.register("adaptive")
 class AdaptiveScaler(nn.Module):
     """delta + softplus(x w_beta) (log n)^(s tanh(x w_gamma)) per head and query (Vasylenko et al. 2025 eq. 8-9);
-    the projections read the layer's normalized input, as ``rowmaps.AdaptiveScale`` defines them."""
+    the projections read the layer's normalized input, as ``rowmaps.AdaptiveScale`` defines them. With
+    ``gamma`` the exponent is that constant and only beta is learned (App. H, Table 8)."""
 
-    def __init__(self, heads: int, dim: int, *, delta: float, bound: float) -> None:
+    def __init__(self, heads: int, dim: int, *, delta: float, bound: float, gamma: float | None = None) -> None:
         super().__init__()
-        self.scale = AdaptiveScale(heads, dim, delta=delta, s=bound)
+        self.scale = AdaptiveScale(heads, dim, delta=delta, s=bound, gamma=gamma)
 
     def forward(self, x: torch.Tensor, n: torch.Tensor, beta: torch.Tensor | None = None) -> torch.Tensor:
         return self.scale.multiplier(x, n[:, None], per_head=False)
@@ -61,13 +64,17 @@ class DirectScaler(nn.Module):
     """delta + beta_h (log n)^gamma_h with beta_h and gamma_h learned per head, no projections of the input and
     no nonlinearity: the SEntmax of Vasylenko et al. 2025 App. G.2 (with an entmax rowmap). beta_h starts at
     log 2 and gamma_h at 0, the multiplier ASEntmax's zero-initialized projections start from, so the two
-    differ only in what they learn; n is clamped to 2 as in ``rowmaps.AdaptiveScale``."""
+    differ only in what they learn; n is clamped to 2 as in ``rowmaps.AdaptiveScale``. With ``gamma``
+    every head's exponent is that constant (a buffer, not learned)."""
 
-    def __init__(self, heads: int, dim: int, *, delta: float, bound: float) -> None:
+    def __init__(self, heads: int, dim: int, *, delta: float, bound: float, gamma: float | None = None) -> None:
         super().__init__()
         self.delta = delta
         self.beta = nn.Parameter(torch.full((heads,), math.log(2.0)))
-        self.gamma = nn.Parameter(torch.zeros(heads))
+        if gamma is None:
+            self.gamma = nn.Parameter(torch.zeros(heads))
+        else:
+            self.register_buffer("gamma", torch.full((heads,), float(gamma)))
 
     def forward(self, x: torch.Tensor, n: torch.Tensor, beta: torch.Tensor | None = None) -> torch.Tensor:
         log_n = torch.log(n.to(self.beta.dtype).clamp_min(2))
@@ -94,8 +101,15 @@ class BetaNScale(nn.Module):
         return (self.s[:, None] * per_query + self.b[:, None])[None, :, :, None]
 
 
-def make_scaler(kind: str, heads: int, dim: int, *, delta: float, bound: float) -> nn.Module | None:
-    """The scaler module of one attention layer, or None for unscaled rows (``kind`` "none")."""
+def make_scaler(kind: str, heads: int, dim: int, *, delta: float, bound: float,
+                gamma: float | None = None) -> nn.Module | None:
+    """The scaler module of one attention layer, or None for unscaled rows (``kind`` "none"); ``gamma``
+    fixes the exponent of a scaler in ``FIXED_GAMMA_SCALERS`` (None learns it)."""
     if kind == "none":
         return None
-    return SCALERS.find(kind)(heads, dim, delta=delta, bound=bound)
+    cls = SCALERS.find(kind)
+    if gamma is None:
+        return cls(heads, dim, delta=delta, bound=bound)
+    if kind not in FIXED_GAMMA_SCALERS:
+        raise ValueError(f"a fixed gamma applies to the scalers {', '.join(FIXED_GAMMA_SCALERS)}, not {kind!r}")
+    return cls(heads, dim, delta=delta, bound=bound, gamma=gamma)

@@ -9,6 +9,8 @@ softmax for ASSMax).
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -25,21 +27,29 @@ class AdaptiveScale(nn.Module):
         delta: the constant term (Vasylenko et al. 2025 uses delta = 1).
         s: the bound on |gamma|.
         row_map: the map ``attend`` applies after scaling.
+        gamma: a fixed gamma for every head and query instead of the learned s tanh(x w_gamma): the
+            "beta learned, gamma fixed" ASEntmax of Vasylenko et al. 2025 App. H (Table 8); ``s`` then
+            plays no part.
 
     n is clamped to at least 2 so that (log n)^gamma stays finite; a row with one allowed key gets
     weight 1 on it under any normalized map whatever the scale.
     """
 
     def __init__(self, n_heads: int, dim: int, *, delta: float = 1.0, s: float = 1.0,
-                 row_map: str = "softmax") -> None:
+                 row_map: str = "softmax", gamma: float | None = None) -> None:
         super().__init__()
         if n_heads < 1 or dim < 1:
             raise ValueError(f"n_heads and dim must be positive, got {n_heads}, {dim}")
         if s <= 0:
             raise ValueError(f"s (the bound on |gamma|) must be positive, got {s}")
+        if gamma is not None and not math.isfinite(gamma):
+            raise ValueError(f"gamma must be a finite number or None (learned), got {gamma}")
         self.n_heads, self.dim, self.delta, self.s = n_heads, dim, float(delta), float(s)
+        self.gamma = None if gamma is None else float(gamma)
         self.w_beta = nn.Parameter(torch.zeros(n_heads, dim))
-        self.w_gamma = nn.Parameter(torch.zeros(n_heads, dim))
+        # A fixed gamma has no projection: a parameter that never gets a gradient would still be saved,
+        # counted and decayed by the optimizer.
+        self.w_gamma = nn.Parameter(torch.zeros(n_heads, dim)) if gamma is None else None
         self.row_map: RowMap = get(row_map)
 
     def multiplier(self, x: torch.Tensor, n: torch.Tensor, per_head: bool) -> torch.Tensor:
@@ -49,16 +59,19 @@ class AdaptiveScale(nn.Module):
         """
         if x.shape[-1] != self.dim:
             raise ValueError(f"x has feature size {x.shape[-1]}, expected {self.dim}")
-        if per_head:
-            proj_b = (x * self.w_beta[:, None, :]).sum(-1)
-            proj_g = (x * self.w_gamma[:, None, :]).sum(-1)
+        beta = nn.functional.softplus(self._project(x, self.w_beta, per_head))[..., None]
+        if self.w_gamma is None:
+            gamma = self.gamma
         else:
-            proj_b = torch.einsum("...qd,hd->...hq", x, self.w_beta)
-            proj_g = torch.einsum("...qd,hd->...hq", x, self.w_gamma)
-        beta = nn.functional.softplus(proj_b)[..., None]
-        gamma = (self.s * torch.tanh(proj_g))[..., None]
+            gamma = (self.s * torch.tanh(self._project(x, self.w_gamma, per_head)))[..., None]
         log_n = torch.log(n.to(beta.dtype).clamp_min(2))
         return self.delta + beta * log_n.pow(gamma)
+
+    @staticmethod
+    def _project(x: torch.Tensor, w: torch.Tensor, per_head: bool) -> torch.Tensor:
+        if per_head:
+            return (x * w[:, None, :]).sum(-1)
+        return torch.einsum("...qd,hd->...hq", x, w)
 
     def forward(self, scores: torch.Tensor, x: torch.Tensor,
                 mask: torch.Tensor | None = None) -> torch.Tensor:
