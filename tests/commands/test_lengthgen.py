@@ -143,7 +143,7 @@ def test_cells_trained_in_parallel_processes_equal_cells_trained_one_after_anoth
         torch.set_num_threads(threads)
     assert one["table"].equals(two["table"])
     assert {k: v["lengths"] for k, v in one["cells"].items()} == {k: v["lengths"] for k, v in two["cells"].items()}
-    with pytest.raises(ValueError, match="jobs must be at least 1"):
+    with pytest.raises(ValueError, match="jobs must be an integer >= 1"):
         lengthgen.run(cfg, tmp_path / "none", jobs=0)
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(ValueError, match="under torchrun use jobs 1"):

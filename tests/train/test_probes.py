@@ -133,6 +133,21 @@ def _brute_lower_copy(model: Decoder, ids: torch.Tensor) -> float:
     return sum(masses) / len(masses) if masses else math.nan
 
 
+def test_the_chance_baseline_is_the_lower_copy_score_of_uniform_causal_attention():
+    model = _model(layers=4)
+    with torch.no_grad():
+        for layer in model.layers:
+            layer.attn.q_proj.weight.zero_()  # all scores 0: softmax rows are uniform over allowed keys
+            if layer.attn.q_proj.bias is not None:
+                layer.attn.q_proj.bias.zero_()
+    uniform = _brute_lower_copy(model, IDS)
+    assert probes.lower_copy_chance(IDS) == pytest.approx(uniform, rel=1e-6)
+    record = probes.probe(_model(layers=4), IDS, TARGETS)
+    assert record["lower_copy_chance"] == pytest.approx(uniform, rel=1e-6)
+    assert record["lower_copy_excess"] == pytest.approx(record["lower_copy"] - uniform, rel=1e-6)
+    assert math.isnan(probes.lower_copy_chance(torch.arange(10)[None]))
+
+
 def test_lower_copy_is_the_mass_on_the_nearest_previous_occurrence_over_lower_layers_heads_and_repeats():
     model = _model(layers=4)
     expected = _brute_lower_copy(model, IDS)

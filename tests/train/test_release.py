@@ -1,5 +1,7 @@
-"""The seed-002 release rule fires at the step a brute-force reading of the rule gives on synthetic
-lower-copy traces (threshold, patience, earliest, forced, fixed), then ramps the multiplier linearly."""
+"""The Zhu et al. 2026 release rule fires at the step a brute-force reading of the rule gives on synthetic
+lower-copy traces (threshold, patience, earliest, forced, fixed, raw or excess score, early evaluations
+counted or not), then ramps the multiplier linearly; replay re-runs it on logged scores, and the cadence
+warnings name a rule that cannot fire or fires at initialization."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnlab.train.config import InterventionConfig
-from attnlab.train.release import Release
+from attnlab.train.release import TABLE8_RULES, Release, cadence_warnings, replay, table8
 
 STEPS = 1000
 
@@ -26,10 +28,11 @@ def _replay(cfg: InterventionConfig, trace: dict[int, float], steps: int = STEPS
 
 
 def _reference(cfg: InterventionConfig, trace: dict[int, float], steps: int = STEPS):
-    """Seed 002 §2 read literally: the first evaluation at or after the earliest step whose last
-    ``patience`` scores all reach the threshold; else the forced step."""
+    """Zhu et al. 2026 §2 read literally: the first evaluation at or after the earliest step whose last
+    ``patience`` scores (from the earliest step on, unless count_early) all reach the threshold; else the
+    forced step."""
     earliest, forced = math.ceil(cfg.earliest * steps), math.ceil(cfg.forced * steps)
-    evals = sorted(trace)
+    evals = sorted(s for s in trace if cfg.count_early or s >= earliest)
     for i, step in enumerate(evals):
         if step >= forced:
             break
@@ -48,10 +51,12 @@ def test_rule_waits_for_patience_consecutive_evaluations():
 
 
 def test_rule_never_fires_before_the_earliest_step():
-    cfg = InterventionConfig(upper_qk_lr=0.25, earliest=0.03)
     trace = {s: 0.5 for s in range(5, STEPS, 5)}
-    rule = _replay(cfg, trace)
-    assert rule.released_at == 30 == _reference(cfg, trace)[0]
+    # from step 30 on: the evaluations at 30, 35 and 40 make the patience
+    cfg = InterventionConfig(upper_qk_lr=0.25, earliest=0.03)
+    assert _replay(cfg, trace).released_at == 40 == _reference(cfg, trace)[0]
+    early = InterventionConfig(upper_qk_lr=0.25, earliest=0.03, count_early=True)
+    assert _replay(early, trace).released_at == 30 == _reference(early, trace)[0]
 
 
 def test_release_is_forced_at_twelve_percent():
@@ -99,9 +104,10 @@ def test_state_round_trips_so_a_resumed_run_releases_alike():
 
 @settings(max_examples=150, deadline=None)
 @given(scores=st.lists(st.sampled_from([0.0, 0.004, 0.005, 0.02, math.nan]), min_size=5, max_size=40),
-       every=st.integers(1, 8), patience=st.integers(1, 4), threshold=st.sampled_from([0.005, 0.01]))
-def test_rule_matches_the_brute_force_reading_on_random_traces(scores, every, patience, threshold):
-    cfg = InterventionConfig(upper_qk_lr=0.25, patience=patience, threshold=threshold)
+       every=st.integers(1, 8), patience=st.integers(1, 4), threshold=st.sampled_from([0.005, 0.01]),
+       count_early=st.booleans())
+def test_rule_matches_the_brute_force_reading_on_random_traces(scores, every, patience, threshold, count_early):
+    cfg = InterventionConfig(upper_qk_lr=0.25, patience=patience, threshold=threshold, count_early=count_early)
     steps = 200
     trace = {every * (i + 1): v for i, v in enumerate(scores) if every * (i + 1) < steps}
     rule = _replay(cfg, trace, steps)
@@ -111,3 +117,59 @@ def test_rule_matches_the_brute_force_reading_on_random_traces(scores, every, pa
 def test_nothing_is_released_when_no_intervention_is_on():
     rule = _replay(InterventionConfig(), {s: 1.0 for s in range(10, STEPS, 10)})
     assert rule.released_at is None and rule.upper_qk_multiplier(0) == 1.0 and rule.entropy_floor(0) == 0.0
+
+
+def test_evaluations_before_the_earliest_step_count_only_when_asked():
+    trace = {10: 0.01, 20: 0.01, 30: 0.01, 40: 0.01, 50: 0.01}
+    assert _replay(InterventionConfig(upper_qk_lr=0.25), trace).released_at == 50 == _reference(
+        InterventionConfig(upper_qk_lr=0.25), trace)[0]
+    early = InterventionConfig(upper_qk_lr=0.25, count_early=True)
+    assert _replay(early, trace).released_at == 30 == _reference(early, trace)[0]
+
+
+def test_the_excess_score_subtracts_uniform_attention_s_score():
+    cfg = InterventionConfig(upper_qk_lr=0.25, score="excess")
+    rule = Release(cfg, STEPS)
+    for step in (30, 40, 50):
+        rule.observe(step, 0.030, 0.028)  # raw 0.03 >= 0.005, but only 0.002 above chance
+    assert rule.released_at is None
+    for step in (60, 70, 80):
+        rule.observe(step, 0.034, 0.028)
+    assert (rule.released_at, rule.reason) == (80, "rule")
+    raw = Release(InterventionConfig(upper_qk_lr=0.25), STEPS)
+    for step in (30, 40, 50):
+        raw.observe(step, 0.030, 0.028)
+    assert raw.released_at == 50
+
+
+def test_replay_of_logged_scores_releases_where_the_trainer_s_order_of_calls_does():
+    trace = {s: (0.001 if s < 70 else 0.01) for s in range(10, STEPS, 10)}
+    for cfg in (InterventionConfig(upper_qk_lr=0.25), InterventionConfig(upper_qk_lr=0.25, threshold=0.5),
+                InterventionConfig(upper_qk_lr=0.25, release="fixed", release_at=0.055)):
+        logged = [(s, v, 0.0) for s, v in trace.items()]
+        expected = _replay(cfg, trace)
+        # the trainer observes the evaluation after step s before it trains step s
+        got = replay(cfg, STEPS, logged)
+        assert (got.released_at, got.reason) == (expected.released_at, expected.reason)
+    rows = {r["rule"]: r for r in table8(InterventionConfig(upper_qk_lr=0.25), STEPS, logged)}
+    assert list(rows) == list(TABLE8_RULES)
+    assert rows["main rule"]["released_at"] == 90 and rows["no patience"]["released_at"] == 70
+    assert rows["stricter patience"]["released_at"] == 110 and rows["higher threshold"]["fraction"] == 0.09
+
+
+def test_old_checkpoints_without_the_chance_baseline_load():
+    rule = Release(InterventionConfig(upper_qk_lr=0.25), STEPS)
+    rule.load_state_dict({"scores": [[10, 0.01], [20, 0.02]], "released_at": None, "reason": None})
+    assert rule.scores[1][:2] == (20, 0.02) and math.isnan(rule.scores[1][2])
+
+
+def test_warnings_name_a_rule_that_cannot_fire_or_fires_at_initialization():
+    cfg = InterventionConfig(upper_qk_lr=0.25)
+    assert cadence_warnings(cfg, 1000, 10, chance=0.004) == []
+    sparse = cadence_warnings(cfg, 1000, 40, chance=0.004)  # evaluations at 40, 80: two in steps 30-119
+    assert len(sparse) == 1 and "cannot fire: 2 evaluations" in sparse[0] and "every 30 steps" in sparse[0]
+    assert "train for more steps" in cadence_warnings(cfg, 20, 1, chance=0.004)[0]
+    at_init = cadence_warnings(cfg, 1000, 10, chance=0.02)
+    assert len(at_init) == 1 and "fires at initialization" in at_init[0]
+    assert cadence_warnings(InterventionConfig(upper_qk_lr=0.25, score="excess"), 1000, 10, chance=0.02) == []
+    assert cadence_warnings(InterventionConfig(), 1000, 500, chance=0.5) == []

@@ -1,5 +1,6 @@
-"""Training from the command line: ``train`` (the own decoder from a config file) and ``lengthgen``
-(one decoder per attention variant, scored at multiples of the training length)."""
+"""Training from the command line: ``train`` (the own decoder from a config file), ``release-replay`` (the
+release rule's variants on a run's logged scores) and ``lengthgen`` (one decoder per attention variant,
+scored at multiples of the training length)."""
 
 from __future__ import annotations
 
@@ -62,6 +63,50 @@ def train(opts: TrainOptions) -> int:
         shown = {k: v for k, v in summary.items() if v is not None}
         print("  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()))
         print(f"wrote: {out}/ (metrics.jsonl, train.csv, eval.csv, summary.json, config.json, checkpoints/)")
+    return 0
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    run: Path = option(help="a finished or running attnlab train folder (its config.json and eval.csv)",
+                       positional=True)
+    score: str | None = option(None, "raw or excess: the lower-copy score the rules compare (default: the run's "
+                                     "intervention.score)", choices=("raw", "excess"))
+    out: Path | None = option(None, "also write the table as FILE.csv and FILE.md", metavar="FILE")
+
+
+@command("release-replay", "replay the release rule's variants on a run's logged lower-copy scores",
+         "Zhu et al. 2026 App. F, Table 8: recompute the release step of the main lower-copy rule and its "
+         "neighbours (threshold 0.003 / 0.007, patience 1 / 5, forced at 8%) from the lower_copy and "
+         "lower_copy_chance columns of a run's eval.csv, without training.", ReplayOptions, errors=_train_errors)
+def release_replay(opts: ReplayOptions) -> int:
+    import dataclasses
+    import json
+
+    import pandas as pd
+
+    from .. import io
+    from ..train.config import SECTIONS, RunConfig
+    from ..train.release import table8
+
+    files = [opts.run / "config.json", opts.run / "eval.csv"]
+    if missing := [str(f) for f in files if not f.is_file()]:
+        raise UserError(f"{opts.run} is not a run folder with logged evaluations: {', '.join(missing)} missing")
+    written = json.loads(files[0].read_text())
+    cfg = RunConfig.from_dict({k: v for k, v in written.items() if k in ("model", *SECTIONS)})
+    frame = pd.read_csv(files[1])
+    if "lower_copy" not in frame:
+        raise UserError(f"{files[1]} has no lower_copy column: the run logged no lower-copy score (a model of "
+                        "one layer, or probes off without an intervention)")
+    chance = frame["lower_copy_chance"] if "lower_copy_chance" in frame else pd.Series(float("nan"), frame.index)
+    rule = dataclasses.replace(cfg.intervention, score=opts.score or cfg.intervention.score)
+    if rule.score == "excess" and chance.isna().all():
+        raise UserError(f"{files[1]} has no lower_copy_chance column (logged before attnlab wrote it); use --score raw")
+    rows = pd.DataFrame(table8(rule, cfg.train.steps, zip(frame.step, frame.lower_copy, chance)))
+    print(io.to_markdown(rows))
+    if opts.out is not None:
+        paths = io.write_table(opts.out.with_suffix(""), rows)
+        print(f"wrote: {paths['csv']} and {paths['md']}")
     return 0
 
 

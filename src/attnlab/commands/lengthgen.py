@@ -18,13 +18,8 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import multiprocessing
-import os
 import re
-import threading
-import time
 from collections.abc import Mapping
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -40,7 +35,8 @@ from ..tasks import TASKS, TaskStream, exact_match, get_task, scored_accuracy
 from ..tasks.seqtask import IGNORE, Task
 from ..train.config import RunConfig, assignment
 from ..train import checkpoint as ckpt
-from ..train.trainer import Trainer, world_size
+from ..train.trainer import Trainer
+from ..workers import check_jobs, run_all
 
 # Variants that are a scaler plus a map rather than a registry row map (Vasylenko et al. 2025 §4.1, §5
 # baselines): name -> the model fields they set. Any registered row-map name is a variant as well.
@@ -525,45 +521,14 @@ def plot(acc: pd.DataFrame, cfg: LengthgenConfig, path: Path) -> tuple[Path, Pat
                              f"{cfg.task}{given}, trained at {cfg.trained_at}, {cfg.pe}", path)
 
 
-def check_jobs(jobs: int) -> None:
-    if jobs < 1:
-        raise ValueError(f"jobs must be at least 1, got {jobs}")
-    if jobs > 1 and world_size() > 1:
-        raise ValueError("jobs > 1 trains variants in separate processes, which torchrun does not manage; "
-                         "under torchrun use jobs 1")
-
-
-def _cell_in_process(cfg: LengthgenConfig, name: str, seed: int, out: Path, threads: int) -> dict[str, Any]:
-    torch.set_num_threads(threads)
-    return run_cell(cfg, name, out, seed=seed)
-
-
-def _exit_with(parent: int) -> None:
-    """A worker's initializer: end the worker once ``parent`` is gone. A killed parent leaves its pool's
-    workers running, training on into the folders a rerun would resume; a cell's checkpoints stay for it."""
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        os._exit(1)
-
-    threading.Thread(target=watch, daemon=True).start()
-
-
 def _run_cells(cfg: LengthgenConfig, out: Path, progress: bool, jobs: int) -> dict[str, dict[str, Any]]:
-    """Every (variant, seed) cell, ``jobs`` at a time, keyed by ``cell_name``. Separate processes with the
-    threads split between them: a small decoder keeps one CPU thread about as busy as two keep it, so two
-    cells on two cores finish in about the time of one. Each cell still writes its own JSON, so a failed
-    cell leaves the others."""
+    """Every (variant, seed) cell, ``jobs`` at a time (``workers.run_all``), keyed by ``cell_name``; each cell
+    writes its own JSON, so a failed cell leaves the others."""
     todo = [(name, seed) for name in cfg.maps for seed in cfg.seed_list]
-    jobs = min(jobs, len(todo))
-    if jobs == 1:
+    if min(jobs, len(todo)) == 1:
         return {cell_name(n, s): run_cell(cfg, n, out, progress, seed=s) for n, s in todo}
-    threads = max(1, torch.get_num_threads() // jobs)
-    # spawn, not fork: a forked child inherits OpenMP's thread pool in an unusable state.
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_exit_with,
-                             initargs=(os.getpid(),)) as pool:
-        futures = {cell_name(n, s): pool.submit(_cell_in_process, cfg, n, s, out, threads) for n, s in todo}
-        return {key: future.result() for key, future in futures.items()}
+    cells = run_all(run_cell, [(cfg, n, out, False, s) for n, s in todo], jobs)
+    return {cell_name(n, s): cell for (n, s), cell in zip(todo, cells)}
 
 
 # Settings that only choose what is scored: a rerun may change them and reuse the trained models. Every

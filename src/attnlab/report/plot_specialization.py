@@ -15,23 +15,25 @@ from .figures import plt, save_figure
 
 LABELS = {"val_loss": "validation loss (nats/byte)", "upper_entropy": "upper entropy (normalized)",
           "upper_logit": "upper logit magnitude", "upper_qk_sigma_max": "upper W_Q^T W_K top singular value",
-          "dppl_zero_qk": "perplexity rise, upper Q/K zeroed", "lower_copy": "lower-copy score"}
+          "dppl_zero_qk": "perplexity rise, upper Q/K zeroed", "lower_copy": "lower-copy score",
+          "lower_copy_excess": "lower-copy score minus uniform attention's"}
 STYLES = {"control": "-", "intervention": "--"}
-COLORS = {"gelu": "tab:blue", "swiglu": "tab:orange"}
+COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
 
 
 def plot_probe_curves(curves: pd.DataFrame, probes: Sequence[str], released: Mapping[str, int],
                       path: str | Path) -> tuple[Path, Path]:
-    """A 2 x 3 grid, one panel per probe (a column of ``curves``, which has a row per run and step; runs
-    are named <ffn>_<control|intervention>): each run's curve over steps, and a dotted line at the step
-    where the intervention of FFN ``ffn`` was released (``released``: ffn -> step)."""
+    """A 2 x 3 grid, one panel per probe (a column of ``curves``, which has a row per run and step and the
+    run's ``arch`` and ``arm``, control or intervention): each run's curve over steps, and a dotted line at
+    the step where the intervention of architecture ``arch`` was released (``released``: arch -> step)."""
+    archs = list(dict.fromkeys(curves.arch))
+    color = {arch: COLORS[i % len(COLORS)] for i, arch in enumerate(archs)}
     fig, axes = plt.subplots(2, 3, figsize=(13, 7))
     for ax, key in zip(axes.flat, probes, strict=True):
-        for name, rows in curves.groupby("run", sort=False):
-            ffn, arm = name.split("_")
-            ax.plot(rows.step, rows[key], STYLES[arm], color=COLORS[ffn], label=name.replace("_", " "))
-        for ffn, step in released.items():
-            ax.axvline(step, color=COLORS[ffn], ls=":", lw=1)
+        for (arch, arm), rows in curves.groupby(["arch", "arm"], sort=False):
+            ax.plot(rows.step, rows[key], STYLES[arm], color=color[arch], label=f"{arch} {arm}")
+        for arch, step in released.items():
+            ax.axvline(step, color=color[arch], ls=":", lw=1)
         ax.set_title(LABELS[key], fontsize=10)
         ax.set_xlabel("step")
     axes[0][0].legend(fontsize=8)

@@ -21,6 +21,9 @@ from ..model.config import ConfigError, ModelConfig
 
 PRECISIONS = ("fp32", "bf16")
 RELEASES = ("rule", "fixed", "never")
+# What the release rule compares with its threshold: the raw lower-copy score (Zhu et al. 2026 §2), or its
+# excess over uniform attention's score on the same batch (which alone is 1 / (position + 1) per row).
+RULE_SCORES = ("raw", "excess")
 SEED_MAX = 2**63 - 1
 TOKENIZER_HELP = "'bytes' or the path of a local Hugging Face tokenizer folder"
 
@@ -134,7 +137,11 @@ class InterventionConfig:
     off; the seed's 0.10 with h0 = 0.80). Both hold until release, then ramp to the plain run over
     ``ramp`` of the steps. release: rule (the lower-copy maturity rule: ``patience`` consecutive
     evaluations with lower-copy >= ``threshold``, not before ``earliest`` of the steps, forced at
-    ``forced``), fixed (at ``release_at``) or never."""
+    ``forced``), fixed (at ``release_at``) or never. score: what the rule compares with ``threshold``: raw
+    (the seed's lower-copy score) or excess (the score minus uniform attention's on the same batch: at
+    context 128 uniform rows alone score about 0.02, above the seed's 0.005, so a raw rule fires at its
+    first chance whatever the model learned). count_early: whether evaluations before ``earliest`` count
+    toward ``patience`` (the seed counts the ``patience`` evaluations from ``earliest`` on: false)."""
 
     upper_qk_lr: float = 1.0
     entropy_floor: float = 0.0
@@ -146,6 +153,8 @@ class InterventionConfig:
     earliest: float = 0.03
     forced: float = 0.12
     ramp: float = 0.01
+    score: str = "raw"
+    count_early: bool = False
 
     def __post_init__(self) -> None:
         _check_number("intervention", "upper_qk_lr", self.upper_qk_lr, 0.0)
@@ -157,6 +166,10 @@ class InterventionConfig:
             _check_number("intervention", name, getattr(self, name), 0.0, 1.0)
         _check_number("intervention", "threshold", self.threshold, 0.0)
         _check_int("intervention", "patience", self.patience, 1)
+        if self.score not in RULE_SCORES:
+            _fail("intervention", "score", self.score, f"one of {', '.join(RULE_SCORES)}")
+        if not isinstance(self.count_early, bool):
+            _fail("intervention", "count_early", self.count_early, "true or false")
         if self.forced < self.earliest:
             raise ConfigError(f"intervention.forced ({self.forced}) must be >= intervention.earliest "
                               f"({self.earliest})")

@@ -105,6 +105,18 @@ def copy_mass(weights: torch.Tensor, previous: torch.Tensor) -> tuple[torch.Tens
     return torch.where(valid[:, None], mass, torch.zeros_like(mass)).sum(), valid.sum() * h
 
 
+def lower_copy_chance(ids: torch.Tensor) -> float:
+    """The lower-copy score of uniform causal attention on ids (batch, tokens): the mean of 1 / (i + 1) over
+    the positions i whose token occurred earlier, since a uniform row at position i puts 1 / (i + 1) on each
+    key. The release rule's chance baseline (Zhu et al. 2026 §2 sets its threshold 0.005 at context 1024,
+    where this is about 0.004; at context 128 it is about 0.02). NaN with no repeated token."""
+    valid = previous_occurrence(ids) >= 0
+    if not bool(valid.any()):
+        return math.nan
+    uniform = 1.0 / torch.arange(1, ids.shape[-1] + 1, dtype=torch.float64)
+    return float(uniform.expand(valid.shape)[valid].mean())
+
+
 def qk_bilinear(q_weight: torch.Tensor, k_weight: torch.Tensor, heads: int) -> torch.Tensor:
     """B_h = W_Q,h^T W_K,h (heads, d_model, d_model) for every head, so that head h's logit between
     inputs x_i, x_j is x_i^T B_h x_j / sqrt(d_k) (biases and RoPE aside).
@@ -332,7 +344,8 @@ def probe(model: Decoder, ids: torch.Tensor, targets: torch.Tensor, *,
       ``upper_qk_sigma_shift`` (:func:`_qk_spectra`).
     - ``ffn_write_rms/<l>`` (layers with an FFN): RMS over all elements of the FFN output, the residual
       write it adds (App. C, Table 5); ``upper_ffn_write_rms``: its mean over upper layers.
-    - ``lower_copy``: :func:`lower_copy_score`.
+    - ``lower_copy``: :func:`lower_copy_score`; ``lower_copy_chance``: :func:`lower_copy_chance` on the same
+      ids; ``lower_copy_excess`` = lower_copy - lower_copy_chance.
     - ``ppl``: exp(mean CE); ``ppl_zero_q``, ``ppl_zero_k``, ``ppl_zero_qk``: the same with the upper
       half's Q, K or both projections outputting zeros (§4, §5.3), and ``dppl_zero_*`` = ppl_zero_* - ppl.
       In dot-product attention all three make upper logits 0 (uniform softmax rows); an ALiBi bias
@@ -366,5 +379,11 @@ def probe(model: Decoder, ids: torch.Tensor, targets: torch.Tensor, *,
     record.update({f"ffn_write_rms/{i}": v for i, v in sorted(rms.items())})
     if rms:
         record["upper_ffn_write_rms"] = _half_mean(rms, upper)
-    record["lower_copy"] = _lower_copy(sums["copy"], n_layers)
+    record.update(copy_scores(_lower_copy(sums["copy"], n_layers), ids))
     return record
+
+
+def copy_scores(lower_copy: float, ids: torch.Tensor) -> dict[str, float]:
+    """``lower_copy`` beside uniform attention's score on the same ids and the excess over it."""
+    chance = lower_copy_chance(ids)
+    return {"lower_copy": lower_copy, "lower_copy_chance": chance, "lower_copy_excess": lower_copy - chance}

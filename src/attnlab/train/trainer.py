@@ -14,6 +14,7 @@ import json
 import math
 import os
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +33,8 @@ from . import probes
 from .config import SECTIONS, RunConfig
 from .data import Batches, TextStream, load_tokenizer, text_files
 from .optim import cosine_lr, make_optimizer, set_lr, upper_qk_names
-from .release import Release
+from ..workers import world_size
+from .release import Release, cadence_warnings
 
 # Fields that change nothing a step computes, so a resumed run may differ in them.
 RESUMABLE_CHANGES = {"train.checkpoint_every", "train.keep", "train.tensorboard", "train.probes"}
@@ -64,11 +66,6 @@ class World:
     @property
     def main(self) -> bool:
         return self.rank == 0
-
-
-def world_size() -> int:
-    """The number of processes torchrun started (1 when run directly)."""
-    return int(os.environ.get("WORLD_SIZE", "1"))
 
 
 def init_world() -> World:
@@ -286,12 +283,25 @@ class Trainer:
         self.initial = {name: p.detach().clone() for name, p in self.model.named_parameters() if name in upper}
         self.optimizer = make_optimizer(self.model, t.lr, t.weight_decay, t.betas)
         self.release = Release(cfg.intervention, t.steps)
+        self.warnings = self._release_warnings()
         self.step = 0
         self._start(resume, overwrite)
         self.net: nn.Module = self.model
         if self.world.size > 1:
             self.net = nn.parallel.DistributedDataParallel(
                 self.model, device_ids=[self.world.device.index] if self.world.device.type == "cuda" else None)
+
+    def _release_warnings(self) -> list[str]:
+        """``release.cadence_warnings`` for this run, also issued as RuntimeWarnings (main process only)."""
+        t, rule = self.cfg.train, self.cfg.intervention
+        if not (self.tokens and rule.active and rule.release == "rule"):
+            return []
+        ids = self.stream.val_batches(max(1, t.batch // t.accum), 1)[0][0]
+        found = cadence_warnings(rule, t.steps, t.eval_every, probes.lower_copy_chance(ids))
+        if self.world.main:
+            for message in found:
+                warnings.warn(message, RuntimeWarning, stacklevel=3)
+        return found
 
     def _prepare(self, resume: bool, overwrite: bool) -> None:
         """Refuse a run that would mix with or replace files it did not write; with ``overwrite``, clear an
@@ -408,9 +418,10 @@ class Trainer:
                 record.update(probes.probe(self.model, *first, initial=self.initial))
         for hook in self.eval_hooks:
             record.update(hook(self))
+        if self.tokens and "lower_copy" not in record and (t.probes or self.cfg.intervention.active):
+            record.update(probes.copy_scores(probes.lower_copy_score(self.model, first[0]), first[0]))
         if self.tokens and self.cfg.intervention.active and self.cfg.intervention.release == "rule":
-            copy = record["lower_copy"] if "lower_copy" in record else probes.lower_copy_score(self.model, first[0])
-            self.release.observe(self.step, copy)
+            self.release.observe(self.step, record["lower_copy"], record["lower_copy_chance"])
         record["released_at"] = self.release.released_at
         self.model.train()
         return record
@@ -476,7 +487,7 @@ class Trainer:
                    "release_reason": self.release.reason, "world_size": self.world.size,
                    "seconds": seconds, "tokens_per_s": tokens_per_step * (self.step - start_step) / max(seconds, 1e-9),
                    "stop_linf": self.stop_linf, "stopped": self.stopped is not None,
-                   "stop_batch_linf": stopped.get("linf")}
+                   "stop_batch_linf": stopped.get("linf"), "warnings": self.warnings}
         if self.world.main:
             write_tables(self.out)
             io.write_json(self.out / "summary.json", summary)
