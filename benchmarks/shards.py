@@ -1,11 +1,11 @@
 """Token shards against tokenizing: ``attnlab prepare``'s throughput and a run's start-up time, one session.
 
-    python benchmarks/shards.py [--threads 1] [--rounds 5] [--max-tokens 5000000]
+    python benchmarks/shards.py [--threads 1] [--rounds 5] [--max-tokens 5000000] [--tokenizer bytes]
                                 [--out benchmarks/results/shards.json]
 
-prepare: ``shards.prepare`` of the Python standard library (``*.py``, bytes) into a temporary folder, once
-uncapped and once at ``--max-tokens`` per split, timed whole (listing, tokenizing, writing, fsync, rename);
-the figure is tokens written per second.
+prepare: ``shards.prepare`` of the Python standard library (``*.py``) with ``--tokenizer`` (``bytes`` or a
+local Hugging Face tokenizer folder) into a temporary folder, once uncapped and once at ``--max-tokens`` per
+split, timed whole (listing, tokenizing, writing, fsync, rename); the figure is tokens written per second.
 
 start-up: what a run does before its first step, with ``data.max_tokens = --max-tokens`` and tokenizing
 (``data.folder`` unset) against the same cap read from the capped shards (``data.shards``): the stream
@@ -56,23 +56,24 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--max-tokens", type=int, default=5_000_000)
+    ap.add_argument("--tokenizer", default="bytes")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/shards.json"))
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     work = Path(tempfile.mkdtemp(prefix="attnlab-shards-bench-"))
     try:
-        seconds, meta = _timed(lambda: prepare(work / "all"))
+        seconds, meta = _timed(lambda: prepare(work / "all", tokenizer=args.tokenizer))
         uncapped = {"seconds": seconds, "tokens": meta["tokens"], "files": meta["files"],
                     "tokens_per_s": sum(meta["tokens"].values()) / seconds,
                     "bytes": sum(p.stat().st_size for p in (work / "all").iterdir())}
-        seconds, meta = _timed(lambda: prepare(work / "capped", max_tokens=args.max_tokens))
+        seconds, meta = _timed(lambda: prepare(work / "capped", tokenizer=args.tokenizer, max_tokens=args.max_tokens))
         capped = {"seconds": seconds, "tokens": meta["tokens"], "tokens_per_s": sum(meta["tokens"].values()) / seconds}
-        print(f"prepare stdlib: {sum(uncapped['tokens'].values()):,} tokens in {uncapped['seconds']:.2f} s = "
-              f"{uncapped['tokens_per_s']:,.0f} tokens/s; capped at {args.max_tokens:,}: {capped['seconds']:.2f} s = "
-              f"{capped['tokens_per_s']:,.0f} tokens/s")
+        print(f"prepare stdlib ({args.tokenizer}): {sum(uncapped['tokens'].values()):,} tokens in "
+              f"{uncapped['seconds']:.2f} s = {uncapped['tokens_per_s']:,.0f} tokens/s; capped at "
+              f"{args.max_tokens:,}: {capped['seconds']:.2f} s = {capped['tokens_per_s']:,.0f} tokens/s")
 
         base = [f"data.max_tokens={args.max_tokens}", "train.tensorboard=false"]
-        cfgs = {"tokenize": run_config.load(TINY, base),
+        cfgs = {"tokenize": run_config.load(TINY, [*base, f"data.tokenizer={args.tokenizer}"]),
                 "shards": run_config.load(TINY, [*base, f"data.shards={work / 'capped'}"])}
         times = {f"{what} {name}": [] for what in ("stream", "trainer") for name in cfgs}
         for _ in range(args.rounds):
@@ -90,7 +91,8 @@ def main() -> None:
                   f"{statistics.median(times[f'{what} tokenize']):.3f} s, shards "
                   f"{statistics.median(times[f'{what} shards']):.3f} s (medians): ratio {ratio:.1f}x")
         write_json(args.out, {"when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                              "threads": args.threads, "rounds": args.rounds, "max_tokens": args.max_tokens,
+                              "threads": args.threads, "tokenizer": args.tokenizer, "rounds": args.rounds,
+                              "max_tokens": args.max_tokens,
                               "prepare": {"uncapped": uncapped, "capped": capped}, "seconds": times,
                               "ratio_tokenize_over_shards": ratios})
         print(f"wrote: {args.out}")

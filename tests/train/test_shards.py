@@ -19,6 +19,7 @@ from attnlab.train.config import load
 from attnlab.train.data import ByteTokenizer, DataError, TextStream, load_tokenizer, text_files
 from attnlab.train.shards import ShardStream, prepare, read_meta, token_dtype
 from attnlab.train.trainer import Trainer, read_metrics, train
+from offline import build_tokenizer
 
 T = 8
 SEED = 3
@@ -38,16 +39,9 @@ def _corpus(folder, n=9):
 
 @pytest.fixture(scope="module")
 def hf_tokenizer(tmp_path_factory):
-    """A tiny BPE tokenizer folder written by save_pretrained (trained here: nothing is downloaded)."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    raw = Tokenizer(models.BPE(unk_token="<unk>"))
-    raw.pre_tokenizer = pre_tokenizers.Whitespace()
-    raw.train_from_iterator(["the cat sat on the mat", "def main(): return 0", "the dog ran"] * 5,
-                            trainers.BpeTrainer(vocab_size=80, special_tokens=["<unk>", "</s>"], show_progress=False))
-    folder = tmp_path_factory.mktemp("tok") / "tok"
-    PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="</s>", unk_token="<unk>").save_pretrained(folder)
+    """A small byte-level BPE tokenizer folder written by save_pretrained (built offline)."""
+    folder = tmp_path_factory.mktemp("tok") / "bpe"
+    build_tokenizer(folder, "bpe")
     return str(folder)
 
 
@@ -220,10 +214,10 @@ def test_config_takes_the_shards_vocab_and_refuses_what_conflicts_with_them(tmp_
     prepare(out, folder=_corpus(tmp_path / "corpus"), tokenizer=hf_tokenizer, val_fraction=0.3)
     vocab = load_tokenizer(hf_tokenizer).vocab_size
     assert load(None, ["model.context=8", f"data.shards={out}"]).model.vocab == vocab
-    assert load(None, ["model.context=8", f"data.shards={out}", "model.vocab=300"]).model.vocab == 300
-    with pytest.raises(ConfigError, match=rf"model.vocab \(50\) is smaller than the vocabulary of the shards in "
-                                          rf"{re.escape(str(out))} \({vocab}, .*allowed: model.vocab >= {vocab}"):
-        load(None, ["model.context=8", f"data.shards={out}", "model.vocab=50"])
+    assert load(None, ["model.context=8", f"data.shards={out}", f"model.vocab={vocab + 7}"]).model.vocab == vocab + 7
+    with pytest.raises(ConfigError, match=rf"model.vocab \({vocab - 1}\) is smaller than the vocabulary of the shards "
+                                          rf"in {re.escape(str(out))} \({vocab}, .*allowed: model.vocab >= {vocab}"):
+        load(None, ["model.context=8", f"data.shards={out}", f"model.vocab={vocab - 1}"])
     with pytest.raises(ConfigError, match=r"data.shards: shard folder .*missing' does not exist"):
         load(None, ["model.context=8", f"data.shards={tmp_path / 'missing'}"])
     for extra, named in (("data.folder=/tmp", "data.folder"), ("data.patterns=['*.py']", "data.patterns"),
