@@ -135,6 +135,7 @@ def test_prepare_is_atomic_and_refuses_to_overwrite(tmp_path, monkeypatch):
     folder, out = _corpus(tmp_path / "corpus"), tmp_path / "shards"
     prepare(out, folder=folder, val_fraction=0.3)
     good = _contents(out)
+    assert out.stat().st_mode == folder.stat().st_mode  # any new folder's mode, not a temporary folder's 0700
     with pytest.raises(OutputError, match="already exists; pass --overwrite"):
         prepare(out, folder=folder, val_fraction=0.3)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -69,7 +70,9 @@ def prepare(out: str | os.PathLike, *, folder: str | os.PathLike | None = None, 
     corpus, tok = text_files(folder, patterns), load_tokenizer(tokenizer)
     out.parent.mkdir(parents=True, exist_ok=True)
     io.remove_stale(out.parent, f".{out.name}{TMP}")
-    tmp = io.temp_dir(out.parent, f".{out.name}{TMP}")
+    # mkdir rather than io.temp_dir: the shards get the mode any new folder gets, not mkdtemp's private 0700
+    tmp = out.parent / f".{out.name}{TMP}{os.getpid()}-{secrets.token_hex(4)}"  # the pid: io.remove_stale
+    tmp.mkdir()
     try:
         meta = _write(tmp, corpus, tok, val_fraction, max_tokens)
         io.swap_in(tmp, out)
