@@ -16,7 +16,7 @@ from attnlab.train import checkpoint as ckpt
 from attnlab.train import shards as shard_module
 from attnlab.train import trainer as trainer_module
 from attnlab.train.config import load
-from attnlab.train.data import ByteTokenizer, DataError, TextStream, load_tokenizer, text_files
+from attnlab.train.data import Batches, ByteTokenizer, DataError, TextStream, load_tokenizer, text_files
 from attnlab.train.shards import ShardStream, prepare, read_meta, token_dtype
 from attnlab.train.trainer import Trainer, read_metrics, train
 from offline import build_tokenizer
@@ -52,6 +52,7 @@ def _same(a, b):
 
 
 def _check_equal(text: TextStream, shards: ShardStream) -> None:
+    assert isinstance(shards, Batches) and shards.vocab_size == text.vocab_size
     np.testing.assert_array_equal(shards.train_tokens, text.train_tokens)
     np.testing.assert_array_equal(shards.val_tokens, text.val_tokens)
     for step in (0, 1, 17):
@@ -98,6 +99,23 @@ def test_a_cap_at_read_time_is_the_text_streams_cap_and_a_single_file_splits_by_
     text = TextStream(text_files(one), ByteTokenizer(), context=T, seed=SEED, val_fraction=0.2, max_tokens=200)
     _check_equal(text, ShardStream(tmp_path / "single", context=T, seed=SEED))
     assert meta["split"] == "by position" and meta["tokens"] == {"train": 200, "val": 60}
+
+
+def test_prepare_tokenizes_file_by_file_and_stops_at_the_cap(tmp_path, monkeypatch):
+    folder = _corpus(tmp_path / "corpus")
+    calls, encode = [], ByteTokenizer.encode_bytes
+
+    def counted(self, data):
+        calls.append(len(data))
+        return encode(self, data)
+
+    monkeypatch.setattr(ByteTokenizer, "encode_bytes", counted)
+    prepare(tmp_path / "shards", folder=folder, val_fraction=0.3)
+    files = text_files(folder)
+    assert sorted(calls) == sorted((folder / f).stat().st_size for f in files.files)  # one document per call
+    calls.clear()
+    prepare(tmp_path / "capped", folder=folder, val_fraction=0.3, max_tokens=20)
+    assert len(calls) == 2 and min(calls) >= 20  # the first document of each split already fills the cap
 
 
 class _WideTokenizer(ByteTokenizer):
