@@ -35,7 +35,7 @@ class PrepareOptions:
     out: Path = option(help="the shard folder to write: train.bin, val.bin and meta.json", metavar="SHARDS")
     folder: str | None = option(None, "corpus folder of text files (default: the Python standard library's .py "
                                       "files on this machine)", metavar="DIR")
-    tokenizer: str = option("bytes", "'bytes' or a local Hugging Face tokenizer folder (nothing is downloaded)")
+    tokenizer: str = option("bytes", "'bytes' or a local Hugging Face tokenizer folder; nothing is downloaded")
     patterns: tuple[str, ...] | None = option(None, "file-name globs to read (default: *.txt *.md *.py; *.py for "
                                                     "the standard library)", metavar="GLOB")
     val_fraction: float = option(0.05, "share of the files held out for validation, by path hash (a single file: "
@@ -52,9 +52,10 @@ class PrepareOptions:
 @command("prepare", "tokenize a corpus once into memory-mapped shards for data.shards (Zhu et al. 2026 App. J)",
          "Tokenize a folder of text files (default: the Python standard library) once, with exactly the files, "
          "split, document order and eos placement of a run's data table, into --out: train.bin and val.bin (flat "
-         "little-endian ids, uint16 up to 65536 tokens, else uint32) and meta.json. A run with data.shards set to "
-         "that folder maps them instead of tokenizing, on every start, resume and process, and draws the same "
-         "batches. Written to a temporary folder and renamed, so a failure leaves no half-written shards.",
+         "little-endian ids: uint16 for vocabularies up to 65536, else uint32) and meta.json. A run with "
+         "data.shards set to that folder maps them instead of tokenizing, on every start, resume and process, and "
+         "draws the same batches. Written to a temporary folder and renamed, so a failure leaves no half-written "
+         "shards.",
          PrepareOptions, errors=_prepare_errors)
 def prepare(opts: PrepareOptions) -> int:
     from ..train.shards import prepare as write
