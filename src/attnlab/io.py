@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -63,6 +64,26 @@ def temp_dir(parent: str | os.PathLike, prefix: str) -> Path:
     """A new hidden folder ``parent/<prefix><pid>-XXXXXXXX``: the pid lets a later run tell the leftovers
     of a killed process (``remove_stale``) from a folder another live process is still writing."""
     return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=parent))
+
+
+def swap_in(tmp: str | os.PathLike, final: str | os.PathLike) -> None:
+    """Rename the complete folder ``tmp`` to ``final``; an existing ``final`` moves aside first (a folder cannot be
+    renamed over a non-empty one) and is deleted only once the new one is in place, so a failure at any point
+    leaves the old folder or the new one (a crash between the two renames: the old one at
+    ``.<name>.old-XXXXXXXX``)."""
+    tmp, final = Path(tmp), Path(final)
+    old = final.with_name(f".{final.name}.old-{secrets.token_hex(4)}") if final.exists() else None
+    if old is not None:
+        os.rename(final, old)
+    try:
+        os.rename(tmp, final)
+    except BaseException:
+        if old is not None:
+            os.rename(old, final)
+        raise
+    fsync_dir(final.parent)
+    if old is not None:
+        shutil.rmtree(old)
 
 
 def _alive(pid: int) -> bool:

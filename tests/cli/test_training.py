@@ -1,4 +1,5 @@
-"""`attnlab train` refuses --resume on a missing folder in one line and says when the warmup outlasts the run; `attnlab release-replay` recomputes the release rule variants from a run's logged scores."""
+"""`attnlab train` refuses a bad --resume and says when warmup outlasts the run; `prepare` writes shards once;
+`release-replay` recomputes the release rule's variants from a run's logged scores."""
 
 from __future__ import annotations
 
@@ -45,3 +46,21 @@ def test_release_replay_recomputes_table_8_from_a_run_s_logged_scores(tmp_path, 
     assert "| raw" in capsys.readouterr().out
     assert main(["release-replay", str(tmp_path / "nothing")]) == 1
     assert "not a run folder" in capsys.readouterr().err
+
+
+def test_prepare_writes_shards_reports_throughput_and_refuses_in_one_line(tmp_path, capsys):
+    corpus, out = tmp_path / "corpus", tmp_path / "shards"
+    corpus.mkdir()
+    for i in range(4):
+        (corpus / f"{i}.txt").write_text(f"document {i} " * 50)
+    assert main(["prepare", "--folder", str(corpus), "--out", str(out), "--val-fraction", "0.25"]) == 0
+    shown = capsys.readouterr().out
+    assert "tokens/s" in shown and f"--set data.shards={out}" in shown
+    assert sorted(p.name for p in out.iterdir()) == ["meta.json", "train.bin", "val.bin"]
+    assert main(["prepare", "--folder", str(corpus), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "already exists; pass --overwrite" in err and err.count("\n") == 1
+    assert main(["prepare", "--folder", str(corpus), "--out", str(out), "--val-fraction", "0.9"]) == 1
+    assert "--val-fraction must be in (0, 0.5], got 0.9" in capsys.readouterr().err
+    assert main(["prepare", "--folder", str(tmp_path / "none"), "--out", str(tmp_path / "x")]) == 1
+    assert "does not exist" in capsys.readouterr().err and not (tmp_path / "x").exists()

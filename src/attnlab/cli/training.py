@@ -1,16 +1,17 @@
-"""Training from the command line: ``train`` (the own decoder from a config file), ``release-replay`` (the
-release rule's variants on a run's logged scores) and ``lengthgen`` (one decoder per attention variant,
-scored at multiples of the training length)."""
+"""Training from the command line: ``prepare`` (a corpus tokenized once into shards), ``train`` (the own
+decoder from a config file), ``release-replay`` (the release rule's variants on a run's logged scores) and
+``lengthgen`` (one decoder per attention variant, scored at multiples of the training length)."""
 
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import options
 from ..options import option
-from .base import PROGRESS_HELP, UserError, command
+from .base import PROGRESS_HELP, UserError, check_writable, command
 
 
 def _train_errors() -> tuple[type[BaseException], ...]:
@@ -20,6 +21,56 @@ def _train_errors() -> tuple[type[BaseException], ...]:
     from ..train.trainer import RunError
 
     return (ConfigError, CheckpointError, DataError, RunError)
+
+
+def _prepare_errors() -> tuple[type[BaseException], ...]:
+    from ..batches import DataError
+    from ..io import OutputError
+
+    return (DataError, OutputError)
+
+
+@dataclass(frozen=True)
+class PrepareOptions:
+    out: Path = option(help="the shard folder to write: train.bin, val.bin and meta.json", metavar="SHARDS")
+    folder: str | None = option(None, "corpus folder of text files (default: the Python standard library's .py "
+                                      "files on this machine)", metavar="DIR")
+    tokenizer: str = option("bytes", "'bytes' or a local Hugging Face tokenizer folder; nothing is downloaded")
+    patterns: tuple[str, ...] | None = option(None, "file-name globs to read (default: *.txt *.md *.py; *.py for "
+                                                    "the standard library)", metavar="GLOB")
+    val_fraction: float = option(0.05, "share of the files held out for validation, by path hash (a single file: "
+                                       "its last share of tokens)", metavar="F", type=options.finite)
+    max_tokens: int | None = option(None, "cap on tokens per split (default: all)", metavar="N", type=options.count)
+    overwrite: bool = option(False, "replace an existing shard folder at --out (kept intact until the new one is "
+                                    "complete)")
+
+    def __post_init__(self) -> None:
+        if not 0 < self.val_fraction <= 0.5:  # data.val_fraction's range, so every prepared split can be trained on
+            raise ValueError(f"val_fraction must be in (0, 0.5], got {self.val_fraction}")
+
+
+@command("prepare", "tokenize a corpus once into memory-mapped shards for data.shards (Zhu et al. 2026 App. J)",
+         "Tokenize a folder of text files (default: the Python standard library) once, with exactly the files, "
+         "split, document order and eos placement of a run's data table, into --out: train.bin and val.bin (flat "
+         "little-endian ids: uint16 for vocabularies up to 65536, else uint32) and meta.json. A run with "
+         "data.shards set to that folder maps them instead of tokenizing, on every start, resume and process, and "
+         "draws the same batches. Written to a temporary folder and renamed, so a failure leaves no half-written "
+         "shards.",
+         PrepareOptions, errors=_prepare_errors)
+def prepare(opts: PrepareOptions) -> int:
+    from ..train.shards import prepare as write
+
+    check_writable(opts.out)
+    start = time.perf_counter()
+    meta = write(opts.out, folder=opts.folder, tokenizer=opts.tokenizer, patterns=opts.patterns,
+                 val_fraction=opts.val_fraction, max_tokens=opts.max_tokens, overwrite=opts.overwrite)
+    seconds = time.perf_counter() - start
+    tokens, files = meta["tokens"], meta["files"]
+    print(f"{tokens['train']:,} train and {tokens['val']:,} validation tokens ({meta['dtype']}) from "
+          f"{files['train']} + {files['val']} files of {meta['corpus']['folder']}, tokenizer "
+          f"{meta['tokenizer']['name']}, in {seconds:.1f} s ({sum(tokens.values()) / seconds:,.0f} tokens/s)")
+    print(f"wrote: {opts.out}/ (train.bin, val.bin, meta.json); train on it with --set data.shards={opts.out}")
+    return 0
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ import safetensors.torch
 import torch
 from safetensors import SafetensorError
 
-from ..io import fsync_dir, remove_stale, write_text
+from ..io import fsync_dir, remove_stale, swap_in, write_text
 
 FORMAT = "attnlab-checkpoint/1"
 CHECKPOINTS = "checkpoints"
@@ -109,7 +109,7 @@ def save_checkpoint(run_dir: str | os.PathLike, step: int, *, model_state: Mappi
         for name, data in blobs.items():
             _write_durably(tmp / name, data)
         fsync_dir(tmp)
-        _swap_in(tmp, final)
+        swap_in(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -183,23 +183,6 @@ def _write_durably(path: Path, data: bytes) -> None:
         file.write(data)
         file.flush()
         os.fsync(file.fileno())
-
-
-def _swap_in(tmp: Path, final: Path) -> None:
-    """Rename the complete ``tmp`` to ``final``; an existing ``final`` moves aside first (a directory cannot be
-    renamed over a non-empty one) and is deleted only once the new one is in place."""
-    old = final.with_name(f".{final.name}.old-{secrets.token_hex(4)}") if final.exists() else None
-    if old is not None:
-        os.rename(final, old)
-    try:
-        os.rename(tmp, final)
-    except BaseException:
-        if old is not None:
-            os.rename(old, final)
-        raise
-    fsync_dir(final.parent)
-    if old is not None:
-        shutil.rmtree(old)
 
 
 def _step_dirs(root: Path) -> dict[int, Path]:

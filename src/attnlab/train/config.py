@@ -57,13 +57,16 @@ class DataConfig:
     """folder: a folder of text files (None: the Python standard library's .py files found on this
     machine); patterns: file-name globs to read in it (None: *.txt, *.md, *.py); tokenizer: 'bytes' or a
     local Hugging Face tokenizer folder; val_fraction: the share of files held out for validation;
-    max_tokens: a cap on tokens read per split (None: all)."""
+    max_tokens: a cap on tokens read per split (None: all); shards: a folder written by ``attnlab prepare``,
+    read instead of tokenizing (it records its corpus and tokenizer, so folder, patterns and tokenizer stay
+    unset; val_fraction left at its default takes the shards' split)."""
 
     folder: str | None = None
     patterns: tuple[str, ...] | None = None
     tokenizer: str = "bytes"
     val_fraction: float = 0.05
     max_tokens: int | None = None
+    shards: str | None = None
 
     def __post_init__(self) -> None:
         if self.folder is not None and not (isinstance(self.folder, str) and self.folder):
@@ -78,6 +81,15 @@ class DataConfig:
         _check_number("data", "val_fraction", self.val_fraction, 0.0, 0.5, low_open=True)
         if self.max_tokens is not None:
             _check_int("data", "max_tokens", self.max_tokens, 2)
+        if self.shards is not None:
+            if not (isinstance(self.shards, str) and self.shards):
+                _fail("data", "shards", self.shards, "a folder written by `attnlab prepare`, or unset")
+            given = [f"data.{name}" for name, unset in (("folder", None), ("patterns", None), ("tokenizer", "bytes"))
+                     if getattr(self, name) != unset]
+            if given:
+                raise ConfigError(f"data.shards is a corpus tokenized already, so {' and '.join(given)} cannot be "
+                                  "set with it (its meta.json records the corpus and tokenizer it was prepared "
+                                  "from); allowed: data.shards without them, or them without data.shards")
 
 
 @dataclass(frozen=True)
@@ -236,10 +248,15 @@ def _floats(kind: type, table: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _with_vocab(model: Mapping[str, Any], data: DataConfig) -> dict[str, Any]:
-    """The model table with vocab taken from the tokenizer when left unset (the trainer checks a given
-    vocab against the stream it trains on, which may be a synthetic task's rather than the text's)."""
+    """The model table with vocab taken from the tokenizer, or the shards, when left unset (the trainer checks
+    a given vocab against the stream it trains on, which may be a synthetic task's rather than the text's;
+    shards are checked here, since reading their meta.json costs nothing)."""
     model = dict(model)
-    if model.get("inputs", "tokens") != "tokens" or "vocab" in model:
+    if model.get("inputs", "tokens") != "tokens":
+        return model
+    if data.shards is not None:
+        return _with_shards_vocab(model, data.shards)
+    if "vocab" in model:
         return model
     from .data import DataError, load_tokenizer
 
@@ -247,6 +264,22 @@ def _with_vocab(model: Mapping[str, Any], data: DataConfig) -> dict[str, Any]:
         model["vocab"] = load_tokenizer(data.tokenizer).vocab_size
     except DataError as exc:
         raise ConfigError(f"data.tokenizer: {exc}") from None
+    return model
+
+
+def _with_shards_vocab(model: dict[str, Any], shards: str) -> dict[str, Any]:
+    from .data import DataError
+    from .shards import read_meta
+
+    try:
+        tokenizer = read_meta(shards)["tokenizer"]
+    except DataError as exc:
+        raise ConfigError(f"data.shards: {exc}") from None
+    vocab = model.setdefault("vocab", tokenizer["vocab_size"])
+    if isinstance(vocab, int) and not isinstance(vocab, bool) and vocab < tokenizer["vocab_size"]:
+        raise ConfigError(f"model.vocab ({vocab}) is smaller than the vocabulary of the shards in {shards} "
+                          f"({tokenizer['vocab_size']}, tokenizer {tokenizer['name']!r}); allowed: model.vocab >= "
+                          f"{tokenizer['vocab_size']}, or unset to take the shards'")
     return model
 
 

@@ -8,6 +8,8 @@ The global batch of step ``s`` is a pure function of ``(seed, s)``: its window s
 ``np.random.default_rng([seed, s]).integers(0, n_train - context, size=batch)``. Resuming at step ``s``
 therefore needs no iterator state, and rank ``r`` of ``w`` takes rows ``[r*B/w, (r+1)*B/w)`` of that same
 global batch, so a single-process run and a ``w``-process run see the same global batch at every step.
+``TokenWindows`` holds that rule once; ``TextStream`` fills it by tokenizing (``token_pieces``) and
+``shards.ShardStream`` by mapping what ``attnlab prepare`` wrote with the same ``token_pieces``.
 Nothing here downloads: corpora are local folders and tokenizers are ``"bytes"`` or a local folder.
 """
 
@@ -18,7 +20,7 @@ import hashlib
 import math
 import os
 import sysconfig
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -198,10 +200,59 @@ def _check_fraction(val_fraction: float) -> None:
         raise DataError(f"val_fraction {val_fraction} is outside (0, 1); allowed: a fraction such as 0.05")
 
 
+def split_corpus(corpus: Corpus, val_fraction: float = DEFAULT_VAL_FRACTION) -> tuple[list[str], list[str]]:
+    """(train, validation) files: ``split_files``'s, or for a single-file corpus that file on both sides
+    (``token_pieces`` then splits its tokens by position)."""
+    if len(corpus.files) == 1:
+        return list(corpus.files), list(corpus.files)
+    return split_files(corpus.files, val_fraction)
+
+
+def token_pieces(corpus: Corpus, tokenizer: Tokenizer, val_fraction: float = DEFAULT_VAL_FRACTION,
+                 max_tokens: int | None = None) -> Iterator[tuple[str, np.ndarray]]:
+    """The corpus's tokens as ``("train" | "val", int32 ids)`` pieces, every train piece first; joined per split
+    they are the split's flat array.
+
+    A split's files (``split_corpus``) are tokenized one at a time in sorted order, ``eos_id`` before every
+    document but the first, and tokenizing stops once ``max_tokens`` are reached (the last piece is cut
+    there), so a writer can stream a corpus larger than memory. A single-file corpus is split by position
+    instead: its last ``val_fraction`` of tokens (rounded up) is validation, each side cut at ``max_tokens``.
+    """
+    _check_fraction(val_fraction)
+    if len(corpus.files) == 1:
+        tokens = tokenizer.encode_bytes((corpus.root / corpus.files[0]).read_bytes())
+        cut = len(tokens) - math.ceil(len(tokens) * val_fraction)
+        yield "train", tokens[:cut][:max_tokens]
+        yield "val", tokens[cut:][:max_tokens]
+        return
+    for split, files in zip(("train", "val"), split_corpus(corpus, val_fraction)):
+        for piece in _documents(corpus.root, files, tokenizer, max_tokens):
+            yield split, piece
+
+
+def _documents(root: Path, files: Sequence[str], tokenizer: Tokenizer, max_tokens: int | None) -> Iterator[np.ndarray]:
+    eos = np.array([tokenizer.eos_id], dtype=np.int32)
+    total = 0
+    for i, rel in enumerate(files):
+        if max_tokens is not None and total >= max_tokens:
+            return
+        ids = tokenizer.encode_bytes((root / rel).read_bytes())
+        piece = (np.concatenate([eos, ids]) if i else ids)[:None if max_tokens is None else max_tokens - total]
+        total += len(piece)
+        yield piece
+
+
+def check_request(context: int, seed: int, max_tokens: int | None) -> None:
+    """Refuse a window length, seed or cap no stream can serve, before any tokenizing or mapping."""
+    if context < 1 or seed < 0 or (max_tokens is not None and max_tokens < 1):
+        raise DataError(f"context {context}, seed {seed}, max_tokens {max_tokens}: allowed are context >= 1, "
+                        "seed >= 0 and max_tokens >= 1 or None")
+
+
 @runtime_checkable
 class Batches(Protocol):
-    """The interface the trainer draws batches from: ``TextStream`` and the synthetic task streams (a later
-    issue) implement it. ``train_batch(step, ...)`` must be a pure function of (seed, step), and
+    """The interface the trainer draws batches from: ``TextStream``, ``shards.ShardStream`` and the synthetic
+    task streams implement it. ``train_batch(step, ...)`` must be a pure function of (seed, step), and
     ``val_batches`` the same fixed list on every call; both follow the same rank-slicing rule."""
 
     vocab_size: int
@@ -215,35 +266,19 @@ class Batches(Protocol):
     def describe(self) -> dict: ...
 
 
-class TextStream:
-    """Windows of ``context + 1`` tokens from a tokenized corpus; inputs are ``window[:-1]``, targets
-    ``window[1:]``, both torch.long of shape (rows, context).
-
-    Each split's files are tokenized once, in sorted order, into one flat int32 array with ``eos_id``
-    between documents; ``max_tokens`` caps each split's array (tokenizing stops once the cap is reached,
-    so a small run on the stdlib stays fast). Files are split with ``split_files``; a single-file corpus
-    is split by position instead, its last ``val_fraction`` of tokens being validation.
+class TokenWindows:
+    """Windows of ``context + 1`` tokens from two flat token arrays, train and validation: the one sampling
+    rule every text stream follows, whether its arrays were tokenized (``TextStream``) or mapped from disk
+    (``shards.ShardStream``). Inputs are ``window[:-1]``, targets ``window[1:]``, both torch.long of shape
+    (rows, context). The arrays may be any integer dtype and any sequence numpy can index by an array of
+    positions (a read-only ``np.memmap`` included); only the rows a batch takes are read.
     """
 
-    def __init__(self, corpus: Corpus, tokenizer: Tokenizer, context: int, seed: int = 0,
-                 val_fraction: float = DEFAULT_VAL_FRACTION, max_tokens: int | None = None):
-        if context < 1 or seed < 0 or (max_tokens is not None and max_tokens < 1):
-            raise DataError(f"context {context}, seed {seed}, max_tokens {max_tokens}: allowed are context >= 1, "
-                            "seed >= 0 and max_tokens >= 1 or None")
-        _check_fraction(val_fraction)
-        self.corpus, self.tokenizer, self.context, self.seed = corpus, tokenizer, context, seed
-        self.val_fraction, self.max_tokens = val_fraction, max_tokens
-        self.vocab_size = tokenizer.vocab_size
-        if len(corpus.files) == 1:
-            tokens = _tokenize(corpus.root, corpus.files, tokenizer, None)
-            cut = len(tokens) - math.ceil(len(tokens) * val_fraction)
-            self.train_files, self.val_files = list(corpus.files), list(corpus.files)
-            self.train_tokens, self.val_tokens = tokens[:cut][:max_tokens], tokens[cut:][:max_tokens]
-        else:
-            self.train_files, self.val_files = split_files(corpus.files, val_fraction)
-            self.train_tokens = _tokenize(corpus.root, self.train_files, tokenizer, max_tokens)
-            self.val_tokens = _tokenize(corpus.root, self.val_files, tokenizer, max_tokens)
-        for split, tokens in (("train", self.train_tokens), ("validation", self.val_tokens)):
+    def __init__(self, train_tokens: np.ndarray, val_tokens: np.ndarray, vocab_size: int, context: int,
+                 seed: int):
+        self.train_tokens, self.val_tokens = train_tokens, val_tokens
+        self.vocab_size, self.context, self.seed = vocab_size, context, seed
+        for split, tokens in (("train", train_tokens), ("validation", val_tokens)):
             if len(tokens) < context + 1:
                 raise DataError(f"the {split} split has {len(tokens)} tokens, fewer than context + 1 = "
                                 f"{context + 1}; allowed: a shorter context, a larger corpus, val_fraction or "
@@ -287,8 +322,32 @@ class TextStream:
         return [self._windows(self.val_tokens, rows[lo:hi]) for rows in starts.reshape(count, batch)]
 
     def _windows(self, tokens: np.ndarray, starts: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        windows = torch.from_numpy(tokens[starts[:, None] + np.arange(self.context + 1)]).long()
+        # int64 in numpy: torch has no long view of a shard's uint16/uint32 ids
+        windows = torch.from_numpy(np.asarray(tokens[starts[:, None] + np.arange(self.context + 1)], dtype=np.int64))
         return windows[:, :-1], windows[:, 1:]
+
+
+class TextStream(TokenWindows):
+    """``TokenWindows`` over a corpus tokenized in memory at construction.
+
+    Each split's files are tokenized once, in sorted order, into one flat int32 array with ``eos_id``
+    between documents; ``max_tokens`` caps each split's array (tokenizing stops once the cap is reached,
+    so a small run on the stdlib stays fast). Files are split with ``split_files``; a single-file corpus
+    is split by position instead, its last ``val_fraction`` of tokens being validation (``token_pieces``).
+    """
+
+    def __init__(self, corpus: Corpus, tokenizer: Tokenizer, context: int, seed: int = 0,
+                 val_fraction: float = DEFAULT_VAL_FRACTION, max_tokens: int | None = None):
+        check_request(context, seed, max_tokens)
+        _check_fraction(val_fraction)
+        self.corpus, self.tokenizer = corpus, tokenizer
+        self.val_fraction, self.max_tokens = val_fraction, max_tokens
+        self.train_files, self.val_files = split_corpus(corpus, val_fraction)
+        pieces: dict[str, list[np.ndarray]] = {"train": [], "val": []}
+        for split, piece in token_pieces(corpus, tokenizer, val_fraction, max_tokens):
+            pieces[split].append(piece)
+        train, val = (np.concatenate(p) if p else np.zeros(0, dtype=np.int32) for p in pieces.values())
+        super().__init__(train, val, tokenizer.vocab_size, context, seed)
 
     def describe(self) -> dict:
         """The stream's settings and sizes, for a run's config.json."""
@@ -300,17 +359,3 @@ class TextStream:
             "files": {"train": len(self.train_files), "val": len(self.val_files)},
             "tokens": {"train": self.n_train_tokens, "val": self.n_val_tokens},
         }
-
-
-def _tokenize(root: Path, files: Sequence[str], tokenizer: Tokenizer, max_tokens: int | None) -> np.ndarray:
-    """The files' ids in order, ``eos_id`` between documents, cut at ``max_tokens``."""
-    parts, total = [], 0
-    eos = np.array([tokenizer.eos_id], dtype=np.int32)
-    for i, rel in enumerate(files):
-        if max_tokens is not None and total >= max_tokens:
-            break
-        ids = tokenizer.encode_bytes((root / rel).read_bytes())
-        parts += [eos, ids] if i else [ids]
-        total += len(ids) + bool(i)
-    tokens = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
-    return tokens[:max_tokens]

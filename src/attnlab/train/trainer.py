@@ -31,10 +31,11 @@ from ..model.decoder import Decoder, loss
 from . import checkpoint as ckpt
 from . import probes
 from .config import SECTIONS, RunConfig
-from .data import Batches, TextStream, load_tokenizer, text_files
+from .data import DEFAULT_VAL_FRACTION, Batches, TextStream, TokenWindows, load_tokenizer, text_files
 from .optim import cosine_lr, make_optimizer, set_lr, upper_qk_names
 from ..workers import world_size
 from .release import Release, cadence_warnings
+from .shards import ShardStream
 
 # Fields that change nothing a step computes, so a resumed run may differ in them.
 RESUMABLE_CHANGES = {"train.checkpoint_every", "train.keep", "train.tensorboard", "train.probes"}
@@ -83,10 +84,18 @@ def init_world() -> World:
     return World(int(os.environ.get("RANK", "0")), size, device)
 
 
-def make_stream(cfg: RunConfig) -> TextStream:
-    corpus = text_files(cfg.data.folder, cfg.data.patterns)
-    return TextStream(corpus, load_tokenizer(cfg.data.tokenizer), context=cfg.model.context, seed=cfg.train.seed,
-                      val_fraction=cfg.data.val_fraction, max_tokens=cfg.data.max_tokens)
+def make_stream(cfg: RunConfig) -> TokenWindows:
+    """The config's text: mapped from ``data.shards`` when set (nothing is tokenized, on any rank or resume),
+    else tokenized from ``data.folder``."""
+    data = cfg.data
+    if data.shards is not None:
+        # a val_fraction left at its default takes the shards' split; another one must be theirs
+        fraction = None if data.val_fraction == DEFAULT_VAL_FRACTION else data.val_fraction
+        return ShardStream(data.shards, context=cfg.model.context, seed=cfg.train.seed, val_fraction=fraction,
+                           max_tokens=data.max_tokens)
+    return TextStream(text_files(data.folder, data.patterns), load_tokenizer(data.tokenizer),
+                      context=cfg.model.context, seed=cfg.train.seed, val_fraction=data.val_fraction,
+                      max_tokens=data.max_tokens)
 
 
 def _flat(config: dict[str, Any]) -> dict[str, Any]:
