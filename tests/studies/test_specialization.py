@@ -5,6 +5,7 @@ early window, and resumes without retraining."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -130,3 +131,33 @@ def test_tiny_run_writes_every_table_and_resumes_without_retraining(tiny, tmp_pa
     stamp = done.stat().st_mtime_ns
     assert studies.run(StudyConfig(study="specialization"), tmp_path) == section
     assert done.stat().st_mtime_ns == stamp, "a finished run was trained again"
+
+
+def test_the_full_budget_needs_token_shards():
+    with pytest.raises(studies.StudyError, match="pass --data SHARDS"):
+        spec.compute(StudyConfig(study="specialization", budget="full"), Path("unused"), False)
+    with pytest.raises(studies.StudyError, match="takes no --data"):
+        StudyConfig(study="sinks", data="shards")
+    assert "--data shards" in StudyConfig(study="specialization", data="shards").command(Path("out"))
+
+
+@pytest.mark.slow
+def test_the_full_budget_reads_token_shards_and_runs_a_few_steps(tmp_path):
+    from attnlab.train.shards import prepare
+    from attnlab.train.trainer import Trainer
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i in range(6):
+        (corpus / f"{i}.txt").write_text(f"text number {i} of the corpus. " * 400)
+    shards = tmp_path / "shards"
+    prepare(shards, folder=corpus, tokenizer="bytes", val_fraction=0.2)
+    cfg = spec.run_config(spec.BUDGETS["full"], "gelu", "intervention", 0, str(shards))
+    assert cfg.data.shards == str(shards) and cfg.model.vocab == 257
+    # the App. J model and optimizer, shortened to two steps of two 32-token rows on one CPU thread
+    short = RunConfig.from_dict({**cfg.to_dict(), "model": {**cfg.model.to_dict(), "context": 32},
+                                 "train": {**cfg.to_dict()["train"], "steps": 2, "batch": 2, "accum": 1, "warmup": 1,
+                                           "eval_every": 2, "eval_batches": 1, "precision": "fp32",
+                                           "checkpoint_every": 0}})
+    summary = Trainer(short, tmp_path / "run", progress=False).run()
+    assert summary["steps"] == 2 and math.isfinite(summary["val_loss"])

@@ -54,6 +54,9 @@ class StudyConfig:
                          choices=(*BUDGETS, DEMO))
     model: str | None = option(None, f"for the studies that read one: {MODEL_HELP}", metavar="MODEL")
     seed: int = option(0, "seed of data and training", metavar="N", type=options.seed)
+    data: str | None = option(None, "for the studies that train on text: a token-shard folder written by "
+                                    "attnlab prepare (your corpus and tokenizer; default: bytes of the Python "
+                                    "standard library)", metavar="SHARDS")
 
     def __post_init__(self) -> None:
         if self.study not in STUDIES:
@@ -70,12 +73,17 @@ class StudyConfig:
                              f"--model is for {', '.join(n for n, s in STUDIES.items() if s.takes_model)}")
         if self.model is not None and (not isinstance(self.model, str) or not self.model):
             raise StudyError(f"--model must be a model name or path, got {self.model!r}")
+        if self.data is not None and not STUDIES[self.study].takes_data:
+            raise StudyError(f"study {self.study!r} takes no --data; --data is for "
+                             f"{', '.join(n for n, s in STUDIES.items() if s.takes_data) or 'no study'}")
 
     def command(self, folder: Path) -> str:
         """The command line that makes this folder."""
         parts = ["attnlab", "study", self.study, "--budget", self.budget, "--seed", str(self.seed)]
         if self.model is not None:
             parts += ["--model", self.model]
+        if self.data is not None:
+            parts += ["--data", self.data]
         return shlex.join([*parts, "--out", str(folder)])
 
 
@@ -84,8 +92,9 @@ class Study:
     """A registry entry. name: what users type; title: the report's heading; source: the keys of the papers
     it re-asks (``attnlab.papers``), comma-separated; compute(cfg, folder, progress) and summarize(folder):
     the two steps; compare(folders, into): optional, a Section across several summarized folders of the
-    study (or None), its tables written into ``into``; takes_model: whether ``--model`` applies; demo: whether
-    the study has a reduced ``demo`` budget, which attnlab demo runs instead of smoke."""
+    study (or None), its tables written into ``into``; takes_model: whether ``--model`` applies; takes_data:
+    whether ``--data`` (token shards) applies; demo: whether the study has a reduced ``demo`` budget, which
+    attnlab demo runs instead of smoke."""
 
     name: str
     title: str
@@ -94,6 +103,7 @@ class Study:
     summarize: Callable[[Path], Section]
     compare: Callable[[list[Path], Path], Section | None] | None = None
     takes_model: bool = False
+    takes_data: bool = False
     demo: bool = False
 
     def __post_init__(self) -> None:

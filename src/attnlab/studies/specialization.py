@@ -36,7 +36,7 @@ from ..report.sections import Figure, Finding, Section, Table
 from ..train.config import RunConfig
 from ..train.trainer import Trainer, outcome
 from ..workers import run_all
-from .runner import Study, StudyConfig, load_config, register, section
+from .runner import Study, StudyConfig, StudyError, load_config, register, section
 
 MULTIPLIER = 0.25  # Zhu et al. 2026 §2
 FINAL = "final_eval.json"
@@ -106,7 +106,7 @@ def plan_runs(plan: dict[str, Any], first_seed: int) -> list[tuple[str, str, int
     return runs + [(plan["archs"][0], arm, s) for arm in plan["controls"] for s in seeds]
 
 
-def run_config(plan: dict[str, Any], arch: str, arm: str, seed: int) -> RunConfig:
+def run_config(plan: dict[str, Any], arch: str, arm: str, seed: int, shards: str | None = None) -> RunConfig:
     changes = ARMS.find(arm)
     scale = changes.get("lr_scale", 1.0)
     model = {"context": plan["context"], "layers": plan["layers"], "heads": plan["heads"],
@@ -117,8 +117,8 @@ def run_config(plan: dict[str, Any], arch: str, arm: str, seed: int) -> RunConfi
              "checkpoint_every": plan["eval_every"] * 10, "tensorboard": False, "seed": seed,
              "precision": plan["precision"]}
     intervention = {"score": plan["score"], **changes.get("intervention", {})}
-    return RunConfig.from_dict({"model": model, "data": {"max_tokens": plan["max_tokens"]}, "train": train,
-                                "intervention": intervention})
+    data = {"shards": shards} if shards is not None else {"max_tokens": plan["max_tokens"]}
+    return RunConfig.from_dict({"model": model, "data": data, "train": train, "intervention": intervention})
 
 
 @torch.no_grad()
@@ -132,12 +132,13 @@ def final_loss(model: torch.nn.Module, stream, batch: int, batches: int) -> dict
             "tokens": int(sum(y.numel() for _, y in pieces))}
 
 
-def train_run(plan: dict[str, Any], arch: str, arm: str, seed: int, folder: Path, progress: bool) -> dict:
+def train_run(plan: dict[str, Any], arch: str, arm: str, seed: int, shards: str | None, folder: Path,
+              progress: bool) -> dict:
     """Train (or resume) one run, then score its final model on ``final_batches`` validation batches (once:
     ``FINAL`` in the run folder)."""
     out = folder / "runs" / run_name(arch, arm, seed)
     # A finished run only loads its last checkpoint and returns its summary.
-    trainer = Trainer(run_config(plan, arch, arm, seed), out, resume=True, progress=progress)
+    trainer = Trainer(run_config(plan, arch, arm, seed, shards), out, resume=True, progress=progress)
     summary = trainer.run()
     if not (out / FINAL).is_file():
         io.write_json(out / FINAL, final_loss(trainer.model, trainer.stream, plan["batch"], plan["final_batches"]))
@@ -146,10 +147,15 @@ def train_run(plan: dict[str, Any], arch: str, arm: str, seed: int, folder: Path
 
 def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
     plan = BUDGETS[cfg.budget]
+    if cfg.budget == "full" and cfg.data is None:
+        raise StudyError("the full budget trains on your corpus (Zhu et al. 2026 App. J: GPT-2-tokenized "
+                         "FineWeb-Edu): write it once with attnlab prepare --folder TEXT --tokenizer TOKENIZER "
+                         "--out SHARDS and pass --data SHARDS")
     runs = plan_runs(plan, cfg.seed)
     # full-budget runs are GPU-sized: one at a time; smoke runs two (or more) at once on CPU cores
     jobs = 1 if cfg.budget == "full" else max(1, os.cpu_count() or 1)
-    run_all(train_run, [(plan, arch, arm, seed, folder, progress and jobs == 1) for arch, arm, seed in runs], jobs)
+    run_all(train_run, [(plan, arch, arm, seed, cfg.data, folder, progress and jobs == 1) for arch, arm, seed in runs],
+            jobs)
 
 
 def read_runs(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -308,9 +314,10 @@ def summarize(folder: Path) -> Section:
     plot_probe_curves(first[first.arm.isin(("control", "intervention"))], CURVES, released, folder / "curves")
     intervention = runs[runs.arm == "intervention"]
     notes = [f"{cfg.budget} budget: {plan['layers']} layers x {plan['heads']} heads x {plan['d_model']} wide, context "
-             f"{plan['context']}, {plan['steps']} steps of {plan['batch']} sequences on bytes of the Python standard "
-             f"library, seeds {cfg.seed}-{cfg.seed + plan['seeds'] - 1}; the seed trains 270M-parameter models on "
-             "2.5B tokens of FineWeb-Edu.",
+             f"{plan['context']}, {plan['steps']} steps of {plan['batch']} sequences on "
+             f"{'the token shards ' + cfg.data if cfg.data else 'bytes of the Python standard library'}, seeds "
+             f"{cfg.seed}-{cfg.seed + plan['seeds'] - 1}; the seed trains 270M-parameter models on 2.5B tokens of "
+             "FineWeb-Edu.",
              f"Release rule on the {plan['score']} lower-copy score (threshold 0.005, patience 3, window 3-12%): "
              f"uniform attention alone scores {runs.lower_copy_chance.mean():.4f} at this context; the "
              "interventions released at " + ", ".join(
@@ -343,4 +350,4 @@ def summarize(folder: Path) -> Section:
 STUDY = register(Study(
     name="specialization", title="Premature upper-layer attention specialization",
     source="Zhu et al. 2026",
-    compute=compute, summarize=summarize))
+    compute=compute, summarize=summarize, takes_data=True))
