@@ -92,6 +92,8 @@ BUDGETS: dict[str, dict[str, Any]] = {
                           "intervention_m0.125"),
              "seeds": 3, "score": "raw"},
 }
+# What attnlab demo runs: smoke's pairs and seeds over 600 steps (about a third of smoke's time).
+BUDGETS["demo"] = {**BUDGETS["smoke"], "steps": 600, "warmup": 12, "eval_every": 12}
 
 
 def run_name(arch: str, arm: str, seed: int) -> str:
@@ -350,4 +352,4 @@ def summarize(folder: Path) -> Section:
 STUDY = register(Study(
     name="specialization", title="Premature upper-layer attention specialization",
     source="Zhu et al. 2026",
-    compute=compute, summarize=summarize, takes_data=True))
+    compute=compute, summarize=summarize, takes_data=True, demo=True))
