@@ -91,14 +91,14 @@ def eval_lengths(ratios: Sequence[float], n_train: int) -> list[int]:
         raise RunError(f"--ratios {' '.join(short)} x n_train {n_train} give windows shorter than {MIN_WINDOW} "
                        "tokens; raise them")
     if len(set(lengths)) != len(lengths):
-        raise RunError(f"--ratios give the window lengths {lengths} x n_train {n_train}, with repeats; pass ratios "
+        raise RunError(f"--ratios give the window lengths {lengths} at n_train {n_train}, with repeats; pass ratios "
                        "that round to distinct lengths")
     return lengths
 
 
 def back_half_losses(model, windows: Sequence[Sequence[int]], device: str) -> list[dict]:
     """Per window of n_eval tokens: the summed cross-entropy of its back half, the tokens j in (n_eval/2, n_eval]
-    (1-based), each predicted from at least n_eval/2 tokens before it, and their count (Hayase & Karakida 2026
+    (1-based), each predicted from the n_eval // 2 or more tokens before it, and their count (Hayase & Karakida 2026
     App. A.2). The model reads the first n_eval - 1 tokens: the last one is only ever a target."""
     records = []
     with torch.no_grad():
