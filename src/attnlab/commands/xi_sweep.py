@@ -181,9 +181,10 @@ def summary_lines(best: pd.DataFrame, n_train: int) -> str:
     for _, r in best.iterrows():
         if math.isnan(r["best xi"]):
             continue
-        gain = r["ppl at best / at xi=0"]
-        lines.append(f"n_eval {int(r['n_eval'])} ({r['rope']} RoPE): best xi {r['best xi']:g} on the grid, "
-                     f"xi* {r['xi* (parabola)']:.2f} (parabola), ppl {r['ppl at best']:.3f}"
+        gain, vertex = r["ppl at best / at xi=0"], r["xi* (parabola)"]
+        lines.append(f"n_eval {int(r['n_eval'])} ({r['rope']} RoPE): best xi {r['best xi']:g} on the grid"
+                     + (" (its edge)" if math.isnan(vertex) else f", xi* {vertex:.2f} (parabola)")
+                     + f", ppl {r['ppl at best']:.3f}"
                      + ("" if math.isnan(gain) else f" = {gain:.4f} x its ppl at xi = 0"))
     return "\n".join(lines)
 
