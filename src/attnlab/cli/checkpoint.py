@@ -131,7 +131,7 @@ def temperature(cfg) -> str:
     "own or dynamic-NTK RoPE, and score the back half of each window; the argmin xi per n_eval (Hayase & Karakida "
     "2026 §3, App. A.2).", "XiSweepConfig")
 def xi_sweep(cfg) -> str:
-    return (f"back-half sliding-window loss of {cfg.model} per n_eval, RoPE and xi ({cfg.windows} windows per "
+    return (f"back-half sliding-window loss of {cfg.model} per n_eval, RoPE and xi ({cfg.windows} window(s) per "
             "n_eval; Hayase & Karakida 2026 App. A.2): mean cross-entropy of the scored tokens, ppl = exp, "
             "standard error over windows")
 
@@ -143,9 +143,8 @@ def xi_sweep(cfg) -> str:
     "half-IQRs, and Cor. 4.9's xi_Lambda = xi_alpha - xi_Delta + 1, as `attnlab temperature` fits a "
     "checkpoint's own rows.", "FitXiConfig")
 def fit_xi(cfg) -> str:
-    unit = ", ".join(f"axis {a}" for a in cfg.unit_axes) or "row"
     return (f"growth exponents of the rows of {len(cfg.scores)} score file(s) (Hayase & Karakida 2026 §4.5.1): "
-            f"xi_hat with its half-IQR over bootstrap resamples of the unit ({unit})")
+            f"xi_hat with its half-IQR over bootstrap resamples of the unit ({', '.join(cfg.unit)})")
 
 
 def _diagnose_errors() -> tuple[type[BaseException], ...]:
