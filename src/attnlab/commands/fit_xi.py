@@ -37,7 +37,7 @@ from .temperature import READABLE, TRIPLE, exponents, per_n, summary_line
 @dataclass(frozen=True, kw_only=True)
 class FitXiConfig:
     scores: tuple[Path, ...] = option(help="score tensor files (.npy, .safetensors, .pt), keys on the last axis",
-                                      positional=True)
+                                      positional=True, metavar="FILE")
     key: str | None = option(None, "tensor name inside files holding several")
     mask_key: str | None = option(None, "name of a boolean tensor in each file, True where a key may be attended, "
                                         "broadcasting to its scores")
