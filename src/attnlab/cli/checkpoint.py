@@ -1,5 +1,5 @@
 """Commands on a checkpoint: ``audit``, ``lengths``, ``substitute``, ``ablate``, ``heads``, ``temperature``,
-and ``diagnose`` on a saved score tensor."""
+``xi-sweep``, ``matched``; ``diagnose`` and ``fit-xi`` on saved score tensors."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ OVERWRITE_HELP = "replace what --out holds even when it is another run's or not 
 def output(command_name: str) -> type:
     """The ``--out DIR`` (default runs/<command>), ``--overwrite`` and ``--no-progress`` options of a
     checkpoint command."""
-    return dataclasses.make_dataclass(f"{command_name.title()}Output", [
+    return dataclasses.make_dataclass(f"{command_name.title().replace('-', '')}Output", [
         ("out", Path, option(Path("runs") / command_name, "output folder", metavar="DIR")),
         ("overwrite", bool, option(False, OVERWRITE_HELP)),
         ("no_progress", bool, option(False, PROGRESS_HELP))],
@@ -48,12 +48,15 @@ def _report(result: dict, what: str) -> int:
 
 def _checkpoint_command(name: str, help: str, description: str,
                         config: str) -> Callable[[Callable[..., str]], Callable[..., str]]:
-    """Declare checkpoint command ``name`` on ``attnlab.commands.<name>``, whose ``run(cfg, out,
-    overwrite=...)`` makes the result; the decorated function says in one line what the printed table is."""
+    """Declare checkpoint command ``name`` on ``attnlab.commands.<name>`` (a hyphen in the name is an underscore
+    in the module's), whose ``run(cfg, out, overwrite=...)`` makes the result; the decorated function says in
+    one line what the printed table is."""
+    module = f"attnlab.commands.{name.replace('-', '_')}"
+
     def add(what: Callable[..., str]) -> Callable[..., str]:
-        @command(name, help, description, f"attnlab.commands.{name}:{config}", output(name), errors=_errors)
+        @command(name, help, description, f"{module}:{config}", output(name), errors=_errors)
         def handler(cfg, out) -> int:
-            run = importlib.import_module(f"attnlab.commands.{name}").run
+            run = importlib.import_module(module).run
             return _report(run(cfg, out.out, overwrite=out.overwrite, progress=not out.no_progress), what(cfg))
 
         return what
@@ -118,6 +121,30 @@ def heads(cfg) -> str:
 def temperature(cfg) -> str:
     return (f"contact triples of {cfg.model} at n = {' '.join(map(str, cfg.n))} ({cfg.docs} documents, "
             f"{cfg.suite}; Hayase & Karakida 2026 §4.5): bucket means of log X over non-tied rows")
+
+
+@_checkpoint_command(
+    "xi-sweep", "back-half perplexity under the length multiplier m(n; xi), per xi and n_eval (Hayase & Karakida "
+                "2026 Fig. 1a-b)",
+    "Cut a text into windows of n_eval = ratio x n_train tokens; per xi multiply every attention layer's logits by "
+    "m(n; xi) = max(1, log n / log n_train)^xi (xi = 0: the model's own forward, bit for bit), with the model's "
+    "own or dynamic-NTK RoPE, and score the back half of each window; the argmin xi per n_eval (Hayase & Karakida "
+    "2026 §3, App. A.2).", "XiSweepConfig")
+def xi_sweep(cfg) -> str:
+    return (f"back-half sliding-window loss of {cfg.model} per n_eval, RoPE and xi ({cfg.windows} window(s) per "
+            "n_eval; Hayase & Karakida 2026 App. A.2): mean cross-entropy of the scored tokens, ppl = exp, "
+            "standard error over windows")
+
+
+@_checkpoint_command(
+    "fit-xi", "xi_hat_Lambda, xi_hat_alpha, xi_hat_Delta of saved score rows (Hayase & Karakida 2026 §4.5.1)",
+    "Score tensors from any source (keys last; a row's n is its allowed keys: -inf, --mask-key or --causal mark "
+    "the others): the contact triple of every row, the bucket-mean OLS slopes on log log n with bootstrap "
+    "half-IQRs, and Cor. 4.9's xi_Lambda = xi_alpha - xi_Delta + 1, as `attnlab temperature` fits a "
+    "checkpoint's own rows.", "FitXiConfig")
+def fit_xi(cfg) -> str:
+    return (f"growth exponents of the rows of {len(cfg.scores)} score file(s) (Hayase & Karakida 2026 §4.5.1): "
+            f"xi_hat with its half-IQR over bootstrap resamples of the unit ({', '.join(cfg.unit)})")
 
 
 def _diagnose_errors() -> tuple[type[BaseException], ...]:

@@ -31,6 +31,7 @@ from .runs import (CheckpointRun, RunError, check_count, context_length, load, r
 
 TEXT = "text"
 TRIPLE = {"Lambda": "lambda_n", "alpha": "alpha_n", "Delta": "contact_gap"}
+READABLE = ("active", "dead", "saturated")  # the row statuses that have a contact triple (diagnostics.rows)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,23 +70,30 @@ def documents(model, tokenizer, cfg: TemperatureConfig) -> list[tuple[int, ...]]
             raise RunError(f"suite {cfg.suite} built a {short}-token prompt for --n {need}; use --suite text, "
                            "induction or copying (exact lengths)")
         return [p.input_ids[:need] for p in prompts]
-    if cfg.text is None:
-        texts = [tasks.generic_text(2 * need, seed=cfg.seed + i) for i in range(cfg.docs)]
-        ids = [tuple(with_bos(tokenizer, tokenizer(t, add_special_tokens=True)["input_ids"], cfg.bos)[:need])
+    return token_windows(tokenizer, need, cfg.docs, seed=cfg.seed, bos=cfg.bos, text=cfg.text)
+
+
+def token_windows(tokenizer, length: int, count: int, *, seed: int, bos: bool,
+                  text: str | None) -> list[tuple[int, ...]]:
+    """Up to ``count`` sequences of ``length`` tokens: the first non-overlapping windows of the ``text`` file
+    (fewer when the file is short), else ``count`` generated documents, one seed each from ``seed``; with
+    ``bos`` each starts with the BOS token."""
+    if text is None:
+        texts = [tasks.generic_text(2 * length, seed=seed + i) for i in range(count)]
+        ids = [tuple(with_bos(tokenizer, tokenizer(t, add_special_tokens=True)["input_ids"], bos)[:length])
                for t in texts]
-        if min(map(len, ids)) < need:
-            raise RunError(f"the tokenizer made fewer than {need} tokens of {2 * need} generated words; "
+        if min(map(len, ids)) < length:
+            raise RunError(f"the tokenizer made fewer than {length} tokens of {2 * length} generated words; "
                            "pass --text FILE")
         return ids
-    ids = tokenizer(read_text(cfg.text, "--text"), add_special_tokens=True)["input_ids"]
-    if cfg.bos:  # every window, not only the file's first, starts with the BOS token
+    ids = tokenizer(read_text(text, "--text"), add_special_tokens=True)["input_ids"]
+    if bos:  # every window, not only the file's first, starts with the BOS token
         ids = with_bos(tokenizer, ids, True)[1:]
-    step = need - cfg.bos
-    windows = [tuple(with_bos(tokenizer, ids[i:i + step], cfg.bos)) for i in range(0, len(ids) - step + 1, step)]
-    windows = windows[:cfg.docs]
+    step = length - bos
+    windows = [tuple(with_bos(tokenizer, ids[i:i + step], bos)) for i in range(0, len(ids) - step + 1, step)]
     if not windows:
-        raise RunError(f"--text {cfg.text} has {len(ids)} tokens, fewer than the {need} that --n needs")
-    return windows
+        raise RunError(f"--text {text} has {len(ids)} tokens, fewer than the {length} of one window")
+    return windows[:count]
 
 
 def per_n(rows: pd.DataFrame) -> pd.DataFrame:
@@ -102,16 +110,26 @@ def per_n(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
-def exponents(rows: pd.DataFrame, n_boot: int, seed: int) -> tuple[pd.DataFrame, dict]:
-    """xi_hat of Lambda, alpha and Delta with bootstrap half-IQRs over (layer, head), and Cor. 4.9."""
+def exponents(rows: pd.DataFrame, n_boot: int, seed: int,
+              unit: tuple[str, ...] = ("layer", "head")) -> tuple[pd.DataFrame, dict]:
+    """xi_hat of Lambda, alpha and Delta with bootstrap half-IQRs over the ``unit`` columns ((layer, head), as
+    Hayase & Karakida 2026 §4.5.1 resamples a pretrained model's rows), and Cor. 4.9."""
     tie = tie_mask(rows["lambda_n"])
-    fits = {name: exponent(rows["n_keys"], rows[col], exclude=tie, unit=rows[["layer", "head"]], n_boot=n_boot,
+    fits = {name: exponent(rows["n_keys"], rows[col], exclude=tie, unit=rows[list(unit)], n_boot=n_boot,
                            seed=seed) for name, col in TRIPLE.items()}
     table = pd.DataFrame([{"exponent": f"xi_{name}", "xi_hat": f["xi_hat"], "half_iqr": f["half_iqr"],
                            "buckets": f["n_buckets"], "rows used": int(sum(f["bucket_count"])),
                            "excluded (ties)": f["n_excluded"], "invalid": f["n_invalid"]}
                           for name, f in fits.items()])
     return table, check_cor49(fits["Lambda"], fits["alpha"], fits["Delta"])
+
+
+def summary_line(fits: pd.DataFrame, cor49: dict, n_boot: int, unit: tuple[str, ...]) -> str:
+    """xi_hat_Lambda with its half-IQR and Cor. 4.9's xi_alpha - xi_Delta + 1, in one line."""
+    xi = fits.set_index("exponent")
+    return (f"xi_hat_Lambda = {xi.loc['xi_Lambda', 'xi_hat']:.3f} +- {xi.loc['xi_Lambda', 'half_iqr']:.3f} "
+            f"(half-IQR, B = {n_boot} over ({', '.join(unit)})); xi_alpha - xi_Delta + 1 = "
+            f"{cor49['predicted']:.3f}, residual {cor49['residual']:.2e}")
 
 
 def run(cfg: TemperatureConfig, out: str | Path, *, progress: bool = True, overwrite: bool = False) -> dict:
@@ -129,17 +147,14 @@ def run(cfg: TemperatureConfig, out: str | Path, *, progress: bool = True, overw
         paths = read_rows(model, readings, {"contact": RowOptions.make(p=2, eps=cfg.eps)}, stage, config=config,
                           device=cfg.device, block=cfg.block, desc="temperature", progress=progress)
         rows = pd.read_parquet(paths["contact"], columns=["layer", "head", "n_keys", "status", *TRIPLE.values()])
-        rows = rows[rows["status"].isin(("active", "dead", "saturated"))]
+        rows = rows[rows["status"].isin(READABLE)]
         table = per_n(rows)
         fits, cor49 = exponents(rows, cfg.n_boot, cfg.seed)
         config["cor49"] = cor49
         write_table(stage / "temperature", table)
         write_table(stage / "exponents", fits)
         write_json(stage / "config.json", json.loads(json.dumps(config, default=str)))
-    xi = fits.set_index("exponent")
-    summary = (f"xi_hat_Lambda = {xi.loc['xi_Lambda', 'xi_hat']:.3f} +- {xi.loc['xi_Lambda', 'half_iqr']:.3f} "
-               f"(half-IQR, B = {cfg.n_boot} over (layer, head)); xi_alpha - xi_Delta + 1 = "
-               f"{cor49['predicted']:.3f}, residual {cor49['residual']:.2e}")
+    summary = summary_line(fits, cor49, cfg.n_boot, ("layer", "head"))
     final = Path(out)
     return {"table": table, "exponents": fits, "cor49": cor49, "summary": summary, "b_auto": None,
             "paths": {k: final / f for k, f in (("table", "temperature.csv"), ("exponents", "exponents.csv"),
