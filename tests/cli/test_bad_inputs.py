@@ -55,6 +55,8 @@ CASES = {
     "train over an earlier run": (["train", "{w}/tiny.yaml", "--out", "{w}/run", "--no-progress"],
                                   "already holds metrics.jsonl"),
     "train resume nothing": (["train", "{w}/tiny.yaml", "--resume", "--out", "{w}/none"], "does not exist"),
+    "release-replay not a run": (["release-replay", "{w}/mine"], "not a run folder with logged evaluations"),
+    "prepare over a user's folder": (["prepare", "--out", "{w}/mine"], "already exists"),
     # tasks, lengthgen, studies, report
     "tasks unbounded length": (["tasks", "copy", "--length", "100000000"], "too long to print"),
     "lengthgen unknown positions": (["lengthgen", "--pe", "rotary", "--out", "{w}/l"], "invalid choice: 'rotary'"),

@@ -1,5 +1,6 @@
 """The specialization figure draws, from a known curves table, one panel per probe with each run's curve over steps
-(solid control, dashed intervention, one colour per FFN) and a dotted line at each release step, as PNG and SVG."""
+(solid control, dashed intervention, one colour per architecture) and a dotted line at each release step, as PNG and
+SVG."""
 
 from __future__ import annotations
 
@@ -9,16 +10,17 @@ import pytest
 
 from attnlab.report import plot_specialization as ps
 
-PROBES = ("val_loss", "upper_entropy", "upper_logit", "upper_qk_sigma_max", "dppl_zero_qk", "lower_copy")
-RUNS = ("gelu_control", "gelu_intervention", "swiglu_control", "swiglu_intervention")
+PROBES = ("val_loss", "upper_entropy", "upper_logit", "upper_qk_sigma_max", "dppl_zero_qk", "lower_copy_excess")
+RUNS = (("gelu", "control"), ("gelu", "intervention"), ("swiglu", "control"), ("swiglu", "intervention"))
+LABELS = [f"{arch} {arm}" for arch, arm in RUNS]
 
 
 def _curves():
-    """A row per run and step, as the specialization study's curves table has them."""
+    """A row per run and step, as the specialization study's curves table has them (one seed)."""
     rng = np.random.default_rng(0)
     steps = [0, 50, 100, 150]
-    rows = [{"run": run, "step": step, "tokens": 1000 * step, **{p: float(rng.uniform(0, 3)) for p in PROBES}}
-            for run in RUNS for step in steps]
+    rows = [{"run": f"{arch}_{arm}_seed0", "arch": arch, "arm": arm, "seed": 0, "step": step, "tokens": 1000 * step,
+             **{p: float(rng.uniform(0, 3)) for p in PROBES}} for arch, arm in RUNS for step in steps]
     return pd.DataFrame(rows)
 
 
@@ -31,18 +33,19 @@ def test_one_panel_per_probe_with_each_runs_curve_over_steps(tmp_path, drawn):
     for ax, probe in zip(fig.axes, PROBES):
         assert ax.get_title() == ps.LABELS[probe] and ax.get_xlabel() == "step"
         runs = [line for line in ax.lines if line.get_linestyle() != ":"]
-        assert [line.get_label() for line in runs] == [run.replace("_", " ") for run in RUNS]
-        for line, run in zip(runs, RUNS):
-            part = curves[curves.run == run]
+        assert [line.get_label() for line in runs] == LABELS
+        for line, (arch, arm) in zip(runs, RUNS):
+            part = curves[(curves.arch == arch) & (curves.arm == arm)]
             assert list(line.get_xdata()) == part.step.tolist() and list(line.get_ydata()) == part[probe].tolist()
 
 
 def test_arms_are_told_by_line_style_and_ffns_by_colour(tmp_path, drawn):
     ps.plot_probe_curves(_curves(), PROBES, {}, tmp_path / "c")
     runs = {line.get_label(): line for line in drawn[0].axes[0].lines}
-    assert [runs[r.replace("_", " ")].get_linestyle() for r in RUNS] == ["-", "--", "-", "--"]
-    colours = [runs[r.replace("_", " ")].get_color() for r in RUNS]
-    assert colours[0] == colours[1] == ps.COLORS["gelu"] and colours[2] == colours[3] == ps.COLORS["swiglu"]
+    assert [runs[label].get_linestyle() for label in LABELS] == ["-", "--", "-", "--"]
+    colours = [runs[label].get_color() for label in LABELS]
+    # one colour per architecture, in the order they first appear
+    assert colours[0] == colours[1] == ps.COLORS[0] and colours[2] == colours[3] == ps.COLORS[1]
 
 
 @pytest.mark.parametrize("released", [{}, {"gelu": 50}, {"gelu": 50, "swiglu": 100}])
@@ -50,6 +53,7 @@ def test_each_release_is_a_dotted_line_in_its_ffns_colour_on_every_panel(tmp_pat
     ps.plot_probe_curves(_curves(), PROBES, released, tmp_path / "c")
     for ax in drawn[0].axes:
         dotted = [line for line in ax.lines if line.get_linestyle() == ":"]
+        colour = {"gelu": ps.COLORS[0], "swiglu": ps.COLORS[1]}
         assert [(line.get_xdata()[0], line.get_color()) for line in dotted] == [
-            (step, ps.COLORS[ffn]) for ffn, step in released.items()]
+            (step, colour[arch]) for arch, step in released.items()]
 

@@ -28,12 +28,12 @@ from tqdm import tqdm
 from .. import io
 from ..model.config import ConfigError, ModelConfig
 from ..model.decoder import Decoder, loss
+from ..workers import world_size
 from . import checkpoint as ckpt
 from . import probes
 from .config import SECTIONS, RunConfig
 from .data import DEFAULT_VAL_FRACTION, Batches, TextStream, TokenWindows, load_tokenizer, text_files
 from .optim import cosine_lr, make_optimizer, set_lr, upper_qk_names
-from ..workers import world_size
 from .release import Release, cadence_warnings
 from .shards import ShardStream
 
