@@ -34,7 +34,7 @@ from ..registry import Registry
 from ..report.plot_specialization import plot_probe_curves
 from ..report.sections import Figure, Finding, Section, Table
 from ..train.config import RunConfig
-from ..train.trainer import Trainer, outcome
+from ..train.trainer import Trainer
 from ..workers import run_all
 from .runner import Study, StudyConfig, StudyError, load_config, register, section
 
@@ -136,14 +136,16 @@ def final_loss(model: torch.nn.Module, stream, batch: int, batches: int) -> dict
 
 def train_run(plan: dict[str, Any], arch: str, arm: str, seed: int, shards: str | None, folder: Path,
               progress: bool) -> dict:
-    """Train (or resume) one run, then score its final model on ``final_batches`` validation batches (once:
-    ``FINAL`` in the run folder)."""
+    """Train (or resume) one run, then score its final model on ``final_batches`` validation batches and keep
+    that with the run's release reason, throughput and warnings (once: ``FINAL`` in the run folder, the raw
+    result the summary reads; a run's summary.json may be deleted without changing the report)."""
     out = folder / "runs" / run_name(arch, arm, seed)
     # A finished run only loads its last checkpoint and returns its summary.
     trainer = Trainer(run_config(plan, arch, arm, seed, shards), out, resume=True, progress=progress)
     summary = trainer.run()
     if not (out / FINAL).is_file():
-        io.write_json(out / FINAL, final_loss(trainer.model, trainer.stream, plan["batch"], plan["final_batches"]))
+        io.write_json(out / FINAL, {**final_loss(trainer.model, trainer.stream, plan["batch"], plan["final_batches"]),
+                                    **{k: summary[k] for k in ("release_reason", "tokens_per_s", "warnings")}})
     return summary
 
 
@@ -161,25 +163,25 @@ def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
 
 
 def read_runs(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per run its settings and final figures (``trainer.outcome``, summary.json), and every run's eval.csv
-    stacked (columns run, arch, arm, seed, step, tokens, the probes): all from the runs' files."""
+    """Per run its settings and final figures (``FINAL``; the release step from the last evaluation), and every
+    run's eval.csv stacked (columns run, arch, arm, seed, step, tokens, the probes): all from the runs' files."""
     cfg = load_config(folder)
     plan = BUDGETS[cfg.budget]
     rows, curves = [], []
     for arch, arm, seed in plan_runs(plan, cfg.seed):
         name = run_name(arch, arm, seed)
         run = folder / "runs" / name
-        final = {**outcome(run), **json.loads((run / FINAL).read_text())}
-        summary = json.loads((run / "summary.json").read_text())
+        final = json.loads((run / FINAL).read_text())
         frame = pd.read_csv(run / "eval.csv")
+        released = frame.released_at.iloc[-1]
+        released = None if pd.isna(released) else int(released)
         rows.append({"run": name, "arch": arch, "arm": arm, "seed": seed, "final_val_loss": final["val_loss"],
                      "final_val_ppl": final["val_ppl"], "final_tokens": final["tokens"],
-                     "last_eval_val_loss": float(frame.val_loss.iloc[-1]), "released_at": final["released_at"],
-                     "release_reason": summary.get("release_reason"),
-                     "released_fraction": (final["released_at"] / plan["steps"] if final["released_at"] is not None
-                                           else math.nan),
+                     "last_eval_val_loss": float(frame.val_loss.iloc[-1]), "released_at": released,
+                     "release_reason": final["release_reason"],
+                     "released_fraction": released / plan["steps"] if released is not None else math.nan,
                      "lower_copy_chance": float(frame.lower_copy_chance.mean()),
-                     "tokens_per_s": summary.get("tokens_per_s"), "warnings": len(summary.get("warnings") or ())})
+                     "tokens_per_s": final["tokens_per_s"], "warnings": len(final["warnings"])})
         curves.append(frame.assign(run=name, arch=arch, arm=arm, seed=seed,
                                    tokens=frame.step * plan["batch"] * plan["context"])
                       [["run", "arch", "arm", "seed", "step", "tokens", *CURVES, "lower_copy", "lower_copy_chance"]])
@@ -327,7 +329,7 @@ def summarize(folder: Path) -> Section:
                  for r in intervention.itertuples()) + ".",
              f"Throughput: {runs.tokens_per_s.min():,.0f}-{runs.tokens_per_s.max():,.0f} tokens/s per run."]
     if runs.warnings.sum():
-        notes.append(f"{int(runs.warnings.sum())} run warnings (see each run's summary.json).")
+        notes.append(f"{int(runs.warnings.sum())} run warnings (in each run's {FINAL} and summary.json).")
     return section(
         "specialization", folder,
         question="Does slowing the upper layers' W_Q and W_K early in pretraining lower the final loss, paired "
