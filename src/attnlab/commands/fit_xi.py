@@ -27,11 +27,12 @@ import numpy as np
 import pandas as pd
 
 from .. import options
+from ..diagnostics.stats import UNREADABLE
 from ..io import check_output, load_tensor, write_json, write_parquet, write_table
 from ..options import option
 from .diagnose import causal_mask
 from .runs import RunError, check_count, settings, staged_output
-from .temperature import READABLE, TRIPLE, exponents, per_n, summary_line
+from .temperature import TRIPLE, exponents, per_n, summary_line
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,7 +115,7 @@ def file_rows(path: Path, file: int, cfg: FitXiConfig) -> pd.DataFrame:
 
 def on_grid(rows: pd.DataFrame, n: tuple[int, ...]) -> pd.DataFrame:
     """The readable rows whose n is on the grid: ``n``, or every n >= 2 the readable rows have."""
-    readable = rows[rows["status"].isin(READABLE)]
+    readable = rows[~rows["status"].isin(UNREADABLE)]
     have = sorted(int(x) for x in readable["n_keys"].unique())
     shown = f"{have[:8]}{' ...' if len(have) > 8 else ''}"
     missing = [x for x in n if x not in have]
@@ -139,7 +140,7 @@ def run(cfg: FitXiConfig, out: str | Path, *, progress: bool = True, overwrite: 
     table = per_n(rows)
     fits, cor49 = exponents(rows, cfg.n_boot, cfg.seed, unit=cfg.unit)
     config = {**asdict(cfg), "rows read": len(read), "rows fitted": len(rows),
-              "unreadable": int((~read["status"].isin(READABLE)).sum()), "cor49": cor49}
+              "unreadable": int(read["status"].isin(UNREADABLE).sum()), "cor49": cor49}
     config = json.loads(json.dumps(config, default=str))
     with staged_output(out) as stage:
         write_parquet(stage / "rows_contact.parquet", rows, metadata=config)

@@ -22,7 +22,7 @@ import pandas as pd
 
 from .. import hooks, options, tasks
 from ..diagnostics import RowOptions
-from ..diagnostics.stats import check_cor49, exponent, tie_mask
+from ..diagnostics.stats import UNREADABLE, check_cor49, exponent, tie_mask
 from ..io import check_output, write_json, write_table
 from ..options import option
 from .readout import Reading, read_rows
@@ -31,7 +31,6 @@ from .runs import (CheckpointRun, RunError, check_count, context_length, load, r
 
 TEXT = "text"
 TRIPLE = {"Lambda": "lambda_n", "alpha": "alpha_n", "Delta": "contact_gap"}
-READABLE = ("active", "dead", "saturated")  # the row statuses that have a contact triple (diagnostics.rows)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -147,7 +146,7 @@ def run(cfg: TemperatureConfig, out: str | Path, *, progress: bool = True, overw
         paths = read_rows(model, readings, {"contact": RowOptions.make(p=2, eps=cfg.eps)}, stage, config=config,
                           device=cfg.device, block=cfg.block, desc="temperature", progress=progress)
         rows = pd.read_parquet(paths["contact"], columns=["layer", "head", "n_keys", "status", *TRIPLE.values()])
-        rows = rows[rows["status"].isin(READABLE)]
+        rows = rows[~rows["status"].isin(UNREADABLE)]
         table = per_n(rows)
         fits, cor49 = exponents(rows, cfg.n_boot, cfg.seed)
         config["cor49"] = cor49
