@@ -300,7 +300,17 @@ def test_exponent_recovers_noisy_xi_with_bootstrap_half_iqr():
         assert 0.003 < res["half_iqr"] < 0.1
         assert abs(res["xi_hat"] - xi) < 4 * res["half_iqr"]
         assert res["n_units"] == 96 and res["n_boot_valid"] == 200
-    assert math.isnan(stats.exponent(n, x)["half_iqr"])  # no unit, no interval
+    assert all(math.isnan(stats.exponent(n, x)[k]) for k in ("half_iqr", "lo", "hi"))  # no unit, no interval
+
+
+def test_exponent_percentile_interval_covers_xi_about_95_percent_of_the_time():
+    hits = 0
+    for seed in range(100):
+        n, x, unit = synthetic(0.7, seed, units=24, per_cell=5)
+        res = stats.exponent(n, x, unit=unit, seed=seed)
+        assert res["lo"] < res["xi_hat"] < res["hi"] and res["hi"] - res["lo"] > 2 * res["half_iqr"]
+        hits += res["lo"] <= 0.7 <= res["hi"]
+    assert 0.88 <= hits / 100 <= 1.0
 
 
 def test_exponent_identical_units_give_zero_half_iqr():

@@ -1,5 +1,5 @@
-"""study temperature: the verdicts follow the side of 1 of xi_hat_Lambda and xi*_beta, and of the pretrained
-model's xi_hat_Lambda band, on known folders; the study's pieces (beta_n fit, contact rows, back-half sweep, the
+"""study temperature: the verdicts follow the 95% intervals of xi_hat_Lambda, xi_hat_beta and xi*_PPL against 1 and
+each other, and the pretrained model's xi_hat_Lambda band, on known folders; the study's pieces (beta_n fit, contact rows, back-half sweep, the
 real-model part on a tiny checkpoint) are right, resumable, end to end runnable and summarized from files alone."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ REAL_TINY = {"n": [16, 32, 64], "docs": 2, "n_boot": 20}
 
 
 def _hand_folder(folder: Path, *, xi_alpha: float, xi_delta: float, beta: np.ndarray, val_loss: float = 1.0,
-                 best_xi: float = 1.5, model: str | None = None) -> Path:
+                 best_xi: float = 0.5, model: str | None = None) -> Path:
     """A study folder with raw results whose answer is known: alpha_n = a_u (log n)^xi_alpha and
     Delta_n = d_u (log n)^xi_delta per unit u = (seed, layer, head), Lambda_n by the contact formula (4.4)
     (so xi_Lambda = xi_alpha - xi_Delta + 1 exactly); the sweep's loss is smallest at ``best_xi``."""
@@ -93,8 +93,15 @@ def test_summarize_reads_known_exponents_and_writes_tables(tmp_path, no_plots):
     per_n = pd.read_csv(folder / "contact_per_n.csv")
     assert per_n["ties"].sum() == 1 and list(per_n["n"]) == GRID
     sweep = pd.read_csv(folder / "sweep.csv")
-    assert list(sweep["best xi"]) == [1.5, 1.5]
-    assert [f.verdict for f in section.findings] == ["reproduced", "reproduced"]
+    assert list(sweep["best xi"]) == [0.5, 0.5]
+    comparison = pd.read_csv(folder / "comparison.csv").set_index("estimate")
+    assert comparison.loc["xi_hat_Lambda", ["value", "lo", "hi"]].tolist() == pytest.approx([0.5] * 3, abs=1e-9)
+    assert comparison.loc["xi_hat_beta", ["value", "lo", "hi"]].tolist() == pytest.approx([0.4] * 3, abs=1e-9)
+    assert comparison.loc["xi_hat_Lambda - xi_hat_beta", "value"] == pytest.approx(0.1, abs=1e-9)
+    assert comparison.loc["xi*_PPL at n_eval = 512", ["value", "lo", "hi"]].tolist() == pytest.approx([0.5] * 3)
+    assert "xi*_PPL at n_eval = 256" not in comparison.index  # the training window: m = 1, nothing to optimize
+    assert (comparison["side of 1"].dropna() == "below 1").all()
+    assert [f.verdict for f in section.findings] == ["reproduced"] * 4
     for table in section.tables:
         assert (folder / f"{table.stem}.csv").is_file() and (folder / f"{table.stem}.md").is_file()
     assert json.loads((folder / "section.json").read_text())["study"] == "temperature"
@@ -106,12 +113,61 @@ def test_summarize_reads_known_exponents_and_writes_tables(tmp_path, no_plots):
     (-0.9, -0.4, 2.0, 1.0, "not reproduced"),  # xi_Lambda = 0.5 below 1, beta above
     (-0.9, -0.4, 0.4, 5.0, "not checked"),  # validation loss near the uniform guess: nothing learned
     (-0.9, -0.4, None, 1.0, "not checked"),  # beta_n still at its init 1
+    (-0.9, -0.4, "noisy", 1.0, "not reproduced"),  # both points below 1, but xi_hat_beta's interval reaches 1
 ])
 def test_verdict_follows_the_sides_of_one(tmp_path, no_plots, xi_alpha, xi_delta, beta_xi, val_loss, verdict):
-    beta = np.ones(256) if beta_xi is None else _power(beta_xi)
+    if beta_xi == "noisy":
+        beta = _power(0.9) * np.exp(np.random.default_rng(1).normal(0, 0.05, 256))
+    else:
+        beta = np.ones(256) if beta_xi is None else _power(beta_xi)
     folder = _hand_folder(tmp_path / "s", xi_alpha=xi_alpha, xi_delta=xi_delta, beta=beta, val_loss=val_loss)
     finding = st.summarize(folder).findings[0]
     assert finding.verdict == verdict, finding.evidence
+
+
+@pytest.mark.parametrize(("xi_alpha", "xi_delta", "beta_xi", "best_xi", "verdicts"), [
+    (-0.9, -0.4, 0.4, 0.5, ["reproduced", "reproduced"]),
+    (-0.9, -0.4, 0.4, 1.5, ["reproduced", "not reproduced"]),  # xi*_PPL above 1, xi_hat_Lambda = 0.5 below
+    (-0.9, -0.4, 0.4, 1.0, ["reproduced", "not reproduced"]),  # xi*_PPL at 1: its side is not decided
+    (-0.5, -0.4, 0.2, 0.5, ["not reproduced", "reproduced"]),  # xi_hat_Lambda = 0.9 is 0.7 from xi_hat_beta
+    (-0.5, -1.0, 1.8, 2.0, ["reproduced", "reproduced"]),  # xi_hat_Lambda = 1.5: all above 1
+])
+def test_agreement_and_perplexity_verdicts(tmp_path, no_plots, xi_alpha, xi_delta, beta_xi, best_xi, verdicts):
+    folder = _hand_folder(tmp_path / "s", xi_alpha=xi_alpha, xi_delta=xi_delta, beta=_power(beta_xi),
+                          best_xi=best_xi)
+    agreement, ppl = st.summarize(folder).findings[1:3]
+    assert [agreement.verdict, ppl.verdict] == verdicts, (agreement.evidence, ppl.evidence)
+
+
+def test_beta_slope_t_interval_covers_the_true_exponent_95_percent_of_the_time():
+    n = np.arange(1, 257)
+    hits = 0
+    for r in range(400):
+        noise = np.exp(np.random.default_rng(r).normal(0, 0.03, 256))
+        fit = st.beta_slope(pd.DataFrame({"n": n, "beta_n": 0.8 * np.log(np.maximum(n, 2)) ** 0.6 * noise}), GRID)
+        assert fit["lo"] < fit["xi_hat"] < fit["hi"]
+        hits += fit["lo"] <= 0.6 <= fit["hi"]
+    assert 0.91 <= hits / 400 <= 0.98
+    assert math.isnan(st.beta_slope(pd.DataFrame({"n": n, "beta_n": -np.ones(256)}), GRID)["lo"])
+
+
+def test_sweep_optimum_finds_the_vertex_between_grid_points_with_a_window_interval():
+    xi = np.arange(0, 3.01, 0.5)
+    rng = np.random.default_rng(0)
+    lines = [{"n_eval": n_eval, "window": w, "xi": x, "tokens": 100,
+              "loss_sum": 100 * (2 + (x - best) ** 2 + rng.normal(0, 0.05) + 0.3 * w)}
+             for n_eval, best in ((512, 1.3), (1024, 3.4)) for w in range(12) for x in xi]
+    lines += [{"n_eval": 256, "window": w, "xi": x, "tokens": 100, "loss_sum": 200.0} for w in range(3) for x in xi]
+    opt = st.sweep_optimum(pd.DataFrame(lines), 256, 200, 0).set_index("n_eval")
+    assert list(opt.index) == [512, 1024] and (opt["windows"] == 12).all()
+    assert opt.loc[512, "lo"] < 1.3 < opt.loc[512, "hi"] and opt.loc[512, "hi"] - opt.loc[512, "lo"] < 0.3
+    assert opt.loc[512, "xi*_PPL"] == pytest.approx(1.3, abs=0.1)
+    assert opt.loc[1024].tolist()[1:] == [3.0, 3.0, 3.0]  # the argmin at the grid's edge is the edge
+
+
+def test_side_of_one():
+    assert [st.side_of_one(*b) for b in ((0.2, 0.9), (1.1, 2), (0.8, 1.2), (math.nan, 1))] == [
+        "below 1", "above 1", "contains 1", "undefined"]
 
 
 def test_beta_fit_mse_is_zero_at_the_true_exponent_and_grows_away():
@@ -161,7 +217,7 @@ def tiny_run(tmp_path_factory):
 
 def test_tiny_end_to_end_run_writes_a_section_and_the_raw_pieces(tiny_run):
     folder, section = tiny_run
-    assert section.study == "temperature" and len(section.findings) == 3
+    assert section.study == "temperature" and len(section.findings) == 5
     for fig in section.figures:
         assert (folder / f"{fig.stem}.png").stat().st_size > 0 and (folder / f"{fig.stem}.svg").is_file()
     rows = pd.read_parquet(folder / st.ROWS)
@@ -297,5 +353,5 @@ def test_sliding_window_rows_are_named_in_a_note_with_the_full_attention_fit(tmp
 def test_without_the_real_part_a_note_says_how_to_run_it(tmp_path, no_plots, model, words):
     folder = _hand_folder(tmp_path / "s", xi_alpha=-0.9, xi_delta=-0.4, beta=_power(0.4), model=model)
     section = st.summarize(folder)
-    assert len(section.findings) == 2 and not any(t.stem.startswith("real") for t in section.tables)
+    assert len(section.findings) == 4 and not any(t.stem.startswith("real") for t in section.tables)
     assert any(words in n for n in section.notes), section.notes

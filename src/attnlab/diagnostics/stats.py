@@ -407,10 +407,11 @@ def exponent(n, x, *, exclude=None, buckets=None, unit=None, n_boot: int = 200, 
     frame of label columns (e.g. df[["layer", "head"]] on Qwen, (seed, layer, head) on nanoGPT, or
     prompt); each of `n_boot` (default B = 200) resamples draws as many units as there are with
     replacement, recomputes every bucket mean from the drawn units' rows and refits the slope;
-    half_iqr = (q75 - q25) / 2 of those slopes. A resample that leaves a grid point of the fit without
-    rows has no slope and is left out (n_boot_valid counts the rest). unit=None: no bootstrap, NaN.
+    half_iqr = (q75 - q25) / 2 of those slopes, and lo, hi their 2.5 and 97.5 percentiles (a 95% percentile
+    interval). A resample that leaves a grid point of the fit without rows has no slope and is left out
+    (n_boot_valid counts the rest). unit=None: no bootstrap, NaN.
 
-    Returns a dict: xi_hat, half_iqr, n_buckets, grid (the n of the fit), bucket_mean, bucket_count
+    Returns a dict: xi_hat, half_iqr, lo, hi, n_buckets, grid (the n of the fit), bucket_mean, bucket_count
     (K(c, n)), n_rows, n_excluded, n_invalid, n_off_grid, n_units, n_boot_valid.
     """
     n_arr = _float_values(n, "n")
@@ -433,7 +434,8 @@ def exponent(n, x, *, exclude=None, buckets=None, unit=None, n_boot: int = 200, 
     t = np.log(np.log(grid[fit]))
     mean = sums[fit] / counts[fit]
     result = {
-        "xi_hat": float(_ols_slopes(t, mean)), "half_iqr": np.nan, "n_buckets": int(fit.sum()),
+        "xi_hat": float(_ols_slopes(t, mean)), "half_iqr": np.nan, "lo": np.nan, "hi": np.nan,
+        "n_buckets": int(fit.sum()),
         "grid": grid[fit].tolist(), "bucket_mean": mean.tolist(), "bucket_count": counts[fit].tolist(),
         "n_rows": len(n_arr), "n_excluded": int(excluded.sum()), "n_invalid": int((~excluded & ~valid).sum()),
         "n_off_grid": int((~excluded & valid & ~on_grid).sum()), "n_units": 0, "n_boot_valid": 0,
@@ -459,6 +461,7 @@ def exponent(n, x, *, exclude=None, buckets=None, unit=None, n_boot: int = 200, 
     if slopes.size:
         q25, q75 = np.percentile(slopes, [25, 75])
         result["half_iqr"] = float((q75 - q25) / 2)
+        result["lo"], result["hi"] = _percentile_interval(slopes, 0.95)
     return result
 
 
