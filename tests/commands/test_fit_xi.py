@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 
 import numpy as np
 import pandas as pd
@@ -14,7 +15,7 @@ import torch
 from safetensors.torch import save_file
 
 from attnlab.cli import main
-from attnlab.commands import fit_xi
+from attnlab.commands import fit_xi, sections
 from attnlab.commands.runs import RunError
 from attnlab.diagnostics import row_stats
 from attnlab.diagnostics.stats import exponent
@@ -112,6 +113,13 @@ def test_command_writes_its_tables(tmp_path, capsys):
     config = json.loads((out / "config.json").read_text())
     assert config["rows fitted"] == config["rows read"] == 24 and config["cor49"]["holds"]
     assert pd.read_csv(out / "fit_xi.csv")["n"].tolist() == list(LENGTHS)
+    # attnlab report reads the folder back, and its command line remakes it
+    section = sections.section(out)
+    assert section.study == "fit-xi" and [t.stem for t in section.tables] == ["exponents", "fit_xi"]
+    assert shlex.split(section.command) == ["attnlab", *argv[:5], "--n-boot", "20", "--out", str(out)]
+    assert "residual" in section.notes[-1] and "24 of 24 rows fitted" in section.notes[0]
+    assert main(["report", str(out)]) == 0
+    assert "Contact exponents of 4 score file(s)" in (out / "index.html").read_text()
 
 
 def test_bad_input_is_one_clear_error(tmp_path, capsys):

@@ -4,13 +4,15 @@ brute-force bucket-mean OLS slope."""
 from __future__ import annotations
 
 import dataclasses
+import shlex
+
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
 from attnlab import hooks
-from attnlab.commands import temperature
+from attnlab.commands import sections, temperature
 from attnlab.commands.runs import RunError
 from attnlab.diagnostics import row_stats
 
@@ -40,6 +42,14 @@ def test_rows_are_the_queries_that_see_n_keys_with_the_engines_triples(checkpoin
                 got = rows[(rows.prompt == i) & (rows.layer == layer) & (rows.n_keys == n)].sort_values("head")
                 for col in ("lambda_n", "alpha_n", "contact_gap"):
                     np.testing.assert_allclose(got[col].to_numpy(float), ref[col].to_numpy(float), rtol=1e-5)
+
+
+def test_report_section_reads_the_folder_back(result):
+    folder = result["paths"]["config"].parent
+    section = sections.section(folder)
+    assert section.study == "temperature" and [t.stem for t in section.tables] == ["exponents", "temperature"]
+    assert shlex.split(section.command)[:2] == ["attnlab", "temperature"] and "--n 12 20 33 48" in section.command
+    assert f"{result['cor49']['predicted']:.3f}" in section.notes[-1]
 
 
 def test_exponents_are_ols_slopes_of_bucket_means(result):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 
 import pandas as pd
 import pytest
@@ -14,7 +15,7 @@ import torch.nn.functional as F
 
 from attnlab import hooks
 from attnlab.cli import main
-from attnlab.commands import xi_sweep
+from attnlab.commands import sections, xi_sweep
 from attnlab.commands.runs import RunError
 from attnlab.commands.temperature import token_windows
 from attnlab.model.positions import dynamic_ntk_base, rope_frequencies
@@ -128,6 +129,10 @@ def test_command_writes_the_sweep_and_its_argmin(checkpoint, tmp_path, capsys):
     assert best.loc[(32, "plain"), "best xi"] == beyond.loc[beyond["back-half loss"].idxmin(), "xi"]
     config = json.loads((out / "config.json").read_text())
     assert config["n_train_used"] == 16 and config["n_eval"] == [16, 32]
+    section = sections.section(out)  # what attnlab report shows of the folder
+    assert section.study == "xi-sweep" and [t.stem for t in section.tables] == ["best_xi", "xi_sweep"]
+    assert shlex.split(section.command)[:2] == ["attnlab", "xi-sweep"] and section.command.endswith(str(out))
+    assert "--n-train 16" in section.command and "n_train = 16" in section.notes[0]
 
 
 def test_parabola_min_and_best_xi():

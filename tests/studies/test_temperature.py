@@ -1,6 +1,7 @@
 """study temperature: the verdicts follow the 95% intervals of xi_hat_Lambda, xi_hat_beta and xi*_PPL against 1 and
-each other, and the pretrained model's xi_hat_Lambda band, on known folders; the study's pieces (beta_n fit, contact rows, back-half sweep, the
-real-model part on a tiny checkpoint) are right, resumable, end to end runnable and summarized from files alone."""
+each other, and the pretrained model's xi_hat_Lambda band, on known folders; the study's pieces (beta_n fit, contact
+rows, back-half sweep, the real-model part on a tiny checkpoint) are right, resumable, end to end runnable and
+summarized from files alone."""
 
 from __future__ import annotations
 
@@ -90,6 +91,8 @@ def test_summarize_reads_known_exponents_and_writes_tables(tmp_path, no_plots):
     assert exps["xi_hat_Delta"] == pytest.approx(-0.4, abs=1e-9)
     assert exps["xi*_beta (M2 grid argmin)"] == pytest.approx(0.4)
     assert exps["xi_hat_beta (OLS on the n-grid)"] == pytest.approx(0.4, abs=1e-9)
+    assert exps["xi_hat_Lambda, eval seed 0"] == pytest.approx(0.5, abs=1e-9)
+    assert exps["xi_hat_Lambda, eval seed 1"] == pytest.approx(0.5, abs=1e-9)
     per_n = pd.read_csv(folder / "contact_per_n.csv")
     assert per_n["ties"].sum() == 1 and list(per_n["n"]) == GRID
     sweep = pd.read_csv(folder / "sweep.csv")

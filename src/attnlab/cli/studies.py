@@ -66,7 +66,8 @@ def study(cfg, opts: StudyOutput) -> int:
 @dataclass(frozen=True)
 class ReportOptions:
     folders: tuple[Path, ...] = option(help="study or demo folders, folders that audit, substitute, ablate, matched, "
-                                            "heads or lengths wrote, or folders holding them", positional=True,
+                                            "heads, lengths, temperature, xi-sweep or fit-xi wrote, or folders "
+                                            "holding them", positional=True,
                                        metavar="RUN_DIR")
     out: Path | None = option(None, "the HTML file (default: RUN_DIR/index.html when one folder is given)",
                               metavar="FILE")

@@ -29,10 +29,12 @@ import pandas as pd
 from .. import options
 from ..diagnostics.stats import UNREADABLE
 from ..io import check_output, load_tensor, write_json, write_parquet, write_table
-from ..options import option
+from ..options import command_line, option
+from ..report.sections import Section, Table
 from .diagnose import causal_mask
 from .runs import RunError, check_count, settings, staged_output
-from .temperature import TRIPLE, exponents, per_n, summary_line
+from .sections import register
+from .temperature import EXPONENTS_CAPTION, TRIPLE, cor49_note, exponents, per_n, summary_line
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -155,3 +157,19 @@ def run(cfg: FitXiConfig, out: str | Path, *, progress: bool = True, overwrite: 
     return {"table": fits, "per_n": table, "cor49": cor49, "summary": summary, "b_auto": None,
             "paths": {k: final / f for k, f in (("exponents", "exponents.csv"), ("per_n", "fit_xi.csv"),
                                                ("rows", "rows_contact.parquet"), ("config", "config.json"))}}
+
+
+@register("fit-xi", "fit_xi.csv")
+def report_section(folder: Path, config: dict) -> Section:
+    """The contact exponents of saved score rows (Hayase & Karakida 2026 §4.5.1)."""
+    unit = [f"axis{a}" for a in config["unit_axes"]] or ["file", "row"]
+    return Section(
+        study="fit-xi", title=f"Contact exponents of {len(config['scores'])} score file(s)",
+        source="Hayase & Karakida 2026",
+        question="How fast do Lambda_n, alpha_n and Delta_n of the saved score rows grow with log n?",
+        command=command_line("fit-xi", FitXiConfig, config, str(folder)),
+        tables=(Table("exponents", f"{EXPONENTS_CAPTION} ({', '.join(unit)})."),
+                Table("fit_xi", "Per n: rows, exact ties, and the bucket means of log Lambda_n, log alpha_n and "
+                                "log Delta_n over the non-tied rows.")),
+        notes=(f"{config['rows fitted']} of {config['rows read']} rows fitted ({config['unreadable']} unreadable).",
+               cor49_note(config)))

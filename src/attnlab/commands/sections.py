@@ -1,5 +1,6 @@
-"""What ``attnlab report`` shows for a folder a command wrote (audit, lengths, substitute, ablate, matched, heads):
-its tables, and the analyses the paper draws from them, recomputed from the folder's files.
+"""What ``attnlab report`` shows for a folder a command wrote (audit, lengths, substitute, ablate, matched, heads,
+temperature, xi-sweep, fit-xi): its tables, and the analyses the paper draws from them, recomputed from the
+folder's files.
 
 Each command declares its section next to its code with ``register``, naming the table file that marks
 its folders; ``section(folder)`` finds the command and builds the section.
@@ -17,7 +18,8 @@ from pathlib import Path
 from ..registry import Registry
 from ..report.sections import Section
 
-BUILTIN = ("audit", "lengths", "substitute", "ablate", "matched", "heads")
+# the modules of the built-in commands, which declare their sections on import
+BUILTIN = ("audit", "lengths", "substitute", "ablate", "matched", "heads", "temperature", "xi_sweep", "fit_xi")
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,7 @@ def comparisons(folders: list[Path], into: Path) -> list[tuple[Section, Path]]:
 
 
 def _entries() -> list[FolderSection]:
-    for name in BUILTIN:  # the built-in commands declare their sections on import
+    for name in BUILTIN:
         importlib.import_module(f".{name}", __package__)
     return list(SECTIONS.values())
 
@@ -85,5 +87,5 @@ def section(folder: str | Path) -> Section:
     folder = Path(folder)
     entry = command_of(folder)
     if entry is None:
-        raise ValueError(f"{folder} is not a finished folder of {', '.join(BUILTIN)}")
+        raise ValueError(f"{folder} is not a finished folder of {', '.join(e.name for e in _entries())}")
     return entry.build(folder, json.loads((folder / "config.json").read_text(encoding="utf-8")))

@@ -24,10 +24,12 @@ from .. import hooks, options, tasks
 from ..diagnostics import RowOptions
 from ..diagnostics.stats import UNREADABLE, check_cor49, exponent, tie_mask
 from ..io import check_output, write_json, write_table
-from ..options import option
+from ..options import command_line, option
+from ..report.sections import Section, Table
 from .readout import Reading, read_rows
 from .runs import (CheckpointRun, RunError, check_count, context_length, load, read_text, settings, staged_output,
                    suite_prompts, with_bos)
+from .sections import register
 
 TEXT = "text"
 TRIPLE = {"Lambda": "lambda_n", "alpha": "alpha_n", "Delta": "contact_gap"}
@@ -158,3 +160,28 @@ def run(cfg: TemperatureConfig, out: str | Path, *, progress: bool = True, overw
     return {"table": table, "exponents": fits, "cor49": cor49, "summary": summary, "b_auto": None,
             "paths": {k: final / f for k, f in (("table", "temperature.csv"), ("exponents", "exponents.csv"),
                                                ("rows", paths["contact"].name), ("config", "config.json"))}}
+
+
+EXPONENTS_CAPTION = ("xi_hat_Lambda, xi_hat_alpha, xi_hat_Delta: OLS slopes of the bucket means of log X on log log n "
+                     "(Hayase & Karakida 2026 §4.5.1), with the half-IQR of B bootstrap resamples over the units")
+
+
+def cor49_note(config: dict) -> str:
+    """Cor. 4.9's check as a report note, from a folder's config.json."""
+    cor = config["cor49"]
+    return (f"Cor. 4.9 (Hayase & Karakida 2026): xi_alpha - xi_Delta + 1 = {cor['predicted']:.3f}, residual "
+            f"{cor['residual']:.2e} from xi_hat_Lambda.")
+
+
+@register("temperature", "temperature.csv")
+def report_section(folder: Path, config: dict) -> Section:
+    """The contact exponents of a checkpoint's own rows (Hayase & Karakida 2026 §4.5.1)."""
+    return Section(
+        study="temperature", title=f"Contact exponents of {config['model']}", source="Hayase & Karakida 2026",
+        question="How fast do Lambda_n, alpha_n and Delta_n of the checkpoint's own score rows grow with log n?",
+        command=command_line("temperature", TemperatureConfig, config, str(folder)),
+        tables=(Table("exponents", f"{EXPONENTS_CAPTION} (layer, head)."),
+                Table("temperature", "Per n: rows, exact ties, and the bucket means of log Lambda_n, log alpha_n "
+                                     "and log Delta_n over the non-tied rows.")),
+        notes=(f"{config['documents']} documents; per layer and head ({config['layers']} x {config['heads']}) the "
+               f"query at n - 1 for n = {config['n']}.", cor49_note(config)))

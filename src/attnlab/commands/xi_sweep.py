@@ -31,9 +31,11 @@ from tqdm.auto import tqdm
 
 from .. import hooks, options
 from ..io import check_output, write_json, write_parquet, write_table
-from ..options import option
+from ..options import command_line, option
+from ..report.sections import Section, Table
 from ..site import DEFAULT_BLOCK
 from .runs import CheckpointRun, RunError, check_count, context_length, load, read_text, settings, staged_output
+from .sections import register
 from .temperature import token_windows
 
 ROPES = ("plain", "dynamic")
@@ -215,3 +217,18 @@ def run(cfg: XiSweepConfig, out: str | Path, *, progress: bool = True, overwrite
     return {"table": table, "best": best, "summary": summary_lines(best, n_train), "b_auto": None,
             "paths": {k: final / f for k, f in (("table", "xi_sweep.csv"), ("best", "best_xi.csv"),
                                                ("windows", "windows.parquet"), ("config", "config.json"))}}
+
+
+@register("xi-sweep", "xi_sweep.csv")
+def report_section(folder: Path, config: dict) -> Section:
+    """The back-half perplexity sweep over xi (Hayase & Karakida 2026 §3, Fig. 1a-b, App. A.2)."""
+    return Section(
+        study="xi-sweep", title=f"Inverse-temperature sweep of {config['model']}", source="Hayase & Karakida 2026",
+        question="Which exponent xi of the length multiplier m(n; xi) = max(1, log n / log n_train)^xi minimizes "
+                 "back-half perplexity past the training length?",
+        command=command_line("xi-sweep", XiSweepConfig, config, str(folder)),
+        tables=(Table("best_xi", "Per n_eval and RoPE: the grid argmin xi, its perplexity against xi = 0's, and "
+                                 "xi* of the parabola through the argmin and its neighbours."),
+                Table("xi_sweep", "Per n_eval, RoPE and xi: back-half loss (mean over windows), perplexity, the "
+                                  "loss's standard error over windows, windows and scored tokens.")),
+        notes=(f"n_train = {config['n_train_used']}; windows per n_eval: {config['windows_per_n_eval']}.",))

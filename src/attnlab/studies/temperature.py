@@ -72,17 +72,19 @@ EXPONENT_UNIT = ["seed", "layer", "head"]  # App. F: the nanoGPT bootstrap unit 
 REAL = "real"
 REAL_ROWS = "rows_contact.parquet"  # what ``temperature.run`` names its row table
 
-# smoke: a byte-level decoder on the standard library, minutes on two CPU cores. full: Hayase & Karakida App. A.3,
+# smoke: a byte-level decoder on the standard library, minutes on two CPU cores; 1500 steps, since after 500 beta_n's
+# growth and the sweep's optimum are still settling (xi_hat_beta 0.24 -> 0.18, xi*_PPL 1.0 -> 0.45 at 2x); three
+# evaluation seeds as App. F, and 32 sweep windows, which narrow xi*_PPL's interval. full: Hayase & Karakida App. A.3,
 # Table 3 (GPT-124M shape, AdamW 6e-4 -> 6e-5 cosine, warmup 1000, effective batch 2048 x 1024, bf16,
 # 100k iterations), the n-grid of §4.5.1 with three evaluation seeds of 16 windows (App. F), and a
 # sweep over the xi grid of App. G.1 at 1.5-4x the training window (the Qwen ratios of App. A.4).
 # every: the evaluation and checkpoint cadence (App. A.3 keeps a checkpoint every 5000 iterations).
 BUDGETS: dict[str, dict[str, Any]] = {
-    "smoke": {"context": 256, "layers": 2, "heads": 4, "d_model": 64, "steps": 500, "batch": 16, "accum": 1,
+    "smoke": {"context": 256, "layers": 2, "heads": 4, "d_model": 64, "steps": 1500, "batch": 16, "accum": 1,
               "lr": 3e-3, "min_lr": 3e-4, "warmup": 20, "precision": "fp32", "max_tokens": 1_000_000,
-              "every": 125, "n_grid": [16, 32, 64, 128, 192, 256], "n_min": 16, "eval_seeds": 2, "windows": 8,
+              "every": 375, "n_grid": [16, 32, 64, 128, 192, 256], "n_min": 16, "eval_seeds": 3, "windows": 16,
               "n_boot": 200, "eps": 1e-6, "xi_max": 3.0, "xi_step": 0.05,
-              "sweep_lengths": [256, 512, 1024], "sweep_xi": [0, 0.5, 1, 1.5, 2, 2.5, 3], "sweep_windows": 8,
+              "sweep_lengths": [256, 512, 1024], "sweep_xi": [0, 0.5, 1, 1.5, 2, 2.5, 3], "sweep_windows": 32,
               "sweep_batch": 8},
     "full": {"context": 1024, "layers": 12, "heads": 12, "d_model": 768, "steps": 100_000, "batch": 2048,
              "accum": 64, "lr": 6e-4, "min_lr": 6e-5, "warmup": 1000, "precision": "bf16", "max_tokens": None,
@@ -306,6 +308,12 @@ def contact_exponents(rows: pd.DataFrame, n_boot: int, seed: int) -> dict[str, d
                            seed=seed) for name, col in TRIPLE.items()}
 
 
+def per_seed_lambda(rows: pd.DataFrame, n_boot: int, seed: int) -> dict[int, dict]:
+    """xi_hat_Lambda of each evaluation seed's rows alone, with its bootstrap over (layer, head): the pooled
+    slope is the mean of these (Hayase & Karakida App. F), and their spread shows what one seed would say."""
+    return {int(s): contact_exponents(part, n_boot, seed)["Lambda"] for s, part in rows.groupby("seed")}
+
+
 def representative(rows: pd.DataFrame, table: pd.DataFrame) -> pd.Series:
     """Hayase & Karakida 2026 App. G.1: at the largest n, the non-tied row nearest the bucket mean in
     (log alpha_n, log Delta_n)."""
@@ -472,17 +480,20 @@ def real_part(cfg: StudyConfig, folder: Path) -> tuple[list[Finding], list[Table
             notes)
 
 
-def exponents_table(fits: dict[str, dict], cor49: dict, xi_beta: float, slope: dict[str, float],
-                    n_grid: list[int]) -> pd.DataFrame:
-    """The growth exponents read off the scores (half-IQR and 95% interval of the bootstrap over units), Cor.
-    4.9's xi_alpha - xi_Delta + 1, and the two fits of beta_n (M2 grid argmin; six-point OLS slope with its
-    SE in the half_iqr column and its t interval)."""
+def exponents_table(fits: dict[str, dict], per_seed: dict[int, dict], cor49: dict, xi_beta: float,
+                    slope: dict[str, float], n_grid: list[int]) -> pd.DataFrame:
+    """The growth exponents read off the scores (half-IQR and 95% interval of the bootstrap over units),
+    xi_hat_Lambda per evaluation seed, Cor. 4.9's xi_alpha - xi_Delta + 1, and the two fits of beta_n (M2 grid
+    argmin; six-point OLS slope with its SE in the half_iqr column and its t interval)."""
     blank = {"half_iqr": np.nan, "lo": np.nan, "hi": np.nan, "buckets": np.nan, "rows used": np.nan,
              "ties excluded": np.nan}
     return pd.DataFrame(
         [{"exponent": f"xi_hat_{k}", "read off": "attention scores", "value": f["xi_hat"],
           "half_iqr": f["half_iqr"], "lo": f["lo"], "hi": f["hi"], "buckets": f["n_buckets"],
           "rows used": int(sum(f["bucket_count"])), "ties excluded": f["n_excluded"]} for k, f in fits.items()]
+        + [{"exponent": f"xi_hat_Lambda, eval seed {s}", "read off": "attention scores", "value": f["xi_hat"],
+            "half_iqr": f["half_iqr"], "lo": f["lo"], "hi": f["hi"], "buckets": f["n_buckets"],
+            "rows used": int(sum(f["bucket_count"])), "ties excluded": f["n_excluded"]} for s, f in per_seed.items()]
         + [{**blank, "exponent": "xi_alpha - xi_Delta + 1", "read off": "Cor. 4.9", "value": cor49["predicted"]},
            {**blank, "exponent": "xi*_beta (M2 grid argmin)", "read off": "beta_n vector", "value": xi_beta},
            {**blank, "exponent": "xi_hat_beta (OLS on the n-grid)", "read off": "beta_n vector",
@@ -673,7 +684,8 @@ def summarize(folder: Path) -> Section:
     io.write_table(folder / "contact_per_n", table)
     fits = contact_exponents(rows, plan["n_boot"], cfg.seed)
     cor49 = check_cor49(fits["Lambda"], fits["alpha"], fits["Delta"])
-    io.write_table(folder / "exponents", exponents_table(fits, cor49, xi_beta, slope, plan["n_grid"]))
+    per_seed = per_seed_lambda(rows, plan["n_boot"], cfg.seed)
+    io.write_table(folder / "exponents", exponents_table(fits, per_seed, cor49, xi_beta, slope, plan["n_grid"]))
     plots.plot_bucket_means(table, fits, folder / "contact_exponents")
 
     # (c) N_n(t) of the representative row
@@ -719,7 +731,8 @@ def summarize(folder: Path) -> Section:
                                     "length past training (bootstrap over windows)."),
                 Table("exponents", "Growth exponents: xi_hat_Lambda, xi_hat_alpha, xi_hat_Delta (bucket-mean "
                                    "OLS slopes on log log n, half-IQR and 95% interval of the bootstrap over "
-                                   "(eval seed, layer, head)), Cor. 4.9's xi_alpha - xi_Delta + 1, and the two "
+                                   "(eval seed, layer, head)), xi_hat_Lambda of each evaluation seed alone "
+                                   "(bootstrap over (layer, head)), Cor. 4.9's xi_alpha - xi_Delta + 1, and the two "
                                    "fits of beta_n (M2 grid argmin; six-point OLS slope with its SE in the half_iqr "
                                    "column and its t interval)."),
                 Table("contact_per_n", "Per context length n: rows, exact ties, and the bucket means of log "
