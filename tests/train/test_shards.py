@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 
@@ -67,7 +68,10 @@ def _check_equal(text: TextStream, shards: ShardStream) -> None:
             for x, y in zip(a, b):
                 _same(x, y)
     shown = shards.describe()
-    assert shown.pop("shards") == str(shards.folder) and shown == text.describe()
+    assert shown.pop("shards") == str(shards.folder)
+    assert shown.pop("sha256") == {split: hashlib.sha256((shards.folder / name).read_bytes()).hexdigest()
+                                   for split, name in shard_module.BINS.items()}
+    assert shown == text.describe()
 
 
 @pytest.mark.parametrize("spec", ["bytes", "hf"])
@@ -214,11 +218,14 @@ def test_bad_shard_folders_are_named(tmp_path):
     _break(out, lambda m: m.update(dtype="uint32"))
     with pytest.raises(DataError, match="meta.json is inconsistent .*dtype 'uint32'"):
         read_meta(out)
+    _break(out, lambda m: m.update(dtype="uint16", sha256={"train": "abc", "val": m["sha256"]["val"]}))
+    with pytest.raises(DataError, match="meta.json is inconsistent .*sha256 \\{'train': 'abc'"):
+        read_meta(out)
     _break(out, lambda m: m.pop("tokens"))
     with pytest.raises(DataError, match="meta.json lacks field 'tokens'"):
         read_meta(out)
-    _break(out, lambda m: m.update(format=2))
-    with pytest.raises(DataError, match="has format 2; this attnlab reads format 1"):
+    _break(out, lambda m: m.update(format=1))
+    with pytest.raises(DataError, match="has format 1; this attnlab reads format 2: prepare the shards again"):
         read_meta(out)
     (out / "meta.json").write_text("{not json")
     with pytest.raises(DataError, match="meta.json is not readable JSON"):
@@ -287,3 +294,26 @@ def test_a_run_on_shards_trains_and_resumes_as_on_text_without_tokenizing(tmp_pa
     saved = json.loads((tmp_path / "run" / "config.json").read_text())
     assert saved["data"]["shards"] == str(shards) and saved["data_stream"]["shards"] == str(shards)
     assert saved["data_stream"]["tokens"] == {"train": 20_000, "val": 20_000} and saved["model"]["vocab"] == 257
+
+
+def test_a_resume_on_shards_prepared_again_with_other_content_is_refused(tmp_path):
+    def write(folder, letter):  # the same files, sizes and token counts each time; other bytes
+        folder.mkdir(exist_ok=True)
+        for i in range(4):
+            (folder / f"doc{i}.txt").write_text((letter * 7 + " ") * 300)
+        return folder
+
+    shards, run, corpus = tmp_path / "shards", tmp_path / "run", tmp_path / "corpus"
+    prepare(shards, folder=write(corpus, "a"), val_fraction=0.25)
+    cfg = load(None, [*TINY, "train.steps=2", f"data.shards={shards}"])
+    train(cfg, run, progress=False)
+    before = read_meta(shards)
+    prepare(shards, folder=write(corpus, "b"), val_fraction=0.25, overwrite=True)
+    after = read_meta(shards)
+    assert after["tokens"] == before["tokens"] and after["sha256"] != before["sha256"]
+    with pytest.raises(ckpt.CheckpointError, match=r"training data differs from the checkpoint's in 2 field\(s\):\n"
+                                                   r"  sha256.train: saved '[0-9a-f]{64}', current '[0-9a-f]{64}'\n"
+                                                   r"  sha256.val: saved"):
+        Trainer(cfg, run, resume=True, progress=False)
+    prepare(shards, folder=write(corpus, "a"), val_fraction=0.25, overwrite=True)
+    assert Trainer(cfg, run, resume=True, progress=False).step == 2  # the same content again: resumable

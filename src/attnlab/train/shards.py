@@ -6,7 +6,7 @@
 ``prepare`` tokenizes a corpus with ``data.token_pieces``, so with exactly ``TextStream``'s files, split,
 document order and eos placement, and writes a shard folder: ``train.bin`` and ``val.bin`` (each split's
 flat ids, little-endian, uint16 when the vocabulary fits in 16 bits, else uint32) and ``meta.json`` (the
-format, tokenizer, dtype, token and file counts, and the corpus settings used). ``ShardStream`` maps the
+format, tokenizer, dtype, token and file counts, each file's SHA-256, and the corpus settings used). ``ShardStream`` maps the
 two files read-only and draws windows through ``data.TokenWindows``, so its batches equal ``TextStream``'s
 for the same corpus, tokenizer, context, seed, val_fraction and max_tokens, bit for bit, and a start reads
 only the windows it uses instead of tokenizing the corpus in every process.
@@ -14,6 +14,7 @@ only the windows it uses instead of tokenizing the corpus in every process.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -39,7 +40,7 @@ from .data import (
     token_pieces,
 )
 
-FORMAT = 1
+FORMAT = 2  # 2: meta.json holds each .bin's SHA-256, which a resumed run compares
 META = "meta.json"
 BINS = {"train": "train.bin", "val": "val.bin"}
 DTYPES = {"uint16": np.dtype("<u2"), "uint32": np.dtype("<u4")}
@@ -101,6 +102,7 @@ def _write(folder: Path, corpus: Corpus, tokenizer: Tokenizer, val_fraction: flo
            max_tokens: int | None) -> dict[str, Any]:
     dtype = token_dtype(tokenizer.vocab_size)
     counts = dict.fromkeys(BINS, 0)
+    digests = {split: hashlib.sha256() for split in BINS}
     with ExitStack() as stack:
         files = {split: stack.enter_context(open(folder / name, "xb")) for split, name in BINS.items()}
         for split, piece in token_pieces(corpus, tokenizer, val_fraction, max_tokens):
@@ -108,7 +110,9 @@ def _write(folder: Path, corpus: Corpus, tokenizer: Tokenizer, val_fraction: flo
             if len(piece) and (piece.min() < 0 or piece.max() >= tokenizer.vocab_size):
                 raise DataError(f"tokenizer {tokenizer.name!r} gave ids outside [0, {tokenizer.vocab_size}) "
                                 f"(min {piece.min()}, max {piece.max()}); allowed: ids below its vocab_size")
-            files[split].write(piece.astype(DTYPES[dtype]).tobytes())
+            data = piece.astype(DTYPES[dtype]).tobytes()
+            files[split].write(data)
+            digests[split].update(data)
             counts[split] += len(piece)
         for file in files.values():
             file.flush()
@@ -121,6 +125,7 @@ def _write(folder: Path, corpus: Corpus, tokenizer: Tokenizer, val_fraction: flo
     meta = {"format": FORMAT,
             "tokenizer": {"name": tokenizer.name, "vocab_size": tokenizer.vocab_size, "eos_id": tokenizer.eos_id},
             "dtype": dtype, "byteorder": "little", "tokens": counts,
+            "sha256": {split: digest.hexdigest() for split, digest in digests.items()},
             "files": {"train": len(train), "val": len(val)},
             "split": "by position" if len(corpus.files) == 1 else "by file",
             "corpus": {"folder": corpus.source, "root": str(corpus.root), "patterns": list(corpus.patterns),
@@ -153,16 +158,18 @@ def read_meta(folder: str | os.PathLike) -> dict[str, Any]:
         vocab, eos, dtype = meta["tokenizer"]["vocab_size"], meta["tokenizer"]["eos_id"], meta["dtype"]
         counts, n_files = [meta["tokens"][split] for split in BINS], [meta["files"][split] for split in BINS]
         cap, fraction, split_by = meta["corpus"]["max_tokens"], meta["corpus"]["val_fraction"], meta["split"]
+        digests = [meta["sha256"][split] for split in BINS]
     except KeyError as exc:
         raise DataError(f"{folder / META} lacks field {exc}; allowed: {WHAT}") from None
     except TypeError as exc:
         raise DataError(f"{folder / META} is not a shard meta.json ({exc}); allowed: {WHAT}") from None
     if not (_count(vocab, 1) and _count(eos, 0) and eos < vocab and dtype == token_dtype(vocab)
             and all(_count(n, 2) for n in counts) and all(_count(n, 1) for n in n_files)
-            and (cap is None or _count(cap, 1)) and _fraction(fraction) and split_by in ("by file", "by position")):
+            and (cap is None or _count(cap, 1)) and _fraction(fraction) and split_by in ("by file", "by position")
+            and all(isinstance(d, str) and len(d) == 64 for d in digests)):
         raise DataError(f"{folder / META} is inconsistent (vocab_size {vocab!r}, eos_id {eos!r}, dtype {dtype!r}, "
                         f"tokens {meta['tokens']!r}, files {meta['files']!r}, max_tokens {cap!r}, val_fraction "
-                        f"{fraction!r}, split {split_by!r}); allowed: {WHAT}")
+                        f"{fraction!r}, split {split_by!r}, sha256 {meta['sha256']!r}); allowed: {WHAT}")
     for split, n in zip(BINS, counts):
         path, expected = folder / BINS[split], n * DTYPES[dtype].itemsize
         size = path.stat().st_size if path.is_file() else None
@@ -213,12 +220,13 @@ class ShardStream(TokenWindows):
 
     def describe(self) -> dict:
         """The stream's settings and sizes, for a run's config.json: ``TextStream.describe``'s keys, read from
-        the shards' meta.json, plus the shard folder."""
+        the shards' meta.json, plus the shard folder and its files' SHA-256 (which tell a resumed run whether
+        the shards were prepared again with other content)."""
         meta, prepared = self.meta, self.meta["corpus"]
         return {
             "shards": str(self.folder), "folder": prepared["folder"], "root": prepared["root"],
             "patterns": prepared["patterns"], "tokenizer": meta["tokenizer"]["name"], "vocab_size": self.vocab_size,
             "context": self.context, "seed": self.seed, "val_fraction": prepared["val_fraction"],
             "max_tokens": self.max_tokens, "split": meta["split"], "files": meta["files"],
-            "tokens": {"train": self.n_train_tokens, "val": self.n_val_tokens},
+            "tokens": {"train": self.n_train_tokens, "val": self.n_val_tokens}, "sha256": meta["sha256"],
         }

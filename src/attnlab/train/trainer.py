@@ -338,6 +338,8 @@ class Trainer:
         if found is not None:
             state = ckpt.load_checkpoint(found)
             _check_resumable(state.meta["config"], self.cfg.to_dict())
+            if "data" in state.meta:  # the same config can name other data: a corpus or shards made again
+                ckpt.check_compatible(state.meta["data"]["stream"], self.stream.describe(), what="training data")
             if state.meta.get("stop_linf") != self.stop_linf:
                 raise RunError(f"{found} was trained with stop_linf {state.meta.get('stop_linf')!r} and this run "
                                f"asks {self.stop_linf!r}: resume with the same rule or start anew (--overwrite)")
