@@ -1,8 +1,24 @@
 """Fixtures shared across the test packages."""
 
+import os
 import shutil
 
 import pytest
+
+
+@pytest.fixture(autouse=True)
+def _threads_kept():
+    """Every test leaves torch's thread count and OMP_NUM_THREADS as it found them: the attnlab command sets
+    both (``perf.set_threads``), and a count that changes mid-session changes the rounding of parallel sums."""
+    import torch
+
+    threads, env = torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")
+    yield
+    torch.set_num_threads(threads)
+    if env is None:
+        os.environ.pop("OMP_NUM_THREADS", None)
+    else:
+        os.environ["OMP_NUM_THREADS"] = env
 
 
 @pytest.fixture(params=["kernel", "torch"])

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Sequence
 
 from . import catalog, checkpoint, studies, training  # noqa: F401  (each declares its commands)
+from .. import options
 from ..options import OPTION, flag
 from .base import COMMANDS, Parser, UserError, add_options, build
 from .studies import demo_models
@@ -45,6 +46,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         if argv is None or cmd.name == chosen:
             for config in cmd.config_classes():
                 add_options(p, config)
+        p.add_argument("--threads", type=options.count, default=None, metavar="N",
+                       help="torch CPU threads (default: the cores other processes leave free, read at start; on "
+                            "a loaded machine more threads than free cores can run a small model tens of times "
+                            "slower)")
     return ap
 
 
@@ -74,13 +79,15 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``attnlab`` and ``python -m attnlab``; returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(argv).parse_args(argv)
-    from ..perf import tune_malloc
+    from ..perf import set_threads, tune_malloc
 
     tune_malloc()
     cmd = COMMANDS[args.command]
     try:
         try:
-            return cmd.run(*_configs(cmd, args))
+            configs = _configs(cmd, args)
+            set_threads(args.threads)
+            return cmd.run(*configs)
         except cmd.error_types() as exc:
             raise UserError(str(exc)) from None
     except UserError as exc:
