@@ -1,4 +1,4 @@
-"""The site's fused path equals its block-materializing path to float rounding for every map, mask, grouping and bias."""
+"""The fused site path equals the block-materializing one to float rounding for every map, mask, grouping and bias."""
 
 from __future__ import annotations
 
@@ -60,9 +60,12 @@ def test_row_scale_and_length_multiplier_as_in_the_unfused_site():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_softmax_with_a_position_bias_goes_through_sdpa_tiles_and_matches(dtype):
-    q, k, v = _qkv(q=90, k=90, dtype=dtype)
-    fused, plain = _both(q, k, v, Plan(block=32), slopes=pe.nape_slopes(4, "inverse"))
+@pytest.mark.parametrize("shape, window", [((90, 90), None), ((33, 100), None), ((90, 90), 9)])
+@pytest.mark.parametrize("kind", ["nape", "alibi", "nope"])
+def test_softmax_with_a_position_bias_goes_through_sdpa_and_matches(dtype, shape, window, kind):
+    q, k, v = _qkv(q=shape[0], k=shape[1], dtype=dtype)
+    slopes = {"nape": pe.nape_slopes(4, "inverse"), "alibi": pe.alibi_slopes(4), "nope": torch.zeros(4)}[kind]
+    fused, plain = _both(q, k, v, Plan(block=32), slopes=slopes, window=window)
     torch.testing.assert_close(fused, plain, **TOL[dtype])
 
 

@@ -15,7 +15,8 @@ Where nothing needs a block of scores (no observer, no gradient, no dropout) and
 a row-map plan takes the fused path instead (:func:`_attend_fused`): each query block computes only the
 keys its queries may attend (about half the scores of a causal sequence), a position bias (ALiBi/NAPE
 ``slopes``) is built for that tile alone, and the causal mask is written only where it can hide a key.
-Plain softmax with a position bias goes through ``scaled_dot_product_attention`` one tile at a time. The
+Plain softmax with a position bias goes through ``scaled_dot_product_attention``: its heads with slope 0
+(NAPE's NoPE half) in one call, the others one tile at a time with the bias tile as the kernel's mask. The
 fused path equals the block-materializing one to float rounding; tests compare the two.
 """
 
@@ -346,22 +347,19 @@ def _attend_fused(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor,
                   scale: torch.Tensor | None) -> torch.Tensor:
     """Causal attention without autograd or observers, one query block at a time over only the keys it may
     attend (:func:`key_span`): the work of the block-materializing loop less the scores every query of a
-    block would mask, with the same arithmetic on the rest."""
+    block would mask, with the same arithmetic on the rest except that the queries are scaled before the
+    product instead of the scores after it."""
     n_q, n_k = query.shape[2], key_t.shape[-1]
     offset = n_k - n_q
-    sdpa = not plan.maps and softcap is None and scale is None and plan.length_scale is None
+    if not plan.maps and softcap is None and scale is None and plan.length_scale is None:
+        return _attend_biased_softmax(query, key_t.transpose(2, 3), value, out, scaling=scaling, window=window,
+                                      block=plan.block, slopes=slopes)
+    # scaling the queries once spares a pass over every tile of scores (rounding differs by an ulp)
+    scaled = query * scaling
     for start, stop in query_blocks(n_q, plan.block):
         lo, hi = key_span(n_q, n_k, start, stop, window)
         allowed = causal_mask(n_q, n_k, start, stop, window=window, device=query.device, keys=(lo, hi))
-        if sdpa:
-            # softmax with a position bias: the bias tile is the mask PyTorch's fused kernel takes
-            bias = position_bias(slopes, n_q, n_k, start, stop, (lo, hi), query.dtype)
-            bias.masked_fill_(~allowed[0], -math.inf)
-            part = F.scaled_dot_product_attention(query[:, :, start:stop], key_t[..., lo:hi].transpose(2, 3),
-                                                  value[:, :, lo:hi], attn_mask=bias[None], scale=scaling)
-            out[:, start:stop] = part.transpose(1, 2)
-            continue
-        z = torch.matmul(query[:, :, start:stop], key_t[..., lo:hi]).mul_(scaling)
+        z = torch.matmul(scaled[:, :, start:stop], key_t[..., lo:hi])
         if softcap is not None:
             z.div_(softcap).tanh_().mul_(softcap)
         if slopes is not None:
@@ -371,4 +369,33 @@ def _attend_fused(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor,
         _mask_tile(z, allowed, start, offset, lo, window)
         w = _weights(z, allowed, plan, groups, query.dtype, -math.inf)
         out[:, start:stop] = torch.matmul(w, value[:, :, lo:hi]).transpose(1, 2)
+    return out
+
+
+def _attend_biased_softmax(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, out: torch.Tensor, *,
+                           scaling: float, window: int | None, block: int, slopes: torch.Tensor) -> torch.Tensor:
+    """Softmax with a linear position bias through PyTorch's fused kernel: heads whose slope is 0 (NAPE's
+    NoPE half) in one causal call over the whole sequence when queries and keys coincide, the others one
+    query block at a time with the bias tile of :func:`position_bias` as the kernel's mask."""
+    n_q, n_k = query.shape[2], key.shape[2]
+    flat = slopes == 0
+    if n_q != n_k or window is not None:
+        # the kernel's causal mask lines the first query up with the first key, and it has no window
+        flat = torch.zeros_like(flat)
+    if bool(flat.any()):
+        idx = flat.nonzero()[:, 0]
+        out[:, :, idx] = F.scaled_dot_product_attention(query[:, idx], key[:, idx], value[:, idx], is_causal=True,
+                                                        scale=scaling).transpose(1, 2)
+    rest = (~flat).nonzero()[:, 0]
+    if not len(rest):
+        return out
+    query, key, value, slopes = query[:, rest], key[:, rest], value[:, rest], slopes[rest]
+    for start, stop in query_blocks(n_q, block):
+        lo, hi = key_span(n_q, n_k, start, stop, window)
+        allowed = causal_mask(n_q, n_k, start, stop, window=window, device=query.device, keys=(lo, hi))
+        bias = position_bias(slopes, n_q, n_k, start, stop, (lo, hi), query.dtype)
+        _mask_tile(bias, allowed[0], start, n_k - n_q, lo, window)
+        part = F.scaled_dot_product_attention(query[:, :, start:stop], key[:, :, lo:hi], value[:, :, lo:hi],
+                                              attn_mask=bias, scale=scaling)
+        out[:, start:stop, rest] = part.transpose(1, 2)
     return out
