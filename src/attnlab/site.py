@@ -10,6 +10,14 @@ attention (``matmul * scaling``, tanh softcap, additive mask, float32 softmax ca
 outputs are bit-identical to the eager forward (float64 inputs get a float64 softmax instead). Blocks are split
 evenly and never thinner than :data:`MIN_BLOCK` queries, because a GEMM over a handful of rows may take a different
 kernel (a matrix-vector product for one row) whose float rounding differs.
+
+Where nothing needs a block of scores (no observer, no gradient, no dropout) and the attention is causal,
+a row-map plan takes the fused path instead (:func:`_attend_fused`): each query block computes only the
+keys its queries may attend (about half the scores of a causal sequence), a position bias (ALiBi/NAPE
+``slopes``) is built for that tile alone, and the causal mask is written only where it can hide a key.
+Plain softmax with a position bias goes through ``scaled_dot_product_attention``: its heads with slope 0
+(NAPE's NoPE half) in one call, the others one tile at a time with the bias tile as the kernel's mask. The
+fused path equals the block-materializing one to float rounding; tests compare the two.
 """
 
 from __future__ import annotations
@@ -93,17 +101,21 @@ class LengthScale:
 class Plan:
     """What the site does in one layer besides attending: per-head row maps (heads not listed keep the
     model's softmax), observers of the scores and of the weights, an optional length multiplier and the
-    query block size."""
+    query block size. ``fused=False`` keeps the block-materializing path even where the fused one applies
+    (to compare the two)."""
 
     maps: Mapping[int, RowMap] = field(default_factory=dict)
     observers: Sequence[Observer] = ()
     weight_observers: Sequence[WeightObserver] = ()
     length_scale: LengthScale | None = None
     block: int = DEFAULT_BLOCK
+    fused: bool = True
 
     def __post_init__(self) -> None:
         if not (isinstance(self.block, int) and self.block >= MIN_BLOCK):
             raise ValueError(f"query block must be an int >= {MIN_BLOCK}, got {self.block!r}")
+        if not isinstance(self.fused, bool):
+            raise ValueError(f"fused must be True or False, got {self.fused!r}")
         for head, rowmap in self.maps.items():
             if rowmap.needs_bias:
                 raise ValueError(f"head {head}: row map {rowmap.name!r} has b=auto; resolve b first "
@@ -138,15 +150,34 @@ def allowed_keys(mask: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
 
 
 def causal_mask(n_queries: int, n_keys: int, start: int, stop: int, *, window: int | None = None,
-                device: torch.device | None = None) -> torch.Tensor:
+                device: torch.device | None = None, keys: tuple[int, int] | None = None) -> torch.Tensor:
     """Boolean (1, 1, stop - start, n_keys) causal mask for queries start..stop-1 of n_queries, the last
-    query seeing every key; with ``window``, a query sees only its ``window`` most recent keys."""
+    query seeing every key; with ``window``, a query sees only its ``window`` most recent keys. ``keys``
+    (lo, hi) restricts the key axis to keys lo..hi-1."""
     pos = torch.arange(start, stop, device=device).unsqueeze(-1) + (n_keys - n_queries)
-    keys = torch.arange(n_keys, device=device)
+    keys = torch.arange(*(keys or (0, n_keys)), device=device)
     ok = keys <= pos
     if window is not None:
         ok &= keys > pos - window
     return ok[None, None]
+
+
+def key_span(n_queries: int, n_keys: int, start: int, stop: int, window: int | None = None) -> tuple[int, int]:
+    """Keys (lo, hi) that some query of start..stop-1 may attend under a causal (sliding-window) mask."""
+    offset = n_keys - n_queries
+    lo = 0 if window is None else max(0, start + offset - window + 1)
+    return lo, stop + offset
+
+
+def position_bias(slopes: torch.Tensor, n_queries: int, n_keys: int, start: int, stop: int,
+                  keys: tuple[int, int], dtype: torch.dtype) -> torch.Tensor:
+    """The linear position bias -m_h (i - j)_+ (heads, stop - start, hi - lo) of queries start..stop-1 over
+    keys lo..hi-1: ALiBi, and NAPE with zero slopes on its NoPE heads (Vasylenko et al. 2025 §4.2, App. E.2
+    eq. 109). Keys after the query get 0: masking them is the causal mask's job."""
+    offset = n_keys - n_queries
+    pos = torch.arange(start + offset, stop + offset, device=slopes.device)
+    distance = (pos[:, None] - torch.arange(*keys, device=slopes.device)[None, :]).clamp(min=0)
+    return (-slopes[:, None, None] * distance).to(dtype)
 
 
 def _repeat_kv(t: torch.Tensor, groups: int) -> torch.Tensor:
@@ -202,7 +233,7 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, scali
            mask: torch.Tensor | None = None, causal: bool = False, window: int | None = None,
            softcap: float | None = None, layer: int = 0, plan: Plan = VANILLA, dropout: float = 0.0,
            training: bool = False, bias: Callable[[int, int], torch.Tensor] | None = None,
-           scale: torch.Tensor | None = None) -> torch.Tensor:
+           scale: torch.Tensor | None = None, slopes: torch.Tensor | None = None) -> torch.Tensor:
     """Attention output (batch, queries, heads, head_dim) of one layer.
 
     query (batch, heads, queries, head_dim); key and value (batch, kv_heads, keys, head_dim) with
@@ -212,8 +243,10 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, scali
     z -> softcap * tanh(z / softcap) before the mask (Gemma); observers read the capped row.
     ``bias(start, stop)`` gives an additive score bias for query rows start..stop-1, broadcastable to
     (batch, heads, rows, keys): a position bias such as ALiBi, built per block so that no (queries x keys)
-    tensor is held; observers read the row with it. ``scale`` (broadcastable to (batch, heads, queries,
-    1)) multiplies each row after the observers and before the map: a learnable inverse temperature.
+    tensor is held; observers read the row with it. ``slopes`` (heads,) gives the linear position bias of
+    :func:`position_bias` (ALiBi, NAPE) instead, which the site builds for each tile of scores it computes.
+    ``scale`` (broadcastable to (batch, heads, queries, 1)) multiplies each row after the observers and
+    before the map: a learnable inverse temperature.
     """
     if query.dim() != 4 or key.dim() != 4 or value.shape != key.shape:
         raise ValueError(f"query, key, value must be (batch, heads, tokens, head_dim) with key and value "
@@ -225,6 +258,9 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, scali
         raise ValueError("give either a mask or causal/window, not both")
     if window is not None and not (causal and isinstance(window, int) and window >= 1):
         raise ValueError(f"window must be an int >= 1 and needs causal=True, got {window!r}")
+    if slopes is not None and (bias is not None or slopes.shape != (n_heads,)):
+        raise ValueError(f"slopes must be one per head ({n_heads},) and not given with bias; got shape "
+                         f"{tuple(slopes.shape)}{' and a bias' if bias is not None else ''}")
     bad = [h for h in plan.maps if not 0 <= h < n_heads]
     if bad:
         raise ValueError(f"layer {layer}: heads {bad} out of range for {n_heads} heads")
@@ -234,6 +270,9 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, scali
     n_k = key_t.shape[-1]
     out = query.new_empty(bsz, n_q, n_heads, value.shape[-1])
     groups = _head_groups(plan, n_heads)
+    if bias is None and _fusable(plan, causal, dropout and training, slopes, (query, key, value, scale)):
+        return _attend_fused(query, key_t, value, out, scaling=scaling, window=window, softcap=softcap,
+                             plan=plan, groups=groups, slopes=slopes, scale=scale)
     # Masked keys hold the dtype's lowest value, as eager's, for softmax and score observers; when every head
     # has a row map and nothing observes the scores, they hold -inf at once, the one pass a map needs. Not
     # under a learnable scale: the gradient of z * scale with respect to scale is z, and -inf there makes it
@@ -250,6 +289,8 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, scali
             z = z * softcap
         if bias is not None:
             z = z + bias(start, stop)
+        elif slopes is not None:
+            z = z + position_bias(slopes, n_q, n_k, start, stop, (0, n_k), z.dtype)
         if causal:
             allowed = causal_mask(n_q, n_k, start, stop, window=window, device=z.device)
             z.masked_fill_(~allowed, fill)
@@ -279,4 +320,82 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, scali
         if dropout and training:
             w = F.dropout(w, p=dropout, training=True)
         out[:, start:stop] = torch.matmul(w, value).transpose(1, 2)
+    return out
+
+
+def _fusable(plan: Plan, causal: bool, dropout: bool, slopes: torch.Tensor | None,
+             tensors: Sequence[torch.Tensor | None]) -> bool:
+    """Whether the fused path serves a call without a ``bias`` callable (whose blocks span every key): causal,
+    nothing reads a block (observers, autograd, dropout) and a row map or a position bias to fuse; plain
+    softmax without one stays eager's exact arithmetic."""
+    grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+    return (plan.fused and causal and not dropout and not grad and not plan.observers
+            and not plan.weight_observers and (bool(plan.maps) or slopes is not None))
+
+
+def _mask_tile(z: torch.Tensor, allowed: torch.Tensor, start: int, offset: int, lo: int,
+               window: int | None) -> None:
+    """Write -inf at z's masked keys. Without a window only the keys after the tile's first query can be
+    masked, so only those columns are touched (a pass over the whole tile costs as much as the map's)."""
+    edge = 0 if window is not None else max(0, start + offset + 1 - lo)
+    z[..., edge:].masked_fill_(~allowed[..., edge:], -math.inf)
+
+
+def _attend_fused(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor, out: torch.Tensor, *,
+                  scaling: float, window: int | None, softcap: float | None, plan: Plan,
+                  groups: list[tuple[Callable, list[int]]], slopes: torch.Tensor | None,
+                  scale: torch.Tensor | None) -> torch.Tensor:
+    """Causal attention without autograd or observers, one query block at a time over only the keys it may
+    attend (:func:`key_span`): the work of the block-materializing loop less the scores every query of a
+    block would mask, with the same arithmetic on the rest except that the queries are scaled before the
+    product instead of the scores after it."""
+    n_q, n_k = query.shape[2], key_t.shape[-1]
+    offset = n_k - n_q
+    if not plan.maps and softcap is None and scale is None and plan.length_scale is None:
+        return _attend_biased_softmax(query, key_t.transpose(2, 3), value, out, scaling=scaling, window=window,
+                                      block=plan.block, slopes=slopes)
+    # scaling the queries once spares a pass over every tile of scores (rounding differs by an ulp)
+    scaled = query * scaling
+    for start, stop in query_blocks(n_q, plan.block):
+        lo, hi = key_span(n_q, n_k, start, stop, window)
+        allowed = causal_mask(n_q, n_k, start, stop, window=window, device=query.device, keys=(lo, hi))
+        z = torch.matmul(scaled[:, :, start:stop], key_t[..., lo:hi])
+        if softcap is not None:
+            z.div_(softcap).tanh_().mul_(softcap)
+        if slopes is not None:
+            z.add_(position_bias(slopes, n_q, n_k, start, stop, (lo, hi), z.dtype))
+        if scale is not None:
+            z.mul_(scale if scale.shape[-2] == 1 else scale[..., start:stop, :])
+        _mask_tile(z, allowed, start, offset, lo, window)
+        w = _weights(z, allowed, plan, groups, query.dtype, -math.inf)
+        out[:, start:stop] = torch.matmul(w, value[:, :, lo:hi]).transpose(1, 2)
+    return out
+
+
+def _attend_biased_softmax(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, out: torch.Tensor, *,
+                           scaling: float, window: int | None, block: int, slopes: torch.Tensor) -> torch.Tensor:
+    """Softmax with a linear position bias through PyTorch's fused kernel: heads whose slope is 0 (NAPE's
+    NoPE half) in one causal call over the whole sequence when queries and keys coincide, the others one
+    query block at a time with the bias tile of :func:`position_bias` as the kernel's mask."""
+    n_q, n_k = query.shape[2], key.shape[2]
+    flat = slopes == 0
+    if n_q != n_k or window is not None:
+        # the kernel's causal mask lines the first query up with the first key, and it has no window
+        flat = torch.zeros_like(flat)
+    if bool(flat.any()):
+        idx = flat.nonzero()[:, 0]
+        out[:, :, idx] = F.scaled_dot_product_attention(query[:, idx], key[:, idx], value[:, idx], is_causal=True,
+                                                        scale=scaling).transpose(1, 2)
+    rest = (~flat).nonzero()[:, 0]
+    if not len(rest):
+        return out
+    query, key, value, slopes = query[:, rest], key[:, rest], value[:, rest], slopes[rest]
+    for start, stop in query_blocks(n_q, block):
+        lo, hi = key_span(n_q, n_k, start, stop, window)
+        allowed = causal_mask(n_q, n_k, start, stop, window=window, device=query.device, keys=(lo, hi))
+        bias = position_bias(slopes, n_q, n_k, start, stop, (lo, hi), query.dtype)
+        _mask_tile(bias, allowed[0], start, n_k - n_q, lo, window)
+        part = F.scaled_dot_product_attention(query[:, :, start:stop], key[:, :, lo:hi], value[:, :, lo:hi],
+                                              attn_mask=bias, scale=scaling)
+        out[:, start:stop, rest] = part.transpose(1, 2)
     return out

@@ -66,21 +66,13 @@ class Attention(nn.Module):
             out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=hd ** -0.5,
                                                  dropout_p=self.cfg.dropout if self.training else 0.0)
             return self.o_proj(out.transpose(1, 2).reshape(b, t, h * hd))
-        bias = None
-        if self.slopes is not None:
-            keys = torch.arange(t, device=x.device)
-            slopes = self.slopes
-
-            def bias(start: int, stop: int) -> torch.Tensor:
-                return pe.alibi_bias(slopes, keys[start:stop], keys).to(q.dtype)
-
         scale = None
         if self.scaler is not None:
             # causal: query i may attend keys 0..i, so n = i + 1
             scale = self.scaler(x, torch.arange(1, t + 1, device=x.device), beta).to(q.dtype)
         plan = Plan(maps=self.maps, observers=self.observers, weight_observers=self.weight_observers,
                     block=block_rows(self.cfg.block, b, h, t))
-        out = attend(q, k, v, scaling=hd ** -0.5, causal=True, layer=self.layer, plan=plan, bias=bias,
+        out = attend(q, k, v, scaling=hd ** -0.5, causal=True, layer=self.layer, plan=plan, slopes=self.slopes,
                      scale=scale, dropout=self.cfg.dropout, training=self.training)
         return self.o_proj(out.reshape(b, t, h * hd))
 

@@ -1,0 +1,126 @@
+"""The fused site path equals the block-materializing one to float rounding for every map, mask, grouping and bias."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from attnlab import rowmaps
+from attnlab.model import positions as pe
+from attnlab.site import LengthScale, Plan, attend, key_span, position_bias
+
+MAPS = ("entmax_a1.5", "entmax_a2", "entmax_a1.25", "relu_p2_b0", "relu_p4_b0", "relu_p4_b0.5", "sigmoid_b0")
+TOL = {torch.float32: dict(rtol=2e-5, atol=2e-6), torch.float64: dict(rtol=1e-10, atol=1e-12)}
+
+
+def _qkv(b=2, h=4, hkv=2, q=75, k=75, d=8, seed=0, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(*shape, generator=g, dtype=dtype) * 1.5
+            for shape in ((b, h, q, d), (b, hkv, k, d), (b, hkv, k, d))]
+
+
+def _both(q, k, v, plan: Plan, **kwargs):
+    """(fused, unfused) outputs of one call."""
+    fused = attend(q, k, v, scaling=0.5, causal=True, plan=plan, **kwargs)
+    plain = attend(q, k, v, scaling=0.5, causal=True, plan=dataclasses.replace(plan, fused=False), **kwargs)
+    return fused, plain
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("name", MAPS)
+def test_every_map_equals_the_unfused_site_with_gqa_and_nape(name, dtype):
+    q, k, v = _qkv(dtype=dtype)
+    slopes = pe.nape_slopes(4, "inverse")
+    plan = Plan(maps={h: rowmaps.get(name) for h in range(4)}, block=32)
+    fused, plain = _both(q, k, v, plan, slopes=slopes)
+    torch.testing.assert_close(fused, plain, **TOL[dtype])
+
+
+@pytest.mark.parametrize("block", [32, 40, 512])
+@pytest.mark.parametrize("shape", [(75, 75), (33, 100), (1, 70)])
+def test_blocks_key_caches_windows_and_mixed_heads(block, shape):
+    # lengths not divisible by the block, queries that sit after a key cache, one query, a sliding window
+    n_q, n_k = shape
+    q, k, v = _qkv(q=n_q, k=n_k, dtype=torch.float64)
+    maps = {0: rowmaps.get("entmax_a1.5"), 2: rowmaps.get("relu_p4_b0"), 3: rowmaps.get("sigmoid_b0")}
+    plan = Plan(maps=maps, block=block)
+    for window in (None, 9):
+        fused, plain = _both(q, k, v, plan, window=window, softcap=3.0, slopes=pe.alibi_slopes(4))
+        torch.testing.assert_close(fused, plain, **TOL[torch.float64])
+
+
+def test_row_scale_and_length_multiplier_as_in_the_unfused_site():
+    q, k, v = _qkv(dtype=torch.float64)
+    scale = torch.rand(4, 75, 1, dtype=torch.float64, generator=torch.Generator().manual_seed(3)) * 3 - 1
+    plan = Plan(maps={h: rowmaps.get("entmax_a1.5") for h in range(4)}, length_scale=LengthScale(1.0, 8), block=32)
+    fused, plain = _both(q, k, v, plan, scale=scale)
+    torch.testing.assert_close(fused, plain, **TOL[torch.float64])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape, window", [((90, 90), None), ((33, 100), None), ((90, 90), 9)])
+@pytest.mark.parametrize("kind", ["nape", "alibi", "nope"])
+def test_softmax_with_a_position_bias_goes_through_sdpa_and_matches(dtype, shape, window, kind):
+    q, k, v = _qkv(q=shape[0], k=shape[1], dtype=dtype)
+    slopes = {"nape": pe.nape_slopes(4, "inverse"), "alibi": pe.alibi_slopes(4), "nope": torch.zeros(4)}[kind]
+    fused, plain = _both(q, k, v, Plan(block=32), slopes=slopes, window=window)
+    torch.testing.assert_close(fused, plain, **TOL[dtype])
+
+
+def test_position_bias_equals_alibi_bias_on_any_key_span():
+    slopes = pe.alibi_slopes(4)
+    full = pe.alibi_bias(slopes, torch.arange(20, 30), torch.arange(40))
+    assert torch.equal(position_bias(slopes, 40, 40, 20, 30, (0, 40), torch.float32), full)
+    assert torch.equal(position_bias(slopes, 40, 40, 20, 30, (5, 30), torch.float32), full[..., 5:30])
+    assert key_span(40, 40, 20, 30) == (0, 30) and key_span(40, 50, 20, 30, window=4) == (27, 40)
+
+
+def test_observers_gradients_and_dropout_keep_the_unfused_path():
+    q, k, v = _qkv(q=40, k=40, dtype=torch.float64)
+    plan = Plan(maps={0: rowmaps.get("entmax_a1.5")}, block=32)
+    seen = []
+    attend(q, k, v, scaling=0.5, causal=True, plan=Plan(maps=plan.maps, observers=(seen.append,), block=32))
+    assert [s.scores.shape[-1] for s in seen] == [40, 40]  # whole key rows: the unfused blocks
+    weights = []
+    attend(q, k, v, scaling=0.5, causal=True, plan=Plan(maps=plan.maps, weight_observers=(weights.append,), block=32))
+    assert [w.weights.shape[-1] for w in weights] == [40, 40]
+    qg = q.clone().requires_grad_()
+    out = attend(qg, k, v, scaling=0.5, causal=True, plan=plan)
+    torch.testing.assert_close(out, attend(q, k, v, scaling=0.5, causal=True, plan=plan), rtol=1e-10, atol=1e-12)
+    assert out.requires_grad
+
+
+def test_slopes_must_be_one_per_head_and_not_with_a_bias():
+    q, k, v = _qkv()
+    with pytest.raises(ValueError, match="slopes must be one per head"):
+        attend(q, k, v, scaling=1.0, causal=True, slopes=torch.zeros(3))
+    with pytest.raises(ValueError, match="not given with bias"):
+        attend(q, k, v, scaling=1.0, causal=True, slopes=torch.zeros(4), bias=lambda a, b: 0.0)
+    with pytest.raises(ValueError, match="fused must be"):
+        Plan(fused=1)
+
+
+def test_the_fused_path_serves_row_maps_and_biased_softmax_but_not_plain_softmax(monkeypatch):
+    import attnlab.site as site
+    calls = []
+    real = site._attend_fused
+    monkeypatch.setattr(site, "_attend_fused", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    q, k, v = _qkv(q=40, k=40)
+    attend(q, k, v, scaling=0.5, causal=True, plan=Plan(maps={1: rowmaps.get("relu_p4_b0")}))
+    attend(q, k, v, scaling=0.5, causal=True, slopes=pe.nape_slopes(4, "inverse"))
+    assert len(calls) == 2
+    attend(q, k, v, scaling=0.5, causal=True)  # eager's exact arithmetic, kept bit-identical
+    attend(q, k, v, scaling=0.5, causal=True, plan=Plan(maps={1: rowmaps.get("relu_p4_b0")}, fused=False))
+    attend(q, k, v, scaling=0.5, mask=torch.ones(1, 1, 40, 40, dtype=torch.bool),
+           plan=Plan(maps={1: rowmaps.get("relu_p4_b0")}))
+    assert len(calls) == 2
+
+
+def test_a_bias_callable_keeps_the_unfused_path(monkeypatch):
+    import attnlab.site as site
+    monkeypatch.setattr(site, "_attend_fused", None)  # any call would fail
+    q, k, v = _qkv(q=40, k=40)
+    attend(q, k, v, scaling=0.5, causal=True, plan=Plan(maps={1: rowmaps.get("relu_p4_b0")}),
+           bias=lambda start, stop: torch.zeros(4, stop - start, 40))
