@@ -71,7 +71,7 @@ def peak_rss() -> int:
         return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
 
 
-def _others_running(samples: int = 5, gap: float = 0.01) -> float:
+def _others_running(samples: int = 3, gap: float = 0.005) -> float:
     """Runnable tasks other than this one, the median of a few reads of /proc/loadavg's "running/total" (an
     instant count, where the 1-minute load average lags by a minute); the load average where there is none."""
     try:

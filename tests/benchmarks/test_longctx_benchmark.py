@@ -5,9 +5,12 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "longctx.py"
 
 
+@pytest.mark.slow  # six fresh processes, 10-20 s
 def test_every_variant_runs_and_the_baseline_ratio_is_one(tmp_path):
     spec = importlib.util.spec_from_file_location("bench_longctx", SCRIPT)
     bench = importlib.util.module_from_spec(spec)
