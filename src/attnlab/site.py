@@ -176,8 +176,14 @@ def position_bias(slopes: torch.Tensor, n_queries: int, n_keys: int, start: int,
     eq. 109). Keys after the query get 0: masking them is the causal mask's job."""
     offset = n_keys - n_queries
     pos = torch.arange(start + offset, stop + offset, device=slopes.device)
-    distance = (pos[:, None] - torch.arange(*keys, device=slopes.device)[None, :]).clamp(min=0)
-    return (-slopes[:, None, None] * distance).to(dtype)
+    return linear_bias(slopes, pos, torch.arange(*keys, device=slopes.device)).to(dtype)
+
+
+def linear_bias(slopes: torch.Tensor, query_positions: torch.Tensor, key_positions: torch.Tensor) -> torch.Tensor:
+    """-m_h (i - j)_+ (heads, queries, keys) for query positions i and key positions j (Vasylenko et al. 2025
+    §4.2, App. E.2 eq. 109): the arithmetic of ``position_bias`` and of the model's ``alibi_bias``."""
+    distance = (query_positions[:, None] - key_positions[None, :]).clamp(min=0)
+    return -slopes[:, None, None] * distance
 
 
 def _repeat_kv(t: torch.Tensor, groups: int) -> torch.Tensor:

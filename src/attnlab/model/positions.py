@@ -12,6 +12,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from ..site import linear_bias
+
 SLOPE_KINDS = ("geometric", "inverse")
 
 
@@ -199,8 +201,7 @@ def alibi_bias(slopes: Tensor, query_positions: Tensor, key_positions: Tensor) -
     for name, t in (("query_positions", query_positions), ("key_positions", key_positions)):
         if t.dim() != 1:
             raise ValueError(f"{name} must be 1-D (tokens,), got shape {tuple(t.shape)}")
-    distance = (query_positions[:, None] - key_positions[None, :]).clamp(min=0)
-    return -slopes[:, None, None] * distance
+    return linear_bias(slopes, query_positions, key_positions)
 
 
 def nape_slopes(n_heads: int, kind: str = "inverse") -> Tensor:
