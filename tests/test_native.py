@@ -22,7 +22,7 @@ def test_build_lands_in_the_cache_once(fresh_cache, built):
     stamp = libs[0].stat().st_mtime_ns
     native._load.cache_clear()
     assert native.library() is not None and libs[0].stat().st_mtime_ns == stamp
-    assert native.status().startswith("C kernel (row maps, diagnostics): on")
+    assert native.status().startswith("C kernel (row maps, diagnostics, fused attention): on")
 
 
 def test_cache_folder_is_private(fresh_cache, built):

@@ -1,7 +1,7 @@
-"""attnlab's compiled C library: the row maps' kernels (``rowmaps/_kernels.c``) and the diagnostics bundle
-(``diagnostics/_rows.c``), one library built on first use with the machine's C compiler, cached, and
-loaded with ctypes. Each package owns its C source and a thin wrapper that declares its entry points
-(``rowmaps.kernel``, ``diagnostics.kernel``); this module knows only how to build, cache and load the
+"""attnlab's compiled C library: the row maps' kernels (``rowmaps/_kernels.c``), the diagnostics bundle
+(``diagnostics/_rows.c``) and the site's fused attention (``_site.c``), one library built on first use with
+the machine's C compiler, cached, and loaded with ctypes. Each owner of a C source has a thin wrapper that
+declares its entry points (``rowmaps.kernel``, ``diagnostics.kernel``, ``site_kernel``); this module knows only how to build, cache and load the
 library, so neither package reaches into the other. Every caller falls back to its torch-ops path
 wherever the library is missing.
 
@@ -41,8 +41,9 @@ from typing import TypeVar
 import torch
 
 # One library for both packages: one compile, one cache entry and one load per process.
-SOURCES = (Path(__file__).parent / "rowmaps" / "_kernels.c", Path(__file__).parent / "diagnostics" / "_rows.c")
-FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
+SOURCES = (Path(__file__).parent / "rowmaps" / "_kernels.c", Path(__file__).parent / "diagnostics" / "_rows.c",
+           Path(__file__).parent / "_site.c")
+FLAGS = ("-O3", "-march=native", "-fno-trapping-math", "-fopenmp", "-shared", "-fPIC")
 T = TypeVar("T")
 
 
@@ -156,6 +157,7 @@ def binding(wrap: Callable[[ctypes.CDLL], T]) -> Callable[[], T | None]:
 
 
 def status() -> str:
-    """One line: whether the row maps and diagnostics run on the compiled kernel, and why not if they do not."""
+    """One line: whether the row maps, diagnostics and fused attention run on the compiled kernel, and why
+    not if they do not."""
     lib, why = _load()
-    return f"C kernel (row maps, diagnostics): {'on' if lib else 'off'} ({why})"
+    return f"C kernel (row maps, diagnostics, fused attention): {'on' if lib else 'off'} ({why})"

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from . import site_kernel
 from .rowmaps import RowMap, length_multiplier
 
 MIN_BLOCK = 32
@@ -360,6 +361,10 @@ def _attend_fused(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor,
     if not plan.maps and softcap is None and scale is None and plan.length_scale is None:
         return _attend_biased_softmax(query, key_t.transpose(2, 3), value, out, scaling=scaling, window=window,
                                       block=plan.block, slopes=slopes)
+    if softcap is None and len(groups) == 1 and site_kernel.forward(
+            query, key_t.transpose(2, 3), value, out, scaling=scaling, window=window, rowmap=groups[0][0],
+            slopes=slopes, rowmul=_row_multiplier(scale, plan.length_scale, query.shape, n_k, window)):
+        return out
     # scaling the queries once spares a pass over every tile of scores (rounding differs by an ulp)
     scaled = query * scaling
     for start, stop in query_blocks(n_q, plan.block):
@@ -376,6 +381,23 @@ def _attend_fused(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor,
         w = _weights(z, allowed, plan, groups, query.dtype, -math.inf)
         out[:, start:stop] = torch.matmul(w, value[:, :, lo:hi]).transpose(1, 2)
     return out
+
+
+def _row_multiplier(scale: torch.Tensor | None, length_scale: LengthScale | None, shape: torch.Size, n_k: int,
+                    window: int | None) -> torch.Tensor | None:
+    """(batch x heads, queries) factor on each causal row's scores: the learnable ``scale`` times the length
+    multiplier of the row's number of allowed keys; None when there is neither."""
+    if scale is None and length_scale is None:
+        return None
+    bsz, heads, n_q, _ = shape
+    mul = torch.ones(bsz, heads, n_q, 1)
+    if scale is not None:
+        mul = mul * scale.detach().float()
+    if length_scale is not None:
+        n = torch.arange(n_k - n_q + 1, n_k + 1)
+        n = n if window is None else n.clamp(max=window)
+        mul = mul * length_multiplier(n.float(), length_scale.xi, length_scale.n_train)[:, None]
+    return mul.reshape(bsz * heads, n_q)
 
 
 def _attend_biased_softmax(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, out: torch.Tensor, *,

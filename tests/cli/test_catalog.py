@@ -12,7 +12,7 @@ def test_maps_lists_every_family(capsys):
     for fam in FAMILIES.values():
         assert fam.example in out
         assert fam.source.split()[0] in out
-    assert "C kernel (row maps, diagnostics): o" in out
+    assert "C kernel (row maps, diagnostics, fused attention): o" in out
 
 
 def test_tasks_lists_every_task_and_shows_one(capsys):

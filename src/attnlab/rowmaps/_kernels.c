@@ -55,7 +55,7 @@ static inline double newton_step(double total, double slope, int k) {
 }
 
 #define ENTMAX_ROWS(T, NAME, k)                                                                           \
-    static double NAME##_theta_k##k(const T *z, double m, int64_t n, double a, double *buf, int64_t *kept) {\
+    double NAME##_theta_k##k(const T *z, double m, int64_t n, double a, double *buf, int64_t *kept) {       \
         const T ta = (T)a, tm = (T)m;                                                                     \
         double total = 0.0, slope = 0.0;                                                                  \
         FOR_CHUNKS(c0, c1, n) {                                                                           \
@@ -103,8 +103,9 @@ static inline double newton_step(double total, double slope, int k) {
         return theta;                                                                                     \
     }                                                                                                     \
                                                                                                           \
-    /* The row's sum of r^k at theta, over the copied keys (a superset of the support). */                \
-    static double NAME##_total_k##k(const double *buf, int64_t c, double theta) {                         \
+    /* The row's sum of r^k at theta, over the copied keys (a superset of the support). Both this and     \
+     * theta are also called by the fused attention kernel (_attention.c), one score row at a time. */    \
+    double NAME##_total_k##k(const double *buf, int64_t c, double theta) {                                \
         double total = 0.0;                                                                               \
         _Pragma("omp simd reduction(+ : total)")                                                          \
         for (int64_t j = 0; j < c; j++) {                                                                 \
