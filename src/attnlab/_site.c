@@ -21,8 +21,9 @@
 
 #define KT 16 /* keys per packed tile: two 8-float vectors */
 #define GR 4  /* query rows whose scores (and weighted values) are accumulated together */
+#define VC 128 /* keys whose values the weights-value product reads for every row of a block in turn */
 
-enum { MAP_ENTMAX = 0, MAP_RELU = 1, MAP_SIGMOID = 2 };
+enum { MAP_ENTMAX = 0, MAP_RELU = 1, MAP_SIGMOID = 2, MAP_SOFTMAX = 3 };
 enum { OK = 0, NO_MEMORY = 1, DECLINED = 2 };
 
 typedef float v8 __attribute__((vector_size(32), aligned(4)));
@@ -57,23 +58,71 @@ static inline __attribute__((always_inline)) void qk_tile(const float *q, const 
     }
 }
 
-/* sum_j p[r][j] v[j] for GR rows of weights p (stride ld) over keys [j0, j1) into acc (GR x d), skipping
- * keys that every row weights 0. */
+/* Adds sum_j p[r][j] v[j] over keys [j0, j1) to acc (GR rows x d) for GR rows of weights p (stride ld). The
+ * keys that some row weights are listed first (branch-free: a branch per key mispredicts on ReLU's random
+ * half), then each 16 columns of the GR rows are accumulated in registers over the listed keys. */
 static inline __attribute__((always_inline)) void pv_rows(const float *p, int64_t ld, const float *v, int64_t d,
-                                                          int64_t j0, int64_t j1, float *acc) {
-    memset(acc, 0, GR * d * sizeof(float));
+                                                          int64_t j0, int64_t j1, float *acc, int32_t *keys) {
+    int64_t c = 0;
     for (int64_t j = j0; j < j1; j++) {
-        const float p0 = p[j], p1 = p[ld + j], p2 = p[2 * ld + j], p3 = p[3 * ld + j];
-        if (p0 == 0.0f && p1 == 0.0f && p2 == 0.0f && p3 == 0.0f) continue;
-        const float *vr = v + j * d;
+        keys[c] = (int32_t)j;
+        c += (p[j] != 0.0f) | (p[ld + j] != 0.0f) | (p[2 * ld + j] != 0.0f) | (p[3 * ld + j] != 0.0f);
+    }
+    if (d % 16) {
+        for (int64_t t = 0; t < c; t++) {
+            const int64_t j = keys[t];
+            const float p0 = p[j], p1 = p[ld + j], p2 = p[2 * ld + j], p3 = p[3 * ld + j], *vr = v + j * d;
 #pragma omp simd
-        for (int64_t c = 0; c < d; c++) {
-            acc[c] += p0 * vr[c];
-            acc[d + c] += p1 * vr[c];
-            acc[2 * d + c] += p2 * vr[c];
-            acc[3 * d + c] += p3 * vr[c];
+            for (int64_t e = 0; e < d; e++) {
+                acc[e] += p0 * vr[e];
+                acc[d + e] += p1 * vr[e];
+                acc[2 * d + e] += p2 * vr[e];
+                acc[3 * d + e] += p3 * vr[e];
+            }
+        }
+        return;
+    }
+    for (int64_t e = 0; e < d; e += 16) {
+        v8 a[GR][2];
+        for (int r = 0; r < GR; r++) {
+            a[r][0] = *(const v8 *)(acc + r * d + e);
+            a[r][1] = *(const v8 *)(acc + r * d + e + 8);
+        }
+        for (int64_t t = 0; t < c; t++) {
+            const int64_t j = keys[t];
+            const v8 v0 = *(const v8 *)(v + j * d + e), v1 = *(const v8 *)(v + j * d + e + 8);
+            for (int r = 0; r < GR; r++) {
+                const float x = p[r * ld + j];
+                a[r][0] += x * v0;
+                a[r][1] += x * v1;
+            }
+        }
+        for (int r = 0; r < GR; r++) {
+            *(v8 *)(acc + r * d + e) = a[r][0];
+            *(v8 *)(acc + r * d + e + 8) = a[r][1];
         }
     }
+}
+
+/* e^x for x <= 0 (Cephes' expf: x = n ln 2 + r, a degree-6 polynomial in r, 2^n through the exponent bits),
+ * within 2 ulp, and 0 below -87 where e^x leaves the normal floats. Plain arithmetic, so that GCC vectorizes
+ * the loop that calls it (libm's expf stays scalar without -ffast-math). */
+static inline float exp_nonpositive(float x) {
+    const float low = x < -87.0f ? -87.0f : x;
+    const float n = (low * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
+    float r = low - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float y = 1.9875691500e-4f;
+    y = y * r + 1.3981999507e-3f;
+    y = y * r + 8.3334519073e-3f;
+    y = y * r + 4.1665795894e-2f;
+    y = y * r + 1.6666665459e-1f;
+    y = y * r + 5.0000001201e-1f;
+    y = y * r * r + r + 1.0f;
+    const int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return x < -87.0f ? 0.0f : y * scale;
 }
 
 /* The row map on one row z of n allowed scores with maximum m, in place. Returns DECLINED for a row the
@@ -115,6 +164,18 @@ static int map_row(float *z, int64_t n, float m, const MapSpec *spec, double *bu
             }
             total += (double)part;
         }
+    } else if (spec->map == MAP_SOFTMAX) {
+        for (int64_t c0 = 0; c0 < n; c0 += 1024) {
+            const int64_t c1 = c0 + 1024 < n ? c0 + 1024 : n;
+            float part = 0.0f;
+#pragma omp simd reduction(+ : part)
+            for (int64_t j = c0; j < c1; j++) {
+                const float w = exp_nonpositive(z[j] - m);
+                z[j] = w;
+                part += w;
+            }
+            total += (double)part;
+        }
     } else {
         if (m + tb < -60.0f) return DECLINED;
         for (int64_t j = 0; j < n; j++) {
@@ -133,7 +194,7 @@ static inline __attribute__((always_inline)) int task(const float *q, const floa
                                                       int64_t nq, int64_t nk, int64_t d, int64_t window, float slope,
                                                       const float *rowmul, const MapSpec *spec, int64_t r0,
                                                       int64_t nr, int64_t out_stride, float *s, double *buf,
-                                                      float *qb, float *acc) {
+                                                      float *qb, float *acc, int32_t *keys) {
     const int64_t offset = nk - nq, hi = r0 + nr + offset;
     const int64_t lo = window ? (r0 + offset - window + 1 > 0 ? r0 + offset - window + 1 : 0) : 0;
     const int64_t t0 = lo / KT, t1 = (hi + KT - 1) / KT, base = t0 * KT, ld = (t1 - t0) * KT;
@@ -151,29 +212,36 @@ static inline __attribute__((always_inline)) int task(const float *q, const floa
         const int64_t pos = r0 + r + offset;
         const int64_t first = window && pos - window + 1 > 0 ? pos - window + 1 : 0, n = pos + 1 - first;
         float *z = row + (first - base);
-        if (slope != 0.0f) {
-            const float neg = -slope;
-            for (int64_t j = 0; j < n; j++) z[j] += neg * (float)(pos - first - j);
+        const float neg = -slope, mul = rowmul ? rowmul[r0 + r] : 1.0f;
+        float m = -INFINITY;
+        if (slope != 0.0f || rowmul) {
+#pragma omp simd reduction(max : m)
+            for (int64_t j = 0; j < n; j++) {
+                z[j] = (z[j] + neg * (float)(pos - first - j)) * mul;
+                m = z[j] > m ? z[j] : m;
+            }
+        } else {
+#pragma omp simd reduction(max : m)
+            for (int64_t j = 0; j < n; j++) m = z[j] > m ? z[j] : m;
         }
-        if (rowmul) {
-            const float mul = rowmul[r0 + r];
-            for (int64_t j = 0; j < n; j++) z[j] *= mul;
-        }
-        float m = z[0];
-        for (int64_t j = 1; j < n; j++) m = z[j] > m ? z[j] : m;
         if (!isfinite(m)) return DECLINED;
         const int status = map_row(z, n, m, spec, buf);
         if (status) return status;
         memset(row, 0, (first - base) * sizeof(float));
         memset(z + n, 0, (ld - (pos + 1 - base)) * sizeof(float));
     }
-    for (int64_t g = 0; g < padded; g += GR) {
-        const int64_t last = r0 + (g + GR < nr ? g + GR : nr) - 1 + offset;
-        const int64_t first = window && r0 + g + offset - window + 1 > 0 ? r0 + g + offset - window + 1 : 0;
-        pv_rows(s + g * ld, ld, v + base * d, d, first - base, last + 1 - base, acc);
-        for (int64_t r = g; r < g + GR && r < nr; r++)
-            memcpy(out + (r0 + r) * out_stride, acc + (r - g) * d, d * sizeof(float));
+    /* by chunks of VC keys, whose values stay in L1 while every group of rows reads them */
+    memset(acc, 0, padded * d * sizeof(float));
+    for (int64_t c0 = 0; c0 < ld; c0 += VC) {
+        const int64_t c1 = c0 + VC < ld ? c0 + VC : ld;
+        for (int64_t g = 0; g < padded; g += GR) {
+            const int64_t last = r0 + (g + GR < nr ? g + GR : nr) - 1 + offset;
+            const int64_t first = window && r0 + g + offset - window + 1 > 0 ? r0 + g + offset - window + 1 : 0;
+            const int64_t j0 = first - base > c0 ? first - base : c0, j1 = last + 1 - base < c1 ? last + 1 - base : c1;
+            if (j0 < j1) pv_rows(s + g * ld, ld, v + base * d, d, j0, j1, acc + g * d, keys);
+        }
     }
+    for (int64_t r = 0; r < nr; r++) memcpy(out + (r0 + r) * out_stride, acc + r * d, d * sizeof(float));
     return OK;
 }
 
@@ -181,7 +249,7 @@ static inline __attribute__((always_inline)) int task(const float *q, const floa
  *   q (pairs, nq, d), scaled; kp (pairs, ceil(nk / KT), d, KT), keys packed by tile and zero-padded;
  *   v (pairs, nk, d); out (batch, nq, heads, d); window 0 for none; slopes (heads) or NULL; rowmul
  *   (pairs, nq) or NULL; map MAP_ENTMAX (k = 1 / (alpha - 1) in {1, 2, 4}, a = alpha - 1), MAP_RELU
- *   (p = 2^squarings, bias b) or MAP_SIGMOID (bias b); floor as rowmaps/_rows.denormal_floor; rows per
+ *   (p = 2^squarings, bias b), MAP_SIGMOID (bias b) or MAP_SOFTMAX; floor as rowmaps/_rows.denormal_floor; rows per
  *   block at most 64.
  * Returns OK, NO_MEMORY, or DECLINED when a row needs the torch path (non-finite scores, sigmoid underflow). */
 int site_f32_forward(const float *q, const float *kp, const float *v, float *out, int64_t pairs, int64_t heads,
@@ -196,8 +264,9 @@ int site_f32_forward(const float *q, const float *kp, const float *v, float *out
         float *s = malloc((size_t)padded * tiles * KT * sizeof(float));
         double *buf = malloc((size_t)tiles * KT * sizeof(double));
         float *qb = malloc((size_t)padded * d * sizeof(float));
-        float *acc = malloc((size_t)GR * d * sizeof(float));
-        if (!s || !buf || !qb || !acc) status = NO_MEMORY;
+        float *acc = malloc((size_t)padded * d * sizeof(float));
+        int32_t *keys = malloc((size_t)tiles * KT * sizeof(int32_t));
+        if (!s || !buf || !qb || !acc || !keys) status = NO_MEMORY;
         /* the longest blocks (the last queries) first, so that threads finish together */
 #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < pairs * blocks; t++) {
@@ -212,17 +281,18 @@ int site_f32_forward(const float *q, const float *kp, const float *v, float *out
             /* constant head widths let the compiler unroll the products over head_dim */
             switch (d) {
             case 32: status = task(qi, kpi, vi, oi, nq, nk, 32, window, slope, rm, &spec, r0, nr, heads * 32, s,
-                                   buf, qb, acc); break;
+                                   buf, qb, acc, keys); break;
             case 64: status = task(qi, kpi, vi, oi, nq, nk, 64, window, slope, rm, &spec, r0, nr, heads * 64, s,
-                                   buf, qb, acc); break;
+                                   buf, qb, acc, keys); break;
             default: status = task(qi, kpi, vi, oi, nq, nk, d, window, slope, rm, &spec, r0, nr, heads * d, s,
-                                   buf, qb, acc);
+                                   buf, qb, acc, keys);
             }
         }
         free(s);
         free(buf);
         free(qb);
         free(acc);
+        free(keys);
     }
     return status;
 }

@@ -362,7 +362,7 @@ def _attend_fused(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor,
         return _attend_biased_softmax(query, key_t.transpose(2, 3), value, out, scaling=scaling, window=window,
                                       block=plan.block, slopes=slopes)
     if softcap is None and len(groups) == 1 and site_kernel.forward(
-            query, key_t.transpose(2, 3), value, out, scaling=scaling, window=window, rowmap=groups[0][0],
+            query, key_t.transpose(2, 3), value, out, scaling=scaling, window=window, rowmap="softmax" if groups[0][0] is _softmax else groups[0][0],
             slopes=slopes, rowmul=_row_multiplier(scale, plan.length_scale, query.shape, n_k, window)):
         return out
     # scaling the queries once spares a pass over every tile of scores (rounding differs by an ulp)
@@ -402,9 +402,10 @@ def _row_multiplier(scale: torch.Tensor | None, length_scale: LengthScale | None
 
 def _attend_biased_softmax(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, out: torch.Tensor, *,
                            scaling: float, window: int | None, block: int, slopes: torch.Tensor) -> torch.Tensor:
-    """Softmax with a linear position bias through PyTorch's fused kernel: heads whose slope is 0 (NAPE's
-    NoPE half) in one causal call over the whole sequence when queries and keys coincide, the others one
-    query block at a time with the bias tile of :func:`position_bias` as the kernel's mask."""
+    """Softmax with a linear position bias: heads whose slope is 0 (NAPE's NoPE half) through PyTorch's fused
+    kernel in one causal call over the whole sequence when queries and keys coincide, the others through
+    the compiled kernel (:mod:`attnlab.site_kernel`), or where it does not apply one query block at a time
+    through PyTorch's kernel with the bias tile of :func:`position_bias` as its mask."""
     n_q, n_k = query.shape[2], key.shape[2]
     flat = slopes == 0
     if n_q != n_k or window is not None:
@@ -418,6 +419,11 @@ def _attend_biased_softmax(query: torch.Tensor, key: torch.Tensor, value: torch.
     if not len(rest):
         return out
     query, key, value, slopes = query[:, rest], key[:, rest], value[:, rest], slopes[rest]
+    part = query.new_empty(query.shape[0], n_q, len(rest), query.shape[-1])
+    if site_kernel.forward(query, key, value, part, scaling=scaling, window=window, rowmap="softmax", slopes=slopes,
+                           rowmul=None):
+        out[:, :, rest] = part
+        return out
     for start, stop in query_blocks(n_q, block):
         lo, hi = key_span(n_q, n_k, start, stop, window)
         allowed = causal_mask(n_q, n_k, start, stop, window=window, device=query.device, keys=(lo, hi))

@@ -1,6 +1,6 @@
 """The site's fused attention kernel (``_site.c``): causal attention in which every head has the same row map,
 alpha-entmax with alpha in {2, 1.5, 1.25}, normalized ReLU^p with p a power of two up to 16 (dead rows
-zero) or normalized sigmoid, on CPU float32, forward only, with an optional ALiBi/NAPE position bias and a
+zero), normalized sigmoid or softmax (the site sends it softmax with a position bias), on CPU float32, forward only, with an optional ALiBi/NAPE position bias and a
 multiplier per query row (a learnable scale, a length multiplier). ``attnlab.native`` builds and loads the
 library; :func:`forward` returns False wherever the kernel does not apply and the site then takes its
 torch-ops path.
@@ -25,7 +25,7 @@ from .rowmaps._rows import denormal_floor
 
 KEY_TILE = 16  # keys per packed tile; _site.c's KT
 ROWS = 32  # query rows per task: 32 rows x 65,536 keys of float32 scores is 8 MiB, within the shared L3
-_ENTMAX, _RELU, _SIGMOID = 0, 1, 2
+_ENTMAX, _RELU, _SIGMOID, _SOFTMAX = 0, 1, 2, 3
 
 
 class Kernel:
@@ -43,7 +43,10 @@ get = native.binding(Kernel)
 
 
 def map_spec(rowmap: object, n_keys: int) -> tuple[int, int, int, float, float, float] | None:
-    """(map, k, squarings, a, b, floor) for the kernel, or None for a map it does not compute."""
+    """(map, k, squarings, a, b, floor) for the kernel, or None for a map it does not compute. ``rowmap`` is a
+    :class:`RowMap` or the string "softmax"."""
+    if rowmap == "softmax":
+        return _SOFTMAX, 0, 0, 0.0, 0.0, 0.0
     if not isinstance(rowmap, RowMap):
         return None
     params = rowmap.params
