@@ -1,11 +1,11 @@
 """Training-step time of the own decoder per row map, as ratios against the softmax step in the same
 run, and long-context evaluation time and peak memory.
 
-    python benchmarks/train.py [--threads 2] [--rounds 5] [--batch 8] [--eval-lengths 4096,16384,65536]
-                               [--out benchmarks/results/train.json]
+    python benchmarks/train.py [--threads 2] [--rounds 5] [--batch 8] [--context 256]
+                               [--eval-lengths 4096,16384,65536] [--out benchmarks/results/train.json]
 
 Training step: a 6-layer, 256-wide decoder (4 heads of 64, GELU FFN 1024, RoPE, byte vocabulary 257)
-at context 256, float32, one AdamW step on ``--batch`` random sequences: forward, cross-entropy,
+at context ``--context`` (256; the long-context target is at 2048), float32, one AdamW step on ``--batch`` random sequences: forward, cross-entropy,
 backward, clipping, step. Variants:
 
 - ``softmax``: plain softmax, which the decoder runs through ``F.scaled_dot_product_attention`` (the
@@ -58,13 +58,13 @@ EVAL_MAPS = ("softmax", "entmax_a1.5", "relu_p4_b0")
 TARGETS = {"entmax_a1.5": 3.0, "asentmax": 3.0, "relu_p4_b0": 1.5, "peak_eval_gib": 4.0}
 
 
-def step_fn(variant: dict, batch: int, seed: int = 0):
+def step_fn(variant: dict, batch: int, context: int, seed: int = 0):
     """A closure that takes one training step of the benchmark model with ``variant``'s map."""
     torch.manual_seed(seed)
-    model = Decoder(ModelConfig(**STEP_MODEL, **variant)).train()
+    model = Decoder(ModelConfig(**{**STEP_MODEL, "context": context}, **variant)).train()
     opt = make_optimizer(model, 1e-3, 0.1, (0.9, 0.95))
     g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(0, 257, (batch, STEP_MODEL["context"] + 1), generator=g)
+    ids = torch.randint(0, 257, (batch, context + 1), generator=g)
 
     def step() -> float:
         opt.zero_grad(set_to_none=True)
@@ -77,8 +77,8 @@ def step_fn(variant: dict, batch: int, seed: int = 0):
     return step
 
 
-def bench_steps(batch: int, rounds: int, reps: int) -> dict:
-    steps = {name: step_fn(v, batch) for name, v in VARIANTS.items()}
+def bench_steps(batch: int, rounds: int, reps: int, context: int) -> dict:
+    steps = {name: step_fn(v, batch, context) for name, v in VARIANTS.items()}
     for fn in steps.values():
         fn()
     best: dict[str, list[float]] = {name: [] for name in steps}
@@ -135,6 +135,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--reps", type=int, default=2, help="back-to-back steps per variant and round (best kept)")
     ap.add_argument("--batch", type=int, default=8, help="sequences per training step")
+    ap.add_argument("--context", type=int, default=256, help="training context of the step model")
     ap.add_argument("--eval-lengths", default="4096,16384,65536", help="comma-separated evaluation lengths")
     ap.add_argument("--eval-block", type=int, default=512,
                     help="model.block: query rows per attention block at most (default 512, the config default)")
@@ -144,17 +145,18 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     malloc = "tuned" if tune_malloc() else "default"
-    steps = {} if args.no_steps else bench_steps(args.batch, args.rounds, args.reps)
+    steps = {} if args.no_steps else bench_steps(args.batch, args.rounds, args.reps, args.context)
     evals = [] if args.no_eval else [bench_eval(n, m, args.eval_block, args.threads)
                                      for n in (int(x) for x in args.eval_lengths.split(",")) for m in EVAL_MAPS]
     payload = {"threads": args.threads, "rounds": args.rounds, "reps": args.reps, "batch": args.batch,
+               "context": args.context,
                "torch": torch.__version__, "malloc": malloc, "date": datetime.date.today().isoformat(),
                "step_model": STEP_MODEL, "eval_model": EVAL_MODEL, "targets": TARGETS,
                "baseline": "softmax step through scaled_dot_product_attention, same model shape, same rounds",
                "steps": steps, "eval": evals}
     write_json(args.out, payload)
     if steps:
-        print(f"training step / softmax (SDPA) step, 6 x 256 decoder, context 256, batch {args.batch}, float32, "
+        print(f"training step / softmax (SDPA) step, 6 x 256 decoder, context {args.context}, batch {args.batch}, float32, "
               f"{args.threads} threads, {malloc} malloc, median of {args.rounds} interleaved rounds of "
               f"best-of-{args.reps}")
         print("| map | best step | / softmax (median round) | range over rounds |")

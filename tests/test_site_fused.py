@@ -77,7 +77,40 @@ def test_position_bias_equals_alibi_bias_on_any_key_span():
     assert key_span(40, 40, 20, 30) == (0, 30) and key_span(40, 50, 20, 30, window=4) == (27, 40)
 
 
-def test_observers_gradients_and_dropout_keep_the_unfused_path():
+@pytest.mark.parametrize("name", ["entmax_a1.5", "relu_p4_b0", "sigmoid_b0", "softmax"])
+@pytest.mark.parametrize("extras", ["scale", "slopes_scale_window", "softcap_scale"])
+def test_gradients_through_the_fused_path_equal_the_unfused_ones(name, extras):
+    # training takes the fused path too: every input's gradient, the row scale's included, as the unfused site's
+    q, k, v = _qkv(q=70, k=70, dtype=torch.float64)
+    g = torch.Generator().manual_seed(5)
+    scale = (torch.rand(2, 4, 70, 1, generator=g, dtype=torch.float64) + 0.5).requires_grad_()
+    kwargs = {"scale": scale}
+    if "slopes" in extras:
+        kwargs.update(slopes=pe.nape_slopes(4, "inverse").double(), window=20)
+    if "softcap" in extras:
+        kwargs.update(softcap=2.0)
+    maps = {} if name == "softmax" else {h: rowmaps.get(name) for h in range(4)}
+    plan = Plan(maps=maps or {0: rowmaps.get("softmax_t1")}, block=32)
+    grads = []
+    for fused in (True, False):
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        scale.grad = None
+        out = attend(*leaves, scaling=0.5, causal=True, plan=dataclasses.replace(plan, fused=fused), **kwargs)
+        out.backward(torch.cos(torch.arange(out.numel(), dtype=torch.float64)).view_as(out))
+        grads.append([t.grad for t in leaves] + [scale.grad.clone()])
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
+
+
+def test_gradcheck_of_the_fused_path_in_float64():
+    q, k, v = _qkv(b=1, h=2, hkv=1, q=9, k=9, d=3, dtype=torch.float64)
+    scale = torch.rand(1, 2, 9, 1, dtype=torch.float64, generator=torch.Generator().manual_seed(2)) + 0.5
+    plan = Plan(maps={0: rowmaps.get("entmax_a1.5"), 1: rowmaps.get("relu_p2_b0.3")}, block=32)
+    fn = lambda q, k, v, s: attend(q, k, v, scaling=0.5, causal=True, plan=plan, scale=s)  # noqa: E731
+    assert torch.autograd.gradcheck(fn, [t.requires_grad_() for t in (q, k, v, scale)])
+
+
+def test_observers_and_dropout_keep_the_unfused_path(monkeypatch):
     q, k, v = _qkv(q=40, k=40, dtype=torch.float64)
     plan = Plan(maps={0: rowmaps.get("entmax_a1.5")}, block=32)
     seen = []
@@ -86,10 +119,9 @@ def test_observers_gradients_and_dropout_keep_the_unfused_path():
     weights = []
     attend(q, k, v, scaling=0.5, causal=True, plan=Plan(maps=plan.maps, weight_observers=(weights.append,), block=32))
     assert [w.weights.shape[-1] for w in weights] == [40, 40]
-    qg = q.clone().requires_grad_()
-    out = attend(qg, k, v, scaling=0.5, causal=True, plan=plan)
-    torch.testing.assert_close(out, attend(q, k, v, scaling=0.5, causal=True, plan=plan), rtol=1e-10, atol=1e-12)
-    assert out.requires_grad
+    import attnlab.site as site
+    monkeypatch.setattr(site, "_attend_fused", None)  # any call would fail
+    attend(q, k, v, scaling=0.5, causal=True, plan=plan, dropout=0.5, training=True)
 
 
 def test_slopes_must_be_one_per_head_and_not_with_a_bias():

@@ -277,7 +277,7 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, scali
     n_k = key_t.shape[-1]
     out = query.new_empty(bsz, n_q, n_heads, value.shape[-1])
     groups = _head_groups(plan, n_heads)
-    if bias is None and _fusable(plan, causal, dropout and training, slopes, (query, key, value, scale)):
+    if bias is None and _fusable(plan, causal, dropout and training, slopes):
         return _attend_fused(query, key_t, value, out, scaling=scaling, window=window, softcap=softcap,
                              plan=plan, groups=groups, slopes=slopes, scale=scale)
     # Masked keys hold the dtype's lowest value, as eager's, for softmax and score observers; when every head
@@ -330,14 +330,12 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, scali
     return out
 
 
-def _fusable(plan: Plan, causal: bool, dropout: bool, slopes: torch.Tensor | None,
-             tensors: Sequence[torch.Tensor | None]) -> bool:
+def _fusable(plan: Plan, causal: bool, dropout: bool, slopes: torch.Tensor | None) -> bool:
     """Whether the fused path serves a call without a ``bias`` callable (whose blocks span every key): causal,
-    nothing reads a block (observers, autograd, dropout) and a row map or a position bias to fuse; plain
-    softmax without one stays eager's exact arithmetic."""
-    grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
-    return (plan.fused and causal and not dropout and not grad and not plan.observers
-            and not plan.weight_observers and (bool(plan.maps) or slopes is not None))
+    nothing reads a block (observers, dropout) and a row map or a position bias to fuse; plain softmax
+    without one stays eager's exact arithmetic."""
+    return (plan.fused and causal and not dropout and not plan.observers and not plan.weight_observers
+            and (bool(plan.maps) or slopes is not None))
 
 
 def _mask_tile(z: torch.Tensor, allowed: torch.Tensor, start: int, offset: int, lo: int,
@@ -352,31 +350,40 @@ def _attend_fused(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor,
                   scaling: float, window: int | None, softcap: float | None, plan: Plan,
                   groups: list[tuple[Callable, list[int]]], slopes: torch.Tensor | None,
                   scale: torch.Tensor | None) -> torch.Tensor:
-    """Causal attention without autograd or observers, one query block at a time over only the keys it may
-    attend (:func:`key_span`): the work of the block-materializing loop less the scores every query of a
-    block would mask, with the same arithmetic on the rest except that the queries are scaled before the
-    product instead of the scores after it."""
+    """Causal attention without observers, one query block at a time over only the keys it may attend
+    (:func:`key_span`): the work of the block-materializing loop less the scores every query of a block
+    would mask, with the same arithmetic on the rest except that the queries are scaled before the product
+    instead of the scores after it. Without autograd, the compiled kernel (:mod:`attnlab.site_kernel`)
+    serves it where it applies; with autograd, the tiles are torch operations that autograd records (half
+    the products of the block-materializing loop, and half the saved scores)."""
     n_q, n_k = query.shape[2], key_t.shape[-1]
     offset = n_k - n_q
+    grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (query, key_t, value, scale))
     if not plan.maps and softcap is None and scale is None and plan.length_scale is None:
         return _attend_biased_softmax(query, key_t.transpose(2, 3), value, out, scaling=scaling, window=window,
-                                      block=plan.block, slopes=slopes)
-    if softcap is None and len(groups) == 1 and site_kernel.forward(
-            query, key_t.transpose(2, 3), value, out, scaling=scaling, window=window, rowmap="softmax" if groups[0][0] is _softmax else groups[0][0],
-            slopes=slopes, rowmul=_row_multiplier(scale, plan.length_scale, query.shape, n_k, window)):
+                                      block=plan.block, slopes=slopes, grad=grad)
+    if not grad and softcap is None and len(groups) == 1 and site_kernel.forward(
+            query, key_t.transpose(2, 3), value, out, scaling=scaling, window=window,
+            rowmap="softmax" if groups[0][0] is _softmax else groups[0][0], slopes=slopes,
+            rowmul=_row_multiplier(scale, plan.length_scale, query.shape, n_k, window)):
         return out
-    # scaling the queries once spares a pass over every tile of scores (rounding differs by an ulp)
-    scaled = query * scaling
+    # Scaling the queries once spares a pass over every tile of scores (rounding differs by an ulp); so does a
+    # row scale folded into them where nothing is added to the scores before it (under autograd the tile's
+    # product with the scale and its backward cost more than the rest of the tile's arithmetic).
+    fold = scale is not None and softcap is None and slopes is None
+    scaled = query * (scale * scaling) if fold else query * scaling
     for start, stop in query_blocks(n_q, plan.block):
         lo, hi = key_span(n_q, n_k, start, stop, window)
         allowed = causal_mask(n_q, n_k, start, stop, window=window, device=query.device, keys=(lo, hi))
         z = torch.matmul(scaled[:, :, start:stop], key_t[..., lo:hi])
+        # in place where autograd does not need the overwritten values (tanh's output, z for scale's gradient)
         if softcap is not None:
-            z.div_(softcap).tanh_().mul_(softcap)
+            z = torch.tanh(z / softcap) * softcap if grad else z.div_(softcap).tanh_().mul_(softcap)
         if slopes is not None:
             z.add_(position_bias(slopes, n_q, n_k, start, stop, (lo, hi), z.dtype))
-        if scale is not None:
-            z.mul_(scale if scale.shape[-2] == 1 else scale[..., start:stop, :])
+        if scale is not None and not fold:
+            row_scale = scale if scale.shape[-2] == 1 else scale[..., start:stop, :]
+            z = z * row_scale if grad else z.mul_(row_scale)
         _mask_tile(z, allowed, start, offset, lo, window)
         w = _weights(z, allowed, plan, groups, query.dtype, -math.inf)
         out[:, start:stop] = torch.matmul(w, value[:, :, lo:hi]).transpose(1, 2)
@@ -401,7 +408,8 @@ def _row_multiplier(scale: torch.Tensor | None, length_scale: LengthScale | None
 
 
 def _attend_biased_softmax(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, out: torch.Tensor, *,
-                           scaling: float, window: int | None, block: int, slopes: torch.Tensor) -> torch.Tensor:
+                           scaling: float, window: int | None, block: int, slopes: torch.Tensor,
+                           grad: bool) -> torch.Tensor:
     """Softmax with a linear position bias: heads whose slope is 0 (NAPE's NoPE half) through PyTorch's fused
     kernel in one causal call over the whole sequence when queries and keys coincide, the others through
     the compiled kernel (:mod:`attnlab.site_kernel`), or where it does not apply one query block at a time
@@ -420,7 +428,7 @@ def _attend_biased_softmax(query: torch.Tensor, key: torch.Tensor, value: torch.
         return out
     query, key, value, slopes = query[:, rest], key[:, rest], value[:, rest], slopes[rest]
     part = query.new_empty(query.shape[0], n_q, len(rest), query.shape[-1])
-    if site_kernel.forward(query, key, value, part, scaling=scaling, window=window, rowmap="softmax", slopes=slopes,
+    if not grad and site_kernel.forward(query, key, value, part, scaling=scaling, window=window, rowmap="softmax", slopes=slopes,
                            rowmul=None):
         out[:, :, rest] = part
         return out
