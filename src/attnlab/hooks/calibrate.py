@@ -31,7 +31,8 @@ def _order_keys(z: torch.Tensor) -> torch.Tensor:
 
 
 def _bins(z: torch.Tensor) -> torch.Tensor:
-    return (_order_keys(z) >> 16).to(torch.int64) + N_BINS // 2
+    # int32 throughout: bincount takes it, and an int64 copy of a block of scores costs as much as the binning
+    return (_order_keys(z) >> 16).add_(N_BINS // 2)
 
 
 class _Pass:
@@ -51,14 +52,16 @@ class _Pass:
         live = allowed.any(-1) & ~torch.isnan(z).any(-1)
         self.rows += int(live.sum())
         keep = allowed & live.unsqueeze(-1) & (w > 0)
-        zk, wk = z[keep], w[keep].to(torch.float64)
-        bins = _bins(zk)
+        # Binned in place of selected: a boolean selection copies the block's pairs, which cost more than
+        # the binning itself; pairs left out weigh 0 in the histogram.
+        bins = _bins(torch.where(keep, z, 0.0))
         if self.target_bin is None:
-            self.hist += torch.bincount(bins, weights=wk, minlength=N_BINS)
+            weights = torch.where(keep, w, 0.0).flatten().to(torch.float64)
+            self.hist += torch.bincount(bins.flatten(), weights=weights, minlength=N_BINS)
         else:
-            inside = bins == self.target_bin
-            self.values.append(zk[inside].to(torch.float64))
-            self.weights.append(wk[inside])
+            inside = keep & (bins == self.target_bin)
+            self.values.append(z[inside].to(torch.float64))
+            self.weights.append(w[inside].to(torch.float64))
 
 
 def _forward(model: nn.Module, input_ids: torch.Tensor, observer: _Pass) -> None:
