@@ -5,8 +5,8 @@ run, and long-context evaluation time and peak memory.
                                [--eval-lengths 4096,16384,65536] [--out benchmarks/results/train.json]
 
 Training step: a 6-layer, 256-wide decoder (4 heads of 64, GELU FFN 1024, RoPE, byte vocabulary 257)
-at context ``--context`` (256; the long-context target is at 2048), float32, one AdamW step on ``--batch`` random sequences: forward, cross-entropy,
-backward, clipping, step. Variants:
+at context ``--context`` (256; the long-context target is at 2048), float32, one AdamW step on ``--batch``
+random sequences: forward, cross-entropy, backward, clipping, step. Variants:
 
 - ``softmax``: plain softmax, which the decoder runs through ``F.scaled_dot_product_attention`` (the
   baseline);
@@ -156,8 +156,8 @@ def main(argv: list[str] | None = None) -> dict:
                "steps": steps, "eval": evals}
     write_json(args.out, payload)
     if steps:
-        print(f"training step / softmax (SDPA) step, 6 x 256 decoder, context {args.context}, batch {args.batch}, float32, "
-              f"{args.threads} threads, {malloc} malloc, median of {args.rounds} interleaved rounds of "
+        print(f"training step / softmax (SDPA) step, 6 x 256 decoder, context {args.context}, batch {args.batch}, "
+              f"float32, {args.threads} threads, {malloc} malloc, median of {args.rounds} interleaved rounds of "
               f"best-of-{args.reps}")
         print("| map | best step | / softmax (median round) | range over rounds |")
         print("|---|---|---|---|")

@@ -202,7 +202,8 @@ static inline __attribute__((always_inline)) int task(const float *q, const floa
     memcpy(qb, q + r0 * d, nr * d * sizeof(float));
     memset(qb + nr * d, 0, (padded - nr) * d * sizeof(float));
     for (int64_t t = t0; t < t1; t++)
-        for (int64_t g = 0; g < padded; g += GR) qk_tile(qb + g * d, kp + t * d * KT, d, s + g * ld + (t - t0) * KT, ld);
+        for (int64_t g = 0; g < padded; g += GR)
+            qk_tile(qb + g * d, kp + t * d * KT, d, s + g * ld + (t - t0) * KT, ld);
     for (int64_t r = 0; r < padded; r++) {
         float *row = s + r * ld;
         if (r >= nr) {

@@ -1,9 +1,9 @@
 """attnlab's compiled C library: the row maps' kernels (``rowmaps/_kernels.c``), the diagnostics bundle
 (``diagnostics/_rows.c``) and the site's fused attention (``_site.c``), one library built on first use with
 the machine's C compiler, cached, and loaded with ctypes. Each owner of a C source has a thin wrapper that
-declares its entry points (``rowmaps.kernel``, ``diagnostics.kernel``, ``site_kernel``); this module knows only how to build, cache and load the
-library, so neither package reaches into the other. Every caller falls back to its torch-ops path
-wherever the library is missing.
+declares its entry points (``rowmaps.kernel``, ``diagnostics.kernel``, ``site_kernel``); this module knows
+only how to build, cache and load the library, so no owner reaches into another's. Every caller falls
+back to its torch-ops path wherever the library is missing.
 
 Why ctypes and not ``torch.utils.cpp_extension``: the C files need no PyTorch headers, so they build in
 about a second with ``cc`` alone, where an extension needs ninja and a minute of compiling headers.
@@ -40,7 +40,7 @@ from typing import TypeVar
 
 import torch
 
-# One library for both packages: one compile, one cache entry and one load per process.
+# One library for every owner: one compile, one cache entry and one load per process.
 SOURCES = (Path(__file__).parent / "rowmaps" / "_kernels.c", Path(__file__).parent / "diagnostics" / "_rows.c",
            Path(__file__).parent / "_site.c")
 FLAGS = ("-O3", "-march=native", "-fno-trapping-math", "-fopenmp", "-shared", "-fPIC")

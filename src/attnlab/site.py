@@ -428,8 +428,8 @@ def _attend_biased_softmax(query: torch.Tensor, key: torch.Tensor, value: torch.
         return out
     query, key, value, slopes = query[:, rest], key[:, rest], value[:, rest], slopes[rest]
     part = query.new_empty(query.shape[0], n_q, len(rest), query.shape[-1])
-    if not grad and site_kernel.forward(query, key, value, part, scaling=scaling, window=window, rowmap="softmax", slopes=slopes,
-                           rowmul=None):
+    if not grad and site_kernel.forward(query, key, value, part, scaling=scaling, window=window, rowmap="softmax",
+                                        slopes=slopes, rowmul=None):
         out[:, :, rest] = part
         return out
     for start, stop in query_blocks(n_q, block):

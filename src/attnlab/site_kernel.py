@@ -1,9 +1,9 @@
 """The site's fused attention kernel (``_site.c``): causal attention in which every head has the same row map,
 alpha-entmax with alpha in {2, 1.5, 1.25}, normalized ReLU^p with p a power of two up to 16 (dead rows
-zero), normalized sigmoid or softmax (the site sends it softmax with a position bias), on CPU float32, forward only, with an optional ALiBi/NAPE position bias and a
-multiplier per query row (a learnable scale, a length multiplier). ``attnlab.native`` builds and loads the
-library; :func:`forward` returns False wherever the kernel does not apply and the site then takes its
-torch-ops path.
+zero), normalized sigmoid or softmax (the site sends it softmax with a position bias), on CPU float32,
+forward only, with an optional ALiBi/NAPE position bias and a multiplier per query row (a learnable
+scale, a length multiplier). ``attnlab.native`` builds and loads the library; :func:`forward` returns
+False wherever the kernel does not apply and the site then takes its torch-ops path.
 
 Why a kernel: the torch-ops fused path writes every tile of scores to memory and reads it back once per
 operation (product, bias, mask, maximum, map, product), and at 65,536 keys a tile does not fit in any
@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from . import native
 from .rowmaps import RowMap
 from .rowmaps._rows import denormal_floor
+from .rowmaps.entmax import FAST_K
 
 KEY_TILE = 16  # keys per packed tile; _site.c's KT
 ROWS = 32  # query rows per task: 32 rows x 65,536 keys of float32 scores is 8 MiB, within the shared L3
@@ -53,7 +54,7 @@ def map_spec(rowmap: object, n_keys: int) -> tuple[int, int, int, float, float, 
     if rowmap.family == "entmax":
         alpha = params["alpha"]
         k = 1.0 / (alpha - 1.0) if alpha > 1 else 0.0
-        if k not in (1.0, 2.0, 4.0):
+        if k not in FAST_K:  # the k whose Newton iteration the row-map kernel compiles
             return None
         return _ENTMAX, int(k), 0, alpha - 1.0, 0.0, denormal_floor(k, n_keys, torch.float32)
     if rowmap.family == "relu_p" and params.get("dead") == "zeros" and params.get("b") is not None:
@@ -89,11 +90,10 @@ def forward(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, out: to
     packed = F.pad(key, (0, 0, 0, tiles * KEY_TILE - n_k)).reshape(bsz * heads, tiles, KEY_TILE, d)
     packed = packed.transpose(-1, -2).contiguous()
     v = value.contiguous()
-    extra = [t.contiguous() for t in (slopes, rowmul) if t is not None]
-    if not all(bool(torch.isfinite(t).all()) for t in (q, packed, v, *extra)):
-        return False
     slopes = None if slopes is None else slopes.contiguous()
     rowmul = None if rowmul is None else rowmul.contiguous()
+    if not all(bool(torch.isfinite(t).all()) for t in (q, packed, v, slopes, rowmul) if t is not None):
+        return False
     status = kernel.fn(q.data_ptr(), packed.data_ptr(), v.data_ptr(), out.data_ptr(), bsz * heads, heads, n_q, n_k,
                        d, window or 0, None if slopes is None else slopes.data_ptr(),
                        None if rowmul is None else rowmul.data_ptr(), *spec, ROWS, torch.get_num_threads())
