@@ -102,7 +102,7 @@ def test_the_summary_lists_every_finding_and_links_to_its_section(tmp_path):
     ids = {attrs["id"] for tag, attrs in parsed.tags if tag == "h2"}
     links = [attrs["href"] for tag, attrs in parsed.tags if tag == "a"]
     assert len(ids) == 2 and {h[1:] for h in links} == ids
-    summary = [r for r in parsed.rows if len(r) == 3 and r[0][0] in ("sinks", "temperature")]
+    summary = [r for r in parsed.rows if len(r) == 5 and r[0][0] in ("sinks", "temperature")]
     assert [(r[0][0], r[1][0], r[2][0]) for r in summary] == [
         (name, f.verdict, f.claim) for name in ("sinks", "temperature") for f in sections[0][0].findings]
     boxes = [attrs["class"] for tag, attrs in parsed.tags if tag == "div" and "finding" in attrs.get("class", "")]

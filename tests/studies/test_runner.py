@@ -181,9 +181,10 @@ def test_an_identity_is_labelled_a_check_in_the_verdict_table_not_a_reproduced_f
     paper = _fake_study(tmp_path / "s", verdict="reproduced")
     assert not paper.findings[0].is_check
     page = render([(rowmaps, tmp_path / "rm"), (paper, tmp_path / "s")], title="T")
-    summary = page[page.index("<tbody>"):page.index("</tbody>")]
-    assert '<td class="text check-passed">check passed</td>' in summary
-    assert '<td class="text">reproduced</td>' in summary and summary.count("reproduced") == 1
+    found = page[page.index("<h3>Findings</h3>"):page.index("<h3>Software checks</h3>")]
+    checks = page[page.index("<h3>Software checks</h3>"):page.index("</tbody>", page.index("<h3>Software checks"))]
+    assert '<td class="text check-passed">check passed</td>' in checks and "check passed" not in found
+    assert '<td class="text">reproduced</td>' in found and found.count("reproduced") == 1
     assert page.count('class="finding check-passed"') == 1 and ".finding.check-passed" in page
     with pytest.raises(ValueError, match="verdict must be one of .*check passed, check failed"):
         Finding("c", "passed", "e")

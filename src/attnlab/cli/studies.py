@@ -17,7 +17,8 @@ from .base import PROGRESS_HELP, UserError, check_writable, command
 def _print_section(section, folder: Path) -> None:
     print(f"== {section.title} ({folder})")
     for f in section.findings:
-        print(textwrap.fill(f"[{f.verdict}] {f.claim}: {f.evidence}", width=110, subsequent_indent="    "))
+        why = f" ({f.verdict}: {f.reason})" if f.reason else ""
+        print(textwrap.fill(f"[{f.verdict}] {f.claim}: {f.evidence}{why}", width=110, subsequent_indent="    "))
 
 
 def _study_errors() -> tuple[type[BaseException], ...]:

@@ -312,6 +312,17 @@ def paired_interval(differences, level: float = 0.95) -> dict[str, float]:
     return {"n": n, "mean": mean, "sd": sd, "lo": mean - half, "hi": mean + half}
 
 
+def paired_mde(sd: float, n: int, *, alpha: float = 0.05, power: float = 0.8) -> float:
+    """The smallest true mean difference a two-sided paired t-test at level ``alpha`` detects with probability
+    ``power``, from ``n`` pairs whose differences have standard deviation ``sd``:
+    (t_{1-alpha/2, n-1} + t_{power, n-1}) sd / sqrt(n). NaN with fewer than two pairs or no finite sd."""
+    if not 0 < alpha < 1 or not 0 < power < 1:
+        raise ValueError(f"paired_mde needs 0 < alpha < 1 and 0 < power < 1, got alpha={alpha!r}, power={power!r}")
+    if n < 2 or not math.isfinite(sd):
+        return math.nan
+    return (t_quantile(1 - alpha / 2, n - 1) + t_quantile(power, n - 1)) * sd / math.sqrt(n)
+
+
 def bootstrap_ci(df: pd.DataFrame, statistic: Callable[[pd.DataFrame], float], *, unit="prompt",
                  n_boot: int = 1000, level: float = 0.95, seed=0) -> tuple[float, float, float]:
     """(point, lo, hi): statistic(df) and its percentile bootstrap interval over `unit` (Polynomial Concentration

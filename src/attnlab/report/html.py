@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .sections import Finding, Section
+from .sections import VERDICTS, Finding, Section
 
 MAX_ROWS = 200  # longer tables are cut in the page (the CSV beside it holds every row)
 
@@ -28,7 +28,9 @@ h1 { margin-bottom: 0.2em; } h2 { border-top: 2px solid #ddd; padding-top: 1em; 
 code { background: #f3f3f3; padding: 0.1em 0.3em; border-radius: 3px; font-size: 0.9em; }
 .finding { border-left: 5px solid #999; padding: 0.4em 0.8em; margin: 0.6em 0; background: #fafafa; }
 .finding.reproduced { border-color: #2e8540; } .finding.not-reproduced { border-color: #c0392b; }
-.finding.not-checked { border-color: #e0a800; }
+.finding.not-checked { border-color: #e0a800; } .finding.underpowered { border-color: #6c757d; }
+.discipline { font-size: 0.88em; color: #333; margin: 0.3em 0 0; padding-left: 1.2em; }
+.counts span { display: inline-block; margin-right: 1.2em; }
 .finding.check-passed { border-color: #2e8540; border-left-style: dashed; }
 .finding.check-failed { border-color: #c0392b; border-left-style: dashed; }
 td.check-passed, td.check-failed { font-style: italic; }
@@ -93,6 +95,31 @@ def _image(png: Path) -> str:
     return f'<img alt="{_esc(png.stem)}" src="data:image/png;base64,{data}">'
 
 
+def finding_html(f: Finding) -> str:
+    """One finding: its label and claim, the numbers that decide it, and the discipline behind the label (the rule
+    fixed before the numbers were read, the null control's outcome under it, the design's MDE, the reason)."""
+    kind = f.verdict.replace(" ", "-")
+    lines = []
+    if f.rule:
+        lines.append(f"<li><strong>rule</strong>: {_esc(f.rule)}</li>")
+    if f.null is not None:
+        lines.append(f"<li><strong>null control</strong>: {_esc(f.null.control)}: <strong>{_esc(f.null.result)}</strong>"
+                     f"{': ' + _esc(f.null.outcome) if f.null.outcome else ''}</li>")
+    if f.mde is not None:
+        lines.append(f"<li><strong>MDE</strong>: {_esc(f.mde.words())}</li>")
+    if f.reason:
+        lines.append(f"<li><strong>why {_esc(f.verdict)}</strong>: {_esc(f.reason)}</li>")
+    listed = f'<ul class="discipline">{"".join(lines)}</ul>' if lines else ""
+    return (f'<div class="finding {kind}"><span class="verdict">{_esc(f.verdict)}</span>: '
+            f"{_esc(f.claim)}<br>{_esc(f.evidence)}{listed}</div>")
+
+
+def label_counts(findings: Sequence[Finding]) -> dict[str, int]:
+    """How many findings carry each label, in the order of ``VERDICTS``, labels with none left out."""
+    found = [f.verdict for f in findings]
+    return {v: found.count(v) for v in VERDICTS if v in found}
+
+
 def section_html(section: Section, folder: Path, anchor: str) -> str:
     parts = [f'<h2 id="{anchor}">{_esc(section.title)}</h2>',
              f'<p class="source">source <code>{_esc(section.source)}</code> &middot; folder '
@@ -102,10 +129,13 @@ def section_html(section: Section, folder: Path, anchor: str) -> str:
              f"from the folder's files by <code>attnlab report {_esc(folder)}</code></p>"]
     for warning in section.warnings:
         parts.append(f'<div class="warning">warning: {_esc(warning)}</div>')
-    for f in section.findings:
-        kind = f.verdict.replace(" ", "-")
-        parts.append(f'<div class="finding {kind}"><span class="verdict">{_esc(f.verdict)}</span>: '
-                     f"{_esc(f.claim)}<br>{_esc(f.evidence)}</div>")
+    claims = [f for f in section.findings if not f.is_check]
+    checks = [f for f in section.findings if f.is_check]
+    parts += [finding_html(f) for f in claims]
+    if checks:
+        parts.append("<h3>Software checks</h3>")
+        parts.append('<p class="meta">identities attnlab must satisfy, not findings of the papers</p>')
+        parts += [finding_html(f) for f in checks]
     for note in section.notes:
         parts.append(f'<p class="meta">{_esc(note)}</p>')
     for t in section.tables:
@@ -128,17 +158,29 @@ def _verdict_cell(finding: Finding) -> str:
     return f'<td class="text{kind}">{_esc(finding.verdict)}</td>'
 
 
+def _summary_table(sections, anchors, pick, head: str) -> str:
+    """The page's table of the findings ``pick`` selects, each linked to its section, with its null's outcome and MDE."""
+    rows = "".join(f'<tr><td class="text"><a href="#{a}">{_esc(s.study)}</a></td>{_verdict_cell(f)}'
+                   f'<td class="text">{_esc(f.claim)}</td>'
+                   f'<td class="text">{_esc(f.null.result if f.null is not None else "")}</td>'
+                   f'<td class="text">{_esc(f.mde.words() if f.mde is not None else "")}</td></tr>'
+                   for (s, _), a in zip(sections, anchors) for f in s.findings if pick(f))
+    return (f'<h3>{head}</h3><table class="sortable"><thead><tr><th class="text">study</th>'
+            '<th class="text">verdict</th><th class="text">finding checked</th><th class="text">null control</th>'
+            f'<th class="text">MDE</th></tr></thead><tbody>{rows}</tbody></table>' if rows else "")
+
+
 def render(sections: Sequence[tuple[Section, Path]], title: str = "attnlab report") -> str:
     """The whole page: a summary of every finding, then one part per section."""
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     # A study name is the user's text: only letters, digits, - and _ of it reach an id or href.
     anchors = [f"s{i}-{re.sub(r'[^A-Za-z0-9_-]', '-', s.study)}" for i, (s, _) in enumerate(sections)]
     toc = "".join(f'<li><a href="#{a}">{_esc(s.title)}</a></li>' for (s, _), a in zip(sections, anchors))
-    rows = "".join(f'<tr><td class="text"><a href="#{a}">{_esc(s.study)}</a></td>{_verdict_cell(f)}'
-                   f'<td class="text">{_esc(f.claim)}</td></tr>'
-                   for (s, _), a in zip(sections, anchors) for f in s.findings)
-    summary = ('<table class="sortable"><thead><tr><th class="text">study</th><th class="text">verdict</th>'
-               f'<th class="text">finding checked</th></tr></thead><tbody>{rows}</tbody></table>' if rows else "")
+    every = [f for s, _ in sections for f in s.findings]
+    counts = "".join(f"<span><strong>{n}</strong> {_esc(v)}</span>" for v, n in label_counts(every).items())
+    summary = ((f'<p class="counts">{counts}</p>' if counts else "")
+               + _summary_table(sections, anchors, lambda f: not f.is_check, "Findings")
+               + _summary_table(sections, anchors, lambda f: f.is_check, "Software checks"))
     body = "\n".join(section_html(s, folder, a) for (s, folder), a in zip(sections, anchors))
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{_esc(title)}</title>'
             f"<style>{_STYLE}</style></head><body>\n<h1>{_esc(title)}</h1>"
