@@ -256,3 +256,20 @@ def test_report_of_an_audit_with_types_colours_the_phase_plot_by_head_type(check
     assert "App. H type" in {f.stem: f.caption for f in section.figures}["phase"]
     argv = shlex.split(section.command)
     assert argv[argv.index("--types") + 1] == str(heads_folder)
+
+
+def test_the_prevalence_interval_resamples_prompts_not_rows():
+    """Four prompts of 200 rows each, all unsafe in two and all safe in two: the rows' Wilson interval is about
+    +-3.5 pp around 50%, but four prompts cannot place the share that tightly; the bootstrap over prompts sees it."""
+    from attnlab.commands.runs import Bias
+
+    prompt = np.repeat(np.arange(4), 200)
+    rows = pd.DataFrame({"prompt": prompt, "status": "active", "rho": 0.5, "a_act": 3.0, "target_is_max": True,
+                         **{c: np.nan for c in audit.GAP_COLUMNS}, "s_p2": 1.0, "safe_p2": prompt % 2 == 0})
+    (line,) = audit.prevalence(rows, (2,), Bias("0", 0.0))
+    assert line["unsafe %"] == 50 and line["prompts"] == 4
+    assert line["row wilson hi"] - line["row wilson lo"] < 8
+    assert line["unsafe lo"] <= 25 and line["unsafe hi"] >= 75
+    uniform = rows.assign(safe_p2=np.arange(800) % 2 == 0)  # every prompt half safe: nothing varies between prompts
+    (even,) = audit.prevalence(uniform, (2,), Bias("0", 0.0))
+    assert even["unsafe lo"] == even["unsafe hi"] == 50

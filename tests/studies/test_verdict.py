@@ -25,6 +25,7 @@ SEES, BLIND, NONE = MDE(0.1, 0.5, "ppl", "t"), MDE(0.5, 0.1, "ppl", "t"), MDE(No
     (False, FAILS, NONE, None, "not reproduced"),
     (False, FAILS, BLIND, None, "underpowered"),
     (False, PASSES, BLIND, None, "underpowered"),
+    (False, NOT_RUN, SEES, None, "not reproduced"),
     (None, FAILS, SEES, None, "not checked"),
     (True, FAILS, SEES, "the positive control failed", "not checked"),
 ])

@@ -71,17 +71,18 @@ def _checkpoint_command(name: str, help: str, description: str,
     "AuditConfig")
 def audit(cfg) -> str:
     return (f"audit of {cfg.model} on {cfg.suite} ({cfg.prompts} prompts, queries {cfg.queries}, "
-            f"target {cfg.target}); unsafe = S_p >= 1 over active rows, with Wilson 95% intervals")
+            f"target {cfg.target}); unsafe = S_p >= 1 over active rows, with 95% intervals over prompts")
 
 
 @_checkpoint_command(
     "lengths", "unsafe-row rate against context length (Polynomial Concentration App. C)",
     "The audit at every prompt length of --lengths, with one model load and one b_auto for the sweep: per "
-    "length, b and p the unsafe % of the active rows with its Wilson 95% interval and the medians of rho and A_act "
+    "length, b and p the unsafe % of the active rows with its 95% interval over prompts and the medians of rho and "
+    "A_act "
     "(Polynomial Concentration App. C, Fig. 5).", "LengthsConfig")
 def lengths(cfg) -> str:
     return (f"length sweep of {cfg.model} on {cfg.suite} ({cfg.prompts} prompts per length, queries {cfg.queries}, "
-            f"target {cfg.target}); unsafe = S_p >= 1 over active rows, with Wilson 95% intervals")
+            f"target {cfg.target}); unsafe = S_p >= 1 over active rows, with 95% intervals over prompts")
 
 
 @_checkpoint_command(

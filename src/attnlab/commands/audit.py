@@ -25,7 +25,7 @@ import pandas as pd
 from .. import hooks, options
 from ..diagnostics import RowOptions
 from ..diagnostics.rows import SPECIAL
-from ..diagnostics.stats import wilson
+from ..diagnostics.stats import bootstrap_fraction, wilson
 from ..io import check_output, write_json, write_table
 from ..options import command_line, option
 from ..report.plot_concentration import MAX_POINTS, bound_quadrants, plot_bound, plot_p_star, plot_phase
@@ -79,9 +79,25 @@ class AuditConfig(AuditOptions):
             head_type_table(self.types, self.model)
 
 
+BOOTSTRAP = 1000  # resamples of the prompts behind each prevalence interval
+
+
+def unsafe_interval(active: pd.DataFrame, column: str) -> tuple[float, float]:
+    """The 95% percentile interval (%) of the unsafe share of ``active`` rows (``column``: the safe flag) over
+    B = BOOTSTRAP resamples of the prompts, seed 0; NaN without rows."""
+    flags = active[["prompt", "status", column]].dropna(subset=[column])
+    if flags.empty:
+        return np.nan, np.nan
+    _, lo, hi = bootstrap_fraction(flags.assign(**{column: flags[column].astype(bool)}), column, unit="prompt",
+                                   n_boot=BOOTSTRAP)
+    return 100 * (1 - hi), 100 * (1 - lo)
+
+
 def prevalence(rows: pd.DataFrame, p: tuple[float, ...], b: Bias, *, answer: bool = False) -> list[dict]:
     """Polynomial Concentration Table 1/10/11 lines for one bias: over active-unsaturated rows, the unsafe rate
-    (S_p >= 1) with its Wilson 95% interval and the medians of rho, A_act and S_p; the dead and saturated
+    (S_p >= 1) with its 95% interval from a bootstrap over prompts (the unit of replication: rows of one prompt
+    share its tokens, so an interval over rows is too narrow; Polynomial Concentration App. B, R), the rows'
+    Wilson interval as a descriptive column, and the medians of rho, A_act and S_p; the dead and saturated
     shares over readable rows; the gap-counting medians (ties, Lambda_n = inf, left out and counted).
     ``answer``: the rows were read against their answer key; add the share whose argmax is that key (App. S:
     only there does the bound's Delta >= 0 premise hold). Rows with an ``s_sigmoid`` column add the share
@@ -103,10 +119,12 @@ def prevalence(rows: pd.DataFrame, p: tuple[float, ...], b: Bias, *, answer: boo
         safe = active[f"safe_p{d}"].dropna().astype(bool)
         unsafe = int((~safe).sum())
         lo, hi = wilson(unsafe, len(safe)) if len(safe) else (np.nan, np.nan)
+        boot_lo, boot_hi = unsafe_interval(active, f"safe_p{d}")
         lines.append({
             "b": b.label, "b value": b.value, "p": q, "rows": len(readable), "active": len(active),
+            "prompts": int(active["prompt"].nunique()),
             "unsafe %": 100 * unsafe / len(safe) if len(safe) else np.nan,
-            "unsafe lo": 100 * lo, "unsafe hi": 100 * hi,
+            "unsafe lo": boot_lo, "unsafe hi": boot_hi, "row wilson lo": 100 * lo, "row wilson hi": 100 * hi,
             "med rho": _median(active["rho"]), "med a_act": _median(active["a_act"]),
             "med s_p": _median(active[f"s_p{d}"]),
             "dead %": 100 * float((readable["status"] == "dead").mean()) if len(readable) else np.nan,
@@ -164,7 +182,7 @@ def _median(values) -> float:
 
 
 def _columns(p: tuple[float, ...], sigmoid: bool = False) -> list[str]:
-    return (["status", "rho", "a_act", "target_is_max", *GAP_COLUMNS, *(["s_sigmoid"] if sigmoid else [])]
+    return (["prompt", "status", "rho", "a_act", "target_is_max", *GAP_COLUMNS, *(["s_sigmoid"] if sigmoid else [])]
             + [f"{k}_p{q:g}" for q in p for k in ("s", "safe")])
 
 
@@ -258,7 +276,8 @@ def report_section(folder: Path, config: dict) -> Section:
                  "the degree bound p >= p* predict which?",
         command=command_line("audit", AuditConfig, config, str(folder)),
         tables=(Table("audit", "Prevalence per b and p (Polynomial Concentration Tables 1/10/11): unsafe % of the "
-                               "active rows with its Wilson 95% interval and the medians of rho, A_act and S_p."),
+                               "active rows with its 95% interval over prompts (bootstrap; the rows' Wilson interval beside it, "
+                               "descriptive only) and the medians of rho, A_act and S_p."),
                 Table("bound_validation", "Bound validation (App. M, Table 8): predicted safe (p >= p*) against "
                                           "measured safe (S_p < 1); FN = predicted safe but measured unsafe, with "
                                           "its rate over the unsafe rows and its count under tolerance eps; FP = "
@@ -312,4 +331,4 @@ def compare_section(folders: list[Path], into: Path) -> Section:
         question="How does the unsafe-row rate compare across the audited models and suites?",
         command="attnlab report " + " ".join(str(f) for f in folders),
         tables=(Table("prevalence_by_model", "Per model, suite, b and p: unsafe % of the active rows with its "
-                                             "Wilson 95% interval (Polynomial Concentration Tables 1, 10, 11)."),))
+                                             "95% interval from a bootstrap over prompts (Polynomial Concentration Tables 1, 10, 11; App. R)."),))

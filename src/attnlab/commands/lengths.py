@@ -3,7 +3,7 @@
 One audit per prompt length L, read as ``commands.audit`` reads its rows, with one model load and one b_auto
 calibration for the whole sweep: b = auto means the same bias at every L, so a change with L is the model's,
 not the calibration's. Each length keeps its rows in rows_L<L>_b<label>.parquet, and lengths.csv gives one
-line per (L, b, p): the unsafe % of the active rows with its Wilson 95% interval and the medians of rho and
+line per (L, b, p): the unsafe % of the active rows with its 95% interval over prompts (bootstrap) and the medians of rho and
 A_act, beside the rest of the audit's prevalence line. Only ``--lengths`` sizes the prompts: ``--pad`` counts
 haystack sentences, not tokens.
 """
@@ -88,7 +88,7 @@ def run(cfg: LengthsConfig, out: str | Path, *, progress: bool = True, overwrite
 
 
 FIGURE = ("Polynomial Concentration Fig. 5 (App. C): the unsafe % of the active rows (S_p >= 1) against the prompt "
-          "length L on a log2 axis, {lines}, with its Wilson 95% band; b = auto is one calibration for every L. A "
+          "length L on a log2 axis, {lines}, with its 95% band over prompts (bootstrap); b = auto is one calibration for every L. A "
           "flat line is a model whose rows keep their regime across lengths; a rise past the training length reads "
           "as an out-of-distribution stress, not as the model's prevalence.")
 
@@ -103,7 +103,8 @@ def report_section(folder: Path, config: dict) -> Section:
         question="Does the share of polynomial-unsafe rows change with the context length?",
         command=command_line("lengths", LengthsConfig, config, str(folder)),
         tables=(Table("lengths", "Per length L (and the prompts' mean length in tokens), b and p: the unsafe % of "
-                                 "the active rows with its Wilson 95% interval and the medians of rho, A_act and "
+                                 "the active rows with its 95% interval over prompts (bootstrap; the rows' Wilson interval beside it is "
+                                 "descriptive) and the medians of rho, A_act and "
                                  "S_p (Polynomial Concentration App. C)."),),
         figures=(Figure("unsafe_by_length", FIGURE.format(lines="one line per degree p and bias b")),))
 
@@ -126,5 +127,5 @@ def compare_section(folders: list[Path], into: Path) -> Section:
         question="Which models keep their share of unsafe rows as the context grows, and which drift?",
         command="attnlab report " + " ".join(str(f) for f in folders),
         tables=(Table("lengths_by_model", "Per model (and suite), L, b and p: the unsafe % of the active rows with "
-                                          "its Wilson 95% interval (Polynomial Concentration App. C)."),),
+                                          "its 95% interval over prompts (Polynomial Concentration App. C, R)."),),
         figures=(Figure("unsafe_by_length", FIGURE.format(lines="one line per model, degree p and bias b")),))

@@ -146,7 +146,7 @@ def plot_bound(p_star: Mapping[str, np.ndarray], s_p: Mapping[str, np.ndarray], 
 def plot_unsafe_by_length(table: pd.DataFrame, path: str | Path) -> tuple[Path, Path]:
     """Polynomial Concentration Fig. 5 (App. C): the unsafe % of active rows against the prompt length L on a
     log2 axis, one line per degree p and bias b (and per model when ``table`` has a model column), with its
-    Wilson 95% band; ``table`` holds lengths.csv's columns L, p, b, unsafe %, unsafe lo and unsafe hi."""
+    95% band over prompts; ``table`` holds lengths.csv's columns L, p, b, unsafe %, unsafe lo and unsafe hi."""
     keys = [k for k in ("model", "p", "b") if k in table]
     fig, ax = plt.subplots(figsize=(5.8, 4.0))
     for i, (key, line) in enumerate(table.groupby(keys, sort=False)):

@@ -5,8 +5,8 @@ A study writes each claim's decision rule next to the claim, in its module, befo
 the same rule on a null control (an untrained model, i.i.d. scores, the unintervened arm, BOS masked), where
 the claim must not hold, and states the smallest effect its design detects. ``decide`` then labels it:
 
-- ``not checked`` when a precondition failed (the reason is given), when the null control could not be run, or
-  when the null control passes the rule too (a rule that a null passes cannot tell the claim from no effect);
+- ``not checked`` when a precondition failed (the reason is given), or when the rule holds but the null control
+  could not be run or passes the rule too (a rule that a null passes cannot tell the claim from no effect);
 - ``reproduced`` when the rule holds on the data and fails on the null;
 - ``underpowered`` when the rule does not hold and the MDE is larger than the paper's effect: the design could
   not have seen it;
@@ -38,18 +38,20 @@ def decide(claim: str, *, rule: str, holds: bool | None, null: Null, mde: MDE, e
         verdict, reason = "not checked", precondition
     elif holds is None:
         verdict, reason = "not checked", "the rule's statistic could not be computed from this run"
+    elif not holds:
+        # the null matters only to a rule that holds: a claim that fails its rule fails whatever the null does
+        if mde.adequate is False:
+            verdict, reason = "underpowered", (f"the design detects effects of {mde.value:.4g} {mde.unit} or more; "
+                                               f"the paper's effect is {mde.effect:.4g} {mde.unit}")
+        else:
+            verdict, reason = "not reproduced", ""
     elif null.passes is None:
         verdict, reason = "not checked", f"the null control ({null.control}) could not be run"
-    elif holds and null.passes:
+    elif null.passes:
         verdict, reason = "not checked", (f"the null control ({null.control}) passes the rule too, so the rule "
                                           "cannot tell the claim from no effect")
-    elif holds:
-        verdict, reason = "reproduced", ""
-    elif mde.adequate is False:
-        verdict, reason = "underpowered", (f"the design detects effects of {mde.value:.4g} {mde.unit} or more; the "
-                                           f"paper's effect is {mde.effect:.4g} {mde.unit}")
     else:
-        verdict, reason = "not reproduced", ""
+        verdict, reason = "reproduced", ""
     return Finding(claim, verdict, evidence, rule=rule, null=null, mde=mde, reason=reason)
 
 
