@@ -425,3 +425,18 @@ def test_every_seed_and_variant_is_scored_on_the_same_rows_beside_its_untrained_
     batch = cfg.task_def.generate(cfg.samples_at(32), 32, lengthgen.TEST_SEED)
     rows = lengthgen.row_scores(model, cfg.task_def, batch)[0].tolist()
     assert cells["asentmax_seed1"]["untrained"]["32"]["rows"] == pytest.approx(rows)
+
+
+def test_rows_csv_holds_every_cell_s_paired_rows_and_its_untrained_null(tmp_path):
+    import pandas as pd
+
+    cfg = _cfg(seeds=2, steps=6)
+    cells = lengthgen.run(cfg, tmp_path)["cells"]
+    rows = pd.read_csv(tmp_path / "rows.csv")
+    assert len(rows) == 4 * sum(cfg.samples_at(n) for n in cfg.lengths)
+    for name, cell in cells.items():
+        for mult, length in zip((1, 2), cfg.lengths, strict=True):
+            part = rows[(rows.variant == cell["variant"]) & (rows.seed == cell["seed"]) & (rows.multiple == mult)]
+            assert part.row.tolist() == list(range(cfg.samples_at(length)))
+            assert part.score.tolist() == pytest.approx(cell["lengths"][str(length)]["rows"])
+            assert part.untrained.tolist() == pytest.approx(cell["untrained"][str(length)]["rows"])

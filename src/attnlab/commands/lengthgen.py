@@ -542,6 +542,23 @@ def not_learned(acc: pd.DataFrame) -> dict[str, float]:
     return {f"{r.variant} seed {r.seed}": float(r["1x"]) for _, r in acc.iterrows() if r["1x"] < 100 * LEARNED}
 
 
+def rows_table(cells: Mapping[str, Mapping[str, Any]], cfg: LengthgenConfig) -> pd.DataFrame:
+    """Every scored row: per variant, seed, length multiple and row of the shared test set (``row``, the
+    same rows for every variant and seed), the metric (``score``, 0/1 for exact match), the token accuracy
+    (``token``) and the metric of the cell's untrained model on that row (``untrained``), the paired
+    outcomes a comparison of two variants reads."""
+    frames = []
+    for cell in cells.values():
+        for mult in cfg.plan["eval_mult"]:
+            length = str(cfg.length_at(mult))
+            scored, null = cell["lengths"][length], cell["untrained"][length]
+            frames.append(pd.DataFrame({"variant": cell["variant"], "seed": cell["seed"], "multiple": mult,
+                                        "length": int(length), "row": range(len(scored["rows"])),
+                                        "score": scored["rows"], "token": scored["token_rows"],
+                                        "untrained": null["rows"]}))
+    return pd.concat(frames, ignore_index=True)
+
+
 def dispersion_table(cells: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
     """Per variant, seed, length, layer and head: mean row entropy (nats) and support size over all rows and
     over the answer rows."""
@@ -579,7 +596,7 @@ def _run_cells(cfg: LengthgenConfig, out: Path, progress: bool, jobs: int) -> di
 SCORING = ("maps", "eval_mult", "samples", "seeds", "select_mult")
 # Everything a run writes into its folder: what --overwrite removes, leaving any other file there.
 WRITES = ("config.json", "cells", "runs", "accuracy.csv", "accuracy.md", "accuracy.png", "accuracy.svg",
-          "dispersion.csv", "dispersion.md")
+          "dispersion.csv", "dispersion.md", "rows.csv")
 
 
 class FolderError(ValueError):
@@ -647,7 +664,9 @@ def run(cfg: LengthgenConfig, out: str | Path, progress: bool = False, jobs: int
     io.write_json(out / "config.json", {**asdict(cfg), "plan": cfg.plan})
     cells = _run_cells(cfg, out, progress, jobs)
     acc = table(cells, cfg)
+    rows = rows_table(cells, cfg)
     paths = {**io.write_table(out / "accuracy", acc),
+             "rows": io.atomic_write(out / "rows.csv", lambda tmp: rows.to_csv(tmp, index=False)),
              **{f"dispersion_{k}": v for k, v in io.write_table(out / "dispersion", dispersion_table(cells)).items()}}
     png, svg = plot(acc, cfg, out / "accuracy")
     paths.update(png=png, svg=svg)
