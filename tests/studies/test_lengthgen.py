@@ -148,6 +148,15 @@ def test_alpha_entmax_is_judged_in_table_1s_direction_so_a_lead_on_copy_counts_a
     assert found.verdict == "reproduced" and found.null.passes is False
 
 
+def test_the_theory_results_are_software_checks_that_can_fail():
+    checks = pd.DataFrame({"statement": ["Lemma 2: threshold", "Prop. 1: bound"], "setting": ["k=2", "n=64"],
+                           "predicted": [1.0, 2.0], "measured": [1.0, 2.5], "holds": [True, False], "n": [8, 64]})
+    failed = study_lengthgen.theory_finding(checks)
+    assert failed.verdict == "check failed" and failed.is_check and failed.rule == study_lengthgen.THEORY_RULE
+    assert "Prop. 1: bound at n=64: predicted 2, measured 2.5" in failed.evidence
+    assert study_lengthgen.theory_finding(checks.assign(holds=True)).verdict == "check passed"
+
+
 @pytest.fixture
 def tiny(monkeypatch):
     # one process: the bars are drawn in this one, and no worker has to start
