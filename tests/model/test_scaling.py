@@ -235,3 +235,21 @@ def test_outside_nape_the_adaptive_scaler_multiplies_every_head(positions):
 def test_the_gamma_bound_defaults_to_the_authors_two():
     # deep-spin/asentmax's attn_scale_gamma_range defaults to 2 (Vasylenko et al. 2025 eq. 9's s)
     assert _model(scaler="adaptive").layers[0].attn.scaler.scale.s == 2.0
+
+
+@pytest.mark.parametrize("rowmap", ["entmax_a1.5", "softmax"])
+@torch.no_grad()
+def test_the_fused_training_path_scales_the_nope_heads_only_as_the_observed_path_does(rowmap):
+    # no observer: the fused kernel serves the call, as in training; an observer forces the blockwise path
+    model = _model(positions="nape", heads=4, layers=2, rowmap=rowmap, scaler="adaptive")
+    for block in model.layers:
+        block.attn.scaler.scale.w_beta.normal_(0, 0.5)
+        block.attn.scaler.scale.w_gamma.normal_(0, 0.5)
+    ids = torch.randint(0, 11, (3, T), generator=torch.Generator().manual_seed(3))
+    fused = model(ids)
+    with model.observed(lambda block: None, weights=True):
+        observed = model(ids)
+    torch.testing.assert_close(fused, observed, rtol=1e-5, atol=1e-5)
+    for block in model.layers:
+        block.attn.unscaled = None  # every head scaled, as before
+    assert (model(ids) - fused).abs().max() > 1e-3

@@ -201,7 +201,8 @@ class LengthgenConfig:
                         metavar="N", type=options.count)
     select_mult: float = option(8.0, "choose each seed's checkpoint, and the variant's best seed, by the score at "
                                      "this multiple of --train-len on held-out rows (Vasylenko et al. 2025 App. "
-                                     "G.2: 8x)", metavar="M", type=options.positive)
+                                     "G.2: 8x), by token accuracy where none scores there", metavar="M",
+                                type=options.positive)
     lr: float | None = option(None, "override the budget's peak learning rate", type=options.positive)
     params: Mapping[str, Any] = option(help="a task parameter, e.g. --param alphabet=16 (repeatable; attnlab tasks "
                                             "NAME lists them)", flag="--param", metavar="KEY=VALUE",
