@@ -227,7 +227,12 @@ def holm(pvalues: Sequence[float], alpha: float = ALPHA) -> list[bool]:
 
 
 def paired_rule(deltas: Sequence[np.ndarray]) -> bool:
-    """``PAIRED_RULE`` on a family of comparisons: some comparison rejects under Holm."""
+    """``PAIRED_RULE`` on a family of comparisons: some comparison rejects under Holm.
+
+    Its false-positive rate under no difference is simulated with ``draw_no_difference`` (<= 5% at 2 and 3
+    seeds). One null it cannot hold to 5% at 2 seeds: every seed either solving the task perfectly or not at
+    all, each with probability 1/2, puts both of one map's seeds at 100% and both of the other's at 0% with
+    probability 1/16; any rule that can see Table 1's Reverse gap at 2 seeds fires there."""
     return bool(deltas) and any(holm([one_sided_p(d) for d in deltas]))
 
 
@@ -337,8 +342,8 @@ def _arm_sd(comparisons: list[dict[str, Any]]) -> float:
 def _copy_gate(copy: Finding) -> str | None:
     if copy.verdict == "reproduced":
         return None
-    return (f"the Copy positive control is {copy.verdict} ({copy.reason or copy.evidence}): softmax does not "
-            "generalize on Copy as the paper's does, so this run is not in the regime where Table 1 compares maps")
+    return (f"the Copy positive control is {copy.verdict} ({copy.reason or copy.evidence}): this run has not shown "
+            "softmax generalizing on Copy as the paper's does, so it is not in the regime where Table 1 compares maps")
 
 
 def paired_finding(acc: pd.DataFrame, rows: pd.DataFrame, variant: str, claim: str, copy: Finding) -> Finding:
