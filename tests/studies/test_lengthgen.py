@@ -56,7 +56,8 @@ def _copy(*extra):
 def test_the_copy_control_is_decided_on_the_reported_seed_against_its_untrained_model():
     good = _copy()
     assert good.verdict == "reproduced" and good.null.passes is False and good.null.outcome == "0.0% at 2x, 0.0% at 4x"
-    assert "Reported seed 0: 100.0% in distribution, 100.0% at 2x, 99.0% at 4x" in good.evidence
+    assert "Reported seed 0 (chosen by exact match at the selection multiple): 100.0% in distribution, 100.0% at 2x, " \
+        "99.0% at 4x" in good.evidence
     short = study_lengthgen.copy_finding(*_frames(_run("copy", "softmax", [(100, 95, 89)])))
     assert short.verdict == "not reproduced"
     # the paper's in-distribution level: 98% is not learned
@@ -177,6 +178,9 @@ def test_tiny_run_writes_tables_figures_and_resumes_without_retraining(tiny, tmp
     for stem in ("accuracy", "dispersion"):
         assert (tmp_path / f"{stem}.png").is_file() and (tmp_path / f"{stem}.svg").is_file()
     assert section.findings[0].verdict in ("reproduced", "not reproduced", "not checked")
+    assert all(f.disciplined for f in section.findings)
+    # 3 steps of Copy: no checkpoint scores at 2x, and the section says what chose them instead
+    assert any("token accuracy there chose its checkpoint" in note for note in section.notes)
     cell = tmp_path / "copy" / "cells" / "softmax_seed1.json"
     stamp = cell.stat().st_mtime_ns
     again = studies.run(StudyConfig(study="lengthgen"), tmp_path)

@@ -147,15 +147,17 @@ def read_runs(folder: Path) -> dict[str, tuple[lengthgen.LengthgenConfig, pd.Dat
 
 def accuracy_long(runs) -> pd.DataFrame:
     """One row per task, variant, seed and evaluation length: the score (%), whether the seed is the variant's
-    reported one (``best``), the length multiple, the row length in tokens and in the paper's units, the rows
-    scored and the answer rows' entropy and support averaged over layers and heads (every head of a layer
-    sees the same rows, so this is the mean over the sampled rows of each layer, averaged over layers)."""
+    reported one (``best``), what chose its checkpoint (``select_by``), the length multiple, the row length in
+    tokens and in the paper's units, the rows scored and the answer rows' entropy and support averaged over
+    layers and heads (every head of a layer sees the same rows, so this is the mean over the sampled rows of
+    each layer, averaged over layers)."""
     rows = []
     for task, (run_cfg, acc, disp, _) in runs.items():
         answer = disp.groupby(["variant", "seed", "length"])[["answer_entropy", "answer_support"]].mean()
         for _, r in acc.iterrows():
             for mult, length in zip(run_cfg.plan["eval_mult"], run_cfg.lengths, strict=True):
                 rows.append({"task": task, "variant": r.variant, "seed": int(r.seed), "best": bool(r.best),
+                             "select_by": r.select_by,
                              "trained_at": run_cfg.trained_at, "multiple": mult,
                              "paper_length": round(run_cfg.train_len * mult), "length": length,
                              "metric": lengthgen.metric(run_cfg.task_def)[0],
@@ -419,7 +421,9 @@ def copy_finding(acc: pd.DataFrame, rows: pd.DataFrame) -> Finding:
     null = Null("the reported seed's untrained model (its initialization) on the same rows",
                 bool(min(untrained.values()) >= COPY_FLOOR),
                 f"{untrained[2]:.1f}% at 2x, {untrained[4]:.1f}% at 4x")
-    evidence = (f"Reported seed {seed}: {best[1]:.1f}% in distribution, {best[2]:.1f}% at 2x, {best[4]:.1f}% at 4x on "
+    chosen = soft[soft.best].select_by.iloc[0] if "select_by" in soft else "exact match"
+    evidence = (f"Reported seed {seed} (chosen by {chosen} at the selection multiple): {best[1]:.1f}% in "
+                f"distribution, {best[2]:.1f}% at 2x, {best[4]:.1f}% at 4x on "
                 f"{len(mine[mine.multiple == 4])} shared rows at 4x (every seed, in seed order: {each}).")
     learned = bool(best[1] >= 100 * LEARNED)
     return decide(claim, rule=COPY_RULE, holds=bool(min(best[2], best[4]) >= COPY_FLOOR), null=null, mde=mde,
@@ -512,6 +516,12 @@ def summarize(folder: Path) -> Section:
              f"The paired rule's false-positive rate under no difference, simulated in the study's tests at 2 and 3 "
              f"seeds with 1 to 7 comparisons, is at most {FPR_MAX:.0%}; at 2 seeds a difference is detected only "
              "where the seeds agree closely (see each finding's MDE)."]
+    for task, (c, table, *_) in runs.items():
+        graded = table[table.select_by != lengthgen.metric(c.task_def)[0]]
+        if not graded.empty:
+            cells = ", ".join(f"{r.variant} seed {r.seed}" for r in graded.itertuples())
+            notes.append(f"{task}: no checkpoint of {cells} scored at {c.select_mult:g}x, so token accuracy there "
+                         "chose its checkpoint (and, where no seed of a map scored, the reported seed).")
     if cfg.budget == "smoke":
         notes.append("Long lengths are scored on fewer rows (as many tokens as 4x the training length would take); "
                      "see the samples column of accuracy.csv.")
