@@ -600,31 +600,39 @@ WRITES = ("config.json", "cells", "runs", "accuracy.csv", "accuracy.md", "accura
           "dispersion.csv", "dispersion.md", "rows.csv")
 
 
+# What the decoder computes for the same settings: a folder trained by another version holds checkpoints whose
+# weights mean something else, so a rerun refuses it. 2: under NAPE the length scalers scale the NoPE heads only,
+# and ASEntmax's bound s defaults to 2 (Vasylenko et al. 2025's code); folders without a version are 1.
+MODEL_VERSION = 2
+
+
 class FolderError(ValueError):
     """The output folder holds results that this configuration must neither reuse nor write over."""
 
 
-def trained_settings(cfg: LengthgenConfig, plan: Mapping[str, Any]) -> dict[str, Any]:
+def trained_settings(cfg: LengthgenConfig, plan: Mapping[str, Any], version: int = MODEL_VERSION) -> dict[str, Any]:
     """What shaped each variant's model, as JSON reads it back: every setting but ``SCORING``, the task's
-    parameters with its defaults filled in, and the given overrides as ``plan`` resolves them."""
+    parameters with its defaults filled in, the given overrides as ``plan`` resolves them and the decoder's
+    ``version`` (``MODEL_VERSION``)."""
     given = {k: v for k, v in asdict(cfg).items() if k not in SCORING and k not in plan}
     plan = {k: v for k, v in plan.items() if k not in SCORING}
-    return json.loads(json.dumps({**given, "params": cfg.task_def.params(), **plan}))
+    return json.loads(json.dumps({**given, "params": cfg.task_def.params(), **plan, "model_version": version}))
 
 
-def _saved(path: Path, retry: str) -> tuple[LengthgenConfig, dict[str, Any]]:
-    """The config and plan of the run whose ``config.json`` is ``path``."""
+def _saved(path: Path, retry: str) -> tuple[LengthgenConfig, dict[str, Any], int]:
+    """The config, plan and decoder version of the run whose ``config.json`` is ``path``."""
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise FolderError(f"{path} is unreadable ({exc}); {retry}") from None
+    version = saved.pop("model_version", 1) if isinstance(saved, dict) else 1
     keys = {f.name for f in fields(LengthgenConfig)} | {"plan"}
     if not isinstance(saved, dict) or set(saved) != keys or not isinstance(saved["plan"], dict):
         raise FolderError(f"{path} is not a lengthgen config; {retry}")
     plan = saved.pop("plan")
     tuples = {k: tuple(saved[k]) for k in ("maps", "eval_mult") if saved[k] is not None}
     try:
-        return LengthgenConfig(**{**saved, **tuples}), plan
+        return LengthgenConfig(**{**saved, **tuples}), plan, version
     except (TypeError, ValueError) as exc:
         raise FolderError(f"{path} describes a run this version cannot reuse ({exc}); {retry}") from None
 
@@ -662,7 +670,7 @@ def run(cfg: LengthgenConfig, out: str | Path, progress: bool = False, jobs: int
     check_jobs(jobs)
     out = Path(out)
     prepare(cfg, out, overwrite)
-    io.write_json(out / "config.json", {**asdict(cfg), "plan": cfg.plan})
+    io.write_json(out / "config.json", {**asdict(cfg), "plan": cfg.plan, "model_version": MODEL_VERSION})
     cells = _run_cells(cfg, out, progress, jobs)
     acc = table(cells, cfg)
     rows = rows_table(cells, cfg)

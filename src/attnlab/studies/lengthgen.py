@@ -131,6 +131,7 @@ def _read_task(run: Path) -> tuple[lengthgen.LengthgenConfig, pd.DataFrame, pd.D
     rows.csv)."""
     saved = json.loads((run / "config.json").read_text())
     saved.pop("plan", None)
+    saved.pop("model_version", None)
     saved["maps"] = tuple(saved["maps"])
     if saved.get("eval_mult") is not None:
         saved["eval_mult"] = tuple(saved["eval_mult"])
