@@ -1,4 +1,6 @@
-"""lengthgen trains a cell per variant, scores it at every length by the task's metric and reuses it on a rerun."""
+"""lengthgen trains a cell per variant, scores it at every length by the task's metric on rows shared by every seed
+and variant (with its untrained null beside it), selects by a graded score where none scores, and reuses it on a
+rerun."""
 
 from __future__ import annotations
 
@@ -108,7 +110,8 @@ def test_dispersion_does_not_depend_on_how_queries_are_blocked():
 def test_a_run_writes_cells_table_and_plot_and_reuses_finished_cells(tmp_path, monkeypatch):
     cfg = _cfg()
     result = lengthgen.run(cfg, tmp_path)
-    assert list(result["table"].columns) == ["variant", "seed", "best", "selected_step", "select_score", "1x", "2x"]
+    assert list(result["table"].columns) == ["variant", "seed", "best", "selected_step", "select_by", "select_score",
+                                             "select_token", "1x", "2x"]
     assert sorted(result["table"]["variant"]) == ["asentmax", "softmax"] and result["table"]["best"].all()
     for name in ("accuracy.csv", "accuracy.md", "accuracy.png", "accuracy.svg", "dispersion.csv", "config.json",
                  "cells/softmax_seed0.json", "cells/asentmax_seed0.json"):
@@ -287,8 +290,10 @@ def test_the_selected_checkpoint_is_the_best_kept_one_at_the_selection_length_an
     chosen = cell["selection"]
     kept = ckpt.step_dirs(tmp_path / "runs" / "softmax_seed0")
     assert sorted(int(s) for s in chosen["scores"]) == sorted(kept) == [3, 6, 9, 12]
-    top = max(chosen["scores"].values())
-    assert chosen["step"] == max(int(s) for s, v in chosen["scores"].items() if v == top)
+    ranked = chosen["scores"] if chosen["by"] == "exact match" else chosen["token_scores"]
+    assert (chosen["by"] == "exact match") == (max(chosen["scores"].values()) > 0)
+    top = max(ranked.values())
+    assert chosen["step"] == max(int(s) for s, v in ranked.items() if v == top)
     assert chosen["length"] == 32 and chosen["samples"] == cfg.plan["select_samples"]
     # rescoring the chosen checkpoint by hand gives the cell's in-distribution score
     saved = ckpt.load_checkpoint(kept[chosen["step"]])
@@ -384,3 +389,54 @@ def test_workers_end_when_the_parent_running_them_is_killed(tmp_path):
     alive = [pid for pid in children if os.path.exists(f"/proc/{pid}") and
              "zombie" not in open(f"/proc/{pid}/status").read().lower()]
     assert children and not alive, (children, alive)
+
+
+def test_selection_where_no_checkpoint_scores_falls_back_to_token_accuracy_and_says_so(tmp_path):
+    # 4 steps of Copy scored at 8x: no checkpoint gets a whole row right, so exact match cannot rank them
+    cfg = _cfg(maps=("softmax",), steps=4, eval_mult=(1,), select_mult=8)
+    cell = lengthgen.run(cfg, tmp_path)["cells"]["softmax_seed0"]
+    chosen = cell["selection"]
+    assert max(chosen["scores"].values()) == 0 and chosen["by"] == "token accuracy"
+    top = max(chosen["token_scores"].values())
+    assert 0 < top < 1 and chosen["token_scores"][str(chosen["step"])] == top
+    assert chosen["step"] == max(int(s) for s, v in chosen["token_scores"].items() if v == top)
+
+
+def test_every_seed_and_variant_is_scored_on_the_same_rows_beside_its_untrained_null(tmp_path, monkeypatch):
+    from attnlab.model import Decoder
+
+    seeds = []
+    task_type = type(_cfg().task_def)
+    generate = task_type.generate
+    monkeypatch.setattr(task_type, "generate", lambda self, n, length, seed, *a, **kw: (
+        seeds.append(seed), generate(self, n, length, seed, *a, **kw))[1])
+    cfg = _cfg(seeds=2, steps=6)
+    cells = lengthgen.run(cfg, tmp_path)["cells"]
+    assert set(seeds) == {lengthgen.TEST_SEED, lengthgen.SELECT_SEED}
+    lengths = {name: {k: len(v["rows"]) for k, v in cell["lengths"].items()} for name, cell in cells.items()}
+    assert len({tuple(v.items()) for v in lengths.values()}) == 1
+    for cell in cells.values():
+        for length, scored in cell["lengths"].items():
+            assert scored["accuracy"] == pytest.approx(sum(scored["rows"]) / len(scored["rows"]))
+            assert scored["token_accuracy"] == pytest.approx(sum(scored["token_rows"]) / len(scored["rows"]))
+    # the null: the same variant at its initialization under the cell's seed, on the same rows
+    torch.manual_seed(1)
+    model = Decoder(lengthgen.run_config(cfg, "asentmax", TASKS["copy"].vocab_size, 1).model)
+    batch = cfg.task_def.generate(cfg.samples_at(32), 32, lengthgen.TEST_SEED)
+    rows = lengthgen.row_scores(model, cfg.task_def, batch)[0].tolist()
+    assert cells["asentmax_seed1"]["untrained"]["32"]["rows"] == pytest.approx(rows)
+
+
+def test_rows_csv_holds_every_cell_s_paired_rows_and_its_untrained_null(tmp_path):
+    import pandas as pd
+
+    cfg = _cfg(seeds=2, steps=6)
+    cells = lengthgen.run(cfg, tmp_path)["cells"]
+    rows = pd.read_csv(tmp_path / "rows.csv")
+    assert len(rows) == 4 * sum(cfg.samples_at(n) for n in cfg.lengths)
+    for name, cell in cells.items():
+        for mult, length in zip((1, 2), cfg.lengths, strict=True):
+            part = rows[(rows.variant == cell["variant"]) & (rows.seed == cell["seed"]) & (rows.multiple == mult)]
+            assert part.row.tolist() == list(range(cfg.samples_at(length)))
+            assert part.score.tolist() == pytest.approx(cell["lengths"][str(length)]["rows"])
+            assert part.untrained.tolist() == pytest.approx(cell["untrained"][str(length)]["rows"])

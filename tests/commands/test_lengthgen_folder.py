@@ -132,3 +132,13 @@ def test_the_positions_the_parser_allows_are_the_model_s():
 
     command = build_parser()._subparsers._group_actions[0].choices["lengthgen"]
     assert tuple(next(a for a in command._actions if a.dest == "pe").choices) == POSITIONS
+
+
+def test_a_folder_trained_by_an_earlier_decoder_is_refused(folder, capsys):
+    # before MODEL_VERSION 2 the length scalers scaled the ALiBi heads too: those checkpoints mean other weights
+    config = folder / "config.json"
+    saved = json.loads(config.read_text())
+    assert saved["model_version"] == lengthgen.MODEL_VERSION == 2
+    config.write_text(json.dumps({k: v for k, v in saved.items() if k != "model_version"}))
+    line = _refused(_argv(folder), capsys)
+    assert "model_version: 1 there, 2 now" in line and "--overwrite" in line, line

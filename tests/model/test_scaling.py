@@ -1,5 +1,6 @@
 """The decoder's learnable scalers (registry entries, a user's own included) multiply each score row by their closed form
-(learned SSMax, ASEntmax/ASSMax, s beta_n + b) before the map, and the vector model is W_O sum_j alpha_ij W_V x_j by hand."""
+(learned SSMax, ASEntmax/ASSMax, s beta_n + b) before the map, under NAPE on the NoPE heads only with s = 2 by
+default, and the vector model is W_O sum_j alpha_ij W_V x_j by hand."""
 
 from __future__ import annotations
 
@@ -193,3 +194,62 @@ def test_user_scaler_registers_and_is_built_by_the_decoder():
         SCALERS.unregister("double_test")
     with pytest.raises(ConfigError, match="model.scaler must be one of none, log_n, adaptive, direct, beta_n"):
         _model(scaler="double_test")
+
+
+def _weights(model, ids):
+    """Every head's attention weights of layer 0 (heads, queries, keys) after the map."""
+    seen = []
+    with model.observed(lambda block: seen.append(block.weights.detach()[0]), weights=True):
+        model(ids)
+    return torch.cat(seen, dim=-2)
+
+
+@pytest.mark.parametrize(("scaler", "rowmap"), [("adaptive", "entmax_a1.5"), ("adaptive", "softmax"),
+                                                ("log_n", "softmax"), ("direct", "entmax_a1.5")])
+@torch.no_grad()
+def test_under_nape_the_length_scalers_multiply_the_nope_heads_only(scaler, rowmap):
+    # Vasylenko et al. 2025's scalers, as the authors' code applies them under NAPE: heads 0-1 (ALiBi, slopes 1
+    # and 1/2) must weigh exactly as without a scaler; heads 2-3 (NoPE) must be scaled.
+    kw = {"positions": "nape", "heads": 4, "rowmap": rowmap}
+    plain, scaled = _model(**kw), _model(scaler=scaler, **kw)
+    scaled.load_state_dict(plain.state_dict(), strict=False)
+    for name, p in scaled.layers[0].attn.scaler.named_parameters():
+        p.copy_(torch.linspace(0.5, 1.5, p.numel()).view_as(p))  # a multiplier far from 1 on every head
+    ids = torch.randint(0, 11, (1, T), generator=torch.Generator().manual_seed(2))
+    before, after = _weights(plain, ids), _weights(scaled, ids)
+    torch.testing.assert_close(after[:2], before[:2], rtol=0, atol=0)
+    assert all((after[h] - before[h]).abs().max() > 1e-3 for h in (2, 3))
+
+
+@pytest.mark.parametrize("positions", ["rope", "alibi", "none"])
+@torch.no_grad()
+def test_outside_nape_the_adaptive_scaler_multiplies_every_head(positions):
+    kw = {"positions": positions, "heads": 4, "rowmap": "softmax"}
+    plain, scaled = _model(**kw), _model(scaler="adaptive", **kw)
+    scaled.load_state_dict(plain.state_dict(), strict=False)
+    scaled.layers[0].attn.scaler.scale.w_beta.fill_(0.3)
+    before, after = _weights(plain, IDS), _weights(scaled, IDS)
+    assert all((after[h] - before[h]).abs().max() > 1e-3 for h in range(4))
+
+
+def test_the_gamma_bound_defaults_to_the_authors_two():
+    # deep-spin/asentmax's attn_scale_gamma_range defaults to 2 (Vasylenko et al. 2025 eq. 9's s)
+    assert _model(scaler="adaptive").layers[0].attn.scaler.scale.s == 2.0
+
+
+@pytest.mark.parametrize("rowmap", ["entmax_a1.5", "softmax"])
+@torch.no_grad()
+def test_the_fused_training_path_scales_the_nope_heads_only_as_the_observed_path_does(rowmap):
+    # no observer: the fused kernel serves the call, as in training; an observer forces the blockwise path
+    model = _model(positions="nape", heads=4, layers=2, rowmap=rowmap, scaler="adaptive")
+    for block in model.layers:
+        block.attn.scaler.scale.w_beta.normal_(0, 0.5)
+        block.attn.scaler.scale.w_gamma.normal_(0, 0.5)
+    ids = torch.randint(0, 11, (3, T), generator=torch.Generator().manual_seed(3))
+    fused = model(ids)
+    with model.observed(lambda block: None, weights=True):
+        observed = model(ids)
+    torch.testing.assert_close(fused, observed, rtol=1e-5, atol=1e-5)
+    for block in model.layers:
+        block.attn.unscaled = None  # every head scaled, as before
+    assert (model(ids) - fused).abs().max() > 1e-3

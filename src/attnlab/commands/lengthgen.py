@@ -47,7 +47,9 @@ RENAMED = {"ssmax": "ssmax_learned"}
 # What a config's lengths count: tokens of a row, or the paper's units of the task (``Task.row_length``).
 UNITS = ("tokens", "paper")
 # Seeds of the rows that score (test) and that choose checkpoints and seeds (selection), apart from each
-# other and from training's stream.
+# other and from training's stream. Every variant and seed is scored on the same rows at each length (and
+# selected on the same rows), so that two models are compared row by row (paired) and a difference between
+# them is not one of test rows.
 TEST_SEED, SELECT_SEED = 10_000, 20_000
 
 
@@ -199,7 +201,8 @@ class LengthgenConfig:
                         metavar="N", type=options.count)
     select_mult: float = option(8.0, "choose each seed's checkpoint, and the variant's best seed, by the score at "
                                      "this multiple of --train-len on held-out rows (Vasylenko et al. 2025 App. "
-                                     "G.2: 8x)", metavar="M", type=options.positive)
+                                     "G.2: 8x), by token accuracy where none scores there", metavar="M",
+                                type=options.positive)
     lr: float | None = option(None, "override the budget's peak learning rate", type=options.positive)
     params: Mapping[str, Any] = option(help="a task parameter, e.g. --param alphabet=16 (repeatable; attnlab tasks "
                                             "NAME lists them)", flag="--param", metavar="KEY=VALUE",
@@ -376,29 +379,40 @@ def _chunk(length: int) -> int:
 
 
 @torch.no_grad()
-def fraction_right(model, task: Task, batch, observe=None) -> float:
-    """The task's ``metric`` over ``batch`` (the fraction right), ``_chunk`` rows per forward; the first chunk
-    runs under the weight observer ``observe`` when one is given."""
+def row_scores(model, task: Task, batch, observe=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row of ``batch``: the task's ``metric`` and its token accuracy (the fraction of the row's scored
+    positions right, the graded score), ``_chunk`` rows per forward; the first chunk runs under the weight
+    observer ``observe`` when one is given."""
     model.eval()
     rows, chunk, right = batch.ids.shape[0], _chunk(batch.ids.shape[1]), metric(task)[1]
-    correct = 0.0
+    scores, tokens = [], []
     for start in range(0, rows, chunk):
         watched = observe is not None and start == 0
         with model.observed(observe, weights=True) if watched else contextlib.nullcontext():
             logits = model(batch.ids[start:start + chunk])
-        correct += float(right(logits, batch.targets[start:start + chunk]).sum())
-    return correct / rows
+        targets = batch.targets[start:start + chunk]
+        scores.append(right(logits, targets).double())
+        tokens.append(scored_accuracy(logits, targets).double())
+    return torch.cat(scores), torch.cat(tokens)
+
+
+def fraction_right(model, task: Task, batch, observe=None) -> float:
+    """The task's ``metric`` over ``batch`` (the fraction right); see ``row_scores``."""
+    return float(row_scores(model, task, batch, observe)[0].mean())
 
 
 @torch.no_grad()
 def score(model, task: Task, length: int, samples: int, seed: int) -> dict[str, Any]:
-    """The task's ``metric`` over ``samples`` fixed rows at ``length`` (the fraction right), and the mean
-    entropy and support of the attention rows of the first chunk (see ``_dispersion``) per layer (pooled
-    over heads) and per layer and head, over all rows (``entropy``, ``support``) and over the scored rows
+    """The task's ``metric`` over ``samples`` fixed rows at ``length`` (the fraction right, ``accuracy``; per
+    row, ``rows``), the token accuracy (``token_accuracy``; per row, ``token_rows``), and the mean entropy
+    and support of the attention rows of the first chunk (see ``_dispersion``) per layer (pooled over
+    heads) and per layer and head, over all rows (``entropy``, ``support``) and over the scored rows
     (``answer_entropy``, ``answer_support``)."""
     batch = task.generate(samples, length, seed)
     observe, sums = _dispersion(model.cfg.layers, model.cfg.heads, batch.targets[:_chunk(length)] != IGNORE)
-    result: dict[str, Any] = {"accuracy": fraction_right(model, task, batch, observe), "heads": {}}
+    rows, tokens = row_scores(model, task, batch, observe)
+    result: dict[str, Any] = {"accuracy": float(rows.mean()), "token_accuracy": float(tokens.mean()),
+                              "rows": _rounded(rows), "token_rows": _rounded(tokens), "heads": {}}
     for kind in ROWS:
         rows = sums[f"{kind}_rows"]
         prefix = "" if kind == "all" else f"{kind}_"
@@ -409,6 +423,10 @@ def score(model, task: Task, length: int, samples: int, seed: int) -> dict[str, 
     return result
 
 
+def _rounded(values: torch.Tensor) -> list[float]:
+    return [round(float(v), 6) for v in values]
+
+
 def cell_name(name: str, seed: int) -> str:
     """The folder and file stem of variant ``name`` trained under ``seed``."""
     return f"{name}_seed{seed}"
@@ -417,20 +435,25 @@ def cell_name(name: str, seed: int) -> str:
 @torch.no_grad()
 def select(model, run: Path, cfg: LengthgenConfig, seed: int) -> dict[str, Any]:
     """Vasylenko et al. 2025 App. G.2's checkpoint choice: the saved checkpoint of ``run`` with the best score
-    at ``cfg.select_mult`` on held-out rows (seed ``SELECT_SEED + seed``, apart from the scored rows), the
-    latest one on a tie. Loads it into ``model``; returns the length, the rows and every checkpoint's score."""
+    at ``cfg.select_mult`` on held-out rows (seed ``SELECT_SEED``, the same for every seed and variant, apart
+    from the scored rows), the latest one on a tie. Where no checkpoint scores at all there, the task's
+    metric cannot rank them and the choice falls back to the graded score, token accuracy (``by`` says which
+    decided). Loads it into ``model``; returns the length, the rows, the criterion and every checkpoint's
+    scores."""
     length, rows = cfg.select_length, cfg.plan["select_samples"]
-    batch = cfg.task_def.generate(rows, length, SELECT_SEED + seed)
-    scores, best, kept = {}, None, None
-    for step, path in sorted(ckpt.step_dirs(run).items()):
-        state = ckpt.load_checkpoint(path).model_state
-        model.load_state_dict(state)
-        scores[step] = fraction_right(model, cfg.task_def, batch)
-        if best is None or scores[step] >= scores[best]:  # steps ascend: a tie goes to the later one
-            best, kept = step, state
-    model.load_state_dict(kept)
-    return {"multiple": cfg.select_mult, "length": length, "samples": rows, "step": best,
-            "score": scores[best], "scores": {str(k): v for k, v in scores.items()}}
+    batch = cfg.task_def.generate(rows, length, SELECT_SEED)
+    scores, tokens, paths = {}, {}, sorted(ckpt.step_dirs(run).items())
+    for step, path in paths:
+        model.load_state_dict(ckpt.load_checkpoint(path).model_state)
+        right, token = row_scores(model, cfg.task_def, batch)
+        scores[step], tokens[step] = float(right.mean()), float(token.mean())
+    by = metric(cfg.task_def)[0] if max(scores.values()) > 0 else "token accuracy"
+    ranked = scores if by != "token accuracy" else tokens
+    best = max(ranked, key=lambda step: (ranked[step], step))  # a tie goes to the later step
+    model.load_state_dict(ckpt.load_checkpoint(dict(paths)[best]).model_state)
+    return {"multiple": cfg.select_mult, "length": length, "samples": rows, "step": best, "by": by,
+            "score": scores[best], "token_score": tokens[best], "scores": {str(k): v for k, v in scores.items()},
+            "token_scores": {str(k): v for k, v in tokens.items()}}
 
 
 def run_cell(cfg: LengthgenConfig, name: str, out: Path, progress: bool = False,
@@ -442,7 +465,7 @@ def run_cell(cfg: LengthgenConfig, name: str, out: Path, progress: bool = False,
     path = out / "cells" / f"{stem}.json"
     # what shapes and scores this one cell: not the other variants and seeds of the run
     settings = {**{k: v for k, v in asdict(cfg).items() if k not in ("maps", "seeds")}, "variant": name,
-                "cell_seed": seed}
+                "cell_seed": seed, "test_rows": TEST_SEED, "select_rows": SELECT_SEED}
     if path.is_file():
         done = json.loads(path.read_text())
         if done.get("settings") == json.loads(json.dumps(settings)):
@@ -456,11 +479,27 @@ def run_cell(cfg: LengthgenConfig, name: str, out: Path, progress: bool = False,
     lengths = {}
     for length in cfg.lengths:
         n = cfg.samples_at(length)
-        lengths[str(length)] = {"samples": n, **score(trainer.model, cfg.task_def, length, n, seed=TEST_SEED + seed)}
+        lengths[str(length)] = {"samples": n, **score(trainer.model, cfg.task_def, length, n, seed=TEST_SEED)}
     cell = {"settings": settings, "variant": name, "seed": seed, "train": summary, "selection": chosen,
-            "lengths": lengths}
+            "lengths": lengths, "untrained": untrained_scores(cfg, name, stream.vocab_size, seed)}
     io.write_json(path, cell)
     return cell
+
+
+@torch.no_grad()
+def untrained_scores(cfg: LengthgenConfig, name: str, vocab: int, seed: int) -> dict[str, Any]:
+    """The null control of a cell: the same variant at its initialization under ``seed`` (before any step),
+    scored on the same test rows at every length: length -> the metric per row (``rows``) and its mean."""
+    from ..model.decoder import Decoder
+
+    torch.manual_seed(seed)
+    model = Decoder(run_config(cfg, name, vocab, seed).model)
+    out = {}
+    for length in cfg.lengths:
+        batch = cfg.task_def.generate(cfg.samples_at(length), length, TEST_SEED)
+        rows = row_scores(model, cfg.task_def, batch)[0]
+        out[str(length)] = {"accuracy": float(rows.mean()), "rows": _rounded(rows)}
+    return out
 
 
 def mult_label(mult: float) -> str:
@@ -469,21 +508,26 @@ def mult_label(mult: float) -> str:
 
 
 def table(cells: Mapping[str, Mapping[str, Any]], cfg: LengthgenConfig) -> pd.DataFrame:
-    """Vasylenko et al. 2025 Table 1's shape, one row per variant and seed: the selected checkpoint's step and
-    score at ``select_mult`` (``selected_step``, ``select_score``, %), ``best`` marking the variant's seed
-    with the highest select score (the lowest seed on a tie: the paper's single reported model), and the
-    score (%) per length multiple."""
+    """Vasylenko et al. 2025 Table 1's shape, one row per variant and seed: the selected checkpoint's step,
+    what chose it (``select_by``: the metric, or token accuracy where no checkpoint scored) and its score and
+    token accuracy at ``select_mult`` (``select_score``, ``select_token``, %), ``best`` marking the variant's
+    seed with the highest select score (by token accuracy where no seed of the variant scores there; the
+    lowest seed on a tie: the paper's single reported model), and the score (%) per length multiple."""
     rows = []
     for cell in cells.values():
         chosen = cell["selection"]
         rows.append({"variant": cell["variant"], "seed": cell["seed"], "selected_step": chosen["step"],
-                     "select_score": 100 * chosen["score"],
+                     "select_by": chosen["by"], "select_score": 100 * chosen["score"],
+                     "select_token": 100 * chosen["token_score"],
                      **{mult_label(m): 100 * cell["lengths"][str(cfg.length_at(m))]["accuracy"]
                         for m in cfg.plan["eval_mult"]}})
     frame = pd.DataFrame(rows)
-    order = frame.sort_values(["variant", "select_score", "seed"], ascending=[True, False, True])
+    scored = frame.groupby("variant").select_score.transform("max") > 0
+    frame["rank_by"] = frame.select_score.where(scored, frame.select_token)
+    order = frame.sort_values(["variant", "rank_by", "seed"], ascending=[True, False, True])
     frame["best"] = frame.index.isin(order.groupby("variant", sort=False).head(1).index)
-    first = ["variant", "seed", "best", "selected_step", "select_score"]
+    frame = frame.drop(columns="rank_by")
+    first = ["variant", "seed", "best", "selected_step", "select_by", "select_score", "select_token"]
     return frame[first + [c for c in frame.columns if c not in first]]
 
 
@@ -497,6 +541,23 @@ def not_learned(acc: pd.DataFrame) -> dict[str, float]:
     if "1x" not in acc:
         return {}
     return {f"{r.variant} seed {r.seed}": float(r["1x"]) for _, r in acc.iterrows() if r["1x"] < 100 * LEARNED}
+
+
+def rows_table(cells: Mapping[str, Mapping[str, Any]], cfg: LengthgenConfig) -> pd.DataFrame:
+    """Every scored row: per variant, seed, length multiple and row of the shared test set (``row``, the
+    same rows for every variant and seed), the metric (``score``, 0/1 for exact match), the token accuracy
+    (``token``) and the metric of the cell's untrained model on that row (``untrained``), the paired
+    outcomes a comparison of two variants reads."""
+    frames = []
+    for cell in cells.values():
+        for mult in cfg.plan["eval_mult"]:
+            length = str(cfg.length_at(mult))
+            scored, null = cell["lengths"][length], cell["untrained"][length]
+            frames.append(pd.DataFrame({"variant": cell["variant"], "seed": cell["seed"], "multiple": mult,
+                                        "length": int(length), "row": range(len(scored["rows"])),
+                                        "score": scored["rows"], "token": scored["token_rows"],
+                                        "untrained": null["rows"]}))
+    return pd.concat(frames, ignore_index=True)
 
 
 def dispersion_table(cells: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
@@ -536,34 +597,42 @@ def _run_cells(cfg: LengthgenConfig, out: Path, progress: bool, jobs: int) -> di
 SCORING = ("maps", "eval_mult", "samples", "seeds", "select_mult")
 # Everything a run writes into its folder: what --overwrite removes, leaving any other file there.
 WRITES = ("config.json", "cells", "runs", "accuracy.csv", "accuracy.md", "accuracy.png", "accuracy.svg",
-          "dispersion.csv", "dispersion.md")
+          "dispersion.csv", "dispersion.md", "rows.csv")
+
+
+# What the decoder computes for the same settings: a folder trained by another version holds checkpoints whose
+# weights mean something else, so a rerun refuses it. 2: under NAPE the length scalers scale the NoPE heads only,
+# and ASEntmax's bound s defaults to 2 (Vasylenko et al. 2025's code); folders without a version are 1.
+MODEL_VERSION = 2
 
 
 class FolderError(ValueError):
     """The output folder holds results that this configuration must neither reuse nor write over."""
 
 
-def trained_settings(cfg: LengthgenConfig, plan: Mapping[str, Any]) -> dict[str, Any]:
+def trained_settings(cfg: LengthgenConfig, plan: Mapping[str, Any], version: int = MODEL_VERSION) -> dict[str, Any]:
     """What shaped each variant's model, as JSON reads it back: every setting but ``SCORING``, the task's
-    parameters with its defaults filled in, and the given overrides as ``plan`` resolves them."""
+    parameters with its defaults filled in, the given overrides as ``plan`` resolves them and the decoder's
+    ``version`` (``MODEL_VERSION``)."""
     given = {k: v for k, v in asdict(cfg).items() if k not in SCORING and k not in plan}
     plan = {k: v for k, v in plan.items() if k not in SCORING}
-    return json.loads(json.dumps({**given, "params": cfg.task_def.params(), **plan}))
+    return json.loads(json.dumps({**given, "params": cfg.task_def.params(), **plan, "model_version": version}))
 
 
-def _saved(path: Path, retry: str) -> tuple[LengthgenConfig, dict[str, Any]]:
-    """The config and plan of the run whose ``config.json`` is ``path``."""
+def _saved(path: Path, retry: str) -> tuple[LengthgenConfig, dict[str, Any], int]:
+    """The config, plan and decoder version of the run whose ``config.json`` is ``path``."""
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise FolderError(f"{path} is unreadable ({exc}); {retry}") from None
+    version = saved.pop("model_version", 1) if isinstance(saved, dict) else 1
     keys = {f.name for f in fields(LengthgenConfig)} | {"plan"}
     if not isinstance(saved, dict) or set(saved) != keys or not isinstance(saved["plan"], dict):
         raise FolderError(f"{path} is not a lengthgen config; {retry}")
     plan = saved.pop("plan")
     tuples = {k: tuple(saved[k]) for k in ("maps", "eval_mult") if saved[k] is not None}
     try:
-        return LengthgenConfig(**{**saved, **tuples}), plan
+        return LengthgenConfig(**{**saved, **tuples}), plan, version
     except (TypeError, ValueError) as exc:
         raise FolderError(f"{path} describes a run this version cannot reuse ({exc}); {retry}") from None
 
@@ -601,10 +670,12 @@ def run(cfg: LengthgenConfig, out: str | Path, progress: bool = False, jobs: int
     check_jobs(jobs)
     out = Path(out)
     prepare(cfg, out, overwrite)
-    io.write_json(out / "config.json", {**asdict(cfg), "plan": cfg.plan})
+    io.write_json(out / "config.json", {**asdict(cfg), "plan": cfg.plan, "model_version": MODEL_VERSION})
     cells = _run_cells(cfg, out, progress, jobs)
     acc = table(cells, cfg)
+    rows = rows_table(cells, cfg)
     paths = {**io.write_table(out / "accuracy", acc),
+             "rows": io.atomic_write(out / "rows.csv", lambda tmp: rows.to_csv(tmp, index=False)),
              **{f"dispersion_{k}": v for k, v in io.write_table(out / "dispersion", dispersion_table(cells)).items()}}
     png, svg = plot(acc, cfg, out / "accuracy")
     paths.update(png=png, svg=svg)

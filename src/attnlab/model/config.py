@@ -63,9 +63,12 @@ class ModelConfig:
     scaler: a learnable per-head inverse temperature on the score rows before the map (a name in
     ``model.scaling.SCALERS``): log_n (delta + s_h log n, the learned Scalable-Softmax), adaptive (delta +
     beta (log n)^gamma from the layer input, Vasylenko et al. 2025 eq. 8-9; with an
-    entmax rowmap this is ASEntmax, with softmax ASSMax; scaler_bound is the bound s on |gamma|), direct
+    entmax rowmap this is ASEntmax, with softmax ASSMax; scaler_bound is the bound s on |gamma|, default 2 as in
+    the authors' code, deep-spin/asentmax ``attn_scale_gamma_range``), direct
     (delta + beta_h (log n)^gamma_h with beta_h, gamma_h learned per head: SEntmax, Vasylenko et al. 2025 App.
     G.2) or beta_n (s_h beta_n + b_h with one learnable beta_n over positions, Hayase & Karakida 2026 eq. A.1).
+    Under nape the scalers of Vasylenko et al. 2025 (log_n, adaptive, direct) multiply the NoPE heads only, as
+    the authors' code does; the ALiBi heads keep their scores (``model.scaling.scaled_heads``).
     scaler_gamma: a fixed gamma for the adaptive or direct scaler, which then learn beta only (the "beta
     learned, gamma fixed" ASEntmax of Vasylenko et al. 2025 App. H, Table 8); unset, gamma is learned.
     inputs: tokens (ids in, logits out; vocab required) or vectors (the input-free model of Attention Sinks Essential
@@ -102,7 +105,7 @@ class ModelConfig:
     block: int = 512
     scaler: str = "none"
     scaler_delta: float = 1.0
-    scaler_bound: float = 1.0
+    scaler_bound: float = 2.0
     scaler_gamma: float | None = None
     residual: bool = True
     readout: str = "stream"

@@ -21,7 +21,7 @@ from ..site import MIN_BLOCK, Observer, Plan, WeightObserver, attend
 from . import positions as pe
 from .config import ModelConfig
 from .ffn import make_ffn, make_norm
-from .scaling import make_scaler
+from .scaling import make_scaler, scaled_heads
 
 
 # Score elements one query block may hold (64 MiB in float32): long inputs get thinner blocks, so a
@@ -50,6 +50,9 @@ class Attention(nn.Module):
         self.register_buffer("slopes", slopes, persistent=False)
         self.scaler = make_scaler(cfg.scaler, cfg.heads, d, delta=cfg.scaler_delta, bound=cfg.scaler_bound,
                                   gamma=cfg.scaler_gamma)
+        scaled = scaled_heads(cfg.scaler, slopes, cfg.positions, cfg.heads)
+        # None when every head is scaled, so that the common case adds no select to the forward
+        self.register_buffer("unscaled", None if bool(scaled.all()) else ~scaled, persistent=False)
         self.observers: tuple[Observer, ...] = ()
         self.weight_observers: tuple[WeightObserver, ...] = ()
 
@@ -70,6 +73,8 @@ class Attention(nn.Module):
         if self.scaler is not None:
             # causal: query i may attend keys 0..i, so n = i + 1
             scale = self.scaler(x, torch.arange(1, t + 1, device=x.device), beta).to(q.dtype)
+            if self.unscaled is not None:
+                scale = scale.masked_fill(self.unscaled[:, None, None], 1.0)
         plan = Plan(maps=self.maps, observers=self.observers, weight_observers=self.weight_observers,
                     block=block_rows(self.cfg.block, b, h, t))
         out = attend(q, k, v, scaling=hd ** -0.5, causal=True, layer=self.layer, plan=plan, slopes=self.slopes,

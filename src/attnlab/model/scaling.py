@@ -10,6 +10,8 @@ its multiplier is the one ``attnlab.rowmaps.AdaptiveScale`` computes, not a seco
 ``cls(heads, dim, delta=..., bound=...)`` and called as ``module(x, n, beta)``, so
 ``@SCALERS.register("mine")`` on such a class adds one's own. The scalers of ``FIXED_GAMMA_SCALERS`` also
 take ``gamma=`` (a fixed exponent of log n; the config's ``scaler_gamma``), which no other scaler is given.
+Under NAPE the decoder applies the multiplier of a scaler in ``NOPE_ONLY_SCALERS`` to the NoPE heads alone
+(``scaled_heads``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,11 @@ from ..rowmaps.scalers import AdaptiveScale
 
 SCALERS: Registry[type[nn.Module]] = Registry("scaler")
 FIXED_GAMMA_SCALERS = ("adaptive", "direct")
+# Vasylenko et al. 2025's length scalings (SSMax, ASEntmax/ASSMax, SEntmax): under NAPE they scale only the NoPE
+# heads, as the authors' code does (deep-spin/asentmax, ``sparse_gemma.py``: ``_apply_length_scaling`` multiplies
+# the last ``num_nope_heads`` queries); the ALiBi heads keep their biased scores, whose recency bias a
+# multiplier would sharpen with length. Any other scaler scales every head under every position encoding.
+NOPE_ONLY_SCALERS = ("log_n", "adaptive", "direct")
 
 
 @SCALERS.register("log_n")
@@ -99,6 +106,14 @@ class BetaNScale(nn.Module):
         index = (n - 1).clamp(0, beta.shape[0] - 1)
         per_query = beta[index]
         return (self.s[:, None] * per_query + self.b[:, None])[None, :, :, None]
+
+
+def scaled_heads(kind: str, slopes: torch.Tensor | None, positions: str, heads: int) -> torch.Tensor:
+    """Which heads (bool, (heads,)) the scaler ``kind`` multiplies: under NAPE the NoPE heads (slope 0) for the
+    scalers of ``NOPE_ONLY_SCALERS``, every head otherwise."""
+    if positions == "nape" and kind in NOPE_ONLY_SCALERS and slopes is not None:
+        return slopes == 0
+    return torch.ones(heads, dtype=torch.bool)
 
 
 def make_scaler(kind: str, heads: int, dim: int, *, delta: float, bound: float,
