@@ -21,17 +21,32 @@ trigger fixed at j = 8, as §4's figures are, for the mean and std maps and the 
 on key 1 over the queries 1 < i < j). Theorem 1's per-input form, per (layer, head) and eps in EPS: the
 fraction of pre-trigger positions 1 < i < j with alpha_(i,1) >= 1 - eps, and the fraction of inputs where
 every such position does (the theorem's "with probability >= 1 - delta, for all 1 < i < j"); Theorem 2's,
-per run: the fraction of inputs where some layer, head and position 1 < i < j does. Beyond Theorem 2, App.
-B.2 and Fig. 3 show a sink head in every layer; that is checked too, beside what each layer writes to the
-residual stream (``layer_writes``). Theorem 3's zero-loss ReLU model (App. E) is built as weights
-(``theorem3_model``) and scored on the same inputs as a check.
+per run: the fraction of inputs where some layer, head and position 1 < i < j does, and per position i the
+fraction of the inputs with i < j where some layer and head sinks at i (``position_fractions``: the theorem
+guarantees one layer and position; the verdict asks every position, as §4.2's Fig. 3 shows). Beyond Theorem
+2, App. B.2 and Fig. 3 show a sink head in every layer; that is checked too, beside what each layer writes to
+the residual stream (``layer_writes``). The title's claim is tested functionally: each model is evaluated with
+BOS masked in every layer (``forward(mask_bos=True)``), its held-out loss against the unmasked one and the
+all-zeros predictor's. Theorem 3's zero-loss ReLU model (App. E) is built as weights (``theorem3_model``) and
+scored on the same inputs as a check; ``sink_model`` is its softmax counterpart with a sink, built by hand.
+
+Every claim is decided by ``verdict.decide`` from a rule fixed in this module (``RULE_*``, with the rule
+functions ``sinks_everywhere``, ``no_sink``, ``needs_sink``, ``sink_free``, ``real_sinks``) and a computed null
+control: the untrained model each softmax run started from (``untrained``), the other arm (the trained
+softmax runs under the ReLU half; the ReLU runs under the masking rule's softmax half), or uniform attention
+for the real model. No claim has a paper effect size to power against (each rule asks every seed to cross a
+fixed threshold), so each MDE says why none applies.
 
 ``compute`` writes per run ``raw/<run>_attention.parquet`` (layer, head, query, key, mean, std; 1-based
 positions), ``raw/<run>_sinks.csv`` (per layer, head and eps: Theorem 1's fractions, and Theorem 2's per
-run), ``raw/<run>_writes.csv`` (per layer: what it writes to the residual stream, ``layer_writes``) and then
-``raw/<run>_loss.csv`` (steps, the stop, final losses and the all-zeros predictor's); a run whose files all
-exist is skipped, and training resumes from ``runs/<run>``'s checkpoints (a run that stopped trains no
-further). It also writes ``raw/theorem3.csv``.
+run), ``raw/<run>_writes.csv`` (per layer: what it writes to the residual stream, ``layer_writes``),
+``raw/<run>_untrained_sinks.csv`` (``_sinks.csv`` of the untrained model), ``raw/<run>_positions.csv`` (per
+eps, model trained/untrained and 1-based position: Theorem 2's fraction and the inputs counted),
+``raw/<run>_masking.csv`` (per model trained/untrained: loss and l-inf with BOS and with BOS masked, the
+all-zeros predictor's loss) and then ``raw/<run>_loss.csv`` (steps, the stop, final losses and the all-zeros
+predictor's); a run whose files all exist is skipped, training resumes from ``runs/<run>``'s checkpoints (a
+run that stopped trains no further), and a run lacking only some files gains them without training. It also
+writes ``raw/theorem3.csv``.
 
 With ``--model``, ``compute`` first measures the first-token mass of that pretrained softmax LM into
 ``real/`` (``compute_real``), and ``summarize`` adds its table, heat map and finding: does a pretrained LM
@@ -728,7 +743,8 @@ def _learned(runs_: pd.DataFrame) -> str | None:
     if runs_["learned"].all():
         return None
     slow = ", ".join(runs_.index[~runs_["learned"]])
-    return f"{slow} did not reach App. A's l-inf < {LINF_TARGET:g} within the step cap, so the claim is not tested on them"
+    return (f"{slow} did not reach App. A's l-inf < {LINF_TARGET:g} within the step cap, so the claim is not tested "
+            "on them")
 
 
 def best_head(sinks: pd.DataFrame) -> pd.Series:
@@ -897,8 +913,8 @@ def masking_finding(masked: pd.DataFrame, samples: int) -> Finding:
         return (f"loss {_fmt(part['loss'], '.2g')} -> masked {_fmt(part['masked_loss'], '.3g')} (rise "
                 f"{_fmt(part['rise_over_zero'], '.3g')} x the all-zeros loss)")
 
-    evidence = (f"Held-out loss (squared l2, {samples} inputs, j uniform) per seed, with BOS -> with BOS masked in every "
-                f"layer; all-zeros predictor {runs_['zero_loss'].min():.3g}-{runs_['zero_loss'].max():.3g}. "
+    evidence = (f"Held-out loss (squared l2, {samples} inputs, j uniform) per seed, with BOS -> with BOS masked in "
+                f"every layer; all-zeros predictor {runs_['zero_loss'].min():.3g}-{runs_['zero_loss'].max():.3g}. "
                 + "; ".join(f"{arch}: softmax {arm(soft[soft['arch'] == arch])}, ReLU {arm(relu[relu['arch'] == arch])}"
                             for arch in ARCHS) + ".")
     relu_passes, null_passes = needs_sink(rise(relu), relu["zero_loss"]), needs_sink(rise(soft, "untrained_"),
@@ -1113,6 +1129,10 @@ def _notes(cfg: StudyConfig) -> list[str]:
         f"Sinks per input (Theorems 1-2): alpha_(i,1) >= 1 - eps for eps in {', '.join(f'{e:g}' for e in EPS)}; the "
         f"verdicts read eps = {EPS_VERDICT:g} and delta = {DELTA:g} (the statement must hold on >= {1 - DELTA:g} of "
         "inputs). Theorem 2 is stated for one head per layer; with several heads, some (layer, head) must sink.",
+        "BOS masked at evaluation: every layer's rows lose key 1 at every query i > 1 (a softmax row is "
+        "renormalized over keys 2..i, a ReLU row drops key 1's term and keeps §3.4's divisor max(i - 2, 1); query 1 "
+        "may attend only BOS and keeps it), on the same held-out inputs as the losses; the untrained model of each "
+        "seed is masked too, as a null control.",
         "Heads split d_model = 16 into head widths 16 / heads, and scores carry the usual 1/sqrt(head width) "
         "factor (a rescaling of W_Q W_K^T); the seed gives each head full n x n matrices. All models start from "
         "the decoder's N(0, 0.02) init.",
@@ -1193,8 +1213,9 @@ def summarize(folder: Path) -> Section:
         NAME, folder,
         question=("Does softmax attention trained on trigger-conditional averaging park its mass on BOS at "
                   "every position before the trigger (one layer), or somewhere (deeper models), while ReLU "
-                  "attention solves the same task without a sink? And, given --model, does a pretrained softmax LM "
-                  "park its attention on its first token?"),
+                  "attention solves the same task without a sink? Do the softmax models need that sink (masking BOS "
+                  "at evaluation) while the ReLU ones do not? And, given --model, does a pretrained softmax LM park "
+                  "its attention on its first token?"),
         findings=tuple(findings),
         tables=tuple(tables),
         figures=tuple(figures),
