@@ -80,7 +80,7 @@ from ..hooks.load import resolve_checkpoint
 from ..model.config import ModelConfig
 from ..model.decoder import Decoder
 from ..report.plot_sinks import (plot_bos_mass, plot_first_token_mass, plot_heat_mosaic, plot_heatmaps,
-                                  plot_linf_curves, plot_loss_curves)
+                                  plot_linf_curves, plot_loss_curves, plot_masking, plot_positions)
 from ..diagnostics.stats import wilson
 from ..report.sections import MDE, Figure, Finding, Null, Section, Table
 from ..site import ScoreBlock, WeightBlock
@@ -1067,9 +1067,10 @@ def summarize_real(folder: Path) -> tuple[Finding, Table, Figure, str]:
             f"(past a sliding window) are left out.")
     return real_finding(layers, config), table, figure, note
 
-def _figures(maps: pd.DataFrame, heads: pd.DataFrame, table: pd.DataFrame, folder: Path,
-             samples: int) -> list[Figure]:
-    """Draw the heat maps per architecture, the BOS mass bars and the training curves into ``folder``."""
+def _figures(maps: pd.DataFrame, heads: pd.DataFrame, table: pd.DataFrame, masked: pd.DataFrame,
+             positions: pd.DataFrame, folder: Path, samples: int) -> list[Figure]:
+    """Draw the heat maps per architecture, the BOS mass bars, the masking bars, Theorem 2 per position and the
+    training curves into ``folder``."""
     figures = []
     for arch, shape in ARCHS.items():
         stem = _heat_figure(maps, arch, folder)
@@ -1091,6 +1092,29 @@ def _figures(maps: pd.DataFrame, heads: pd.DataFrame, table: pd.DataFrame, folde
         f"{TRIGGER}; log axis, values printed on the bars, floored at 1e-6 for drawing), one bar per run (s0, s1, "
         f"...: seeds) and layer; the dashed line is {SINK:g} (1 - eps, Theorem 1's sink), the dotted one "
         f"{NO_SINK:g} (ReLU's bound).")))
+    plot_masking([f"{r.attention} {r.arch} {_seed_label(r.run)}" for r in masked.itertuples()], masked["loss"],
+                 masked["masked_loss"], masked["zero_loss"], MASK_TOL, folder / "masking",
+                 f"Held-out loss with BOS and with BOS masked in every layer ({samples} inputs, j uniform)")
+    figures.append(Figure("masking", (
+        f"Per run, the held-out squared-l2 loss ({samples} inputs, j uniform over 3..L) with BOS (blue) and with "
+        "BOS masked in every layer (red; key 1 taken from every query i > 1), log axis, values printed, floored at "
+        f"1e-9 for drawing; the black tick is the run's all-zeros predictor's loss, the grey dotted one {MASK_TOL:g} "
+        "x it. Softmax models need the sink when red passes black; ReLU models do not when red stays under grey.")))
+    soft = positions[(positions["attention"] == "softmax") & np.isclose(positions["eps"], EPS_VERDICT)]
+
+    def lines(model: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        part = soft[soft["model"] == model].sort_values("position")
+        return {f"{arch} {_seed_label(run)}": (g["position"].to_numpy(), g["fraction"].to_numpy())
+                for (arch, run), g in part.groupby(["arch", "run"], sort=False)}
+
+    plot_positions(lines("trained"), lines("untrained"), 1 - DELTA, folder / "positions",
+                   f"Theorem 2 per position, softmax runs (eps = {EPS_VERDICT:g})")
+    figures.append(Figure("positions", (
+        f"Per softmax run (shape and seed), the fraction of held-out inputs ({samples}, j uniform) with query i "
+        f"before the trigger where some layer and head has alpha_(i,1) >= {1 - EPS_VERDICT:g}, against i (1-based; "
+        "few inputs reach the last positions: table_positions counts them); dashed in the same colour, the "
+        f"untrained model the run started from (the null control); the dashed black line is {1 - DELTA:g}, the "
+        "verdict's threshold.")))
     curves, linf = {}, {}
     for run in table["run"]:
         train = pd.read_csv(folder / "runs" / run / "train.csv")
@@ -1158,7 +1182,7 @@ def summarize(folder: Path) -> Section:
     io.write_table(folder / "table_masking", masked)
     io.write_table(folder / "table_writes", raw.writes)
     io.write_table(folder / "table_theorem3", raw.theorem3)
-    figures = _figures(raw.maps, heads, table, folder, samples)
+    figures = _figures(raw.maps, heads, table, masked, raw.positions, folder, samples)
     notes = _notes(cfg)
     findings = ([finding(arch, table, heads, raw.untrained, raw.positions, samples) for arch in ARCHS]
                 + [layer_finding(arch, table, heads, raw.writes, raw.untrained, samples)
