@@ -1,6 +1,7 @@
 """Sink figures draw each given map, mass and curve as given: one heat map per (row, column) on a shared scale per
 kind, BOS and trigger outlined, a deep model's maps tiled by layer and head, one bar per head at its mass, one
-printed value per (layer, head)."""
+printed value per (layer, head), a pair of loss bars per run with its zero-predictor tick, one line per run per
+position with its null dashed."""
 
 from __future__ import annotations
 
@@ -125,3 +126,29 @@ def test_first_token_mass_prints_every_value_and_draws_each_layer_line(tmp_path,
     assert list(drawn_lines["sink threshold 0.5"].get_xdata()) == [0.5, 0.5]
     shaded = [p for p in side.patches if p.get_label() == "left out of the verdict"]
     assert len(shaded) == (1 if skip else 0)
+
+
+def test_masking_bars_are_each_runs_losses_with_its_zero_and_tolerance_ticks(tmp_path, drawn):
+    labels, loss, masked, zero = ["softmax s0", "relu s0"], [2e-6, 1e-12], [1.2, 3e-6], [0.12, 0.13]
+    ps.plot_masking(labels, loss, masked, zero, 0.01, tmp_path / "masking", title="T")
+    ax, = drawn[0].axes
+    bars = sorted((p for p in ax.patches if p.get_width() == pytest.approx(0.4)), key=lambda b: b.get_x())
+    assert [b.get_height() for b in bars] == [2e-6, 1.2, 1e-9, 3e-6]  # pairs per run, floored at 1e-9
+    assert bars[0].get_facecolor() == bars[2].get_facecolor() != bars[1].get_facecolor()
+    ticks = [c for c in ax.collections]
+    assert [seg[0][1] for seg in ticks[0].get_segments()] == zero
+    assert [seg[0][1] for seg in ticks[1].get_segments()] == pytest.approx([0.0012, 0.0013])
+    assert [t.get_text() for t in ax.get_xticklabels()] == labels
+
+
+def test_positions_one_solid_line_per_run_its_null_dashed_and_the_threshold(tmp_path, drawn):
+    pos = np.arange(2, 16)
+    curves = {"softmax 2x2 s0": (pos, np.ones(14)), "softmax 2x2 s1": (pos, np.linspace(0.5, 1, 14))}
+    nulls = {"softmax 2x2 s0": (pos, np.zeros(14))}
+    ps.plot_positions(curves, nulls, 0.9, tmp_path / "positions", title="T")
+    ax, = drawn[0].axes
+    solid = [line for line in ax.lines if line.get_linestyle() == "-"]
+    dashed = [line for line in ax.lines if line.get_linestyle() == "--"]
+    assert [list(line.get_ydata()) for line in solid] == [list(c[1]) for c in curves.values()]
+    assert sorted(line.get_ydata()[0] for line in dashed) == [0.0, 0.9]
+    assert dashed[0].get_color() == solid[0].get_color()

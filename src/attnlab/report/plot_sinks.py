@@ -1,5 +1,6 @@
 """Figures of the ``sinks`` study (Attention Sinks Essential §4, Fig. 2-6): attention heat maps (query x
-key; tiled by layer and head for deep models), the BOS mass before the trigger, the loss and l-inf curves; and
+key; tiled by layer and head for deep models), the BOS mass before the trigger, the held-out loss with BOS
+masked, Theorem 2's sink fraction per position, the loss and l-inf curves; and
 a pretrained model's first-token mass per layer and head (the study's real-model part).
 
 Rendering only: callers hand over arrays and labels; nothing here trains or reads a study folder.
@@ -119,6 +120,52 @@ def plot_bos_mass(labels: Sequence[str], mass: Sequence[float], groups: Sequence
     ax.set_title(title, fontsize=10)
     return save_figure(fig, path)
 
+
+
+def plot_masking(labels: Sequence[str], loss: Sequence[float], masked: Sequence[float], zero: Sequence[float],
+                 tolerance: float, path: str | Path, title: str) -> tuple[Path, Path]:
+    """Per label (a run), its held-out loss with BOS and with BOS masked as a pair of bars on a log axis, values
+    printed, and per run the all-zeros predictor's loss as a black tick across its pair (``tolerance`` x it as a
+    grey one: the bound under which masking counts as costing nothing)."""
+    loss, masked, zero = (np.asarray(a, dtype=float) for a in (loss, masked, zero))
+    floor = 1e-9
+    fig, ax = plt.subplots(figsize=(1.2 + 0.7 * len(labels), 4.4), layout="constrained")
+    x = np.arange(len(labels))
+    for offset, values, name, color in ((-0.2, loss, "with BOS", "C0"), (0.2, masked, "BOS masked", "C3")):
+        ax.bar(x + offset, np.maximum(values, floor), width=0.4, color=color, label=name)
+        for xi, v in zip(x + offset, values):
+            ax.text(xi, max(v, floor) * 1.3, f"{v:.2g}", ha="center", va="bottom", fontsize=6, rotation=90)
+    ax.hlines(zero, x - 0.45, x + 0.45, color="black", lw=1.4, label="all-zeros predictor")
+    ax.hlines(tolerance * zero, x - 0.45, x + 0.45, color="0.5", lw=1.0, ls=":", label=f"{tolerance:g} x all-zeros")
+    ax.set_yscale("log")
+    ax.set_ylim(floor, 100)
+    ax.set_xticks(x)
+    ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=8)
+    ax.set_ylabel("held-out loss (mean squared l2 per position)")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.set_title(title, fontsize=10)
+    return save_figure(fig, path)
+
+
+def plot_positions(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], nulls: Mapping[str, tuple[np.ndarray,
+                   np.ndarray]], threshold: float, path: str | Path, title: str) -> tuple[Path, Path]:
+    """Per run, a line of the fraction of inputs with a sink at each 1-based query position (``curves[run]`` =
+    positions, fractions), solid; the same run's null (``nulls``, e.g. its untrained model) dashed in its
+    colour; the verdict's ``threshold`` as a dashed black line."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
+    labelled = False
+    for i, (name, (pos, frac)) in enumerate(curves.items()):
+        ax.plot(pos, frac, color=f"C{i}", marker="o", ms=3, lw=1.0, label=name)
+        if name in nulls:
+            ax.plot(*nulls[name], color=f"C{i}", ls="--", lw=0.9, label=None if labelled else "null (dashed)")
+            labelled = True
+    ax.axhline(threshold, color="black", ls="--", lw=0.9, label=f"{threshold:g}")
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_xlabel("query position i (1-based), before the trigger")
+    ax.set_ylabel("inputs with alpha_(i,1) >= 1 - eps somewhere")
+    ax.legend(fontsize=7, ncol=2)
+    ax.set_title(title, fontsize=10)
+    return save_figure(fig, path)
 
 def plot_loss_curves(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], zero: float,
                      path: str | Path) -> tuple[Path, Path]:

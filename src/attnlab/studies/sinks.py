@@ -21,17 +21,32 @@ trigger fixed at j = 8, as §4's figures are, for the mean and std maps and the 
 on key 1 over the queries 1 < i < j). Theorem 1's per-input form, per (layer, head) and eps in EPS: the
 fraction of pre-trigger positions 1 < i < j with alpha_(i,1) >= 1 - eps, and the fraction of inputs where
 every such position does (the theorem's "with probability >= 1 - delta, for all 1 < i < j"); Theorem 2's,
-per run: the fraction of inputs where some layer, head and position 1 < i < j does. Beyond Theorem 2, App.
-B.2 and Fig. 3 show a sink head in every layer; that is checked too, beside what each layer writes to the
-residual stream (``layer_writes``). Theorem 3's zero-loss ReLU model (App. E) is built as weights
-(``theorem3_model``) and scored on the same inputs as a check.
+per run: the fraction of inputs where some layer, head and position 1 < i < j does, and per position i the
+fraction of the inputs with i < j where some layer and head sinks at i (``position_fractions``: the theorem
+guarantees one layer and position; the verdict asks every position, as §4.2's Fig. 3 shows). Beyond Theorem
+2, App. B.2 and Fig. 3 show a sink head in every layer; that is checked too, beside what each layer writes to
+the residual stream (``layer_writes``). The title's claim is tested functionally: each model is evaluated with
+BOS masked in every layer (``forward(mask_bos=True)``), its held-out loss against the unmasked one and the
+all-zeros predictor's. Theorem 3's zero-loss ReLU model (App. E) is built as weights (``theorem3_model``) and
+scored on the same inputs as a check; ``sink_model`` is its softmax counterpart with a sink, built by hand.
+
+Every claim is decided by ``verdict.decide`` from a rule fixed in this module (``RULE_*``, with the rule
+functions ``sinks_everywhere``, ``no_sink``, ``needs_sink``, ``sink_free``, ``real_sinks``) and a computed null
+control: the untrained model each softmax run started from (``untrained``), the other arm (the trained
+softmax runs under the ReLU half; the ReLU runs under the masking rule's softmax half), or uniform attention
+for the real model. No claim has a paper effect size to power against (each rule asks every seed to cross a
+fixed threshold), so each MDE says why none applies.
 
 ``compute`` writes per run ``raw/<run>_attention.parquet`` (layer, head, query, key, mean, std; 1-based
 positions), ``raw/<run>_sinks.csv`` (per layer, head and eps: Theorem 1's fractions, and Theorem 2's per
-run), ``raw/<run>_writes.csv`` (per layer: what it writes to the residual stream, ``layer_writes``) and then
-``raw/<run>_loss.csv`` (steps, the stop, final losses and the all-zeros predictor's); a run whose files all
-exist is skipped, and training resumes from ``runs/<run>``'s checkpoints (a run that stopped trains no
-further). It also writes ``raw/theorem3.csv``.
+run), ``raw/<run>_writes.csv`` (per layer: what it writes to the residual stream, ``layer_writes``),
+``raw/<run>_untrained_sinks.csv`` (``_sinks.csv`` of the untrained model), ``raw/<run>_positions.csv`` (per
+eps, model trained/untrained and 1-based position: Theorem 2's fraction and the inputs counted),
+``raw/<run>_masking.csv`` (per model trained/untrained: loss and l-inf with BOS and with BOS masked, the
+all-zeros predictor's loss) and then ``raw/<run>_loss.csv`` (steps, the stop, final losses and the all-zeros
+predictor's); a run whose files all exist is skipped, training resumes from ``runs/<run>``'s checkpoints (a
+run that stopped trains no further), and a run lacking only some files gains them without training. It also
+writes ``raw/theorem3.csv``.
 
 With ``--model``, ``compute`` first measures the first-token mass of that pretrained softmax LM into
 ``real/`` (``compute_real``), and ``summarize`` adds its table, heat map and finding: does a pretrained LM
@@ -50,6 +65,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -64,14 +80,16 @@ from ..hooks.load import resolve_checkpoint
 from ..model.config import ModelConfig
 from ..model.decoder import Decoder
 from ..report.plot_sinks import (plot_bos_mass, plot_first_token_mass, plot_heat_mosaic, plot_heatmaps,
-                                  plot_linf_curves, plot_loss_curves)
-from ..report.sections import Figure, Finding, Section, Table
+                                  plot_linf_curves, plot_loss_curves, plot_masking, plot_positions)
+from ..diagnostics.stats import wilson
+from ..report.sections import MDE, Figure, Finding, Null, Section, Table
 from ..site import ScoreBlock, WeightBlock
 from ..tasks import TaskStream
 from ..tasks.vectors import TriggerAveraging
 from ..train.config import RunConfig
 from ..train.trainer import Trainer, vector_linf, vector_loss
 from .runner import Study, StudyConfig, StudyError, load_config, register, section
+from .verdict import decide
 
 NAME = "sinks"
 DIM = 16      # the seed's n (App. A)
@@ -88,8 +106,11 @@ SINK = 1 - EPS_VERDICT  # drawn on the BOS-mass figure beside ...
 NO_SINK = 0.1  # ... the bound under which a ReLU head's BOS mass counts as no sink (§4.1, Fig. 2 c-d)
 
 ATTENTION = {"softmax": "softmax", "relu": "reluattn"}
-# A run's raw files; the loss file is written last.
-RAW_KINDS = ("_attention.parquet", "_sinks.csv", "_writes.csv", "_loss.csv")
+# A run's raw files; the loss file is written last. The untrained model's sink fractions, Theorem 2 per position
+# and the BOS-masking losses came after the first measured folders: run_piece adds them to such a folder's runs
+# from their checkpoints, without training.
+RAW_KINDS = ("_attention.parquet", "_sinks.csv", "_writes.csv", "_untrained_sinks.csv", "_positions.csv",
+             "_masking.csv", "_loss.csv")
 # residual: §3.4's single layer is its own write, so 1x1 keeps f = W_O sum alpha W_V x; §4.2 and App. B
 # train the multi-layer models with residual connections, read out as the sum of the layers' writes.
 ARCHS: dict[str, dict[str, Any]] = {
@@ -267,37 +288,117 @@ def theorem3_check(inputs: torch.Tensor, targets: torch.Tensor, mask: torch.Tens
             "max_weight_off_trigger": float(weights[~mask].max())}
 
 
-def run_piece(run: str, plan: dict[str, Any], seed: int, folder: Path, progress: bool) -> None:
-    """Train (or resume) one run to App. A's stop or the cap, then write its maps, sink fractions, layer
-    writes and losses (the loss file last); skipped when all exist, and a run that has trained to its end
-    only re-measures."""
-    raw = folder / "raw"
-    loss_path = raw / f"{run}_loss.csv"
-    if all((raw / f"{run}{kind}").is_file() for kind in RAW_KINDS):
-        return
-    attention, arch, k = _parts(run)
-    cfg = run_config(run, plan, seed)
-    stream = TaskStream("trigger_averaging", LENGTH, seed=cfg.train.seed, dim=DIM)
-    trainer = Trainer(cfg, folder / "runs" / run, resume=True, progress=progress, stream=stream,
-                      eval_hooks=(_linf_hook,), stop_linf=LINF_TARGET)
-    summary = trainer.run()
-    model = trainer.model
-    # Held-out inputs apart from the stream's: the training distribution (j uniform over 3..L) for the
-    # losses and Theorems 1-2, and §4's fixed trigger j = 8 for the maps and their own losses.
-    uniform = TriggerAveraging(dim=DIM).generate(plan["samples"], LENGTH, seed=10_000 + cfg.train.seed)
-    fixed = TriggerAveraging(dim=DIM, trigger=TRIGGER).generate(plan["samples"], LENGTH, seed=20_000 + cfg.train.seed)
-    mean, std = attention_maps(model, fixed.inputs)
-    layers, heads = mean.shape[:2]
-    index = np.indices((layers, heads, LENGTH, LENGTH)).reshape(4, -1)
-    ids = {"run": run, "attention": attention, "arch": arch, "seed": cfg.train.seed}
-    frame = pd.DataFrame({**ids, "layer": index[0] + 1, "head": index[1] + 1, "query": index[2] + 1,
-                          "key": index[3] + 1, "mean": mean.reshape(-1).numpy(), "std": std.reshape(-1).numpy()})
-    io.write_parquet(raw / f"{run}_attention.parquet", frame,
-                     metadata={"samples": plan["samples"], "trigger": TRIGGER, "length": LENGTH,
-                               "seed": 20_000 + cfg.train.seed})
-    weights = attention_weights(model, uniform.inputs)
-    triggers = uniform.mask.int().argmax(-1)
-    sinks = []
+def untrained(cfg: RunConfig) -> Decoder:
+    """The run's model before its first step: the trainer seeds torch with the run's seed and builds the
+    decoder, so this is the very model training starts from (the sink findings' null control)."""
+    with torch.random.fork_rng():
+        torch.manual_seed(cfg.train.seed)
+        return Decoder(cfg.model).eval()
+
+
+def _rows(scores: torch.Tensor, rowmap: str) -> torch.Tensor:
+    """The study's two row maps on causal (..., L, L) scores: softmax, or §3.4's ReLU(s_ik) / max(i - 2, 1)
+    with i the 1-based query position (= the keys it may attend)."""
+    causal = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).tril()
+    if rowmap == ATTENTION["softmax"]:
+        return torch.softmax(scores.masked_fill(~causal, -math.inf), dim=-1)
+    if rowmap == ATTENTION["relu"]:
+        keys = torch.arange(1, scores.shape[-1] + 1, device=scores.device, dtype=scores.dtype)
+        return torch.relu(scores).masked_fill(~causal, 0.0) / (keys - 2).clamp(min=1)[:, None]
+    raise ValueError(f"the sinks study's models use {', '.join(ATTENTION.values())} rows, got {rowmap!r}")
+
+
+def without_bos(weights: torch.Tensor, rowmap: str) -> torch.Tensor:
+    """``weights`` (..., L, L) with BOS (key 1) taken from every query i > 1: a softmax row becomes the
+    softmax over keys 2..i (the row renormalized without key 1), a ReLU row loses key 1's term and keeps
+    §3.4's position divisor. Query 1 may attend only BOS and keeps it (a softmax row needs a key)."""
+    out = weights.clone()
+    out[..., 1:, 0] = 0.0
+    if rowmap == ATTENTION["softmax"]:
+        out[..., 1:, :] = out[..., 1:, :] / out[..., 1:, :].sum(-1, keepdim=True)
+    return out
+
+
+@torch.no_grad()
+def forward(model: Decoder, inputs: torch.Tensor, *, mask_bos: bool = False) -> torch.Tensor:
+    """The study's model (vectors in and out, no norm, FFN, bias or positions) evaluated layer by layer, with
+    BOS masked in every layer's rows when ``mask_bos`` (``without_bos``): Attention Sinks Essential's title
+    claim made functional, what the model computes when it may not park its mass on the sink. Without the
+    mask it equals ``model(inputs)``."""
+    cfg = model.cfg
+    if (cfg.inputs, cfg.ffn, cfg.norm, cfg.positions, cfg.bias) != ("vectors", "none", "none", "none", False):
+        raise ValueError("forward takes the sinks study's models: vector inputs, no FFN, norm, bias or positions")
+    b, t, _ = inputs.shape
+    h, hd = cfg.heads, cfg.head_dim
+    x = inputs
+    for block in model.layers:
+        a = block.attn
+        q, k, v = (p(x).view(b, t, h, hd).transpose(1, 2) for p in (a.q_proj, a.k_proj, a.v_proj))
+        w = _rows(q @ k.transpose(-1, -2) * hd ** -0.5, cfg.rowmap)
+        if mask_bos:
+            w = without_bos(w, cfg.rowmap)
+        out = a.o_proj((w @ v).transpose(1, 2).reshape(b, t, h * hd))
+        x = x + out if cfg.residual else out
+    return x - inputs if cfg.readout == "writes" else x
+
+
+def masking(model: Decoder, inputs: torch.Tensor, targets: torch.Tensor) -> dict[str, float]:
+    """The squared-l2 loss (the trainer's) and l-inf loss of the model, with BOS and with BOS masked in every
+    layer (``forward``), and the all-zeros predictor's loss."""
+    plain, masked = forward(model, inputs), forward(model, inputs, mask_bos=True)
+    return {"loss": float(vector_loss(plain, targets)), "masked_loss": float(vector_loss(masked, targets)),
+            "linf": vector_linf(plain, targets), "masked_linf": vector_linf(masked, targets),
+            "zero_loss": float(vector_loss(torch.zeros_like(targets), targets))}
+
+
+def position_fractions(weights: torch.Tensor, triggers: torch.Tensor, eps: float) -> tuple[np.ndarray, np.ndarray]:
+    """Theorem 2 per position, from ``weights`` (layers, rows, heads, L, L) and each row's 0-based trigger:
+    for each 0-based query i, the fraction of the rows with i before their trigger (1 < i < j, 1-based) where
+    some layer and head has alpha_(i,1) >= 1 - eps, and the count of those rows (NaN and 0 where no row has
+    i before its trigger: BOS and the last position)."""
+    if not 0 < eps < 1:
+        raise ValueError(f"eps must be in (0, 1), got {eps!r}")
+    i = torch.arange(weights.shape[-1])
+    pre = (i >= 1) & (i < triggers[:, None])                    # (rows, L)
+    hit = (weights[..., 0] >= 1 - eps).any(0).any(1)            # (rows, L): some layer and head
+    count = pre.sum(0).numpy()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frac = (hit & pre).sum(0).numpy() / count
+    return np.where(count > 0, frac, np.nan), count
+
+
+def sink_model(c: float = 20.0, dim: int = DIM, length: int = LENGTH) -> Decoder:
+    """A one-layer one-head *softmax* model that solves the task with a sink, built by hand as Theorem 3's
+    ReLU one is (the positive control of the BOS-masking rule): keys read BOS's flag x_1 and the bias channel
+    x_n, a non-trigger query (x_n = 1) scores c on BOS and 0 elsewhere, the trigger (x_2 = 1) scores c on
+    every token with x_n = 1 (the tokens 2..j-1 it averages) and 0 on BOS and itself; W_V = W_O = I but
+    BOS's value 0, so the sink writes nothing. Its l-inf loss falls like e^(-c); masking BOS makes every
+    non-trigger query average the tokens before it."""
+    cfg = ModelConfig(context=length, inputs="vectors", layers=1, heads=1, d_model=dim, positions="none",
+                      ffn="none", norm="none", bias=False, residual=False, rowmap=ATTENTION["softmax"])
+    model = Decoder(cfg)
+    attn = model.layers[0].attn
+    root = math.sqrt(dim)  # undoes the head's 1/sqrt(n) score factor
+    with torch.no_grad():
+        for proj in (attn.q_proj, attn.k_proj):
+            proj.weight.zero_()
+        attn.k_proj.weight[0, 0] = 1.0             # k_1 = x_1 (BOS flag)
+        attn.k_proj.weight[1, dim - 1] = 1.0       # k_2 = x_n (bias channel)
+        attn.q_proj.weight[0, dim - 1] = c * root  # non-trigger query -> BOS
+        attn.q_proj.weight[1, 1] = c * root        # trigger query -> the tokens with x_n = 1
+        attn.v_proj.weight.copy_(torch.eye(dim))
+        attn.v_proj.weight[0, 0] = 0.0             # BOS writes nothing
+        attn.o_proj.weight.copy_(torch.eye(dim))
+    return model.eval()
+
+
+def _sink_rows(model: Decoder, batch, ids: dict[str, Any]) -> tuple[list[dict], list[dict]]:
+    """Theorem 1 per (layer, head) and Theorem 2 per run (``sink_fractions``), and Theorem 2 per position
+    (``position_fractions``), of ``model`` on ``batch``, for every eps in EPS."""
+    weights = attention_weights(model, batch.inputs)
+    triggers = batch.mask.int().argmax(-1)
+    layers, _, heads = weights.shape[:3]
+    sinks, positions = [], []
     for eps in EPS:
         got = sink_fractions(weights, triggers, eps)
         for layer in range(layers):
@@ -306,9 +407,57 @@ def run_piece(run: str, plan: dict[str, Any], seed: int, folder: Path, progress:
                               "positions": float(got["positions"][layer, head]),
                               "inputs_all": float(got["inputs_all"][layer, head]),
                               "inputs_exists": float(got["inputs_exists"])})
-    io.write_table(raw / f"{run}_sinks", pd.DataFrame(sinks))
-    io.write_table(raw / f"{run}_writes", pd.DataFrame([{**ids, **row} for row in layer_writes(model, uniform.inputs,
-                                                                                            uniform.mask)]))
+        frac, count = position_fractions(weights, triggers, eps)
+        positions += [{**ids, "eps": eps, "position": i + 1, "fraction": float(frac[i]), "inputs": int(count[i])}
+                      for i in range(len(frac)) if count[i] > 0]
+    return sinks, positions
+
+
+def run_piece(run: str, plan: dict[str, Any], seed: int, folder: Path, progress: bool) -> None:
+    """Train (or resume) one run to App. A's stop or the cap, then write whichever of its raw files are
+    missing: maps, sink fractions, layer writes, the untrained model's sink fractions, Theorem 2 per
+    position and the BOS-masking losses (trained and untrained), and the losses last. A run whose files all
+    exist is skipped; one that has trained to its end only measures (a folder made before a file kind existed
+    gains it without training)."""
+    raw = folder / "raw"
+    missing = [kind for kind in RAW_KINDS if not (raw / f"{run}{kind}").is_file()]
+    if not missing:
+        return
+    attention, arch, k = _parts(run)
+    cfg = run_config(run, plan, seed)
+    stream = TaskStream("trigger_averaging", LENGTH, seed=cfg.train.seed, dim=DIM)
+    trainer = Trainer(cfg, folder / "runs" / run, resume=True, progress=progress, stream=stream,
+                      eval_hooks=(_linf_hook,), stop_linf=LINF_TARGET)
+    summary = trainer.run()
+    model, null = trainer.model, untrained(cfg)
+    # Held-out inputs apart from the stream's: the training distribution (j uniform over 3..L) for the
+    # losses and Theorems 1-2, and §4's fixed trigger j = 8 for the maps and their own losses.
+    uniform = TriggerAveraging(dim=DIM).generate(plan["samples"], LENGTH, seed=10_000 + cfg.train.seed)
+    fixed = TriggerAveraging(dim=DIM, trigger=TRIGGER).generate(plan["samples"], LENGTH, seed=20_000 + cfg.train.seed)
+    ids = {"run": run, "attention": attention, "arch": arch, "seed": cfg.train.seed}
+
+    def write(kind: str, frame: pd.DataFrame) -> None:
+        if kind in missing:
+            io.write_table(raw / f"{run}{kind}".removesuffix(".csv"), frame)
+
+    if "_attention.parquet" in missing:
+        mean, std = attention_maps(model, fixed.inputs)
+        layers, heads = mean.shape[:2]
+        index = np.indices((layers, heads, LENGTH, LENGTH)).reshape(4, -1)
+        frame = pd.DataFrame({**ids, "layer": index[0] + 1, "head": index[1] + 1, "query": index[2] + 1,
+                              "key": index[3] + 1, "mean": mean.reshape(-1).numpy(), "std": std.reshape(-1).numpy()})
+        io.write_parquet(raw / f"{run}_attention.parquet", frame,
+                         metadata={"samples": plan["samples"], "trigger": TRIGGER, "length": LENGTH,
+                                   "seed": 20_000 + cfg.train.seed})
+    trained_sinks, trained_positions = _sink_rows(model, uniform, ids)
+    null_sinks, null_positions = _sink_rows(null, uniform, ids)
+    write("_sinks.csv", pd.DataFrame(trained_sinks))
+    write("_writes.csv", pd.DataFrame([{**ids, **row} for row in layer_writes(model, uniform.inputs, uniform.mask)]))
+    write("_untrained_sinks.csv", pd.DataFrame(null_sinks))
+    write("_positions.csv", pd.DataFrame([{**row, "model": "trained"} for row in trained_positions]
+                                         + [{**row, "model": "untrained"} for row in null_positions]))
+    write("_masking.csv", pd.DataFrame([{**ids, "model": name, **masking(m, uniform.inputs, uniform.targets)}
+                                        for name, m in (("trained", model), ("untrained", null))]))
     train = pd.read_csv(folder / "runs" / run / "train.csv")
     row = {**ids, "cap": cfg.train.steps, "steps": summary["steps"], "met_linf": summary["stopped"],
            # the stop's batch is scored on the final model; without a stop, the last logged batch (before its update)
@@ -316,7 +465,7 @@ def run_piece(run: str, plan: dict[str, Any], seed: int, folder: Path, progress:
            "lr": cfg.train.lr, "train_loss": summary["loss"], "train_seconds": summary["seconds"],
            **{f"uniform_{k}": v for k, v in losses(model, uniform.inputs, uniform.targets).items()},
            **{f"fixed_{k}": v for k, v in losses(model, fixed.inputs, fixed.targets).items()}}
-    io.write_table(loss_path.with_suffix(""), pd.DataFrame([row]))
+    write("_loss.csv", pd.DataFrame([row]))
 
 
 def theorem3_piece(plan: dict[str, Any], seed: int, folder: Path) -> None:
@@ -437,21 +586,38 @@ def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
 
 # ----------------------------------------------------------------------------------------------- summary
 
-def _read(folder: Path, names: list[str]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame,
-                                                   pd.DataFrame]:
-    """The raw files of ``names``: maps, sink fractions, per-run losses, layer writes, and the Theorem 3
-    check."""
+@dataclass(frozen=True)
+class Raw:
+    """A folder's raw files over its runs: maps, sink fractions, losses, layer writes, the Theorem 3 check, the
+    untrained models' sink fractions, Theorem 2 per position (trained and untrained) and the BOS-masking
+    losses (trained and untrained)."""
+
+    maps: pd.DataFrame
+    sinks: pd.DataFrame
+    loss: pd.DataFrame
+    writes: pd.DataFrame
+    theorem3: pd.DataFrame
+    untrained: pd.DataFrame
+    positions: pd.DataFrame
+    masking: pd.DataFrame
+
+
+def _read(folder: Path, names: list[str]) -> Raw:
+    """The raw files of ``names`` (a StudyError naming what is missing, and the command that adds it)."""
     raw = folder / "raw"
     missing = [run for run in names if not all((raw / f"{run}{kind}").is_file() for kind in RAW_KINDS)]
     missing += [] if (raw / "theorem3.csv").is_file() else ["theorem3"]
     if missing:
         raise StudyError(f"{folder} lacks the raw results of {', '.join(missing)}; run "
                          f"`{load_config(folder).command(folder)}` to finish it")
-    maps = pd.concat([pd.read_parquet(raw / f"{run}_attention.parquet") for run in names], ignore_index=True)
-    sinks = pd.concat([pd.read_csv(raw / f"{run}_sinks.csv") for run in names], ignore_index=True)
-    loss = pd.concat([pd.read_csv(raw / f"{run}_loss.csv") for run in names], ignore_index=True)
-    writes = pd.concat([pd.read_csv(raw / f"{run}_writes.csv") for run in names], ignore_index=True)
-    return maps, sinks, loss, writes, pd.read_csv(raw / "theorem3.csv")
+
+    def read(kind: str) -> pd.DataFrame:
+        reader = pd.read_parquet if kind.endswith(".parquet") else pd.read_csv
+        return pd.concat([reader(raw / f"{run}{kind}") for run in names], ignore_index=True)
+
+    return Raw(read("_attention.parquet"), read("_sinks.csv"), read("_loss.csv"), read("_writes.csv"),
+               pd.read_csv(raw / "theorem3.csv"), read("_untrained_sinks.csv"), read("_positions.csv"),
+               read("_masking.csv"))
 
 
 def _eps(eps: float) -> str:
@@ -500,33 +666,151 @@ def _seed_label(run: str) -> str:
     return run.rsplit("_", 1)[1]
 
 
-def finding(arch: str, table: pd.DataFrame, heads: pd.DataFrame) -> Finding:
-    """Attention Sinks Essential's claim for one shape, decided from the tables over the runs that met App.
-    A's l-inf rule (a shape with any run that did not is "not checked"). 1x1 (Theorems 1, 3): every softmax
-    seed has Theorem 1's all-positions sink (alpha_(i,1) >= 1 - EPS_VERDICT at every 1 < i < j) on at least
-    1 - DELTA of held-out inputs. Deeper (Theorem 2): every softmax seed has a sink at some layer, head and
-    1 < i < j on at least 1 - DELTA of them. Both: every ReLU seed's BOS mass is under NO_SINK in every
-    layer and head."""
+# ---------------------------------------------------------------------------------- decision rules
+# Fixed before any number was read. Every sink rule asks something of *every* learned seed: the paper states
+# its theorems for any model that reaches low loss, so one seed without a sink is a counterexample.
+
+def sinks_everywhere(per_seed) -> bool:
+    """The sink rules' form: each seed's statistic (a fraction of held-out inputs) is at least 1 - DELTA."""
+    values = np.asarray(per_seed, dtype=float)
+    return bool(values.size and (values >= 1 - DELTA).all())
+
+
+def no_sink(bos_mass) -> bool:
+    """The ReLU half: each seed's largest BOS mass before the trigger is under NO_SINK."""
+    values = np.asarray(bos_mass, dtype=float)
+    return bool(values.size and (values < NO_SINK).all())
+
+
+# Masking BOS must cost a softmax seed at least NEED x the all-zeros predictor's loss: with BOS masked it does no
+# better than predicting nothing, so the sink carries what it learned. A ReLU seed may lose at most MASK_TOL x
+# that loss: masking BOS costs it under 1% of what the task is worth.
+NEED = 1.0
+MASK_TOL = 0.01
+
+
+def needs_sink(rise, zero_loss) -> bool:
+    """Each seed's loss rise from masking BOS (masked - unmasked) is at least NEED x its all-zeros loss."""
+    rise, zero = np.asarray(rise, dtype=float), np.asarray(zero_loss, dtype=float)
+    return bool(rise.size and (rise >= NEED * zero).all())
+
+
+def sink_free(rise, zero_loss) -> bool:
+    """Each seed's loss rise from masking BOS is at most MASK_TOL x its all-zeros loss."""
+    rise, zero = np.asarray(rise, dtype=float), np.asarray(zero_loss, dtype=float)
+    return bool(rise.size and (rise <= MASK_TOL * zero).all())
+
+
+def real_sinks(median_mass) -> bool:
+    """The real-model rule: in a majority of the layers read, the median head's first-token mass >= SINK_MASS."""
+    values = np.asarray(median_mass, dtype=float)
+    return bool(values.size and (values >= SINK_MASS).sum() > values.size / 2)
+
+
+RULE_RELU = f"every learned ReLU seed's largest BOS mass before the trigger (j = {TRIGGER}) is < {NO_SINK:g}"
+RULE_THM1 = (f"every learned softmax seed has a head with alpha_(i,1) >= {1 - EPS_VERDICT:g} at every 1 < i < j on "
+             f">= {1 - DELTA:g} of its held-out inputs (j uniform over 3..L), and {RULE_RELU}")
+RULE_THM2 = (f"for every pre-trigger position i = 2..{LENGTH - 1}, every learned softmax seed has some layer and head "
+             f"with alpha_(i,1) >= {1 - EPS_VERDICT:g} on >= {1 - DELTA:g} of its held-out inputs with i < j, and "
+             f"{RULE_RELU}")
+RULE_LAYERS = (f"in every learned softmax seed, every layer has a head with alpha_(i,1) >= {1 - EPS_VERDICT:g} at "
+               f"every 1 < i < j on >= {1 - DELTA:g} of its held-out inputs")
+RULE_MASK = (f"masking BOS in every layer raises every learned softmax seed's held-out loss by at least {NEED:g} x the "
+             f"all-zeros predictor's loss, and every learned ReLU seed's by at most {MASK_TOL:g} x it (every shape)")
+RULE_REAL = (f"in a majority of the layers after the first {SKIP_LAYERS}, the median head's first-token mass is "
+             f">= {SINK_MASS:g}")
+NULL_SINK = ("the untrained softmax model of each seed (the weights its training started from) under the softmax "
+             "half, and the trained softmax arm under the ReLU half")
+NULL_MASK = ("the trained ReLU arm under the softmax half (masking BOS costs >= the all-zeros loss in every seed), "
+             "and the untrained softmax model of each seed under it too")
+NULL_REAL = ("uniform attention over the same queries (the uniform share 1 / (keys attended), per layer) under the "
+             "same rule")
+
+
+def _no_mde(unit: str, samples: int, what: str) -> MDE:
+    lo, hi = wilson(round((1 - DELTA) * samples), samples)
+    return MDE(None, None, unit, f"none applies: {what}; the paper gives no effect size to detect, and the rule "
+                                 f"asks every seed to cross a fixed threshold (a fraction {1 - DELTA:g} of "
+                                 f"{samples} held-out inputs is known to [{lo:.3f}, {hi:.3f}], 95% Wilson)")
+
+
+def _fmt(values: pd.Series, digits: str = ".3g") -> str:
+    return "/".join(f"{v:{digits}}" for v in values)
+
+
+def _learned(runs_: pd.DataFrame) -> str | None:
+    """The precondition: None when every run met App. A's stop, else the reason."""
+    if runs_["learned"].all():
+        return None
+    slow = ", ".join(runs_.index[~runs_["learned"]])
+    return (f"{slow} did not reach App. A's l-inf < {LINF_TARGET:g} within the step cap, so the claim is not tested "
+            "on them")
+
+
+def best_head(sinks: pd.DataFrame) -> pd.Series:
+    """Per run: the largest fraction of inputs with Theorem 1's sink at every 1 < i < j, over (layer, head)."""
+    return sinks[np.isclose(sinks["eps"], EPS_VERDICT)].groupby("run")["inputs_all"].max()
+
+
+def every_layer(sinks: pd.DataFrame) -> pd.Series:
+    """Per run: the smallest, over layers, of the layer's best head's fraction with Theorem 1's sink."""
+    part = sinks[np.isclose(sinks["eps"], EPS_VERDICT)]
+    return part.groupby(["run", "layer"])["inputs_all"].max().groupby("run").min()
+
+
+def every_position(positions: pd.DataFrame, model: str) -> pd.Series:
+    """Per run: the smallest, over pre-trigger positions, of the fraction of inputs where some layer and head
+    sinks at that position (Theorem 2 per position) for ``model`` (trained or untrained)."""
+    part = positions[(positions["model"] == model) & np.isclose(positions["eps"], EPS_VERDICT)]
+    return part.groupby("run")["fraction"].min()
+
+
+def position_table(positions: pd.DataFrame) -> pd.DataFrame:
+    """Per run, eps and 1-based pre-trigger position: Theorem 2's fraction for the trained and the untrained model,
+    and the held-out inputs with that position before their trigger."""
+    keys = ["run", "attention", "arch", "seed", "eps", "position"]
+    wide = positions.pivot_table(index=keys, columns="model", values="fraction").reset_index()
+    count = positions[positions["model"] == "trained"].set_index(keys)["inputs"]
+    return wide.merge(count.reset_index(), on=keys).rename_axis(columns=None)
+
+
+def finding(arch: str, table: pd.DataFrame, heads: pd.DataFrame, untrained: pd.DataFrame,
+            positions: pd.DataFrame, samples: int) -> Finding:
+    """Attention Sinks Essential's claim for one shape, decided by ``decide`` over the runs that met App. A's
+    l-inf rule (a shape with any run that did not is "not checked"). 1x1 (Theorem 1, rule RULE_THM1): every
+    softmax seed has the all-positions sink on at least 1 - DELTA of held-out inputs. Deeper (Theorem 2 read
+    per position, rule RULE_THM2): at every pre-trigger position some layer and head of every softmax seed
+    sinks on at least 1 - DELTA of the inputs with that position before their trigger; Theorem 2 guarantees
+    one layer and position, §4.2's Fig. 3 shows every head sinking at every one. Both: every ReLU seed's BOS
+    mass stays under NO_SINK. Null (NULL_SINK): the untrained softmax models, and the softmax arm under the
+    ReLU half."""
     shape = ARCHS[arch]
     eps, need = EPS_VERDICT, 1 - DELTA
     runs_ = table[table["arch"] == arch].set_index("run")
     part = heads[heads["arch"] == arch]
+    soft_runs = list(runs_.index[runs_["attention"] == "softmax"])
+    here = positions[positions["arch"] == arch]
     if shape["layers"] == 1:
         claim = (f"(1 layer x 1 head, Theorems 1 and 3) trained to App. A's l-inf < {LINF_TARGET:g}, softmax "
                  f"attention puts alpha_(i,1) >= {1 - eps:g} at every position 1 < i < j on at least {need:g} of "
                  f"held-out inputs (Theorem 1), while ReLU attention's BOS mass before the trigger stays under "
                  f"{NO_SINK:g}")
-        column = f"thm1_inputs_{_eps(eps)}"
-        soft = part[part["attention"] == "softmax"].groupby("run")[column].max()
-        what = "inputs with a sink at every 1 < i < j"
+        rule, what = RULE_THM1, "inputs with a sink at every 1 < i < j"
+        soft = part[part["attention"] == "softmax"].groupby("run")[f"thm1_inputs_{_eps(eps)}"].max()
+        null_soft = best_head(untrained[untrained["arch"] == arch])
     else:
-        claim = (f"({shape['layers']} layers x {shape['heads']} heads with residual connections, Theorem 2) trained "
-                 f"to App. A's l-inf < {LINF_TARGET:g}, softmax attention has some layer, head and position "
-                 f"1 < i < j with alpha_(i,1) >= {1 - eps:g} on at least {need:g} of held-out inputs, while no "
-                 f"ReLU head's BOS mass before the trigger reaches {NO_SINK:g}")
-        soft = runs_.loc[runs_["attention"] == "softmax", f"thm2_inputs_{_eps(eps)}"]
-        what = "inputs with a sink somewhere"
+        claim = (f"({shape['layers']} layers x {shape['heads']} heads with residual connections, Theorem 2 read per "
+                 f"position) trained to App. A's l-inf < {LINF_TARGET:g}, softmax attention has, at every "
+                 f"pre-trigger position 1 < i < j, some layer and head with alpha_(i,1) >= {1 - eps:g} on at least "
+                 f"{need:g} of held-out inputs (Theorem 2 guarantees one layer and position; §4.2 and Fig. 3 show "
+                 f"sinks at every one), while no ReLU head's BOS mass before the trigger reaches {NO_SINK:g}")
+        rule, what = RULE_THM2, "lowest position's fraction of inputs with a sink there"
+        soft = every_position(here, "trained")
+        null_soft = every_position(here, "untrained")
+    soft = soft.reindex(soft_runs)
+    null_soft = null_soft.reindex(soft_runs)
     relu = part[part["attention"] == "relu"].groupby("run")["bos_mass"].max()
+    soft_bos = part[part["attention"] == "softmax"].groupby("run")["bos_mass"].max()
 
     def layers(run: str) -> str:
         rows = part[part["run"] == run].groupby("layer")["bos_mass"].max()
@@ -546,19 +830,30 @@ def finding(arch: str, table: pd.DataFrame, heads: pd.DataFrame) -> Finding:
     evidence = (f"eps = {eps:g}, {len(runs_)} runs. Softmax: {seeds('softmax')}. ReLU: {seeds('relu')}. BOS mass = "
                 f"mean weight on key 1 over queries 2..{TRIGGER - 1} at j = {TRIGGER}; the per-input fractions are "
                 "over held-out inputs with j uniform over 3..L.")
-    if not runs_["learned"].all():
-        slow = ", ".join(runs_.index[~runs_["learned"]])
-        return Finding(claim, "not checked", f"{slow} did not reach App. A's l-inf < {LINF_TARGET:g} within the "
-                                             f"step cap, so the claim is not tested on them. {evidence}")
-    verdict = "reproduced" if bool((soft >= need).all() and (relu < NO_SINK).all()) else "not reproduced"
-    return Finding(claim, verdict, evidence)
+    trained = here[(here["model"] == "trained") & (here["attention"] == "softmax") & np.isclose(here["eps"], eps)]
+    if not trained.empty:
+        lowest = trained.groupby("position")["fraction"].min()
+        evidence += (" Per position i (the lowest softmax seed's fraction of inputs with some layer and head sinking "
+                     "at i): " + ", ".join(f"{i} {v:.2f}" for i, v in lowest.items()) + ".")
+    if shape["layers"] > 1:
+        evidence += (" Theorem 2 as stated (some layer, head and position, per input): "
+                     + _fmt(runs_.loc[soft_runs, f"thm2_inputs_{_eps(eps)}"]) + ".")
+    null_passes = sinks_everywhere(null_soft) or no_sink(soft_bos.reindex(soft_runs))
+    null = Null(NULL_SINK, null_passes,
+                f"untrained softmax, {what}: {_fmt(null_soft)}; trained softmax's largest BOS mass: "
+                f"{_fmt(soft_bos.reindex(soft_runs))}")
+    holds = sinks_everywhere(soft) and no_sink(relu)
+    return decide(claim, rule=rule, holds=holds, null=null, evidence=evidence, precondition=_learned(runs_),
+                  mde=_no_mde("fraction of held-out inputs", samples, "a per-seed sink fraction against a threshold"))
 
 
-def layer_finding(arch: str, table: pd.DataFrame, heads: pd.DataFrame, writes: pd.DataFrame) -> Finding:
+def layer_finding(arch: str, table: pd.DataFrame, heads: pd.DataFrame, writes: pd.DataFrame,
+                  untrained: pd.DataFrame, samples: int) -> Finding:
     """Attention Sinks Essential App. B.2 (and Fig. 3 for 2x2, which shows every head sinking), beyond
-    Theorem 2's existence: every layer of every learned softmax seed has a head with Theorem 1's
-    all-positions sink on at least 1 - DELTA of held-out inputs. The evidence adds, for each layer without
-    one, what it writes off the trigger and its cosine with the other layers' writes (``layer_writes``)."""
+    Theorem 2's existence, rule RULE_LAYERS: every layer of every learned softmax seed has a head with
+    Theorem 1's all-positions sink on at least 1 - DELTA of held-out inputs; null: the untrained softmax
+    models. The evidence adds, for each layer without one, what it writes off the trigger and its cosine with
+    the other layers' writes (``layer_writes``)."""
     shape = ARCHS[arch]
     eps, need = EPS_VERDICT, 1 - DELTA
     column = f"thm1_inputs_{_eps(eps)}"
@@ -578,11 +873,62 @@ def layer_finding(arch: str, table: pd.DataFrame, heads: pd.DataFrame, writes: p
     if bare:
         evidence += (" Off the trigger, each layer without a sink head writes (mean l2 norm of its write, mean "
                      "cosine with the sum of the other layers' writes; -1 = it cancels them): " + "; ".join(bare) + ".")
-    if not runs_["learned"].all():
-        slow = ", ".join(runs_.index[~runs_["learned"]])
-        return Finding(claim, "not checked", f"{slow} did not reach App. A's l-inf < {LINF_TARGET:g}. {evidence}")
-    every = all(bool((layers >= need).all()) for layers in per_layer.values())
-    return Finding(claim, "reproduced" if every else "not reproduced", evidence)
+    null_soft = every_layer(untrained[untrained["run"].isin(runs_.index)]).reindex(runs_.index)
+    null = Null("the untrained softmax model of each seed (the weights its training started from)",
+                sinks_everywhere(null_soft), f"its lowest layer's best head: {_fmt(null_soft)}")
+    return decide(claim, rule=RULE_LAYERS, holds=all(sinks_everywhere(v.min()) for v in per_layer.values()),
+                  null=null, evidence=evidence, precondition=_learned(runs_),
+                  mde=_no_mde("fraction of held-out inputs", samples, "a per-seed, per-layer sink fraction against a "
+                              "threshold"))
+
+
+def masking_table(masking: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """Per run: its held-out loss with BOS and with BOS masked in every layer, the all-zeros predictor's, the rise
+    (masked - unmasked) over the all-zeros loss, the masked l-inf, and the same for its untrained model."""
+    cols = ["run", "loss", "masked_loss", "masked_linf", "zero_loss"]
+    trained = masking[masking["model"] == "trained"][cols]
+    null = masking[masking["model"] == "untrained"][cols[:3]].rename(
+        columns={"loss": "untrained_loss", "masked_loss": "untrained_masked_loss"})
+    out = table[["run", "attention", "arch", "seed", "learned"]].merge(trained, on="run").merge(null, on="run")
+    out["rise_over_zero"] = (out["masked_loss"] - out["loss"]) / out["zero_loss"]
+    out["untrained_rise_over_zero"] = (out["untrained_masked_loss"] - out["untrained_loss"]) / out["zero_loss"]
+    return out
+
+
+def masking_finding(masked: pd.DataFrame, samples: int) -> Finding:
+    """The title's claim made functional (Attention Sinks Essential §1, §3.5: the sink is what lets softmax
+    attention write nothing by default), rule RULE_MASK on ``masking_table``: masking BOS costs every
+    learned softmax seed at least the all-zeros predictor's loss and every ReLU seed at most MASK_TOL of it.
+    Null (NULL_MASK): the ReLU arm under the softmax half, and the untrained softmax models."""
+    claim = ("(every shape, Attention Sinks Essential's title and §3.5) softmax models need the sink, ReLU models do "
+             "not: with BOS masked in every layer at evaluation, a trained softmax model does no better than the "
+             "all-zeros predictor, while a trained ReLU model's loss barely moves")
+    runs_ = masked.set_index("run")
+    soft, relu = runs_[runs_["attention"] == "softmax"], runs_[runs_["attention"] == "relu"]
+
+    def rise(part: pd.DataFrame, prefix: str = "") -> pd.Series:
+        return part[f"{prefix}masked_loss"] - part[f"{prefix}loss"]
+
+    def arm(part: pd.DataFrame) -> str:
+        return (f"loss {_fmt(part['loss'], '.2g')} -> masked {_fmt(part['masked_loss'], '.3g')} (rise "
+                f"{_fmt(part['rise_over_zero'], '.3g')} x the all-zeros loss)")
+
+    evidence = (f"Held-out loss (squared l2, {samples} inputs, j uniform) per seed, with BOS -> with BOS masked in "
+                f"every layer; all-zeros predictor {runs_['zero_loss'].min():.3g}-{runs_['zero_loss'].max():.3g}. "
+                + "; ".join(f"{arch}: softmax {arm(soft[soft['arch'] == arch])}, ReLU {arm(relu[relu['arch'] == arch])}"
+                            for arch in ARCHS) + ".")
+    relu_passes, null_passes = needs_sink(rise(relu), relu["zero_loss"]), needs_sink(rise(soft, "untrained_"),
+                                                                                     soft["zero_loss"])
+    null = Null(NULL_MASK, relu_passes or null_passes,
+                f"ReLU rise {_fmt(relu['rise_over_zero'])} x the all-zeros loss ({'passes' if relu_passes else 'fails'}"
+                f"); untrained softmax rise {_fmt(soft['untrained_rise_over_zero'])} x it "
+                f"({'passes' if null_passes else 'fails'})")
+    holds = needs_sink(rise(soft), soft["zero_loss"]) and sink_free(rise(relu), relu["zero_loss"])
+    return decide(claim, rule=RULE_MASK, holds=holds, null=null, evidence=evidence, precondition=_learned(runs_),
+                  mde=MDE(None, None, "x the all-zeros predictor's loss",
+                          "none applies: the paper proves necessity and reports no masking effect to detect; the rule "
+                          f"asks every seed to cross a fixed multiple of the all-zeros loss on {samples} held-out "
+                          "inputs"))
 
 
 THM3_TOL = 1e-5  # float32 rounding of a mean of 16-wide vectors stays far below this
@@ -651,8 +997,9 @@ def layer_table(heads: pd.DataFrame) -> pd.DataFrame:
 
 
 def real_finding(layers: pd.DataFrame, config: dict) -> Finding:
-    """Attention Sinks Essential's claim carried to a pretrained LM: in a majority of the layers after the first
-    SKIP_LAYERS, the median head puts at least SINK_MASS of its weight on key 0."""
+    """Attention Sinks Essential's claim carried to a pretrained LM, rule RULE_REAL: in a majority of the layers
+    after the first SKIP_LAYERS, the median head puts at least SINK_MASS of its weight on key 0. Null (NULL_REAL):
+    a head that spreads its weight evenly, whose first-token mass is the uniform share, under the same rule."""
     key0 = "BOS" if config["adds_bos"] else f"the first text token ({', '.join(config['first_tokens'])})"
     claim = (f"A pretrained softmax LM ({config['model']}) puts an attention sink on its first token, key 0 = "
              f"{key0} (Attention Sinks Essential §1-2, §3.5: softmax attention needs a sink to write nothing by "
@@ -663,9 +1010,13 @@ def real_finding(layers: pd.DataFrame, config: dict) -> Finding:
     per_layer = ", ".join(f"L{r.layer} {r.median:.2f}" for r in layers.itertuples())
     evidence = (f"Median head's first-token mass per layer ({config['documents']} documents x {config['tokens']} "
                 f"tokens): {per_layer}. ")
+    mde = MDE(None, None, "first-token mass", f"none applies: the claim has no effect size; the rule reads each "
+                                              f"layer's median head pooled over {config['documents']} documents "
+                                              "against a fixed threshold")
     if later.empty:
-        return Finding(claim, "not checked",
-                       evidence + f"The model has only {len(layers)} layers, none after the first {SKIP_LAYERS}.")
+        return decide(claim, rule=RULE_REAL, holds=None, evidence=evidence, mde=mde,
+                      null=Null(NULL_REAL, None, "no layer to read"),
+                      precondition=f"the model has only {len(layers)} layers, none after the first {SKIP_LAYERS}")
     sinking = int((later["median"] >= SINK_MASS).sum())
     uniform = float(later["uniform"].mean())
     total = int(later["heads"].sum())
@@ -675,7 +1026,10 @@ def real_finding(layers: pd.DataFrame, config: dict) -> Finding:
                  f"{SINK_MASS:g} in {int((later['max'] >= SINK_MASS).sum())} of those layers. The "
                  f"uniform share over the same queries is {uniform:.3g}, so {SINK_MASS:g} is "
                  f"{SINK_MASS / uniform:.0f}x it.")
-    return Finding(claim, "reproduced" if sinking > len(later) / 2 else "not reproduced", evidence)
+    null = Null(NULL_REAL, real_sinks(later["uniform"]),
+                f"{int((later['uniform'] >= SINK_MASS).sum())} of {len(later)} layers' uniform share reach "
+                f"{SINK_MASS:g} (largest {later['uniform'].max():.3g})")
+    return decide(claim, rule=RULE_REAL, holds=real_sinks(later["median"]), null=null, evidence=evidence, mde=mde)
 
 
 def summarize_real(folder: Path) -> tuple[Finding, Table, Figure, str]:
@@ -713,9 +1067,10 @@ def summarize_real(folder: Path) -> tuple[Finding, Table, Figure, str]:
             f"(past a sliding window) are left out.")
     return real_finding(layers, config), table, figure, note
 
-def _figures(maps: pd.DataFrame, heads: pd.DataFrame, table: pd.DataFrame, folder: Path,
-             samples: int) -> list[Figure]:
-    """Draw the heat maps per architecture, the BOS mass bars and the training curves into ``folder``."""
+def _figures(maps: pd.DataFrame, heads: pd.DataFrame, table: pd.DataFrame, masked: pd.DataFrame,
+             positions: pd.DataFrame, folder: Path, samples: int) -> list[Figure]:
+    """Draw the heat maps per architecture, the BOS mass bars, the masking bars, Theorem 2 per position and the
+    training curves into ``folder``."""
     figures = []
     for arch, shape in ARCHS.items():
         stem = _heat_figure(maps, arch, folder)
@@ -737,6 +1092,29 @@ def _figures(maps: pd.DataFrame, heads: pd.DataFrame, table: pd.DataFrame, folde
         f"{TRIGGER}; log axis, values printed on the bars, floored at 1e-6 for drawing), one bar per run (s0, s1, "
         f"...: seeds) and layer; the dashed line is {SINK:g} (1 - eps, Theorem 1's sink), the dotted one "
         f"{NO_SINK:g} (ReLU's bound).")))
+    plot_masking([f"{r.attention} {r.arch} {_seed_label(r.run)}" for r in masked.itertuples()], masked["loss"],
+                 masked["masked_loss"], masked["zero_loss"], MASK_TOL, folder / "masking",
+                 f"Held-out loss with BOS and with BOS masked in every layer ({samples} inputs, j uniform)")
+    figures.append(Figure("masking", (
+        f"Per run, the held-out squared-l2 loss ({samples} inputs, j uniform over 3..L) with BOS (blue) and with "
+        "BOS masked in every layer (red; key 1 taken from every query i > 1), log axis, values printed, floored at "
+        f"1e-9 for drawing; the black tick is the run's all-zeros predictor's loss, the grey dotted one {MASK_TOL:g} "
+        "x it. Softmax models need the sink when red passes black; ReLU models do not when red stays under grey.")))
+    soft = positions[(positions["attention"] == "softmax") & np.isclose(positions["eps"], EPS_VERDICT)]
+
+    def lines(model: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        part = soft[soft["model"] == model].sort_values("position")
+        return {f"{arch} {_seed_label(run)}": (g["position"].to_numpy(), g["fraction"].to_numpy())
+                for (arch, run), g in part.groupby(["arch", "run"], sort=False)}
+
+    plot_positions(lines("trained"), lines("untrained"), 1 - DELTA, folder / "positions",
+                   f"Theorem 2 per position, softmax runs (eps = {EPS_VERDICT:g})")
+    figures.append(Figure("positions", (
+        f"Per softmax run (shape and seed), the fraction of held-out inputs ({samples}, j uniform) with query i "
+        f"before the trigger where some layer and head has alpha_(i,1) >= {1 - EPS_VERDICT:g}, against i (1-based; "
+        "few inputs reach the last positions: table_positions counts them); dashed in the same colour, the "
+        f"untrained model the run started from (the null control); the dashed black line is {1 - DELTA:g}, the "
+        "verdict's threshold.")))
     curves, linf = {}, {}
     for run in table["run"]:
         train = pd.read_csv(folder / "runs" / run / "train.csv")
@@ -775,6 +1153,10 @@ def _notes(cfg: StudyConfig) -> list[str]:
         f"Sinks per input (Theorems 1-2): alpha_(i,1) >= 1 - eps for eps in {', '.join(f'{e:g}' for e in EPS)}; the "
         f"verdicts read eps = {EPS_VERDICT:g} and delta = {DELTA:g} (the statement must hold on >= {1 - DELTA:g} of "
         "inputs). Theorem 2 is stated for one head per layer; with several heads, some (layer, head) must sink.",
+        "BOS masked at evaluation: every layer's rows lose key 1 at every query i > 1 (a softmax row is "
+        "renormalized over keys 2..i, a ReLU row drops key 1's term and keeps §3.4's divisor max(i - 2, 1); query 1 "
+        "may attend only BOS and keeps it), on the same held-out inputs as the losses; the untrained model of each "
+        "seed is masked too, as a null control.",
         "Heads split d_model = 16 into head widths 16 / heads, and scores carry the usual 1/sqrt(head width) "
         "factor (a rescaling of W_Q W_K^T); the seed gives each head full n x n matrices. All models start from "
         "the decoder's N(0, 0.02) init.",
@@ -785,22 +1167,27 @@ def summarize(folder: Path) -> Section:
     folder = Path(folder)
     cfg = load_config(folder)
     plan = BUDGETS[cfg.budget]
-    maps, sinks, raw_loss, writes, check = _read(folder, runs(plan))
+    raw = _read(folder, runs(plan))
     real = folder / REAL
     if cfg.model is not None and not (real / "config.json").is_file():
         raise StudyError(f"{folder} lacks the real-model results on {cfg.model}; run "
                          f"`{cfg.command(folder)}` to finish it")
-    table = run_table(raw_loss, sinks)
-    heads = sink_head_table(bos_table(maps), sinks)
+    samples = plan["samples"]
+    table = run_table(raw.loss, raw.sinks)
+    heads = sink_head_table(bos_table(raw.maps), raw.sinks)
+    masked = masking_table(raw.masking, table)
     io.write_table(folder / "table_runs", table)
     io.write_table(folder / "table_sinks", heads)
-    io.write_table(folder / "table_writes", writes)
-    io.write_table(folder / "table_theorem3", check)
-    figures = _figures(maps, heads, table, folder, plan["samples"])
+    io.write_table(folder / "table_positions", position_table(raw.positions))
+    io.write_table(folder / "table_masking", masked)
+    io.write_table(folder / "table_writes", raw.writes)
+    io.write_table(folder / "table_theorem3", raw.theorem3)
+    figures = _figures(raw.maps, heads, table, masked, raw.positions, folder, samples)
     notes = _notes(cfg)
-    findings = ([finding(arch, table, heads) for arch in ARCHS]
-                + [layer_finding(arch, table, heads, writes) for arch, shape in ARCHS.items() if shape["layers"] > 1]
-                + [theorem3_finding(check)])
+    findings = ([finding(arch, table, heads, raw.untrained, raw.positions, samples) for arch in ARCHS]
+                + [layer_finding(arch, table, heads, raw.writes, raw.untrained, samples)
+                   for arch, shape in ARCHS.items() if shape["layers"] > 1]
+                + [masking_finding(masked, samples), theorem3_finding(raw.theorem3)])
     eps = ", ".join(_eps(e) for e in EPS)
     tables = [Table("table_runs", (
                   "Per run (s0, s1, ...: seeds): the step cap, steps taken, met_linf = stopped at App. A's rule (a "
@@ -817,6 +1204,17 @@ def summarize(folder: Path) -> Section:
                   "bos_at_trigger = the weight on key 1 at the trigger query; and Theorem 1 per input on held-out "
                   "inputs with j uniform: thm1_positions_<eps> = the fraction of pre-trigger positions 1 < i < j "
                   "with alpha_(i,1) >= 1 - eps, thm1_inputs_<eps> = the fraction of inputs where every one does.")),
+              Table("table_positions", (
+                  "Theorem 2 per position: per run, eps and 1-based pre-trigger position i, the fraction of held-out "
+                  "inputs (j uniform, i < j) where some layer and head has alpha_(i,1) >= 1 - eps, for the trained "
+                  "model (trained) and the untrained one its training started from (untrained, the null control); "
+                  "inputs = the held-out inputs with i before their trigger.")),
+              Table("table_masking", (
+                  "BOS masked at evaluation: per run, the held-out squared-l2 loss (j uniform) with BOS (loss) and "
+                  "with key 1 taken from every query i > 1 in every layer (masked_loss; a softmax row renormalized "
+                  "over keys 2..i, a ReLU row without key 1's term), the masked l-inf loss, the all-zeros "
+                  "predictor's loss (zero_loss), rise_over_zero = (masked_loss - loss) / zero_loss, and the same "
+                  "for the untrained model of the run's seed (untrained_*).")),
               Table("table_writes", (
                   "Per run and layer, on held-out inputs with j uniform: what the layer's attention writes to the "
                   "residual stream, as a mean l2 norm at the trigger (write_trigger) and elsewhere (write_elsewhere), "
@@ -839,8 +1237,9 @@ def summarize(folder: Path) -> Section:
         NAME, folder,
         question=("Does softmax attention trained on trigger-conditional averaging park its mass on BOS at "
                   "every position before the trigger (one layer), or somewhere (deeper models), while ReLU "
-                  "attention solves the same task without a sink? And, given --model, does a pretrained softmax LM "
-                  "park its attention on its first token?"),
+                  "attention solves the same task without a sink? Do the softmax models need that sink (masking BOS "
+                  "at evaluation) while the ReLU ones do not? And, given --model, does a pretrained softmax LM park "
+                  "its attention on its first token?"),
         findings=tuple(findings),
         tables=tuple(tables),
         figures=tuple(figures),
