@@ -384,23 +384,26 @@ def per_seed(pieces: dict[str, pd.DataFrame], plan: dict[str, Any]) -> pd.DataFr
     return pd.DataFrame(lines)
 
 
-def iid_lambda(rows: pd.DataFrame, seed: int) -> pd.DataFrame:
-    """The second null control: per training seed, i.i.d. N(0, 1) score rows with as many rows at each n as that
-    seed's model gave, and their xi_hat_Lambda: rows with no structure at all."""
+def iid_rows(counts: pd.Series, rng: np.random.Generator) -> pd.DataFrame:
+    """i.i.d. N(0, 1) score rows, ``counts[n]`` of them with n keys, and their Lambda_n: rows with no structure."""
     import torch
 
     from ..diagnostics.gaps import gap_stats
 
+    frames = []
+    for n, count in counts.items():
+        stats = gap_stats(torch.from_numpy(rng.standard_normal((int(count), int(n)))), torch.full((int(count),), int(n)))
+        frames.append(pd.DataFrame({"n_keys": int(n), "lambda_n": stats["lambda_n"].numpy()}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def iid_lambda(rows: pd.DataFrame, seed: int) -> pd.DataFrame:
+    """The second null control: per training seed, ``iid_rows`` with as many rows at each n as that seed's model
+    gave, and their xi_hat_Lambda."""
     rng = np.random.default_rng([seed, 7])
-    lines = []
-    for k, part in rows.groupby("train_seed"):
-        frames = []
-        for n, count in part.groupby("n_keys").size().items():
-            z = torch.from_numpy(rng.standard_normal((int(count), int(n))))
-            stats = gap_stats(z, torch.full((int(count),), int(n)))
-            frames.append(pd.DataFrame({"n_keys": int(n), "lambda_n": stats["lambda_n"].numpy()}))
-        lines.append({"train_seed": int(k), "xi_hat_Lambda": lambda_slope(pd.concat(frames))})
-    return pd.DataFrame(lines)
+    return pd.DataFrame([{"train_seed": int(k), "xi_hat_Lambda": lambda_slope(iid_rows(part.groupby("n_keys").size(),
+                                                                                         rng))}
+                         for k, part in rows.groupby("train_seed")])
 
 
 def representative(rows: pd.DataFrame, table: pd.DataFrame) -> pd.Series:
@@ -460,20 +463,10 @@ def real_exponents(rows: pd.DataFrame, n_boot: int, seed: int) -> tuple[pd.DataF
 
 
 def iid_real(rows: pd.DataFrame, seed: int, n_boot: int) -> dict[str, float]:
-    """The pretrained finding's null: i.i.d. N(0, 1) rows with the model's count of rows at each n, split into as
-    many documents, and their xi_hat_Lambda with its 95% interval over those documents."""
-    import torch
-
-    from ..diagnostics.gaps import gap_stats
-
-    rng = np.random.default_rng([seed, 11])
-    docs = max(int(rows["prompt"].nunique()), 1)
-    frames = []
-    for n, count in rows.groupby("n_keys").size().items():
-        stats = gap_stats(torch.from_numpy(rng.standard_normal((int(count), int(n)))), torch.full((int(count),), int(n)))
-        frames.append(pd.DataFrame({"n_keys": int(n), "lambda_n": stats["lambda_n"].numpy(),
-                                    "prompt": np.arange(int(count)) % docs}))
-    null = pd.concat(frames, ignore_index=True)
+    """The pretrained finding's null: ``iid_rows`` with the model's count of rows at each n, split into as many
+    documents, and their xi_hat_Lambda with its 95% interval over those documents."""
+    null = iid_rows(rows.groupby("n_keys").size(), np.random.default_rng([seed, 11]))
+    null["prompt"] = np.arange(len(null)) % max(int(rows["prompt"].nunique()), 1)
     fit = exponent(null["n_keys"], null["lambda_n"], exclude=tie_mask(null["lambda_n"]), unit=null[["prompt"]],
                    n_boot=n_boot, seed=seed)
     return {"xi_hat": fit["xi_hat"], "lo": fit["lo"], "hi": fit["hi"]}
