@@ -117,7 +117,7 @@ def test_the_headline_and_shrinkage_verdicts_follow_the_intervals_and_their_null
 def test_without_the_targeted_failure_the_headline_and_reliance_are_not_checked():
     found = _decided({"gelu": STRONG, "swiglu": STRONG}, dependence=0.02, reliance=0.01)["findings"]
     dependence, headline, shrink, reliance = found[:4]
-    assert dependence.verdict == "not reproduced" and "+2.0%" in dependence.evidence
+    assert dependence.verdict == "not reproduced" and "(+2.00%, step 10)" in dependence.evidence
     for finding in (headline, shrink, reliance):
         assert finding.verdict == "not checked" and "failure the intervention targets" in finding.reason
     present = _decided({"gelu": STRONG, "swiglu": STRONG})["findings"]

@@ -76,7 +76,8 @@ SHRINKAGE_RULE = ("for every gated FFN, the Student-t 95% interval of GELU's per
                   "gated FFN's (same seed) lies above 0")
 DEPENDENCE_MIN = 0.10
 DEPENDENCE_RULE = ("the Student-t 95% interval over seeds of the control's perplexity rise from zeroing upper Q/K, "
-                   "relative to its perplexity, at the first evaluation from 3% of training, lies above 10%")
+                   "relative to its perplexity, at the first evaluation from its lower-copy maturity (and from 3% "
+                   "of training), lies above 10%")
 RELIANCE_RULE = ("the Student-t 95% interval over seeds of the control's minus the intervention's perplexity rise "
                  "from zeroing upper Q/K at the final evaluation, relative to the control's perplexity, lies above 0")
 DELAY_MARGIN = 0.01
@@ -338,18 +339,27 @@ def early(runs: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def zeroing(runs: pd.DataFrame, curves: pd.DataFrame, earliest: int) -> pd.DataFrame:
+def zeroing(runs: pd.DataFrame, curves: pd.DataFrame, earliest: int,
+            matured: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per (arch, seed): the perplexity rise from zeroing upper Q/K (Zhu et al. 2026 §5.3, on the first
     evaluation batch), relative to the same model's perplexity on that batch, in the control and the
-    intervention at the first evaluation from step ``earliest`` (3% of training; the seed reads 3%) and at the
-    final evaluation, and in the untrained model (the null of finding 1)."""
+    intervention early and at the final evaluation, and in the untrained model (the null of finding 1).
+
+    Early is the first evaluation from the control's lower-copy maturity (``matured``: ``maturities``' table)
+    and from step ``earliest`` (3% of training): the seed reads 3%, where its lower routing matures (Fig. 3A),
+    and premature means upper Q/K already matter when the lower routing they attend over has just matured."""
     rows = []
     for r in runs[runs.arm == "intervention"].itertuples():
         names = {"control": run_name(r.arch, "control", r.seed), "intervention": r.run}
         row: dict[str, Any] = {"arch": r.arch, "seed": r.seed}
+        start = earliest
+        if matured is not None:
+            control = matured[matured.run == names["control"]]
+            if len(control) and pd.notna(control.matured_at.iloc[0]):
+                start = max(earliest, int(control.matured_at.iloc[0]))
         for arm, name in names.items():
             mine = curves[curves.run == name].sort_values("step")
-            for when, at in (("early", mine[mine.step >= earliest].head(1)), ("final", mine.tail(1))):
+            for when, at in (("early", mine[mine.step >= start].head(1)), ("final", mine.tail(1))):
                 if at.empty:
                     continue
                 row[f"{when}_step"] = int(at.step.iloc[0])
@@ -409,7 +419,8 @@ def delays(matured: pd.DataFrame, runs: pd.DataFrame, rule: InterventionConfig, 
             untrained = (reading_interval(rule, steps) if score >= rule.threshold else last) if math.isfinite(last) \
                 else math.nan
         rows.append({"arch": r.arch, "seed": r.seed, "control_matured_at": c.matured_at,
-                     "intervention_matured_at": r.matured_at, "delay": (dated["intervention"] - dated["control"]) / steps,
+                     "intervention_matured_at": r.matured_at,
+                     "delay": (dated["intervention"] - dated["control"]) / steps,
                      "null_delay": (untrained - dated["control"]) / steps,
                      "control_censored": bool(math.isnan(c.matured_at))})
     return pd.DataFrame(rows, columns=["arch", "seed", "control_matured_at", "intervention_matured_at", "delay",
@@ -474,10 +485,9 @@ def dependence_finding(table: pd.DataFrame) -> Finding:
     rel = list(table.get("early_rel_control", pd.Series(dtype=float)))
     nulls = list(table.get("untrained_rel", pd.Series(dtype=float)))
     stats = paired_interval(rel)
-    evidence = (f"{stats['n']} control seeds at step {table.early_step.iloc[0] if 'early_step' in table else '?'}: "
-                f"zeroing upper Q/K raises perplexity by "
-                + ", ".join(f"{d:+.3f} ppl ({x:+.1%})" for d, x in zip(table.get("early_dppl_control", []), rel,
-                                                                        strict=True))
+    evidence = (f"{stats['n']} control seeds, at their lower-copy maturity: zeroing upper Q/K raises perplexity by "
+                + ", ".join(f"{d:+.3f} ppl ({x:+.2%}, step {step})" for d, x, step in
+                            zip(table.get("early_dppl_control", []), rel, table.get("early_step", []), strict=True))
                 + f"; mean {stats['mean']:+.1%}, 95% interval {_interval(stats['lo'], stats['hi'])}")
     null = Null("the untrained model at each control's seed (its upper Q/K carry nothing yet)",
                 rule(nulls) if len(nulls) >= 2 else None,
@@ -497,7 +507,8 @@ def _absent(dependence: Finding) -> str | None:
             f"{dependence.evidence}); the paper's control loses 82.3 ppl at 3% to the same zeroing")
 
 
-def headline_finding(table: pd.DataFrame, differences: Sequence[float] = (), precondition: str | None = None) -> Finding:
+def headline_finding(table: pd.DataFrame, differences: Sequence[float] = (),
+                     precondition: str | None = None) -> Finding:
     claim = ("the upper-Q/K intervention lowers the final validation perplexity of a GPT-style (GELU) model, "
              "paired over seeds (Zhu et al. 2026 Table 1: -0.50 +- 0.08 ppl, 1.85% of the control's, 3 seeds)")
     row = table[(table.arch == "gelu") & (table.arm == "intervention")]
@@ -632,8 +643,8 @@ def findings(runs: pd.DataFrame, curves: pd.DataFrame, readings: pd.DataFrame, p
     rule, steps = rule_config(plan), plan["steps"]
     paired = pairs(runs, curves)
     gained, shrunk = gains(paired), shrinkage(paired)
-    zeroed = zeroing(runs, curves, math.ceil(rule.earliest * steps))
     matured = maturities(runs, readings, rule, steps)
+    zeroed = zeroing(runs, curves, math.ceil(rule.earliest * steps), matured)
     delayed = delays(matured, runs, rule, steps)
     gelu = paired[(paired.arch == "gelu") & (paired.arm == "intervention")]
     dependence = dependence_finding(zeroed[zeroed.arch == "gelu"])
@@ -681,8 +692,8 @@ def summarize(folder: Path) -> Section:
                                "loss and perplexity over seeds (mean, sd, Student-t 95% interval, MDE)."),
                 Table("shrinkage", "Per gated FFN: GELU's perplexity gain minus its own, paired by seed."),
                 Table("zeroing", "Per architecture and seed: the perplexity rise from zeroing upper Q/K in control "
-                                 "and intervention at the first evaluation from 3% and at the end, and in the "
-                                 "untrained model."),
+                                 "and intervention at the first evaluation from the control's lower-copy maturity "
+                                 "(and 3%) and at the end, and in the untrained model."),
                 Table("maturity", "Every run: the step its lower-copy routing matures on the 0.5% readings, the "
                                   "release the rule gives on them, and its actual release."),
                 Table("delays", "Per architecture and seed: the intervention's delay of lower-copy maturity behind "
