@@ -667,7 +667,8 @@ def summarize(folder: Path) -> Section:
     first = curves[curves.seed == cfg.seed]
     released = {r.arch: int(r.released_at) for r in runs[(runs.arm == "intervention") & (runs.seed == cfg.seed)
                                                           & runs.released_at.notna()].itertuples()}
-    plot_probe_curves(first[first.arm.isin(("control", "intervention"))], CURVES, released, folder / "curves")
+    plot_probe_curves(first[first.arm.isin(("control", "intervention"))], CURVES, released, folder / "curves",
+                      readings=readings[(readings.seed == cfg.seed) & readings.arm.isin(("control", "intervention"))])
     intervention = runs[runs.arm == "intervention"]
     seeds = ", ".join(f"{arch} {n}" for arch, n in plan["seeds"].items() if arch in plan["archs"])
     notes = [f"{cfg.budget} budget: {plan['layers']} layers x {plan['heads']} heads x {plan['d_model']} wide, context "
@@ -708,7 +709,8 @@ def summarize(folder: Path) -> Section:
                 Table("curves", "Every evaluation of every run: the probes over training.")),
         figures=(Figure("curves", f"The Zhu et al. 2026 probes over training, seed {cfg.seed} (solid: control, "
                                   "dashed: intervention). Left of the dotted release line the intervention's upper "
-                                  "logit should sit below and its upper entropy above the control's."),),
+                                  "logit should sit below and its upper entropy above the control's; dots: the "
+                                  "release rule's lower-copy readings every 0.5% up to 12%."),),
         notes=tuple(notes))
 
 
