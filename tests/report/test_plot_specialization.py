@@ -1,6 +1,6 @@
 """The specialization figure draws, from a known curves table, one panel per probe with each run's curve over steps
-(solid control, dashed intervention, one colour per architecture) and a dotted line at each release step, as PNG and
-SVG."""
+(solid control, dashed intervention, one colour per architecture), a dotted line at each release step and the release
+rule's readings as dots on the lower-copy panel, as PNG and SVG."""
 
 from __future__ import annotations
 
@@ -57,3 +57,15 @@ def test_each_release_is_a_dotted_line_in_its_ffns_colour_on_every_panel(tmp_pat
         assert [(line.get_xdata()[0], line.get_color()) for line in dotted] == [
             (step, colour[arch]) for arch, step in released.items()]
 
+
+
+def test_the_rule_s_readings_are_dots_of_their_excess_on_the_lower_copy_panel(tmp_path, drawn):
+    readings = pd.DataFrame([{"run": f"gelu_{arm}_seed0", "arch": "gelu", "arm": arm, "step": step,
+                              "lower_copy": 0.02 + 0.001 * step, "lower_copy_chance": 0.02}
+                             for arm in ("control", "intervention") for step in (3, 6, 9)])
+    ps.plot_probe_curves(_curves(), PROBES, {}, tmp_path / "c", readings=readings)
+    panels = dict(zip(PROBES, drawn[0].axes))
+    dots = [line for line in panels["lower_copy_excess"].lines if line.get_marker() == "."]
+    assert len(dots) == 2 and list(dots[0].get_xdata()) == [3, 6, 9]
+    assert list(dots[0].get_ydata()) == pytest.approx([0.003, 0.006, 0.009])
+    assert not any(line.get_marker() == "." for line in panels["val_loss"].lines)

@@ -1,7 +1,8 @@
 """The Zhu et al. 2026 release rule fires at the step a brute-force reading of the rule gives on synthetic
 lower-copy traces (threshold, patience, earliest, forced, fixed, raw or excess score, early evaluations
-counted or not), then ramps the multiplier linearly; replay re-runs it on logged scores, and the cadence
-warnings name a rule that cannot fire or fires at initialization."""
+counted or not), then ramps the multiplier linearly; replay re-runs it on logged scores, readings every 0.5%
+let it fire at 4% and date maturity, and the cadence warnings name a rule that cannot fire or fires at
+initialization."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnlab.train.config import InterventionConfig
-from attnlab.train.release import TABLE8_RULES, Release, cadence_warnings, replay, table8
+from attnlab.train.release import (TABLE8_RULES, Release, cadence_warnings, maturity, reading_interval, reads_score,
+                                   replay, table8)
 
 STEPS = 1000
 
@@ -173,3 +175,24 @@ def test_warnings_name_a_rule_that_cannot_fire_or_fires_at_initialization():
     assert len(at_init) == 1 and "fires at initialization" in at_init[0]
     assert cadence_warnings(InterventionConfig(upper_qk_lr=0.25, score="excess"), 1000, 10, chance=0.02) == []
     assert cadence_warnings(InterventionConfig(), 1000, 500, chance=0.5) == []
+
+
+def test_readings_every_half_percent_up_to_the_forced_step_let_the_rule_fire_at_four_percent():
+    cfg = InterventionConfig(upper_qk_lr=0.25, score="excess", score_every=0.005)
+    grid = [s for s in range(601) if reads_score(cfg, 600, s)]
+    assert reading_interval(cfg, 600) == 3 and grid == list(range(3, 73, 3))
+    assert reading_interval(InterventionConfig(), 600) == 0 and not reads_score(InterventionConfig(), 600, 12)
+    # a score mature from the start: the rule's first chance is the third reading from 3% (steps 18, 21, 24),
+    # the seed's Table 8 release at 4.01%
+    rule = replay(cfg, 600, [(s, 0.05, 0.02) for s in grid])
+    assert (rule.released_at, rule.reason) == (24, "rule")
+    assert cadence_warnings(cfg, 600, eval_every=300, chance=0.02) == []
+
+
+def test_maturity_is_the_first_of_patience_consecutive_readings_at_the_threshold():
+    cfg = InterventionConfig(upper_qk_lr=0.25, score="excess")
+    excess = {3: 0.0, 6: 0.006, 9: 0.001, 12: 0.006, 15: 0.007, 18: 0.009, 21: 0.002}
+    readings = [(s, 0.02 + e, 0.02) for s, e in excess.items()]
+    assert maturity(cfg, readings) == 12  # 6 is broken by 9; 12, 15, 18 make the patience
+    assert maturity(cfg, readings[:-2]) is None
+    assert maturity(InterventionConfig(score="raw"), readings) == 3  # raw scores sit above 0.005 by chance

@@ -1,4 +1,5 @@
-"""A run trains and logs, a SIGKILLed run resumes to the uninterrupted run's weights bit for bit, two
+"""A run trains and logs, a SIGKILLed run (and one resumed inside the release window, with its lower-copy readings)
+resumes to the uninterrupted run's weights bit for bit, two
 torchrun processes match one, the CSV logs give back the summary, and bad runs (existing output, changed
 config, corrupt checkpoint, empty data) stop with clear errors that leave the last good checkpoint intact; a
 vector run stops at the first batch under stop_linf without updating on it, and a resumed stopped run trains no
@@ -18,6 +19,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from attnlab import io
 from attnlab.model.config import ConfigError
 from attnlab.train import checkpoint as ckpt
 from attnlab.train.config import load
@@ -355,3 +357,25 @@ def test_a_bad_stop_linf_is_named(tmp_path, value):
 def test_stop_linf_needs_a_vector_stream(tmp_path):
     with pytest.raises(ConfigError, match="with inputs 'tokens'"):
         Trainer(_cfg(), tmp_path, progress=False, stop_linf=1e-2)
+
+
+def test_a_run_resumed_inside_the_release_window_reads_and_releases_as_the_uninterrupted_one(tmp_path):
+    # readings every 2 steps up to the forced 12; the run resumes from step 4, before its release
+    more = ("train.steps=100", "train.eval_every=50", "train.probes=false", "train.checkpoint_every=4",
+            "train.keep=100", "intervention.upper_qk_lr=0.25", "intervention.score=excess",
+            "intervention.score_every=0.02")
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    first = train(_cfg(*more), whole, progress=False)
+    train(_cfg(*more), cut, progress=False)
+    for step, folder in ckpt.step_dirs(cut).items():
+        if step > 4:
+            io.remove(folder)
+    (cut / ckpt.CHECKPOINTS / ckpt.LATEST).write_text(ckpt.step_dir_name(4))
+    again = Trainer(_cfg(*more), cut, resume=True, progress=False).run()
+    readings = [r for r in read_metrics(whole) if r["kind"] == "copy"]
+    assert [r["step"] for r in readings] == list(range(2, 13, 2))
+    assert readings == [r for r in read_metrics(cut) if r["kind"] == "copy"]
+    assert again["released_at"] == first["released_at"] and first["release_reason"] in ("rule", "forced")
+    a, b = _final_weights(whole), _final_weights(cut)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert _losses(cut) == _losses(whole)

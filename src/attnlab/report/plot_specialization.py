@@ -1,5 +1,6 @@
 """Figures of the ``specialization`` study (Zhu et al. 2026 §5): the mechanism probes over training for
-control and intervention runs, with the step where each intervention was released.
+control and intervention runs, with the step where each intervention was released and, on the lower-copy panel,
+the rule's own readings between evaluations.
 
 Rendering only: callers hand over tables; nothing here trains or reads a study folder.
 """
@@ -22,10 +23,12 @@ COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:b
 
 
 def plot_probe_curves(curves: pd.DataFrame, probes: Sequence[str], released: Mapping[str, int],
-                      path: str | Path) -> tuple[Path, Path]:
+                      path: str | Path, readings: pd.DataFrame | None = None) -> tuple[Path, Path]:
     """A 2 x 3 grid, one panel per probe (a column of ``curves``, which has a row per run and step and the
     run's ``arch`` and ``arm``, control or intervention): each run's curve over steps, and a dotted line at
-    the step where the intervention of architecture ``arch`` was released (``released``: arch -> step)."""
+    the step where the intervention of architecture ``arch`` was released (``released``: arch -> step).
+    ``readings`` (rows of run, arch, arm, step, lower_copy, lower_copy_chance: the release rule's readings) add
+    their excess over uniform attention as dots on the ``lower_copy_excess`` panel, where the rule is decided."""
     archs = list(dict.fromkeys(curves.arch))
     color = {arch: COLORS[i % len(COLORS)] for i, arch in enumerate(archs)}
     fig, axes = plt.subplots(2, 3, figsize=(13, 7))
@@ -34,6 +37,10 @@ def plot_probe_curves(curves: pd.DataFrame, probes: Sequence[str], released: Map
             ax.plot(rows.step, rows[key], STYLES[arm], color=color[arch], label=f"{arch} {arm}")
         for arch, step in released.items():
             ax.axvline(step, color=color[arch], ls=":", lw=1)
+        if key == "lower_copy_excess" and readings is not None:
+            for (arch, arm), rows in readings.groupby(["arch", "arm"], sort=False):
+                ax.plot(rows.step, rows.lower_copy - rows.lower_copy_chance, ".", ms=3 if arm == "control" else 5,
+                        color=color.get(arch, "black"), ls="none", label="_readings")
         ax.set_title(LABELS[key], fontsize=10)
         ax.set_xlabel("step")
     axes[0][0].legend(fontsize=8)

@@ -29,6 +29,33 @@ def _at(fraction: float, steps: int) -> int:
     return math.ceil(fraction * steps)
 
 
+def reading_interval(cfg: InterventionConfig, steps: int) -> int:
+    """Steps between the rule's own lower-copy readings (``score_every`` of ``steps``, at least 1); 0 when the
+    rule reads the evaluations instead."""
+    return 0 if cfg.score_every <= 0 else max(1, round(cfg.score_every * steps))
+
+
+def reads_score(cfg: InterventionConfig, steps: int, step: int) -> bool:
+    """Whether the lower-copy score is read after ``step`` steps: every ``reading_interval`` steps up to the
+    forced release, where the rule's decision is over (the readings past it would date nothing)."""
+    every = reading_interval(cfg, steps)
+    return every > 0 and step > 0 and step % every == 0 and step <= _at(cfg.forced, steps)
+
+
+def maturity(cfg: InterventionConfig, readings: Iterable[tuple[int, float, float]]) -> int | None:
+    """The step at which lower-copy routing matures in logged (step, lower_copy, chance) readings: the first of
+    ``patience`` consecutive readings whose rule score reaches ``threshold``, with no window (Zhu et al. 2026
+    §5.4, Fig. 3A dates maturity at the first threshold crossing; the patience run keeps one noisy reading from
+    dating it). None when it never matures in the readings."""
+    ordered = sorted(readings)
+    run = 0
+    for i, (step, raw, chance) in enumerate(ordered):
+        run = run + 1 if rule_score(cfg, raw, chance) >= cfg.threshold else 0
+        if run == cfg.patience:
+            return ordered[i - cfg.patience + 1][0]
+    return None
+
+
 def rule_score(cfg: InterventionConfig, lower_copy: float, chance: float) -> float:
     """What the rule compares with the threshold: the raw score, or its excess over ``chance`` (NaN when
     either is unknown, which never counts as mature)."""
@@ -118,13 +145,15 @@ def table8(cfg: InterventionConfig, steps: int, evaluations: Iterable[tuple[int,
 
 
 def cadence_warnings(cfg: InterventionConfig, steps: int, eval_every: int, chance: float) -> list[str]:
-    """Why a rule-released run's release would not measure maturity: too few evaluations inside the window
-    for ``patience``, or a raw threshold that uniform attention (lower-copy score ``chance`` on the first
-    validation batch) already meets at initialization."""
+    """Why a rule-released run's release would not measure maturity: too few readings (evaluations, or the
+    rule's own readings with ``score_every``) inside the window for ``patience``, or a raw threshold that
+    uniform attention (lower-copy score ``chance`` on the first validation batch) already meets at
+    initialization."""
     if not cfg.active or cfg.release != "rule":
         return []
     found = []
     earliest, forced = _at(cfg.earliest, steps), _at(cfg.forced, steps)
+    eval_every = reading_interval(cfg, steps) or eval_every
     evals = [s for s in range(eval_every, steps + 1, eval_every)]
     inside = [s for s in evals if earliest <= s < forced]
     usable = len([s for s in evals if s < forced]) if cfg.count_early and inside else len(inside)

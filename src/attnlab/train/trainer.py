@@ -34,7 +34,7 @@ from . import probes
 from .config import SECTIONS, RunConfig
 from .data import DEFAULT_VAL_FRACTION, Batches, TextStream, TokenWindows, load_tokenizer, text_files
 from .optim import cosine_lr, make_optimizer, set_lr, upper_qk_names
-from .release import Release, cadence_warnings
+from .release import Release, cadence_warnings, reads_score
 from .shards import ShardStream
 
 # Fields that change nothing a step computes, so a resumed run may differ in them.
@@ -206,12 +206,13 @@ def _truncate_metrics(out: Path, step: int) -> None:
 
 
 def write_tables(out: Path) -> dict[str, Path]:
-    """metrics.jsonl as train.csv and eval.csv, for spreadsheets and pandas."""
+    """metrics.jsonl as train.csv, eval.csv and (with ``intervention.score_every``) copy.csv, for spreadsheets
+    and pandas."""
     import pandas as pd
 
     records = read_metrics(out)
     written = {}
-    for kind in ("train", "eval"):
+    for kind in ("train", "eval", "copy"):
         rows = [r for r in records if r["kind"] == kind]
         if rows:
             frame = pd.DataFrame(rows).drop(columns="kind")
@@ -431,10 +432,32 @@ class Trainer:
             record.update(hook(self))
         if self.tokens and "lower_copy" not in record and (t.probes or self.cfg.intervention.active):
             record.update(probes.copy_scores(probes.lower_copy_score(self.model, first[0]), first[0]))
-        if self.tokens and self.cfg.intervention.active and self.cfg.intervention.release == "rule":
+        if self.tokens and self.cfg.intervention.score_every <= 0 and self._rule_reads():
             self.release.observe(self.step, record["lower_copy"], record["lower_copy_chance"])
         record["released_at"] = self.release.released_at
         self.model.train()
+        return record
+
+    def _rule_reads(self) -> bool:
+        return self.cfg.intervention.active and self.cfg.intervention.release == "rule"
+
+    def _reads_copy(self) -> bool:
+        """Whether this step takes a lower-copy reading of its own (``intervention.score_every``): in every
+        token run that logs probes or is released by the rule, so a control is dated on the intervention's grid."""
+        i = self.cfg.intervention
+        return (self.tokens and (self.cfg.train.probes or self._rule_reads())
+                and reads_score(i, self.cfg.train.steps, self.step))
+
+    @torch.no_grad()
+    def read_copy(self) -> dict[str, float]:
+        """The lower-copy score on the first evaluation batch's inputs, the rule's maturity reading between
+        evaluations (one forward pass of those rows; Zhu et al. 2026 §2); the rule observes it."""
+        t = self.cfg.train
+        ids = self.stream.val_batches(max(1, t.batch // t.accum), t.eval_batches)[0][0].to(self.world.device)
+        record = probes.copy_scores(probes.lower_copy_score(self.model, ids), ids)
+        if self._rule_reads():
+            self.release.observe(self.step, record["lower_copy"], record["lower_copy_chance"])
+        record["released_at"] = self.release.released_at
         return record
 
     def save(self) -> None:
@@ -478,6 +501,10 @@ class Trainer:
                 record.update(kind="train", step=self.step, tokens_per_s=tokens_per_step / (time.perf_counter() - tick))
                 if metrics:
                     metrics.log(record)
+                if self._reads_copy():
+                    reading = {"kind": "copy", "step": self.step, **self.read_copy()}
+                    if metrics:
+                        metrics.log(reading)
                 if self.step % t.eval_every == 0 or self.step == t.steps:
                     evaluated = {"kind": "eval", "step": self.step, **self.evaluate()}
                     if metrics:
