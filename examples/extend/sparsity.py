@@ -7,8 +7,9 @@ import pandas as pd
 import torch
 
 from attnlab import io, rowmaps
-from attnlab.report.sections import Finding, Section, Table
+from attnlab.report.sections import MDE, Null, Section, Table
 from attnlab.studies import Study, StudyConfig, register, section
+from attnlab.studies.verdict import decide
 
 MAPS = ("softmax", "entmax_a1.5")
 
@@ -25,12 +26,15 @@ def summarize(folder: Path) -> Section:
     median = pd.read_csv(folder / "support.csv").median()
     table = pd.DataFrame({"map": list(MAPS), "median_support": [median[m] for m in MAPS]})
     io.write_table(folder / "median_support", table)
-    sparse = median["entmax_a1.5"] < median["softmax"]
+    # the rule, fixed before reading: the median row keeps weight on fewer than all 64 keys; softmax is the null
+    finding = decide(
+        "alpha-entmax gives exactly zero weight to low-scoring keys (Vasylenko et al. 2025 §2.2)",
+        rule="the median support is below 64 keys", holds=bool(median["entmax_a1.5"] < 64),
+        null=Null("softmax on the same rows", bool(median["softmax"] < 64), f"median support {median['softmax']:g}"),
+        mde=MDE(None, None, "keys", "a threshold on exact zeros: no effect size applies"),
+        evidence=f"median support {median['entmax_a1.5']:g} of 64 keys; softmax {median['softmax']:g}")
     return section(
-        "sparsity", folder, question="How many of 64 keys keep weight under 1.5-entmax?",
-        findings=(Finding("alpha-entmax gives exactly zero weight to low-scoring keys (Vasylenko et al. 2025 §2.2)",
-                          "reproduced" if sparse else "not reproduced",
-                          f"median support {median['entmax_a1.5']:g} of 64 keys; softmax {median['softmax']:g}"),),
+        "sparsity", folder, question="How many of 64 keys keep weight under 1.5-entmax?", findings=(finding,),
         tables=(Table("median_support", "Median number of keys with nonzero weight, per map."),))
 
 

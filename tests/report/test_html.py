@@ -14,9 +14,16 @@ import pytest
 
 from attnlab.report.figures import save_figure
 from attnlab.report.html import render, table_html
-from attnlab.report.sections import Figure, Finding, Section, Table
+from attnlab.report.sections import MDE, Figure, Finding, Null, Section, Table
 
 HOSTILE = '<script>alert("x")</script> & \'q\' <b>'
+
+
+def claim(text: str, verdict: str, evidence: str) -> Finding:
+    """A paper's claim as a study states it: with its rule, null control and MDE."""
+    return Finding(text, verdict, evidence, rule="the rule", null=Null("the null", False, "its outcome"),
+                   mde=MDE(None, None, "", "no effect size applies"),
+                   reason="the reason" if verdict in ("not checked", "underpowered") else "")
 
 
 class _Page(HTMLParser):
@@ -56,7 +63,7 @@ def _study(folder, title=HOSTILE, study="sinks"):
     ax.plot([0, 1], [1, 0])
     save_figure(fig, folder / "f", dpi=40)
     return Section(study=study, title=title, source=HOSTILE, question=HOSTILE, command=HOSTILE,
-                   findings=(Finding(HOSTILE, "not checked", HOSTILE), Finding("second", "reproduced", "ok")),
+                   findings=(claim(HOSTILE, "not checked", HOSTILE), claim("second", "reproduced", "ok")),
                    tables=(Table("t", HOSTILE),), figures=(Figure("f", HOSTILE),), notes=(HOSTILE,),
                    warnings=(HOSTILE,))
 

@@ -17,9 +17,10 @@ nulls = st.builds(Null, control=st.text(min_size=1, max_size=20), passes=st.samp
 mdes = st.builds(MDE, value=st.none() | st.floats(0, 10), effect=st.none() | st.floats(-10, 10), unit=text,
                  how=st.text(min_size=1, max_size=20))
 findings = st.one_of(
-    st.builds(Finding, claim=text, verdict=st.sampled_from(("not reproduced", "not checked", "check passed")),
-              evidence=text),
-    st.builds(Finding, claim=text, verdict=st.just("reproduced"), evidence=text, rule=text,
+    st.builds(Finding, claim=text, verdict=st.sampled_from(("check passed", "check failed")), evidence=text),
+    st.builds(Finding, claim=text, verdict=st.sampled_from(("not reproduced", "not checked")), evidence=text,
+              rule=st.text(min_size=1), null=nulls, mde=mdes, reason=st.text(min_size=1, max_size=20)),
+    st.builds(Finding, claim=text, verdict=st.just("reproduced"), evidence=text, rule=st.text(min_size=1),
               null=st.builds(Null, control=st.text(min_size=1, max_size=20), passes=st.just(False), outcome=text),
               mde=mdes),
     st.builds(Finding, claim=text, verdict=st.just("underpowered"), evidence=text, rule=st.text(min_size=1),
@@ -43,12 +44,12 @@ def test_json_round_trip_gives_the_same_section(section):
 
 def test_to_dict_is_plain_data_under_the_field_names():
     section = Section("sinks", "T", "Attention Sinks Essential", "q", "attnlab study sinks",
-                      findings=(Finding("c", "reproduced", "e"),), tables=(Table("t", "cap"),),
+                      findings=(Finding("c", "check passed", "e"),), tables=(Table("t", "cap"),),
                       figures=(Figure("f", "fig"),), notes=("n",), warnings=("w",))
     data = json.loads(json.dumps(section.to_dict()))
     assert data == {"study": "sinks", "title": "T", "source": "Attention Sinks Essential", "question": "q",
                     "command": "attnlab study sinks",
-                    "findings": [{"claim": "c", "verdict": "reproduced", "evidence": "e", "rule": "",
+                    "findings": [{"claim": "c", "verdict": "check passed", "evidence": "e", "rule": "",
                                   "null": None, "mde": None, "reason": ""}],
                     "tables": [{"stem": "t", "caption": "cap"}], "figures": [{"stem": "f", "caption": "fig"}],
                     "notes": ["n"], "warnings": ["w"]}
@@ -93,6 +94,8 @@ def test_a_label_that_contradicts_its_parts_is_refused():
                 reason="r")
     with pytest.raises(ValueError, match="states its reason"):
         Finding("c", "not checked", "e", rule=rule, null=Null("n", False, ""), mde=MDE(None, None, "", "x"))
+    with pytest.raises(ValueError, match="states its rule, null control and MDE"):
+        Finding("c", "reproduced", "e")
     with pytest.raises(ValueError, match="how it was obtained"):
         MDE(0.1, 0.2, "ppl", "")
     with pytest.raises(ValueError, match="True, False or None"):

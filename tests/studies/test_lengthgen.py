@@ -178,7 +178,6 @@ def test_tiny_run_writes_tables_figures_and_resumes_without_retraining(tiny, tmp
     for stem in ("accuracy", "dispersion"):
         assert (tmp_path / f"{stem}.png").is_file() and (tmp_path / f"{stem}.svg").is_file()
     assert section.findings[0].verdict in ("reproduced", "not reproduced", "not checked")
-    assert all(f.disciplined for f in section.findings)
     # 3 steps of Copy: no checkpoint scores at 2x, and the section says what chose them instead
     assert any("token accuracy there chose its checkpoint" in note for note in section.notes)
     cell = tmp_path / "copy" / "cells" / "softmax_seed1.json"

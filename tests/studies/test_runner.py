@@ -9,12 +9,19 @@ import pytest
 
 from attnlab import studies
 from attnlab.cli import main
-from attnlab.report.sections import Figure, Finding, Section, Table
+from attnlab.report.sections import MDE, Figure, Finding, Null, Section, Table
 from attnlab.studies import StudyConfig, StudyError
 
 from checkpoints import save_checkpoint
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def claim(text: str, verdict: str, evidence: str) -> Finding:
+    """A paper's claim as a study states it: with its rule, null control and MDE."""
+    return Finding(text, verdict, evidence, rule="the rule", null=Null("the null", False, "its outcome"),
+                   mde=MDE(None, None, "", "no effect size applies"),
+                   reason="the reason" if verdict in ("not checked", "underpowered") else "")
 
 
 def test_registry_has_one_study_per_paper_and_every_module_defines_both_steps():
@@ -60,7 +67,7 @@ def _echo_study(name="echo", **changed):
     def summarize(folder):
         n = int((folder / "n.txt").read_text())
         return studies.section(name, folder, question="Is it 41?",
-                               findings=(Finding("n is 41", "reproduced" if n == 41 else "not reproduced", str(n)),))
+                               findings=(claim("n is 41", "reproduced" if n == 41 else "not reproduced", str(n)),))
 
     return studies.Study(**{"name": name, "title": "Echo", "source": "Zhu et al. 2026", "compute": compute,
                             "summarize": summarize, **changed})
@@ -154,7 +161,7 @@ def _fake_study(folder, verdict="not reproduced"):
     save_figure(fig, folder / "f")
     return Section(study="sinks", title="Sinks <b>", source="Attention Sinks Essential", question="q?",
                    command="attnlab study sinks",
-                   findings=(Finding("claim & more", verdict, "0.93 vs 0.02"),),
+                   findings=(claim("claim & more", verdict, "0.93 vs 0.02"),),
                    tables=(Table("t", "the table"),), figures=(Figure("f", "the figure"),), notes=("a note",))
 
 

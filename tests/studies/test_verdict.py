@@ -31,7 +31,7 @@ SEES, BLIND, NONE = MDE(0.1, 0.5, "ppl", "t"), MDE(0.5, 0.1, "ppl", "t"), MDE(No
 ])
 def test_the_label_follows_rule_null_and_power(holds, null, mde, precondition, label):
     found = decide("c", rule="r", holds=holds, null=null, mde=mde, evidence="e", precondition=precondition)
-    assert found.verdict == label and found.disciplined
+    assert found.verdict == label and found.rule == "r" and found.null is null and found.mde is mde
     assert bool(found.reason) == (label in ("not checked", "underpowered"))
     if precondition:
         assert found.reason == precondition

@@ -99,23 +99,21 @@ class Finding:
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
             raise ValueError(f"verdict must be one of {', '.join(VERDICTS)}, got {self.verdict!r}")
-        if self.verdict == "reproduced" and self.null is not None and self.null.passes is not False:
+        if not self.is_check and not (self.rule and self.null is not None and self.mde is not None):
+            raise ValueError(f"{self.claim!r}: a paper's claim states its rule, null control and MDE (build it with "
+                             "attnlab.studies.verdict.decide); an identity of attnlab's is a check")
+        if self.verdict == "reproduced" and self.null.passes is not False:
             raise ValueError(f"{self.claim!r}: reproduced needs its null control to fail the rule; "
                              f"{self.null.control} {self.null.result}")
-        if self.verdict == "underpowered" and (self.mde is None or self.mde.adequate is not False):
+        if self.verdict == "underpowered" and self.mde.adequate is not False:
             raise ValueError(f"{self.claim!r}: underpowered needs an MDE larger than the paper's effect")
-        if self.verdict in ("not checked", "underpowered") and self.rule and not self.reason:
+        if self.verdict in ("not checked", "underpowered") and not self.reason:
             raise ValueError(f"{self.claim!r}: a {self.verdict} finding states its reason")
 
     @property
     def is_check(self) -> bool:
         """Whether this is an identity attnlab checks rather than a paper's claim."""
         return self.verdict in CHECK_VERDICTS
-
-    @property
-    def disciplined(self) -> bool:
-        """Whether a claim carries its rule, null control and MDE (a check needs none of them)."""
-        return self.is_check or bool(self.rule and self.null is not None and self.mde is not None)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Finding:
