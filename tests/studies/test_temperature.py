@@ -175,6 +175,21 @@ def test_agreement_and_perplexity_verdicts(tmp_path, no_plots, xi_alpha, xi_delt
     assert [agreement.verdict, ppl.verdict] == verdicts, (agreement.evidence, ppl.evidence)
 
 
+def test_agreement_that_iid_rows_reach_beside_the_trained_multipliers_is_not_checked():
+    """The i.i.d. arm stands beside the trained seed's multipliers: when noise agrees with them as well as the
+    trained scores do, agreement does not need the trained scores, and the null passes."""
+    beta = [0.38, 0.40, 0.42]
+    arms = {"trained": [0.45, 0.50, 0.55], "untrained": [0.70, 0.72, 0.74], st.ARMS[2]: [0.55, 0.60, 0.65]}
+    table = pd.concat([st.intervals(pd.DataFrame({
+        "train_seed": range(3), "xi_hat_Lambda": lam, "xi_hat_beta": [0.0] * 3 if arm == "untrained" else beta,
+        st.DIFFERENCE: np.subtract(lam, [0.0] * 3 if arm == "untrained" else beta)}), arm) for arm, lam in arms.items()])
+    found = st.agreement_finding(table, None)
+    assert found.verdict == "not checked" and found.null.passes and "passes the rule too" in found.reason
+    far = table.copy()
+    far.loc[(far["arm"] == st.ARMS[2]) & (far["estimate"] == st.DIFFERENCE), ["lo", "hi"]] = [0.3, 0.9]
+    assert st.agreement_finding(far, None).verdict == "reproduced"
+
+
 def test_xi_hat_beta_is_invariant_to_the_gauge_of_eq_a1():
     """beta_n + c with b_h - s_h c leaves every logit, hence every per-head multiplier, unchanged: the per-head
     exponent must not move, while the slope of the shared vector beta_n alone does."""

@@ -682,8 +682,8 @@ def untestable(table: pd.DataFrame, training: pd.DataFrame, vocab: int) -> str |
     return None
 
 
-NULL_CONTROL = ("the same decoder untrained, every training seed; and i.i.d. N(0, 1) rows of the same n beside its "
-                "flat multipliers (the null passes if either passes)")
+NULL_CONTROL = ("the same decoder untrained, every training seed; and i.i.d. N(0, 1) rows of the same n beside the "
+                "trained seed's multipliers (the null passes if either passes)")
 
 
 def _null_passes(table: pd.DataFrame, holds) -> bool:
@@ -716,7 +716,7 @@ def side_finding(table: pd.DataFrame, precondition: str | None) -> Finding:
 def agreement_finding(table: pd.DataFrame, precondition: str | None) -> Finding:
     """Beyond the side of 1: xi_hat_Lambda - xi_hat_beta within +-AGREE_WITHIN (Hayase & Karakida §4.5.2). The
     untrained decoder has flat multipliers (xi_hat_beta = 0) beside its xi_hat_Lambda, and i.i.d. rows stand beside
-    the same flat multipliers, so both test the rule."""
+    the trained multipliers: agreement that noise reaches as well does not need the trained scores."""
     diff = _at(table, "trained", DIFFERENCE)
     return decide(
         f"xi_hat_Lambda matches xi_hat_beta to within {AGREE_WITHIN:g} (the 0.5-grid within which Hayase & Karakida "
@@ -851,8 +851,9 @@ def summarize(folder: Path) -> Section:
 
     # the per-seed estimates of each arm, and their 95% intervals over training seeds
     seeds = {"trained": per_seed(trained, plan), "untrained": per_seed(untrained, plan)}
-    # i.i.d. rows have no temperature of their own: they stand beside the untrained decoder's flat multipliers
-    iid = iid_lambda(rows, cfg.seed).merge(seeds["untrained"][["train_seed", "xi_hat_beta"]], on="train_seed")
+    # i.i.d. rows have no temperature of their own: they stand beside the trained seed's multipliers, so the null
+    # asks whether agreeing with them needs the trained scores at all
+    iid = iid_lambda(rows, cfg.seed).merge(seeds["trained"][["train_seed", "xi_hat_beta"]], on="train_seed")
     seeds[ARMS[2]] = iid.assign(**{DIFFERENCE: iid["xi_hat_Lambda"] - iid["xi_hat_beta"]})
     io.write_table(folder / "per_seed", pd.concat([t.assign(arm=a) for a, t in seeds.items()], ignore_index=True))
     comparison = pd.concat([intervals(t, a) for a, t in seeds.items()], ignore_index=True)
