@@ -6,6 +6,8 @@ resumes without retraining or re-running an engine."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -238,8 +240,12 @@ def test_report_over_two_given_models_puts_them_side_by_side(tiny, tmp_path):
         prevalence = pd.read_csv(folder / "prevalence.csv")
         cell = prevalence[(prevalence["suite"] == "mqar") & (prevalence["p"] == 2) & (prevalence["b"] == "0")]
         assert row["mqar unsafe % (p2, b0)"] == float(cell["unsafe %"].iloc[0])
-        assert row["verdict: a pretrained model's active rows are mostly polynomial-unsafe"] in (
-            "not checked", "not reproduced"), "i.i.d. rows pass the prevalence rule: it is never reproduced"
+        # the rule fails on a suite below 70%; where it holds (or an interval contains 70%), i.i.d. rows pass it too
+        cells = prevalence[(prevalence["p"] == 2) & (prevalence["b"].astype(str) == "0")]
+        expected = "not reproduced" if sc._prevalence_outcome(cells) is False else "not checked"
+        assert row["verdict: a pretrained model's active rows are mostly polynomial-unsafe"] == expected
+        finding = json.loads((folder / "section.json").read_text())["findings"][0]
+        assert finding["null"]["passes"] is True, "i.i.d. rows pass the prevalence rule"
     assert "Across models" in page.read_text()
     # one folder alone, or the toy study, has no cross-model section
     assert studies.comparisons(folders[:1], tmp_path / "x") == []
