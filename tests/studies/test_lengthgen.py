@@ -142,7 +142,8 @@ def test_alpha_entmax_is_judged_in_table_1s_direction_so_a_lead_on_copy_counts_a
     acc, rows = _frames(low_soft, ahead)
     copy = study_lengthgen.copy_finding(acc, rows)
     lead = study_lengthgen.entmax_finding(acc, rows, copy)
-    assert lead.verdict != "reproduced" and "copy at 4x (Table 1 -13.9)" in lead.evidence
+    # the lead fails the paper's direction, but two seeds cannot resolve Table 1's 13.9 points
+    assert lead.verdict == "underpowered" and "copy at 4x (Table 1 -13.9)" in lead.evidence
     behind = _run("copy", "entmax_a1.5", [(100, 60, 30), (100, 70, 35)], rng=rng)
     acc, rows = _frames(low_soft, behind)
     found = study_lengthgen.entmax_finding(acc, rows, copy)
