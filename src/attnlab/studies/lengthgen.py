@@ -38,7 +38,7 @@ import pandas as pd
 from .. import io
 from ..commands import lengthgen
 from ..diagnostics.nondispersion import theory_checks
-from ..diagnostics.stats import t_cdf, t_quantile
+from ..diagnostics.stats import paired_mde, t_cdf
 from ..report.plot_lengthgen import plot_head_dispersion, plot_task_accuracy, plot_task_dispersion
 from ..report.sections import MDE, Figure, Finding, Null, Section, Table
 from .runner import Study, StudyConfig, load_config, register, section
@@ -246,17 +246,17 @@ def exchanged(delta: np.ndarray) -> np.ndarray:
     return delta * np.where(np.arange(delta.shape[0]) % 2, -1.0, 1.0)[:, None]
 
 
-def paired_mde(deltas: Sequence[np.ndarray], arm_sd: float) -> float:
+def design_mde(deltas: Sequence[np.ndarray], arm_sd: float) -> float:
     """The smallest mean difference (points) ``PAIRED_RULE`` detects with ``POWER`` at its strictest Holm step
-    (one-sided ``ALPHA`` / k, k comparisons), from S seeds whose scores vary by ``arm_sd`` within a map (so
-    a difference of two independent seeds by sqrt(2) arm_sd) and the rows' standard error."""
+    (one-sided ``ALPHA`` / k, k comparisons, i.e. ``stats.paired_mde`` at two-sided 2 ALPHA / k), from S seeds
+    whose scores vary by ``arm_sd`` within a map (so a difference of two independent seeds by sqrt(2) arm_sd),
+    its standard error floored by the rows'."""
     seeds = min(d.shape[0] for d in deltas)
     if seeds < MIN_SEEDS:
         return math.nan
     se_rows = max(float(np.asarray(d, dtype=float).mean(0).std(ddof=1)) / math.sqrt(d.shape[1]) for d in deltas)
     se = max(math.sqrt(2) * arm_sd / math.sqrt(seeds), se_rows)
-    alpha = ALPHA / len(deltas)
-    return (t_quantile(1 - alpha, seeds - 1) + t_quantile(POWER, seeds - 1)) * se
+    return paired_mde(se * math.sqrt(seeds), seeds, alpha=2 * ALPHA / len(deltas), power=POWER)
 
 
 def draw_no_difference(rng: np.random.Generator, *, seeds: int, multiples: int, rows: int,
@@ -371,7 +371,7 @@ def paired_finding(acc: pd.DataFrame, rows: pd.DataFrame, variant: str, claim: s
         null = Null(EXCHANGED, paired_rule(null_deltas),
                     "p = " + ", ".join(f"{p:.3g}" for p in null_p) + " with the labels exchanged")
         sd = _arm_sd(comparisons)
-        mde = MDE(paired_mde(deltas, sd), max(abs(c["gap"]) for c in comparisons), "points of exact match",
+        mde = MDE(design_mde(deltas, sd), max(abs(c["gap"]) for c in comparisons), "points of exact match",
                   f"one-sided paired t at {ALPHA:g}/{len(deltas)} (Holm's strictest step), {POWER:.0%} power, "
                   f"{len(comparisons[0]['seeds'])} seeds, within-map seed sd {sd:.1f} points pooled over the "
                   "family, floored by the rows' standard error; the effect is Table 1's largest gap in the family")
