@@ -4,6 +4,7 @@ brute-force bucket-mean OLS slope."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import shlex
 
 import numpy as np
@@ -11,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
-from attnlab import hooks
+from attnlab import hooks, tasks
 from attnlab.commands import sections, temperature
 from attnlab.commands.runs import RunError
 from attnlab.diagnostics import row_stats
@@ -104,3 +105,37 @@ def test_bos_leads_every_document_and_every_suite_prompt(checkpoint, tmp_path):
     assert all(d[0] == tok.bos_token_id for d in temperature.documents(model, tok, dataclasses.replace(
         led, text=None)))
     assert len(temperature.documents(model, tok, plain)) == 3
+
+
+def test_dynamic_rope_reads_past_the_window_as_a_model_built_with_the_rescaled_base(checkpoint, tmp_path):
+    """--rope dynamic: n may pass the context (512 here), and every row is the row of the same weights rebuilt with
+    RoPE base theta_0 (n_eval / n_train)^(d / (d - 2)) (Hayase & Karakida 2026 App. A.2), computed by hand here."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    grid = (200, 400, 600, 800)
+    cfg = temperature.TemperatureConfig(model=str(checkpoint), n=grid, docs=1, n_boot=10, rope="dynamic",
+                                        suite="novel")
+    out = temperature.run(cfg, tmp_path / "out", progress=False)
+    rows = pd.read_parquet(out["paths"]["rows"])
+    config = json.loads(out["paths"]["config"].read_text())
+    assert config["n_train"] == 512 and config["rope"] == "dynamic" and set(rows["n_keys"]) == set(grid)
+    own = AutoConfig.from_pretrained(checkpoint)
+    d = own.hidden_size // own.num_attention_heads
+    theta = own.rope_parameters["rope_theta"] * (800 / 512) ** (d / (d - 2))
+    own.rope_parameters = {"rope_type": "default", "rope_theta": theta}
+    own.max_position_embeddings = 800
+    rebuilt = AutoModelForCausalLM.from_pretrained(checkpoint, config=own, attn_implementation="eager").eval()
+    model, tok = hooks.load_model(checkpoint)
+    (ids,) = temperature.documents(model, tok, cfg)
+    with open(tasks.novel_path(), encoding="utf-8") as novel:
+        assert list(ids) == tok(novel.read(), add_special_tokens=True)["input_ids"][:800]
+    for layer, z in _hand_scores(rebuilt, torch.tensor([ids])).items():
+        for n in grid:
+            ref = row_stats(z[:, n - 1, :n], p=2)
+            got = rows[(rows.layer == layer) & (rows.n_keys == n)].sort_values("head")
+            np.testing.assert_allclose(got["lambda_n"].to_numpy(float), ref["lambda_n"].to_numpy(float), rtol=1e-5)
+    assert "dynamic-NTK RoPE at n_eval = 800 = 1.56 x the training window 512" in sections.section(
+        out["paths"]["config"].parent).notes[0]
+    # the plain reading refuses the same grid, naming the way past the context
+    with pytest.raises(RunError, match="context is 512.*--rope dynamic"):
+        temperature.documents(model, tok, dataclasses.replace(cfg, rope="plain"))

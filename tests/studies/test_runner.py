@@ -10,7 +10,7 @@ import pytest
 from attnlab import studies
 from attnlab.cli import main
 from attnlab.report.sections import MDE, Figure, Finding, Null, Section, Table
-from attnlab.studies import StudyConfig, StudyError
+from attnlab.studies import StudyConfig, StudyError, runner
 
 from checkpoints import save_checkpoint
 
@@ -229,6 +229,10 @@ def test_demo_command_runs_studies_and_writes_the_report(tmp_path, capsys):
     assert main(["report", str(tmp_path / "rowmaps"), str(tmp_path), "--out", str(tmp_path / "two.html")]) == 0
     assert (tmp_path / "two.html").read_text().count("<h2 ") == 2
     assert not list(tmp_path.rglob("*.tmp"))
+    # a study folder holding a table named as a command's marker (concentration writes matched.csv) stays a study
+    (tmp_path / "rowmaps" / "matched.csv").write_text("model\n")
+    assert runner.command_folders(tmp_path) == []
+    assert main(["report", str(tmp_path)]) == 0
 
 
 def test_report_command_errors_are_one_line(tmp_path, capsys):

@@ -220,6 +220,8 @@ def test_every_arm_builds_a_valid_run_and_pairs_share_initialization_and_data():
     assert control.intervention.score_every == arm.intervention.score_every == 0.005 and not control.intervention.active
     demo = spec.BUDGETS["demo"]
     assert demo["steps"] == 600 and demo["eval_every"] == 18 == round(0.03 * demo["steps"])
+    # the GELU pairs are enough for the sign-flip null to fall to 5%: the smallest share of 2^k patterns is 1/2^k
+    assert 0.5 ** demo["seeds"]["gelu"] <= spec.FPR_MAX < 0.5 ** (demo["seeds"]["gelu"] - 1)
 
 
 @pytest.fixture

@@ -30,7 +30,8 @@ TINY = {**st.BUDGETS["smoke"], "context": 32, "layers": 1, "heads": 2, "d_model"
         "train_seeds": 2, "ext_grid": [32, 48, 64], "ext_windows": 1}
 GRID = [16, 32, 64, 128, 192, 256]
 EXT_GRID = [256, 384, 512, 768, 1024]
-REAL_TINY = {"n": [16, 32, 64], "docs": 2, "n_boot": 20}
+REAL_TINY = {"ratio": 1.25, "fractions": [0.25, 0.5, 0.75, 1.0], "docs": 2, "n_boot": 20, "max_tokens": None}
+REAL_CONTEXT = 64  # the tiny checkpoint's window: the real part reads it at n_eval = 80, past it
 JITTER = (-0.02, 0.0, 0.02)  # per training seed, so intervals over seeds have width
 UNTRAINED = {"xi_alpha": -0.4, "xi_delta": -0.1, "beta_xi": None, "best_xi": 1.0}  # xi_Lambda 0.7, flat beta
 
@@ -277,7 +278,7 @@ def test_sweep_model_scales_the_logits_only_past_the_training_window():
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     """The study with --model on a tiny save_pretrained checkpoint, n-grid and budget."""
-    checkpoint = save_checkpoint(tmp_path_factory.mktemp("ckpt"))
+    checkpoint = save_checkpoint(tmp_path_factory.mktemp("ckpt"), context=REAL_CONTEXT)
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(st.BUDGETS, "smoke", TINY)
         mp.setitem(st.REAL_PLANS, "smoke", REAL_TINY)
@@ -359,12 +360,16 @@ def test_real_part_end_to_end_matches_the_temperature_command_and_resummarizes_i
     folder, section = tiny_run
     real = folder / st.REAL
     rows = pd.read_parquet(real / st.REAL_ROWS)
-    assert sorted(set(rows["n_keys"])) == REAL_TINY["n"] and (rows["query"] + 1 == rows["n_keys"]).all()
-    assert len(rows) == REAL_TINY["docs"] * 2 * 4 * len(REAL_TINY["n"])  # docs x layers x heads x n
+    assert sorted(set(rows["n_keys"])) == [20, 40, 60, 80] and (rows["query"] + 1 == rows["n_keys"]).all()
+    assert len(rows) == REAL_TINY["docs"] * 2 * 4 * 4  # docs x layers x heads x n
+    config = json.loads((real / "config.json").read_text())
+    assert (config["rope"], config["n_train"], config["suite"]) == ("dynamic", REAL_CONTEXT, "novel")
+    assert json.loads((real / "elapsed.json").read_text())["seconds"] > 0
     assert {"real_per_n", "real_exponents"} <= {t.stem for t in section.tables}
     assert (folder / "real_lambda.png").stat().st_size > 0 and (folder / "real_lambda.svg").is_file()
     finding = section.findings[-1]
-    assert "pretrained" in finding.claim and finding.verdict == "not checked" and "inside" in finding.reason
+    assert "pretrained" in finding.claim and "1.25 x the training window 64: past it" in finding.evidence
+    assert finding.verdict == "not reproduced" and "[0.993, 1.648]" in finding.evidence  # a random model
     # the study's numbers, recomputed from the row table, are the temperature command's own
     pd.testing.assert_frame_equal(pd.read_csv(folder / "real_per_n.csv"), pd.read_csv(real / "temperature.csv"))
     ours = pd.read_csv(folder / "real_exponents.csv").set_index("exponent")
@@ -379,17 +384,19 @@ def test_real_part_end_to_end_matches_the_temperature_command_and_resummarizes_i
     assert {t.stem: (folder / f"{t.stem}.csv").read_text() for t in again.tables} == tables
 
 
-def _hand_real(folder: Path, *, xi_lambda: float, spread: float = 0.05, window: int | None = None) -> None:
+def _hand_real(folder: Path, *, xi_lambda: float, spread: float = 0.05, window: int | None = None,
+               past: bool = False) -> None:
     """folder/real as the temperature command writes it, with Lambda_n = c_u (log n)^(xi_lambda + o_u) per unit
     u = (layer, head), the offsets o_u in (spread, 0, -spread) over each layer's heads (so xi_hat_Lambda =
     xi_lambda, over all layers or one); with ``window``, layer 0 sees at most ``window`` keys, as a
-    sliding-window layer does."""
+    sliding-window layer does; with ``past``, the rows are read under dynamic NTK past a 1024-token window."""
     real = folder / st.REAL
     real.mkdir()
     grid = [128, 256, 512, 1024, 2048]
+    reading = {"rope": "dynamic", "n_train": 1024} if past else {}
     io.write_json(real / "config.json", {"model": "hand", "model_type": "llama", "layers": 2, "heads": 3,
                                          "documents": 2, "n": grid, "n_boot": 50, "seed": 0, "device": "cpu",
-                                         "dtype": "float32"})
+                                         "dtype": "float32", **reading})
     rows = []
     for layer in range(2):
         for head in range(3):
@@ -420,6 +427,24 @@ def test_real_finding_is_not_checked_inside_the_window_and_its_iid_null_fails(tm
         assert f"xi_hat_Lambda = {xi_lambda:.3f} [" in finding.evidence
     null = st.iid_real(pd.read_parquet(folder / st.REAL / st.REAL_ROWS).query("status == 'active'"), 0, 50)
     assert null["lo"] < 1  # it fails the rule (few rows here, so its interval is wide)
+
+
+@pytest.mark.parametrize(("xi_lambda", "verdict"), [(1.8, "reproduced"), (0.4, "not reproduced")])
+def test_real_finding_past_the_window_is_decided_by_the_documents_interval(tmp_path, no_plots, xi_lambda, verdict):
+    folder = _hand_folder(tmp_path / "s", xi_alpha=-0.9, xi_delta=-0.4, beta_xi=0.4, model="hand")
+    _hand_real(folder, xi_lambda=xi_lambda, past=True)
+    finding = st.summarize(folder).findings[-1]
+    assert finding.verdict == verdict and finding.null.passes is False
+    assert "n_eval = 2048, 2 x the training window 1024: past it" in finding.evidence
+
+
+def test_real_reading_rescales_past_the_window_only_where_the_model_and_budget_allow():
+    plan = {"ratio": 1.25, "fractions": [0.25, 0.5, 0.75, 1.0], "max_tokens": 12288}
+    assert st.real_reading(plan, 8192, True) == ("dynamic", [2560, 5120, 7680, 10240])  # SmolLM2
+    assert st.real_reading(plan, 32768, True) == ("plain", [3072, 6144, 9216, 12288])  # Gemma 3: past the budget
+    assert st.real_reading(plan, 8192, False) == ("plain", [2048, 4096, 6144, 8192])  # no plain RoPE to rescale
+    assert st.real_reading(plan, None, True) == ("plain", [3072, 6144, 9216, 12288])  # no window in the config
+    assert st.real_reading({**plan, "max_tokens": None}, 32768, True)[0] == "dynamic"
 
 
 def test_sliding_window_rows_are_named_in_a_note_with_the_full_attention_fit(tmp_path, no_plots):

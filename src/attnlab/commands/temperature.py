@@ -3,7 +3,9 @@ Karakida 2026 §4.5).
 
 As Hayase & Karakida 2026 App. G.1 acquires rows: one forward per document of max(n) tokens, and per document, layer
 and head one score row at each context length n of the grid, the query at position n - 1 (which sees n
-keys). Each row gives the contact triple (Lambda_n, alpha_n, Delta_n) of Definitions 4.3 to 4.5 at
+keys). With ``--rope dynamic`` the forward runs under dynamic-NTK RoPE at n_eval = max(n), the base rescaled once
+for the window and held fixed inside it (App. A.2), so the grid may pass the model's training window as App. G.1
+reads Qwen (n = n_eval x {1/4, 1/2, 3/4, 1}, one fit per n_eval). Each row gives the contact triple (Lambda_n, alpha_n, Delta_n) of Definitions 4.3 to 4.5 at
 tolerance eps. Per n the table gives the bucket means of log Lambda_n, log alpha_n and log Delta_n over
 non-tied rows (exact ties, log10 Lambda_n > 5, are excluded and counted); xi_hat_X is the OLS slope of
 those bucket means on log log n, with half the IQR of B bootstrap resamples over (layer, head) (§4.5.1),
@@ -12,6 +14,7 @@ and Cor. 4.9's identity xi_Lambda = xi_alpha - xi_Delta + 1 is checked on the th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from dataclasses import asdict, dataclass
@@ -32,13 +35,19 @@ from .runs import (CheckpointRun, RunError, check_count, context_length, load, r
 from .sections import register
 
 TEXT = "text"
+NOVEL = "novel"
+ROPES = ("plain", "dynamic")
 TRIPLE = {"Lambda": "lambda_n", "alpha": "alpha_n", "Delta": "contact_gap"}
 
 
 @dataclass(frozen=True, kw_only=True)
 class TemperatureConfig(CheckpointRun):
     n: tuple[int, ...] = option((128, 256, 512, 1024), "context lengths of the grid", metavar="N")
-    suite: str = option(TEXT, "text (generated, or --text FILE) or a suite with exact lengths (induction, copying)")
+    suite: str = option(TEXT, "text (generated, or --text FILE), novel (the bundled public-domain novel, cut into "
+                              "documents) or a suite with exact lengths (induction, copying)")
+    rope: str = option("plain", "plain (the model's own RoPE; n within its context) or dynamic (dynamic-NTK RoPE at "
+                                "n_eval = max(n), Hayase & Karakida 2026 App. A.2: n may pass the context)",
+                       choices=ROPES)
     text: str | None = option(None, "UTF-8 text file cut into documents of max(n) tokens", metavar="FILE")
     docs: int = option(4, "documents", metavar="N")
     eps: float = option(1e-6, "tolerance of the contact gap", type=options.finite)
@@ -55,15 +64,20 @@ class TemperatureConfig(CheckpointRun):
             raise RunError(f"--eps must be a finite number >= 0, got {self.eps!r}")
         if self.text is not None and self.suite != TEXT:
             raise RunError("--text gives the documents of --suite text; drop one of them")
+        if self.rope not in ROPES:
+            raise RunError(f"--rope takes one of {', '.join(ROPES)}, got {self.rope!r}")
 
 
 def documents(model, tokenizer, cfg: TemperatureConfig) -> list[tuple[int, ...]]:
-    """``cfg.docs`` token sequences of max(n) tokens: windows of the --text file, generated text
-    (one seed per document), or prompts of a registered suite built at that length."""
+    """``cfg.docs`` token sequences of max(n) tokens: windows of the --text file or of the bundled novel,
+    generated text (one seed per document), or prompts of a registered suite built at that length."""
     need = max(cfg.n)
     limit = context_length(model)
-    if limit is not None and need > limit:
-        raise RunError(f"--n reaches {need} tokens but the model's context is {limit}; lower --n")
+    if cfg.rope == "plain" and limit is not None and need > limit:
+        raise RunError(f"--n reaches {need} tokens but the model's context is {limit}; lower --n, or pass --rope "
+                       "dynamic to read past the context under dynamic-NTK RoPE")
+    if cfg.suite == NOVEL:
+        return token_windows(tokenizer, need, cfg.docs, seed=cfg.seed, bos=cfg.bos, text=tasks.novel_path())
     if cfg.suite != TEXT:
         prompts = suite_prompts(model, tokenizer, cfg.suite, cfg.docs, seed=cfg.seed, length=need, bos=cfg.bos)
         short = min(len(p.input_ids) for p in prompts)
@@ -141,9 +155,15 @@ def run(cfg: TemperatureConfig, out: str | Path, *, progress: bool = True, overw
     docs = documents(model, tokenizer, cfg)
     queries = tuple(sorted(n - 1 for n in cfg.n))
     n_layers, n_heads = hooks.num_heads(model)
+    n_train = context_length(model)
+    if cfg.rope == "dynamic" and n_train is None:
+        raise RunError("--rope dynamic rescales RoPE past the training window, and the model's config has no "
+                       "max_position_embeddings to give it")
     config = {**asdict(cfg), "layers": n_layers, "heads": n_heads, "model_type": model.config.model_type,
-              "documents": len(docs)}
-    with staged_output(out) as stage:
+              "documents": len(docs), "n_train": n_train}
+    positions = (hooks.dynamic_ntk(model, n_train, max(cfg.n)) if cfg.rope == "dynamic"
+                 else contextlib.nullcontext())
+    with staged_output(out) as stage, positions:
         readings = [Reading(ids, queries) for ids in docs]
         paths = read_rows(model, readings, {"contact": RowOptions.make(p=2, eps=cfg.eps)}, stage, config=config,
                           device=cfg.device, block=cfg.block, desc="temperature", progress=progress)
@@ -184,4 +204,14 @@ def report_section(folder: Path, config: dict) -> Section:
                 Table("temperature", "Per n: rows, exact ties, and the bucket means of log Lambda_n, log alpha_n "
                                      "and log Delta_n over the non-tied rows.")),
         notes=(f"{config['documents']} documents; per layer and head ({config['layers']} x {config['heads']}) the "
-               f"query at n - 1 for n = {config['n']}.", cor49_note(config)))
+               f"query at n - 1 for n = {config['n']}; {positions_words(config)}.", cor49_note(config)))
+
+
+def positions_words(config: dict) -> str:
+    """How the forward placed its tokens: the model's own RoPE, or dynamic NTK at n_eval = max(n) against the
+    training window (folders written before --rope existed read plain)."""
+    if config.get("rope", "plain") == "plain":
+        return "the model's own positions"
+    n_eval, n_train = max(config["n"]), config["n_train"]
+    return (f"dynamic-NTK RoPE at n_eval = {n_eval} = {n_eval / n_train:.3g} x the training window {n_train} "
+            "(Hayase & Karakida 2026 App. A.2)")

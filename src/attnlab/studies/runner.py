@@ -282,14 +282,17 @@ def comparisons(folders: list[Path], into: Path) -> list[tuple[Section, Path]]:
 
 def command_folders(path: str | Path) -> list[Path]:
     """The folders of checkpoint commands (audit, lengths, substitute, ...) a path names: itself if
-    it is one, else its subfolders that are, by name."""
+    it is one, else its subfolders that are, by name. A study folder is never one, though it may hold a
+    command's marker file (a study that reads a checkpoint writes tables of the same names)."""
     from ..commands.sections import command_of
 
+    def command(folder: Path) -> bool:
+        return not _is_study(folder) and command_of(folder) is not None
+
     path = Path(path)
-    if command_of(path) is not None:
+    if command(path):
         return [path]
-    return [sub for sub in sorted(path.iterdir()) if sub.is_dir() and command_of(sub) is not None] \
-        if path.is_dir() else []
+    return [sub for sub in sorted(path.iterdir()) if sub.is_dir() and command(sub)] if path.is_dir() else []
 
 
 def report(paths: list[str | Path], out: str | Path, title: str = "attnlab report") -> Path:

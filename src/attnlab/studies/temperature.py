@@ -27,9 +27,11 @@ pretrained checkpoint:
 (d) §3 and App. A.2: the inference-time multiplier m(n; xi) = max(1, log n / log n_train)^xi (the
     ``logn_xi*_n*`` row maps) on top of the trained beta_n, at window lengths n_eval beyond training,
     scored by back-half sliding-window perplexity.
-(e) With ``--model``, §4.5.1 on a pretrained checkpoint: ``attnlab temperature`` reads the model's own
-    score rows at n = 2^7 .. 2^11 on generated documents; xi_hat_Lambda with its 95% interval over documents,
-    against i.i.d. rows; not checked while the rows lie inside the model's window (Table 2 reads Qwen past it).
+(e) With ``--model``, §4.5.1 on a pretrained checkpoint as App. G.1 reads Qwen: ``attnlab temperature`` reads the
+    model's own score rows at n = n_eval x {1/4, 1/2, 3/4, 1} under dynamic-NTK RoPE at an n_eval past its training
+    window (``REAL_PLANS``), on windows of the bundled public-domain novel; xi_hat_Lambda with its 95% interval over
+    documents, against i.i.d. rows; not checked when the rows stay inside the window (no RoPE to rescale, or a
+    window longer than the budget reads).
 
 The findings (Hayase & Karakida 2026 §4.5.2, Table 2), each a rule fixed below (SIDE_RULE, AGREE_RULE,
 PPL_RULE, REAL_RULE) run on the trained decoder and on its null: xi_hat_Lambda and xi_hat_beta both below 1
@@ -57,6 +59,7 @@ import pandas as pd
 
 from .. import io
 from ..commands import temperature
+from ..commands.runs import context_length, load
 from ..commands.temperature import TRIPLE, per_n
 from ..commands.xi_sweep import parabola_min
 from ..diagnostics.stats import UNREADABLE, check_cor49, exponent, paired_interval, tie_mask
@@ -102,12 +105,16 @@ BUDGETS: dict[str, dict[str, Any]] = {
 }
 
 
-# The pretrained-checkpoint part (e): the n-grid 2^7 .. 2^11 and B = 200 (§4.5.1). smoke: four documents
-# (the temperature command's default): SmolLM2-135M (30 x 9 heads) reads a 2048-token document in about 26 s
-# on a quiet CPU core, 40-50 s on two busy ones; full: sixteen, more than the 4 + 5 per Qwen cell of App. G.1.
+# The pretrained-checkpoint part (e), read as App. G.1 reads Qwen: one forward of n_eval tokens per document under
+# dynamic-NTK RoPE (App. A.2), rows at n = n_eval x {1/4, 1/2, 3/4, 1}, one fit per n_eval, B = 200 (§4.5.1), on
+# windows of the bundled novel (public-domain prose, as PG-19 is). Table 2 reads n_eval = 2 and 4 x n_train. smoke:
+# n_eval = 1.25 x n_train, the longest the CPU allows here: SmolLM2-135M (n_train 8192) reads one 8192-token document
+# in 107 s and one of 10240 in about 160 s on two CPU cores, so four documents take about 11 minutes; a model whose
+# n_eval would pass max_tokens (Gemma 3's 32768 window) is read at max_tokens inside its window instead, and says so.
+# full: 2 x n_train and as many documents as the novel holds, up to the 4 + 5 per Qwen cell of App. G.1.
 REAL_PLANS: dict[str, dict[str, Any]] = {
-    "smoke": {"n": [128, 256, 512, 1024, 2048], "docs": 4, "n_boot": 200},
-    "full": {"n": [128, 256, 512, 1024, 2048], "docs": 16, "n_boot": 200},
+    "smoke": {"ratio": 1.25, "fractions": [0.25, 0.5, 0.75, 1.0], "docs": 4, "n_boot": 200, "max_tokens": 12288},
+    "full": {"ratio": 2.0, "fractions": [0.25, 0.5, 0.75, 1.0], "docs": 9, "n_boot": 200, "max_tokens": None},
 }
 
 
@@ -216,20 +223,48 @@ def sweep_model(trained, xi: float):
     return model.to(next(trained.parameters()).device)
 
 
+def real_reading(plan: dict[str, Any], n_train: int | None, rope_ok: bool) -> tuple[str, list[int]]:
+    """(rope, n-grid) of the real part: dynamic NTK at n_eval = ratio x n_train where the model has plain RoPE, a
+    training window and n_eval within the budget's max_tokens; else the model's own positions at n_eval =
+    min(n_train, max_tokens), inside the window, where the finding is not checked."""
+    cap = plan["max_tokens"] or math.inf
+    n_eval = round(plan["ratio"] * n_train) if n_train else None
+    if n_eval is not None and rope_ok and n_eval <= cap:
+        rope = "dynamic"
+    else:
+        rope, n_eval = "plain", int(min(n_train or cap, cap))
+    return rope, [max(2, round(f * n_eval)) for f in plan["fractions"]]
+
+
 def compute_real(cfg: StudyConfig, folder: Path, progress: bool) -> None:
-    """(e): ``attnlab temperature`` on ``cfg.model`` into folder/real, unless its config.json (written
-    last) says it is done."""
+    """(e): ``attnlab temperature`` on ``cfg.model`` into folder/real (``real_reading``), unless its config.json
+    (written last) says it is done; the seconds it took go in real/elapsed.json."""
+    import time
+
     import torch
+
+    from ..hooks import UnsupportedModel, rope_tables
 
     out = folder / REAL
     if (out / "config.json").is_file():
         return
     plan = REAL_PLANS[cfg.budget]
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    model, _ = load(cfg.model, device, "float32")
+    try:
+        rope_tables(model)
+        rope_ok = True
+    except UnsupportedModel:
+        rope_ok = False
+    rope, grid = real_reading(plan, context_length(model), rope_ok)
+    del model
     # float32 on a GPU too: bfloat16 scores tie competitors that float32 tells apart, and ties are dropped
-    run = temperature.TemperatureConfig(model=cfg.model, n=tuple(plan["n"]), docs=plan["docs"],
-                                        n_boot=plan["n_boot"], seed=cfg.seed, device=device, dtype="float32")
+    run = temperature.TemperatureConfig(model=cfg.model, n=tuple(grid), suite=temperature.NOVEL, rope=rope,
+                                        docs=plan["docs"], n_boot=plan["n_boot"], seed=cfg.seed, device=device,
+                                        dtype="float32")
+    start = time.perf_counter()
     temperature.run(run, out, progress=progress)
+    io.write_json(out / "elapsed.json", {"seconds": time.perf_counter() - start, "device": device})
 
 
 def run_name(k: int) -> str:
@@ -498,11 +533,46 @@ def windowed_note(rows: pd.DataFrame, n_boot: int, seed: int) -> str | None:
                     f"n, xi_hat_Lambda = {fit['xi_hat']:.3f} (half-IQR {fit['half_iqr']:.3f}).")
 
 
+def reached(config: dict) -> dict[str, Any]:
+    """Where the real part's rows lie against the checkpoint's training window: past (dynamic NTK at an n_eval
+    beyond it, the regime of Table 2) or not, in words. Folders written before the command took --rope read
+    inside the window."""
+    n_eval, n_train = max(config["n"]), config.get("n_train")
+    window = f"n_train = {n_train}" if n_train else "no window in its config"
+    if config.get("rope", "plain") == "dynamic" and n_train and n_eval > n_train:
+        return {"past": True, "window": window,
+                "words": f"The rows are read under dynamic-NTK RoPE at n_eval = {n_eval}, {n_eval / n_train:.3g} x "
+                         f"the training window {n_train}: past it, the regime of Table 2, at a shorter reach than "
+                         "Table 2's 2 and 4 x."}
+    return {"past": False, "window": window,
+            "words": f"The rows are read with the model's own positions up to n = {n_eval}, inside its training "
+                     f"window ({window}); no row past it is read."}
+
+
+def source_words(config: dict) -> str:
+    """Where the real part's documents come from, in words."""
+    if config.get("suite") == temperature.NOVEL:
+        return ("consecutive windows of the bundled novel, Austen's Pride and Prejudice, chapters I-L: "
+                "public-domain long-form prose, as PG-19's books are")
+    if config.get("text"):
+        return f"windows of {config['text']}"
+    return "generated text (tasks.generic_text sentences), not PG-19 or Proof-Pile-2"
+
+
+def elapsed_words(folder: Path) -> str:
+    """', taking M minutes' from real/elapsed.json, or nothing when the folder has no record of it."""
+    path = folder / REAL / "elapsed.json"
+    if not path.is_file():
+        return ""
+    took = json.loads(path.read_text())
+    return f", {took['seconds'] / 60:.1f} minutes in all"
+
+
 def missing_real_note(cfg: StudyConfig, folder: Path) -> str:
     """Why the folder has no real-model section, and the command that adds one."""
     if cfg.model is None:
         return ("The real-model section (Hayase & Karakida §4.5.1 on a pretrained checkpoint: xi_hat_Lambda from the "
-                "model's own score rows at n = 2^7 .. 2^11) was not run, for want of --model. Run `attnlab fetch "
+                "model's own score rows past its training window) was not run, for want of --model. Run `attnlab fetch "
                 "smollm2`, then `attnlab study temperature --model smollm2 --out NEW_FOLDER` (a new folder: this "
                 "one belongs to its own command, and the trained part runs again there).")
     return (f"The real-model section on {cfg.model} has not finished (no {REAL}/config.json); rerun "
@@ -533,6 +603,7 @@ def real_part(cfg: StudyConfig, folder: Path) -> tuple[list[Finding], list[Table
     claim = ("on a pretrained checkpoint, xi_hat_Lambda read off the model's own score rows lies above 1 (Hayase & "
              "Karakida §4.5.2, Table 2: all four pretrained Qwen-7B-Chat cells give 1.74 to 2.33, read past the "
              "training window under dynamic NTK)")
+    reach = reached(config)
     finding = decide(
         claim, rule=REAL_RULE, holds=bool(lo > 1) if math.isfinite(lo) else None,
         null=Null("i.i.d. N(0, 1) rows with the model's count of rows at each n", bool(null["lo"] > 1),
@@ -540,17 +611,19 @@ def real_part(cfg: StudyConfig, folder: Path) -> tuple[list[Finding], list[Table
         mde=MDE((hi - lo) / 2 if math.isfinite(hi - lo) else None, REAL_EFFECT, "in xi",
                 "the half-width of the 95% interval over documents, against the distance of Table 2's nearest "
                 "pretrained cell above 1"),
-        evidence=evidence,
-        precondition=(f"the rows are read at n = {min(grid)} .. {max(grid)}, inside {config['model']}'s context "
-                      "window (the temperature command reads no n past it and applies no dynamic NTK), where Table 2 "
-                      "reads Qwen at 2-4x past its training window: the regime of the claim is not reached"))
+        evidence=f"{evidence} {reach['words']}",
+        precondition=None if reach["past"] else (
+            f"the rows are read at n = {min(grid)} .. {max(grid)}, inside {config['model']}'s training window "
+            f"({reach['window']}), where Table 2 reads Qwen at 2-4x past its window under dynamic NTK: the regime "
+            "of the claim is not reached"))
     tie_pct = 100 * float(tie_mask(rows["lambda_n"]).mean())
-    notes = [f"Real-model section: `attnlab temperature` on {model}, {config['documents']} generated documents "
-             f"(tasks.generic_text sentences, not PG-19 or Proof-Pile-2) of {max(grid)} tokens, one {config['dtype']} "
-             f"forward each on {config['device']}; per layer, head and n = {grid} the query at n - 1; "
-             f"{tie_pct:.1f}% exact ties excluded. These n lie inside the checkpoint's context window, while "
-             "Table 2's Qwen cells are read at n up to 16384 and 32768, past Qwen-7B-Chat's n_train = 8192 under "
-             "dynamic NTK: the finding is not checked until rows past the window are read."]
+    notes = [f"Real-model section: `attnlab temperature` on {model}, {config['documents']} documents of "
+             f"{max(grid)} tokens ({source_words(config)}), one {config['dtype']} forward each on "
+             f"{config['device']}{elapsed_words(folder)}; per layer, head and n = {grid} the query at n - 1; "
+             f"{tie_pct:.1f}% exact ties excluded. {reach['words']} Table 2's Qwen cells are read at n_eval = 16384 "
+             "and 32768, 2 and 4 x Qwen-7B-Chat's n_train = 8192, with rows at n_eval x {1/4, 1/2, 3/4, 1} and "
+             "one fit per n_eval (App. G.1), pooled there over seven multiplier exponents xi_0 of the upstream "
+             "pass; these rows come from the unmodified forward alone (xi_0 = 0)."]
     windowed = windowed_note(rows, config["n_boot"], config["seed"])
     if windowed:
         notes.append(windowed)

@@ -14,10 +14,10 @@ from .synthetic import (
     TASKS, Task, TaskBatch, TaskError, TaskStream, VectorBatch, exact_match, get_task, register, scored_accuracy,
     show, trigger_mask,
 )
-from .text import CUE_WORDS, generic_text
+from .text import CUE_WORDS, generic_text, novel_path
 
 __all__ = [
     "CUE_WORDS", "SUITES", "TASKS", "Prompt", "Suite", "SuiteError", "Task", "TaskBatch", "TaskError", "TaskStream",
     "VectorBatch", "answer_correct", "answer_keys", "build_suite", "decoy_hit", "exact_match", "generic_text",
-    "get_task", "max_new_tokens", "register", "scored_accuracy", "show", "trigger_mask",
+    "get_task", "max_new_tokens", "novel_path", "register", "scored_accuracy", "show", "trigger_mask",
 ]

@@ -41,6 +41,17 @@ _TEMPLATES = (
 )
 
 
+# Chapters I to L of Jane Austen, Pride and Prejudice (1813; public domain), from Project Gutenberg eBook #1342:
+# illustrations, their captions and italics marks removed, quotes and dashes set as ASCII, one paragraph a line.
+# Real long-form prose for reading a checkpoint past its window (about 130k tokens of Llama-style BPE).
+NOVEL = "pride_and_prejudice.txt"
+
+
+def novel_path() -> str:
+    """The path of the bundled novel (``NOVEL``), a UTF-8 text file."""
+    return str(resources.files("attnlab.tasks").joinpath("words", NOVEL))
+
+
 def bundled(name: str) -> str:
     """The text of a data file shipped in ``words/``."""
     # importlib.resources reads the files from an installed wheel as well as from a source checkout.
