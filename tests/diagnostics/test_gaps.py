@@ -415,3 +415,12 @@ def test_row_stats_carries_gap_columns():
     assert "lambda_resolved" not in df.columns and "lambda_resolved" in row_stats(z, r="auto").columns
     ref = _stats(z.reshape(12, 20).double())
     assert np.allclose(df["lambda_n"].to_numpy(), ref["lambda_n"].numpy())
+
+
+@pytest.mark.parametrize("n", [511, 512, 4096])
+@pytest.mark.parametrize("fill,status", [(-math.inf, "empty"), (math.nan, "nan"), (math.inf, "inf")])
+def test_a_block_of_only_unreadable_rows_gets_its_status_at_every_width(n, fill, status):
+    """Padded query rows: a batch whose rows are all empty, NaN or +inf has nothing to bin, on either side of the
+    dense/binned switch at 512 keys."""
+    stats = row_stats(torch.full((3, n), fill), p=2)
+    assert stats["status"].tolist() == [status] * 3 and stats["lambda_n"].isna().all()

@@ -263,3 +263,31 @@ def test_entmax_float32_gradient_close_to_closed_form(alpha):
 def test_sort_method_rejected_for_other_alphas():
     with pytest.raises(ValueError, match="sort"):
         rowmaps.get("entmax_a1.25", method="sort")
+
+
+def _decimal_entmax(z: list[float], alpha: float) -> list[float]:
+    """alpha-entmax of one row by 400 halvings of the threshold bracket at 80 significant digits (decimal), far
+    below float64's resolution of the threshold."""
+    from decimal import Decimal, localcontext
+
+    with localcontext() as ctx:
+        ctx.prec = 80
+        k, top = Decimal(1) / (Decimal(alpha) - 1), max(z)
+        x = [(Decimal(alpha) - 1) * (Decimal(v) - Decimal(top)) for v in z]
+        lo, hi = Decimal(-1), Decimal(0)
+        for _ in range(400):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if sum((v - mid) ** k for v in x if v > mid) > 1 else (lo, mid)
+        return [float((v - lo) ** k) if v > lo else 0.0 for v in x]
+
+
+def test_entmax_at_the_largest_alpha_resolves_keys_at_the_threshold():
+    """At alpha = 4, the bound: a second key placed just inside the first key's support edge, where the
+    threshold's float64 rounding matters most, still gets its weight to 1e-8 (theory: at most (2^-53)^(1/3))."""
+    rm = rowmaps.get("entmax_a4")
+    worst = 0.0
+    for c in np.linspace(0.9, 1.0, 41) / 3:
+        z = [0.0, -float(c)]
+        got = rm(torch.tensor([z], dtype=torch.float64))[0].numpy()
+        worst = max(worst, float(np.abs(got - _decimal_entmax(z, 4.0)).max()))
+    assert worst < 1e-8, worst

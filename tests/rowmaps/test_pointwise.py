@@ -316,3 +316,26 @@ def test_relu_power_gradient_closed_form():
             dr = np.where(r > 0, p / np.where(r > 0, r, 1.0), 0.0)
             expected = (np.diag(y) - np.outer(y, y)) * dr[None, :]
             assert np.abs(jac - expected).max() < 1e-10, (p, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("p", [2, 3])
+def test_relu_power_backward_at_subnormal_rows_keeps_zero_weight_keys_at_zero(dtype, p):
+    """A row whose largest r is subnormal makes p / r_max overflow; a key of zero weight still gets gradient 0
+    (not 0 * inf = NaN), and a weighted key the closed form's value, inf only where that overflows the dtype."""
+    tiny = torch.finfo(dtype).tiny
+    z = torch.tensor([[0.5, -0.5, 0.25]], dtype=torch.float64) * tiny / 4  # subnormal scores
+    x = z.to(dtype).requires_grad_(True)
+    y = rowmaps.get(f"relu_p{p}_b0")(x)
+    y[0, 0].backward()
+    g = x.grad[0]
+    assert g[1] == 0 and not g.isnan().any()
+    # d y_0 / d z_j = (p / r_j) y_j (delta_0j - y_0) on the weighted keys j = 0, 2, in float64
+    r = np64(x.detach())[0]
+    q = r.clip(0) / r.max()  # r^p itself underflows
+    w = q ** p / (q ** p).sum()
+    with np.errstate(over="ignore"):  # divided last: where the value itself overflows, inf
+        ref = np.array([p * w[0] * (1 - w[0]) / r[0], 0.0, -p * w[2] * w[0] / r[2]])
+    big = np.abs(ref) > torch.finfo(dtype).max
+    assert torch.isinf(g[torch.from_numpy(big)]).all()
+    np.testing.assert_allclose(g.double().numpy()[~big], ref[~big], rtol=1e-5)

@@ -53,7 +53,7 @@ def gap_stats(zm: torch.Tensor, n_keys: torch.Tensor, *, eps: float = 1e-6,
     """
     res = None if r is None else resolution(n_keys, r)
     g = zm.amax(-1, keepdim=True) - zm
-    if zm.shape[-1] < DENSE_BELOW:
+    if zm.shape[-1] < DENSE_BELOW or not zm.shape[0]:  # no rows left (all empty, NaN or +inf): nothing to bin
         gs = g.sort(-1).values
         return _from_sorted(gs, counts(gs), n_keys, eps, res)
     return _from_sorted(*_binned_candidates(g, eps, res), n_keys, eps, res)

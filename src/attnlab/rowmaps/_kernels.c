@@ -259,7 +259,9 @@ ENTMAX_KERNELS(double, entmax_f64)
         }                                                                                                 \
     }                                                                                                     \
                                                                                                           \
-    /* dz = (p / r_max) y (dy - <dy, y>) / max(q, floor), per row (r_max one number per row). */          \
+    /* dz = (p / r_max) y (dy - <dy, y>) / max(q, floor), per row (r_max one number per row). A subnormal  \
+     * r_max can make p / r_max overflow: such a row divides by r_max last instead, so a zero-weight key   \
+     * keeps dz = 0 (not 0 * inf = NaN) and a weighted one overflows only where its own value does. */     \
     void NAME##_backward(const T *y, const T *q, const T *rmax, const T *dy, T *dz, int64_t rows,         \
                          int64_t n, double p, double floor, int threads) {                                \
         _Pragma("omp parallel for schedule(static) num_threads(threads)")                                 \
@@ -268,6 +270,11 @@ ENTMAX_KERNELS(double, entmax_f64)
             T *out = dz + row * n;                                                                        \
             const double dot = DOT(gr, yr, n);                                                            \
             const T c = (T)dot, scale = (T)(p / (double)rmax[row]), tf = (T)floor;                        \
+            if (isinf(scale)) {                                                                           \
+                for (int64_t i = 0; i < n; i++)                                                           \
+                    out[i] = (gr[i] - c) * yr[i] / (qr[i] > tf ? qr[i] : tf) * (T)p / rmax[row];          \
+                continue;                                                                                 \
+            }                                                                                             \
             _Pragma("omp simd")                                                                           \
             for (int64_t i = 0; i < n; i++) out[i] = (gr[i] - c) * yr[i] / (qr[i] > tf ? qr[i] : tf) * scale; \
         }                                                                                                 \

@@ -78,7 +78,8 @@ class _ReluPower(torch.autograd.Function):
         if fused is not None:
             return fused.relu_power_backward(y, q, rmax, dy, ctx.p, ctx.floor), None, None, None
         c = (dy * y).sum(-1, keepdim=True)
-        dz = (dy - c).mul_(y).div_(q.clamp_min(ctx.floor)).mul_(ctx.p / rmax)
+        # divided by r_max last: a subnormal r_max would make p / r_max inf, and 0 * inf a NaN at zero weights
+        dz = (dy - c).mul_(y).div_(q.clamp_min(ctx.floor)).mul_(ctx.p).div_(rmax)
         return dz, None, None, None
 
 

@@ -43,7 +43,7 @@ _TEMPLATES = (
 
 # Chapters I to L of Jane Austen, Pride and Prejudice (1813; public domain), from Project Gutenberg eBook #1342:
 # illustrations, their captions and italics marks removed, quotes and dashes set as ASCII, one paragraph a line.
-# Real long-form prose for reading a checkpoint past its window (about 130k tokens of Llama-style BPE).
+# Real long-form prose for reading a checkpoint past its window (125k tokens of SmolLM2's tokenizer).
 NOVEL = "pride_and_prejudice.txt"
 
 
