@@ -46,6 +46,22 @@ def test_release_replay_recomputes_table_8_from_a_run_s_logged_scores(tmp_path, 
     assert "| raw" in capsys.readouterr().out
     assert main(["release-replay", str(tmp_path / "nothing")]) == 1
     assert "not a run folder" in capsys.readouterr().err
+    # its own earlier table is replaced; a user's file of the same stem is not, unless --overwrite
+    assert main(["release-replay", str(run), "--out", str(tmp_path / "replay")]) == 0
+    (tmp_path / "mine.md").write_text("my notes")
+    assert main(["release-replay", str(run), "--out", str(tmp_path / "mine")]) == 1
+    assert "not a release-replay table" in capsys.readouterr().err and (tmp_path / "mine.md").read_text() == "my notes"
+    assert not (tmp_path / "mine.csv").exists()
+    assert main(["release-replay", str(run), "--out", str(tmp_path / "mine"), "--overwrite"]) == 0
+    # --resume continues a run, never a folder of someone else's files; a new run refuses them too
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "data.txt").write_text("mine")
+    for extra in (["--resume"], []):
+        assert main(["train", str(TINY), *extra, "--out", str(theirs), "--no-progress"]) == 1
+        err = capsys.readouterr().err
+        assert "data.txt" in err and err.count("\n") == 1
+        assert [p.name for p in theirs.iterdir()] == ["data.txt"]
 
 
 def test_prepare_writes_shards_reports_throughput_and_refuses_in_one_line(tmp_path, capsys):

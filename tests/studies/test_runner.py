@@ -9,6 +9,7 @@ import pytest
 
 from attnlab import studies
 from attnlab.cli import main
+from attnlab.report.html import is_ours
 from attnlab.report.sections import MDE, Figure, Finding, Null, Section, Table
 from attnlab.studies import StudyConfig, StudyError, runner
 
@@ -233,6 +234,31 @@ def test_demo_command_runs_studies_and_writes_the_report(tmp_path, capsys):
     (tmp_path / "rowmaps" / "matched.csv").write_text("model\n")
     assert runner.command_folders(tmp_path) == []
     assert main(["report", str(tmp_path)]) == 0
+    # the same demo resumes into its own folder, its page replaced; a user's file at --out is never replaced
+    (tmp_path / "rowmaps" / "matched.csv").unlink()
+    assert main(["demo", "--studies", "rowmaps", "--out", str(tmp_path), "--no-progress"]) == 0
+    mine = tmp_path / "mine.html"
+    mine.write_text("my notes")
+    capsys.readouterr()
+    assert main(["report", str(tmp_path), "--out", str(mine)]) == 1
+    assert "did not write" in capsys.readouterr().err and mine.read_text() == "my notes"
+    assert main(["report", str(tmp_path), "--out", str(mine), "--overwrite"]) == 0
+    assert is_ours(mine)
+
+
+def test_demo_refuses_a_folder_of_other_files_and_a_study_folder(tmp_path, capsys):
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "thesis.tex").write_text("mine")
+    assert main(["demo", "--studies", "rowmaps", "--out", str(theirs), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "thesis.tex" in err and "did not write" in err and "Traceback" not in err
+    assert sorted(p.name for p in theirs.iterdir()) == ["thesis.tex"]
+    assert main(["study", "rowmaps", "--out", str(tmp_path / "one"), "--no-progress"]) == 0
+    before = sorted(p.name for p in (tmp_path / "one").iterdir())
+    assert main(["demo", "--studies", "rowmaps", "--out", str(tmp_path / "one"), "--no-progress"]) == 1
+    assert "folder of one study" in capsys.readouterr().err
+    assert sorted(p.name for p in (tmp_path / "one").iterdir()) == before
 
 
 def test_report_command_errors_are_one_line(tmp_path, capsys):

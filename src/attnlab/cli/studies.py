@@ -72,6 +72,7 @@ class ReportOptions:
                                        metavar="RUN_DIR")
     out: Path | None = option(None, "the HTML file (default: RUN_DIR/index.html when one folder is given)",
                               metavar="FILE")
+    overwrite: bool = option(False, "replace --out even if it is a file attnlab did not write")
 
 
 @command("report", "recompute study sections from their folders and write one HTML page",
@@ -86,7 +87,7 @@ def report(opts: ReportOptions) -> int:
 
     if opts.out is None and len(opts.folders) > 1:
         raise UserError("give --out FILE when reporting on more than one folder")
-    page = studies.report(list(opts.folders), opts.out or opts.folders[0] / "index.html")
+    page = studies.report(list(opts.folders), opts.out or opts.folders[0] / "index.html", overwrite=opts.overwrite)
     print(f"report: {page}")
     return 0
 
@@ -127,8 +128,13 @@ def demo(opts: DemoOptions) -> int:
 
     check_writable(opts.out)
     models = demo_models(opts.models)
+    plan = studies.demo_plan(list(opts.studies or studies.STUDIES), models, opts.out)
+    try:
+        studies.check_demo_folder(opts.out, plan)
+    except studies.StudyError as exc:
+        raise UserError(str(exc)) from None
     started, failed, done = time.monotonic(), [], []
-    for name, model, folder in studies.demo_plan(list(opts.studies or studies.STUDIES), models, opts.out):
+    for name, model, folder in plan:
         try:
             cfg = studies.StudyConfig(study=name, budget=studies.demo_budget(name), seed=opts.seed, model=model)
             done.append((_run_study(cfg, folder, progress=not opts.no_progress), folder))

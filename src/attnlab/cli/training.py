@@ -124,6 +124,23 @@ class ReplayOptions:
     score: str | None = option(None, "raw or excess: the lower-copy score the rules compare (default: the run's "
                                      "intervention.score)", choices=("raw", "excess"))
     out: Path | None = option(None, "also write the table as FILE.csv and FILE.md", metavar="FILE")
+    overwrite: bool = option(False, "replace FILE.csv and FILE.md even if release-replay did not write them")
+
+
+def _check_replay_out(stem: Path, columns: list[str]) -> None:
+    """Refuse FILE.csv / FILE.md unless new or an earlier replay's (its CSV header is the replay table's)."""
+    import csv
+
+    csv_path, md_path = stem.with_suffix(".csv"), stem.with_suffix(".md")
+    try:
+        with open(csv_path, newline="", encoding="utf-8") as table:
+            ours = next(csv.reader(table), None) == columns
+    except (OSError, UnicodeDecodeError):
+        ours = False
+    taken = [str(p) for p in (csv_path, md_path) if p.exists()]
+    if taken and not ours:
+        raise UserError(f"--out: {' and '.join(taken)} exist and are not a release-replay table; pass --overwrite "
+                        "to replace them, or choose another --out")
 
 
 @command("release-replay", "replay the release rule's variants on a run's logged lower-copy scores",
@@ -154,6 +171,8 @@ def release_replay(opts: ReplayOptions) -> int:
     if rule.score == "excess" and chance.isna().all():
         raise UserError(f"{files[1]} has no lower_copy_chance column (logged before attnlab wrote it); use --score raw")
     rows = pd.DataFrame(table8(rule, cfg.train.steps, zip(frame.step, frame.lower_copy, chance)))
+    if opts.out is not None and not opts.overwrite:
+        _check_replay_out(opts.out.with_suffix(""), list(rows.columns))
     print(io.to_markdown(rows))
     if opts.out is not None:
         paths = io.write_table(opts.out.with_suffix(""), rows)

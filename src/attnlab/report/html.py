@@ -18,6 +18,19 @@ import pandas as pd
 
 from .sections import VERDICTS, Finding, Section
 
+# Marks a page as attnlab's, so a rerun may replace it while a user's own file of the same name is refused.
+GENERATOR = '<meta name="generator" content="attnlab">'
+
+
+def is_ours(path: Path) -> bool:
+    """Whether the file at ``path`` is a page attnlab rendered (its head carries ``GENERATOR``)."""
+    try:
+        with open(path, "rb") as page:
+            return GENERATOR.encode() in page.read(1024)
+    except OSError:
+        return False
+
+
 MAX_ROWS = 200  # longer tables are cut in the page (the CSV beside it holds every row)
 
 _STYLE = """
@@ -182,7 +195,7 @@ def render(sections: Sequence[tuple[Section, Path]], title: str = "attnlab repor
                + _summary_table(sections, anchors, lambda f: not f.is_check, "Findings")
                + _summary_table(sections, anchors, lambda f: f.is_check, "Software checks"))
     body = "\n".join(section_html(s, folder, a) for (s, folder), a in zip(sections, anchors))
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{_esc(title)}</title>'
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">{GENERATOR}<title>{_esc(title)}</title>'
             f"<style>{_STYLE}</style></head><body>\n<h1>{_esc(title)}</h1>"
             f'<p class="meta">written {stamp}</p><nav><ul>{toc}</ul></nav>{summary}\n{body}\n'
             f"<script>{_SORT}</script></body></html>\n")

@@ -257,11 +257,57 @@ def study_folders(path: str | Path, *, required: bool = True) -> list[Path]:
     return [sub for _, sub in sorted(found, key=lambda pair: order.index(pair[0]))]
 
 
-def write_page(sections: list[tuple[Section, Path]], out: str | Path, title: str) -> Path:
-    """One HTML page of (section, its folder) pairs, written to ``out``."""
+def write_page(sections: list[tuple[Section, Path]], out: str | Path, title: str, *,
+               overwrite: bool = False) -> Path:
+    """One HTML page of (section, its folder) pairs, written to ``out``: a new file, or a page attnlab wrote
+    before; any other file there is refused (StudyError) unless ``overwrite``."""
     from ..report.html import render
 
+    check_page(out, overwrite)
     return io.write_text(out, render(sections, title))
+
+
+def check_page(out: str | Path, overwrite: bool) -> None:
+    """Refuse (StudyError) a page path that is a folder, or a file attnlab did not render, unless ``overwrite``."""
+    from ..report.html import is_ours
+
+    out = Path(out)
+    if out.is_dir():
+        raise StudyError(f"--out {out} is a folder; give the HTML file to write")
+    if out.exists() and not (overwrite or is_ours(out)):
+        raise StudyError(f"{out} is a file attnlab did not write; pass --overwrite to replace it, or choose "
+                         "another --out")
+
+
+def check_demo_folder(out: str | Path, plan: list[tuple[str, str | None, Path]]) -> None:
+    """Refuse (StudyError) a demo folder that holds anything but what attnlab writes there: the demo's study folders
+    (``demo_plan``), cross-model comparisons (compare_*) and pages attnlab rendered. A new or empty folder passes,
+    and so does an earlier demo's, which the demo resumes."""
+    from ..report.html import is_ours
+
+    out = Path(out)
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise StudyError(f"--out {out} is a file; pass a folder")
+    if _is_study(out):
+        raise StudyError(f"{out} is the folder of one study; the demo writes one folder per study inside its --out: "
+                         "choose another --out")
+    planned = {folder.name for _, _, folder in plan}
+    foreign = []
+    for entry in sorted(out.iterdir()):
+        if entry.name.startswith("."):
+            continue
+        if entry.is_dir() and (entry.name in planned or entry.name.startswith("compare_")) and (
+                _is_study(entry) or entry.name.startswith("compare_") or not any(entry.iterdir())):
+            continue
+        if entry.is_file() and is_ours(entry):  # its page, or another that attnlab report rendered there
+            continue
+        foreign.append(entry.name)
+    if foreign:
+        more = ", ..." if len(foreign) > 4 else ""
+        raise StudyError(f"{out} holds files the demo did not write ({', '.join(foreign[:4])}{more}); choose "
+                         "another --out (a new folder, or an earlier demo's to resume it)")
 
 
 def comparisons(folders: list[Path], into: Path) -> list[tuple[Section, Path]]:
@@ -295,13 +341,15 @@ def command_folders(path: str | Path) -> list[Path]:
     return [sub for sub in sorted(path.iterdir()) if sub.is_dir() and command(sub)] if path.is_dir() else []
 
 
-def report(paths: list[str | Path], out: str | Path, title: str = "attnlab report") -> Path:
+def report(paths: list[str | Path], out: str | Path, title: str = "attnlab report", *,
+           overwrite: bool = False) -> Path:
     """Recompute every section from its folder's files and write one HTML page to ``out``, with the
     cross-folder comparisons (written beside it, in ``compare_<study>/``) first. A path may name study
     folders or the folders of checkpoint commands (``commands.sections``), or a folder holding either."""
     from ..commands.sections import comparisons as command_comparisons
     from ..commands.sections import section as command_section
 
+    check_page(out, overwrite)
     studies, commands = [], []
     for path in map(Path, paths):
         found = [] if _is_study(path) else command_folders(path)  # a study reports its own command folders
@@ -310,4 +358,4 @@ def report(paths: list[str | Path], out: str | Path, title: str = "attnlab repor
     sections = [(summarize(folder), folder) for folder in studies]
     sections += [(command_section(folder), folder) for folder in commands]
     compared = [*comparisons(studies, Path(out).parent), *command_comparisons(commands, Path(out).parent)]
-    return write_page([*compared, *sections], out, title)
+    return write_page([*compared, *sections], out, title, overwrite=overwrite)

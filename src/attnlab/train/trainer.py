@@ -43,6 +43,16 @@ RESUMABLE_CHANGES = {"train.checkpoint_every", "train.keep", "train.tensorboard"
 RUN_FILES = ("config.json", "metrics.jsonl", "train.csv", "eval.csv", "summary.json", ckpt.CHECKPOINTS, "tensorboard")
 
 
+def _is_run(folder: Path) -> bool:
+    """Whether ``folder`` holds a run the trainer started: its config.json, which the trainer writes before the
+    first step, with the data stream it records."""
+    try:
+        written = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(written, dict) and "data_stream" in written
+
+
 def vector_loss(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Mean over positions of the squared l2 error: the training loss of Attention Sinks Essential's vector task
     (App. A)."""
@@ -319,8 +329,19 @@ class Trainer:
         if resume and overwrite:
             raise RunError("--resume continues the run in --out and --overwrite discards it: pass one of them")
         ckpt.remove_stale_saves(self.out)
-        present = [name for name in RUN_FILES if (self.out / name).exists()]
-        if resume or not present:
+        visible = sorted(e.name for e in self.out.iterdir() if not e.name.startswith(".")) if self.out.is_dir() else []
+        present = [name for name in RUN_FILES if name in visible]
+        foreign = [name for name in visible if name not in RUN_FILES]
+        if resume:
+            if visible and not _is_run(self.out):
+                raise RunError(f"--resume: {self.out} holds no attnlab run to continue ({', '.join(visible[:4])}"
+                               f"{', ...' if len(visible) > 4 else ''}); choose the run's folder, or a new --out")
+            return
+        if foreign and not present and not overwrite:
+            raise RunError(f"{self.out} holds files train did not write ({', '.join(foreign[:4])}"
+                           f"{', ...' if len(foreign) > 4 else ''}); pass --overwrite to write beside them, or choose "
+                           "another --out")
+        if not present:
             return
         if not overwrite:
             found = ckpt.latest_checkpoint(self.out)
