@@ -95,6 +95,38 @@ def positive(text: str) -> float:
     return _within(text, float, lambda v: 0 < v < math.inf, "a finite number > 0")  # NaN fails both
 
 
+# The largest value a number option takes, by field name: far past any real use (the papers' full budgets
+# included), and below what would exhaust memory or run for days, so that a mistyped 1e23 is refused in one line
+# naming the bound instead of running until it is killed.
+TOKENS_MAX = 2**20  # context lengths, in tokens
+UPPER: dict[str, float] = {
+    "prompts": 100_000, "rank_prompts": 100_000, "pad": 1_000_000, "docs": 10_000, "windows": 100_000,
+    "length": TOKENS_MAX, "lengths": TOKENS_MAX, "rank_length": TOKENS_MAX, "n": TOKENS_MAX, "n_train": TOKENS_MAX,
+    "sink": TOKENS_MAX, "train_len": 65_536, "min_train_len": 65_536, "n_boot": 100_000, "random_draws": 10_000,
+    "k": 100_000, "single": 100_000, "unit_axes": 32, "steps": 10_000_000, "samples": 10_000_000, "seeds": 1_000,
+    "jobs": 1_024, "threads": 1_024, "max_tokens": 10**13, "eval_mult": 4_096, "select_mult": 4_096,
+    "ratios": 1_024, "rope_scaling": 1_024, "lr": 10.0, "xi": 8.0,
+}
+
+
+def bounded(parse: Callable[[str], Any], name: str) -> Callable[[str], Any]:
+    """``parse`` refusing a number above ``UPPER[name]`` (as typed, in one line); ``parse`` itself where the name has
+    no bound."""
+    limit = UPPER.get(name)
+    if limit is None:
+        return parse
+
+    def check(text: str) -> Any:
+        value = parse(text)
+        if isinstance(value, (int, float)) and not value <= limit:
+            shown = f"{int(limit):,}" if float(limit).is_integer() else f"{limit:g}"
+            raise argparse.ArgumentTypeError(f"must be at most {shown}, got {text!r}")
+        return value
+
+    check.__name__ = getattr(parse, "__name__", "value")  # argparse names the type in its "invalid ..." message
+    return check
+
+
 def command_line(command: str, config: type, values: dict[str, Any], out: str | None = None) -> str:
     """The ``attnlab`` command line that makes ``values`` (a config's fields, e.g. from a run's config.json):
     every option field whose value is not its default, as the user would type it."""

@@ -58,7 +58,7 @@ CASES = {
     "release-replay not a run": (["release-replay", "{w}/mine"], "not a run folder with logged evaluations"),
     "prepare over a user's folder": (["prepare", "--out", "{w}/mine"], "already exists"),
     # tasks, lengthgen, studies, report
-    "tasks unbounded length": (["tasks", "copy", "--length", "100000000"], "too long to print"),
+    "tasks unbounded length": (["tasks", "copy", "--length", "100000000"], "must be at most 1,048,576"),
     "lengthgen unknown positions": (["lengthgen", "--pe", "rotary", "--out", "{w}/l"], "invalid choice: 'rotary'"),
     "lengthgen negative samples": (["lengthgen", "--samples", "-1", "--out", "{w}/l"], "--samples"),
     "lengthgen zero steps": (["lengthgen", "--steps", "0", "--out", "{w}/l"], "--steps"),

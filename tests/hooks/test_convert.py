@@ -75,7 +75,7 @@ def test_missing_extra_names_it(written, cache, monkeypatch):
 
 @pytest.mark.parametrize("content, message", [
     (b"PK\x03\x04 not a gguf at all", "is not a GGUF file"),
-    (b"GGUF\x03\x00\x00\x00" + b"\xff" * 40, "could not read"),
+    (b"GGUF\x03\x00\x00\x00" + b"\xff" * 40, "is not a complete GGUF file"),
 ])
 def test_corrupt_gguf_is_one_line(tmp_path, cache, capsys, content, message):
     bad = tmp_path / "bad.gguf"
@@ -87,6 +87,18 @@ def test_corrupt_gguf_is_one_line(tmp_path, cache, capsys, content, message):
     assert code == 1 and len(err) == 1 and message in err[0], err
     assert not (tmp_path / "out").exists()
     assert not list((cache / "converted").glob("*"))  # no half-converted folder
+
+
+@pytest.mark.parametrize("keep", [0.02, 0.5, 0.999])
+def test_a_gguf_cut_short_is_named_before_any_conversion(written, tmp_path, cache, keep):
+    """A download or copy cut short (in the tensor table, in the data, one byte from the end) is refused by its
+    extents, never converted."""
+    data = written[0].read_bytes()
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(data[:len(data) - 1] if keep > 0.99 else data[:int(len(data) * keep)])
+    with pytest.raises(LoadError, match=r"(not a complete GGUF file|is cut short).*fetch or copy it again"):
+        resolve_checkpoint(cut)
+    assert not (cache / "converted").exists() or not list((cache / "converted").glob("*"))
 
 
 def test_folder_with_several_gguf_files_asks_for_one(tmp_path, cache):

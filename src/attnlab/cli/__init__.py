@@ -46,7 +46,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         if argv is None or cmd.name == chosen:
             for config in cmd.config_classes():
                 add_options(p, config)
-        p.add_argument("--threads", type=options.count, default=None, metavar="N",
+        p.add_argument("--threads", type=options.bounded(options.count, "threads"), default=None, metavar="N",
                        help="torch CPU threads (default: the cores other processes leave free, read at start; on "
                             "a loaded machine more threads than free cores can run a small model tens of times "
                             "slower)")

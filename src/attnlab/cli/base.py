@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..options import OPTION, field_default, flag
+from ..options import OPTION, bounded, field_default, flag
 from ..registry import Registry
 
 
@@ -55,7 +55,27 @@ class Command:
         return tuple(_resolve(c) for c in self.configs)
 
     def error_types(self) -> tuple[type[BaseException], ...]:
-        return self.errors() if callable(self.errors) else self.errors
+        return (*(self.errors() if callable(self.errors) else self.errors), *user_errors())
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """The library's errors that name what the user gave wrong, whichever command meets them (a study meets a
+    model config's, a run's, a checkpoint's...): printed as one line by every command. Imported only once an
+    exception is being handled, so that a command that needs no torch never waits for it."""
+    from ..batches import DataError
+    from ..commands.runs import RunError
+    from ..hooks.hf import UnsupportedModel
+    from ..hooks.load import LoadError
+    from ..io import OutputError
+    from ..model.config import ConfigError
+    from ..studies.runner import StudyError
+    from ..tasks.prompts import SuiteError
+    from ..tasks.seqtask import TaskError
+    from ..train.checkpoint import CheckpointError
+    from ..train.trainer import RunError as TrainRunError
+
+    return (CheckpointError, ConfigError, DataError, LoadError, OutputError, RunError, StudyError, SuiteError,
+            TaskError, TrainRunError, UnsupportedModel)
 
 
 def _resolve(config: Config) -> type:
@@ -111,7 +131,8 @@ def add_options(parser: argparse.ArgumentParser, cls: type) -> None:
         if kind is bool and not meta["positional"]:
             kw["action"] = "store_true"
         else:
-            kw["type"] = meta["type"] or (Path if kind is Path else kind if kind in (int, float) else str)
+            kw["type"] = bounded(meta["type"] or (Path if kind is Path else kind if kind in (int, float) else str),
+                                 field.name)
             if several and kw.get("action") != "append":
                 kw.setdefault("nargs", "+")
             choices = meta["choices"]

@@ -171,6 +171,8 @@ def release_replay(opts: ReplayOptions) -> int:
     if rule.score == "excess" and chance.isna().all():
         raise UserError(f"{files[1]} has no lower_copy_chance column (logged before attnlab wrote it); use --score raw")
     rows = pd.DataFrame(table8(rule, cfg.train.steps, zip(frame.step, frame.lower_copy, chance)))
+    if opts.out is not None and not opts.out.name:
+        raise UserError(f"--out takes a file name (FILE for FILE.csv and FILE.md), got {str(opts.out)!r}")
     if opts.out is not None and not opts.overwrite:
         _check_replay_out(opts.out.with_suffix(""), list(rows.columns))
     print(io.to_markdown(rows))

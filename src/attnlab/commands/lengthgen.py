@@ -156,10 +156,13 @@ def variant(name: str) -> dict[str, Any]:
         raise ValueError(f"variant {name!r} was renamed {RENAMED[name]!r} (the learned SSMax scale); "
                          f"{name} now names only the row maps {name}_s<s>, e.g. {name}_s0.43")
     try:
-        rowmaps.get(name)
+        rowmap = rowmaps.get(name)
     except ValueError as exc:
         raise ValueError(f"unknown variant {name!r}: {exc}; or one of {', '.join(VARIANTS)} (ASEntmax and "
                          f"SEntmax take options: asentmax_a<alpha>_s<s>_g<gamma>)") from None
+    if rowmap.needs_bias:  # what a model config would refuse after the folder is claimed: refused before
+        raise ValueError(f"variant {name!r} has b=auto, a zero-shot calibration that a trained model does not take; "
+                         "give b as a number, e.g. relu_p2_b0")
     return {"rowmap": name}
 
 

@@ -13,6 +13,7 @@ import importlib.util
 import json
 import os
 import shutil
+import struct
 from pathlib import Path
 
 import torch
@@ -44,6 +45,23 @@ def _check_header(path: Path) -> None:
         raise LoadError(f"{path} is not a GGUF file (it starts with {head!r}, not {MAGIC!r})")
 
 
+def _check_complete(path: Path) -> None:
+    """Refuse a GGUF file whose tensor table cannot be read or whose tensors run past its end (a download or copy
+    cut short), before a conversion that would fail minutes later on a reshape."""
+    from gguf import GGUFReader
+
+    size = path.stat().st_size
+    try:
+        reader = GGUFReader(path)
+    except (struct.error, ValueError, IndexError, OverflowError) as exc:
+        raise LoadError(f"{path} is not a complete GGUF file ({size:,} bytes; its tensor table cannot be read: "
+                        f"{type(exc).__name__}); fetch or copy it again") from None
+    end = max((int(t.data_offset) + int(t.n_bytes) for t in reader.tensors), default=0)
+    if end > size:
+        raise LoadError(f"{path} is cut short: its tensors end at byte {end:,} and the file has {size:,}; fetch or "
+                        "copy it again")
+
+
 def converted(path: str | os.PathLike, *, log=None) -> Path:
     """The ``save_pretrained`` folder of the GGUF file at ``path``, converting it on first use."""
     path = Path(path).expanduser()
@@ -55,6 +73,7 @@ def converted(path: str | os.PathLike, *, log=None) -> Path:
     if (out / SOURCE).is_file():
         return out
     _check_extra()
+    _check_complete(path)
     if log is not None:
         log(f"converting {path.name} to a float32 checkpoint in {out} (once per file)")
     out.parent.mkdir(parents=True, exist_ok=True)

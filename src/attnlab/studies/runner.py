@@ -216,6 +216,14 @@ def run(cfg: StudyConfig, folder: str | Path, progress: bool = False) -> Section
             check_model(cfg.model)
         except LoadError as exc:  # before _claim: a corrected command must not meet this one's config
             raise StudyError(str(exc)) from None
+    if cfg.data is not None:
+        from ..batches import DataError
+        from ..train.shards import read_meta
+
+        try:
+            read_meta(cfg.data)
+        except DataError as exc:  # likewise
+            raise StudyError(f"--data: {exc}") from None
     _claim(cfg, folder)
     # Plain lines, not a bar: progress bars are drawn only on a terminal, and a captured log (a demo run
     # under nohup, CI) still needs to show which study is running and when each one ended.
