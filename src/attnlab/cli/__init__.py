@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 
 from . import catalog, checkpoint, studies, training  # noqa: F401  (each declares its commands)
-from .. import options
+from .. import options, plugins
 from ..options import OPTION, flag
 from .base import COMMANDS, Parser, UserError, add_options, build
 from .studies import demo_models
@@ -78,6 +78,7 @@ def _flags_named(message: str, config: type) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``attnlab`` and ``python -m attnlab``; returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    plugins.load()  # before the parser: a plugin's studies and tasks are choices of its flags
     args = build_parser(argv).parse_args(argv)
     from ..perf import set_threads, tune_malloc
 
