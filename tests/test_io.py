@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import stat
 
+import numpy as np
+
 import pytest
 
 from attnlab import io
@@ -96,3 +98,10 @@ def test_a_failed_write_names_the_users_path_not_the_temporary(tmp_path):
         atomic_write(tmp_path / "table.csv", full)
     assert caught.value.filename == str(tmp_path / "table.csv") and caught.value.errno == errno.ENOSPC
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_key_on_an_npy_file_is_refused_not_ignored(tmp_path):
+    np.save(tmp_path / "s.npy", np.zeros((2, 3), dtype=np.float32))
+    assert io.load_tensor(tmp_path / "s.npy").shape == (2, 3)
+    with pytest.raises(ValueError, match="an .npy file holds one unnamed array, so --key 'scores' names nothing"):
+        io.load_tensor(tmp_path / "s.npy", key="scores")

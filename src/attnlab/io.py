@@ -195,6 +195,9 @@ def load_tensor(path: str | os.PathLike, key: str | None = None):
         raise ValueError(f"{path}: unknown tensor file type {path.suffix!r}; allowed: {', '.join(TENSOR_SUFFIXES)}")
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
+    if path.suffix == ".npy" and key is not None:  # one unnamed array: silence would hide the mistaken key
+        raise ValueError(f"{path}: an .npy file holds one unnamed array, so --key {key!r} names nothing; drop "
+                         "--key, or pass the .safetensors or .pt file that holds it")
     try:
         if path.suffix == ".npy":
             return torch.from_numpy(np.load(path, allow_pickle=False))

@@ -111,7 +111,15 @@ def demo_models(given: tuple[str, ...] | list[str] | None) -> list[str]:
     from ..hooks import fetch
 
     if given is not None:
-        return [m for m in given if m != "none"]
+        from ..hooks.load import LoadError, check_model
+
+        chosen = [m for m in given if m != "none"]
+        for model in chosen:  # before any study runs: a typo must not cost the studies that take no model
+            try:
+                check_model(model)
+            except LoadError as exc:
+                raise UserError(f"--models {model}: {exc}") from None
+        return chosen
     models = [name for name in fetch.MODELS if fetch.fetched(name) is not None]
     if not models:
         print("no real model fetched: the real-model sections are left out (attnlab fetch smollm2 adds them)")
