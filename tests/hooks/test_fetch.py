@@ -97,3 +97,26 @@ def test_recorded_models_are_well_formed():
         assert len(model.sha256) == 64 and model.filename.endswith(".gguf") and model.payloads
         assert all(len(p.sha256) == 64 and "==" not in p.package for p in model.payloads)
     assert len(fetch.MODELS["gemma3"].payloads) == 4
+
+
+def test_a_fetched_file_changed_since_is_refused_before_use_and_its_hash_is_remembered(offline_index, monkeypatch):
+    """The bytes are checked at every load, not only at fetch: a flipped byte is named with the way out, while an
+    unchanged file is hashed once (its sha256 remembered with its size, mtime and inode)."""
+    from attnlab.hooks import LoadError
+    from attnlab.hooks.load import resolve_checkpoint
+
+    contents, _ = offline_index
+    model = _model(monkeypatch, [b"GGUF payload bytes"])
+    contents[model.payloads[0].member] = b"GGUF payload bytes"
+    path = fetch.fetch("toy", log=lambda _: None)
+    assert fetch.verified("toy") == path
+    hashed = []
+    monkeypatch.setattr(fetch, "sha256", lambda p: hashed.append(p) or hashlib.sha256(p.read_bytes()).hexdigest())
+    assert fetch.verified("toy") == path and fetch.verified("toy") == path and hashed == []
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 1
+    path.write_bytes(bytes(data))
+    with pytest.raises(fetch.FetchError, match="no longer matches the sha256.*attnlab fetch toy"):
+        fetch.verified("toy")
+    with pytest.raises(LoadError, match="no longer matches"):
+        resolve_checkpoint("toy")

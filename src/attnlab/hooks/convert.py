@@ -68,7 +68,7 @@ def converted(path: str | os.PathLike, *, log=None) -> Path:
     if not path.is_file():
         raise LoadError(f"GGUF file {path} does not exist")
     _check_header(path)
-    digest = fetch.sha256(path)
+    digest = fetch.digest(path)
     out = fetch.cache_dir() / "converted" / digest
     if (out / SOURCE).is_file():
         return out

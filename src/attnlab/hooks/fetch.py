@@ -12,6 +12,7 @@ Users add their own entries with ``register(RealModel(...))``.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -19,6 +20,8 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from .. import io
 
 CHUNK = 1 << 20
 
@@ -108,6 +111,38 @@ def sha256(path: Path) -> str:
         while block := f.read(CHUNK):
             digest.update(block)
     return digest.hexdigest()
+
+
+def digest(path: Path) -> str:
+    """``sha256(path)``, remembered beside the file (a hidden .NAME.sha256 holding it with the file's size,
+    mtime and inode) and read from there while those three are unchanged: a load stays fast, and a file
+    written over since is hashed anew."""
+    stat = path.stat()
+    stamp = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "inode": stat.st_ino}
+    memo = path.with_name(f".{path.name}.sha256")
+    try:
+        saved = json.loads(memo.read_text(encoding="utf-8"))
+        if isinstance(saved, dict) and {k: saved.get(k) for k in stamp} == stamp and isinstance(saved.get("sha256"),
+                                                                                                 str):
+            return saved["sha256"]
+    except (OSError, ValueError):
+        pass
+    found = sha256(path)
+    try:
+        io.write_json(memo, {**stamp, "sha256": found})
+    except OSError:  # a read-only folder: hash again next time
+        pass
+    return found
+
+
+def verified(name: str) -> Path | None:
+    """``fetched(name)`` once its bytes match the recorded sha256 (``digest``), None when not fetched; a file
+    changed since the fetch is refused (FetchError) rather than loaded."""
+    path = fetched(name)
+    if path is not None and digest(path) != get(name).sha256:
+        raise FetchError(f"{path} no longer matches the sha256 recorded for {name!r} (changed or damaged since "
+                         f"it was fetched); run: attnlab fetch {name}")
+    return path
 
 
 def _download(payload: Payload, into: Path) -> Path:

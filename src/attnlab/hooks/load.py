@@ -38,7 +38,10 @@ def resolve_checkpoint(spec: str | os.PathLike, *, log=None) -> Path:
 
     path = Path(spec).expanduser()
     if not path.exists() and str(spec) in fetch.MODELS:
-        found = fetch.fetched(str(spec))
+        try:
+            found = fetch.verified(str(spec))
+        except fetch.FetchError as exc:
+            raise LoadError(str(exc)) from None
         if found is None:
             raise LoadError(f"model {str(spec)!r} is not fetched yet; run: attnlab fetch {spec}")
         return convert.converted(found, log=log)
