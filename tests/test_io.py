@@ -105,3 +105,24 @@ def test_a_key_on_an_npy_file_is_refused_not_ignored(tmp_path):
     assert io.load_tensor(tmp_path / "s.npy").shape == (2, 3)
     with pytest.raises(ValueError, match="an .npy file holds one unnamed array, so --key 'scores' names nothing"):
         io.load_tensor(tmp_path / "s.npy", key="scores")
+
+
+def test_a_locked_folder_refuses_another_live_process_and_is_taken_over_from_a_dead_one(tmp_path):
+    """Two runs never share an --out: a live holder is named; a killed one's lock is stale; the holder itself may
+    ask again (a study running a command into its own folder)."""
+    import subprocess
+    import sys
+
+    folder = tmp_path / "out"
+    with io.locked(folder):
+        child = subprocess.run([sys.executable, "-c", f"from attnlab import io\nwith io.locked({str(folder)!r}): pass"],
+                               capture_output=True, text=True)
+        assert child.returncode != 0 and f"is in use by another attnlab run (pid {os.getpid()})" in child.stderr
+        with io.locked(folder):
+            pass
+        assert (folder / io.LOCK).read_text() == str(os.getpid())
+    assert [p.name for p in folder.iterdir()] == []
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (folder / io.LOCK).write_text(dead.stdout.strip())
+    with io.locked(folder):
+        assert (folder / io.LOCK).read_text() == str(os.getpid())

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,47 @@ def _alive(pid: int) -> bool:
     except PermissionError:  # another user's live process
         return True
     return True
+
+
+LOCK = ".attnlab.lock"  # holds the pid of the run writing into a folder
+
+
+@contextlib.contextmanager
+def locked(folder: str | os.PathLike) -> Iterator[Path]:
+    """Hold ``folder`` (created if need be) for this process while the context is open: another run asking for
+    it meanwhile is refused (OutputError) in one line naming the holder's pid, so that two runs never mix their
+    files or clean up each other's. A lock whose process is gone (killed) is taken over; this process asking
+    again (a study that runs a command into its folder) goes on under its first hold."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / LOCK
+    mine = folder / f"{LOCK}.{os.getpid()}"
+    mine.write_text(str(os.getpid()), encoding="utf-8")
+    try:
+        for _ in range(3):
+            try:
+                os.link(mine, path)  # appears at once with the pid in it, or not at all
+            except FileExistsError:
+                try:
+                    holder = int(path.read_text(encoding="utf-8"))
+                except (OSError, ValueError):
+                    holder = -1
+                if holder == os.getpid():
+                    yield folder
+                    return
+                if holder > 0 and _alive(holder):
+                    raise OutputError(f"{folder} is in use by another attnlab run (pid {holder}); wait for it to "
+                                      "finish, or choose another --out") from None
+                path.unlink(missing_ok=True)  # its process is gone
+                continue
+            try:
+                yield folder
+            finally:
+                path.unlink(missing_ok=True)
+            return
+        raise OutputError(f"{folder}: could not take its lock {LOCK}; choose another --out")
+    finally:
+        mine.unlink(missing_ok=True)
 
 
 def remove_stale(parent: str | os.PathLike, marker: str, pattern: str | None = None) -> list[Path]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -25,6 +27,8 @@ def world(tmp_path_factory):
     (root / "mine" / "rows.parquet").write_text("a user's file\n")
     assert main(["study", "rowmaps", "--out", str(root / "study"), "--no-progress"]) == 0
     (root / "study" / "row.json").write_text("{torn")
+    (root / "busy").mkdir()  # another live attnlab run writes here (the parent process stands in for it)
+    (root / "busy" / ".attnlab.lock").write_text(str(os.getppid()))
     (root / "run").mkdir()
     (root / "run" / "metrics.jsonl").write_text('{"kind": "train", "step": 1, "loss": 9.0}\n')
     return root
@@ -40,6 +44,10 @@ CASES = {
     # checkpoints
     "audit into a user's folder": (["audit", "--model", "{w}/model", "--prompts", "2", "--pad", "1", "--out",
                                     "{w}/mine"], "did not write (audit.csv, rows.parquet)"),
+    "audit into a folder another run holds": (["audit", "--model", "{w}/model", "--prompts", "2", "--pad", "1",
+                                               "--out", "{w}/busy"], "in use by another attnlab run"),
+    "study into a folder another run holds": (["study", "rowmaps", "--out", "{w}/busy"],
+                                              "in use by another attnlab run"),
     "audit missing model": (["audit", "--model", "{w}/nothing", "--out", "{w}/a"], "neither a path nor"),
     "audit zero prompts": (["audit", "--model", "{w}/model", "--prompts", "0", "--out", "{w}/a"], "--prompts"),
     "audit types not a heads folder": (["audit", "--model", "{w}/model", "--types", "{w}/mine", "--out", "{w}/a"],

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from attnlab import tasks
+from attnlab import io, tasks
 from attnlab.commands import runs
 from attnlab.commands.runs import RunError
 
@@ -113,7 +113,9 @@ def test_staged_files_replace_their_namesakes_only_on_success(tmp_path):
         assert stage.parent == out and stage.name.startswith(f"{runs.STAGING}{os.getpid()}-")
         (stage / "table.csv").write_text("new table")
         (stage / "config.json").write_text("{}")
-        assert {p.name for p in out.iterdir()} == {"table.csv", "notes.txt", stage.name}, "nothing moves early"
+        assert {p.name for p in out.iterdir() if not p.name.startswith(io.LOCK)} == {"table.csv", "notes.txt",
+                                                                                       stage.name}, "nothing moves early"
+        assert (out / io.LOCK).read_text() == str(os.getpid()), "the folder is held while the run writes"
         assert (out / "table.csv").read_text() == "old table"
     assert _files(out) == {"table.csv": "new table", "notes.txt": "the user's notes", "config.json": "{}"}
 

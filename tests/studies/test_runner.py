@@ -9,6 +9,7 @@ import pytest
 
 from attnlab import studies
 from attnlab.cli import main
+from attnlab.cli.base import UserError
 from attnlab.report.html import is_ours
 from attnlab.report.sections import MDE, Figure, Finding, Null, Section, Table
 from attnlab.studies import StudyConfig, StudyError, runner
@@ -278,7 +279,8 @@ def test_demo_models_default_to_the_fetched_ones(monkeypatch, capsys):
     monkeypatch.setattr(fetch, "fetched", lambda name: "/x.gguf" if name == "gemma3" else None)
     assert cli.demo_models(None) == ["gemma3"]
     assert cli.demo_models(["none"]) == []
-    assert cli.demo_models(["smollm2", "my.gguf"]) == ["smollm2", "my.gguf"]
+    with pytest.raises(UserError, match="--models my.gguf: model 'my.gguf' is neither a path"):
+        cli.demo_models(["none", "my.gguf"])  # a given model is checked before any study runs
     monkeypatch.setattr(fetch, "fetched", lambda name: None)
     assert cli.demo_models(None) == []
     assert "attnlab fetch smollm2 adds them" in capsys.readouterr().out

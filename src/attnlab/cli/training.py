@@ -4,12 +4,14 @@ decoder from a config file), ``release-replay`` (the release rule's variants on 
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import options
+from .. import io, options
 from ..options import option
 from .base import PROGRESS_HELP, UserError, check_writable, command
 
@@ -103,13 +105,15 @@ def train(opts: TrainOptions) -> int:
     if cfg.train.warmup > cfg.train.steps:  # legitimate in a shortened smoke run, but never silently
         print(f"note: train.warmup ({cfg.train.warmup}) exceeds train.steps ({cfg.train.steps}): the learning "
               f"rate stays below train.lr ({cfg.train.lr:g}) for the whole run", file=sys.stderr)
-    trainer = Trainer(cfg, out, resume=opts.resume, overwrite=opts.overwrite, progress=not opts.no_progress)
-    if trainer.world.main:
-        state = f"resuming at step {trainer.step}" if trainer.step else "starting"
-        print(f"training {trainer.cfg.model.layers}-layer {trainer.cfg.model.d_model}-wide decoder "
-              f"({sum(p.numel() for p in trainer.model.parameters()):,} parameters) for "
-              f"{trainer.cfg.train.steps} steps on {trainer.world.size} process(es), {state}; output {out}")
-    summary = trainer.run()
+    # one lock for the run, held by the launching process (torchrun's rank 0): its other ranks write with it
+    with io.locked(out) if os.environ.get("RANK", "0") == "0" else contextlib.nullcontext():
+        trainer = Trainer(cfg, out, resume=opts.resume, overwrite=opts.overwrite, progress=not opts.no_progress)
+        if trainer.world.main:
+            state = f"resuming at step {trainer.step}" if trainer.step else "starting"
+            print(f"training {trainer.cfg.model.layers}-layer {trainer.cfg.model.d_model}-wide decoder "
+                  f"({sum(p.numel() for p in trainer.model.parameters()):,} parameters) for "
+                  f"{trainer.cfg.train.steps} steps on {trainer.world.size} process(es), {state}; output {out}")
+        summary = trainer.run()
     if trainer.world.main:
         shown = {k: v for k, v in summary.items() if v is not None}
         print("  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()))
@@ -153,7 +157,6 @@ def release_replay(opts: ReplayOptions) -> int:
 
     import pandas as pd
 
-    from .. import io
     from ..train.config import SECTIONS, RunConfig
     from ..train.release import table8
 

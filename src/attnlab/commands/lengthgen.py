@@ -673,13 +673,15 @@ def run(cfg: LengthgenConfig, out: str | Path, progress: bool = False, jobs: int
     check_jobs(jobs)
     out = Path(out)
     prepare(cfg, out, overwrite)
-    io.write_json(out / "config.json", {**asdict(cfg), "plan": cfg.plan, "model_version": MODEL_VERSION})
-    cells = _run_cells(cfg, out, progress, jobs)
-    acc = table(cells, cfg)
-    rows = rows_table(cells, cfg)
-    paths = {**io.write_table(out / "accuracy", acc),
-             "rows": io.atomic_write(out / "rows.csv", lambda tmp: rows.to_csv(tmp, index=False)),
-             **{f"dispersion_{k}": v for k, v in io.write_table(out / "dispersion", dispersion_table(cells)).items()}}
-    png, svg = plot(acc, cfg, out / "accuracy")
+    with io.locked(out):
+        io.write_json(out / "config.json", {**asdict(cfg), "plan": cfg.plan, "model_version": MODEL_VERSION})
+        cells = _run_cells(cfg, out, progress, jobs)
+        acc = table(cells, cfg)
+        rows = rows_table(cells, cfg)
+        paths = {**io.write_table(out / "accuracy", acc),
+                 "rows": io.atomic_write(out / "rows.csv", lambda tmp: rows.to_csv(tmp, index=False)),
+                 **{f"dispersion_{k}": v
+                    for k, v in io.write_table(out / "dispersion", dispersion_table(cells)).items()}}
+        png, svg = plot(acc, cfg, out / "accuracy")
     paths.update(png=png, svg=svg)
     return {"table": acc, "cells": cells, "paths": paths}

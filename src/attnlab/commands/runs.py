@@ -131,20 +131,20 @@ def staged_output(out: str | os.PathLike) -> Iterator[Path]:
     if out.exists() and not out.is_dir():
         raise RunError(f"--out {out} is a file; pass a folder")
     created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
-    io.remove_stale(out, STAGING)
-    staging = io.temp_dir(out, STAGING)
-    try:
-        yield staging
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        if created:
-            shutil.rmtree(out, ignore_errors=True)
-        raise
-    # config.json goes last: a folder holding it counts as finished when a study resumes.
-    for item in sorted(staging.iterdir(), key=lambda p: (p.name == "config.json", p.name)):
-        os.replace(item, out / item.name)
-    staging.rmdir()
+    with io.locked(out):  # held to the end: no other run writes here, nor sees this one's cleanup
+        io.remove_stale(out, STAGING)
+        staging = io.temp_dir(out, STAGING)
+        try:
+            yield staging
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            if created:
+                shutil.rmtree(out, ignore_errors=True)
+            raise
+        # config.json goes last: a folder holding it counts as finished when a study resumes.
+        for item in sorted(staging.iterdir(), key=lambda p: (p.name == "config.json", p.name)):
+            os.replace(item, out / item.name)
+        staging.rmdir()
 
 
 def default_dtype(device: str) -> str:

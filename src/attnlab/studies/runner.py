@@ -175,7 +175,7 @@ def _claim(cfg: StudyConfig, folder: Path) -> None:
             raise StudyError(f"{folder} holds a run made with {saved.command(folder)}; resume with that "
                              "command, or pass another --out")
         return
-    if folder.exists() and any(folder.iterdir()):
+    if folder.exists() and any(not e.name.startswith(".") for e in folder.iterdir()):  # hidden: locks, leftovers
         raise StudyError(f"{folder} is not empty and holds no study; pass an empty or new --out")
     io.write_json(folder / CONFIG, {**asdict(cfg), "attnlab": __version__, "command": cfg.command(folder)})
 
@@ -224,14 +224,15 @@ def run(cfg: StudyConfig, folder: str | Path, progress: bool = False) -> Section
             read_meta(cfg.data)
         except DataError as exc:  # likewise
             raise StudyError(f"--data: {exc}") from None
-    _claim(cfg, folder)
-    # Plain lines, not a bar: progress bars are drawn only on a terminal, and a captured log (a demo run
-    # under nohup, CI) still needs to show which study is running and when each one ended.
-    started = time.monotonic()
-    if progress:
-        print(f"study {cfg.study}: started, into {folder}", file=sys.stderr, flush=True)
-    STUDIES[cfg.study].compute(cfg, folder, progress)
-    section = summarize(folder)
+    with io.locked(folder):
+        _claim(cfg, folder)
+        # Plain lines, not a bar: progress bars are drawn only on a terminal, and a captured log (a demo run
+        # under nohup, CI) still needs to show which study is running and when each one ended.
+        started = time.monotonic()
+        if progress:
+            print(f"study {cfg.study}: started, into {folder}", file=sys.stderr, flush=True)
+        STUDIES[cfg.study].compute(cfg, folder, progress)
+        section = summarize(folder)
     if progress:
         print(f"study {cfg.study}: finished in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
     return section
