@@ -119,6 +119,9 @@ def test_dynamic_rope_reads_past_the_window_as_a_model_built_with_the_rescaled_b
     rows = pd.read_parquet(out["paths"]["rows"])
     config = json.loads(out["paths"]["config"].read_text())
     assert config["n_train"] == 512 and config["rope"] == "dynamic" and set(rows["n_keys"]) == set(grid)
+    # provenance: what --model named, resolved, with its content hash and the dtype the default gave
+    assert config["model_path"] == str(checkpoint.resolve()) and config["dtype_used"] == "float32"
+    assert config["model_sha256"] == hooks.provenance(checkpoint)["model_sha256"] and len(config["model_sha256"]) == 64
     own = AutoConfig.from_pretrained(checkpoint)
     d = own.hidden_size // own.num_attention_heads
     theta = own.rope_parameters["rope_theta"] * (800 / 512) ** (d / (d - 2))

@@ -32,8 +32,8 @@ from ..report.plot_concentration import MAX_POINTS, bound_quadrants, plot_bound,
 from ..report.sections import Figure, Section, Table
 from .heads import head_type_table
 from .readout import QUERIES_HELP, check_queries, prompt_reading, read_rows
-from .runs import (Bias, RunError, SuiteRun, biases, calibration_record, load, parse_biases, run_prompts, settings,
-                   staged_output)
+from .runs import (Bias, RunError, SuiteRun, biases, calibration_record, load, model_record, parse_biases, run_prompts,
+                   settings, staged_output)
 from .sections import compares, register
 
 GAP_COLUMNS = ("lambda_n", "alpha_n", "contact_gap")
@@ -229,7 +229,8 @@ def calibrated(model, tokenizer, cfg: AuditOptions) -> tuple[list[Bias], float |
     n_layers, n_heads = hooks.num_heads(model)
     config = {**asdict(cfg), "b_auto": b_auto, **calibration_record(model, tokenizer, cfg, b_auto),
               "biases": {b.label: b.value for b in bias_list},
-              "layers": n_layers, "heads": n_heads, "model_type": model.config.model_type}
+              "layers": n_layers, "heads": n_heads, "model_type": model.config.model_type,
+              **model_record(cfg, model)}
     return bias_list, b_auto, config
 
 

@@ -27,8 +27,8 @@ from ..io import check_output, write_json, write_table
 from ..options import command_line, option
 from ..report.sections import Section, Table
 from .readout import prompt_reading, read_rows
-from .runs import (RunError, SuiteRun, biases, calibration_record, check_count, load, settings, staged_output,
-                   run_prompts)
+from .runs import (RunError, SuiteRun, biases, calibration_record, check_count, load, model_record, run_prompts,
+                   settings, staged_output)
 from .sections import register
 
 Head = tuple[int, int]
@@ -191,7 +191,8 @@ def run(cfg: MatchedConfig, out: str | Path, *, progress: bool = True, overwrite
     degrees = tuple(sorted({relu_cell(name)[0] for name in cfg.recipes}))
     config = {**asdict(cfg), "b_auto": b_auto, **calibration_record(model, tokenizer, cfg, b_auto),
               "biases": {b.label: b.value for b in bias_list}, "head set": [f"{l}.{h}" for l, h in heads],
-              "layers": n_layers, "heads per layer": n_heads, "model_type": model.config.model_type}
+              "layers": n_layers, "heads per layer": n_heads, "model_type": model.config.model_type,
+              **model_record(cfg, model)}
     with staged_output(out) as stage:
         readings = [prompt_reading(prompt, "last", cfg.target) for prompt in prompts]
         options_by_b = {f"b{b.label}": RowOptions.make(p=degrees, b=b.value, eps=cfg.eps) for b in bias_list}

@@ -162,6 +162,12 @@ def load(path: str, device: str = "cpu", dtype: str | None = None, trust_remote_
     return model, tokenizer
 
 
+def model_record(run: CheckpointRun, model) -> dict[str, str]:
+    """The provenance a run's config.json keeps beside ``--model`` as typed: the absolute path of what it named,
+    its sha256 (``hooks.provenance``) and the dtype the weights were used in (the --dtype default resolved)."""
+    return {**hooks.provenance(run.model), "dtype_used": str(next(model.parameters()).dtype).removeprefix("torch.")}
+
+
 def context_length(model) -> int | None:
     return getattr(model.config, "max_position_embeddings", None)
 

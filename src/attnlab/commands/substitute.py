@@ -22,8 +22,8 @@ from ..diagnostics.stats import wilson
 from ..io import check_output, write_json, write_parquet, write_table
 from ..options import command_line, option
 from ..report.sections import Section, Table
-from .runs import (RunError, SuiteRun, calibration_record, load, recipe_b_auto, settings, staged_output,
-                   run_prompts)
+from .runs import (RunError, SuiteRun, calibration_record, load, model_record, recipe_b_auto, run_prompts, settings,
+                   staged_output)
 from .sections import register
 
 BASELINE = "softmax"
@@ -150,7 +150,7 @@ def run(cfg: SubstituteConfig, out: str | Path, *, progress: bool = True, overwr
         answers = pd.DataFrame(records)
         table = accuracy_table(answers, [BASELINE, *recipes], resolved)
         config = {**asdict(cfg), "b_auto": b_auto, **calibration_record(model, tokenizer, cfg, b_auto),
-                  "resolved": resolved}
+                  "resolved": resolved, **model_record(cfg, model)}
         write_parquet(stage / "answers.parquet", answers, metadata=config)
         write_table(stage / "substitute", table)
         write_json(stage / "config.json", json.loads(json.dumps(config, default=str)))

@@ -30,8 +30,8 @@ from ..io import check_output, write_json, write_table
 from ..options import command_line, option
 from ..report.sections import Section, Table
 from .readout import Reading, read_rows
-from .runs import (CheckpointRun, RunError, check_count, context_length, load, read_text, settings, staged_output,
-                   suite_prompts, with_bos)
+from .runs import (CheckpointRun, RunError, check_count, context_length, load, model_record, read_text, settings,
+                   staged_output, suite_prompts, with_bos)
 from .sections import register
 
 TEXT = "text"
@@ -160,7 +160,7 @@ def run(cfg: TemperatureConfig, out: str | Path, *, progress: bool = True, overw
         raise RunError("--rope dynamic rescales RoPE past the training window, and the model's config has no "
                        "max_position_embeddings to give it")
     config = {**asdict(cfg), "layers": n_layers, "heads": n_heads, "model_type": model.config.model_type,
-              "documents": len(docs), "n_train": n_train}
+              "documents": len(docs), "n_train": n_train, **model_record(cfg, model)}
     positions = (hooks.dynamic_ntk(model, n_train, max(cfg.n)) if cfg.rope == "dynamic"
                  else contextlib.nullcontext())
     with staged_output(out) as stage, positions:

@@ -34,7 +34,8 @@ from ..io import check_output, write_json, write_parquet, write_table
 from ..options import command_line, option
 from ..report.sections import Section, Table
 from ..site import DEFAULT_BLOCK
-from .runs import CheckpointRun, RunError, check_count, context_length, load, read_text, settings, staged_output
+from .runs import (CheckpointRun, RunError, check_count, context_length, load, model_record, read_text, settings,
+                   staged_output)
 from .sections import register
 from .temperature import token_windows
 
@@ -203,7 +204,7 @@ def run(cfg: XiSweepConfig, out: str | Path, *, progress: bool = True, overwrite
     windows = {n: token_windows(tokenizer, n, cfg.windows, seed=cfg.seed, bos=cfg.bos, text=cfg.text)
                for n in lengths}
     config = {**asdict(cfg), "n_train_used": n_train, "n_eval": lengths, "model_type": model.config.model_type,
-              "windows_per_n_eval": {n: len(w) for n, w in windows.items()}}
+              "windows_per_n_eval": {n: len(w) for n, w in windows.items()}, **model_record(cfg, model)}
     with staged_output(out) as stage:
         per_window = sweep(model, windows, cfg.xi, cfg.rope, n_train, device=cfg.device, block=cfg.block,
                            progress=progress)

@@ -114,12 +114,13 @@ def sha256(path: Path) -> str:
 
 
 def digest(path: Path) -> str:
-    """``sha256(path)``, remembered beside the file (a hidden .NAME.sha256 holding it with the file's size,
-    mtime and inode) and read from there while those three are unchanged: a load stays fast, and a file
-    written over since is hashed anew."""
+    """``sha256(path)``, remembered in the cache (``digests/``, by the file's absolute path, with its size, mtime
+    and inode) and read from there while those three are unchanged: a load stays fast, a file written over since
+    is hashed anew, and nothing is written beside the user's own files."""
+    path = Path(path).resolve()
     stat = path.stat()
     stamp = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "inode": stat.st_ino}
-    memo = path.with_name(f".{path.name}.sha256")
+    memo = cache_dir() / "digests" / f"{hashlib.sha256(str(path).encode()).hexdigest()}.json"
     try:
         saved = json.loads(memo.read_text(encoding="utf-8"))
         if isinstance(saved, dict) and {k: saved.get(k) for k in stamp} == stamp and isinstance(saved.get("sha256"),
@@ -129,7 +130,8 @@ def digest(path: Path) -> str:
         pass
     found = sha256(path)
     try:
-        io.write_json(memo, {**stamp, "sha256": found})
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        io.write_json(memo, {**stamp, "path": str(path), "sha256": found})
     except OSError:  # a read-only folder: hash again next time
         pass
     return found

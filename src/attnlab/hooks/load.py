@@ -57,6 +57,27 @@ def resolve_checkpoint(spec: str | os.PathLike, *, log=None) -> Path:
     return check_checkpoint(path)
 
 
+def provenance(spec: str | os.PathLike) -> dict[str, str]:
+    """Where ``--model`` came from, for a run's config.json: the absolute path of what it names (a fetched
+    model's GGUF, a .gguf file, or a save_pretrained folder) and its sha256 (of a folder: of its weight and config
+    files' digests, name by name). Digests are remembered by file (``fetch.digest``), so this costs a stat once a
+    file has been hashed."""
+    import hashlib
+
+    from . import fetch
+
+    path = Path(spec).expanduser()
+    if not path.exists() and str(spec) in fetch.MODELS:
+        path = fetch.model_file(str(spec))
+    path = path.resolve()
+    if path.is_file():
+        return {"model_path": str(path), "model_sha256": fetch.digest(path)}
+    files = sorted(p for p in path.iterdir()
+                   if p.is_file() and p.suffix in (".safetensors", ".bin", ".gguf", ".json"))
+    combined = hashlib.sha256("".join(f"{p.name}:{fetch.digest(p)}\n" for p in files).encode()).hexdigest()
+    return {"model_path": str(path), "model_sha256": combined}
+
+
 def check_checkpoint(path: str | os.PathLike) -> Path:
     folder = Path(path).expanduser()
     if not folder.exists():
