@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
 from .. import hooks, options
 from ..diagnostics import RowOptions
@@ -25,6 +24,7 @@ from ..diagnostics.heads import TYPES
 from ..diagnostics.stats import aggregate
 from ..io import check_output, write_json, write_parquet, write_table
 from ..options import command_line, option
+from ..progress import progress as progress_of
 from ..report.plot_concentration import plot_ablation
 from ..report.sections import Figure, Section, Table
 from .heads import head_type_table
@@ -190,9 +190,7 @@ def run(cfg: AblateConfig, out: str | Path, *, progress: bool = True, overwrite:
         plan += [(1, "single", i, [head]) for i, head in enumerate(ranked)]
         records = [{**r, "k": 0, "subset": BASELINE, "draw": 0, "heads": ""}
                    for r in score(model, tokenizer, prompts, cfg.suite, cfg.device, BASELINE, progress)]
-        # disable=None: drawn only when stderr is a terminal, so a captured log gets no redrawn bars
-        for k, subset, draw, chosen in tqdm(plan, desc="ablate", unit="subset",
-                                            disable=None if progress else True):
+        for k, subset, draw, chosen in progress_of(plan, desc="ablate", unit="subset", enabled=progress):
             with hooks.substituted(model, cfg.recipe, heads=chosen, b_auto=b_auto, block=cfg.block):
                 label = f"{subset}-{k}" + (f"#{draw}" if subset in ("random", "single") else "")
                 records += [{**r, "k": k, "subset": subset, "draw": draw, "heads": _heads_text(chosen)}

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
 from .. import hooks, tasks
 from ..diagnostics import RowOptions
 from ..diagnostics.stream import RowStatsWriter
+from ..progress import progress as progress_of
 from ..site import DEFAULT_BLOCK, ScoreBlock
 
 FLAGS = ("answer_key",)
@@ -121,8 +121,7 @@ def read_rows(model, readings: Sequence[Reading], options: Mapping[str, RowOptio
                for label, opt in options.items()}
     observer = _Observer(writers.values())
     try:
-        # disable=None: drawn only when stderr is a terminal, so a captured log gets no redrawn bars
-        for i, reading in enumerate(tqdm(readings, desc=desc, unit="input", disable=None if progress else True)):
+        for i, reading in enumerate(progress_of(readings, desc=desc, unit="input", enabled=progress)):
             observer.start(i, reading)
             ids = torch.tensor([reading.ids], device=device)
             with hooks.observed(model, observer, block=block), torch.no_grad():

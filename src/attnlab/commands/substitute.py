@@ -8,6 +8,7 @@ difference from softmax in percentage points.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -15,12 +16,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from .. import hooks, rowmaps, tasks
 from ..diagnostics.stats import wilson
 from ..io import check_output, write_json, write_parquet, write_table
 from ..options import command_line, option
+from ..progress import progress as progress_of
 from ..report.sections import Section, Table
 from .runs import (RunError, SuiteRun, calibration_record, load, model_record, recipe_b_auto, run_prompts, settings,
                    staged_output)
@@ -79,8 +80,9 @@ def score(model, tokenizer, prompts: Sequence[tasks.Prompt], suite: str, device:
     n_new = tasks.max_new_tokens(suite)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     records = []
-    # disable=None: drawn only when stderr is a terminal, so a captured log gets no redrawn bars
-    for prompt in tqdm(prompts, desc=label, unit="prompt", disable=None if progress else True, leave=False):
+    # inside the recipe loop: a bar on a terminal only, the recipes' lines being the log's
+    for prompt in progress_of(prompts, desc=label, unit="prompt", enabled=progress and sys.stderr.isatty(),
+                              leave=False):
         generated = greedy(model, prompt, n_new, device, pad_id)
         correct = bool(tasks.answer_correct(prompt, generated, tokenizer))
         decoy = tasks.decoy_hit(prompt, generated, tokenizer)
@@ -144,7 +146,7 @@ def run(cfg: SubstituteConfig, out: str | Path, *, progress: bool = True, overwr
     recipes = [r for r in cfg.recipes if r != BASELINE]
     with staged_output(out) as stage:
         records = score(model, tokenizer, prompts, cfg.suite, cfg.device, BASELINE, progress)
-        for recipe in tqdm(recipes, desc="recipes", unit="recipe", disable=None if progress else True):
+        for recipe in progress_of(recipes, desc="recipes", unit="recipe", enabled=progress):
             with hooks.substituted(model, recipe, b_auto=b_auto):
                 records += score(model, tokenizer, prompts, cfg.suite, cfg.device, recipe, progress)
         answers = pd.DataFrame(records)

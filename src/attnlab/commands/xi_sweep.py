@@ -27,11 +27,11 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
 from .. import hooks, options
 from ..io import check_output, write_json, write_parquet, write_table
 from ..options import command_line, option
+from ..progress import progress as progress_of
 from ..report.sections import Section, Table
 from ..site import DEFAULT_BLOCK
 from .runs import (CheckpointRun, RunError, check_count, context_length, load, model_record, read_text, settings,
@@ -128,7 +128,7 @@ def sweep(model, windows: Mapping[int, Sequence[Sequence[int]]], xis: Sequence[f
     done: dict[tuple[int, str, float], list[dict]] = {}
     cells = [(n_eval, rope, float(xi)) for n_eval in windows for rope in ropes for xi in xis]
     records = []
-    for n_eval, rope, xi in tqdm(cells, desc="xi-sweep", unit="cell", disable=None if progress else True):
+    for n_eval, rope, xi in progress_of(cells, desc="xi-sweep", unit="cell", enabled=progress):
         setting = _setting(n_eval, rope, xi, n_train)
         if setting not in done:
             scale = hooks.LengthScale(setting[2], n_train)
