@@ -20,7 +20,7 @@ import torch
 
 from .. import io
 from . import fetch
-from .load import LoadError, quiet_transformers
+from .common import LoadError, quiet_transformers
 
 EXTRA = "pip install 'attnlab[gguf]'"
 SOURCE = "attnlab_source.json"

@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pickle
-from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
 
+from .common import LoadError, quiet_transformers
+
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin")
-
-
-class LoadError(ValueError):
-    """A checkpoint folder that cannot be loaded; the message says what to do."""
 
 
 def resolve_dtype(name: str, device: str) -> torch.dtype:
@@ -90,23 +86,6 @@ def check_checkpoint(path: str | os.PathLike) -> Path:
         raise LoadError(f"{folder} has no weights (model.safetensors or pytorch_model.bin); "
                         "save the model with save_pretrained or download its weight files there")
     return folder
-
-
-@contextlib.contextmanager
-def quiet_transformers() -> Iterator[None]:
-    """transformers' own progress bars and warnings off (loading, saving): attnlab's commands print one
-    progress bar and, on failure, one line."""
-    from transformers.utils import logging
-
-    bars, level = logging.is_progress_bar_enabled(), logging.get_verbosity()
-    logging.disable_progress_bar()
-    logging.set_verbosity_error()
-    try:
-        yield
-    finally:
-        logging.set_verbosity(level)
-        if bars:
-            logging.enable_progress_bar()
 
 
 def load_model(path: str | os.PathLike, *, device: str = "cpu", dtype: str = "float32",
