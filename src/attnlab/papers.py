@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .registry import Registry
+
 
 @dataclass(frozen=True)
 class Paper:
@@ -23,24 +25,21 @@ class Paper:
     takes: str
 
 
-PAPERS: dict[str, Paper] = {}
+PAPERS: Registry[Paper] = Registry("paper")
 
 
 def register(paper: Paper) -> Paper:
     """Add ``paper`` under its key; a key is taken once."""
     if not isinstance(paper, Paper):
         raise TypeError(f"register takes a Paper, got {type(paper).__name__}")
-    if paper.key in PAPERS:
-        raise ValueError(f"a paper is already registered as {paper.key!r}: {PAPERS[paper.key].title}")
-    PAPERS[paper.key] = paper
-    return paper
+    return PAPERS.register(paper.key, paper)
 
 
 def get(key: str) -> Paper:
     try:
-        return PAPERS[key]
-    except KeyError:
-        raise KeyError(f"no paper {key!r}; known: {', '.join(PAPERS)}") from None
+        return PAPERS.find(key)
+    except ValueError as exc:
+        raise KeyError(str(exc)) from None
 
 
 def cite(key: str, where: str = "") -> str:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import io
+from ..registry import Registry
 
 CHUNK = 1 << 20
 
@@ -53,15 +54,12 @@ class RealModel:
     description: str
     license: str
 
-MODELS: dict[str, RealModel] = {}
+MODELS: Registry[RealModel] = Registry("model")
 
 
 def register(model: RealModel) -> RealModel:
     """Add a named model (its name is what ``--model`` and ``attnlab fetch`` take)."""
-    if model.name in MODELS:
-        raise ValueError(f"a real model named {model.name!r} is already registered")
-    MODELS[model.name] = model
-    return model
+    return MODELS.register(model.name, model)
 
 
 _SMOL = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
@@ -88,9 +86,10 @@ def cache_dir() -> Path:
 
 
 def get(name: str) -> RealModel:
-    if name not in MODELS:
-        raise FetchError(f"unknown model {name!r}; known: {', '.join(MODELS)}")
-    return MODELS[name]
+    try:
+        return MODELS.find(name)
+    except ValueError as exc:
+        raise FetchError(str(exc)) from None
 
 
 def model_file(name: str) -> Path:
