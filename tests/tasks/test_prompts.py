@@ -594,3 +594,21 @@ def test_the_shipped_unseen_openings_make_a_literary_suite(bpe):
     assert len(passages) == 12 and all(70 <= len(body.split()) <= 120 for _, body in passages)
     titles = {p.meta["title"] for p in build_suite("literary", bpe, 12, pad=4, passages=text)}
     assert titles == {t for t, _ in passages}
+
+
+def test_random_tokens_never_include_the_vocabulary_s_padding_placeholders():
+    """A vocabulary padded to a round size (Qwen's GGUF [PAD151921], BERT's [unused0], Llama 3's reserved tokens)
+    holds ids no model trained on: the suites that draw random tokens never draw them."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = [f"w{i}" for i in range(40)]
+    padding = ["[PAD101]", "[unused0]", "<|reserved_special_token_3|>", "<extra_id_7>", "<unused12>"]
+    vocab = {t: i for i, t in enumerate(["<unk>", *words, *padding])}
+    inner = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    inner.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok = PreTrainedTokenizerFast(tokenizer_object=inner, unk_token="<unk>")
+    banned = {vocab[t] for t in padding}
+    for name in ("induction", "mqar"):
+        for prompt in build_suite(name, tok, 20, seed=3, length=64):
+            assert not banned & set(prompt.input_ids), (name, prompt.input_ids)

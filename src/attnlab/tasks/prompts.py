@@ -129,6 +129,11 @@ def suite(name: str, summary: str, source: str, *, stream: int | None = None, ma
     return add
 
 
+# Vocabulary padding: ids that exist so that the embedding has a round size, never seen in training.
+PLACEHOLDER = re.compile(r"\[PAD\d+\]|<pad_?\d+>|<extra_id_\d+>|\[unused\d+\]|<unused\d+>|"
+                         r"<\|reserved_special_token_\d+\|>|<\|extra_\d+\|>")
+
+
 @dataclass(frozen=True)
 class _Tok:
     """The caller's Hugging Face tokenizer, reduced to what the suites use."""
@@ -150,10 +155,15 @@ class _Tok:
         return self.batch([text_])[0]
 
     def ordinary(self) -> np.ndarray:
-        """Ids of the base vocabulary that are neither special nor added tokens."""
+        """Ids of the base vocabulary that are neither special nor added tokens, nor the placeholders a vocabulary
+        is padded with to a round size, which the model never saw in training (``PLACEHOLDER``: Qwen's GGUF
+        [PAD151921], T5's <extra_id_0>, BERT's [unused0], Llama 3's reserved tokens)."""
         size = getattr(self.hf, "vocab_size", None) or len(self.hf)
         skip = set(self.hf.all_special_ids) | set(self.hf.get_added_vocab().values())
-        return np.array([i for i in range(size) if i not in skip], dtype=np.int64)
+        names = self.hf.convert_ids_to_tokens(list(range(size)))
+        return np.array([i for i, name in enumerate(names)
+                         if i not in skip and not (isinstance(name, str) and PLACEHOLDER.fullmatch(name))],
+                        dtype=np.int64)
 
 
 _CHAT_SLOT = "ATTNLABPROMPT"  # stands for the prompt inside the chat template, to split the template around it
