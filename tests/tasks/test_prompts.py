@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from attnlab.tasks import (SUITES, SuiteError, answer_correct, answer_keys, build_suite, decoy_hit, generic_text,
-                           max_new_tokens)
+                           is_chat, max_new_tokens)
 from attnlab.tasks.prompts import bundled_passages, parse_passages
 from attnlab.tasks.text import lexicon
 from offline import build_tokenizer
@@ -584,6 +584,27 @@ def test_chat_keeps_inductions_answer_keys_on_the_repeat(word):
     body = len(p.input_ids) - len(after)
     assert set(keys) == set(range(body - repeat, body)) | {len(p.input_ids) - 1}
     assert all(p.input_ids[k - 1] == p.input_ids[q] for q, k in keys.items() if q < body)
+
+
+def test_a_chat_prompt_is_scored_on_the_words_of_its_answer_not_its_first_token(word):
+    """A chat model says "the secret word is X": the planted word as a whole word among the first generated tokens
+    counts, wherever it stands; a word that only contains it, or its absence, does not; plain prompts keep
+    first-token scoring."""
+    word.chat_template = CHAT
+    try:
+        (p,) = build_suite("niah", word, 1, seed=4, pad=2, chat=True)
+    finally:
+        word.chat_template = None
+    (plain,) = build_suite("niah", word, 1, seed=4, pad=2)
+    needle = word.decode([p.answer_ids[0]]).strip()
+    said = _ids(word, f"the secret word is {needle} .")
+    assert is_chat(p) and not is_chat(plain) and max_new_tokens("niah", chat=True) == 16
+    assert answer_correct(p, said, word) and not answer_correct(plain, said, word)
+    assert answer_correct(plain, list(plain.answer_ids), word)
+    assert not answer_correct(p, _ids(word, "the secret word is gone ."), word)
+    assert not answer_correct(p, _ids(word, f"the secret word is {needle}9 ."), word)
+    with pytest.raises(SuiteError, match="scored on decoded text"):
+        answer_correct(p, said)
 
 
 def test_the_shipped_unseen_openings_make_a_literary_suite(bpe):

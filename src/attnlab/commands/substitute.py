@@ -77,7 +77,7 @@ def greedy(model, prompt: tasks.Prompt, n_new: int, device: str, pad_id: int | N
 
 def score(model, tokenizer, prompts: Sequence[tasks.Prompt], suite: str, device: str, label: str,
           progress: bool) -> list[dict]:
-    n_new = tasks.max_new_tokens(suite)
+    n_new = tasks.max_new_tokens(suite, chat=any(tasks.is_chat(p) for p in prompts))
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     records = []
     # inside the recipe loop: a bar on a terminal only, the recipes' lines being the log's

@@ -8,7 +8,7 @@ H.3; Attention Sinks Essential §3.2).
     >>> stream = tasks.TaskStream("mqmtar", length=64, seed=0)              # what attnlab.train reads
 """
 
-from .prompts import (SUITES, Prompt, Suite, SuiteError, answer_correct, answer_keys, build_suite, decoy_hit,
+from .prompts import (SUITES, Prompt, Suite, SuiteError, answer_correct, answer_keys, build_suite, decoy_hit, is_chat,
                       max_new_tokens)
 from .synthetic import (
     TASKS, Task, TaskBatch, TaskError, TaskStream, VectorBatch, exact_match, get_task, register, scored_accuracy,
@@ -19,5 +19,5 @@ from .text import CUE_WORDS, generic_text, novel_path
 __all__ = [
     "CUE_WORDS", "SUITES", "TASKS", "Prompt", "Suite", "SuiteError", "Task", "TaskBatch", "TaskError", "TaskStream",
     "VectorBatch", "answer_correct", "answer_keys", "build_suite", "decoy_hit", "exact_match", "generic_text",
-    "get_task", "max_new_tokens", "novel_path", "register", "scored_accuracy", "show", "trigger_mask",
+    "get_task", "is_chat", "max_new_tokens", "novel_path", "register", "scored_accuracy", "show", "trigger_mask",
 ]

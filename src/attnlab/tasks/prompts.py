@@ -792,9 +792,21 @@ def build_suite(name: str, tokenizer: Any, n_prompts: int, *, seed: int = 0, len
     return prompts
 
 
-def max_new_tokens(name: str) -> int:
-    """Tokens to generate when scoring suite ``name``: 1 for single-token suites, 24 (App. AA) or 56 (App. AI)."""
-    return _suite(name).max_new_tokens
+# A chat model answers in a sentence ("The secret word is shell."): its prompts are scored on the first words it
+# generates, this many tokens, instead of on the first token.
+CHAT_NEW_TOKENS = 16
+
+
+def max_new_tokens(name: str, chat: bool = False) -> int:
+    """Tokens to generate when scoring suite ``name``: 1 for single-token suites, 24 (App. AA) or 56 (App. AI); at
+    least ``CHAT_NEW_TOKENS`` for prompts framed by a chat template (``chat``)."""
+    own = _suite(name).max_new_tokens
+    return max(own, CHAT_NEW_TOKENS) if chat else own
+
+
+def is_chat(prompt: Prompt) -> bool:
+    """Whether ``prompt`` is framed as a user message of a chat template (``build_suite(..., chat=True)``)."""
+    return "trail" in prompt.meta
 
 
 def answer_keys(prompt: Prompt) -> dict[int, int]:
@@ -815,11 +827,11 @@ def answer_keys(prompt: Prompt) -> dict[int, int]:
     return keys
 
 
-def _generated(suite: Suite, generated_ids: Any) -> list[int]:
+def _generated(prompt: Prompt, generated_ids: Any) -> list[int]:
     flat = np.asarray(generated_ids.tolist() if hasattr(generated_ids, "tolist") else list(generated_ids))
     if flat.ndim != 1:
         raise SuiteError(f"generated_ids must be one prompt's 1-D token ids, got shape {flat.shape}")
-    return [int(t) for t in flat[:suite.max_new_tokens]]
+    return [int(t) for t in flat[:max_new_tokens(prompt.suite, is_chat(prompt))]]
 
 
 def decoy_hit(prompt: Prompt, generated_ids: Any, tokenizer: Any = None) -> bool | None:
@@ -833,14 +845,19 @@ def decoy_hit(prompt: Prompt, generated_ids: Any, tokenizer: Any = None) -> bool
 
 def _names(prompt: Prompt, generated_ids: Any, targets: Sequence[Sequence[int]], tokenizer: Any, caller: str) -> bool:
     """Whether a generation names one of ``targets`` (token ids in place) as the prompt's suite scores: its
-    first token is a target's first token, or a target, decoded, is inside the decoded generation."""
+    first token is a target's first token, or a target, decoded, is inside the decoded generation. A chat-framed
+    prompt of a single-token suite is read as a sentence: a target, decoded, as a whole word among its first
+    ``CHAT_NEW_TOKENS`` tokens."""
     suite = _suite(prompt.suite)
-    ids = _generated(suite, generated_ids)
-    if suite.scoring == "first token":
+    ids = _generated(prompt, generated_ids)
+    if suite.scoring == "first token" and not is_chat(prompt):
         return bool(ids) and any(ids[0] == t[0] for t in targets)
     if tokenizer is None:
         raise SuiteError(f"{prompt.suite} is scored on decoded text: call {caller}(prompt, generated_ids, tokenizer)")
     said = tokenizer.decode(ids)
+    if suite.scoring == "first token":
+        words = [tokenizer.decode([t[0]]).strip() for t in targets]
+        return any(word and re.search(rf"(?<!\w){re.escape(word)}(?!\w)", said) for word in words)
     return any(tokenizer.decode(list(t)).strip() in said for t in targets)
 
 
