@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from attnlab import rowmaps
-from attnlab.site import LengthScale, Plan, attend, query_blocks
+from attnlab.site import Causal, LengthScale, Plan, Scores, attend, query_blocks
 
 
 def _qkv(b=2, h=4, hkv=2, q=70, k=70, d=8, seed=0, dtype=torch.float64):
@@ -61,7 +61,7 @@ def test_matches_reference_with_gqa_softcap_maps_and_length_scale(block):
     maps = {1: rowmaps.get("relu_p4_b0.5"), 3: rowmaps.get("entmax_a1.5")}
     ok = _causal(70, 70).expand(2, 4, 70, 70)
     plan = Plan(maps=maps, length_scale=LengthScale(1.5, 8), block=block)
-    out = attend(q, k, v, scaling=0.3, causal=True, softcap=2.0, plan=plan)
+    out = attend(q, k, v, Scores(0.3, softcap=2.0), Causal(), plan)
     ref = _reference(q, k, v, scaling=0.3, allowed=ok, softcap=2.0, maps=maps, length=(1.5, 8))
     torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
 
@@ -71,8 +71,8 @@ def test_additive_and_boolean_masks_agree_with_reference_and_window():
     ok = _causal(40, 60, window=9).expand(2, 4, 40, 60)
     additive = torch.zeros(2, 1, 40, 60, dtype=torch.float64).masked_fill(~ok[:, :1], torch.finfo(torch.float64).min)
     ref = _reference(q, k, v, scaling=0.5, allowed=ok)
-    for kwargs in ({"mask": additive}, {"mask": ok[:, :1]}, {"causal": True, "window": 9}):
-        out = attend(q, k, v, scaling=0.5, plan=Plan(block=32), **kwargs)
+    for mask in (additive, ok[:, :1], Causal(window=9)):
+        out = attend(q, k, v, Scores(0.5), mask, Plan(block=32))
         torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
 
 
@@ -88,7 +88,7 @@ def test_blockwise_bias_and_row_scale_of_either_sign_match_the_reference():
         return bias[:, start:stop]
 
     maps = {2: rowmaps.get("relu_p2_b0")}
-    out = attend(q, k, v, scaling=0.4, causal=True, plan=Plan(maps=maps, block=32), bias=block_bias, scale=scale)
+    out = attend(q, k, v, Scores(0.4, bias=block_bias, scale=scale), Causal(), Plan(maps=maps, block=32))
     ref = _reference(q, k, v, scaling=0.4, allowed=_causal(70, 70).expand(2, 4, 70, 70), maps=maps, bias=bias,
                      scale=scale[..., 0])
     torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
@@ -102,7 +102,7 @@ def test_a_learnable_row_scale_gets_finite_gradients_under_every_map_and_the_ref
     q, k, v = _qkv(q=40, k=40)
     maps = {h: rowmaps.get(name) for h, name in enumerate(names)}
     scale = (torch.rand(4, 40, 1, dtype=torch.float64) + 0.5).requires_grad_()
-    out = attend(q, k, v, scaling=0.4, causal=True, plan=Plan(maps=maps), scale=scale)
+    out = attend(q, k, v, Scores(0.4, scale=scale), Causal(), Plan(maps=maps))
     out.square().sum().backward()
     assert torch.isfinite(scale.grad).all()
     reference = scale.detach().clone().requires_grad_()
@@ -114,8 +114,8 @@ def test_a_learnable_row_scale_gets_finite_gradients_under_every_map_and_the_ref
 def test_observers_see_every_row_once_with_positions():
     q, k, v = _qkv(q=100, k=130)
     seen = []
-    plan = Plan(observers=(seen.append,), block=32)
-    attend(q, k, v, scaling=1.0, causal=True, layer=5, plan=plan)
+    plan = Plan(observers=(seen.append,), block=32, layer=5)
+    attend(q, k, v, Scores(1.0), Causal(), plan)
     assert [(s.query_start, s.scores.shape[2]) for s in seen] == [(0, 25), (25, 25), (50, 25), (75, 25)]
     assert all(s.layer == 5 and s.n_keys == 130 for s in seen)
     assert seen[1].first_position == 130 - 100 + 25
@@ -139,19 +139,17 @@ def test_query_blocks_cover_evenly():
 def test_gradients_flow_through_substituted_heads():
     q, k, v = (t.requires_grad_() for t in _qkv(q=20, k=20))
     plan = Plan(maps={0: rowmaps.get("sigmoid_b0")}, block=32)
-    attend(q, k, v, scaling=1.0, causal=True, plan=plan).sum().backward()
+    attend(q, k, v, Scores(1.0), Causal(), plan).sum().backward()
     assert all(t.grad is not None and torch.isfinite(t.grad).all() for t in (q, k, v))
 
 
 def test_bad_input_errors():
     q, k, v = _qkv(h=3, hkv=2)
     with pytest.raises(ValueError, match="do not group"):
-        attend(q, k, v, scaling=1.0)
+        attend(q, k, v, Scores(1.0))
     q, k, v = _qkv()
-    with pytest.raises(ValueError, match="either a mask or causal"):
-        attend(q, k, v, scaling=1.0, mask=torch.ones(1, 1, 70, 70, dtype=torch.bool), causal=True)
     with pytest.raises(ValueError, match="heads \\[7\\] out of range"):
-        attend(q, k, v, scaling=1.0, plan=Plan(maps={7: rowmaps.get("sigmoid_b0")}))
+        attend(q, k, v, Scores(1.0), plan=Plan(maps={7: rowmaps.get("sigmoid_b0")}))
     with pytest.raises(ValueError, match="query block must be"):
         Plan(block=4)
     with pytest.raises(ValueError, match="b=auto"):

@@ -9,7 +9,7 @@ import torch
 
 from attnlab import rowmaps
 from attnlab.model import positions as pe
-from attnlab.site import LengthScale, Plan, attend, key_span, position_bias
+from attnlab.site import Causal, LengthScale, Plan, Scores, Slopes, attend, key_span, position_bias
 
 MAPS = ("entmax_a1.5", "entmax_a2", "entmax_a1.25", "relu_p2_b0", "relu_p4_b0", "relu_p4_b0.5", "sigmoid_b0")
 TOL = {torch.float32: dict(rtol=2e-5, atol=2e-6), torch.float64: dict(rtol=1e-10, atol=1e-12)}
@@ -21,10 +21,14 @@ def _qkv(b=2, h=4, hkv=2, q=75, k=75, d=8, seed=0, dtype=torch.float32):
             for shape in ((b, h, q, d), (b, hkv, k, d), (b, hkv, k, d))]
 
 
-def _both(q, k, v, plan: Plan, **kwargs):
-    """(fused, unfused) outputs of one call."""
-    fused = attend(q, k, v, scaling=0.5, causal=True, plan=plan, **kwargs)
-    plain = attend(q, k, v, scaling=0.5, causal=True, plan=dataclasses.replace(plan, fused=False), **kwargs)
+def _scores(softcap=None, slopes=None, scale=None) -> Scores:
+    return Scores(0.5, softcap=softcap, bias=None if slopes is None else Slopes(slopes), scale=scale)
+
+
+def _both(q, k, v, plan: Plan, window=None, **scores):
+    """(fused, unfused) outputs of one causal call."""
+    fused = attend(q, k, v, _scores(**scores), Causal(window), plan)
+    plain = attend(q, k, v, _scores(**scores), Causal(window), dataclasses.replace(plan, fused=False))
     return fused, plain
 
 
@@ -95,7 +99,9 @@ def test_gradients_through_the_fused_path_equal_the_unfused_ones(name, extras):
     for fused in (True, False):
         leaves = [t.clone().requires_grad_() for t in (q, k, v)]
         scale.grad = None
-        out = attend(*leaves, scaling=0.5, causal=True, plan=dataclasses.replace(plan, fused=fused), **kwargs)
+        window = kwargs.get("window")
+        scores = _scores(**{key: value for key, value in kwargs.items() if key != "window"})
+        out = attend(*leaves, scores, Causal(window), dataclasses.replace(plan, fused=fused))
         out.backward(torch.cos(torch.arange(out.numel(), dtype=torch.float64)).view_as(out))
         grads.append([t.grad for t in leaves] + [scale.grad.clone()])
     for a, b in zip(*grads):
@@ -106,7 +112,7 @@ def test_gradcheck_of_the_fused_path_in_float64():
     q, k, v = _qkv(b=1, h=2, hkv=1, q=9, k=9, d=3, dtype=torch.float64)
     scale = torch.rand(1, 2, 9, 1, dtype=torch.float64, generator=torch.Generator().manual_seed(2)) + 0.5
     plan = Plan(maps={0: rowmaps.get("entmax_a1.5"), 1: rowmaps.get("relu_p2_b0.3")}, block=32)
-    fn = lambda q, k, v, s: attend(q, k, v, scaling=0.5, causal=True, plan=plan, scale=s)  # noqa: E731
+    fn = lambda q, k, v, s: attend(q, k, v, Scores(0.5, scale=s), Causal(), plan)  # noqa: E731
     assert torch.autograd.gradcheck(fn, [t.requires_grad_() for t in (q, k, v, scale)])
 
 
@@ -114,24 +120,28 @@ def test_observers_and_dropout_keep_the_unfused_path(monkeypatch):
     q, k, v = _qkv(q=40, k=40, dtype=torch.float64)
     plan = Plan(maps={0: rowmaps.get("entmax_a1.5")}, block=32)
     seen = []
-    attend(q, k, v, scaling=0.5, causal=True, plan=Plan(maps=plan.maps, observers=(seen.append,), block=32))
+    attend(q, k, v, Scores(0.5), Causal(), Plan(maps=plan.maps, observers=(seen.append,), block=32))
     assert [s.scores.shape[-1] for s in seen] == [40, 40]  # whole key rows: the unfused blocks
     weights = []
-    attend(q, k, v, scaling=0.5, causal=True, plan=Plan(maps=plan.maps, weight_observers=(weights.append,), block=32))
+    attend(q, k, v, Scores(0.5), Causal(), Plan(maps=plan.maps, weight_observers=(weights.append,), block=32))
     assert [w.weights.shape[-1] for w in weights] == [40, 40]
     import attnlab.site as site
     monkeypatch.setattr(site, "_attend_fused", None)  # any call would fail
-    attend(q, k, v, scaling=0.5, causal=True, plan=plan, dropout=0.5, training=True)
+    attend(q, k, v, Scores(0.5), Causal(), dataclasses.replace(plan, dropout=0.5))
 
 
-def test_slopes_must_be_one_per_head_and_not_with_a_bias():
+def test_slopes_must_be_one_per_head_and_the_plan_and_mask_valid():
     q, k, v = _qkv()
     with pytest.raises(ValueError, match="slopes must be one per head"):
-        attend(q, k, v, scaling=1.0, causal=True, slopes=torch.zeros(3))
-    with pytest.raises(ValueError, match="not given with bias"):
-        attend(q, k, v, scaling=1.0, causal=True, slopes=torch.zeros(4), bias=lambda a, b: 0.0)
+        attend(q, k, v, _scores(slopes=torch.zeros(3)), Causal())
     with pytest.raises(ValueError, match="fused must be"):
         Plan(fused=1)
+    with pytest.raises(ValueError, match="dropout must be a probability"):
+        Plan(dropout=1.0)
+    with pytest.raises(ValueError, match="window must be an int >= 1"):
+        Causal(0)
+    with pytest.raises(TypeError, match="mask must be Causal"):
+        attend(q, k, v, Scores(1.0), "causal")
 
 
 def test_the_fused_path_serves_row_maps_and_biased_softmax_but_not_plain_softmax(monkeypatch):
@@ -140,13 +150,13 @@ def test_the_fused_path_serves_row_maps_and_biased_softmax_but_not_plain_softmax
     real = site._attend_fused
     monkeypatch.setattr(site, "_attend_fused", lambda *a, **kw: calls.append(1) or real(*a, **kw))
     q, k, v = _qkv(q=40, k=40)
-    attend(q, k, v, scaling=0.5, causal=True, plan=Plan(maps={1: rowmaps.get("relu_p4_b0")}))
-    attend(q, k, v, scaling=0.5, causal=True, slopes=pe.nape_slopes(4, "inverse"))
+    attend(q, k, v, Scores(0.5), Causal(), Plan(maps={1: rowmaps.get("relu_p4_b0")}))
+    attend(q, k, v, _scores(slopes=pe.nape_slopes(4, "inverse")), Causal())
     assert len(calls) == 2
-    attend(q, k, v, scaling=0.5, causal=True)  # eager's exact arithmetic, kept bit-identical
-    attend(q, k, v, scaling=0.5, causal=True, plan=Plan(maps={1: rowmaps.get("relu_p4_b0")}, fused=False))
-    attend(q, k, v, scaling=0.5, mask=torch.ones(1, 1, 40, 40, dtype=torch.bool),
-           plan=Plan(maps={1: rowmaps.get("relu_p4_b0")}))
+    attend(q, k, v, Scores(0.5), Causal())  # eager's exact arithmetic, kept bit-identical
+    attend(q, k, v, Scores(0.5), Causal(), Plan(maps={1: rowmaps.get("relu_p4_b0")}, fused=False))
+    attend(q, k, v, Scores(0.5), torch.ones(1, 1, 40, 40, dtype=torch.bool),
+           Plan(maps={1: rowmaps.get("relu_p4_b0")}))
     assert len(calls) == 2
 
 
@@ -154,5 +164,5 @@ def test_a_bias_callable_keeps_the_unfused_path(monkeypatch):
     import attnlab.site as site
     monkeypatch.setattr(site, "_attend_fused", None)  # any call would fail
     q, k, v = _qkv(q=40, k=40)
-    attend(q, k, v, scaling=0.5, causal=True, plan=Plan(maps={1: rowmaps.get("relu_p4_b0")}),
-           bias=lambda start, stop: torch.zeros(4, stop - start, 40))
+    attend(q, k, v, Scores(0.5, bias=lambda start, stop: torch.zeros(4, stop - start, 40)), Causal(),
+           Plan(maps={1: rowmaps.get("relu_p4_b0")}))

@@ -9,7 +9,7 @@ import torch
 
 from attnlab import rowmaps, site_kernel
 from attnlab.model import positions as pe
-from attnlab.site import LengthScale, Plan, attend
+from attnlab.site import Causal, LengthScale, Plan, Scores, Slopes, attend
 
 pytestmark = pytest.mark.skipif(site_kernel.get() is None, reason="no C compiler: the site's torch path serves")
 
@@ -31,9 +31,10 @@ def _qkv(b=2, h=4, hkv=2, q=75, k=75, d=32, seed=0, spread=1.5):
     return [torch.randn(*shape, generator=g) * spread for shape in ((b, h, q, d), (b, hkv, k, d), (b, hkv, k, d))]
 
 
-def _both(q, k, v, plan: Plan, **kwargs):
-    fused = attend(q, k, v, scaling=0.4, causal=True, plan=plan, **kwargs)
-    plain = attend(q, k, v, scaling=0.4, causal=True, plan=dataclasses.replace(plan, fused=False), **kwargs)
+def _both(q, k, v, plan: Plan, window=None, slopes=None, scale=None):
+    scores = Scores(0.4, bias=None if slopes is None else Slopes(slopes), scale=scale)
+    fused = attend(q, k, v, scores, Causal(window), plan)
+    plain = attend(q, k, v, scores, Causal(window), dataclasses.replace(plan, fused=False))
     return fused, plain
 
 
@@ -64,8 +65,8 @@ def test_key_caches_windows_row_scales_and_length_multiplier(shape, window, serv
 def test_the_output_is_a_weighted_mean_of_values_by_a_brute_force_loop():
     # independent of the site: one (batch, head) by a loop over queries with the row map itself
     q, k, v = _qkv(b=1, h=2, hkv=2, q=40, k=40, d=32)
-    out = attend(q, k, v, scaling=0.4, causal=True, plan=Plan(maps={0: rowmaps.get("entmax_a1.5"),
-                                                                   1: rowmaps.get("entmax_a1.5")}))
+    out = attend(q, k, v, Scores(0.4), Causal(), Plan(maps={0: rowmaps.get("entmax_a1.5"),
+                                                            1: rowmaps.get("entmax_a1.5")}))
     entmax = rowmaps.get("entmax_a1.5")
     for h in range(2):
         for i in range(40):
@@ -76,11 +77,11 @@ def test_the_output_is_a_weighted_mean_of_values_by_a_brute_force_loop():
 def test_what_the_kernel_leaves_to_the_torch_path(served):
     q, k, v = _qkv()
     # mixed maps, float64, a softcap, a dead-row rule other than zeros: not offered or declined
-    attend(q, k, v, scaling=0.4, causal=True, plan=Plan(maps={0: rowmaps.get("entmax_a1.5")}))
-    attend(*(t.double() for t in (q, k, v)), scaling=0.4, causal=True, plan=_everywhere("entmax_a1.5"))
-    attend(q, k, v, scaling=0.4, causal=True, softcap=5.0, plan=_everywhere("entmax_a1.5"))
+    attend(q, k, v, Scores(0.4), Causal(), Plan(maps={0: rowmaps.get("entmax_a1.5")}))
+    attend(*(t.double() for t in (q, k, v)), Scores(0.4), Causal(), _everywhere("entmax_a1.5"))
+    attend(q, k, v, Scores(0.4, softcap=5.0), Causal(), _everywhere("entmax_a1.5"))
     dead = Plan(maps={h: rowmaps.get("relu_p4_b0", dead="uniform") for h in range(4)})
-    attend(q, k, v, scaling=0.4, causal=True, plan=dead)
+    attend(q, k, v, Scores(0.4), Causal(), dead)
     assert served == [False, False]  # the first and third never reach the kernel
     # non-finite input and a sigmoid whose sigma underflows: declined, and the torch path gives the answer
     served.clear()

@@ -2,7 +2,10 @@
 
 Every model attnlab touches (a Hugging Face checkpoint through ``attnlab.hooks``, or attnlab's own
 decoder) attends through :func:`attend`, so an observer that reads score rows and a per-head row-map
-substitution work the same everywhere. Queries are processed in blocks, so
+substitution work the same everywhere. A call says three things besides its tensors, each a small object:
+how the scores are formed (:class:`Scores`: scaling, softcap, a position bias as :class:`Slopes` or a block
+function, a learnable row scale), which keys a query may attend (:class:`Causal` with an optional window, a
+mask tensor, or all), and what else the layer does (:class:`Plan`). Queries are processed in blocks, so
 memory is O(block x keys) beyond the inputs, whatever the context length.
 
 With no substitution and no length multiplier, the arithmetic is exactly that of transformers' eager
@@ -14,7 +17,7 @@ kernel (a matrix-vector product for one row) whose float rounding differs.
 Where nothing needs a block of scores (no observer, no gradient, no dropout) and the attention is causal,
 a row-map plan takes the fused path instead (:func:`_attend_fused`): each query block computes only the
 keys its queries may attend (about half the scores of a causal sequence), a position bias (ALiBi/NAPE
-``slopes``) is built for that tile alone, and the causal mask is written only where it can hide a key.
+:class:`Slopes`) is built for that tile alone, and the causal mask is written only where it can hide a key.
 Plain softmax with a position bias goes through ``scaled_dot_product_attention``: its heads with slope 0
 (NAPE's NoPE half) in one call, the others one tile at a time with the bias tile as the kernel's mask. The
 fused path equals the block-materializing one to float rounding; tests compare the two.
@@ -101,9 +104,9 @@ class LengthScale:
 @dataclass(frozen=True)
 class Plan:
     """What the site does in one layer besides attending: per-head row maps (heads not listed keep the
-    model's softmax), observers of the scores and of the weights, an optional length multiplier and the
-    query block size. ``fused=False`` keeps the block-materializing path even where the fused one applies
-    (to compare the two)."""
+    model's softmax), observers of the scores and of the weights, an optional length multiplier, the
+    query block size, the layer's index and dropout on the weights. ``fused=False`` keeps the
+    block-materializing path even where the fused one applies (to compare the two)."""
 
     maps: Mapping[int, RowMap] = field(default_factory=dict)
     observers: Sequence[Observer] = ()
@@ -111,10 +114,14 @@ class Plan:
     length_scale: LengthScale | None = None
     block: int = DEFAULT_BLOCK
     fused: bool = True
+    layer: int = 0  # the layer's index, which observers receive
+    dropout: float = 0.0  # dropout on the weights: the caller sets it in training only
 
     def __post_init__(self) -> None:
         if not (isinstance(self.block, int) and self.block >= MIN_BLOCK):
             raise ValueError(f"query block must be an int >= {MIN_BLOCK}, got {self.block!r}")
+        if not (isinstance(self.dropout, (int, float)) and 0 <= self.dropout < 1):
+            raise ValueError(f"dropout must be a probability in [0, 1), got {self.dropout!r}")
         if not isinstance(self.fused, bool):
             raise ValueError(f"fused must be True or False, got {self.fused!r}")
         for head, rowmap in self.maps.items():
@@ -124,6 +131,41 @@ class Plan:
 
 
 VANILLA = Plan()
+
+
+@dataclass(frozen=True)
+class Causal:
+    """The causal mask, built per block: a query attends the keys up to its own position; with ``window``, only
+    the last ``window`` of them (a sliding-window layer). The other masks ``attend`` takes are tensors: boolean
+    (True = may attend) or additive, broadcastable to (batch, heads, queries, keys)."""
+
+    window: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.window is not None and not (isinstance(self.window, int) and self.window >= 1):
+            raise ValueError(f"window must be an int >= 1, got {self.window!r}")
+
+
+@dataclass(frozen=True)
+class Slopes:
+    """The linear position bias of :func:`position_bias` (ALiBi, NAPE), one slope per head, built by the site for
+    each tile of scores it computes."""
+
+    slopes: torch.Tensor
+
+
+@dataclass(frozen=True)
+class Scores:
+    """How a row of scores is formed before its map: z = scale * (cap(q k^T * scaling) + bias), where
+    cap(x) = softcap * tanh(x / softcap) when ``softcap`` is set (Gemma); ``bias`` is :class:`Slopes` or a
+    function ``bias(start, stop)`` giving an additive bias for query rows start..stop-1, broadcastable to (batch,
+    heads, rows, keys), built per block so that no (queries x keys) tensor is held; ``scale`` (broadcastable to
+    (batch, heads, queries, 1)) is a learnable inverse temperature. Observers read z before ``scale``."""
+
+    scaling: float
+    softcap: float | None = None
+    bias: Slopes | Callable[[int, int], torch.Tensor] | None = None
+    scale: torch.Tensor | None = None
 
 
 def query_blocks(n: int, block: int) -> list[tuple[int, int]]:
@@ -236,24 +278,14 @@ def _weights(z: torch.Tensor, allowed: torch.Tensor, plan: Plan, groups: list[tu
     return torch.cat(parts, dim=1).index_select(1, inverse)
 
 
-def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, scaling: float,
-           mask: torch.Tensor | None = None, causal: bool = False, window: int | None = None,
-           softcap: float | None = None, layer: int = 0, plan: Plan = VANILLA, dropout: float = 0.0,
-           training: bool = False, bias: Callable[[int, int], torch.Tensor] | None = None,
-           scale: torch.Tensor | None = None, slopes: torch.Tensor | None = None) -> torch.Tensor:
+def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scores: Scores,
+           mask: Causal | torch.Tensor | None = None, plan: Plan = VANILLA) -> torch.Tensor:
     """Attention output (batch, queries, heads, head_dim) of one layer.
 
     query (batch, heads, queries, head_dim); key and value (batch, kv_heads, keys, head_dim) with
-    heads a multiple of kv_heads (grouped-query attention). ``mask``: boolean (True = may attend) or
-    additive float, broadcastable to (batch, heads, queries, keys). ``causal``/``window`` build a causal
-    (sliding-window) mask per block instead, for callers that have none. ``softcap`` applies
-    z -> softcap * tanh(z / softcap) before the mask (Gemma); observers read the capped row.
-    ``bias(start, stop)`` gives an additive score bias for query rows start..stop-1, broadcastable to
-    (batch, heads, rows, keys): a position bias such as ALiBi, built per block so that no (queries x keys)
-    tensor is held; observers read the row with it. ``slopes`` (heads,) gives the linear position bias of
-    :func:`position_bias` (ALiBi, NAPE) instead, which the site builds for each tile of scores it computes.
-    ``scale`` (broadcastable to (batch, heads, queries, 1)) multiplies each row after the observers and
-    before the map: a learnable inverse temperature.
+    heads a multiple of kv_heads (grouped-query attention). ``scores`` says how each row of scores is formed
+    (:class:`Scores`), ``mask`` which keys a query may attend (:class:`Causal`, a tensor, or every key),
+    ``plan`` what else the layer does (:class:`Plan`: row maps, observers, dropout...).
     """
     if query.dim() != 4 or key.dim() != 4 or value.shape != key.shape:
         raise ValueError(f"query, key, value must be (batch, heads, tokens, head_dim) with key and value "
@@ -261,13 +293,16 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, scali
     bsz, n_heads, n_q, _ = query.shape
     if n_heads % key.shape[1]:
         raise ValueError(f"{n_heads} query heads do not group over {key.shape[1]} key/value heads")
-    if mask is not None and (causal or window is not None):
-        raise ValueError("give either a mask or causal/window, not both")
-    if window is not None and not (causal and isinstance(window, int) and window >= 1):
-        raise ValueError(f"window must be an int >= 1 and needs causal=True, got {window!r}")
-    if slopes is not None and (bias is not None or slopes.shape != (n_heads,)):
-        raise ValueError(f"slopes must be one per head ({n_heads},) and not given with bias; got shape "
-                         f"{tuple(slopes.shape)}{' and a bias' if bias is not None else ''}")
+    if not isinstance(mask, (Causal, torch.Tensor, type(None))):
+        raise TypeError(f"mask must be Causal(...), a tensor or None, got {type(mask).__name__}")
+    causal = isinstance(mask, Causal)
+    window, explicit = (mask.window if causal else None), (None if causal else mask)
+    scaling, softcap, scale = scores.scaling, scores.softcap, scores.scale
+    slopes = scores.bias.slopes if isinstance(scores.bias, Slopes) else None
+    bias = None if isinstance(scores.bias, Slopes) else scores.bias
+    if slopes is not None and slopes.shape != (n_heads,):
+        raise ValueError(f"slopes must be one per head ({n_heads},), got shape {tuple(slopes.shape)}")
+    layer, dropout = plan.layer, plan.dropout
     bad = [h for h in plan.maps if not 0 <= h < n_heads]
     if bad:
         raise ValueError(f"layer {layer}: heads {bad} out of range for {n_heads} heads")
@@ -277,7 +312,7 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, scali
     n_k = key_t.shape[-1]
     out = query.new_empty(bsz, n_q, n_heads, value.shape[-1])
     groups = _head_groups(plan, n_heads)
-    if bias is None and _fusable(plan, causal, dropout and training, slopes):
+    if bias is None and _fusable(plan, causal, dropout > 0, slopes):
         return _attend_fused(query, key_t, value, out, scaling=scaling, window=window, softcap=softcap,
                              plan=plan, groups=groups, slopes=slopes, scale=scale)
     # Masked keys hold the dtype's lowest value, as eager's, for softmax and score observers; when every head
@@ -301,8 +336,8 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, scali
         if causal:
             allowed = causal_mask(n_q, n_k, start, stop, window=window, device=z.device)
             z.masked_fill_(~allowed, fill)
-        elif mask is not None:
-            block_mask = mask[:, :, start:stop] if mask.shape[-2] != 1 else mask
+        elif explicit is not None:
+            block_mask = explicit[:, :, start:stop] if explicit.shape[-2] != 1 else explicit
             allowed = allowed_keys(block_mask, z)
             if block_mask.dtype == torch.bool:
                 z.masked_fill_(~allowed, fill)
@@ -324,7 +359,7 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *, scali
         w = _weights(z, allowed, plan, groups, query.dtype, fill)
         for observer in plan.weight_observers:
             observer(WeightBlock(layer, w, allowed, start, n_q))
-        if dropout and training:
+        if dropout:
             w = F.dropout(w, p=dropout, training=True)
         out[:, start:stop] = torch.matmul(w, value).transpose(1, 2)
     return out

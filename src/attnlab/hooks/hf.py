@@ -14,13 +14,14 @@ state of attnlab's is involved: two models can be observed at once.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
-from ..site import DEFAULT_BLOCK, Observer, Plan, attend
+from ..site import DEFAULT_BLOCK, Observer, Plan, Scores, attend
 
 ATTN_NAME = "attnlab"
 SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "gpt_neox", "phi", "phi3",
@@ -56,8 +57,8 @@ def _attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value:
                            "attnlab.hooks context; open attnlab.hooks.observed(...) or substituted(...)")
     if scaling is None:  # Gemma's eager default
         scaling = module.head_dim ** -0.5
-    out = attend(query, key, value, scaling=scaling, mask=attention_mask, softcap=softcap, layer=route.layer,
-                 plan=route.plan, dropout=dropout, training=module.training)
+    plan = dataclasses.replace(route.plan, dropout=dropout) if dropout and module.training else route.plan
+    out = attend(query, key, value, Scores(scaling, softcap=softcap), attention_mask, plan)
     return out, None
 
 
@@ -118,7 +119,7 @@ def _merge(plans: list[dict[int, Plan]], layer: int) -> Plan:
         observers.extend(plan.observers)
         length_scale = plan.length_scale or length_scale
         block = plan.block if block is None else min(block, plan.block)
-    return Plan(maps=maps, observers=tuple(observers), length_scale=length_scale,
+    return Plan(maps=maps, observers=tuple(observers), length_scale=length_scale, layer=layer,
                 **({} if block is None else {"block": block}))
 
 
@@ -131,7 +132,7 @@ def _install(model: nn.Module) -> _State:
         model.set_attn_implementation(state.implementation)
         raise UnsupportedModel(f"{type(model).__name__} refused attn_implementation={ATTN_NAME!r}")
     for layer, module in enumerate(mods):
-        route = Route(layer, Plan())
+        route = Route(layer, Plan(layer=layer))
         state.routes[layer] = route
         setattr(module, _ROUTE, route)
     setattr(model, _STATE, state)

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import rowmaps
-from ..site import MIN_BLOCK, Observer, Plan, WeightObserver, attend
+from ..site import MIN_BLOCK, Causal, Observer, Plan, Scores, Slopes, WeightObserver, attend
 from . import positions as pe
 from .config import ModelConfig
 from .ffn import make_ffn, make_norm
@@ -76,9 +76,10 @@ class Attention(nn.Module):
             if self.unscaled is not None:
                 scale = scale.masked_fill(self.unscaled[:, None, None], 1.0)
         plan = Plan(maps=self.maps, observers=self.observers, weight_observers=self.weight_observers,
-                    block=block_rows(self.cfg.block, b, h, t))
-        out = attend(q, k, v, scaling=hd ** -0.5, causal=True, layer=self.layer, plan=plan, slopes=self.slopes,
-                     scale=scale, dropout=self.cfg.dropout, training=self.training)
+                    block=block_rows(self.cfg.block, b, h, t), layer=self.layer,
+                    dropout=self.cfg.dropout if self.training else 0.0)
+        scores = Scores(hd ** -0.5, bias=None if self.slopes is None else Slopes(self.slopes), scale=scale)
+        out = attend(q, k, v, scores, Causal(), plan)
         return self.o_proj(out.reshape(b, t, h * hd))
 
 
