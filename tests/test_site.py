@@ -156,3 +156,11 @@ def test_bad_input_errors():
         Plan(maps={0: rowmaps.get("relu_p2_bauto")})
     with pytest.raises(ValueError, match="n_train"):
         LengthScale(1.0, 1)
+
+
+def test_the_site_takes_its_options_as_three_small_objects():
+    """Masks and biases are objects (Causal, a mask tensor; Slopes, a block function inside Scores), not a long
+    parameter list: attend takes the three tensors, Scores, the mask and the Plan."""
+    import inspect
+
+    assert list(inspect.signature(attend).parameters) == ["query", "key", "value", "scores", "mask", "plan"]
