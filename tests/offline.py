@@ -21,7 +21,7 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from attnlab.tasks import generic_text, prompts
+from attnlab.tasks import generic_text, suites
 from attnlab.tasks.text import lexicon
 
 _TINY_WORDS = (
@@ -30,8 +30,8 @@ _TINY_WORDS = (
 
 
 def _template_words() -> set[str]:
-    fixed = " ".join([prompts.NIAH_CUE, prompts.PASSKEY_CUE, prompts.RULER_INTRO, prompts.RULER_NEEDLE,
-                      prompts.RULER_QUESTION, *prompts.NIAH_ORDINALS, *prompts.DECOY_MODIFIERS])
+    fixed = " ".join([suites.NIAH_CUE, suites.PASSKEY_CUE, suites.RULER_INTRO, suites.RULER_NEEDLE,
+                      suites.RULER_QUESTION, *suites.NIAH_ORDINALS, *suites.DECOY_MODIFIERS])
     return set(re.findall(r"[a-z]+", fixed.lower()))
 
 
@@ -57,8 +57,8 @@ def _bpe() -> PreTrainedTokenizerFast:
     # Generated sentences plus the templates, UUID-like and pass-key-like strings: enough merges that most
     # common words are one token, few enough (vocab 1200) that some nouns split.
     corpus = generic_text(30_000, seed=11).split(". ")
-    corpus += [prompts.NIAH_CUE, prompts.PASSKEY_CUE, prompts.RULER_INTRO, prompts.RULER_NEEDLE,
-               prompts.RULER_QUESTION, "3f2a9c4e-1b7d-4e0a-9c3f-5d8e2b6a1c70 QX7K2M9A"] * 50
+    corpus += [suites.NIAH_CUE, suites.PASSKEY_CUE, suites.RULER_INTRO, suites.RULER_NEEDLE,
+               suites.RULER_QUESTION, "3f2a9c4e-1b7d-4e0a-9c3f-5d8e2b6a1c70 QX7K2M9A"] * 50
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()

@@ -10,7 +10,6 @@ from html.parser import HTMLParser
 
 import matplotlib.pyplot as plt
 import pandas as pd
-import pytest
 
 from attnlab.report.figures import save_figure
 from attnlab.report.html import render, table_html

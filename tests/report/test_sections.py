@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnlab.report.sections import MDE, VERDICTS, Figure, Finding, Null, Section, Table
+from attnlab.report.sections import MDE, Figure, Finding, Null, Section, Table
 
 text = st.text(max_size=30)
 nulls = st.builds(Null, control=st.text(min_size=1, max_size=20), passes=st.sampled_from([True, False, None]),

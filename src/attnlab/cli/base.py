@@ -69,7 +69,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from ..io import OutputError
     from ..model.config import ConfigError
     from ..studies.runner import StudyError
-    from ..tasks.prompts import SuiteError
+    from ..tasks.suites import SuiteError
     from ..tasks.seqtask import TaskError
     from ..train.checkpoint import CheckpointError
     from ..train.trainer import RunError as TrainRunError

@@ -105,7 +105,7 @@ def _tokenizer():
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
-    from ..tasks import prompts as templates
+    from ..tasks import suites as templates
     from ..tasks.text import lexicon
 
     fixed = " ".join([templates.NIAH_CUE, templates.PASSKEY_CUE, templates.RULER_INTRO, templates.RULER_NEEDLE,

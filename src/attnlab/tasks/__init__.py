@@ -8,8 +8,9 @@ H.3; Attention Sinks Essential §3.2).
     >>> stream = tasks.TaskStream("mqmtar", length=64, seed=0)              # what attnlab.train reads
 """
 
-from .prompts import (SUITES, Prompt, Suite, SuiteError, answer_correct, answer_keys, build_suite, decoy_hit, is_chat,
-                      max_new_tokens)
+from . import niah, token_suites  # noqa: F401  (each registers its suites on import, in this order)
+from .scoring import answer_correct, answer_keys, decoy_hit, is_chat, max_new_tokens
+from .suites import SUITES, Prompt, Suite, SuiteError, build_suite
 from .synthetic import (
     TASKS, Task, TaskBatch, TaskError, TaskStream, VectorBatch, exact_match, get_task, register, scored_accuracy,
     show, trigger_mask,

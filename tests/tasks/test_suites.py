@@ -10,7 +10,8 @@ import torch
 
 from attnlab.tasks import (SUITES, SuiteError, answer_correct, answer_keys, build_suite, decoy_hit, generic_text,
                            is_chat, max_new_tokens)
-from attnlab.tasks.prompts import bundled_passages, parse_passages
+from attnlab.tasks.suites import parse_passages
+from attnlab.tasks.token_suites import bundled_passages
 from attnlab.tasks.text import lexicon
 from offline import build_tokenizer
 
@@ -354,7 +355,7 @@ def test_suite_stream_ids_never_change():
 def test_user_suite_registers_with_its_own_stream(bpe):
     import zlib
 
-    from attnlab.tasks.prompts import Prompt, register_suite, suite
+    from attnlab.tasks.suites import Prompt, register_suite, suite
     from attnlab.tasks.seqtask import USER_STREAMS
 
     @suite("first_token_test", "the first token again", "a user's notes")

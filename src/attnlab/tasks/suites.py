@@ -1,26 +1,25 @@
-"""Tokenizer-agnostic, deterministic prompt suites: NIAH (single, two-needle, adversarial-decoy), pass-key and UUID
-NIAH, multi-key RULER, induction, MQAR, copying and literary completion.
+"""What every prompt suite shares: the ``Prompt`` and ``Suite`` records, the suite registry (``suite`` declares an
+entry next to its builder), the caller's tokenizer reduced to what the builders use, and the haystack, planting and
+helpers of the text suites, and ``build_suite``, which builds a registered suite and audits every prompt as App. E's
+prompt audit asks: the planted answer tokenizes the same in place and as the continuation, and occurs in
+``input_ids`` only where it was planted. The builders themselves are in ``niah`` (the haystack suites) and
+``token_suites`` (induction, MQAR, copying, literary completion); ``scoring`` reads a generation against a prompt.
 
 The constructions follow Polynomial Concentration: App. B (induction, MQAR, copying, literary completion), App. E
 (NIAH), App. X (two needles), App. Z (decoys), App. AA (pass key), App. AI (RULER ``niah_single_3`` and
 ``niah_multikey_3`` templates) and App. S (the answer key). Text suites are written as text and
 tokenized whole with the caller's tokenizer; induction and MQAR draw random ordinary token ids.
 
-Every prompt is audited as App. E's prompt audit asks: the planted answer tokenizes the same in place and
-as the continuation, and occurs in ``input_ids`` only where it was planted. Prompt ``index`` of a suite
-draws from its own numpy stream ``default_rng([seed, suite stream, index])``, so the same (suite,
-tokenizer, seed, length, pad) gives the same prompts on every machine, whatever ``n_prompts`` is.
+Prompt ``index`` of a suite draws from its own numpy stream ``default_rng([seed, suite stream, index])``, so the
+same (suite, tokenizer, seed, length, pad) gives the same prompts on every machine, whatever ``n_prompts`` is.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-import uuid
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -377,293 +376,8 @@ def _plant(tok: _Tok, suite: str, index: int, rng: np.random.Generator, lex: Lex
     )
 
 
-def _cue_layout(cue: str, hay: list[str], depth: int, value: str) -> tuple[str, str]:
-    # App. E / AA: the needle sentence opens the prompt and the cue closes it.
-    return cue, "." + "".join(" " + s for s in hay) + " " + cue
-
-
-_SLOT = "\0"  # where " value" goes in a layout's text; the text is split there into head and tail
-
-
-def _around(text_: str) -> tuple[str, str]:
-    head, tail = text_.split(_SLOT)
-    return head, tail
-
-
-def _interleave(hay: list[str], needles: Sequence[tuple[int, str]]) -> str:
-    """The haystack sentences with each (boundary, sentence) needle inserted before sentence ``boundary``
-    (``len(hay)``: after the last), joined by single spaces."""
-    at: dict[int, list[str]] = {}
-    for boundary, needle in needles:
-        at.setdefault(boundary, []).append(needle)
-    return " ".join([*(part for i, s in enumerate(hay) for part in (*at.get(i, ()), s)), *at.get(len(hay), ())])
-
-
 def _boundary(fraction: float, hay: list[str]) -> int:
     return int(fraction * (len(hay) + 1))
-
-
-def _ruler_layout(key: str, hay: list[str], depth: int, value: str) -> tuple[str, str]:
-    # App. AI: the needle sits at a random sentence boundary of the haystack.
-    needle = RULER_NEEDLE.format(key=key) + _SLOT + "."
-    return _around(RULER_INTRO + _interleave(hay, [(depth, needle)]) + RULER_QUESTION.format(key=key))
-
-
-def _multikey_layout(key: str, others: Sequence[tuple[str, str, float]], hay: list[str], depth: int,
-                     value: str) -> tuple[str, str]:
-    # App. AI.4 (RULER niah_multikey_3): every (key, UUID) needle at its own random sentence boundary; the
-    # question names one key.
-    needles = [(depth, RULER_NEEDLE.format(key=key) + _SLOT + ".")] + [
-        (_boundary(f, hay), RULER_NEEDLE.format(key=k) + f" {v}.") for k, v, f in others]
-    return _around(RULER_INTRO + _interleave(hay, needles) + RULER_QUESTION.format(key=key))
-
-
-def _two_needle_layout(needles: tuple[str, str], asked: int, hay: list[str], depth: int,
-                       value: str) -> tuple[str, str]:
-    # App. X: the first needle opens the prompt, the second sits at a random sentence boundary, and the cue
-    # names one of them by its ordinal.
-    said = [f"The {o} secret word is" + (_SLOT if i == asked else f" {w}") + "."
-            for i, (o, w) in enumerate(zip(NIAH_ORDINALS, needles))]
-    body = _interleave(hay, [(depth, said[1])])
-    return _around(said[0] + (" " + body if body else "") + f" The {NIAH_ORDINALS[asked]} secret word is")
-
-
-def _decoy_layout(decoys: tuple[str, str], hay: list[str], depth: int, value: str) -> tuple[str, str]:
-    # App. Z: two decoy plants and the real one open the prompt, in this order; the cue asks for the real one.
-    plants = [f"The {m} secret word is {w}." for m, w in zip(DECOY_MODIFIERS, decoys)]
-    plants.append(f"The {DECOY_MODIFIERS[-1]} secret word is{_SLOT}.")
-    return _around(" ".join(plants + hay) + f" The {DECOY_MODIFIERS[-1]} secret word is")
-
-
-# Defaults: pad 128 is the matched NIAH and pass-key setting (App. E/F, AA); copying's pad 500 is Sec. 5.4;
-# length 1024 keeps induction and MQAR in-distribution for every audit model, Pythia's 2048 included.
-@suite("niah", "'The secret word is X. [haystack] The secret word is' with X a one-token noun",
-       "Polynomial Concentration App. E", stream=1, default_pad=128)
-def _niah(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
-    lex, enc, pool = _noun_pool(tok, "niah", NIAH_CUE, NIAH_CUE)
-    prompts = []
-    for index, k in enumerate(_cycle(_rng(seed, "niah"), len(pool), n_prompts)):
-        needle, token = pool[k]
-        built, _, sentences, _ = _plant(
-            tok, "niah", index, _rng(seed, "niah", index), _without(lex, enc, token),
-            lambda rng, needle=needle: needle, partial(_cue_layout, NIAH_CUE), pad, length, {},
-        )
-        prompts.append(Prompt(*built, "niah", index, {"needle": needle, "pad": sentences}))
-    return prompts
-
-
-def _passkey(rng: np.random.Generator) -> str:
-    return "".join(rng.choice(_PASSKEY_ALPHABET, _PASSKEY_CHARS))
-
-
-@suite("passkey_niah", "'The pass key is X. [haystack] The pass key is' with an 8-character key",
-       "Polynomial Concentration App. AA", stream=6, max_new_tokens=24, scoring="substring", default_pad=128)
-def _passkey_niah(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
-    _require_known(tok, "passkey_niah", PASSKEY_CUE)
-    lex, _ = _screened_lexicon(tok, "passkey_niah")
-    prompts = []
-    for index in range(n_prompts):
-        built, value, sentences, _ = _plant(
-            tok, "passkey_niah", index, _rng(seed, "passkey_niah", index), lex, _passkey,
-            partial(_cue_layout, PASSKEY_CUE), pad, length, {},
-        )
-        prompts.append(Prompt(*built, "passkey_niah", index, {"pass_key": value, "pad": sentences}))
-    return prompts
-
-
-def _uuid(rng: np.random.Generator) -> str:
-    return str(uuid.UUID(bytes=rng.bytes(16), version=4))
-
-
-@suite("uuid_niah", "RULER niah_single_3: recall the UUID planted for a key noun",
-       "Polynomial Concentration App. AI; Hsieh et al. 2024", stream=5, max_new_tokens=56, scoring="substring",
-       default_pad=128)
-def _uuid_niah(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
-    lex, enc, pool = _ruler_pool(tok, "uuid_niah")
-    prompts = []
-    for index, k in enumerate(_cycle(_rng(seed, "uuid_niah"), len(pool), n_prompts)):
-        key, token = pool[k]
-        built, value, sentences, depth = _plant(
-            tok, "uuid_niah", index, _rng(seed, "uuid_niah", index), _without(lex, enc, token), _uuid,
-            partial(_ruler_layout, key), pad, length, {token: 3},
-        )
-        meta = {"key": key, "value": value, "depth": depth, "pad": sentences}
-        prompts.append(Prompt(*built, "uuid_niah", index, meta))
-    return prompts
-
-
-def _decoy_meta(tok: _Tok, words: Sequence[str]) -> dict:
-    return {"decoys": tuple(words), "decoy_ids": tuple(tok.batch([" " + w for w in words]))}
-
-
-@suite("niah_multi", "two needles, 'The first/second secret word is X.'; the cue asks for one by its ordinal",
-       "Polynomial Concentration App. X", stream=7, default_pad=32)
-def _niah_multi(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
-    lex, enc, pool = _noun_pool(tok, "niah_multi", f"{NIAH_CUE} {' '.join(NIAH_ORDINALS)}", NIAH_CUE, 2)
-    prompts = []
-    for index in range(n_prompts):
-        rng = _rng(seed, "niah_multi", index)
-        pair = [pool[int(k)] for k in rng.choice(len(pool), 2, replace=False)]
-        asked = int(rng.integers(2))
-        words = (pair[0][0], pair[1][0])
-        lex_ = _without(lex, enc, *(t for _, t in pair))
-        built, _, sentences, depth = _plant(
-            tok, "niah_multi", index, rng, lex_, lambda rng, w=words[asked]: w,
-            partial(_two_needle_layout, words, asked), pad, length, {pair[1 - asked][1]: 1},
-        )
-        meta = {"needles": words, "asked": NIAH_ORDINALS[asked], "depth": depth, "pad": sentences,
-                **_decoy_meta(tok, [words[1 - asked]])}
-        prompts.append(Prompt(*built, "niah_multi", index, meta))
-    return prompts
-
-
-@suite("niah_decoy", "'The fake/decoy/real secret word is X/Y/Z.', a haystack, then 'The real secret word is'",
-       "Polynomial Concentration App. Z", stream=8, default_pad=128)
-def _niah_decoy(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
-    lex, enc, pool = _noun_pool(tok, "niah_decoy", f"{NIAH_CUE} {' '.join(DECOY_MODIFIERS)}", NIAH_CUE,
-                                len(DECOY_MODIFIERS))
-    prompts = []
-    for index in range(n_prompts):
-        rng = _rng(seed, "niah_decoy", index)
-        *decoys, real = [pool[int(k)] for k in rng.choice(len(pool), len(DECOY_MODIFIERS), replace=False)]
-        lex_ = _without(lex, enc, *(t for _, t in (*decoys, real)))
-        words = tuple(w for w, _ in decoys)
-        built, _, sentences, _ = _plant(
-            tok, "niah_decoy", index, rng, lex_, lambda rng, w=real[0]: w, partial(_decoy_layout, words), pad,
-            length, {t: 1 for _, t in decoys},
-        )
-        meta = {"needle": real[0], "pad": sentences, **_decoy_meta(tok, words)}
-        prompts.append(Prompt(*built, "niah_decoy", index, meta))
-    return prompts
-
-
-@suite("ruler_multikey", f"RULER niah_multikey_3: {MULTIKEY_PAIRS} (key, UUID) needles; recall the UUID of one key",
-       "Polynomial Concentration App. AI.4; Hsieh et al. 2024", stream=9, max_new_tokens=56, scoring="substring",
-       default_pad=128)
-def _ruler_multikey(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
-    lex, enc, pool = _ruler_pool(tok, "ruler_multikey", MULTIKEY_PAIRS)
-    prompts = []
-    for index in range(n_prompts):
-        rng = _rng(seed, "ruler_multikey", index)
-        (key, token), *rest = [pool[int(k)] for k in rng.choice(len(pool), MULTIKEY_PAIRS, replace=False)]
-        others = [(k, _uuid(rng), float(rng.random())) for k, _ in rest]
-        lex_ = _without(lex, enc, token, *(t for _, t in rest))
-        built, value, sentences, depth = _plant(
-            tok, "ruler_multikey", index, rng, lex_, _uuid, partial(_multikey_layout, key, others), pad, length,
-            {token: 3, **{t: 1 for _, t in rest}},
-        )
-        meta = {"key": key, "value": value, "depth": depth, "pad": sentences, "keys": (key, *(k for k, _ in rest)),
-                **_decoy_meta(tok, [v for _, v, _ in others])}
-        prompts.append(Prompt(*built, "ruler_multikey", index, meta))
-    return prompts
-
-
-@suite("induction", "a random-token segment and its repeat; predict the repeat's next token",
-       "Polynomial Concentration App. B; Olsson et al. 2022", stream=2, default_length=1024)
-def _induction(tok: _Tok, n_prompts: int, seed: int, length: int, pad: None) -> list[Prompt]:
-    # Olsson et al.: a random segment, then its repeat cut so that the next token is the segment's own.
-    body = length - len(tok.lead)
-    if body < 3:
-        raise SuiteError(
-            f"induction: length {length} leaves {body} tokens after BOS; use length >= {3 + len(tok.lead)}"
-        )
-    segment = body // 2 + 1
-    repeat = body - segment
-    pool = tok.ordinary()
-    if segment > pool.size:
-        raise SuiteError(
-            f"induction: length {length} needs {segment} distinct tokens but tokenizer {tok.name!r} has "
-            f"{pool.size} ordinary ones; use length <= {2 * pool.size - 1 + len(tok.lead)}"
-        )
-    prompts = []
-    for index in range(n_prompts):
-        a = tuple(int(t) for t in _rng(seed, "induction", index).choice(pool, segment, replace=False))
-        at = len(tok.lead) + repeat
-        prompts.append(Prompt(
-            tok.lead + a + a[:repeat], (a[repeat],), (at,), "induction", index,
-            {"segment": segment, "repeat": repeat},
-        ))
-    return prompts
-
-
-@suite("mqar", "random-token key-value pairs, then queries; predict the last queried value",
-       "Polynomial Concentration App. B; Arora et al. 2023", stream=3, default_length=1024)
-def _mqar(tok: _Tok, n_prompts: int, seed: int, length: int, pad: None) -> list[Prompt]:
-    # Arora et al. (Zoology): key-value pairs, then every key queried once in random order with its value
-    # given, except the last query, whose value is the answer; keys and values are disjoint random tokens.
-    body = length - len(tok.lead)
-    pairs = (body + 1) // 4
-    pool = tok.ordinary()
-    if pairs < 1:
-        raise SuiteError(
-            f"mqar: length {length} holds no key-value pair and query; use length >= {3 + len(tok.lead)}"
-        )
-    if 2 * pairs > pool.size:
-        raise SuiteError(
-            f"mqar: length {length} needs {2 * pairs} distinct tokens but tokenizer {tok.name!r} has "
-            f"{pool.size} ordinary ones; use length <= {4 * (pool.size // 2) + 2 + len(tok.lead)}"
-        )
-    prompts = []
-    for index in range(n_prompts):
-        rng = _rng(seed, "mqar", index)
-        drawn = [int(t) for t in rng.choice(pool, 2 * pairs, replace=False)]
-        keys, values = drawn[:pairs], drawn[pairs:]
-        order = [int(j) for j in rng.permutation(pairs)]
-        store = tuple(t for j in range(pairs) for t in (keys[j], values[j]))
-        queries = tuple(t for j in order[:-1] for t in (keys[j], values[j])) + (keys[order[-1]],)
-        at = len(tok.lead) + 2 * order[-1] + 1
-        prompts.append(Prompt(
-            tok.lead + store + queries, (values[order[-1]],), (at,), "mqar", index, {"pairs": pairs},
-        ))
-    return prompts
-
-
-def _first_unique(ids: Sequence[int], start: int) -> int | None:
-    """The first position >= start whose token occurs once in ``ids``."""
-    counts = Counter(ids)
-    return next((j for j in range(max(start, 1), len(ids)) if counts[ids[j]] == 1), None)
-
-
-@suite("copying", "a generated passage, random padding, then the passage again; continue it",
-       "Polynomial Concentration App. B, Sec. 5.4", stream=4, default_pad=500)
-def _copying(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
-    # Polynomial Concentration App. B's "copying with padding", on a generated passage instead of memorized novel
-    # openings:
-    # passage, random tokens, then at least half the passage again; the copy stops before a token that
-    # occurs once in the passage, so only copying names the answer.
-    lex, _ = _screened_lexicon(tok, "copying")
-    pool = tok.ordinary()
-    prompts = []
-    for index in range(n_prompts):
-        rng = _rng(seed, "copying", index)
-        for _ in range(_TRIES):
-            passage = " ".join(text.sentences(rng, lex, _PASSAGE_SENTENCES))
-            ids = tok.ids(passage)
-            copied = _first_unique(ids, len(ids) // 2)
-            if copied is not None:
-                break
-        else:
-            raise SuiteError(
-                f"copying: no passage of prompt {index} had a token that occurs once, after {_TRIES} draws "
-                f"with tokenizer {tok.name!r}; use a tokenizer with whole-word English tokens"
-            )
-        if tok.unk is not None and tok.unk in ids:
-            raise SuiteError(
-                f"copying: tokenizer {tok.name!r} maps part of a generated passage to its unknown token; "
-                "use a tokenizer whose vocabulary covers English text"
-            )
-        noise = pad if pad is not None else length - len(tok.lead) - len(ids) - copied
-        if noise < 0:
-            raise SuiteError(
-                f"copying: length {length} is shorter than prompt {index}'s passage and copy "
-                f"({length - noise} tokens); use a larger length (passages vary), or pass pad instead"
-            )
-        filler = np.setdiff1d(pool, ids)
-        padding = tuple(int(t) for t in rng.choice(filler, noise)) if noise else ()
-        at = len(tok.lead) + copied
-        meta = {"passage": passage, "pad": noise, "copied": copied}
-        prompts.append(Prompt(tok.lead + ids + padding + ids[:copied], (ids[copied],), (at,), "copying", index, meta))
-    return prompts
 
 
 MIN_PASSAGE_TOKENS = 16  # a literary opening needs some text to be recognised by before the cut
@@ -680,39 +394,6 @@ def parse_passages(text_: str) -> tuple[tuple[str, str], ...]:
         if body:
             out.append((titles[0] if titles else f"passage {len(out) + 1}", " ".join(body.split())))
     return tuple(out)
-
-
-def bundled_passages() -> tuple[tuple[str, str], ...]:
-    """The openings of public-domain novels that ship with attnlab, the literary suite's default texts."""
-    return parse_passages(text.bundled("literary.txt"))
-
-
-@suite("literary", "random padding, then the opening of a known text cut part-way; predict its next token",
-       "Polynomial Concentration App. B, Table 2", stream=10, default_pad=500)
-def _literary(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
-    # App. B's literary completion: openings of well-known novels after random padding, scored on the next
-    # token. A model that has read the text can answer; the prompt itself does not hold the answer, so the
-    # suite measures memorized text unless the user passes texts the model cannot have seen.
-    texts = tok.passages or bundled_passages()
-    usable = [(title, ids) for (title, _), ids in zip(texts, tok.batch([t for _, t in texts]))
-              if len(ids) >= MIN_PASSAGE_TOKENS and (tok.unk is None or tok.unk not in ids)]
-    if not usable:
-        raise SuiteError(f"literary: no passage has {MIN_PASSAGE_TOKENS} tokens without the unknown token of "
-                         f"tokenizer {tok.name!r}; give longer passages, separated by blank lines")
-    pool = tok.ordinary()
-    prompts = []
-    for index, k in enumerate(_cycle(_rng(seed, "literary"), len(usable), n_prompts)):
-        rng = _rng(seed, "literary", index)
-        title, ids = usable[k]
-        cut = int(rng.integers(len(ids) // 2, len(ids)))
-        noise = pad if pad is not None else length - len(tok.lead) - cut
-        if noise < 0:
-            raise SuiteError(f"literary: length {length} is shorter than prompt {index}'s opening ({cut} tokens of "
-                             f"{title!r}); use a larger length, or pass pad instead")
-        padding = tuple(int(t) for t in rng.choice(np.setdiff1d(pool, ids), noise)) if noise else ()
-        meta = {"title": title, "cut": cut, "pad": noise}
-        prompts.append(Prompt(tok.lead + padding + ids[:cut], (ids[cut],), (), "literary", index, meta))
-    return prompts
 
 
 def _suite(name: str) -> Suite:
@@ -790,82 +471,3 @@ def build_suite(name: str, tokenizer: Any, n_prompts: int, *, seed: int = 0, len
         prompts = [dataclasses.replace(p, input_ids=p.input_ids + tok.trail, meta={**p.meta, "trail": len(tok.trail)})
                    for p in prompts]
     return prompts
-
-
-# A chat model answers in a sentence ("The secret word is shell."): its prompts are scored on the first words it
-# generates, this many tokens, instead of on the first token.
-CHAT_NEW_TOKENS = 16
-
-
-def max_new_tokens(name: str, chat: bool = False) -> int:
-    """Tokens to generate when scoring suite ``name``: 1 for single-token suites, 24 (App. AA) or 56 (App. AI); at
-    least ``CHAT_NEW_TOKENS`` for prompts framed by a chat template (``chat``)."""
-    own = _suite(name).max_new_tokens
-    return max(own, CHAT_NEW_TOKENS) if chat else own
-
-
-def is_chat(prompt: Prompt) -> bool:
-    """Whether ``prompt`` is framed as a user message of a chat template (``build_suite(..., chat=True)``)."""
-    return "trail" in prompt.meta
-
-
-def answer_keys(prompt: Prompt) -> dict[int, int]:
-    """Query position -> the key position holding its answer (Polynomial Concentration App. S's answer key).
-
-    Every suite's last input position answers from ``answer_positions[0]``; a prompt without one (literary
-    completion) has no answer key. Induction has an answer at every position of the repeat: the token after
-    the current token's first occurrence, the planted B of App. H, one segment length back plus one.
-    """
-    if not prompt.answer_positions:
-        return {}
-    last = len(prompt.input_ids) - 1
-    keys = {last: prompt.answer_positions[0]}
-    if prompt.suite == "induction":
-        segment, repeat = prompt.meta["segment"], prompt.meta["repeat"]
-        end = len(prompt.input_ids) - prompt.meta.get("trail", 0)
-        keys.update({q: q - segment + 1 for q in range(end - repeat, end)})
-    return keys
-
-
-def _generated(prompt: Prompt, generated_ids: Any) -> list[int]:
-    flat = np.asarray(generated_ids.tolist() if hasattr(generated_ids, "tolist") else list(generated_ids))
-    if flat.ndim != 1:
-        raise SuiteError(f"generated_ids must be one prompt's 1-D token ids, got shape {flat.shape}")
-    return [int(t) for t in flat[:max_new_tokens(prompt.suite, is_chat(prompt))]]
-
-
-def decoy_hit(prompt: Prompt, generated_ids: Any, tokenizer: Any = None) -> bool | None:
-    """Whether a generation names one of the wrong answers the prompt plants on purpose (Polynomial
-    Concentration App. Z's decoy tracking): the first token is a decoy's first token (first-token suites), or
-    a decoy's text is inside the decoded generation (substring suites). None for a prompt without decoys."""
-    if not prompt.meta.get("decoys"):
-        return None
-    return _names(prompt, generated_ids, prompt.meta["decoy_ids"], tokenizer, "decoy_hit")
-
-
-def _names(prompt: Prompt, generated_ids: Any, targets: Sequence[Sequence[int]], tokenizer: Any, caller: str) -> bool:
-    """Whether a generation names one of ``targets`` (token ids in place) as the prompt's suite scores: its
-    first token is a target's first token, or a target, decoded, is inside the decoded generation. A chat-framed
-    prompt of a single-token suite is read as a sentence: a target, decoded, as a whole word among its first
-    ``CHAT_NEW_TOKENS`` tokens."""
-    suite = _suite(prompt.suite)
-    ids = _generated(prompt, generated_ids)
-    if suite.scoring == "first token" and not is_chat(prompt):
-        return bool(ids) and any(ids[0] == t[0] for t in targets)
-    if tokenizer is None:
-        raise SuiteError(f"{prompt.suite} is scored on decoded text: call {caller}(prompt, generated_ids, tokenizer)")
-    said = tokenizer.decode(ids)
-    if suite.scoring == "first token":
-        words = [tokenizer.decode([t[0]]).strip() for t in targets]
-        return any(word and re.search(rf"(?<!\w){re.escape(word)}(?!\w)", said) for word in words)
-    return any(tokenizer.decode(list(t)).strip() in said for t in targets)
-
-
-def answer_correct(prompt: Prompt, generated_ids: Any, tokenizer: Any = None) -> bool:
-    """Exact match of a generation (the new token ids only) against the prompt's answer.
-
-    Single-token suites compare the first generated token with ``answer_ids[0]`` (App. E). ``uuid_niah`` and
-    ``passkey_niah`` need ``tokenizer``: the planted value, as the tokenizer decodes ``answer_ids``, must be a
-    substring of the decoded first ``max_new_tokens(suite)`` tokens (App. AA, AI).
-    """
-    return _names(prompt, generated_ids, [prompt.answer_ids], tokenizer, "answer_correct")
