@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-from attnlab.commands import lengthgen
+from attnlab.commands import lengthgen, lengthgen_config
 from attnlab.tasks import TASKS
 
 
@@ -21,10 +21,10 @@ def _cfg(**kw):
 
 
 def test_variants_name_scalers_or_registry_maps():
-    assert lengthgen.variant("asentmax") == {"scaler": "adaptive", "rowmap": "entmax_a1.5"}
-    assert lengthgen.variant("topk_k32") == {"rowmap": "topk_k32"}
+    assert lengthgen_config.variant("asentmax") == {"scaler": "adaptive", "rowmap": "entmax_a1.5"}
+    assert lengthgen_config.variant("topk_k32") == {"rowmap": "topk_k32"}
     with pytest.raises(ValueError, match="unknown variant 'fastmax'"):
-        lengthgen.variant("fastmax")
+        lengthgen_config.variant("fastmax")
     with pytest.raises(ValueError, match="task must be a token task"):
         _cfg(task="trigger_averaging")
 
@@ -32,10 +32,10 @@ def test_variants_name_scalers_or_registry_maps():
 def test_ssmax_names_only_the_row_map_and_the_learned_scale_is_ssmax_learned():
     from attnlab.model import Decoder
 
-    assert lengthgen.variant("ssmax_learned") == {"scaler": "log_n", "rowmap": "softmax"}
-    assert lengthgen.variant("ssmax_s0.43") == {"rowmap": "ssmax_s0.43"}
+    assert lengthgen_config.variant("ssmax_learned") == {"scaler": "log_n", "rowmap": "softmax"}
+    assert lengthgen_config.variant("ssmax_s0.43") == {"rowmap": "ssmax_s0.43"}
     with pytest.raises(ValueError, match="variant 'ssmax' was renamed 'ssmax_learned'"):
-        lengthgen.variant("ssmax")
+        lengthgen_config.variant("ssmax")
     with pytest.raises(ValueError, match="renamed 'ssmax_learned'"):
         _cfg(maps=("softmax", "ssmax"))
     model = lengthgen.run_config(_cfg(maps=("ssmax_learned",)), "ssmax_learned", TASKS["copy"].vocab_size).model
@@ -44,24 +44,24 @@ def test_ssmax_names_only_the_row_map_and_the_learned_scale_is_ssmax_learned():
 
 
 def test_variants_are_an_open_registry_that_refuses_taken_retired_and_row_map_names():
-    assert list(lengthgen.VARIANTS) == ["ssmax_learned", "asentmax", "assmax", "sentmax"]
+    assert list(lengthgen_config.VARIANTS) == ["ssmax_learned", "asentmax", "assmax", "sentmax"]
     fields = {"scaler": "adaptive", "rowmap": "sparsemax"}
     try:
-        assert lengthgen.register_variant("assparsemax", fields) == fields
-        assert lengthgen.variant("assparsemax") == fields and _cfg(maps=("assparsemax",)).maps == ("assparsemax",)
+        assert lengthgen_config.register_variant("assparsemax", fields) == fields
+        assert lengthgen_config.variant("assparsemax") == fields and _cfg(maps=("assparsemax",)).maps == ("assparsemax",)
         with pytest.raises(ValueError, match="lengthgen variant 'assparsemax' is already registered"):
-            lengthgen.register_variant("assparsemax", {"rowmap": "softmax"})
-        lengthgen.register_variant("assparsemax", {"rowmap": "softmax"}, replace=True)
-        assert lengthgen.variant("assparsemax") == {"rowmap": "softmax"}
+            lengthgen_config.register_variant("assparsemax", {"rowmap": "softmax"})
+        lengthgen_config.register_variant("assparsemax", {"rowmap": "softmax"}, replace=True)
+        assert lengthgen_config.variant("assparsemax") == {"rowmap": "softmax"}
     finally:
-        lengthgen.VARIANTS.unregister("assparsemax")
+        lengthgen_config.VARIANTS.unregister("assparsemax")
     with pytest.raises(ValueError, match="'ssmax' is retired"):
-        lengthgen.register_variant("ssmax", fields)
+        lengthgen_config.register_variant("ssmax", fields)
     with pytest.raises(ValueError, match="'entmax_a1.5' names a row map"):
-        lengthgen.register_variant("entmax_a1.5", fields)
+        lengthgen_config.register_variant("entmax_a1.5", fields)
     with pytest.raises(ValueError, match="sets temperature, which are not model fields"):
-        lengthgen.register_variant("hot", {"temperature": 2})
-    assert "assparsemax" not in lengthgen.VARIANTS and "hot" not in lengthgen.VARIANTS
+        lengthgen_config.register_variant("hot", {"temperature": 2})
+    assert "assparsemax" not in lengthgen_config.VARIANTS and "hot" not in lengthgen_config.VARIANTS
 
 
 def test_score_counts_rows_whose_every_scored_position_is_right():
@@ -178,12 +178,12 @@ def test_the_full_budget_builds_each_task_s_model_of_seed_001_table_5():
 def test_the_smoke_budget_takes_a_task_s_own_settings_and_given_overrides_win():
     smoke = _cfg(task="mqmtar", train_len=64, steps=None)
     run = lengthgen.run_config(smoke, "softmax", TASKS["mqmtar"].vocab_size)
-    own = lengthgen.SMOKE_TASKS["mqmtar"]
+    own = lengthgen_config.SMOKE_TASKS["mqmtar"]
     assert (run.model.ffn, run.train.lr, run.train.steps) == (own["ffn"], own["lr"], own["steps"])
     assert run.train.min_lr == pytest.approx(own["lr"] / 10)
     given = lengthgen.run_config(_cfg(task="mqmtar", train_len=64, steps=7, lr=5e-4), "softmax", 262).train
     assert (given.steps, given.lr) == (7, 5e-4)
-    assert _cfg().plan["ffn"] == lengthgen.BUDGETS["smoke"]["ffn"] == "gelu"
+    assert _cfg().plan["ffn"] == lengthgen_config.BUDGETS["smoke"]["ffn"] == "gelu"
     with pytest.raises(ValueError, match="lr must be a positive finite number"):
         _cfg(lr=0.0)
 
@@ -322,18 +322,18 @@ def test_paper_units_count_the_task_s_own_length_and_turn_into_rows_of_tokens():
 def test_asentmax_and_sentmax_take_alpha_the_gamma_bound_and_a_fixed_gamma_in_their_name():
     from attnlab.model import Decoder
 
-    assert lengthgen.variant("asentmax_a2_s0.5") == {"scaler": "adaptive", "rowmap": "entmax_a2", "scaler_bound": 0.5}
-    assert lengthgen.variant("sentmax_a1.25") == {"scaler": "direct", "rowmap": "entmax_a1.25"}
-    assert lengthgen.variant("sentmax") == {"scaler": "direct", "rowmap": "entmax_a1.5"}
-    assert lengthgen.variant("asentmax_g1") == {"scaler": "adaptive", "rowmap": "entmax_a1.5", "scaler_gamma": 1.0}
-    assert lengthgen.variant("asentmax_a2_s0.5_g-0.5") == {"scaler": "adaptive", "rowmap": "entmax_a2",
+    assert lengthgen_config.variant("asentmax_a2_s0.5") == {"scaler": "adaptive", "rowmap": "entmax_a2", "scaler_bound": 0.5}
+    assert lengthgen_config.variant("sentmax_a1.25") == {"scaler": "direct", "rowmap": "entmax_a1.25"}
+    assert lengthgen_config.variant("sentmax") == {"scaler": "direct", "rowmap": "entmax_a1.5"}
+    assert lengthgen_config.variant("asentmax_g1") == {"scaler": "adaptive", "rowmap": "entmax_a1.5", "scaler_gamma": 1.0}
+    assert lengthgen_config.variant("asentmax_a2_s0.5_g-0.5") == {"scaler": "adaptive", "rowmap": "entmax_a2",
                                                            "scaler_bound": 0.5, "scaler_gamma": -0.5}
     with pytest.raises(ValueError, match="asentmax_a<alpha>_s<s>_g<gamma>"):
-        lengthgen.variant("asentmax_g1.2.3")
+        lengthgen_config.variant("asentmax_g1.2.3")
     with pytest.raises(ValueError, match="variant 'asentmax_a0.5'"):
-        lengthgen.variant("asentmax_a0.5")
+        lengthgen_config.variant("asentmax_a0.5")
     with pytest.raises(ValueError, match="must be > 0"):
-        lengthgen.variant("asentmax_s0")
+        lengthgen_config.variant("asentmax_s0")
     model = Decoder(lengthgen.run_config(_cfg(maps=("sentmax",)), "sentmax", TASKS["copy"].vocab_size).model)
     scale = model.layers[0].attn.scaler(None, torch.arange(1, 5))
     # SEntmax starts where ASEntmax's zero projections start: 1 + log 2 at every length
@@ -341,7 +341,7 @@ def test_asentmax_and_sentmax_take_alpha_the_gamma_bound_and_a_fixed_gamma_in_th
 
 
 def test_the_full_budget_takes_table_5_s_data_for_every_task_unless_given():
-    for task, (samples, lengths, params) in lengthgen.TABLE5_DATA.items():
+    for task, (samples, lengths, params) in lengthgen_config.TABLE5_DATA.items():
         cfg = _cfg(task=task, budget="full", units="paper", min_train_len=lengths[0], train_len=lengths[1],
                    maps=("softmax",), steps=None)
         assert cfg.plan["steps"] * 128 == samples and lengthgen.run_config(cfg, "softmax", 300).train.batch == 128

@@ -40,7 +40,7 @@ def papers() -> int:
 
 def task_params(items: list[str] | None) -> dict:
     """--param KEY=VALUE items as lengthgen reads them."""
-    from ..commands.lengthgen import task_params as read
+    from ..commands.lengthgen_config import task_params as read
 
     return read(items)
 

@@ -213,7 +213,7 @@ def _lengthgen_errors() -> tuple[type[BaseException], ...]:
          "Train one decoder per variant on a synthetic task at --train-len, score exact match at each multiple "
          "of it, and record attention entropy and support per layer; finished cells are reused on a rerun, "
          "which may change only the variants, --eval-mult and --samples.",
-         "attnlab.commands.lengthgen:LengthgenConfig", LengthgenRun,
+         "attnlab.commands.lengthgen_config:LengthgenConfig", LengthgenRun,
          errors=_lengthgen_errors)
 def lengthgen(cfg, opts: LengthgenRun) -> int:
     from ..commands import lengthgen as lg
