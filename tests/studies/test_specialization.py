@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from attnlab import studies
-from attnlab.diagnostics.stats import paired_mde
+from attnlab.diagnostics.paired import paired_mde
 from attnlab.studies import StudyConfig
 from attnlab.studies import specialization as spec
 from attnlab.studies.verdict import FPR_MAX, false_positive_rate

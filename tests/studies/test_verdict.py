@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from attnlab.diagnostics.stats import paired_interval, paired_mde
+from attnlab.diagnostics.paired import paired_interval, paired_mde
 from attnlab.report.sections import MDE, Null
 from attnlab.studies.verdict import decide, false_positive_rate
 

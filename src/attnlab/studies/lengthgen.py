@@ -38,7 +38,7 @@ import pandas as pd
 from .. import io
 from ..commands import lengthgen
 from ..diagnostics.nondispersion import theory_checks
-from ..diagnostics.stats import paired_mde, t_cdf
+from ..diagnostics.paired import paired_mde, t_cdf
 from ..report.plot_lengthgen import plot_head_dispersion, plot_task_accuracy, plot_task_dispersion
 from ..report.sections import MDE, Figure, Finding, Null, Section, Table
 from .runner import Study, StudyConfig, load_config, register, section

@@ -41,7 +41,7 @@ import pandas as pd
 import torch
 
 from .. import io
-from ..diagnostics.stats import paired_interval, paired_mde
+from ..diagnostics.paired import paired_interval, paired_mde
 from ..model.decoder import Decoder, loss
 from ..registry import Registry
 from ..report.plot_specialization import plot_probe_curves

@@ -62,7 +62,8 @@ from ..commands import temperature
 from ..commands.runs import context_length, load
 from ..commands.temperature import TRIPLE, per_n
 from ..commands.xi_sweep import parabola_min
-from ..diagnostics.stats import UNREADABLE, check_cor49, exponent, paired_interval, tie_mask
+from ..diagnostics.paired import paired_interval
+from ..diagnostics.stats import UNREADABLE, check_cor49, exponent, tie_mask
 from ..report.sections import MDE, Figure, Finding, Null, Section, Table
 from ..train.trainer import Trainer, outcome
 from .runner import Study, StudyConfig, load_config, register, section
