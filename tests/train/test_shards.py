@@ -19,7 +19,8 @@ from attnlab.train import trainer as trainer_module
 from attnlab.train.config import load
 from attnlab.train.data import Batches, ByteTokenizer, DataError, TextStream, load_tokenizer, text_files
 from attnlab.train.shards import ShardStream, prepare, read_meta, token_dtype
-from attnlab.train.trainer import Trainer, read_metrics, train
+from attnlab.train.metrics import read_metrics
+from attnlab.train.trainer import Trainer, train
 from offline import build_tokenizer
 
 T = 8

@@ -24,7 +24,8 @@ from attnlab.model.config import ConfigError
 from attnlab.train import checkpoint as ckpt
 from attnlab.train.config import load
 from attnlab.train.data import DataError
-from attnlab.train.trainer import RunError, Trainer, outcome, read_metrics, train
+from attnlab.train.metrics import outcome, read_metrics
+from attnlab.train.trainer import RunError, Trainer, train
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["model.context=32", "model.layers=2", "model.heads=2", "model.d_model=32", "model.ffn_width=64",

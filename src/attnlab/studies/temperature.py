@@ -65,7 +65,8 @@ from ..commands.xi_sweep import parabola_min
 from ..diagnostics.paired import paired_interval
 from ..diagnostics.stats import UNREADABLE, check_cor49, exponent, tie_mask
 from ..report.sections import MDE, Figure, Finding, Null, Section, Table
-from ..train.trainer import Trainer, outcome
+from ..train.metrics import outcome
+from ..train.trainer import Trainer
 from .runner import Study, StudyConfig, load_config, register, section
 from .verdict import decide
 
