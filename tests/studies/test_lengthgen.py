@@ -12,6 +12,7 @@ import pytest
 
 from attnlab import studies
 from attnlab.studies import lengthgen as study_lengthgen
+from attnlab.studies import lengthgen_rule
 from attnlab.studies import StudyConfig
 from attnlab.studies.verdict import FPR_MAX, false_positive_rate
 
@@ -72,12 +73,12 @@ def test_the_paired_rule_fires_at_most_5_percent_under_no_difference_at_the_budg
     for seeds in (2, 3):
         for multiples in (1, 3, 7):
             for shape in ("spread", "bimodal", "zero"):
-                rate = false_positive_rate(study_lengthgen.paired_rule, lambda rng: study_lengthgen.draw_no_difference(
+                rate = false_positive_rate(lengthgen_rule.paired_rule, lambda rng: lengthgen_rule.draw_no_difference(
                     rng, seeds=seeds, multiples=multiples, rows=N, shape=shape), trials=600, seed=seeds)
                 assert rate <= FPR_MAX, (seeds, multiples, shape, rate)
     # the same null is not an easy one: "every seed ahead at some multiple" fires far more often
     naive = false_positive_rate(lambda deltas: any((d.mean(1) > 0).all() for d in deltas),
-                                lambda rng: study_lengthgen.draw_no_difference(rng, seeds=2, multiples=3, rows=N),
+                                lambda rng: lengthgen_rule.draw_no_difference(rng, seeds=2, multiples=3, rows=N),
                                 trials=600)
     assert naive > 3 * FPR_MAX
 
@@ -90,8 +91,8 @@ def test_the_rule_sees_a_consistent_gap_and_its_null_control_does_not():
     comparisons, missing = study_lengthgen.family(acc, rows, "asentmax")
     assert [(c["task"], c["multiple"]) for c in comparisons] == [("reverse", 1.5), ("reverse", 2), ("reverse", 4)]
     deltas = [c["delta"] for c in comparisons]
-    assert study_lengthgen.paired_rule(deltas)
-    assert not study_lengthgen.paired_rule([study_lengthgen.exchanged(d) for d in deltas])  # the null, run
+    assert lengthgen_rule.paired_rule(deltas)
+    assert not lengthgen_rule.paired_rule([lengthgen_rule.exchanged(d) for d in deltas])  # the null, run
     found = study_lengthgen.headline_finding(acc, rows, _copy())
     assert found.verdict == "reproduced" and found.null.passes is False
     # two seeds: even seeds that agree within a few points leave the design's MDE above the paper's gap
