@@ -14,6 +14,7 @@ import pytest
 
 from attnlab import studies
 from attnlab.studies import concentration as sc
+from attnlab.studies import concentration_findings as cf
 from attnlab.diagnostics.stats import wilson
 from attnlab.studies import StudyConfig
 from attnlab.studies.verdict import FPR_MAX, false_positive_rate
@@ -29,30 +30,30 @@ def _cells(base, cells):
 
 
 def test_claim_is_reproduced_only_when_every_low_safe_cell_collapses():
-    f = sc.finding(prompts=200, table=_cells(90.0, [("relu_p2_b0", 1.0, 0.0, 9.0), ("relu_p2_bauto", 3.0, 5.0, 0.0),
+    f = cf.finding(prompts=200, table=_cells(90.0, [("relu_p2_b0", 1.0, 0.0, 9.0), ("relu_p2_bauto", 3.0, 5.0, 0.0),
                                  ("relu_p4_b0", 60.0, 30.0, 80.0)]))
     assert f.verdict == "reproduced"
     assert "2 low-safe cell(s) (all heads / top-40), 2 collapsed" in f.evidence
     assert "relu_p2_b0: 1.0% / 0.0% safe, accuracy 9.0% [4.0, 14.0]" in f.evidence
-    g = sc.finding(prompts=200, table=_cells(90.0, [("relu_p2_b0", 1.0, 0.0, 9.0), ("relu_p2_bauto", 2.0, 0.0, 9.5)]))
+    g = cf.finding(prompts=200, table=_cells(90.0, [("relu_p2_b0", 1.0, 0.0, 9.0), ("relu_p2_bauto", 2.0, 0.0, 9.5)]))
     assert g.verdict == "not reproduced" and "1 collapsed" in g.evidence
 
 
 def test_a_cell_is_flagged_by_its_causal_heads_when_all_heads_are_not_low():
     """The all-head fraction stays above the threshold, yet the causal heads' fraction flags the cell: a cell
     that keeps its accuracy then contradicts the screen."""
-    kept = sc.finding(prompts=200, table=_cells(80.0, [("relu_p2_b0", 27.0, 0.0, 5.0), ("relu_p4_bauto", 30.0, 2.5, 20.0),
+    kept = cf.finding(prompts=200, table=_cells(80.0, [("relu_p2_b0", 27.0, 0.0, 5.0), ("relu_p4_bauto", 30.0, 2.5, 20.0),
                                     ("relu_p8_b0", 66.0, 26.0, 5.0)]))
     assert kept.verdict == "not reproduced" and "2 low-safe cell(s)" in kept.evidence
     assert "relu_p8_b0" not in kept.evidence.split("):")[1]
-    lost = sc.finding(prompts=200, table=_cells(80.0, [("relu_p2_b0", 27.0, 0.0, 5.0), ("relu_p8_b0", 66.0, 26.0, 50.0)]))
+    lost = cf.finding(prompts=200, table=_cells(80.0, [("relu_p2_b0", 27.0, 0.0, 5.0), ("relu_p8_b0", 66.0, 26.0, 50.0)]))
     assert lost.verdict == "reproduced" and "1 low-safe cell(s)" in lost.evidence
 
 
 def test_claim_is_not_checked_without_a_learned_model_or_a_low_safe_cell():
-    unlearned = sc.finding(prompts=200, table=_cells(40.0, [("relu_p2_b0", 0.0, 0.0, 0.0)]))
+    unlearned = cf.finding(prompts=200, table=_cells(40.0, [("relu_p2_b0", 0.0, 0.0, 0.0)]))
     assert unlearned.verdict == "not checked" and "softmax scores only 40.0%" in unlearned.reason
-    all_safe = sc.finding(prompts=200, table=_cells(100.0, [("relu_p2_b0", 3.5, 4.0, 0.0), ("relu_p4_b0", 99.0, 90.0, 100.0)]))
+    all_safe = cf.finding(prompts=200, table=_cells(100.0, [("relu_p2_b0", 3.5, 4.0, 0.0), ("relu_p4_b0", 99.0, 90.0, 100.0)]))
     assert all_safe.verdict == "not checked"
     assert ("ranges 3.5%-99.0% over all heads and 4.0%-90.0% over the top-40 heads; the least safe there, "
             "relu_p2_b0, scores 0.0%") in all_safe.evidence
@@ -62,22 +63,22 @@ def test_sufficiency_claim_needs_a_high_safe_cell_that_still_loses_significantly
     def cells(rows):
         return pd.DataFrame([{"recipe": r, "softmax %": 80.0, "all-head safe %": safe, "delta pp": d, "hi": 80 + d + hi}
                              for r, safe, d, hi in rows])
-    yes = sc.sufficiency_finding(cells([("relu_p16_b0", 90.7, -80.0, 2.0), ("relu_p2_b0", 40.0, -75.0, 5.0)]), 200)
+    yes = cf.sufficiency_finding(cells([("relu_p16_b0", 90.7, -80.0, 2.0), ("relu_p2_b0", 40.0, -75.0, 5.0)]), 200)
     assert yes.verdict == "reproduced" and "1 high-safe cell(s), 1 losing" in yes.evidence
     assert yes.null.passes is False and yes.mde.adequate
-    no = sc.sufficiency_finding(cells([("relu_p16_b0", 90.7, -5.0, 8.0), ("relu_p2_b0", 40.0, -75.0, 5.0)]), 200)
+    no = cf.sufficiency_finding(cells([("relu_p16_b0", 90.7, -5.0, 8.0), ("relu_p2_b0", 40.0, -75.0, 5.0)]), 200)
     assert no.verdict == "not reproduced"
-    noisy = sc.sufficiency_finding(cells([("relu_p16_b0", 90.7, -20.0, 25.0)]), 200)  # its interval reaches softmax
+    noisy = cf.sufficiency_finding(cells([("relu_p16_b0", 90.7, -20.0, 25.0)]), 200)  # its interval reaches softmax
     assert noisy.verdict == "not reproduced" and "0 losing" in noisy.evidence
-    few = sc.sufficiency_finding(cells([("relu_p16_b0", 90.7, -5.0, 30.0)]), 3)  # 3 prompts cannot see 19 pp
-    assert few.verdict == "underpowered" and few.mde.value > sc.HIGH_DROP
-    assert sc.sufficiency_finding(cells([("relu_p2_b0", 40.0, -75.0, 5.0)]), 200).verdict == "not checked"
+    few = cf.sufficiency_finding(cells([("relu_p16_b0", 90.7, -5.0, 30.0)]), 3)  # 3 prompts cannot see 19 pp
+    assert few.verdict == "underpowered" and few.mde.value > cf.HIGH_DROP
+    assert cf.sufficiency_finding(cells([("relu_p2_b0", 40.0, -75.0, 5.0)]), 200).verdict == "not checked"
 
 
 def test_the_collapse_rule_is_not_reproduced_when_the_safest_cells_collapse_too():
     """The screen's null: when every cell collapses whatever its safe fraction, the low-safe cells' collapse does
     not tell safety from anything else."""
-    everything = sc.finding(prompts=200, table=_cells(90.0, [("relu_p2_b0", 1.0, 0.0, 2.0),
+    everything = cf.finding(prompts=200, table=_cells(90.0, [("relu_p2_b0", 1.0, 0.0, 2.0),
                                                              ("relu_p16_b0", 95.0, 90.0, 3.0)]))
     assert everything.verdict == "not checked" and everything.null.passes and "passes the rule too" in everything.reason
 
@@ -92,23 +93,23 @@ NOISE = {"unsafe %": 40.0, "unsafe lo": 35.0, "unsafe hi": 45.0, "rows": 100}  #
 
 
 def test_prevalence_claim_needs_every_suite_interval_above_70_and_a_null_below():
-    yes = sc.prevalence_finding(_prevalence({"niah": 78.0, "induction": 72.0}), NOISE)
+    yes = cf.prevalence_finding(_prevalence({"niah": 78.0, "induction": 72.0}), NOISE)
     assert yes.verdict == "reproduced" and "niah 78.0% [77.0, 79.0]" in yes.evidence
-    no = sc.prevalence_finding(_prevalence({"niah": 78.0, "induction": 47.0}), NOISE)
+    no = cf.prevalence_finding(_prevalence({"niah": 78.0, "induction": 47.0}), NOISE)
     assert no.verdict == "not reproduced" and "1 of 2 suites" in no.evidence
-    wide = sc.prevalence_finding(_prevalence({"niah": 78.0, "induction": 68.0}, half=5.0), NOISE)
+    wide = cf.prevalence_finding(_prevalence({"niah": 78.0, "induction": 68.0}, half=5.0), NOISE)
     assert wide.verdict == "not checked" and "induction contains 70%" in wide.reason
 
 
 def test_iid_gaussian_rows_pass_the_prevalence_rule_so_it_cannot_be_reproduced():
     """The null control run for real: i.i.d. N(0, 1) rows of 64-256 keys are all but 100% unsafe at p = 2, b = 0,
     so a model above 70% is no more polynomial-safe than noise, and the finding says not checked."""
-    null = sc.iid_prevalence(np.array([64, 128, 256]), prompts=4)
-    assert null["unsafe lo"] >= sc.UNSAFE_MOST
-    found = sc.prevalence_finding(_prevalence({"niah": 78.0, "induction": 72.0}), null)
+    null = cf.iid_prevalence(np.array([64, 128, 256]), prompts=4)
+    assert null["unsafe lo"] >= cf.UNSAFE_MOST
+    found = cf.prevalence_finding(_prevalence({"niah": 78.0, "induction": 72.0}), null)
     assert found.verdict == "not checked" and found.null.passes and "passes the rule too" in found.reason
     # noise does fail it at a few keys, where a row's largest value stands out less often
-    assert sc.iid_prevalence(np.array([4]), prompts=4)["unsafe hi"] < sc.UNSAFE_MOST
+    assert cf.iid_prevalence(np.array([4]), prompts=4)["unsafe hi"] < cf.UNSAFE_MOST
 
 
 def test_prevalence_rule_fires_at_most_5_percent_when_the_true_share_is_70():
@@ -124,7 +125,7 @@ def test_prevalence_rule_fires_at_most_5_percent_when_the_true_share_is_70():
         from attnlab.commands.audit import unsafe_interval
 
         lo, hi = unsafe_interval(rows, "safe_p2")
-        return sc._prevalence_outcome(pd.DataFrame({"unsafe lo": [lo], "unsafe hi": [hi]})) is True
+        return cf._prevalence_outcome(pd.DataFrame({"unsafe lo": [lo], "unsafe hi": [hi]})) is True
 
     assert false_positive_rate(rule, draw, trials=300) <= FPR_MAX
 
@@ -143,8 +144,8 @@ def test_collapse_and_sufficiency_rules_fire_at_most_5_percent_without_an_effect
                              "accuracy %": acc, "lo": [100 * b[0] for b in bounds], "hi": [100 * b[1] for b in bounds],
                              "delta pp": acc - base})
 
-    collapse = false_positive_rate(lambda t: sc.finding(t, n).verdict == "reproduced", cells, trials=400)
-    enough = false_positive_rate(lambda t: sc.sufficiency_finding(t, n).verdict == "reproduced", cells, trials=400)
+    collapse = false_positive_rate(lambda t: cf.finding(t, n).verdict == "reproduced", cells, trials=400)
+    enough = false_positive_rate(lambda t: cf.sufficiency_finding(t, n).verdict == "reproduced", cells, trials=400)
     assert collapse <= FPR_MAX and enough <= FPR_MAX
 
 
@@ -242,7 +243,7 @@ def test_report_over_two_given_models_puts_them_side_by_side(tiny, tmp_path):
         assert row["mqar unsafe % (p2, b0)"] == float(cell["unsafe %"].iloc[0])
         # the rule fails on a suite below 70%; where it holds (or an interval contains 70%), i.i.d. rows pass it too
         cells = prevalence[(prevalence["p"] == 2) & (prevalence["b"].astype(str) == "0")]
-        expected = "not reproduced" if sc._prevalence_outcome(cells) is False else "not checked"
+        expected = "not reproduced" if cf._prevalence_outcome(cells) is False else "not checked"
         assert row["verdict: a pretrained model's active rows are mostly polynomial-unsafe"] == expected
         finding = json.loads((folder / "section.json").read_text())["findings"][0]
         assert finding["null"]["passes"] is True, "i.i.d. rows pass the prevalence rule"
