@@ -151,8 +151,8 @@ def test_kernel_softmax_weights_at_huge_offsets():
     """exp(beta (z_i - max z)), not exp(beta z_i - beta max z): the latter rounds beta z to ulp(beta max z)."""
     if kernel.get() is None:
         pytest.skip(kernel.status())
-    for row, dtype, beta in (([1e15, 1e15 - 1], torch.float64, 0.1), ([1e5], torch.float32, 1.6527124343182011)):
-        z = torch.tensor(row, dtype=dtype)
+    for values, dtype, beta in (([1e15, 1e15 - 1], torch.float64, 0.1), ([1e5], torch.float32, 1.6527124343182011)):
+        z = torch.tensor(values, dtype=dtype)
         check_records(z, None, {"beta": beta, "rowmap": "softmax", "p": (2,)}, row_stats(z, beta=beta))
 
 
