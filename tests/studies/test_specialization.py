@@ -17,6 +17,7 @@ from attnlab import studies
 from attnlab.diagnostics.paired import paired_mde
 from attnlab.studies import StudyConfig
 from attnlab.studies import specialization as spec
+from attnlab.studies import specialization_findings as sf
 from attnlab.studies.verdict import FPR_MAX, false_positive_rate
 from attnlab.train.config import RunConfig
 
@@ -135,7 +136,7 @@ def test_each_null_control_fails_its_rule_where_the_claim_holds():
     assert "+0.01%" in dependence.null.outcome or "+0.00%" in dependence.null.outcome
     # its lower-copy score stays at uniform attention's: never mature, dated at the last reading (12 of 100)
     delays = decided["tables"]["delays"]
-    assert (delays.null_delay > spec.DELAY_MARGIN).all() and (delays.delay.abs() < 0.02).all()
+    assert (delays.null_delay > sf.DELAY_MARGIN).all() and (delays.delay.abs() < 0.02).all()
     assert check.verdict == "check passed" and check.is_check
 
 
@@ -169,17 +170,17 @@ def test_each_rule_s_false_positive_rate_under_its_null_is_at_most_five_percent(
         return lambda rng: rng.normal(mean, 1.0, n)
 
     # gain, shrinkage, reliance: no effect; dependence: a rise of exactly 10%; delay: exactly +1% of training
-    for rule, mean in ((spec.above(0.0), 0.0), (spec.above(spec.DEPENDENCE_MIN), spec.DEPENDENCE_MIN),
-                       (spec.below(spec.DELAY_MARGIN), spec.DELAY_MARGIN)):
+    for rule, mean in ((sf.above(0.0), 0.0), (sf.above(sf.DEPENDENCE_MIN), sf.DEPENDENCE_MIN),
+                       (sf.below(sf.DELAY_MARGIN), sf.DELAY_MARGIN)):
         assert false_positive_rate(rule, normal(mean), trials=2000, seed=n) <= FPR_MAX
     # the label "reproduced" needs the sign-flip null to fail as well: rarer still
-    both = (lambda d: spec.above(0.0)(d) and spec.sign_flip_share(d, spec.above(0.0)) <= FPR_MAX)
+    both = (lambda d: sf.above(0.0)(d) and sf.sign_flip_share(d, sf.above(0.0)) <= FPR_MAX)
     assert false_positive_rate(both, normal(0.0), trials=500, seed=n) <= FPR_MAX
 
 
 def test_sign_flips_count_every_pattern():
-    assert spec.sign_flip_share([1.0, 1.0, 1.0], lambda d: bool(np.all(d > 0))) == 1 / 8
-    assert spec.sign_flip_share([0.5] * 6, spec.above(0.0)) == 1 / 64
+    assert sf.sign_flip_share([1.0, 1.0, 1.0], lambda d: bool(np.all(d > 0))) == 1 / 8
+    assert sf.sign_flip_share([0.5] * 6, sf.above(0.0)) == 1 / 64
 
 
 def test_the_early_check_compares_pairs_before_release():
@@ -221,7 +222,7 @@ def test_every_arm_builds_a_valid_run_and_pairs_share_initialization_and_data():
     demo = spec.BUDGETS["demo"]
     assert demo["steps"] == 600 and demo["eval_every"] == 18 == round(0.03 * demo["steps"])
     # the GELU pairs are enough for the sign-flip null to fall to 5%: the smallest share of 2^k patterns is 1/2^k
-    assert 0.5 ** demo["seeds"]["gelu"] <= spec.FPR_MAX < 0.5 ** (demo["seeds"]["gelu"] - 1)
+    assert 0.5 ** demo["seeds"]["gelu"] <= sf.FPR_MAX < 0.5 ** (demo["seeds"]["gelu"] - 1)
 
 
 @pytest.fixture
