@@ -25,15 +25,6 @@ def output(command_name: str) -> type:
         frozen=True)
 
 
-def _errors() -> tuple[type[BaseException], ...]:
-    """The errors of a run on a checkpoint that are the user's to fix."""
-    from .. import hooks
-    from ..commands.runs import RunError
-    from ..io import OutputError
-
-    return (RunError, OutputError, hooks.LoadError, hooks.UnsupportedModel)
-
-
 def _report(result: dict, what: str) -> int:
     b_auto = result["b_auto"]
     print(f"{what}{'' if b_auto is None else f'; b_auto = {b_auto:.6g}'}")
@@ -54,7 +45,7 @@ def _checkpoint_command(name: str, help: str, description: str,
     module = f"attnlab.commands.{name.replace('-', '_')}"
 
     def add(what: Callable[..., str]) -> Callable[..., str]:
-        @command(name, help, description, f"{module}:{config}", output(name), errors=_errors)
+        @command(name, help, description, f"{module}:{config}", output(name))
         def handler(cfg, out) -> int:
             run = importlib.import_module(module).run
             return _report(run(cfg, out.out, overwrite=out.overwrite, progress=not out.no_progress), what(cfg))

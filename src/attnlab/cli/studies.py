@@ -21,12 +21,6 @@ def _print_section(section, folder: Path) -> None:
         print(textwrap.fill(f"[{f.verdict}] {f.claim}: {f.evidence}{why}", width=110, subsequent_indent="    "))
 
 
-def _study_errors() -> tuple[type[BaseException], ...]:
-    from ..studies.runner import StudyError
-
-    return (StudyError,)
-
-
 def _study_names() -> list[str]:
     from ..studies.runner import STUDIES
 
@@ -53,7 +47,7 @@ class StudyOutput:
 @command("study", "run one study (one per paper) and write its tables, figures and report",
          "Run one study into --out: its raw results (Parquet/CSV/JSON), tables (CSV, Markdown), figures (PNG, "
          "SVG), section.json and index.html. Rerunning the same command resumes an interrupted study.",
-         "attnlab.studies.runner:StudyConfig", StudyOutput, errors=_study_errors)
+         "attnlab.studies.runner:StudyConfig", StudyOutput)
 def study(cfg, opts: StudyOutput) -> int:
     from .. import studies
 
@@ -80,8 +74,7 @@ class ReportOptions:
          "folder) and of each folder a checkpoint command wrote (its tables, and the analyses Polynomial "
          "Concentration draws from them: an audit's bound validation (Table 8) and Figs. 1-2, an ablation's curves "
          "(Figs. 3-4), a length sweep's Fig. 5, several audits side by side), and write one self-contained HTML "
-         "page.", ReportOptions,
-         errors=_study_errors)
+         "page.", ReportOptions)
 def report(opts: ReportOptions) -> int:
     from .. import studies
 

@@ -16,22 +16,6 @@ from ..options import option
 from .base import PROGRESS_HELP, UserError, check_writable, command
 
 
-def _train_errors() -> tuple[type[BaseException], ...]:
-    from ..batches import DataError
-    from ..model.config import ConfigError
-    from ..train.checkpoint import CheckpointError
-    from ..train.trainer import RunError
-
-    return (ConfigError, CheckpointError, DataError, RunError)
-
-
-def _prepare_errors() -> tuple[type[BaseException], ...]:
-    from ..batches import DataError
-    from ..io import OutputError
-
-    return (DataError, OutputError)
-
-
 @dataclass(frozen=True)
 class PrepareOptions:
     out: Path = option(help="the shard folder to write: train.bin, val.bin and meta.json", metavar="SHARDS")
@@ -58,7 +42,7 @@ class PrepareOptions:
          "data.shards set to that folder maps them instead of tokenizing, on every start, resume and process, and "
          "draws the same batches. Written to a temporary folder and renamed, so a failure leaves no half-written "
          "shards.",
-         PrepareOptions, errors=_prepare_errors)
+         PrepareOptions)
 def prepare(opts: PrepareOptions) -> int:
     from ..train.shards import prepare as write
 
@@ -93,7 +77,7 @@ class TrainOptions:
 @command("train", "train the own decoder from a YAML/TOML config (resumable, torchrun-ready)",
          "Train attnlab's decoder: the config's model, data, train and intervention tables, with --set "
          "overrides; checkpoints, metrics and probes go to --out. Under torchrun --nproc_per_node N it trains "
-         "with DistributedDataParallel.", TrainOptions, errors=_train_errors)
+         "with DistributedDataParallel.", TrainOptions)
 def train(opts: TrainOptions) -> int:
     from ..train import config as run_config
     from ..train.trainer import Trainer
@@ -150,7 +134,7 @@ def _check_replay_out(stem: Path, columns: list[str]) -> None:
 @command("release-replay", "replay the release rule's variants on a run's logged lower-copy scores",
          "Zhu et al. 2026 App. F, Table 8: recompute the release step of the main lower-copy rule and its "
          "neighbours (threshold 0.003 / 0.007, patience 1 / 5, forced at 8%) from the lower_copy and "
-         "lower_copy_chance columns of a run's eval.csv, without training.", ReplayOptions, errors=_train_errors)
+         "lower_copy_chance columns of a run's eval.csv, without training.", ReplayOptions)
 def release_replay(opts: ReplayOptions) -> int:
     import dataclasses
     import json
