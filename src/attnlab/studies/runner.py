@@ -305,14 +305,13 @@ def check_demo_folder(out: str | Path, plan: list[tuple[str, str | None, Path]])
     planned = {folder.name for _, _, folder in plan}
     foreign = []
     for entry in sorted(out.iterdir()):
-        if entry.name.startswith("."):
-            continue
-        if entry.is_dir() and (entry.name in planned or entry.name.startswith("compare_")) and (
-                _is_study(entry) or entry.name.startswith("compare_") or not any(entry.iterdir())):
-            continue
-        if entry.is_file() and is_ours(entry):  # its page, or another that attnlab report rendered there
-            continue
-        foreign.append(entry.name)
+        if entry.is_dir():
+            ours = entry.name.startswith("compare_") or (
+                entry.name in planned and (_is_study(entry) or not any(entry.iterdir())))
+        else:
+            ours = is_ours(entry)  # its page, or another that attnlab report rendered there
+        if not (ours or entry.name.startswith(".")):
+            foreign.append(entry.name)
     if foreign:
         more = ", ..." if len(foreign) > 4 else ""
         raise StudyError(f"{out} holds files the demo did not write ({', '.join(foreign[:4])}{more}); choose "
