@@ -86,6 +86,7 @@ def test_substitution_accuracy_goes_beside_each_cell(checkpoint, ablated, tmp_pa
     ({"heads": ("0.1", "0.1")}, "repeated heads"),
     ({"heads": ("0.1",), "recipes": ("sigmoid_b0",)}, "takes ReLU recipes"),
     ({"heads": ("0.1",), "recipes": ("relu_p2_b0", "relu_p2_b0")}, "distinct ReLU recipes"),
+    ({"heads": ("0.1",), "k": 3}, "with --heads the set is the 1 pairs given: drop --k"),
 ])
 def test_bad_input_is_refused_before_loading(kw, message):
     with pytest.raises(RunError, match=message.replace(".", r"\.")):
@@ -121,3 +122,8 @@ def test_the_answer_target_splits_all_argmax_only_and_top_k_argmax_only(checkpoi
             assert table.loc[label, "meas %"] == pytest.approx(100 * sub["safe_p2"].astype(bool).mean())
     assert table["top-1 %"].iloc[0] == pytest.approx(100 * rows["target_is_max"].astype(bool).mean())
     assert table["ans-dead %"].iloc[0] == pytest.approx(100 * (rows["status"] == "dead").mean())
+
+
+def test_k_defaults_to_table_5_size_only_with_a_ranking():
+    assert matched.MatchedConfig(model="m", ranking="r").k == matched.K
+    assert matched.MatchedConfig(model="m", heads=("0.1",)).k is None

@@ -259,3 +259,14 @@ def test_run_prompts_passes_a_runs_prompt_settings_and_overrides(tmp_path):
     assert got == tasks.build_suite("literary", tok, 3, seed=2, pad=5, passages=text.read_text())
     assert runs.run_prompts(model, tok, cfg, n_prompts=1, pad=7)[0].meta["pad"] == 7
     assert json.dumps(asdict(cfg))  # the new fields stay JSON-able for config.json
+
+
+@pytest.mark.parametrize("suite, pad, length, used", [
+    ("niah", None, None, (128, None)), ("induction", None, None, (None, 1024)), ("niah", 3, None, (3, None)),
+    ("induction", None, 40, (None, 40)),
+])
+def test_prompt_record_names_the_sizes_the_suite_built_with(tmp_path, suite, pad, length, used):
+    built = tasks.build_suite(suite, build_tokenizer(tmp_path, "bpe"), 3, pad=pad, length=length)
+    record = runs.prompt_record(built, suite, pad, length)
+    assert (record["pad_used"], record["length_used"]) == used
+    assert record["prompt_tokens"] == [min(len(p.input_ids) for p in built), max(len(p.input_ids) for p in built)]

@@ -109,6 +109,8 @@ def test_substitute_command_scores_recipes_against_softmax(checkpoint, tmp_path,
     assert list(table["recipe"]) == ["softmax", "relu_p4_bauto", "sigmoid_b0"]
     assert table["map"].iloc[1].startswith("relu_p4_b") and table["map"].iloc[1] != "relu_p4_bauto"
     assert (table["n"] == 3).all()
+    config = json.loads((out / "config.json").read_text())
+    assert (config["pad"], config["pad_used"], config["length_used"]) == (1, 1, None)
     answers = pd.read_parquet(out / "answers.parquet")
     for recipe, group in answers.groupby("recipe"):
         line = table[table["recipe"] == recipe].iloc[0]

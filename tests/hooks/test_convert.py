@@ -44,6 +44,12 @@ def test_gguf_loads_bit_identical_with_its_tokenizer(written, cache):
     assert loaded.config._attn_implementation == "eager"
 
 
+def test_conversion_draws_no_bar_of_transformers(written, cache, capfd):
+    resolve_checkpoint(written[0])
+    err = capfd.readouterr().err
+    assert "de-quantizing" not in err and "\r" not in err
+
+
 def test_conversion_is_cached_by_content(written, cache, tmp_path, monkeypatch):
     path = written[0]
     first = resolve_checkpoint(path)

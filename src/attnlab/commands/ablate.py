@@ -30,7 +30,7 @@ from ..report.sections import Figure, Section, Table
 from .heads import head_type_table
 from .readout import QUERIES_HELP, check_queries, prompt_reading, read_rows
 from .runs import (RunError, SuiteRun, biases, calibration_record, check_count, load, model_record, parse_biases,
-                   recipe_b_auto, run_prompts, settings, staged_output, suite_prompts)
+                   prompt_record, recipe_b_auto, run_prompts, settings, staged_output, suite_prompts)
 from .substitute import BASELINE, accuracy, as_warning, baseline_warning, check_recipes, score
 from .sections import register
 
@@ -177,7 +177,8 @@ def run(cfg: AblateConfig, out: str | Path, *, progress: bool = True, overwrite:
     config = {**asdict(cfg), "b_auto": b_auto, **calibration_record(model, tokenizer, cfg, b_auto),
               "b value": bias.value, "rank column": column,
               "recipe resolved": hooks.resolve(cfg.recipe, b_auto).name, "layers": n_layers, "heads": n_heads,
-              "model_type": model.config.model_type, **model_record(cfg, model)}
+              "model_type": model.config.model_type, **model_record(cfg, model),
+              **prompt_record(prompts, cfg.suite, cfg.pad, cfg.length)}
     with staged_output(out) as stage:
         readings = [prompt_reading(p, cfg.queries) for p in rank_prompts]
         paths = read_rows(model, readings, {"rank": RowOptions.make(p=cfg.p, b=bias.value)}, stage,

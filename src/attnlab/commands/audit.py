@@ -32,8 +32,8 @@ from ..report.plot_concentration import MAX_POINTS, bound_quadrants, plot_bound,
 from ..report.sections import Figure, Section, Table
 from .heads import head_type_table
 from .readout import QUERIES_HELP, check_queries, prompt_reading, read_rows
-from .runs import (Bias, RunError, SuiteRun, biases, calibration_record, load, model_record, parse_biases, run_prompts,
-                   settings, staged_output)
+from .runs import (Bias, RunError, SuiteRun, biases, calibration_record, load, model_record, parse_biases,
+                   prompt_record, run_prompts, settings, staged_output)
 from .sections import compares, register
 
 GAP_COLUMNS = ("lambda_n", "alpha_n", "contact_gap")
@@ -212,6 +212,7 @@ def run(cfg: AuditConfig, out: str | Path, *, progress: bool = True, overwrite: 
     model, tokenizer = load(cfg.model, cfg.device, cfg.dtype)
     prompts = run_prompts(model, tokenizer, cfg)
     bias_list, b_auto, config = calibrated(model, tokenizer, cfg)
+    config.update(prompt_record(prompts, cfg.suite, cfg.pad, cfg.length))
     with staged_output(out) as stage:
         paths, lines = audit_rows(model, prompts, cfg, bias_list, stage, config=config, progress=progress)
         table = pd.DataFrame(lines)

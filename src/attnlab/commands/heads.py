@@ -23,7 +23,8 @@ from ..io import check_output, write_json, write_table
 from ..options import command_line, option
 from ..report.sections import Section, Table
 from .readout import QUERIES_HELP, check_queries, prompt_reading, read_rows
-from .runs import CheckpointRun, RunError, check_count, load, model_record, settings, staged_output, suite_prompts
+from .runs import (CheckpointRun, RunError, check_count, load, model_record, prompt_record, settings, staged_output,
+                   suite_prompts)
 from .sections import register
 
 SUITE = "induction"
@@ -98,7 +99,8 @@ def run(cfg: HeadsConfig, out: str | Path, *, progress: bool = True, overwrite: 
     n_layers, n_heads = hooks.num_heads(model)
     thresholds = HeadThresholds()
     config = {**asdict(cfg), "suite": SUITE, "thresholds": asdict(thresholds), "layers": n_layers,
-              "heads": n_heads, "model_type": model.config.model_type, **model_record(cfg, model)}
+              "heads": n_heads, "model_type": model.config.model_type, **model_record(cfg, model),
+              **prompt_record(prompts, SUITE, None, cfg.length)}
     with staged_output(out) as stage:
         readings = [prompt_reading(p, cfg.queries, "answer", keep_all=True) for p in prompts]
         paths = read_rows(model, readings, {"heads": RowOptions.make(p=2)}, stage, config=config,

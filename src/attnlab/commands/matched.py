@@ -27,8 +27,8 @@ from ..io import check_output, write_json, write_table
 from ..options import command_line, option
 from ..report.sections import Section, Table
 from .readout import prompt_reading, read_rows
-from .runs import (RunError, SuiteRun, biases, calibration_record, check_count, load, model_record, run_prompts,
-                   settings, staged_output)
+from .runs import (RunError, SuiteRun, biases, calibration_record, check_count, load, model_record, prompt_record,
+                   run_prompts, settings, staged_output)
 from .sections import register
 
 Head = tuple[int, int]
@@ -75,13 +75,17 @@ def ranked_heads(folder: str | Path, k: int) -> list[Head]:
     return [(int(layer), int(head)) for layer, head in zip(ranked["layer"][:k], ranked["head"][:k], strict=True)]
 
 
+K = 40  # Table 5's head-set size
+
+
 @dataclass(frozen=True, kw_only=True)
 class MatchedConfig(SuiteRun):
     ranking: str | None = option(None, "an attnlab ablate folder whose ranking fixes the head set: its top --k heads",
                                  metavar="DIR")
     heads: tuple[str, ...] = option((), "the head set by hand, as LAYER.HEAD pairs, instead of --ranking",
                                     metavar="L.H")
-    k: int = option(40, "K, the size of the head set taken from --ranking")
+    k: int | None = option(None, f"K, the size of the head set taken from --ranking (default {K}); not with --heads",
+                           metavar="K")
     recipes: tuple[str, ...] = option(RECIPES, "ReLU recipes relu_p<p>_b<b>, one (p, b) cell each", metavar="NAME")
     substitution: str | None = option(None, "an attnlab substitute folder on the same model and suite: each "
                                             "recipe's accuracy and delta go beside its cell", metavar="DIR")
@@ -98,7 +102,13 @@ class MatchedConfig(SuiteRun):
         super().__post_init__()
         if (self.ranking is None) == (not self.heads):
             raise RunError("give the head set by --ranking ABLATE_DIR or by --heads L.H ..., one of them")
-        check_count("k", self.k)
+        if self.heads and self.k is not None:
+            raise RunError(f"--k {self.k} sizes the head set taken from --ranking; with --heads the set is the "
+                           f"{len(self.heads)} pairs given: drop --k")
+        if self.k is None and self.ranking is not None:
+            object.__setattr__(self, "k", K)
+        if self.k is not None:
+            check_count("k", self.k)
         check_count("n_boot", self.n_boot)
         if not self.recipes or len(set(self.recipes)) != len(self.recipes):
             raise RunError(f"--recipes takes distinct ReLU recipes, got {list(self.recipes)}")
@@ -192,7 +202,7 @@ def run(cfg: MatchedConfig, out: str | Path, *, progress: bool = True, overwrite
     config = {**asdict(cfg), "b_auto": b_auto, **calibration_record(model, tokenizer, cfg, b_auto),
               "biases": {b.label: b.value for b in bias_list}, "head set": [f"{l}.{h}" for l, h in heads],
               "layers": n_layers, "heads per layer": n_heads, "model_type": model.config.model_type,
-              **model_record(cfg, model)}
+              **model_record(cfg, model), **prompt_record(prompts, cfg.suite, cfg.pad, cfg.length)}
     with staged_output(out) as stage:
         readings = [prompt_reading(prompt, "last", cfg.target) for prompt in prompts]
         options_by_b = {f"b{b.label}": RowOptions.make(p=degrees, b=b.value, eps=cfg.eps) for b in bias_list}

@@ -168,6 +168,14 @@ def model_record(run: CheckpointRun, model) -> dict[str, str]:
     return {**hooks.provenance(run.model), "dtype_used": str(next(model.parameters()).dtype).removeprefix("torch.")}
 
 
+def prompt_record(prompts: Sequence[tasks.Prompt], suite: str, pad: int | None, length: int | None) -> dict:
+    """The prompt sizes a run's config.json keeps beside ``--pad``/``--length`` as typed: the pad and length the
+    suite built with (its defaults where neither was given) and the shortest and longest prompt in tokens."""
+    pad_used, length_used = tasks.sizing(suite, pad, length)
+    sizes = [len(p.input_ids) for p in prompts]
+    return {"pad_used": pad_used, "length_used": length_used, "prompt_tokens": [min(sizes), max(sizes)]}
+
+
 def context_length(model) -> int | None:
     return getattr(model.config, "max_position_embeddings", None)
 

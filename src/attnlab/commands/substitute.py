@@ -23,8 +23,8 @@ from ..io import check_output, write_json, write_parquet, write_table
 from ..options import command_line, option
 from ..progress import progress as progress_of
 from ..report.sections import Section, Table
-from .runs import (RunError, SuiteRun, calibration_record, load, model_record, recipe_b_auto, run_prompts, settings,
-                   staged_output)
+from .runs import (RunError, SuiteRun, calibration_record, load, model_record, prompt_record, recipe_b_auto,
+                   run_prompts, settings, staged_output)
 from .sections import register
 
 BASELINE = "softmax"
@@ -152,7 +152,8 @@ def run(cfg: SubstituteConfig, out: str | Path, *, progress: bool = True, overwr
         answers = pd.DataFrame(records)
         table = accuracy_table(answers, [BASELINE, *recipes], resolved)
         config = {**asdict(cfg), "b_auto": b_auto, **calibration_record(model, tokenizer, cfg, b_auto),
-                  "resolved": resolved, **model_record(cfg, model)}
+                  "resolved": resolved, **model_record(cfg, model),
+                  **prompt_record(prompts, cfg.suite, cfg.pad, cfg.length)}
         write_parquet(stage / "answers.parquet", answers, metadata=config)
         write_table(stage / "substitute", table)
         write_json(stage / "config.json", json.loads(json.dumps(config, default=str)))

@@ -9,12 +9,14 @@ so a later load of the same bytes is a plain folder load, and an edited file is 
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
 import shutil
 import struct
 from pathlib import Path
+from unittest import mock
 
 import torch
 
@@ -91,8 +93,12 @@ def converted(path: str | os.PathLike, *, log=None) -> Path:
 
 def _convert(path: Path, stage: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
 
-    with quiet_transformers():
+    # Its dequantizing loop draws a bare tqdm bar that transformers' own switch does not reach: in a log it is a
+    # screen of redraws for every converted file, where attnlab prints one line per stage.
+    silent_bar = functools.partial(gguf_utils.tqdm, disable=True)
+    with quiet_transformers(), mock.patch.object(gguf_utils, "tqdm", silent_bar):
         try:
             model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32,
                                                          local_files_only=True)

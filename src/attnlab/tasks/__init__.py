@@ -10,7 +10,7 @@ H.3; Attention Sinks Essential §3.2).
 
 from . import niah, token_suites  # noqa: F401  (each registers its suites on import, in this order)
 from .scoring import answer_correct, answer_keys, decoy_hit, is_chat, max_new_tokens
-from .suites import SUITES, Prompt, Suite, SuiteError, build_suite
+from .suites import SUITES, Prompt, Suite, SuiteError, build_suite, sizing
 from .synthetic import (
     TASKS, Task, TaskBatch, TaskError, TaskStream, VectorBatch, exact_match, get_task, register, scored_accuracy,
     show, trigger_mask,
@@ -20,5 +20,6 @@ from .text import CUE_WORDS, generic_text, novel_path
 __all__ = [
     "CUE_WORDS", "SUITES", "TASKS", "Prompt", "Suite", "SuiteError", "Task", "TaskBatch", "TaskError", "TaskStream",
     "VectorBatch", "answer_correct", "answer_keys", "build_suite", "decoy_hit", "exact_match", "generic_text",
-    "get_task", "is_chat", "max_new_tokens", "novel_path", "register", "scored_accuracy", "show", "trigger_mask",
+    "get_task", "is_chat", "max_new_tokens", "novel_path", "register", "scored_accuracy", "show", "sizing",
+    "trigger_mask",
 ]

@@ -412,6 +412,14 @@ PASSAGE_SUITES = ("literary",)
 MIN_HAYSTACK = 8  # sentences: fewer would repeat within one prompt's haystack at the smallest pads
 
 
+def sizing(name: str, pad: int | None, length: int | None) -> tuple[int | None, int | None]:
+    """The (pad, length) suite ``name`` builds with: those given, or the suite's defaults when neither is."""
+    if pad is None and length is None:
+        suite = _suite(name)
+        return suite.default_pad, suite.default_length
+    return pad, length
+
+
 def build_suite(name: str, tokenizer: Any, n_prompts: int, *, seed: int = 0, length: int | None = None,
                 pad: int | None = None, bos: bool = False, haystack: str | None = None,
                 passages: str | None = None, chat: bool = False) -> list[Prompt]:
@@ -443,8 +451,7 @@ def build_suite(name: str, tokenizer: Any, n_prompts: int, *, seed: int = 0, len
         _check_int("pad", pad, 0)
         if length is not None:
             raise SuiteError(f"{name}: pass pad or length, not both")
-    if pad is None and length is None:
-        pad, length = suite.default_pad, suite.default_length
+    pad, length = sizing(name, pad, length)
     sentences = ()
     if haystack is not None:
         if name not in HAYSTACK_SUITES:
