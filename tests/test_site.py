@@ -145,7 +145,7 @@ def test_gradients_flow_through_substituted_heads():
 
 def test_bad_input_errors():
     q, k, v = _qkv(h=3, hkv=2)
-    with pytest.raises(ValueError, match="do not group"):
+    with pytest.raises(ValueError, match="must be a multiple of key/value heads"):
         attend(q, k, v, Scores(1.0))
     q, k, v = _qkv()
     with pytest.raises(ValueError, match="heads \\[7\\] out of range"):

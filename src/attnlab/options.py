@@ -16,6 +16,7 @@ import argparse
 import dataclasses
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 OPTION = "attnlab.option"  # the field-metadata key that makes a field an option
@@ -75,6 +76,13 @@ def _within(text: str, cast: Callable[[str], Any], ok: Callable[[Any], bool], ru
     if value is None or not ok(value):
         raise argparse.ArgumentTypeError(f"must be {rule}, got {text!r}")
     return value
+
+
+def path(text: str) -> Path:
+    """A file or folder path, not empty: an empty one would be the working directory, which nobody types."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"takes a path, got {text!r}")
+    return Path(text)
 
 
 def count(text: str) -> int:

@@ -26,146 +26,58 @@ fused path equals the block-materializing one to float rounding; tests compare t
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 
 from . import site_kernel
-from .rowmaps import RowMap, length_multiplier
+from .rowmaps import length_multiplier
+from .site_spec import (DEFAULT_BLOCK, MIN_BLOCK, VANILLA, Causal, LengthScale, Observer, Plan, ScoreBlock, Scores,
+                        Slopes, WeightBlock, WeightObserver, describe)
 
-MIN_BLOCK = 32
-DEFAULT_BLOCK = 512
+__all__ = ["DEFAULT_BLOCK", "MIN_BLOCK", "VANILLA", "Causal", "LengthScale", "Observer", "Plan", "ScoreBlock", "Scores",
+           "Slopes", "WeightBlock", "WeightObserver", "allowed_keys", "attend", "causal_mask", "key_span",
+           "linear_bias", "position_bias", "query_blocks"]
 
-
-@dataclass(frozen=True)
-class ScoreBlock:
-    """What an observer sees: the pre-map scores of a block of queries of one layer.
-
-    ``scores`` (batch, heads, queries, keys) are post-softcap, with the additive mask added, before any
-    length multiplier or row map: the row z of Polynomial Concentration App. B. ``allowed`` (bool, broadcastable to
-    ``scores``) marks the keys each query may attend. ``query_start`` is the index of the block's first
-    query among the call's ``n_queries``; with a key cache, query i sits at key position
-    ``n_keys - n_queries + i``.
-    """
-
-    layer: int
-    scores: torch.Tensor
-    allowed: torch.Tensor
-    query_start: int
-    n_queries: int
-
-    @property
-    def n_keys(self) -> int:
-        return self.scores.shape[-1]
-
-    @property
-    def first_position(self) -> int:
-        """Key position of the block's first query (its absolute position in the sequence)."""
-        return self.n_keys - self.n_queries + self.query_start
-
-
-Observer = Callable[[ScoreBlock], None]
-
-
-@dataclass(frozen=True)
-class WeightBlock:
-    """What a weight observer sees: the attention weights (batch, heads, queries, keys) of a block of
-    queries of one layer, after the row map (and any scale) and before dropout, still in the autograd
-    graph so a regularizer can use them. The other fields are those of :class:`ScoreBlock`."""
-
-    layer: int
-    weights: torch.Tensor
-    allowed: torch.Tensor
-    query_start: int
-    n_queries: int
-
-
-WeightObserver = Callable[[WeightBlock], None]
-
-
-@dataclass(frozen=True)
-class LengthScale:
-    """The inference-time multiplier m(n; xi) = max(1, log n / log n_train)^xi on the logits, with n the
-    number of keys the query may attend (Hayase & Karakida 2026 App. A.2). Observers still read the unscaled row."""
-
-    xi: float
-    n_train: int
-
-    def __post_init__(self) -> None:
-        if not (isinstance(self.xi, (int, float)) and math.isfinite(self.xi) and self.xi >= 0):
-            raise ValueError(f"length multiplier exponent xi must be a finite number >= 0, got {self.xi!r}")
-        if not (isinstance(self.n_train, int) and self.n_train >= 2):
-            raise ValueError(f"length multiplier n_train must be an int >= 2 (the training length), "
-                             f"got {self.n_train!r}")
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What the site does in one layer besides attending: per-head row maps (heads not listed keep the
-    model's softmax), observers of the scores and of the weights, an optional length multiplier, the
-    query block size, the layer's index and dropout on the weights. ``fused=False`` keeps the
-    block-materializing path even where the fused one applies (to compare the two)."""
-
-    maps: Mapping[int, RowMap] = field(default_factory=dict)
-    observers: Sequence[Observer] = ()
-    weight_observers: Sequence[WeightObserver] = ()
-    length_scale: LengthScale | None = None
-    block: int = DEFAULT_BLOCK
-    fused: bool = True
-    layer: int = 0  # the layer's index, which observers receive
-    dropout: float = 0.0  # dropout on the weights: the caller sets it in training only
-
-    def __post_init__(self) -> None:
-        if not (isinstance(self.block, int) and self.block >= MIN_BLOCK):
-            raise ValueError(f"query block must be an int >= {MIN_BLOCK}, got {self.block!r}")
-        if not (isinstance(self.dropout, (int, float)) and 0 <= self.dropout < 1):
-            raise ValueError(f"dropout must be a probability in [0, 1), got {self.dropout!r}")
-        if not isinstance(self.fused, bool):
-            raise ValueError(f"fused must be True or False, got {self.fused!r}")
-        for head, rowmap in self.maps.items():
-            if rowmap.needs_bias:
-                raise ValueError(f"head {head}: row map {rowmap.name!r} has b=auto; resolve b first "
-                                 "(attnlab.hooks.calibrate_b_auto)")
-
-
-VANILLA = Plan()
-
-
-@dataclass(frozen=True)
-class Causal:
-    """The causal mask, built per block: a query attends the keys up to its own position; with ``window``, only
-    the last ``window`` of them (a sliding-window layer). The other masks ``attend`` takes are tensors: boolean
-    (True = may attend) or additive, broadcastable to (batch, heads, queries, keys)."""
-
-    window: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.window is not None and not (isinstance(self.window, int) and self.window >= 1):
-            raise ValueError(f"window must be an int >= 1, got {self.window!r}")
-
-
-@dataclass(frozen=True)
-class Slopes:
-    """The linear position bias of :func:`position_bias` (ALiBi, NAPE), one slope per head, built by the site for
-    each tile of scores it computes."""
-
-    slopes: torch.Tensor
-
-
-@dataclass(frozen=True)
-class Scores:
-    """How a row of scores is formed before its map: z = scale * (cap(q k^T * scaling) + bias), where
-    cap(x) = softcap * tanh(x / softcap) when ``softcap`` is set (Gemma); ``bias`` is :class:`Slopes` or a
-    function ``bias(start, stop)`` giving an additive bias for query rows start..stop-1, broadcastable to (batch,
-    heads, rows, keys), built per block so that no (queries x keys) tensor is held; ``scale`` (broadcastable to
-    (batch, heads, queries, 1)) is a learnable inverse temperature. Observers read z before ``scale``."""
-
-    scaling: float
-    softcap: float | None = None
-    bias: Slopes | Callable[[int, int], torch.Tensor] | None = None
-    scale: torch.Tensor | None = None
+def _check_call(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scores: Scores,
+                mask: Causal | torch.Tensor | None, plan: Plan) -> None:
+    """ValueError/TypeError naming the argument, before any arithmetic could broadcast a mistake into numbers."""
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not (isinstance(t, torch.Tensor) and t.is_floating_point()):
+            raise TypeError(f"{name} must be a floating torch.Tensor, got {describe(t)}")
+    if len({query.dtype, key.dtype, value.dtype}) > 1 or len({query.device, key.device, value.device}) > 1:
+        raise TypeError(f"query, key and value must share dtype and device, got {query.dtype}/{query.device}, "
+                        f"{key.dtype}/{key.device}, {value.dtype}/{value.device}")
+    if (query.dim() != 4 or key.dim() != 4 or value.shape != key.shape or query.shape[0] != key.shape[0]
+            or query.shape[-1] != key.shape[-1]):
+        raise ValueError(f"query, key, value must be (batch, heads, tokens, head_dim) with one batch and head_dim "
+                         f"and key and value alike; got {tuple(query.shape)}, {tuple(key.shape)}, "
+                         f"{tuple(value.shape)}")
+    if not isinstance(scores, Scores):
+        raise TypeError(f"scores must be Scores(scaling, ...), got {describe(scores)}")
+    if not isinstance(plan, Plan):
+        raise TypeError(f"plan must be a Plan, got {describe(plan)}")
+    if not isinstance(mask, (Causal, torch.Tensor, type(None))):
+        raise TypeError(f"mask must be Causal(...), a tensor or None, got {type(mask).__name__}")
+    if isinstance(mask, Causal) and query.shape[2] > key.shape[2]:
+        # the last query sees every key, so the first ones would see none: a call whose keys were cut short
+        raise ValueError(f"causal attention needs at least as many keys as queries, got {key.shape[2]} keys for "
+                         f"{query.shape[2]} queries")
+    full = (query.shape[0], query.shape[1], query.shape[2], key.shape[2])
+    # the mask is sliced on its query axis (the third), a row scale on its second-to-last
+    for name, t, shape, dims in (("mask", mask, full, (4,)), ("scale", scores.scale, (*full[:3], 1), (2, 3, 4))):
+        if not isinstance(t, torch.Tensor):
+            continue
+        if name == "mask" and not (t.dtype == torch.bool or t.is_floating_point()):
+            raise TypeError(f"mask must be boolean (True = may attend) or additive floating, got {t.dtype}")
+        try:
+            fits = t.dim() in dims and torch.broadcast_shapes(t.shape, shape) == shape
+        except RuntimeError:
+            fits = False
+        if not fits:
+            raise ValueError(f"{name} of shape {tuple(t.shape)} must have {' or '.join(map(str, dims))} dimensions "
+                             f"and broadcast to {shape} (batch, heads, queries, {'keys' if name == 'mask' else 1})")
 
 
 def query_blocks(n: int, block: int) -> list[tuple[int, int]]:
@@ -287,14 +199,11 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scores: 
     (:class:`Scores`), ``mask`` which keys a query may attend (:class:`Causal`, a tensor, or every key),
     ``plan`` what else the layer does (:class:`Plan`: row maps, observers, dropout...).
     """
-    if query.dim() != 4 or key.dim() != 4 or value.shape != key.shape:
-        raise ValueError(f"query, key, value must be (batch, heads, tokens, head_dim) with key and value "
-                         f"alike; got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
+    _check_call(query, key, value, scores, mask, plan)
     bsz, n_heads, n_q, _ = query.shape
     if n_heads % key.shape[1]:
-        raise ValueError(f"{n_heads} query heads do not group over {key.shape[1]} key/value heads")
-    if not isinstance(mask, (Causal, torch.Tensor, type(None))):
-        raise TypeError(f"mask must be Causal(...), a tensor or None, got {type(mask).__name__}")
+        raise ValueError(f"query heads ({n_heads}) must be a multiple of key/value heads ({key.shape[1]}): "
+                         "grouped-query attention")
     causal = isinstance(mask, Causal)
     window, explicit = (mask.window if causal else None), (None if causal else mask)
     scaling, softcap, scale = scores.scaling, scores.softcap, scores.scale
@@ -330,7 +239,7 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scores: 
             z = torch.tanh(z)
             z = z * softcap
         if bias is not None:
-            z = z + bias(start, stop)
+            z = z + _bias_block(bias, start, stop, z.shape)
         elif slopes is not None:
             z = z + position_bias(slopes, n_q, n_k, start, stop, (0, n_k), z.dtype)
         if causal:
@@ -363,6 +272,19 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scores: 
             w = F.dropout(w, p=dropout, training=True)
         out[:, start:stop] = torch.matmul(w, value).transpose(1, 2)
     return out
+
+
+def _bias_block(bias: Callable[[int, int], torch.Tensor], start: int, stop: int, shape: torch.Size) -> torch.Tensor:
+    """The bias function's block for queries start..stop-1, checked: a wrong shape would broadcast into numbers."""
+    block = bias(start, stop)
+    try:
+        fits = isinstance(block, torch.Tensor) and torch.broadcast_shapes(block.shape, shape) == shape
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise ValueError(f"bias({start}, {stop}) must give a tensor broadcasting to {tuple(shape)} (batch, heads, "
+                         f"queries {start}..{stop - 1}, keys), got {describe(block)}")
+    return block
 
 
 def _fusable(plan: Plan, causal: bool, dropout: bool, slopes: torch.Tensor | None) -> bool:

@@ -1,5 +1,6 @@
 """Every flag of every command, given each hostile value of its kind, ends in exit 0 or one clear line, in time,
-with every file the user had left as it was (the table is generated from the parser: a new flag is covered)."""
+with every file the user had left as it was and nothing written where the command was started (the table is
+generated from the parser: a new flag is covered)."""
 
 from __future__ import annotations
 
@@ -103,8 +104,9 @@ def test_the_table_covers_every_command_and_its_flags():
 
 
 @pytest.mark.parametrize(("command", "flag", "value"), CASES, ids=[f"{c} {f} {v!r}" for c, f, v in CASES])
-def test_a_hostile_value_is_one_line_or_a_finished_run(world, command, flag, value, capsys):
+def test_a_hostile_value_is_one_line_or_a_finished_run(world, command, flag, value, capsys, tmp_path, monkeypatch):
     shutil.rmtree(world / "out", ignore_errors=True)
+    monkeypatch.chdir(tmp_path)  # every case names its folders: nothing may land where the user stands
     argv = [a.replace("{w}", str(world)) for a in (*BASE[command], flag, value)]
     before = _files(world)
     previous = signal.signal(signal.SIGALRM, _alarm)
@@ -124,3 +126,4 @@ def test_a_hostile_value_is_one_line_or_a_finished_run(world, command, flag, val
         assert len(lines) == 1 and "Traceback" not in err, f"{argv}: {err!r}"
     after = _files(world)
     assert [k for k in before if after.get(k) != before[k]] == [], f"{argv} changed a user's file"
+    assert list(tmp_path.iterdir()) == [], f"{argv} wrote into the working directory"

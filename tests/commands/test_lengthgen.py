@@ -170,26 +170,26 @@ def test_the_full_budget_builds_each_task_s_model_of_seed_001_table_5():
     assert (model.heads, model.layers, model.d_model, model.ffn_width) == (16, 4, 512, 1024)
     assert model.scaler == "adaptive" and model.positions == "nape"
     assert lengthgen.run_config(full, "softmax", 262).train.batch == 128
-    assert _cfg(task="reverse", budget="full").plan["layers"] == 6
-    assert _cfg(task="mqar", budget="full").plan["layers"] == 4
-    assert _cfg(task="reverse").plan["layers"] == 4 and _cfg(task="sort").plan["layers"] == 2
+    assert _cfg(task="reverse", budget="full").plan.layers == 6
+    assert _cfg(task="mqar", budget="full").plan.layers == 4
+    assert _cfg(task="reverse").plan.layers == 4 and _cfg(task="sort").plan.layers == 2
 
 
 def test_the_smoke_budget_takes_a_task_s_own_settings_and_given_overrides_win():
     smoke = _cfg(task="mqmtar", train_len=64, steps=None)
     run = lengthgen.run_config(smoke, "softmax", TASKS["mqmtar"].vocab_size)
     own = lengthgen_config.SMOKE_TASKS["mqmtar"]
-    assert (run.model.ffn, run.train.lr, run.train.steps) == (own["ffn"], own["lr"], own["steps"])
-    assert run.train.min_lr == pytest.approx(own["lr"] / 10)
+    assert (run.model.ffn, run.train.lr, run.train.steps) == (own.ffn, own.lr, own.steps)
+    assert run.train.min_lr == pytest.approx(own.lr / 10)
     given = lengthgen.run_config(_cfg(task="mqmtar", train_len=64, steps=7, lr=5e-4), "softmax", 262).train
     assert (given.steps, given.lr) == (7, 5e-4)
-    assert _cfg().plan["ffn"] == lengthgen_config.BUDGETS["smoke"]["ffn"] == "gelu"
+    assert _cfg().plan.ffn == lengthgen_config.BUDGETS["smoke"].ffn == "gelu"
     with pytest.raises(ValueError, match="lr must be a positive finite number"):
         _cfg(lr=0.0)
 
 
 def test_given_steps_and_samples_are_used_or_refused_never_replaced_by_the_budget_s():
-    assert (_cfg(steps=1, samples=1).plan["steps"], _cfg(steps=1, samples=1).plan["samples"]) == (1, 1)
+    assert (_cfg(steps=1, samples=1).plan.steps, _cfg(steps=1, samples=1).plan.samples) == (1, 1)
     for name in ("steps", "samples"):
         for bad in (0, -1):
             with pytest.raises(ValueError, match=f"{name} must be an integer >= 1, got {bad}"):
@@ -217,7 +217,7 @@ def test_variable_length_training_is_recorded_and_checked(tmp_path):
 
 def test_budgets_choose_lengths_unless_given():
     assert _cfg(eval_mult=None).lengths == [16, 32, 64, 128, 256]
-    assert _cfg(eval_mult=None, budget="full").plan["eval_mult"][-1] == 1024
+    assert _cfg(eval_mult=None, budget="full").plan.eval_mult[-1] == 1024
     assert _cfg(eval_mult=(3,)).lengths == [48]
     assert _cfg(eval_mult=(1, 1.5, 2)).lengths == [16, 24, 32]  # Vasylenko et al. 2025 Table 1 scores 1.5x
     with pytest.raises(ValueError, match="eval_mult must be non-empty multiples >= 1"):
@@ -294,7 +294,7 @@ def test_the_selected_checkpoint_is_the_best_kept_one_at_the_selection_length_an
     assert (chosen["by"] == "exact match") == (max(chosen["scores"].values()) > 0)
     top = max(ranked.values())
     assert chosen["step"] == max(int(s) for s, v in ranked.items() if v == top)
-    assert chosen["length"] == 32 and chosen["samples"] == cfg.plan["select_samples"]
+    assert chosen["length"] == 32 and chosen["samples"] == cfg.plan.select_samples
     # rescoring the chosen checkpoint by hand gives the cell's in-distribution score
     saved = ckpt.load_checkpoint(kept[chosen["step"]])
     model = Decoder(ModelConfig.from_dict(saved.meta["config"]["model"]))
@@ -344,7 +344,7 @@ def test_the_full_budget_takes_table_5_s_data_for_every_task_unless_given():
     for task, (samples, lengths, params) in lengthgen_config.TABLE5_DATA.items():
         cfg = _cfg(task=task, budget="full", units="paper", min_train_len=lengths[0], train_len=lengths[1],
                    maps=("softmax",), steps=None)
-        assert cfg.plan["steps"] * 128 == samples and lengthgen.run_config(cfg, "softmax", 300).train.batch == 128
+        assert cfg.plan.steps * 128 == samples and lengthgen.run_config(cfg, "softmax", 300).train.batch == 128
         assert {k: cfg.task_def.params()[k] for k in params} == params
         cfg.task_def.check_length(cfg.min_train_tokens)
     assert _cfg(task="2back", budget="full").task_def.symbols == 16

@@ -6,6 +6,7 @@ resumes without retraining or re-running an engine."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -190,10 +191,12 @@ def test_answering_rows_are_each_prompts_last_position_even_where_a_head_is_dead
 def tiny(monkeypatch):
     engines = {"length": 32, "audit_prompts": 2, "every": 8, "prompts": 3, "k": (1,), "random_draws": 1,
                "rank_prompts": 2, "heads_prompts": 2}
-    monkeypatch.setitem(sc.BUDGETS, "smoke", {
-        "train": {"layers": 2, "heads": 2, "hidden": 32, "ffn": 64, "context": 64, "steps": 3, "batch": 4, "lr": 3e-3},
-        **engines, "suites": ("induction",), "suite": "induction"})
-    monkeypatch.setitem(sc.REAL, "smoke", {**engines, "suites": ("induction", "mqar"), "suite": "induction"})
+    monkeypatch.setitem(sc.BUDGETS, "smoke", dataclasses.replace(
+        sc.BUDGETS["smoke"], train=sc.TrainPlan(layers=2, heads=2, hidden=32, ffn=64, context=64, steps=3, batch=4,
+                                                lr=3e-3),
+        **engines, suites=("induction",), suite="induction"))
+    monkeypatch.setitem(sc.REAL, "smoke", dataclasses.replace(sc.REAL["smoke"], **engines, pad=None,
+                                                              suites=("induction", "mqar"), suite="induction"))
 
 
 def test_tiny_run_writes_tables_figures_and_resumes_without_rerunning(tiny, tmp_path):

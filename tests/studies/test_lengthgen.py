@@ -164,9 +164,9 @@ def test_the_theory_results_are_software_checks_that_can_fail():
 def tiny(monkeypatch):
     # one process: the bars are drawn in this one, and no worker has to start
     monkeypatch.setattr(study_lengthgen.os, "cpu_count", lambda: 1)
-    monkeypatch.setitem(study_lengthgen.BUDGETS, "smoke", {
-        "budget": "smoke", "samples": 8, "seeds": 2, "maps": ("softmax", "entmax_a1.5"),
-        "tasks": {"copy": {"train_len": 3, "eval_mult": (1, 2), "steps": 3, "select_mult": 2}}})
+    monkeypatch.setitem(study_lengthgen.BUDGETS, "smoke", study_lengthgen.Plan(
+        budget="smoke", samples=8, seeds=2, maps=("softmax", "entmax_a1.5"),
+        tasks={"copy": study_lengthgen.TaskPlan(train_len=3, eval_mult=(1, 2), steps=3, select_mult=2)}))
 
 
 def test_tiny_run_writes_tables_figures_and_resumes_without_retraining(tiny, tmp_path):
@@ -240,7 +240,7 @@ def test_every_budgets_plan_builds_for_every_task_without_training(budget):
                 batch = cfg.task_def.generate(2, length, seed=0)
                 with torch.no_grad():
                     assert model(batch.ids).shape[:2] == batch.ids.shape, (budget, task, name, length)
-        assert cfg.lengths == [cfg.tokens(round(cfg.train_len * m)) for m in cfg.plan["eval_mult"]]
+        assert cfg.lengths == [cfg.tokens(round(cfg.train_len * m)) for m in cfg.plan.eval_mult]
         cfg.task_def.check_length(cfg.select_length)
 
 
@@ -259,9 +259,9 @@ def test_the_demo_runs_the_reduced_demo_budget(monkeypatch, tmp_path):
     from attnlab.cli import main
 
     monkeypatch.setattr(study_lengthgen.os, "cpu_count", lambda: 1)
-    monkeypatch.setitem(study_lengthgen.BUDGETS, "demo", {
-        "budget": "smoke", "samples": 4, "seeds": 1, "maps": ("softmax",),
-        "tasks": {"copy": {"train_len": 3, "eval_mult": (1, 2), "steps": 2, "select_mult": 2}}})
+    monkeypatch.setitem(study_lengthgen.BUDGETS, "demo", study_lengthgen.Plan(
+        budget="smoke", samples=4, seeds=1, maps=("softmax",),
+        tasks={"copy": study_lengthgen.TaskPlan(train_len=3, eval_mult=(1, 2), steps=2, select_mult=2)}))
     assert main(["demo", "--studies", "lengthgen", "--models", "none", "--out", str(tmp_path), "--no-progress"]) == 0
     assert json.loads((tmp_path / "lengthgen" / "config.json").read_text())["budget"] == "demo"
     assert sorted(p.name for p in (tmp_path / "lengthgen" / "copy" / "cells").iterdir()) == ["softmax_seed0.json"]

@@ -6,6 +6,7 @@ and the real model's mass equals eager attention's."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -16,13 +17,13 @@ import pytest
 import torch
 
 from attnlab import io
-from attnlab.model import Decoder
-from attnlab.studies import sinks
+from attnlab.model import Decoder, ModelConfig
+from attnlab.studies import sinks, sinks_findings, sinks_measures, sinks_real
 from attnlab.studies import StudyConfig, StudyError, run
 from attnlab.studies.verdict import FPR_MAX, false_positive_rate
 from attnlab.tasks.vectors import TriggerAveraging
 
-L, J = sinks.LENGTH, sinks.TRIGGER
+L, J = sinks_measures.LENGTH, sinks_measures.TRIGGER
 PLAN = sinks.BUDGETS["smoke"]
 RUNS = sinks.runs(PLAN)
 
@@ -58,7 +59,7 @@ def test_sink_fractions_equal_a_loop_over_inputs_and_positions(eps):
     w[..., 0] = torch.where(torch.rand(layers, rows, heads, L, generator=g) < 0.85,
                             1 - torch.rand(layers, rows, heads, L, generator=g) * 0.012, w[..., 0])
     triggers = torch.randint(2, L, (rows,), generator=g)
-    got = sinks.sink_fractions(w, triggers, eps)
+    got = sinks_measures.sink_fractions(w, triggers, eps)
     positions, inputs_all, exists = _fractions_by_loop(w, triggers, eps)
     np.testing.assert_allclose(got["positions"].numpy(), positions, rtol=1e-12)
     np.testing.assert_allclose(got["inputs_all"].numpy(), inputs_all, rtol=1e-12)
@@ -72,7 +73,7 @@ def test_sink_fractions_ignore_bos_query_trigger_and_later_rows():
     w[0, 0, 0, 1:4, 0] = 1.0    # row 0, trigger j = 5 (0-based 4): queries 2..4 sink, the only ones counted
     w[0, 1, 0, 1:3, 0] = 1.0    # row 1, trigger j = 5: query 4 (0-based 3) does not sink
     w[0, 1, 0, 4:, 0] = 1.0     # ... but the trigger and later rows do: not counted
-    got = sinks.sink_fractions(w, torch.tensor([4, 4]), 0.1)
+    got = sinks_measures.sink_fractions(w, torch.tensor([4, 4]), 0.1)
     assert got["positions"].item() == pytest.approx(5 / 6)
     assert got["inputs_all"].item() == pytest.approx(0.5) and got["inputs_exists"].item() == 1.0
 
@@ -84,7 +85,7 @@ def test_sink_fractions_ignore_bos_query_trigger_and_later_rows():
 ])
 def test_sink_fractions_refuse_bad_input(args, match):
     with pytest.raises(ValueError, match=match):
-        sinks.sink_fractions(*args)
+        sinks_measures.sink_fractions(*args)
 
 
 @torch.no_grad()
@@ -92,8 +93,8 @@ def test_layer_writes_sum_to_the_models_output_and_their_cosines_equal_a_loop():
     model = Decoder(sinks.run_config("softmax_4x4_s0", PLAN, 0).model)
     for p in model.parameters():  # O(1) weights, so the writes are far from zero
         torch.nn.init.normal_(p, std=0.4)
-    batch = TriggerAveraging(dim=sinks.DIM).generate(30, L, seed=6)
-    rows = sinks.layer_writes(model, batch.inputs, batch.mask)
+    batch = TriggerAveraging(dim=sinks_measures.DIM).generate(30, L, seed=6)
+    rows = sinks_measures.layer_writes(model, batch.inputs, batch.mask)
     h, writes = batch.inputs, []
     for block in model.layers:  # the residual loop by hand: each write is h_d - h_(d-1)
         nxt = block(h, None)
@@ -107,16 +108,16 @@ def test_layer_writes_sum_to_the_models_output_and_their_cosines_equal_a_loop():
         assert row["layer"] == d + 1 and row["cos_others"] == pytest.approx(np.mean(cos), rel=1e-4)
         assert row["write_elsewhere"] == pytest.approx(float(w[off].norm(dim=-1).mean()), rel=1e-4)
         assert row["write_trigger"] == pytest.approx(float(w[batch.mask].norm(dim=-1).mean()), rel=1e-4)
-    one = sinks.layer_writes(Decoder(sinks.run_config("relu_1x1_s0", PLAN, 0).model), batch.inputs, batch.mask)
+    one = sinks_measures.layer_writes(Decoder(sinks.run_config("relu_1x1_s0", PLAN, 0).model), batch.inputs, batch.mask)
     assert len(one) == 1 and math.isnan(one[0]["cos_others"])
 
 
 # ------------------------------------------------------------------------------------------- Theorem 3
 
 def test_theorem3_model_solves_the_task_without_any_bos_weight():
-    batch = TriggerAveraging(dim=sinks.DIM).generate(500, L, seed=3)
+    batch = TriggerAveraging(dim=sinks_measures.DIM).generate(500, L, seed=3)
     model = sinks.theorem3_model()
-    w = sinks.attention_weights(model, batch.inputs)[0, :, 0].double()  # (rows, L, L)
+    w = sinks_measures.attention_weights(model, batch.inputs)[0, :, 0].double()  # (rows, L, L)
     j = batch.mask.int().argmax(-1)
     for r in range(0, 500, 7):                       # App. E's weights, by hand
         want = torch.zeros(L, L, dtype=torch.float64)
@@ -124,29 +125,29 @@ def test_theorem3_model_solves_the_task_without_any_bos_weight():
         torch.testing.assert_close(w[r], want, rtol=1e-6, atol=0)
     assert float(w[..., 0].max()) == 0.0
     with torch.no_grad():
-        assert float((model(batch.inputs) - batch.targets).norm(dim=-1).max()) < sinks.THM3_TOL
+        assert float((model(batch.inputs) - batch.targets).norm(dim=-1).max()) < sinks_findings.THM3_TOL
     check = sinks.theorem3_check(batch.inputs, batch.targets, batch.mask)
-    assert check["linf"] < sinks.THM3_TOL and check["max_bos_weight"] == check["max_weight_off_trigger"] == 0
+    assert check["linf"] < sinks_findings.THM3_TOL and check["max_bos_weight"] == check["max_weight_off_trigger"] == 0
     assert check["zero_linf"] > 0.3
 
 
 def test_theorem3_weights_under_softmax_rows_do_not_solve_it():
     """The same weights with softmax rows: every query must spend its mass, so the check can fail."""
     model = sinks.theorem3_model()
-    soft = Decoder(sinks.ModelConfig(**{**model.cfg.to_dict(), "rowmap": "softmax"}))
+    soft = Decoder(ModelConfig(**{**model.cfg.to_dict(), "rowmap": "softmax"}))
     soft.load_state_dict(model.state_dict())
-    batch = TriggerAveraging(dim=sinks.DIM).generate(200, L, seed=4)
-    got = sinks.losses(soft, batch.inputs, batch.targets)
+    batch = TriggerAveraging(dim=sinks_measures.DIM).generate(200, L, seed=4)
+    got = sinks_measures.losses(soft, batch.inputs, batch.targets)
     assert got["linf"] > 0.5
     check = pd.DataFrame([{"samples": 200, **got, "max_bos_weight": 0.4, "max_weight_off_trigger": 0.4}])
-    assert sinks.theorem3_finding(check).verdict == "check failed"
+    assert sinks_findings.theorem3_finding(check).verdict == "check failed"
 
 
 # ------------------------------------------------------------------------------------------- BOS masking
 
 def _scaled(run: str, std: float = 0.2) -> Decoder:
     """The run's model with O(std) weights, so that every layer's rows and writes are far from uniform and zero."""
-    model = sinks.untrained(sinks.run_config(run, PLAN, 0))
+    model = sinks_measures.untrained(sinks.run_config(run, PLAN, 0))
     g = torch.Generator().manual_seed(len(run))
     with torch.no_grad():
         for p in model.parameters():
@@ -158,9 +159,10 @@ def _scaled(run: str, std: float = 0.2) -> Decoder:
                                  "softmax_4x4_s0", "relu_4x4_s0"])
 def test_forward_equals_the_models_own_and_masks_bos_as_a_direct_computation(run):
     model = _scaled(run)
-    batch = TriggerAveraging(dim=sinks.DIM).generate(40, L, seed=5)
+    batch = TriggerAveraging(dim=sinks_measures.DIM).generate(40, L, seed=5)
     with torch.no_grad():
-        torch.testing.assert_close(sinks.forward(model, batch.inputs), model(batch.inputs), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(sinks_measures.forward(model, batch.inputs), model(batch.inputs), rtol=1e-5,
+                                   atol=1e-5)
     # the masked forward by hand: scores with key 1 removed from every query i > 1, per layer and head
     cfg, x = model.cfg, batch.inputs
     hd = cfg.head_dim
@@ -181,37 +183,38 @@ def test_forward_equals_the_models_own_and_masks_bos_as_a_direct_computation(run
         out = torch.cat(outs, -1) @ a.o_proj.weight.T
         x = x + out if cfg.residual else out
     want = x - batch.inputs if cfg.readout == "writes" else x
-    torch.testing.assert_close(sinks.forward(model, batch.inputs, mask_bos=True), want.detach(), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(sinks_measures.forward(model, batch.inputs, mask_bos=True), want.detach(), rtol=1e-4,
+                               atol=1e-5)
 
 
 def test_without_bos_keeps_query_1_and_renormalizes_only_softmax_rows():
     w = torch.rand(3, L, L).tril()
     soft = w / w.sum(-1, keepdim=True)
-    got = sinks.without_bos(soft, "softmax")
+    got = sinks_measures.without_bos(soft, "softmax")
     assert torch.all(got[:, 1:, 0] == 0) and torch.equal(got[:, 0], soft[:, 0])
     torch.testing.assert_close(got[:, 1:].sum(-1), torch.ones(3, L - 1))
-    relu = sinks.without_bos(w, "reluattn")
+    relu = sinks_measures.without_bos(w, "reluattn")
     assert torch.all(relu[:, 1:, 0] == 0) and torch.equal(relu[:, :, 1:], w[:, :, 1:])
     with pytest.raises(ValueError, match="reluattn rows, got 'sparsemax'"):
-        sinks.forward(Decoder(sinks.ModelConfig(**{**_scaled("relu_1x1_s0").cfg.to_dict(), "rowmap": "sparsemax"})),
-                      torch.zeros(1, L, sinks.DIM))
+        sinks_measures.forward(Decoder(ModelConfig(**{**_scaled("relu_1x1_s0").cfg.to_dict(), "rowmap": "sparsemax"})),
+                      torch.zeros(1, L, sinks_measures.DIM))
 
 
 def test_the_softmax_sink_model_needs_its_sink_and_theorem3s_relu_model_does_not():
     """The masking rule's positive control and its null (the other arm): two models built by hand."""
-    batch = TriggerAveraging(dim=sinks.DIM).generate(300, L, seed=8)
-    sink = sinks.masking(sinks.sink_model(), batch.inputs, batch.targets)
-    relu = sinks.masking(sinks.theorem3_model(), batch.inputs, batch.targets)
+    batch = TriggerAveraging(dim=sinks_measures.DIM).generate(300, L, seed=8)
+    sink = sinks_measures.masking(sinks_measures.sink_model(), batch.inputs, batch.targets)
+    relu = sinks_measures.masking(sinks.theorem3_model(), batch.inputs, batch.targets)
     assert sink["linf"] < 1e-5 and relu["linf"] < 1e-5               # both solve the task
-    w = sinks.attention_weights(sinks.sink_model(), batch.inputs)
-    fractions = sinks.sink_fractions(w, batch.mask.int().argmax(-1), sinks.EPS_VERDICT)
+    w = sinks_measures.attention_weights(sinks_measures.sink_model(), batch.inputs)
+    fractions = sinks_measures.sink_fractions(w, batch.mask.int().argmax(-1), sinks_measures.EPS_VERDICT)
     assert fractions["inputs_all"].item() == 1.0                       # the softmax one sinks, Theorem 1's way
     assert sink["masked_loss"] > 5 * sink["zero_loss"]
-    assert sinks.needs_sink([sink["masked_loss"] - sink["loss"]], [sink["zero_loss"]])
-    assert not sinks.sink_free([sink["masked_loss"] - sink["loss"]], [sink["zero_loss"]])
+    assert sinks_findings.needs_sink([sink["masked_loss"] - sink["loss"]], [sink["zero_loss"]])
+    assert not sinks_findings.sink_free([sink["masked_loss"] - sink["loss"]], [sink["zero_loss"]])
     assert relu["masked_loss"] == relu["loss"]                          # no weight on BOS: masking changes nothing
-    assert not sinks.needs_sink([relu["masked_loss"] - relu["loss"]], [relu["zero_loss"]])
-    assert sinks.sink_free([relu["masked_loss"] - relu["loss"]], [relu["zero_loss"]])
+    assert not sinks_findings.needs_sink([relu["masked_loss"] - relu["loss"]], [relu["zero_loss"]])
+    assert sinks_findings.sink_free([relu["masked_loss"] - relu["loss"]], [relu["zero_loss"]])
 
 
 def _positions_by_loop(w, triggers, eps):
@@ -229,7 +232,7 @@ def test_position_fractions_equal_a_loop():
     w = torch.rand(2, 60, 3, L, L, generator=g)
     w[..., 0] = torch.where(torch.rand(2, 60, 3, L, generator=g) < 0.4, 0.95, 0.5)
     triggers = torch.randint(2, L, (60,), generator=g)
-    frac, count = sinks.position_fractions(w, triggers, 0.1)
+    frac, count = sinks_measures.position_fractions(w, triggers, 0.1)
     want, n = _positions_by_loop(w, triggers, 0.1)
     np.testing.assert_array_equal(count, n)
     np.testing.assert_allclose(frac, want, rtol=1e-12)
@@ -242,27 +245,28 @@ def _null_stats(run: str, seed: int, samples: int = 200) -> dict[str, float]:
     """The statistics each rule reads, measured as compute measures them, on the untrained model of ``run`` at
     ``seed`` (the sink findings' null), on held-out inputs drawn from ``seed``."""
     cfg = sinks.run_config(run, PLAN, seed)
-    model = sinks.untrained(cfg)
-    batch = TriggerAveraging(dim=sinks.DIM).generate(samples, L, seed=seed)
+    model = sinks_measures.untrained(cfg)
+    batch = TriggerAveraging(dim=sinks_measures.DIM).generate(samples, L, seed=seed)
     ids = {"run": run, "attention": "softmax", "arch": sinks._parts(run)[1], "seed": seed}
     rows, positions = sinks._sink_rows(model, batch, ids)
     rows, positions = pd.DataFrame(rows), pd.DataFrame([{**p, "model": "untrained"} for p in positions])
-    fixed = TriggerAveraging(dim=sinks.DIM, trigger=J).generate(samples, L, seed=seed + 1)
-    bos = sinks.attention_maps(model, fixed.inputs)[0][..., 1:J - 1, 0].mean(-1).max()
-    got = sinks.masking(model, batch.inputs, batch.targets)
-    return {"best_head": float(sinks.best_head(rows).item()), "every_layer": float(sinks.every_layer(rows).item()),
-            "every_position": float(sinks.every_position(positions, "untrained").item()), "bos_mass": float(bos),
-            "rise": got["masked_loss"] - got["loss"], "zero_loss": got["zero_loss"]}
+    fixed = TriggerAveraging(dim=sinks_measures.DIM, trigger=J).generate(samples, L, seed=seed + 1)
+    bos = sinks_measures.attention_maps(model, fixed.inputs)[0][..., 1:J - 1, 0].mean(-1).max()
+    got = sinks_measures.masking(model, batch.inputs, batch.targets)
+    return {"best_head": float(sinks_findings.best_head(rows).item()),
+            "every_layer": float(sinks_findings.every_layer(rows).item()),
+            "every_position": float(sinks_findings.every_position(positions, "untrained").item()),
+            "bos_mass": float(bos), "rise": got["masked_loss"] - got["loss"], "zero_loss": got["zero_loss"]}
 
 
-@pytest.mark.parametrize("arch", list(sinks.ARCHS))
+@pytest.mark.parametrize("arch", list(sinks_measures.ARCHS))
 def test_untrained_null_controls_fail_every_softmax_rule(arch):
     stats = [_null_stats(f"softmax_{arch}_s0", seed) for seed in range(2)]
     for stat in ("best_head", "every_layer", "every_position"):
-        assert not sinks.sinks_everywhere([s[stat] for s in stats]), stat
-    assert not sinks.needs_sink([s["rise"] for s in stats], [s["zero_loss"] for s in stats])
+        assert not sinks_findings.sinks_everywhere([s[stat] for s in stats]), stat
+    assert not sinks_findings.needs_sink([s["rise"] for s in stats], [s["zero_loss"] for s in stats])
     # an untrained softmax head spreads its row: BOS mass about the uniform share, far above ReLU's bound
-    assert all(s["bos_mass"] > 0.2 for s in stats) and not sinks.no_sink([s["bos_mass"] for s in stats])
+    assert all(s["bos_mass"] > 0.2 for s in stats) and not sinks_findings.no_sink([s["bos_mass"] for s in stats])
 
 
 def test_uniform_attention_fails_the_real_model_rule():
@@ -271,15 +275,15 @@ def test_uniform_attention_fails_the_real_model_rule():
     t = 64
     allowed = torch.ones(t, t, dtype=torch.bool).tril()[None, None]
     scores = torch.zeros(1, 3, t, t)
-    mass, uniform, count = sinks.first_key_sums(ScoreBlock(0, scores, allowed, 0, t), sinks.MIN_QUERY)
+    mass, uniform, count = sinks_real.first_key_sums(ScoreBlock(0, scores, allowed, 0, t), sinks_real.MIN_QUERY)
     torch.testing.assert_close(mass, uniform)
-    assert not sinks.real_sinks((mass / count).numpy().repeat(5))
+    assert not sinks_real.real_sinks((mass / count).numpy().repeat(5))
 
 
 # ------------------------------------------------------------------------------- false-positive rates
 
 def _seeds(budget: str, arch: str) -> int:
-    return sinks.BUDGETS[budget]["seeds"][arch]
+    return sinks.BUDGETS[budget].seeds[arch]
 
 
 @pytest.mark.parametrize("arch, stat", [("1x1", "best_head"), ("2x2", "every_position"), ("4x4", "every_layer")])
@@ -289,7 +293,7 @@ def test_sink_rules_fire_at_most_5pc_on_untrained_models(arch, stat):
         return [_null_stats(f"softmax_{arch}_s0", int(rng.integers(1 << 30)), samples=100)[stat]
                 for _ in range(_seeds("smoke", arch))]
 
-    assert false_positive_rate(sinks.sinks_everywhere, draw, trials=40, seed=1) <= FPR_MAX
+    assert false_positive_rate(sinks_findings.sinks_everywhere, draw, trials=40, seed=1) <= FPR_MAX
 
 
 def test_relu_rule_fires_at_most_5pc_on_softmax_rows():
@@ -298,14 +302,14 @@ def test_relu_rule_fires_at_most_5pc_on_softmax_rows():
         return [_null_stats("softmax_2x2_s0", int(rng.integers(1 << 30)), samples=50)["bos_mass"]
                 for _ in range(_seeds("smoke", "2x2"))]
 
-    assert false_positive_rate(sinks.no_sink, draw, trials=40, seed=2) <= FPR_MAX
+    assert false_positive_rate(sinks_findings.no_sink, draw, trials=40, seed=2) <= FPR_MAX
 
 
 def test_masking_rules_fire_at_most_5pc_under_their_nulls():
     """needs_sink on models that solve the task without a sink (Theorem 3's ReLU model, its weights jittered) beside
     an untrained model of a random run and seed; sink_free on the hand-built softmax model with a sink of random
     strength c and jitter."""
-    batch = TriggerAveraging(dim=sinks.DIM).generate(200, L, seed=9)
+    batch = TriggerAveraging(dim=sinks_measures.DIM).generate(200, L, seed=9)
 
     def jitter(model, rng, sd):
         g = torch.Generator().manual_seed(int(rng.integers(1 << 30)))
@@ -315,20 +319,21 @@ def test_masking_rules_fire_at_most_5pc_under_their_nulls():
         return model
 
     def rise(model):
-        got = sinks.masking(model, batch.inputs, batch.targets)
+        got = sinks_measures.masking(model, batch.inputs, batch.targets)
         return got["masked_loss"] - got["loss"], got["zero_loss"]
 
     def no_need(rng):
         pairs = [rise(jitter(sinks.theorem3_model(), rng, rng.uniform(0, 0.05))) for _ in range(2)]
         run_ = str(rng.choice(RUNS))
-        pairs.append(rise(sinks.untrained(sinks.run_config(run_, PLAN, int(rng.integers(1 << 30))))))
+        pairs.append(rise(sinks_measures.untrained(sinks.run_config(run_, PLAN, int(rng.integers(1 << 30))))))
         return pairs
 
     def need(rng):
-        return [rise(jitter(sinks.sink_model(rng.uniform(3, 20)), rng, rng.uniform(0, 0.05))) for _ in range(2)]
+        return [rise(jitter(sinks_measures.sink_model(rng.uniform(3, 20)), rng, rng.uniform(0, 0.05)))
+                for _ in range(2)]
 
-    assert false_positive_rate(lambda p: sinks.needs_sink(*zip(*p)), no_need, trials=60, seed=3) <= FPR_MAX
-    assert false_positive_rate(lambda p: sinks.sink_free(*zip(*p)), need, trials=60, seed=4) <= FPR_MAX
+    assert false_positive_rate(lambda p: sinks_findings.needs_sink(*zip(*p)), no_need, trials=60, seed=3) <= FPR_MAX
+    assert false_positive_rate(lambda p: sinks_findings.sink_free(*zip(*p)), need, trials=60, seed=4) <= FPR_MAX
 
 
 def test_real_rule_fires_at_most_5pc_on_iid_scores():
@@ -339,10 +344,10 @@ def test_real_rule_fires_at_most_5pc_on_iid_scores():
         z = rng.normal(0, sigma, (10, 4, t, t))                      # 10 layers after the skipped ones, 4 heads
         z = np.where(np.tril(np.ones((t, t), dtype=bool)), z, -np.inf)
         w = np.exp(z - z.max(-1, keepdims=True))
-        w0 = (w[..., 0] / w.sum(-1))[..., sinks.MIN_QUERY:].mean(-1)  # (layers, heads)
+        w0 = (w[..., 0] / w.sum(-1))[..., sinks_real.MIN_QUERY:].mean(-1)  # (layers, heads)
         return np.median(w0, axis=1)
 
-    assert false_positive_rate(sinks.real_sinks, draw, trials=200, seed=5) <= FPR_MAX
+    assert false_positive_rate(sinks_real.real_sinks, draw, trials=200, seed=5) <= FPR_MAX
 
 
 # ------------------------------------------------------------------------------------------- verdicts
@@ -383,7 +388,7 @@ def _folder(tmp_path, bos: dict[str, float], thm: dict[str, float], met: dict[st
     for name in RUNS:
         attention, arch, k = sinks._parts(name)
         key = f"{attention}_{arch}"
-        shape = sinks.ARCHS[arch]
+        shape = sinks_measures.ARCHS[arch]
         ids = {"run": name, "attention": attention, "arch": arch, "seed": k}
         io.write_parquet(tmp_path / "raw" / f"{name}_attention.parquet",
                          _maps(name, shape["heads"], shape["layers"], bos[key]))
@@ -392,13 +397,13 @@ def _folder(tmp_path, bos: dict[str, float], thm: dict[str, float], met: dict[st
             rows = [{**ids, "layer": layer, "head": head, "eps": eps,
                      "positions": value if (layer, head) in sink else 0.0,
                      "inputs_all": value if (layer, head) in sink else 0.0, "inputs_exists": value}
-                    for eps in sinks.EPS for layer in range(1, shape["layers"] + 1)
+                    for eps in sinks_measures.EPS for layer in range(1, shape["layers"] + 1)
                     for head in range(1, shape["heads"] + 1)]
             io.write_table(tmp_path / "raw" / f"{name}_{kind}", pd.DataFrame(rows))
         io.write_table(tmp_path / "raw" / f"{name}_positions", pd.DataFrame([
             {**ids, "eps": eps, "position": i, "fraction": value, "inputs": 100, "model": model}
             for model, value in (("trained", thm[key]), ("untrained", untrained.get(key, 0.0)))
-            for eps in sinks.EPS for i in range(2, L)]))
+            for eps in sinks_measures.EPS for i in range(2, L)]))
         io.write_table(tmp_path / "raw" / f"{name}_masking", pd.DataFrame([
             {**ids, "model": "trained", "loss": 1e-6, "masked_loss": masked[key], "linf": 0.02, "masked_linf": 3.0,
              "zero_loss": 0.1},
@@ -433,13 +438,14 @@ GOOD_MASKED = {"softmax_1x1": 1.2, "relu_1x1": 1e-6, "softmax_2x2": 1.5, "relu_2
 
 def _tables(folder):
     raw = sinks._read(folder, RUNS)
-    table = sinks.run_table(raw.loss, raw.sinks)
-    return raw, table, sinks.sink_head_table(sinks.bos_table(raw.maps), raw.sinks)
+    table = sinks_findings.run_table(raw.loss, raw.sinks)
+    return raw, table, sinks_findings.sink_head_table(sinks_findings.bos_table(raw.maps), raw.sinks)
 
 
 def _findings(tmp_path, bos=GOOD_BOS, thm=GOOD_THM, met=None, **kw):
     raw, table, heads = _tables(_folder(tmp_path, bos, thm, met, **kw))
-    return [sinks.finding(arch, table, heads, raw.untrained, raw.positions, 1000).verdict for arch in sinks.ARCHS]
+    return [sinks_findings.finding(arch, table, heads, raw.untrained, raw.positions, 1000).verdict
+            for arch in sinks_measures.ARCHS]
 
 
 def test_summarize_reproduced_when_the_numbers_say_so(tmp_path):
@@ -454,16 +460,16 @@ def test_summarize_reproduced_when_the_numbers_say_so(tmp_path):
     assert "lowest position's fraction of inputs with a sink there 0.95" in section.findings[2].evidence
     assert "Per position i" in section.findings[2].evidence and "15 0.95." in section.findings[2].evidence
     assert "Theorem 2 as stated (some layer, head and position, per input): 0.95" in section.findings[2].evidence
-    assert section.findings[0].rule == sinks.RULE_THM1 and section.findings[2].rule == sinks.RULE_THM2
+    assert section.findings[0].rule == sinks_findings.RULE_THM1 and section.findings[2].rule == sinks_findings.RULE_THM2
     masking = section.findings[5]
-    assert masking.rule == sinks.RULE_MASK and "softmax loss 1e-06/1e-06 -> masked 1.2/1.2" in masking.evidence
+    assert masking.rule == sinks_findings.RULE_MASK and "softmax loss 1e-06/1e-06 -> masked 1.2/1.2" in masking.evidence
     assert "ReLU rise" in masking.null.outcome and "(fails)" in masking.null.outcome
     for stem in ("table_runs", "table_sinks", "table_theorem3", "table_positions", "table_masking"):
         assert (tmp_path / f"{stem}.csv").is_file() and (tmp_path / f"{stem}.md").is_file()
     for fig in section.figures:
         assert (tmp_path / f"{fig.stem}.png").is_file() and (tmp_path / f"{fig.stem}.svg").is_file()
     heads = pd.read_csv(tmp_path / "table_sinks.csv")
-    seeds = PLAN["seeds"]
+    seeds = PLAN.seeds
     assert len(pd.read_csv(tmp_path / "table_writes.csv")) == 2 * (seeds["1x1"] + 2 * seeds["2x2"] + 4 * seeds["4x4"])
     assert len(heads) == 2 * (seeds["1x1"] + 4 * seeds["2x2"] + 16 * seeds["4x4"])
     assert set(heads["thm1_inputs_eps0.1"].dropna()) <= set(GOOD_THM.values()) | {0.0}
@@ -474,7 +480,7 @@ def test_summarize_reproduced_when_the_numbers_say_so(tmp_path):
     assert masked.loc["relu_1x1_s0", "rise_over_zero"] == 0.0
     assert masked["untrained_rise_over_zero"].to_numpy() == pytest.approx(1e-4, rel=1e-6)
     positions = pd.read_csv(tmp_path / "table_positions.csv")
-    assert len(positions) == len(RUNS) * len(sinks.EPS) * (L - 2) and (positions["untrained"] == 0).all()
+    assert len(positions) == len(RUNS) * len(sinks_measures.EPS) * (L - 2) and (positions["untrained"] == 0).all()
     # no real-model part: the section says how to add one
     assert any("attnlab study sinks --model smollm2" in n for n in section.notes)
     assert not (tmp_path / "table_real_layers.csv").exists()
@@ -495,7 +501,7 @@ def test_sink_verdicts_not_checked_when_their_null_control_passes(tmp_path):
     found = _findings(tmp_path / "a", untrained={"softmax_1x1": 0.95, "softmax_4x4": 0.99})
     assert found == ["not checked", "reproduced", "not checked"]
     raw, table, heads = _tables(tmp_path / "a")
-    first = sinks.finding("1x1", table, heads, raw.untrained, raw.positions, 1000)
+    first = sinks_findings.finding("1x1", table, heads, raw.untrained, raw.positions, 1000)
     assert first.null.passes and "passes the rule too" in first.reason and "0.95/0.95" in first.null.outcome
     assert _findings(tmp_path / "b", bos={**GOOD_BOS, "softmax_2x2": 0.05}) == ["reproduced", "not checked",
                                                                                "reproduced"]
@@ -505,7 +511,7 @@ def test_verdict_not_checked_when_a_run_did_not_meet_the_linf_rule(tmp_path):
     slow = {"softmax_2x2_s1": False}
     assert _findings(tmp_path, met=slow) == ["reproduced", "not checked", "reproduced"]
     raw, table, heads = _tables(tmp_path)
-    finding = sinks.finding("2x2", table, heads, raw.untrained, raw.positions, 1000)
+    finding = sinks_findings.finding("2x2", table, heads, raw.untrained, raw.positions, 1000)
     assert finding.reason.startswith("softmax_2x2_s1 did not reach App. A's l-inf < 0.01")
     assert "cap 100 hit, batch l-inf 0.2" in finding.evidence
 
@@ -513,7 +519,8 @@ def test_verdict_not_checked_when_a_run_did_not_meet_the_linf_rule(tmp_path):
 def test_layer_verdict_asks_a_sink_head_in_every_layer_of_every_softmax_seed(tmp_path):
     def verdicts(folder, **kw):
         raw, table, heads = _tables(_folder(folder, GOOD_BOS, GOOD_THM, **kw))
-        return [sinks.layer_finding(arch, table, heads, raw.writes, raw.untrained, 1000) for arch in ("2x2", "4x4")]
+        return [sinks_findings.layer_finding(arch, table, heads, raw.writes, raw.untrained, 1000)
+                for arch in ("2x2", "4x4")]
 
     found = verdicts(tmp_path / "a", every_layer=True)
     assert [f.verdict for f in found] == ["reproduced"] * 2
@@ -530,7 +537,7 @@ def test_layer_verdict_asks_a_sink_head_in_every_layer_of_every_softmax_seed(tmp
 
 def _masking_verdict(folder, **kw):
     raw, table, _ = _tables(_folder(folder, GOOD_BOS, GOOD_THM, **kw))
-    return sinks.masking_finding(sinks.masking_table(raw.masking, table), 1000)
+    return sinks_findings.masking_finding(sinks_findings.masking_table(raw.masking, table), 1000)
 
 
 def test_masking_verdict_follows_each_arm(tmp_path):
@@ -554,9 +561,9 @@ def test_masking_verdict_follows_each_arm(tmp_path):
 def test_theorem3_check_fails_on_any_bos_weight():
     check = {"samples": 10, "loss": 0.0, "linf": 1e-7, "zero_loss": 0.1, "zero_linf": 2.0, "max_bos_weight": 0.0,
              "max_weight_off_trigger": 0.0}
-    assert sinks.theorem3_finding(pd.DataFrame([check])).verdict == "check passed"
-    assert sinks.theorem3_finding(pd.DataFrame([{**check, "max_bos_weight": 1e-3}])).verdict == "check failed"
-    assert sinks.theorem3_finding(pd.DataFrame([{**check, "linf": 1e-3}])).verdict == "check failed"
+    assert sinks_findings.theorem3_finding(pd.DataFrame([check])).verdict == "check passed"
+    assert sinks_findings.theorem3_finding(pd.DataFrame([{**check, "max_bos_weight": 1e-3}])).verdict == "check failed"
+    assert sinks_findings.theorem3_finding(pd.DataFrame([{**check, "linf": 1e-3}])).verdict == "check failed"
 
 
 def test_summarize_names_missing_pieces(tmp_path):
@@ -572,11 +579,11 @@ def test_summarize_names_missing_pieces(tmp_path):
 def test_attention_maps_are_softmax_rows_and_losses_score_zero():
     model = Decoder(sinks.run_config("softmax_2x2_s0", PLAN, 0).model)
     batch = TriggerAveraging(trigger=J).generate(32, L, seed=0)
-    mean, std = sinks.attention_maps(model, batch.inputs)
+    mean, std = sinks_measures.attention_maps(model, batch.inputs)
     assert mean.shape == std.shape == (2, 2, L, L)
     assert torch.allclose(mean.sum(-1), torch.ones(2, 2, L))
     assert torch.all(mean.triu(1) == 0)
-    scores = sinks.losses(model, batch.inputs, batch.targets)
+    scores = sinks_measures.losses(model, batch.inputs, batch.targets)
     # the zero predictor's loss: the target's squared norm at the trigger, averaged over L positions
     expected = float(batch.targets.pow(2).sum(-1).sum(-1).mean() / L)
     assert scores["zero_loss"] == pytest.approx(expected)
@@ -586,27 +593,28 @@ def test_attention_maps_are_softmax_rows_and_losses_score_zero():
 def test_every_budgets_runs_build_and_take_a_batch_without_training(budget):
     plan = sinks.BUDGETS[budget]
     names = sinks.runs(plan)
-    assert len(names) == 2 * sum(plan["seeds"].values()) and {sinks._parts(r)[1] for r in names} == set(sinks.ARCHS)
-    batch = TriggerAveraging(dim=sinks.DIM).generate(2, sinks.LENGTH, seed=0)
+    assert len(names) == 2 * sum(plan.seeds.values())
+    assert {sinks._parts(r)[1] for r in names} == set(sinks_measures.ARCHS)
+    batch = TriggerAveraging(dim=sinks_measures.DIM).generate(2, sinks_measures.LENGTH, seed=0)
     seeds = {}
     for name in names:
         attention, arch, k = sinks._parts(name)
         cfg = sinks.run_config(name, plan, 7)
-        shape = sinks.ARCHS[arch]
-        assert cfg.train.steps == plan["cap"][arch] and cfg.train.seed == 7 + k and cfg.train.lr == plan["lr"][arch]
+        shape = sinks_measures.ARCHS[arch]
+        assert cfg.train.steps == plan.cap[arch] and cfg.train.seed == 7 + k and cfg.train.lr == plan.lr[arch]
         assert (cfg.model.layers, cfg.model.heads) == (shape["layers"], shape["heads"])
         assert cfg.model.readout == ("writes" if arch != "1x1" else "stream")
         seeds.setdefault((attention, arch), set()).add(cfg.train.seed)
         with torch.no_grad():
             out = Decoder(cfg.model)(batch.inputs)
         assert out.shape == batch.inputs.shape, (budget, name)
-    assert all(len(s) == plan["seeds"][arch] for (_, arch), s in seeds.items())
+    assert all(len(s) == plan.seeds[arch] for (_, arch), s in seeds.items())
 
 
 def test_run_end_to_end_and_resume_without_retraining(tmp_path, monkeypatch):
-    tiny = {"seeds": {"1x1": 2, "2x2": 1, "4x4": 1}, "cap": {"1x1": 6, "2x2": 4, "4x4": 3},
-            "lr": dict.fromkeys(sinks.ARCHS, 1e-3), "batch": 8,
-            "samples": 20}
+    tiny = dataclasses.replace(sinks.BUDGETS["smoke"], seeds={"1x1": 2, "2x2": 1, "4x4": 1},
+                               cap={"1x1": 6, "2x2": 4, "4x4": 3}, lr=dict.fromkeys(sinks_measures.ARCHS, 1e-3),
+                               batch=8, samples=20)
     monkeypatch.setitem(sinks.BUDGETS, "smoke", tiny)
     section = run(StudyConfig(study="sinks", budget="smoke", seed=0), tmp_path)
     assert section.study == "sinks" and len(section.findings) == 7
@@ -645,7 +653,7 @@ def test_run_end_to_end_and_resume_without_retraining(tmp_path, monkeypatch):
 def test_a_run_stops_at_the_linf_rule_and_its_resume_trains_no_further(tmp_path, monkeypatch):
     """ReLU 1x1 at a loose target stops early; rerunning its piece after losing the outputs retrains nothing."""
     monkeypatch.setattr(sinks, "LINF_TARGET", 1.0)
-    plan = {"seeds": {"1x1": 1}, "cap": {"1x1": 3000}, "lr": {"1x1": 1e-2}, "batch": 32, "samples": 50}
+    plan = sinks.Plan(seeds={"1x1": 1}, cap={"1x1": 3000}, lr={"1x1": 1e-2}, batch=32, samples=50)
     sinks.run_piece("relu_1x1_s0", plan, 0, tmp_path, progress=False)
     row = pd.read_csv(tmp_path / "raw" / "relu_1x1_s0_loss.csv").iloc[0]
     assert row["met_linf"] and row["steps"] < 3000 and row["batch_linf"] < 1.0
@@ -669,15 +677,17 @@ def test_smoke_1x1_runs_reach_the_linf_rule_and_reproduce_theorem_1(tmp_path):
 
     loss, raw_sinks = read("_loss.csv"), read("_sinks.csv")
     assert loss["met_linf"].all()
-    table = sinks.run_table(loss, raw_sinks)
-    heads = sinks.sink_head_table(sinks.bos_table(read("_attention.parquet", pd.read_parquet)), raw_sinks)
-    found = sinks.finding("1x1", table, heads, read("_untrained_sinks.csv"), read("_positions.csv"), PLAN["samples"])
+    table = sinks_findings.run_table(loss, raw_sinks)
+    heads = sinks_findings.sink_head_table(sinks_findings.bos_table(read("_attention.parquet", pd.read_parquet)),
+                                           raw_sinks)
+    found = sinks_findings.finding("1x1", table, heads, read("_untrained_sinks.csv"), read("_positions.csv"),
+                                   PLAN.samples)
     assert found.verdict == "reproduced" and found.null.passes is False
-    masked = sinks.masking_table(read("_masking.csv"), table).set_index("attention")
+    masked = sinks_findings.masking_table(read("_masking.csv"), table).set_index("attention")
     rise = masked["masked_loss"] - masked["loss"]
-    assert sinks.needs_sink([rise["softmax"]], [masked.loc["softmax", "zero_loss"]])
-    assert not sinks.needs_sink([rise["relu"]], [masked.loc["relu", "zero_loss"]])
-    assert sinks.sink_free([rise["relu"]], [masked.loc["relu", "zero_loss"]])
+    assert sinks_findings.needs_sink([rise["softmax"]], [masked.loc["softmax", "zero_loss"]])
+    assert not sinks_findings.needs_sink([rise["relu"]], [masked.loc["relu", "zero_loss"]])
+    assert sinks_findings.sink_free([rise["relu"]], [masked.loc["relu", "zero_loss"]])
 
 
 # ------------------------------------------------------------------------------------- real-model part
@@ -695,9 +705,9 @@ def tiny(tmp_path_factory):
 
 def test_first_token_mass_matches_the_eager_attentions(tiny):
     _, model, tok = tiny
-    docs = sinks.documents(tok, 2, 40, seed=0)
+    docs = sinks_real.documents(tok, 2, 40, seed=0)
     assert all(ids[0] == tok.bos_token_id for ids in docs)
-    got = sinks.first_token_mass(model, docs, min_query=8)
+    got = sinks_real.first_token_mass(model, docs, min_query=8)
     assert len(got) == 2 * 2 * 4 and (got["queries"] == 40 - 8).all()
     with torch.no_grad():
         for d, ids in enumerate(docs):
@@ -716,7 +726,7 @@ def test_first_token_mass_leaves_out_queries_that_cannot_see_key_0():
     pos = torch.arange(6)
     allowed = ((pos[None, :] <= pos[:, None]) & (pos[None, :] > pos[:, None] - 3))[None, None]
     scores = torch.zeros(1, 2, 6, 6).masked_fill(~allowed, torch.finfo(torch.float32).min)
-    mass, uniform, count = sinks.first_key_sums(ScoreBlock(0, scores, allowed, 0, 6), min_query=1)
+    mass, uniform, count = sinks_real.first_key_sums(ScoreBlock(0, scores, allowed, 0, 6), min_query=1)
     assert count.tolist() == [2.0, 2.0]                                       # positions 1 and 2 only
     assert mass.tolist() == pytest.approx([1 / 2 + 1 / 3] * 2) and uniform.tolist() == mass.tolist()
 
@@ -728,9 +738,9 @@ def _real(folder, median_mass: float, layers: int = 6, heads: int = 4, documents
     for d in range(documents):
         for layer in range(layers):
             for head in range(heads):
-                mass = 0.01 if layer < sinks.SKIP_LAYERS else min(1.0, median_mass * (0.5 + head / (heads - 1)))
+                mass = 0.01 if layer < sinks_real.SKIP_LAYERS else min(1.0, median_mass * (0.5 + head / (heads - 1)))
                 rows.append((d, layer, head, 248, mass, 0.014))
-    io.write_parquet(folder / "real" / sinks.REAL_TABLE,
+    io.write_parquet(folder / "real" / sinks_real.REAL_TABLE,
                      pd.DataFrame(rows, columns=["document", "layer", "head", "queries", "mass", "uniform"]))
     io.write_json(folder / "real" / "config.json", {
         "model": "hand-made", "checkpoint": "/nowhere", "model_type": "llama", "layers": layers, "heads": heads,
@@ -742,7 +752,7 @@ def _real(folder, median_mass: float, layers: int = 6, heads: int = 4, documents
 def test_real_verdict_follows_the_median_head(tmp_path):
     sinking = sinks.summarize(_real(_folder(tmp_path / "a", GOOD_BOS, GOOD_THM), median_mass=0.6))
     real = sinking.findings[7]
-    assert len(sinking.findings) == 8 and real.verdict == "reproduced" and real.rule == sinks.RULE_REAL
+    assert len(sinking.findings) == 8 and real.verdict == "reproduced" and real.rule == sinks_real.RULE_REAL
     assert "4 of 4 layers after the first 2 reach 0.3" in real.evidence
     assert "L2 0.60" in real.evidence and "first text token (The)" in real.claim
     assert real.null.passes is False and "0 of 4 layers' uniform share reach 0.3" in real.null.outcome
@@ -754,10 +764,10 @@ def test_real_verdict_follows_the_median_head(tmp_path):
     assert "real_first_token_mass" in [f.stem for f in sinking.figures]
 
     spread = _real(tmp_path / "b", median_mass=0.02)
-    finding, *_ = sinks.summarize_real(spread)
+    finding, *_ = sinks_real.summarize_real(spread)
     assert finding.verdict == "not reproduced" and "0 of 4 layers" in finding.evidence
     shallow = _real(tmp_path / "c", median_mass=0.9, layers=2)
-    assert sinks.summarize_real(shallow)[0].verdict == "not checked"
+    assert sinks_real.summarize_real(shallow)[0].verdict == "not checked"
 
 
 def test_summarize_names_a_missing_real_part(tmp_path):
@@ -769,31 +779,32 @@ def test_summarize_names_a_missing_real_part(tmp_path):
 
 def test_real_compute_writes_config_last_and_resumes(tiny, tmp_path, monkeypatch):
     folder, _, _ = tiny
-    monkeypatch.setitem(sinks.REAL_PLANS, "smoke", {"documents": 2, "tokens": 24})
+    monkeypatch.setitem(sinks_real.REAL_PLANS, "smoke",
+                        dataclasses.replace(sinks_real.REAL_PLANS["smoke"], documents=2, tokens=24))
     cfg = StudyConfig(study="sinks", model=str(folder))
-    sinks.compute_real(cfg, tmp_path, progress=False)
-    raw = pd.read_parquet(tmp_path / "real" / sinks.REAL_TABLE)
+    sinks_real.compute_real(cfg, tmp_path, progress=False)
+    raw = pd.read_parquet(tmp_path / "real" / sinks_real.REAL_TABLE)
     config = json.loads((tmp_path / "real" / "config.json").read_text())
     assert len(raw) == 2 * 2 * 4 and raw["mass"].between(0, 1).all()
     assert config["adds_bos"] and config["first_tokens"] == ["<s>"] and config["tokens"] == 24
-    before = (tmp_path / "real" / sinks.REAL_TABLE).stat().st_mtime_ns
-    sinks.compute_real(cfg, tmp_path, progress=False)
-    assert (tmp_path / "real" / sinks.REAL_TABLE).stat().st_mtime_ns == before
+    before = (tmp_path / "real" / sinks_real.REAL_TABLE).stat().st_mtime_ns
+    sinks_real.compute_real(cfg, tmp_path, progress=False)
+    assert (tmp_path / "real" / sinks_real.REAL_TABLE).stat().st_mtime_ns == before
 
 
 def test_real_compute_bad_model_is_one_line_study_error(tmp_path):
     with pytest.raises(StudyError, match="--model /no/such/model: .*neither a path nor a known model name"):
-        sinks.compute_real(StudyConfig(study="sinks", model="/no/such/model"), tmp_path, progress=False)
+        sinks_real.compute_real(StudyConfig(study="sinks", model="/no/such/model"), tmp_path, progress=False)
     assert not (tmp_path / "real").exists()
 
 
 @pytest.mark.real
 def test_smollm2_first_token_mass_invariants(real_models):
     model, tok = real_models("smollm2")
-    docs = sinks.documents(tok, 2, 48, seed=0)
-    got = sinks.first_token_mass(model, docs)
+    docs = sinks_real.documents(tok, 2, 48, seed=0)
+    got = sinks_real.first_token_mass(model, docs)
     assert len(got) == 2 * 30 * 9 and got["mass"].between(0, 1).all()
-    assert (got["queries"] == 48 - sinks.MIN_QUERY).all()
-    assert (sinks.head_table(got)["mass"] > got["uniform"].max()).any()
+    assert (got["queries"] == 48 - sinks_real.MIN_QUERY).all()
+    assert (sinks_real.head_table(got)["mass"] > got["uniform"].max()).any()
 
 

@@ -6,6 +6,7 @@ the study resumes without retraining."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -65,7 +66,7 @@ def _readings(runs, matures: dict[str, int], steps=100):
     return pd.DataFrame(rows)
 
 
-PLAN = {**spec.BUDGETS["smoke"], "steps": 100, "score_every": 0.01}
+PLAN = dataclasses.replace(spec.BUDGETS["smoke"], steps=100, score_every=0.01)
 
 
 def _decided(gains, **curves):
@@ -197,9 +198,9 @@ def test_the_early_check_compares_pairs_before_release():
 def test_every_arm_builds_a_valid_run_and_pairs_share_initialization_and_data():
     for budget, plan in spec.BUDGETS.items():
         runs = spec.plan_runs(plan, 0)
-        first = plan["archs"][0]
-        assert len(runs) == len(set(runs)) == (sum(plan["seeds"][a] for a in plan["archs"]) * len(plan["arms"])
-                                               + plan["seeds"][first] * len(plan["controls"]))
+        first = plan.archs[0]
+        assert len(runs) == len(set(runs)) == (sum(plan.seeds[a] for a in plan.archs) * len(plan.arms)
+                                               + plan.seeds[first] * len(plan.controls))
         for arch, arm, seed in runs:
             cfg = spec.run_config(plan, arch, arm, seed)
             assert isinstance(cfg, RunConfig) and cfg.train.seed == seed
@@ -220,17 +221,16 @@ def test_every_arm_builds_a_valid_run_and_pairs_share_initialization_and_data():
     # both arms read the lower-copy score every 0.5%; only the intervention is released by it
     assert control.intervention.score_every == arm.intervention.score_every == 0.005 and not control.intervention.active
     demo = spec.BUDGETS["demo"]
-    assert demo["steps"] == 600 and demo["eval_every"] == 18 == round(0.03 * demo["steps"])
+    assert demo.steps == 600 and demo.eval_every == 18 == round(0.03 * demo.steps)
     # the GELU pairs are enough for the sign-flip null to fall to 5%: the smallest share of 2^k patterns is 1/2^k
-    assert 0.5 ** demo["seeds"]["gelu"] <= sf.FPR_MAX < 0.5 ** (demo["seeds"]["gelu"] - 1)
+    assert 0.5 ** demo.seeds["gelu"] <= sf.FPR_MAX < 0.5 ** (demo.seeds["gelu"] - 1)
 
 
 @pytest.fixture
 def tiny(monkeypatch):
-    monkeypatch.setitem(spec.BUDGETS, "smoke", {**spec.BUDGETS["smoke"], "layers": 2, "d_model": 32, "context": 32,
-                                                "steps": 8, "batch": 4, "eval_every": 2, "eval_batches": 1, "final_batches": 2,
-                                                "warmup": 1, "max_tokens": 20_000,
-                                                "seeds": {"gelu": 2, "swiglu": 2}, "score_every": 0.125})
+    monkeypatch.setitem(spec.BUDGETS, "smoke", dataclasses.replace(
+        spec.BUDGETS["smoke"], layers=2, d_model=32, context=32, steps=8, batch=4, eval_every=2, eval_batches=1,
+        final_batches=2, warmup=1, max_tokens=20_000, seeds={"gelu": 2, "swiglu": 2}, score_every=0.125))
 
 
 def test_tiny_run_writes_every_table_and_resumes_without_retraining(tiny, tmp_path, monkeypatch):

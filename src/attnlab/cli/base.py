@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..options import OPTION, bounded, field_default, flag
+from ..options import OPTION, bounded, field_default, flag, path
 from ..registry import Registry
 
 
@@ -131,7 +131,7 @@ def add_options(parser: argparse.ArgumentParser, cls: type) -> None:
         if kind is bool and not meta["positional"]:
             kw["action"] = "store_true"
         else:
-            kw["type"] = bounded(meta["type"] or (Path if kind is Path else kind if kind in (int, float) else str),
+            kw["type"] = bounded(meta["type"] or (path if kind is Path else kind if kind in (int, float) else str),
                                  field.name)
             if several and kw.get("action") != "append":
                 kw.setdefault("nargs", "+")

@@ -204,7 +204,7 @@ def lengthgen(cfg, opts: LengthgenRun) -> int:
 
     result = lg.run(cfg, opts.out, progress=not opts.no_progress, jobs=opts.jobs, overwrite=opts.overwrite)
     print(f"{lg.metric(cfg.task_def)[0]} (%) on {cfg.task}, trained at {cfg.trained_at} tokens with {cfg.pe}, "
-          f"{cfg.plan['samples']} samples per length ({cfg.budget} budget, {cfg.plan['steps']} steps)")
+          f"{cfg.plan.samples} samples per length ({cfg.budget} budget, {cfg.plan.steps} steps)")
     print(result["table"].round(1).to_string())
     if failed := lg.not_learned(result["table"]):
         print(f"warning: not learned in distribution (1x < {100 * lg.LEARNED:.0f}%): "

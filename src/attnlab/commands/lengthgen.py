@@ -34,7 +34,7 @@ from ..train import checkpoint as ckpt
 from ..train.trainer import Trainer
 from ..workers import check_jobs, run_all
 
-from .lengthgen_config import SELECT_SEED, TEST_SEED, LengthgenConfig, run_config
+from .lengthgen_config import SELECT_SEED, TEST_SEED, LengthgenConfig, Plan, run_config
 
 
 ROWS = ("all", "answer")
@@ -151,7 +151,7 @@ def select(model, run: Path, cfg: LengthgenConfig, seed: int) -> dict[str, Any]:
     metric cannot rank them and the choice falls back to the graded score, token accuracy (``by`` says which
     decided). Loads it into ``model``; returns the length, the rows, the criterion and every checkpoint's
     scores."""
-    length, rows = cfg.select_length, cfg.plan["select_samples"]
+    length, rows = cfg.select_length, cfg.plan.select_samples
     batch = cfg.task_def.generate(rows, length, SELECT_SEED)
     scores, tokens, paths = {}, {}, sorted(ckpt.step_dirs(run).items())
     for step, path in paths:
@@ -231,7 +231,7 @@ def table(cells: Mapping[str, Mapping[str, Any]], cfg: LengthgenConfig) -> pd.Da
                      "select_by": chosen["by"], "select_score": 100 * chosen["score"],
                      "select_token": 100 * chosen["token_score"],
                      **{mult_label(m): 100 * cell["lengths"][str(cfg.length_at(m))]["accuracy"]
-                        for m in cfg.plan["eval_mult"]}})
+                        for m in cfg.plan.eval_mult}})
     frame = pd.DataFrame(rows)
     scored = frame.groupby("variant").select_score.transform("max") > 0
     frame["rank_by"] = frame.select_score.where(scored, frame.select_token)
@@ -261,7 +261,7 @@ def rows_table(cells: Mapping[str, Mapping[str, Any]], cfg: LengthgenConfig) -> 
     outcomes a comparison of two variants reads."""
     frames = []
     for cell in cells.values():
-        for mult in cfg.plan["eval_mult"]:
+        for mult in cfg.plan.eval_mult:
             length = str(cfg.length_at(mult))
             scored, null = cell["lengths"][length], cell["untrained"][length]
             frames.append(pd.DataFrame({"variant": cell["variant"], "seed": cell["seed"], "multiple": mult,
@@ -288,7 +288,7 @@ def plot(acc: pd.DataFrame, cfg: LengthgenConfig, path: Path) -> tuple[Path, Pat
     from ..report.plot_lengthgen import plot_run_accuracy
 
     given = "".join(f", {k}={v}" for k, v in cfg.params.items())
-    best = acc[acc["best"]].set_index("variant")[[mult_label(m) for m in cfg.plan["eval_mult"]]]
+    best = acc[acc["best"]].set_index("variant")[[mult_label(m) for m in cfg.plan.eval_mult]]
     return plot_run_accuracy(best, cfg.lengths, f"{metric(cfg.task_def)[0]} (%)",
                              f"{cfg.task}{given}, trained at {cfg.trained_at}, {cfg.pe}", path)
 
@@ -321,16 +321,17 @@ class FolderError(ValueError):
     """The output folder holds results that this configuration must neither reuse nor write over."""
 
 
-def trained_settings(cfg: LengthgenConfig, plan: Mapping[str, Any], version: int = MODEL_VERSION) -> dict[str, Any]:
+def trained_settings(cfg: LengthgenConfig, plan: Plan, version: int = MODEL_VERSION) -> dict[str, Any]:
     """What shaped each variant's model, as JSON reads it back: every setting but ``SCORING``, the task's
     parameters with its defaults filled in, the given overrides as ``plan`` resolves them and the decoder's
     ``version`` (``MODEL_VERSION``)."""
-    given = {k: v for k, v in asdict(cfg).items() if k not in SCORING and k not in plan}
-    plan = {k: v for k, v in plan.items() if k not in SCORING}
-    return json.loads(json.dumps({**given, "params": cfg.task_def.params(), **plan, "model_version": version}))
+    planned = asdict(plan)
+    given = {k: v for k, v in asdict(cfg).items() if k not in SCORING and k not in planned}
+    planned = {k: v for k, v in planned.items() if k not in SCORING}
+    return json.loads(json.dumps({**given, "params": cfg.task_def.params(), **planned, "model_version": version}))
 
 
-def _saved(path: Path, retry: str) -> tuple[LengthgenConfig, dict[str, Any], int]:
+def _saved(path: Path, retry: str) -> tuple[LengthgenConfig, Plan, int]:
     """The config, plan and decoder version of the run whose ``config.json`` is ``path``."""
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
@@ -343,7 +344,7 @@ def _saved(path: Path, retry: str) -> tuple[LengthgenConfig, dict[str, Any], int
     plan = saved.pop("plan")
     tuples = {k: tuple(saved[k]) for k in ("maps", "eval_mult") if saved[k] is not None}
     try:
-        return LengthgenConfig(**{**saved, **tuples}), plan, version
+        return LengthgenConfig(**{**saved, **tuples}), Plan.from_dict(plan), version
     except (TypeError, ValueError) as exc:
         raise FolderError(f"{path} describes a run this version cannot reuse ({exc}); {retry}") from None
 
@@ -382,7 +383,7 @@ def run(cfg: LengthgenConfig, out: str | Path, progress: bool = False, jobs: int
     out = Path(out)
     prepare(cfg, out, overwrite)
     with io.locked(out):
-        io.write_json(out / "config.json", {**asdict(cfg), "plan": cfg.plan, "model_version": MODEL_VERSION})
+        io.write_json(out / "config.json", {**asdict(cfg), "plan": asdict(cfg.plan), "model_version": MODEL_VERSION})
         cells = _run_cells(cfg, out, progress, jobs)
         acc = table(cells, cfg)
         rows = rows_table(cells, cfg)

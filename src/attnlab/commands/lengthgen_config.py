@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 
@@ -65,25 +65,52 @@ register_variant("sentmax", {"scaler": "direct", "rowmap": "entmax_a1.5"})
 _NUMBER = r"[0-9]+(?:\.[0-9]+)?"
 SCALED_ENTMAX = re.compile(rf"(?P<kind>asentmax|sentmax)(?:_a(?P<alpha>{_NUMBER}))?(?:_s(?P<s>{_NUMBER}))?"
                            rf"(?:_g(?P<g>-?{_NUMBER}))?")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a budget trains and scores for one task: the model (layers, heads, width, FFN and its width, None:
+    the model's 4 d_model), the training (steps of ``batch`` rows at peak ``lr``, ``checkpoints`` kept for the
+    selection at ``select_mult`` on ``select_samples`` held-out rows, Vasylenko et al. 2025 App. G.2) and the
+    rows scored per length at the multiples ``eval_mult``."""
+
+    steps: int
+    layers: int
+    heads: int
+    d_model: int
+    ffn: str
+    ffn_width: int | None
+    batch: int
+    lr: float
+    samples: int
+    eval_mult: tuple[float, ...]
+    checkpoints: int
+    select_samples: int
+
+    @classmethod
+    def from_dict(cls, saved: Mapping[str, Any]) -> Plan:
+        """The plan as ``asdict`` wrote it to a run's config.json, its list read back as the declared tuple; a
+        key this version does not declare, or one it lacks, raises TypeError."""
+        return cls(**{k: tuple(v) if k == "eval_mult" else v for k, v in saved.items()})
+
+
 # The smoke budget stops at 16x: one 65,536-token row of an entmax model takes minutes on two CPU cores.
-BUDGETS: dict[str, dict[str, Any]] = {
-    "smoke": {"steps": 2000, "layers": 2, "heads": 4, "d_model": 64, "ffn": "gelu", "ffn_width": None,
-              "batch": 32, "lr": 3e-3, "samples": 200, "eval_mult": (1, 2, 4, 8, 16),
-              "checkpoints": 4, "select_samples": 64},
-    "full": {"steps": 20000, "layers": 4, "heads": 8, "d_model": 256, "ffn": "gelu", "ffn_width": 1024,
-             "batch": 128, "lr": 3e-3, "samples": 1000, "eval_mult": (1, 2, 4, 16, 64, 256, 1024),
-             "checkpoints": 10, "select_samples": 1000},
+BUDGETS: dict[str, Plan] = {
+    "smoke": Plan(steps=2000, layers=2, heads=4, d_model=64, ffn="gelu", ffn_width=None, batch=32, lr=3e-3,
+                  samples=200, eval_mult=(1, 2, 4, 8, 16), checkpoints=4, select_samples=64),
+    "full": Plan(steps=20000, layers=4, heads=8, d_model=256, ffn="gelu", ffn_width=1024, batch=128, lr=3e-3,
+                 samples=1000, eval_mult=(1, 2, 4, 16, 64, 256, 1024), checkpoints=10, select_samples=1000),
 }
-# Smoke settings of the tasks that the defaults above do not teach in minutes on two CPU cores. MQMTAR's
+# Smoke plans of the tasks that the defaults above do not teach in minutes on two CPU cores. MQMTAR's
 # first answer token needs two hops (to the query's key 3 * queries + 1 tokens back, then to the pair), a
 # circuit of attention alone. With the GELU FFN (two thirds of a step's arithmetic) the 2 x 64 models sat
 # at the plateau (0% exact match) for 6,000 to 20,000 steps, and which map escaped it in the budget was a
 # draw of batch and width; without it a step costs about a third as much and both maps leave the plateau
 # within 2,000-4,000 steps (figures in the README, lengthgen).
-SMOKE_TASKS: dict[str, dict[str, Any]] = {
-    "mqmtar": {"ffn": "none", "lr": 1e-3, "steps": 15000},
-    "copy": {"heads": 8},
-    "reverse": {"heads": 8, "layers": 4},
+SMOKE_TASKS: dict[str, Plan] = {
+    "mqmtar": replace(BUDGETS["smoke"], ffn="none", lr=1e-3, steps=15000),
+    "copy": replace(BUDGETS["smoke"], heads=8),
+    "reverse": replace(BUDGETS["smoke"], heads=8, layers=4),
 }
 # Vasylenko et al. 2025 App. G.2, Table 5: (heads, layers, hidden, intermediate) per task; the full budget takes them
 # (batch 128 for all), and its defaults above for the tasks the table does not list.
@@ -104,11 +131,11 @@ TABLE5_DATA: dict[str, tuple[int, tuple[int, int], dict[str, Any]]] = {
     "mqmtar": (50_000_000, (32, 64), {"alphabet": 256, "kv_vocab": 10_000}),
     "sort": (40_000_000, (32, 64), {"symbols": 32}),
 }
-# Each budget's settings per task, applied over the budget's own.
-TASK_PLANS: dict[str, dict[str, dict[str, Any]]] = {
+# Each budget's plan per task; a task not listed takes the budget's own.
+TASK_PLANS: dict[str, dict[str, Plan]] = {
     "smoke": SMOKE_TASKS,
-    "full": {task: {**dict(zip(("heads", "layers", "d_model", "ffn_width"), row)),
-                    "steps": TABLE5_DATA[task][0] // BUDGETS["full"]["batch"]} for task, row in TABLE5.items()},
+    "full": {task: replace(BUDGETS["full"], **dict(zip(("heads", "layers", "d_model", "ffn_width"), row)),
+                           steps=TABLE5_DATA[task][0] // BUDGETS["full"].batch) for task, row in TABLE5.items()},
 }
 
 
@@ -264,18 +291,18 @@ class LengthgenConfig:
     def samples_at(self, length: int) -> int:
         """Rows scored at ``length``: the plan's samples, and under the smoke budget fewer at long lengths
         (as many tokens as 4x the training length would take, at least 8), so that a CPU run ends."""
-        samples = self.plan["samples"]
+        samples = self.plan.samples
         if self.budget == "full":
             return samples
         return min(samples, max(8, samples * 4 * self.train_tokens // length))
 
     @property
-    def plan(self) -> dict[str, Any]:
-        """The budget's settings, with the task's own for that budget (``TASK_PLANS``) and then the given
-        overrides (steps, samples, eval_mult, lr) applied."""
-        plan = {**BUDGETS[self.budget], **TASK_PLANS[self.budget].get(self.task, {})}
+    def plan(self) -> Plan:
+        """The task's plan under the budget (``TASK_PLANS``, else the budget's own) with the given overrides
+        (steps, samples, eval_mult, lr) applied."""
+        plan = TASK_PLANS[self.budget].get(self.task, BUDGETS[self.budget])
         given = {"steps": self.steps, "samples": self.samples, "eval_mult": self.eval_mult, "lr": self.lr}
-        return {k: v if given.get(k) is None else given[k] for k, v in plan.items()}
+        return replace(plan, **{k: v for k, v in given.items() if v is not None})
 
     @property
     def trained_at(self) -> str:
@@ -291,20 +318,20 @@ class LengthgenConfig:
 
     @property
     def lengths(self) -> list[int]:
-        return [self.length_at(m) for m in self.plan["eval_mult"]]
+        return [self.length_at(m) for m in self.plan.eval_mult]
 
 
 def run_config(cfg: LengthgenConfig, name: str, vocab: int, seed: int | None = None) -> RunConfig:
     """The run of variant ``name`` under ``seed`` (default ``cfg.seed``): the plan's model and optimizer, a
     checkpoint every ``steps / checkpoints`` steps, all kept for the selection at ``select_mult``."""
     plan = cfg.plan
-    model = {"context": cfg.train_tokens, "vocab": vocab, "layers": plan["layers"], "heads": plan["heads"],
-             "d_model": plan["d_model"], "ffn": plan["ffn"], "ffn_width": plan["ffn_width"], "positions": cfg.pe,
+    model = {"context": cfg.train_tokens, "vocab": vocab, "layers": plan.layers, "heads": plan.heads,
+             "d_model": plan.d_model, "ffn": plan.ffn, "ffn_width": plan.ffn_width, "positions": cfg.pe,
              **({} if cfg.rope_scaling is None else {"rope_type": "llama3", "rope_scaling": cfg.rope_scaling}),
              **variant(name)}
-    train = {"steps": plan["steps"], "batch": plan["batch"], "lr": plan["lr"], "min_lr": plan["lr"] / 10,
-             "warmup": max(1, plan["steps"] // 20), "weight_decay": 0.0, "seed": cfg.seed if seed is None else seed,
-             "eval_every": max(1, plan["steps"] // 4), "eval_batches": 1, "probes": False,
-             "checkpoint_every": max(1, plan["steps"] // plan["checkpoints"]), "keep": plan["checkpoints"] + 1,
+    train = {"steps": plan.steps, "batch": plan.batch, "lr": plan.lr, "min_lr": plan.lr / 10,
+             "warmup": max(1, plan.steps // 20), "weight_decay": 0.0, "seed": cfg.seed if seed is None else seed,
+             "eval_every": max(1, plan.steps // 4), "eval_batches": 1, "probes": False,
+             "checkpoint_every": max(1, plan.steps // plan.checkpoints), "keep": plan.checkpoints + 1,
              "tensorboard": False}
     return RunConfig.from_dict({"model": model, "train": train})

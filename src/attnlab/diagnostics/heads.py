@@ -22,6 +22,15 @@ class HeadThresholds:
     local_distance: float = 8.0
     local_induction: float = 0.1
 
+    def __post_init__(self) -> None:
+        for name in ("sink", "induction", "local_induction"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+                raise ValueError(f"threshold {name} is a share of weight in [0, 1], got {value!r}")
+        if isinstance(self.local_distance, bool) or not isinstance(self.local_distance, (int, float)) \
+                or not 0 < self.local_distance < float("inf"):
+            raise ValueError(f"threshold local_distance is a finite distance > 0 in keys, got {self.local_distance!r}")
+
 
 def head_features(rows: pd.DataFrame) -> pd.DataFrame:
     """Per (layer, head): induction = mean target mass, entropy = mean row entropy, locality = mean
@@ -31,6 +40,9 @@ def head_features(rows: pd.DataFrame) -> pd.DataFrame:
     sink_mass; rows whose status is "nan", "inf" or "empty" are left out (they carry no weights).
     """
     need = [*HEAD_KEYS, "query", "argmax", "target_mass", "entropy", "sink_mass", "status"]
+    if not isinstance(rows, pd.DataFrame):
+        raise TypeError(f"head_features takes a pandas DataFrame of rows (row_stats' table), "
+                        f"got {type(rows).__name__}")
     missing = [c for c in need if c not in rows.columns]
     if missing:
         raise ValueError(f"head_features needs columns {missing}; the table has {list(rows.columns)}")

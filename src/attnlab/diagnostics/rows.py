@@ -48,27 +48,25 @@ class RowOptions:
     gamma: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
-        if not self.p or not all(isinstance(p, (int, float)) and math.isfinite(p) and p > 0 for p in self.p):
+        if not self.p or not all(_finite(p) and p > 0 for p in self.p):
             raise ValueError(f"p must be a non-empty list of finite degrees > 0, got {self.p!r}")
         if len({_deg(p) for p in self.p}) != len(self.p):
             raise ValueError(f"p has repeated degrees: {self.p!r}")
-        if not (isinstance(self.b, (int, float)) and math.isfinite(self.b)):
+        if not _finite(self.b):
             raise ValueError(f"b must be a finite number, got {self.b!r}")
-        if self.tau is not None and not (isinstance(self.tau, (int, float)) and math.isfinite(self.tau)
-                                         and self.tau > 0):
+        if self.tau is not None and not (_finite(self.tau) and self.tau > 0):
             raise ValueError(f"tau must be None or a finite number > 0, got {self.tau!r}")
-        if not (isinstance(self.eps, (int, float)) and math.isfinite(self.eps) and self.eps >= 0):
+        if not (_finite(self.eps) and self.eps >= 0):
             raise ValueError(f"eps must be a finite number >= 0, got {self.eps!r}")
-        if not self.beta or not all(isinstance(x, (int, float)) and math.isfinite(x) and x > 0 for x in self.beta):
+        if not self.beta or not all(_finite(x) and x > 0 for x in self.beta):
             raise ValueError(f"beta must be a finite number > 0 or a list of them, got {self.beta!r}")
-        if not (isinstance(self.sink, int) and self.sink >= 0):
+        if isinstance(self.sink, bool) or not (isinstance(self.sink, int) and self.sink >= 0):
             raise ValueError(f"sink must be an int >= 0 (0 = the first allowed key), got {self.sink!r}")
-        if not (self.r is None or self.r == "auto" or (isinstance(self.r, (int, float)) and math.isfinite(self.r)
-                                                       and self.r >= 0)):
+        if not (self.r is None or self.r == "auto" or (_finite(self.r) and self.r >= 0)):
             raise ValueError(f"r must be None (no lambda_resolved), 'auto' (log(1 + log n)) or a finite "
                              f"number >= 0, got {self.r!r}")
-        if not all(isinstance(x, (int, float)) and x > 0 and not math.isnan(x) for x in self.gamma):
-            raise ValueError(f"gamma must be a list of numbers > 0 (beta = gamma Lambda_n), got {self.gamma!r}")
+        if not all(_finite(x) and x > 0 for x in self.gamma):
+            raise ValueError(f"gamma must be a list of finite numbers > 0 (beta = gamma Lambda_n), got {self.gamma!r}")
         rm = rowmaps.get(self.rowmap)
         if not rm.normalized or rm.needs_bias:
             raise ValueError(f"rowmap must be a normalized map with its parameters resolved, got {self.rowmap!r}")
@@ -76,14 +74,20 @@ class RowOptions:
     @classmethod
     def make(cls, *, p=(2, 4, 8, 16), b=0.0, tau=None, eps=1e-6, beta=1.0, sink=0, rowmap="softmax",
              sigmoid=False, r=None, gamma=()) -> RowOptions:
-        p = (p,) if isinstance(p, (int, float)) else tuple(p)
-        beta = (beta,) if isinstance(beta, (int, float)) else tuple(beta)
-        gamma = (gamma,) if isinstance(gamma, (int, float)) else tuple(gamma)
-        return cls(p=p, b=b, tau=tau, eps=eps, beta=beta, sink=sink, rowmap=rowmap, sigmoid=bool(sigmoid),
-                   r=r, gamma=gamma)
+        return cls(p=_several(p), b=b, tau=tau, eps=eps, beta=_several(beta), sink=sink, rowmap=rowmap,
+                   sigmoid=bool(sigmoid), r=r, gamma=_several(gamma))
 
     def beta_suffix(self, beta: float) -> str:
         return "" if len(self.beta) == 1 else f"_beta{beta:g}"
+
+
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _several(x) -> tuple:
+    """A list, tuple or array as a tuple; anything else as a tuple of itself, for the checks to name."""
+    return tuple(x) if isinstance(x, (list, tuple, range, np.ndarray)) else (x,)
 
 
 def flat_rows(scores, mask=None, target=None):

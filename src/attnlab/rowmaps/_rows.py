@@ -130,6 +130,9 @@ def normalized_rows(
 def pointwise_rows(z: torch.Tensor, weights: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
     """Run an un-normalized map elementwise; a row with NaN at an allowed key becomes all NaN.
 
-    Masked keys (-inf) must map to 0 and +inf scores keep the map's own (infinite) value.
+    Masked keys (-inf) must map to 0 and +inf scores keep the map's own (infinite) value. Input with no rows or
+    no keys gives an empty result of its shape, as ``normalized_rows``.
     """
+    if z.numel() == 0:
+        return z.clone()
     return _nan_rows(weights(z), row_max(z))

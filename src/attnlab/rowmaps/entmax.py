@@ -42,7 +42,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from . import kernel
-from ._rows import denormal_floor, normalized_rows
+from ._rows import check_rows, denormal_floor, normalized_rows
 from .registry import NUM, register
 from .softmax import softmax
 
@@ -301,7 +301,8 @@ ALPHA_MAX = 4.0
 
 def check(alpha: float, method: str) -> None:
     """Raise ValueError unless 1 <= alpha <= ``ALPHA_MAX`` and ``method`` exists for it."""
-    if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and 1 <= alpha <= ALPHA_MAX):
+    if isinstance(alpha, bool) or not (isinstance(alpha, (int, float)) and math.isfinite(alpha)
+                                       and 1 <= alpha <= ALPHA_MAX):
         raise ValueError(f"alpha must be a number in [1, {ALPHA_MAX:g}] (alpha = 1 is softmax; past {ALPHA_MAX:g} "
                          f"float64 cannot resolve the threshold), got {alpha!r}")
     if method not in ("newton", "sort"):
@@ -317,6 +318,7 @@ def entmax(z: torch.Tensor, alpha: float, method: str = "newton") -> torch.Tenso
     (alpha in {1.5, 2} only). Vasylenko et al. 2025 §2.2, App. A.
     """
     check(alpha, method)
+    check_rows(z, None, -1)
     if alpha == 1:
         return softmax(z)
     k = 1.0 / (alpha - 1.0)

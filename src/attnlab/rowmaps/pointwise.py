@@ -6,8 +6,8 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from . import kernel
-from ._rows import allowed_count, denormal_floor, normalized_rows, pointwise_rows
-from .registry import NUM, bias, degree, register
+from ._rows import allowed_count, check_rows, denormal_floor, normalized_rows, pointwise_rows
+from .registry import BIAS_RANGE, NUM, bias, degree, register, within
 
 DEAD_RULES = ("zeros", "uniform", "softmax")
 
@@ -93,6 +93,9 @@ def relu_power(z: torch.Tensor, p: float, b: float, dead: str = "zeros") -> torc
     A dead row (no allowed key with z + b > 0) gets, by ``dead``: "zeros" (the row attends to nothing),
     "uniform" (equal weight on the allowed keys) or "softmax" (softmax of the row).
     """
+    check_rows(z, None, -1)
+    degree("relu_power", p)
+    within("relu_power", "bias b", b, BIAS_RANGE)
     if dead not in DEAD_RULES:
         raise ValueError(f"dead-row rule must be one of {DEAD_RULES}, got {dead!r}")
 
@@ -141,6 +144,8 @@ def sigmoid_normalized(z: torch.Tensor, b: float) -> torch.Tensor:
     sigma > 0, so no row is dead. Rows whose largest z + b is so negative that sigma underflows are
     computed as softmax(log sigma(z + b)), the same quantity in log space.
     """
+    check_rows(z, None, -1)
+    within("sigmoid_normalized", "bias b", b, BIAS_RANGE)
     return normalized_rows(z, lambda c, m: _SigmoidNormalized.apply(c, m, b))
 
 
@@ -150,6 +155,11 @@ def wortsman(z: torch.Tensor, p: float, by: str) -> torch.Tensor:
     Wortsman et al. (2023) as used in Polynomial Concentration §5.3, Table 2 (b = 0: there is no row normalizer to
     absorb a bias shift). Rows do not sum to 1.
     """
+    check_rows(z, None, -1)
+    degree("wortsman", p)
+    if by not in ("L", "sqrtL"):
+        raise ValueError(f"wortsman: by must be 'L' or 'sqrtL', got {by!r}")
+
     def rows(c: torch.Tensor) -> torch.Tensor:
         n = allowed_count(c).clamp_min(1)
         r = torch.relu(c)
@@ -164,6 +174,8 @@ def relu_attention(z: torch.Tensor) -> torch.Tensor:
     Attention Sinks Essential §3.4: n_i = max(i - 2, 1) excludes BOS and the
     current token, so that ReLU attention can compute averages.
     """
+    check_rows(z, None, -1)
+
     def rows(c: torch.Tensor) -> torch.Tensor:
         return torch.relu(c) / (allowed_count(c) - 2).clamp_min(1)
 

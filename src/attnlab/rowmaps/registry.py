@@ -17,6 +17,7 @@ keeps every map finite in float32:
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -170,6 +171,8 @@ XI_RANGE = (-8.0, 8.0)
 def within(name: str, what: str, value: float, bounds: tuple[float, float]) -> float:
     """``value`` if it lies in ``bounds``; ValueError naming the map, the parameter and the range."""
     lo, hi = bounds
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name}: {what} must be a number in [{lo:g}, {hi:g}], got {type(value).__name__}")
     if not lo <= value <= hi:  # NaN fails too
         raise ValueError(f"{name}: {what} = {value:g} is outside the allowed range [{lo:g}, {hi:g}]")
     return value
@@ -177,6 +180,8 @@ def within(name: str, what: str, value: float, bounds: tuple[float, float]) -> f
 
 def degree(name: str, value: float) -> float:
     """A degree p in (0, MAX_DEGREE]."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name}: degree p must be a number in (0, {MAX_DEGREE:g}], got {type(value).__name__}")
     if not 0 < value <= MAX_DEGREE:
         raise ValueError(f"{name}: degree p = {value:g} is outside the allowed range (0, {MAX_DEGREE:g}]")
     return value

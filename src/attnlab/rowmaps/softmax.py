@@ -54,6 +54,12 @@ def length_multiplier(n: torch.Tensor, xi: float, n_train: float) -> torch.Tenso
 
     Hayase & Karakida 2026 (A Unified Framework for Critical Scaling of Inverse Temperature), App. A.2.
     """
+    if not isinstance(n, torch.Tensor):
+        raise TypeError(f"length_multiplier: n must be a tensor of key counts, got {type(n).__name__}")
+    within("length_multiplier", "xi", xi, XI_RANGE)
+    if isinstance(n_train, bool) or not isinstance(n_train, (int, float)) or not 2 <= n_train < math.inf:
+        raise ValueError(f"length_multiplier: n_train must be a finite number >= 2 (the training length), "
+                         f"got {n_train!r}")
     ratio = torch.log(n.clamp_min(1)) / math.log(n_train)
     return ratio.clamp_min(1.0).pow(xi)
 

@@ -27,6 +27,7 @@ import shutil
 import string
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,38 +58,73 @@ MATCHED_QUERIES = "last"
 CAUSAL_SHARE = 0.15
 TRAIN_SEED_OFFSET = 1000  # training prompts come from another seed than the evaluation prompts
 
-BUDGETS: dict[str, dict[str, Any]] = {
-    # The toy plans audit and score the suite they train on; a pretrained model (REAL) is audited on every
-    # diagnostic suite and scored on NIAH, as Polynomial Concentration §5.5 scores its matched diagnostic.
+
+@dataclass(frozen=True)
+class TrainPlan:
+    """The toy model the study trains with softmax on the induction suite: a Llama decoder's shape (layers,
+    heads, hidden and FFN width, context) and its training (steps of ``batch`` prompts, AdamW's peak lr)."""
+
+    layers: int
+    heads: int
+    hidden: int
+    ffn: int
+    context: int
+    steps: int
+    batch: int
+    lr: float
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One budget of the study (Polynomial Concentration §5.2-§5.5, App. H): the prompts' length (``pad``, where
+    given: the scored suite's padding instead), the audit's prompts per suite and query stride (``every``), the
+    prompts scored per recipe, the ablation's K, random draws and ranking prompts, the audited ``suites`` and
+    the scored ``suite``, the head-type prompts, and ``train``: the toy model's (None where a pretrained model
+    is audited as given)."""
+
+    length: int
+    audit_prompts: int
+    every: int
+    prompts: int
+    k: tuple[int, ...]
+    random_draws: int
+    rank_prompts: int
+    suites: tuple[str, ...]
+    suite: str
+    heads_prompts: int
+    train: TrainPlan | None = None
+    pad: int | None = None
+
+
+# The toy plans audit and score the suite they train on; a pretrained model (REAL) is audited on every
+# diagnostic suite and scored on NIAH, as Polynomial Concentration §5.5 scores its matched diagnostic.
+BUDGETS: dict[str, Plan] = {
     # ~250 steps take the 2-layer model's answer-position loss from 6.3 to ~0.05 (100% accuracy) in
     # seconds on 2 CPU cores; the engines then dominate.
-    "smoke": {"train": {"layers": 2, "heads": 4, "hidden": 64, "ffn": 128, "context": 256, "steps": 250,
-                        "batch": 32, "lr": 3e-3},
-              "length": 48, "audit_prompts": 20, "every": 4, "prompts": 200,
-              "k": (2, 4), "random_draws": 5, "rank_prompts": 20, "suites": (SUITE,), "suite": SUITE,
-              "heads_prompts": 20},
+    "smoke": Plan(train=TrainPlan(layers=2, heads=4, hidden=64, ffn=128, context=256, steps=250, batch=32, lr=3e-3),
+                  length=48, audit_prompts=20, every=4, prompts=200, k=(2, 4), random_draws=5, rank_prompts=20,
+                  suites=(SUITE,), suite=SUITE, heads_prompts=20),
     # Polynomial Concentration scores 200 prompts per cell (500 in its fresh-seed replication) and ablates K in
     # {5, 10, 20, 40} of a pretrained model's heads.
-    "full": {"train": {"layers": 4, "heads": 8, "hidden": 256, "ffn": 1024, "context": 1024, "steps": 3000,
-                       "batch": 64, "lr": 1e-3},
-             "length": 256, "audit_prompts": 100, "every": 4, "prompts": 500,
-             "k": (5, 10, 20), "random_draws": 5, "rank_prompts": 50, "suites": (SUITE,), "suite": SUITE,
-             "heads_prompts": 80},
+    "full": Plan(train=TrainPlan(layers=4, heads=8, hidden=256, ffn=1024, context=1024, steps=3000, batch=64,
+                                 lr=1e-3),
+                 length=256, audit_prompts=100, every=4, prompts=500, k=(5, 10, 20), random_draws=5, rank_prompts=50,
+                 suites=(SUITE,), suite=SUITE, heads_prompts=80),
 }
-REAL: dict[str, dict[str, Any]] = {
+REAL: dict[str, Plan] = {
     # Sized for a 135M-270M model on 2 CPU cores: the scored NIAH suite at Polynomial Concentration's pad = 8 (about 130
     # tokens; softmax scored 80% on SmolLM2 and 95% on Gemma 3 there, against 75% and 45% at 256 tokens),
     # the other suites audited at 256 tokens.
-    "smoke": {"length": 256, "pad": 8, "audit_prompts": 4, "every": 16, "prompts": 20, "k": (10, 40),
-              "random_draws": 3, "rank_prompts": 4, "suites": REAL_SUITES, "suite": "niah", "heads_prompts": 8},
+    "smoke": Plan(length=256, pad=8, audit_prompts=4, every=16, prompts=20, k=(10, 40), random_draws=3,
+                  rank_prompts=4, suites=REAL_SUITES, suite="niah", heads_prompts=8),
     # Polynomial Concentration §5.5: NIAH at pad = 128 (~1500 tokens), 200 prompts per cell, K in
     # {5, 10, 20, 40, 80}, 5 random draws, head types over 80 prompts.
-    "full": {"length": 1024, "pad": 128, "audit_prompts": 20, "every": 8, "prompts": 200, "k": (5, 10, 20, 40, 80),
-             "random_draws": 5, "rank_prompts": 20, "suites": REAL_SUITES, "suite": "niah", "heads_prompts": 80},
+    "full": Plan(length=1024, pad=128, audit_prompts=20, every=8, prompts=200, k=(5, 10, 20, 40, 80),
+                 random_draws=5, rank_prompts=20, suites=REAL_SUITES, suite="niah", heads_prompts=80),
 }
 
 
-def plan_for(cfg: StudyConfig) -> dict[str, Any]:
+def plan_for(cfg: StudyConfig) -> Plan:
     """The budget's plan: the toy one, or the pretrained-model one when ``--model`` is given."""
     return (BUDGETS if cfg.model is None else REAL)[cfg.budget]
 
@@ -123,27 +159,27 @@ def _batch(prompts: list[tasks.Prompt]) -> tuple[torch.Tensor, torch.Tensor]:
     return ids[:, :-1], labels[:, :-1]
 
 
-def train(plan: dict[str, Any], seed: int, out: Path, progress: bool, device: str = "cpu") -> None:
+def train(plan: Plan, seed: int, out: Path, progress: bool, device: str = "cpu") -> None:
     """Train a softmax Llama on induction prompts and save it with its tokenizer to ``out`` (moved into
     place only when finished, so a folder holding one is complete), with its loss per step in
     ``train_loss.csv``. Not resumable mid-run: a smoke model takes seconds, and a half-trained one is discarded."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    spec, tok = plan["train"], _tokenizer()
-    prompts = tasks.build_suite(SUITE, tok, spec["steps"] * spec["batch"], seed=TRAIN_SEED_OFFSET + seed,
-                                length=plan["length"])
+    spec, tok = plan.train, _tokenizer()
+    prompts = tasks.build_suite(SUITE, tok, spec.steps * spec.batch, seed=TRAIN_SEED_OFFSET + seed,
+                                length=plan.length)
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=len(tok), hidden_size=spec["hidden"], intermediate_size=spec["ffn"],
-                         num_hidden_layers=spec["layers"], num_attention_heads=spec["heads"],
-                         num_key_value_heads=spec["heads"], max_position_embeddings=spec["context"],
+    config = LlamaConfig(vocab_size=len(tok), hidden_size=spec.hidden, intermediate_size=spec.ffn,
+                         num_hidden_layers=spec.layers, num_attention_heads=spec.heads,
+                         num_key_value_heads=spec.heads, max_position_embeddings=spec.context,
                          bos_token_id=tok.bos_token_id, eos_token_id=tok.bos_token_id,
                          pad_token_id=tok.pad_token_id, tie_word_embeddings=False)
     model = LlamaForCausalLM(config).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=spec["lr"], weight_decay=0.01)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=spec["lr"], total_steps=spec["steps"], pct_start=0.1)
+    opt = torch.optim.AdamW(model.parameters(), lr=spec.lr, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=spec.lr, total_steps=spec.steps, pct_start=0.1)
     log, start = [], time.time()
-    for step in range(spec["steps"]):
-        ids, labels = (t.to(device) for t in _batch(prompts[step * spec["batch"]:(step + 1) * spec["batch"]]))
+    for step in range(spec.steps):
+        ids, labels = (t.to(device) for t in _batch(prompts[step * spec.batch:(step + 1) * spec.batch]))
         logits = model(input_ids=ids).logits
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
         opt.zero_grad()
@@ -152,7 +188,7 @@ def train(plan: dict[str, Any], seed: int, out: Path, progress: bool, device: st
         opt.step()
         sched.step()
         log.append({"step": step, "loss": loss.item()})
-        if progress and (step % 50 == 0 or step == spec["steps"] - 1):
+        if progress and (step % 50 == 0 or step == spec.steps - 1):
             print(f"concentration train step {step} loss {loss.item():.3f} ({time.time() - start:.0f}s)", flush=True)
     stage = Path(tempfile.mkdtemp(prefix=".model-", dir=out.parent))
     with quiet_transformers():
@@ -181,32 +217,32 @@ def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
         train(plan, cfg.seed, folder / "model", progress, device)
     common = dict(model=str(model), seed=cfg.seed, device=device)
     # The scored suite is audited on the very prompts the sweep scores (the matched diagnostic).
-    sized = {s: ({"pad": plan["pad"]} if s == plan["suite"] and plan.get("pad") is not None
-                 else {"length": plan["length"]}) for s in plan["suites"]}
+    sized = {s: ({"pad": plan.pad} if s == plan.suite and plan.pad is not None
+                 else {"length": plan.length}) for s in plan.suites}
     # Every engine after the first audit reuses its calibrated b_auto: one calibration per study.
     b_auto = None
-    for suite in (plan["suite"], *(s for s in plan["suites"] if s != plan["suite"])):
+    for suite in (plan.suite, *(s for s in plan.suites if s != plan.suite)):
         out = folder / "audit" / suite
         if not _done(out):
-            audit.run(audit.AuditConfig(**common, **sized[suite], suite=suite, prompts=plan["audit_prompts"], p=P,
-                                        b=B, queries=f"every:{plan['every']}", b_auto=b_auto), out, progress=progress)
+            audit.run(audit.AuditConfig(**common, **sized[suite], suite=suite, prompts=plan.audit_prompts, p=P,
+                                        b=B, queries=f"every:{plan.every}", b_auto=b_auto), out, progress=progress)
         b_auto = json.loads((out / "config.json").read_text())["b_auto"]
-    suite = dict(common, **sized[plan["suite"]], suite=plan["suite"], prompts=plan["prompts"], b_auto=b_auto)
+    suite = dict(common, **sized[plan.suite], suite=plan.suite, prompts=plan.prompts, b_auto=b_auto)
     if not _done(folder / "audit_matched"):
         audit.run(audit.AuditConfig(**suite, p=P, b=B, queries=MATCHED_QUERIES), folder / "audit_matched",
                   progress=progress)
     if not _done(folder / "substitute"):
         substitute.run(substitute.SubstituteConfig(**suite, recipes=RECIPES), folder / "substitute", progress=progress)
-    layers_heads = json.loads((folder / "audit" / plan["suite"] / "config.json").read_text())
+    layers_heads = json.loads((folder / "audit" / plan.suite / "config.json").read_text())
     n_heads = layers_heads["layers"] * layers_heads["heads"]
     if not _done(folder / "ablate"):
-        ablate.run(ablate.AblateConfig(**suite, k=tuple(k for k in plan["k"] if k <= n_heads // 2) or (1,),
-                                       random_draws=plan["random_draws"], rank_prompts=plan["rank_prompts"],
-                                       rank_length=plan["length"], queries=f"every:{plan['every']}"),
+        ablate.run(ablate.AblateConfig(**suite, k=tuple(k for k in plan.k if k <= n_heads // 2) or (1,),
+                                       random_draws=plan.random_draws, rank_prompts=plan.rank_prompts,
+                                       rank_length=plan.length, queries=f"every:{plan.every}"),
                    folder / "ablate", progress=progress)
     if not _done(folder / "heads"):
-        head_types.run(head_types.HeadsConfig(**common, prompts=plan["heads_prompts"], length=plan["length"],
-                                              queries=f"every:{plan['every']}"), folder / "heads", progress=progress)
+        head_types.run(head_types.HeadsConfig(**common, prompts=plan.heads_prompts, length=plan.length,
+                                              queries=f"every:{plan.every}"), folder / "heads", progress=progress)
 
 
 # ---- summarize: everything below reads only the folder's files ----
@@ -257,17 +293,17 @@ def matched(rows: dict[str, pd.DataFrame], sub: pd.DataFrame, causal: list[tuple
     return pd.DataFrame(lines)
 
 
-def _notes(cfg: StudyConfig, plan: dict[str, Any], folder: Path, audit_cfg: dict[str, Any],
+def _notes(cfg: StudyConfig, plan: Plan, folder: Path, audit_cfg: dict[str, Any],
            ks: list[int]) -> list[str]:
     """What a reader needs to weigh the numbers: b_auto, the model and its training, the sizes of the run."""
     notes = [f"b = auto resolves to {audit_cfg['b_auto']:.3f} (Polynomial Concentration App. B calibration on "
              "generic text)."]
     if cfg.model is None:
-        spec = plan["train"]
+        spec = plan.train
         loss = pd.read_csv(folder / "model" / "train_loss.csv")["loss"]
-        notes.append(f"{cfg.budget} budget: the model is a {spec['layers']}-layer x {spec['heads']}-head Llama, "
-                     f"{spec['hidden']} wide, trained here with softmax for {spec['steps']} steps on induction prompts "
-                     f"of {plan['length']} tokens (answer-position loss {loss.iloc[0]:.2f} -> "
+        notes.append(f"{cfg.budget} budget: the model is a {spec.layers}-layer x {spec.heads}-head Llama, "
+                     f"{spec.hidden} wide, trained here with softmax for {spec.steps} steps on induction prompts "
+                     f"of {plan.length} tokens (answer-position loss {loss.iloc[0]:.2f} -> "
                      f"{loss.iloc[-10:].mean():.3f}, mean of the last 10 steps); the Polynomial Concentration paper "
                      "audits pretrained Llama-3 "
                      "(1-8B), Qwen3, Gemma-4 and Pythia checkpoints on prompts up to ~4K tokens.")
@@ -276,22 +312,22 @@ def _notes(cfg: StudyConfig, plan: dict[str, Any], folder: Path, audit_cfg: dict
                      f"{audit_cfg['heads']} heads), pretrained, run as given in float32. A GGUF's weights are "
                      "dequantized from its 4-bit blocks: the numbers are those of the quantized model, not of its "
                      "bf16 original.")
-    size = f"pad {plan['pad']}" if plan.get("pad") is not None else f"{plan['length']} tokens"
-    notes.append(f"Evaluation: {plan['prompts']} {plan['suite']} prompts ({size}) per recipe and subset "
-                 f"(the paper: 200); the other suites at {plan['length']} tokens; audit over "
-                 f"{plan['audit_prompts']} prompts per suite "
-                 f"({', '.join(plan['suites'])}), a query every {plan['every']} tokens and the last; the matched "
-                 f"diagnostic over the {plan['prompts']} scored prompts' last positions; ablation K in "
-                 f"{ks} with {plan['random_draws']} random draws, ranked on induction; head types "
-                 f"over {plan['heads_prompts']} induction prompts (Polynomial Concentration App. H).")
+    size = f"pad {plan.pad}" if plan.pad is not None else f"{plan.length} tokens"
+    notes.append(f"Evaluation: {plan.prompts} {plan.suite} prompts ({size}) per recipe and subset "
+                 f"(the paper: 200); the other suites at {plan.length} tokens; audit over "
+                 f"{plan.audit_prompts} prompts per suite "
+                 f"({', '.join(plan.suites)}), a query every {plan.every} tokens and the last; the matched "
+                 f"diagnostic over the {plan.prompts} scored prompts' last positions; ablation K in "
+                 f"{ks} with {plan.random_draws} random draws, ranked on induction; head types "
+                 f"over {plan.heads_prompts} induction prompts (Polynomial Concentration App. H).")
     return notes
 
 
-def prevalence_null(folder: Path, plan: dict[str, Any]) -> dict[str, float]:
+def prevalence_null(folder: Path, plan: Plan) -> dict[str, float]:
     """``iid_prevalence`` at the key counts of the active b = 0 rows of every audited suite."""
     keys = pd.concat([pd.read_parquet(folder / "audit" / s / "rows_b0.parquet", columns=["status", "n_keys"])
-                      for s in plan["suites"]])
-    return iid_prevalence(keys.loc[keys["status"] == "active", "n_keys"], plan["audit_prompts"])
+                      for s in plan.suites])
+    return iid_prevalence(keys.loc[keys["status"] == "active", "n_keys"], plan.audit_prompts)
 
 
 def summarize(folder: Path) -> Section:
@@ -299,10 +335,10 @@ def summarize(folder: Path) -> Section:
 
     cfg = load_config(folder)
     plan = plan_for(cfg)
-    rows = {b: _rows(folder / "audit" / plan["suite"], b) for b in B}
+    rows = {b: _rows(folder / "audit" / plan.suite, b) for b in B}
     answering = {b: _rows(folder / "audit_matched", b, answering=True) for b in B}
-    audit_cfg = json.loads((folder / "audit" / plan["suite"] / "config.json").read_text())
-    prevalence = prevalence_table(folder, plan["suites"])
+    audit_cfg = json.loads((folder / "audit" / plan.suite / "config.json").read_text())
+    prevalence = prevalence_table(folder, plan.suites)
     sub = pd.read_csv(folder / "substitute" / "substitute.csv")
     abl = pd.read_csv(folder / "ablate" / "ablate.csv")
     types = pd.read_csv(folder / "heads" / "types.csv")
@@ -319,7 +355,7 @@ def summarize(folder: Path) -> Section:
     plots.plot_substitution(sub, folder / "substitution")
 
     base = float(sub.set_index("recipe").loc[substitute.BASELINE, "accuracy %"])
-    warning = substitute.baseline_warning(base, plan["suite"])
+    warning = substitute.baseline_warning(base, plan.suite)
     warnings = () if warning is None else (warning,)
     notes = _notes(cfg, plan, folder, audit_cfg, sorted(set(abl["k"])))
     return section(
@@ -328,7 +364,7 @@ def summarize(folder: Path) -> Section:
                  "concentrate (S_p >= 1), does the bound A (1 - rho)^p predict it, and does putting polynomial maps "
                  "in place of softmax break the model where rows are unsafe?",
         findings=(*([prevalence_finding(prevalence, prevalence_null(folder, plan))] if cfg.model is not None
-                    else []), finding(diag, plan["prompts"]), sufficiency_finding(diag, plan["prompts"])),
+                    else []), finding(diag, plan.prompts), sufficiency_finding(diag, plan.prompts)),
         tables=(Table("prevalence", "Audit (Polynomial Concentration Table 1): per suite, b and p, the unsafe % of "
                                     "active rows with "
                                     "its Wilson 95% interval and the medians of rho, A_act and S_p."),
@@ -372,7 +408,7 @@ def model_row(folder: Path) -> dict[str, Any]:
     a summarized study folder."""
     cfg = load_config(folder)
     plan = plan_for(cfg)
-    audit_cfg = json.loads((folder / "audit" / plan["suite"] / "config.json").read_text())
+    audit_cfg = json.loads((folder / "audit" / plan.suite / "config.json").read_text())
     prevalence = pd.read_csv(folder / "prevalence.csv")
     cells = prevalence[(prevalence["p"] == 2) & (prevalence["b"].astype(str) == "0")].set_index("suite")
     sub = pd.read_csv(folder / "substitution.csv").set_index("recipe")
@@ -382,8 +418,8 @@ def model_row(folder: Path) -> dict[str, Any]:
     verdicts = {f["claim"].split(":")[0]: f["verdict"] for f in findings}
     return {"model": cfg.model or "trained here", "type": audit_cfg["model_type"],
             "layers x heads": f"{audit_cfg['layers']} x {audit_cfg['heads']}", "b_auto": audit_cfg["b_auto"],
-            **{f"{suite} unsafe % (p2, b0)": float(cells.loc[suite, "unsafe %"]) for suite in plan["suites"]},
-            f"softmax % ({plan['suite']})": float(sub.loc[substitute.BASELINE, "accuracy %"]),
+            **{f"{suite} unsafe % (p2, b0)": float(cells.loc[suite, "unsafe %"]) for suite in plan.suites},
+            f"softmax % ({plan.suite})": float(sub.loc[substitute.BASELINE, "accuracy %"]),
             "best recipe": best, "best recipe %": float(recipes.loc[best, "accuracy %"]),
             **{f"verdict: {claim}": verdict for claim, verdict in verdicts.items()}}
 

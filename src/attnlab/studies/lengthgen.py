@@ -27,7 +27,8 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -78,34 +79,65 @@ PAIRED_RULE = (
 EXCHANGED = ("the same rule on the same rows with the two maps' labels exchanged in every second paired seed "
              "(seed-level label permutation: a real difference cancels, no difference stays none)")
 
-BUDGETS: dict[str, dict[str, Any]] = {
-    "smoke": {"budget": "smoke", "samples": 100, "seeds": 2, "maps": ("softmax", "entmax_a1.5", "asentmax"),
-              "tasks": {"copy": {"train_len": 32, "min_train_len": 16, "eval_mult": (1, 2, 4), "steps": 3000},
-                        # Table 1's separation; the 4-layer model is the smoke run's costliest, so it trains the
-                        # headline pair only and is chosen at 2x (App. G.2 falls back to 2x or 4x where 8x fails)
-                        "reverse": {"train_len": 32, "min_train_len": 16, "eval_mult": (1, 1.5, 2, 4), "steps": 3000,
-                                    "maps": ("softmax", "asentmax"), "select_mult": 2}}},
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """One task's lengthgen run in a budget (Vasylenko et al. 2025 App. G): the training length in the paper's
+    units (``min_train_len``: the shortest drawn per step, None: every row at ``train_len``), the multiples
+    scored, and where given the training steps (None: the lengthgen budget's), the maps (None: the study
+    budget's) and the selection multiple (None: lengthgen's 8x, App. G.2)."""
+
+    train_len: int
+    eval_mult: tuple[float, ...]
+    min_train_len: int | None = None
+    steps: int | None = None
+    maps: tuple[str, ...] | None = None
+    select_mult: float | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One budget of the study: the lengthgen command's budget it runs under, the rows scored per length (None:
+    that budget's), the seeds per map, the maps and the tasks."""
+
+    budget: str
+    samples: int | None
+    seeds: int
+    maps: tuple[str, ...]
+    tasks: Mapping[str, TaskPlan]
+
+
+BUDGETS: dict[str, Plan] = {
+    "smoke": Plan(budget="smoke", samples=100, seeds=2, maps=("softmax", "entmax_a1.5", "asentmax"),
+                  tasks={"copy": TaskPlan(train_len=32, min_train_len=16, eval_mult=(1, 2, 4), steps=3000),
+                         # Table 1's separation; the 4-layer model is the smoke run's costliest, so it trains the
+                         # headline pair only and is chosen at 2x (App. G.2 falls back to 2x or 4x where 8x fails)
+                         "reverse": TaskPlan(train_len=32, min_train_len=16, eval_mult=(1, 1.5, 2, 4), steps=3000,
+                                             maps=("softmax", "asentmax"), select_mult=2)}),
     # What attnlab demo runs: smoke's Copy alone (Reverse's 4-layer models take most of smoke's time).
-    "demo": {"budget": "smoke", "samples": 100, "seeds": 2, "maps": ("softmax", "entmax_a1.5", "asentmax"),
-             "tasks": {"copy": {"train_len": 32, "min_train_len": 16, "eval_mult": (1, 2, 4), "steps": 3000}}},
+    "demo": Plan(budget="smoke", samples=100, seeds=2, maps=("softmax", "entmax_a1.5", "asentmax"),
+                 tasks={"copy": TaskPlan(train_len=32, min_train_len=16, eval_mult=(1, 2, 4), steps=3000)}),
     # Vasylenko et al. 2025 App. G: training lengths 32-64 in the paper's units, Table 5's model and data per
     # task, Table 1's multiples, best of 3 seeds.
-    "full": {"budget": "full", "samples": None, "seeds": 3,
-             "maps": ("softmax", "ssmax_learned", "topk_k32", "entmax_a1.5", "asentmax"),
-             "tasks": {"mqmtar": {"train_len": 64, "min_train_len": 32, "eval_mult": (1, 2, 4, 16, 64, 256, 1024)},
-                       "reverse": {"train_len": 64, "min_train_len": 32, "eval_mult": (1, 1.5, 2, 4, 8)},
-                       "copy": {"train_len": 64, "min_train_len": 32, "eval_mult": (1, 2, 4, 8, 16, 32, 64)},
-                       "sort": {"train_len": 64, "min_train_len": 32, "eval_mult": (1, 2, 4, 8)}}},
+    "full": Plan(budget="full", samples=None, seeds=3,
+                 maps=("softmax", "ssmax_learned", "topk_k32", "entmax_a1.5", "asentmax"),
+                 tasks={"mqmtar": TaskPlan(train_len=64, min_train_len=32, eval_mult=(1, 2, 4, 16, 64, 256, 1024)),
+                        "reverse": TaskPlan(train_len=64, min_train_len=32, eval_mult=(1, 1.5, 2, 4, 8)),
+                        "copy": TaskPlan(train_len=64, min_train_len=32, eval_mult=(1, 2, 4, 8, 16, 32, 64)),
+                        "sort": TaskPlan(train_len=64, min_train_len=32, eval_mult=(1, 2, 4, 8))}),
 }
 
 
 def configs(cfg: StudyConfig) -> dict[str, lengthgen.LengthgenConfig]:
-    """One lengthgen config per task of the budget (lengths in the paper's units unless the task says)."""
+    """One lengthgen config per task of the budget (lengths in the paper's units); a task's own maps and
+    selection multiple replace the budget's and the command's."""
     plan = BUDGETS[cfg.budget]
-    return {task: lengthgen.LengthgenConfig(**{"task": task, "maps": plan["maps"], "budget": plan["budget"],
-                                               "seed": cfg.seed, "seeds": plan["seeds"], "samples": plan["samples"],
-                                               "units": "paper", **spec})
-            for task, spec in plan["tasks"].items()}
+    return {task: lengthgen.LengthgenConfig(
+                task=task, maps=plan.maps if spec.maps is None else spec.maps, budget=plan.budget, seed=cfg.seed,
+                seeds=plan.seeds, samples=plan.samples, units="paper", train_len=spec.train_len,
+                min_train_len=spec.min_train_len, eval_mult=spec.eval_mult, steps=spec.steps,
+                **({} if spec.select_mult is None else {"select_mult": spec.select_mult}))
+            for task, spec in plan.tasks.items()}
 
 
 THEORY = "theory_checks"  # the table of Lemma 2 / Prop. 1 / Prop. 3 checks on synthetic rows
@@ -136,7 +168,7 @@ def _read_task(run: Path) -> tuple[lengthgen.LengthgenConfig, pd.DataFrame, pd.D
 def read_runs(folder: Path) -> dict[str, tuple[lengthgen.LengthgenConfig, pd.DataFrame, pd.DataFrame, pd.DataFrame]]:
     """task -> (its lengthgen config, its accuracy table, its dispersion table, its per-row table), from the
     folder's files."""
-    tasks = BUDGETS[load_config(folder).budget]["tasks"]
+    tasks = BUDGETS[load_config(folder).budget].tasks
     return {task: _read_task(folder / task) for task in tasks}
 
 
@@ -150,7 +182,7 @@ def accuracy_long(runs) -> pd.DataFrame:
     for task, (run_cfg, acc, disp, _) in runs.items():
         answer = disp.groupby(["variant", "seed", "length"])[["answer_entropy", "answer_support"]].mean()
         for _, r in acc.iterrows():
-            for mult, length in zip(run_cfg.plan["eval_mult"], run_cfg.lengths, strict=True):
+            for mult, length in zip(run_cfg.plan.eval_mult, run_cfg.lengths, strict=True):
                 rows.append({"task": task, "variant": r.variant, "seed": int(r.seed), "best": bool(r.best),
                              "select_by": r.select_by,
                              "trained_at": run_cfg.trained_at, "multiple": mult,
@@ -409,10 +441,10 @@ def summarize(folder: Path) -> Section:
     cfg = load_config(folder)
     plan = BUDGETS[cfg.budget]
     notes = [f"{cfg.budget} budget, NAPE positions (half the heads NoPE, half ALiBi with slopes 1/h), "
-             f"{plan['seeds']} seeds per variant: "
-             + "; ".join(f"{t} on {c.plan['layers']} layers x {c.plan['heads']} heads x {c.plan['d_model']} wide, "
-                         f"trained at {c.trained_at} for {c.plan['steps']} steps of {c.plan['batch']} rows, "
-                         f"checkpoint and reported seed chosen at {c.select_mult:g}x on {c.plan['select_samples']} "
+             f"{plan.seeds} seeds per variant: "
+             + "; ".join(f"{t} on {c.plan.layers} layers x {c.plan.heads} heads x {c.plan.d_model} wide, "
+                         f"trained at {c.trained_at} for {c.plan.steps} steps of {c.plan.batch} rows, "
+                         f"checkpoint and reported seed chosen at {c.select_mult:g}x on {c.plan.select_samples} "
                          "held-out rows" for t, (c, *_) in runs.items())
              + ". The paper trains Table 5's models on 10-50M samples and reports the best of 3 seeds.",
              f"Every seed and map is scored on the same test rows at each length. A seed below {100 * LEARNED:g}% in "

@@ -12,8 +12,8 @@ weight on the masked key.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -34,8 +34,15 @@ MASKED_KEY = 20
 LARGE = (4.0, 3.2, 2.4)      # the winner and two runners-up
 MASKED_SCORE = 3.6           # high on purpose: a map that ignored the mask would put weight here
 COLUMNS = ("name", "family", "normalized", "sum", "support", "max_weight", "entropy", "argmax_weight")
-# One score row costs nothing: both budgets compute the same.
-BUDGETS: dict[str, dict[str, Any]] = {"smoke": {}, "full": {}}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One budget of the study: nothing to set, since one score row costs nothing and both budgets compute the
+    same."""
+
+
+BUDGETS: dict[str, Plan] = {"smoke": Plan(), "full": Plan()}
 
 
 def sample_row(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

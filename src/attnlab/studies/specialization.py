@@ -31,6 +31,8 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +51,8 @@ from ..train.release import maturity, reading_interval, replay, rule_score
 from ..train.trainer import Trainer
 from ..workers import run_all
 from .runner import Study, StudyConfig, StudyError, load_config, register, section
-from .specialization_findings import (_absent, dependence_finding, early_check, headline_finding, reliance_finding,
-                                      routing_finding, shrinkage_finding)
+from .specialization_findings import (_absent, dependence_finding, early_check, gains, headline_finding,
+                                      reliance_finding, routing_finding, shrinkage_finding)
 
 MULTIPLIER = 0.25  # Zhu et al. 2026 §2
 FINAL = "final_eval.json"
@@ -85,6 +87,38 @@ ARMS.register("entropy_floor", {"intervention": {"entropy_floor": 0.10}})
 # App. E: the whole run at half the learning rate, no intervention
 ARMS.register("global_lr_half", {"lr_scale": 0.5})
 
+
+@dataclass(frozen=True)
+class Plan:
+    """One budget of the study (Zhu et al. 2026 §4, App. J): the model, its AdamW training with cosine decay, the
+    evaluation cadence and batches, the byte data's cap (None: all of it), the architectures, arms and controls
+    trained (``ARCHS``, ``ARMS``), the seeds per architecture, and the release rule's score and reading interval."""
+
+    layers: int
+    heads: int
+    d_model: int
+    context: int
+    steps: int
+    batch: int
+    accum: int
+    lr: float
+    min_lr: float
+    warmup: int
+    weight_decay: float
+    betas: tuple[float, float]
+    eval_every: int
+    eval_batches: int
+    final_batches: int
+    max_tokens: int | None
+    precision: str
+    archs: tuple[str, ...]
+    arms: tuple[str, ...]
+    controls: tuple[str, ...]
+    seeds: Mapping[str, int]
+    score: str
+    score_every: float
+
+
 # smoke: byte-level decoders on the standard library's .py files, all runs within 30 minutes on two CPU cores
 # (two at a time); the final loss is read on 64 validation batches (131K tokens), the evaluations on 4
 # (at 600 steps and 4 batches the paired loss gains spread by 0.012 over seeds). The rule compares the excess
@@ -95,62 +129,59 @@ ARMS.register("global_lr_half", {"lr_scale": 0.5})
 # in batches of 512 x 1024 tokens (4,768 steps), AdamW lr 2.5e-4 with cosine decay to 10% after 2% warmup,
 # weight decay 0.1, betas (0.9, 0.95), bf16; evaluations every 0.5% of training as the seed's Table 8 cadence
 # implies. seeds: a count per architecture.
-BUDGETS: dict[str, dict[str, Any]] = {
-    "smoke": {"layers": 4, "heads": 4, "d_model": 64, "context": 128, "steps": 1500, "batch": 16, "accum": 1,
-              "lr": 3e-3, "min_lr": 3e-4, "warmup": 30, "weight_decay": 0.1, "betas": (0.9, 0.95),
-              "eval_every": 45, "eval_batches": 4, "final_batches": 64, "max_tokens": 2_000_000, "precision": "fp32",
-              "archs": ("gelu", "swiglu"), "arms": ("control", "intervention"), "controls": (),
-              "seeds": {"gelu": 3, "swiglu": 3}, "score": "excess", "score_every": 0.005},
-    "full": {"layers": 20, "heads": 15, "d_model": 960, "context": 1024, "steps": 4768, "batch": 512, "accum": 16,
-             "lr": 2.5e-4, "min_lr": 2.5e-5, "warmup": 95, "weight_decay": 0.1, "betas": (0.9, 0.95),
-             "eval_every": 24, "eval_batches": 8, "final_batches": 32, "max_tokens": None, "precision": "bf16",
-             "archs": ("gelu", "swiglu", "geglu", "gelu_rmsnorm", "gelu_biasless", "llama"),
-             "arms": ("control", "intervention"),
-             "controls": ("fixed_3", "fixed_6", "global_lr_half", "entropy_floor", "intervention_m0.5",
-                          "intervention_m0.125"),
-             "seeds": dict.fromkeys(("gelu", "swiglu", "geglu", "gelu_rmsnorm", "gelu_biasless", "llama"), 3),
-             "score": "raw", "score_every": 0.005},
+BUDGETS: dict[str, Plan] = {
+    "smoke": Plan(layers=4, heads=4, d_model=64, context=128, steps=1500, batch=16, accum=1, lr=3e-3, min_lr=3e-4,
+                  warmup=30, weight_decay=0.1, betas=(0.9, 0.95), eval_every=45, eval_batches=4, final_batches=64,
+                  max_tokens=2_000_000, precision="fp32", archs=("gelu", "swiglu"), arms=("control", "intervention"),
+                  controls=(), seeds={"gelu": 3, "swiglu": 3}, score="excess", score_every=0.005),
+    "full": Plan(layers=20, heads=15, d_model=960, context=1024, steps=4768, batch=512, accum=16, lr=2.5e-4,
+                 min_lr=2.5e-5, warmup=95, weight_decay=0.1, betas=(0.9, 0.95), eval_every=24, eval_batches=8,
+                 final_batches=32, max_tokens=None, precision="bf16", arms=("control", "intervention"),
+                 archs=("gelu", "swiglu", "geglu", "gelu_rmsnorm", "gelu_biasless", "llama"),
+                 controls=("fixed_3", "fixed_6", "global_lr_half", "entropy_floor", "intervention_m0.5",
+                           "intervention_m0.125"),
+                 seeds=dict.fromkeys(("gelu", "swiglu", "geglu", "gelu_rmsnorm", "gelu_biasless", "llama"), 3),
+                 score="raw", score_every=0.005),
 }
 # What attnlab demo runs: smoke's pairs over 600 steps, evaluations every 3% (18 steps), and as many pairs as
 # the time of its former 3 + 3 pairs evaluated every 2% allows, 7: 5 GELU pairs, the fewest whose one-sided sign-flip
 # test can reach 5% (1/32; at 4 pairs the smallest share is 1/16), so the GELU findings can be reproduced; 2 SwiGLU.
-BUDGETS["demo"] = {**BUDGETS["smoke"], "steps": 600, "warmup": 12, "eval_every": 18,
-                   "seeds": {"gelu": 5, "swiglu": 2}}
+BUDGETS["demo"] = replace(BUDGETS["smoke"], steps=600, warmup=12, eval_every=18, seeds={"gelu": 5, "swiglu": 2})
 
 
 def run_name(arch: str, arm: str, seed: int) -> str:
     return f"{arch}_{arm}_seed{seed}"
 
 
-def plan_runs(plan: dict[str, Any], first_seed: int) -> list[tuple[str, str, int]]:
+def plan_runs(plan: Plan, first_seed: int) -> list[tuple[str, str, int]]:
     """(arch, arm, seed) of every run: each architecture's arms over its seeds, and the controls (App. D-G) for
     the first architecture only, as the seed runs them for its GPT-style model."""
     def seeds(arch: str) -> list[int]:
-        return [first_seed + i for i in range(plan["seeds"][arch])]
+        return [first_seed + i for i in range(plan.seeds[arch])]
 
-    runs = [(arch, arm, s) for arch in plan["archs"] for arm in plan["arms"] for s in seeds(arch)]
-    return runs + [(plan["archs"][0], arm, s) for arm in plan["controls"] for s in seeds(plan["archs"][0])]
+    runs = [(arch, arm, s) for arch in plan.archs for arm in plan.arms for s in seeds(arch)]
+    return runs + [(plan.archs[0], arm, s) for arm in plan.controls for s in seeds(plan.archs[0])]
 
 
-def run_config(plan: dict[str, Any], arch: str, arm: str, seed: int, shards: str | None = None) -> RunConfig:
+def run_config(plan: Plan, arch: str, arm: str, seed: int, shards: str | None = None) -> RunConfig:
     changes = ARMS.find(arm)
     scale = changes.get("lr_scale", 1.0)
-    model = {"context": plan["context"], "layers": plan["layers"], "heads": plan["heads"],
-             "d_model": plan["d_model"], "positions": "rope", **ARCHS.find(arch)}
-    train = {"steps": plan["steps"], "batch": plan["batch"], "accum": plan["accum"], "lr": plan["lr"] * scale,
-             "min_lr": plan["min_lr"] * scale, "warmup": plan["warmup"], "weight_decay": plan["weight_decay"],
-             "betas": list(plan["betas"]), "eval_every": plan["eval_every"], "eval_batches": plan["eval_batches"],
-             "checkpoint_every": plan["eval_every"] * 10, "tensorboard": False, "seed": seed,
-             "precision": plan["precision"]}
+    model = {"context": plan.context, "layers": plan.layers, "heads": plan.heads,
+             "d_model": plan.d_model, "positions": "rope", **ARCHS.find(arch)}
+    train = {"steps": plan.steps, "batch": plan.batch, "accum": plan.accum, "lr": plan.lr * scale,
+             "min_lr": plan.min_lr * scale, "warmup": plan.warmup, "weight_decay": plan.weight_decay,
+             "betas": list(plan.betas), "eval_every": plan.eval_every, "eval_batches": plan.eval_batches,
+             "checkpoint_every": plan.eval_every * 10, "tensorboard": False, "seed": seed,
+             "precision": plan.precision}
     # every arm reads the lower-copy score on the rule's grid, the control included (finding 5 dates both)
-    intervention = {"score": plan["score"], "score_every": plan["score_every"], **changes.get("intervention", {})}
-    data = {"shards": shards} if shards is not None else {"max_tokens": plan["max_tokens"]}
+    intervention = {"score": plan.score, "score_every": plan.score_every, **changes.get("intervention", {})}
+    data = {"shards": shards} if shards is not None else {"max_tokens": plan.max_tokens}
     return RunConfig.from_dict({"model": model, "data": data, "train": train, "intervention": intervention})
 
 
-def rule_config(plan: dict[str, Any]) -> InterventionConfig:
+def rule_config(plan: Plan) -> InterventionConfig:
     """The intervention arm's release rule: what dates lower-copy maturity in every arm."""
-    return run_config(plan, plan["archs"][0], "intervention", 0).intervention
+    return run_config(plan, plan.archs[0], "intervention", 0).intervention
 
 
 @torch.no_grad()
@@ -176,7 +207,7 @@ def untrained_probes(trainer: Trainer) -> dict[str, float]:
     return {k: record[k] for k in UNTRAINED}
 
 
-def train_run(plan: dict[str, Any], arch: str, arm: str, seed: int, shards: str | None, folder: Path,
+def train_run(plan: Plan, arch: str, arm: str, seed: int, shards: str | None, folder: Path,
               progress: bool) -> dict:
     """Train (or resume) one run, then score its final model on ``final_batches`` validation batches and keep
     that with the run's release reason, throughput, warnings and the untrained model's probes (once: ``FINAL``
@@ -187,7 +218,7 @@ def train_run(plan: dict[str, Any], arch: str, arm: str, seed: int, shards: str 
     trainer = Trainer(run_config(plan, arch, arm, seed, shards), out, resume=True, progress=progress)
     summary = trainer.run()
     if not (out / FINAL).is_file():
-        io.write_json(out / FINAL, {**final_loss(trainer.model, trainer.stream, plan["batch"], plan["final_batches"]),
+        io.write_json(out / FINAL, {**final_loss(trainer.model, trainer.stream, plan.batch, plan.final_batches),
                                     **{k: summary[k] for k in ("release_reason", "tokens_per_s", "warnings",
                                                                 "seconds")},
                                     "untrained": untrained_probes(trainer)})
@@ -226,13 +257,13 @@ def read_runs(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
                      "final_val_ppl": final["val_ppl"], "final_tokens": final["tokens"],
                      "last_eval_val_loss": float(frame.val_loss.iloc[-1]), "released_at": released,
                      "release_reason": final["release_reason"],
-                     "released_fraction": released / plan["steps"] if released is not None else math.nan,
+                     "released_fraction": released / plan.steps if released is not None else math.nan,
                      "lower_copy_chance": float(frame.lower_copy_chance.mean()),
                      "tokens_per_s": final["tokens_per_s"], "seconds": final.get("seconds", math.nan),
                      "warnings": len(final["warnings"]),
                      **{f"untrained_{k}": v for k, v in final.get("untrained", {}).items()}})
         curves.append(frame.assign(run=name, arch=arch, arm=arm, seed=seed,
-                                   tokens=frame.step * plan["batch"] * plan["context"])
+                                   tokens=frame.step * plan.batch * plan.context)
                       [["run", "arch", "arm", "seed", "step", "tokens", *CURVES, "ppl", "lower_copy",
                         "lower_copy_chance"]])
         if (run / "copy.csv").is_file():
@@ -260,19 +291,6 @@ def pairs(runs: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
                     "control_val_ppl": ref.final_val_ppl, "arm_val_ppl": r.final_val_ppl,
                     "ppl_gain": ref.final_val_ppl - r.final_val_ppl, "released_at": r.released_at,
                     "tokens_to_control_final_loss": float(reached.tokens.iloc[0]) if len(reached) else math.nan})
-    return pd.DataFrame(out)
-
-
-def gains(table: pd.DataFrame) -> pd.DataFrame:
-    """Per (arch, arm): mean, sd and Student-t 95% interval of the paired loss and perplexity gains, the
-    perplexity gain's MDE (``paired_mde``) and the control's mean final perplexity."""
-    out = []
-    for (arch, arm), group in table.groupby(["arch", "arm"], sort=False):
-        loss, ppl = paired_interval(group.loss_gain), paired_interval(group.ppl_gain)
-        out.append({"arch": arch, "arm": arm, "seeds": loss["n"],
-                    **{f"loss_gain_{k}": loss[k] for k in ("mean", "sd", "lo", "hi")},
-                    **{f"ppl_gain_{k}": ppl[k] for k in ("mean", "sd", "lo", "hi")},
-                    "ppl_gain_mde": paired_mde(ppl["sd"], ppl["n"]), "control_val_ppl": group.control_val_ppl.mean()})
     return pd.DataFrame(out)
 
 
@@ -399,9 +417,9 @@ def delays(matured: pd.DataFrame, runs: pd.DataFrame, rule: InterventionConfig, 
                                        "null_delay", "control_censored"])
 
 
-def findings(runs: pd.DataFrame, curves: pd.DataFrame, readings: pd.DataFrame, plan: dict[str, Any]) -> dict:
+def findings(runs: pd.DataFrame, curves: pd.DataFrame, readings: pd.DataFrame, plan: Plan) -> dict:
     """Every table the findings read and the findings, in the report's order."""
-    rule, steps = rule_config(plan), plan["steps"]
+    rule, steps = rule_config(plan), plan.steps
     paired = pairs(runs, curves)
     gained, shrunk = gains(paired), shrinkage(paired)
     matured = maturities(runs, readings, rule, steps)
@@ -431,13 +449,13 @@ def summarize(folder: Path) -> Section:
     plot_probe_curves(first[first.arm.isin(("control", "intervention"))], CURVES, released, folder / "curves",
                       readings=readings[(readings.seed == cfg.seed) & readings.arm.isin(("control", "intervention"))])
     intervention = runs[runs.arm == "intervention"]
-    seeds = ", ".join(f"{arch} {n}" for arch, n in plan["seeds"].items() if arch in plan["archs"])
-    notes = [f"{cfg.budget} budget: {plan['layers']} layers x {plan['heads']} heads x {plan['d_model']} wide, context "
-             f"{plan['context']}, {plan['steps']} steps of {plan['batch']} sequences on "
+    seeds = ", ".join(f"{arch} {n}" for arch, n in plan.seeds.items() if arch in plan.archs)
+    notes = [f"{cfg.budget} budget: {plan.layers} layers x {plan.heads} heads x {plan.d_model} wide, context "
+             f"{plan.context}, {plan.steps} steps of {plan.batch} sequences on "
              f"{'the token shards ' + cfg.data if cfg.data else 'bytes of the Python standard library'}, seeds "
              f"from {cfg.seed} ({seeds}); the seed trains 270M-parameter models on 2.5B tokens of FineWeb-Edu.",
-             f"Release rule on the {plan['score']} lower-copy score (threshold 0.005, patience 3, window 3-12%), read "
-             f"every {plan['score_every']:.1%} of training on the first evaluation batch: uniform attention alone "
+             f"Release rule on the {plan.score} lower-copy score (threshold 0.005, patience 3, window 3-12%), read "
+             f"every {plan.score_every:.1%} of training on the first evaluation batch: uniform attention alone "
              f"scores {runs.lower_copy_chance.mean():.4f} at this context; the interventions released at " + ", ".join(
                  f"{r.arch} seed {r.seed}: step {r.released_at} ({r.released_fraction:.1%}, {r.release_reason})"
                  for r in intervention.itertuples()) + "; the paper's Table 8 releases at 4.01%.",

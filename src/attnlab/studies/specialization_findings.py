@@ -1,7 +1,8 @@
 """The specialization study's findings (Zhu et al. 2026 §3-§5, Tables 1, 4, 8, Fig. 3): the paper's effects relative
 to its control's perplexity, the decision rules fixed before any number is read (Student-t 95% intervals over
 training seeds, the unit of replication), their null controls (every sign pattern of the paired differences, the
-untrained model) and their power, and each finding from the study's per-seed tables."""
+untrained model) and their power, the paired gains' intervals per architecture and arm, and each finding from the
+study's per-seed tables."""
 
 from __future__ import annotations
 
@@ -121,6 +122,19 @@ def _absent(dependence: Finding) -> str | None:
         return None
     return (f"the failure the intervention targets is not shown at this scale (finding 1 {dependence.verdict}: "
             f"{dependence.evidence}); the paper's control loses 82.3 ppl at 3% to the same zeroing")
+
+
+def gains(table: pd.DataFrame) -> pd.DataFrame:
+    """Per (arch, arm): mean, sd and Student-t 95% interval of the paired loss and perplexity gains, the
+    perplexity gain's MDE (``paired_mde``) and the control's mean final perplexity."""
+    out = []
+    for (arch, arm), group in table.groupby(["arch", "arm"], sort=False):
+        loss, ppl = paired_interval(group.loss_gain), paired_interval(group.ppl_gain)
+        out.append({"arch": arch, "arm": arm, "seeds": loss["n"],
+                    **{f"loss_gain_{k}": loss[k] for k in ("mean", "sd", "lo", "hi")},
+                    **{f"ppl_gain_{k}": ppl[k] for k in ("mean", "sd", "lo", "hi")},
+                    "ppl_gain_mde": paired_mde(ppl["sd"], ppl["n"]), "control_val_ppl": group.control_val_ppl.mean()})
+    return pd.DataFrame(out)
 
 
 def headline_finding(table: pd.DataFrame, differences: Sequence[float] = (),
