@@ -1,4 +1,4 @@
-"""A long loop says how far it is in a log (a line at the start and about every tenth), draws a bar on a terminal, and is silent when disabled."""
+"""A long loop says how far it is in a log (a line at the start, an estimate after the first item, about every tenth), draws a bar on a terminal, and is silent when disabled."""
 
 from __future__ import annotations
 
@@ -12,8 +12,16 @@ def test_in_a_log_a_line_starts_the_loop_and_one_follows_each_tenth(monkeypatch,
     assert list(progress(range(25), desc="audit", unit="input")) == list(range(25))
     lines = capsys.readouterr().err.strip().splitlines()
     assert lines[0] == "audit: started, 25 inputs"
-    done = [int(line.split()[1].split("/")[0]) for line in lines[1:]]
-    assert done == [3, 6, 9, 12, 15, 18, 21, 24, 25] and all("/25 inputs (" in line for line in lines[1:])
+    assert lines[1].startswith("audit: the first input took ") and "s, so all 25 take about " in lines[1]
+    done = [int(line.split()[1].split("/")[0]) for line in lines[2:]]
+    assert done == [3, 6, 9, 12, 15, 18, 21, 24, 25] and all("/25 inputs (" in line for line in lines[2:])
+    assert all("left" in line for line in lines[2:-1]) and "left" not in lines[-1]
+
+
+def test_estimates_read_in_seconds_minutes_or_hours():
+    from attnlab.progress import _duration
+
+    assert [_duration(s) for s in (5, 89, 600, 5399, 7200)] == ["5 s", "89 s", "10 min", "90 min", "2.0 h"]
 
 
 def test_a_loop_of_unknown_length_reports_its_end_and_a_disabled_one_nothing(capsys):

@@ -1,7 +1,7 @@
 """Progress of a long loop, readable on a terminal and in a log: tqdm's bar where stderr is a terminal; elsewhere
-(output sent to a file, nohup, CI) a plain line when the loop starts and one each time about a tenth more of it is
-done, since a bar's redraws reach a log as noise or not at all and a run that prints nothing for half an hour
-looks hung."""
+(output sent to a file, nohup, CI) a plain line when the loop starts, one with the estimated time once the first
+item is timed, and one each time about a tenth more of it is done (with the time left), since a bar's redraws reach
+a log as noise or not at all and a run that prints nothing for half an hour looks hung."""
 
 from __future__ import annotations
 
@@ -35,8 +35,23 @@ def _lines(items: Iterable[T], desc: str, unit: str) -> Iterator[T]:
     done = 0
     for done, item in enumerate(items, 1):
         yield item
+        elapsed = time.monotonic() - start
         if every is not None and (done % every == 0 or done == total):
-            print(f"{desc}: {done}/{total} {unit}s ({100 * done / total:.0f}%) in {time.monotonic() - start:.0f} s",
+            left = "" if done == total else f", about {_duration(elapsed * (total - done) / done)} left"
+            print(f"{desc}: {done}/{total} {unit}s ({100 * done / total:.0f}%) in {elapsed:.0f} s{left}",
                   file=sys.stderr, flush=True)
+        elif done == 1 and total is not None:
+            # the first estimate as soon as one item is timed, not after a tenth of a run that may take hours
+            print(f"{desc}: the first {unit} took {elapsed:.1f} s, so all {total} take about "
+                  f"{_duration(elapsed * total)}", file=sys.stderr, flush=True)
     if every is None:
         print(f"{desc}: {done} {unit}s in {time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
+
+
+def _duration(seconds: float) -> str:
+    """A rough span for an estimate: seconds, minutes or hours."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
