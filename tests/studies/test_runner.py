@@ -245,6 +245,15 @@ def test_demo_command_runs_studies_and_writes_the_report(tmp_path, capsys):
     assert "did not write" in capsys.readouterr().err and mine.read_text() == "my notes"
     assert main(["report", str(tmp_path), "--out", str(mine), "--overwrite"]) == 0
     assert is_ours(mine)
+    # nor a folder of theirs named as the report's cross-folder tables, beside the page
+    theirs = tmp_path / "compare_rowmaps"
+    theirs.mkdir()
+    (theirs / "notes.txt").write_text("mine")
+    assert main(["report", str(tmp_path)]) == 1
+    assert "not a comparison attnlab report wrote" in capsys.readouterr().err
+    assert [p.name for p in theirs.iterdir()] == ["notes.txt"]
+    (theirs / "notes.txt").rename(theirs / "table.csv")  # tables only: a comparison from before the mark
+    assert main(["report", str(tmp_path)]) == 0
 
 
 def test_demo_refuses_a_folder_of_other_files_and_a_study_folder(tmp_path, capsys):

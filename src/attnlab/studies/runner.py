@@ -288,6 +288,21 @@ def check_page(out: str | Path, overwrite: bool) -> None:
                          "another --out")
 
 
+COMPARED = ".attnlab-compare"  # marks a compare_* folder that attnlab report wrote, which a later report replaces
+TABLE_FILES = (".csv", ".md", ".png", ".svg")  # what a comparison writes (folders from before the mark hold only these)
+
+
+def check_comparison_folders(into: Path, overwrite: bool) -> None:
+    """Refuse (StudyError) a compare_* entry beside the page that attnlab report did not write, unless ``overwrite``:
+    the cross-folder tables are written there and replace what has their names."""
+    for entry in sorted(Path(into).glob("compare_*")):
+        ours = entry.is_dir() and ((entry / COMPARED).is_file() or all(
+            f.is_file() and f.suffix in TABLE_FILES for f in entry.iterdir()))
+        if not (ours or overwrite):
+            raise StudyError(f"{entry} is not a comparison attnlab report wrote, and the report writes its "
+                             "cross-folder tables there; pass --overwrite to replace it, or choose another --out")
+
+
 def check_demo_folder(out: str | Path, plan: list[tuple[str, str | None, Path]]) -> None:
     """Refuse (StudyError) a demo folder that holds anything but what attnlab writes there: the demo's study folders
     (``demo_plan``), cross-model comparisons (compare_*) and pages attnlab rendered. A new or empty folder passes,
@@ -365,5 +380,9 @@ def report(paths: list[str | Path], out: str | Path, title: str = "attnlab repor
         studies += study_folders(path, required=not found)
     sections = [(summarize(folder), folder) for folder in studies]
     sections += [(command_section(folder), folder) for folder in commands]
+    check_comparison_folders(Path(out).parent, overwrite)
     compared = [*comparisons(studies, Path(out).parent), *command_comparisons(commands, Path(out).parent)]
+    for _, target in compared:
+        target.mkdir(parents=True, exist_ok=True)
+        (target / COMPARED).touch()
     return write_page([*compared, *sections], out, title, overwrite=overwrite)
