@@ -312,3 +312,15 @@ def test_a_bad_model_is_refused_before_the_folder_is_claimed(tmp_path, capsys):
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1 and "Traceback" not in err
         assert not (out / "config.json").exists()
+
+
+def test_a_study_on_a_model_records_where_the_model_came_from(tmp_path):
+    from attnlab import hooks
+
+    model = save_checkpoint(tmp_path / "model")
+    cfg = StudyConfig(study="concentration", model=str(model))
+    runner._claim(cfg, tmp_path / "study")
+    saved = runner.read_config(tmp_path / "study")
+    assert saved["model"] == str(model) and saved["model_path"] == str(model.resolve())
+    assert saved["model_sha256"] == hooks.provenance(model)["model_sha256"]
+    runner._claim(cfg, tmp_path / "study")  # the recorded provenance does not stop a resume

@@ -177,7 +177,12 @@ def _claim(cfg: StudyConfig, folder: Path) -> None:
         return
     if folder.exists() and any(not e.name.startswith(".") for e in folder.iterdir()):  # hidden: locks, leftovers
         raise StudyError(f"{folder} is not empty and holds no study; pass an empty or new --out")
-    io.write_json(folder / CONFIG, {**asdict(cfg), "attnlab": __version__, "command": cfg.command(folder)})
+    model = {}
+    if cfg.model is not None:  # where --model came from: its absolute path and sha256, beside the name as typed
+        from ..hooks.load import provenance
+
+        model = provenance(cfg.model)
+    io.write_json(folder / CONFIG, {**asdict(cfg), **model, "attnlab": __version__, "command": cfg.command(folder)})
 
 
 def section(name: str, folder: Path, **fields: Any) -> Section:
