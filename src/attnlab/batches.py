@@ -4,8 +4,10 @@ A task stream and a text stream thus split a batch across ranks by one rule, wit
 
 from __future__ import annotations
 
+from .errors import Error
 
-class DataError(ValueError):
+
+class DataError(Error, ValueError):
     """A corpus, tokenizer or batch request that the data streams cannot serve."""
 
 

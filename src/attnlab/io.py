@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from .errors import Error
+
 
 def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
     """Call ``write(tmp_path)`` on a temporary file beside ``path``, then rename it over ``path``.
@@ -164,7 +166,7 @@ def remove(path: Path, *, ignore_errors: bool = False) -> None:
         path.unlink(missing_ok=True)
 
 
-class OutputError(ValueError):
+class OutputError(Error, ValueError):
     """An output path holds files that attnlab did not write for this configuration."""
 
 

@@ -40,6 +40,8 @@ from typing import TypeVar
 
 import torch
 
+from .errors import Error
+
 # One library for every owner: one compile, one cache entry and one load per process.
 SOURCES = (Path(__file__).parent / "rowmaps" / "_kernels.c", Path(__file__).parent / "diagnostics" / "_rows.c",
            Path(__file__).parent / "_site.c")
@@ -70,7 +72,7 @@ def _cpu_flags() -> str:
         return platform.processor()
 
 
-class UnsafeCache(RuntimeError):
+class UnsafeCache(Error, RuntimeError):
     """A cache folder or cached library that another user could have written."""
 
 

@@ -25,7 +25,7 @@ from attnlab.train import checkpoint as ckpt
 from attnlab.train.config import load
 from attnlab.train.data import DataError
 from attnlab.train.metrics import outcome, read_metrics
-from attnlab.train.trainer import RunError, Trainer, train
+from attnlab.train.trainer import TrainError, Trainer, train
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["model.context=32", "model.layers=2", "model.heads=2", "model.d_model=32", "model.ffn_width=64",
@@ -140,7 +140,7 @@ def test_two_torchrun_processes_match_one(tmp_path):
 
 def test_an_existing_run_is_never_overwritten_without_resume(tmp_path):
     train(_cfg("train.steps=2", "train.probes=false"), tmp_path, progress=False)
-    with pytest.raises(RunError, match="already holds a run .* pass --resume"):
+    with pytest.raises(TrainError, match="already holds a run .* pass --resume"):
         Trainer(_cfg("train.steps=2", "train.probes=false"), tmp_path, progress=False)
 
 
@@ -151,12 +151,12 @@ def test_a_fresh_run_refuses_an_earlier_runs_files_unless_told_to_start_clean(tm
     out.mkdir()
     (out / "metrics.jsonl").write_text('{"kind": "train", "step": 1, "loss": 9.0}\n')
     (out / "notes.txt").write_text("mine\n")
-    with pytest.raises(RunError, match=r"already holds metrics.jsonl; pass --resume to continue it, --overwrite"):
+    with pytest.raises(TrainError, match=r"already holds metrics.jsonl; pass --resume to continue it, --overwrite"):
         Trainer(_cfg("train.steps=2"), out)
     summary = train(_cfg("train.steps=2", "train.checkpoint_every=2"), out, overwrite=True)
     assert summary["steps"] == 2 and [r["step"] for r in read_metrics(out) if r["kind"] == "train"] == [1, 2]
     assert (out / "notes.txt").read_text() == "mine\n"
-    with pytest.raises(RunError, match="--resume continues the run in --out and --overwrite discards it"):
+    with pytest.raises(TrainError, match="--resume continues the run in --out and --overwrite discards it"):
         Trainer(_cfg("train.steps=2"), out, resume=True, overwrite=True)
 
 
@@ -167,7 +167,7 @@ def test_a_torn_last_metrics_line_is_dropped_and_a_bad_inner_line_named(tmp_path
     (out / "metrics.jsonl").write_text(good + '{"kind": "train", "st')
     assert [r["step"] for r in read_metrics(out)] == [1]
     (out / "metrics.jsonl").write_text(good + "garbage\n" + good)
-    with pytest.raises(RunError, match=r"metrics.jsonl, line 2: not a metrics record"):
+    with pytest.raises(TrainError, match=r"metrics.jsonl, line 2: not a metrics record"):
         read_metrics(out)
 
 
@@ -345,7 +345,7 @@ def test_stop_linf_stops_at_the_first_batch_under_it_without_updating(tmp_path):
     resumed = Trainer(cfg, tmp_path / "stop", resume=True, stream=stream, progress=False, stop_linf=threshold)
     assert resumed.run()["steps"] == first and resumed.stopped["step"] == first
     assert len([r for r in read_metrics(tmp_path / "stop") if r["kind"] == "train"]) == first
-    with pytest.raises(RunError, match=r"trained with stop_linf .* and this run asks None"):
+    with pytest.raises(TrainError, match=r"trained with stop_linf .* and this run asks None"):
         Trainer(cfg, tmp_path / "stop", resume=True, stream=stream, progress=False)
 
 

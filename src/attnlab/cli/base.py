@@ -17,11 +17,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..errors import Error
 from ..options import OPTION, bounded, field_default, flag, path
 from ..registry import Registry
 
 
-class UserError(Exception):
+class UserError(Error):
     """An error the user can fix; printed without a traceback."""
 
 
@@ -69,13 +70,13 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from ..io import OutputError
     from ..model.config import ConfigError
     from ..studies.runner import StudyError
-    from ..tasks.suites import SuiteError
     from ..tasks.seqtask import TaskError
+    from ..tasks.suites import SuiteError
     from ..train.checkpoint import CheckpointError
-    from ..train.trainer import RunError as TrainRunError
+    from ..train.trainer import TrainError
 
     return (CheckpointError, ConfigError, DataError, LoadError, OutputError, RunError, StudyError, SuiteError,
-            TaskError, TrainRunError, UnsupportedModel)
+            TaskError, TrainError, UnsupportedModel)
 
 
 def _resolve(config: Config) -> type:
@@ -169,7 +170,8 @@ def build(cls: type, args: argparse.Namespace) -> Any:
 
 def check_writable(out: Path) -> None:
     """``io.check_writable`` as a one-line UserError."""
-    from ..io import OutputError, check_writable as check
+    from ..io import OutputError
+    from ..io import check_writable as check
 
     try:
         check(out)

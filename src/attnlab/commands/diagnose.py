@@ -10,11 +10,12 @@ from pathlib import Path
 import pandas as pd
 
 from .. import options
+from ..errors import Error
 from ..io import PARQUET_META_KEY, OutputError, check_writable, load_tensor, write_parquet
 from ..options import option
 
 
-class DiagnoseError(ValueError):
+class DiagnoseError(Error, ValueError):
     """A score or mask file that cannot be read or used, or an --out that may not be replaced."""
 
 

@@ -27,15 +27,14 @@ import pandas as pd
 import torch
 
 from .. import io
+from ..errors import Error
 from ..site import WeightBlock
 from ..tasks import TaskStream, exact_match, scored_accuracy
 from ..tasks.seqtask import IGNORE, Task
 from ..train import checkpoint as ckpt
 from ..train.trainer import Trainer
 from ..workers import check_jobs, run_all
-
 from .lengthgen_config import SELECT_SEED, TEST_SEED, LengthgenConfig, Plan, run_config
-
 
 ROWS = ("all", "answer")
 SAMPLED_ROWS = 1024  # rows of each kind per sequence whose dispersion is measured
@@ -317,7 +316,7 @@ WRITES = ("config.json", "cells", "runs", "accuracy.csv", "accuracy.md", "accura
 MODEL_VERSION = 2
 
 
-class FolderError(ValueError):
+class FolderError(Error, ValueError):
     """The output folder holds results that this configuration must neither reuse nor write over."""
 
 

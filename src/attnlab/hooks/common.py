@@ -6,8 +6,10 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from ..errors import Error
 
-class LoadError(ValueError):
+
+class LoadError(Error, ValueError):
     """A checkpoint folder that cannot be loaded; the message says what to do."""
 
 

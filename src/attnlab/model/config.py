@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from .. import rowmaps
+from ..errors import Error
 from .ffn import FFNS
 from .scaling import FIXED_GAMMA_SCALERS, SCALERS
 
@@ -24,7 +25,7 @@ ALIBI_SLOPES = ("geometric", "inverse")
 NORMS = ("layernorm", "rmsnorm", "none")
 
 
-class ConfigError(ValueError):
+class ConfigError(Error, ValueError):
     """A config field holds a value it may not; the message names the field, the value and what is allowed."""
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__, io, options, papers
+from ..errors import Error
 from ..options import MODEL_HELP, option
 from ..registry import Registry
 from ..report.sections import Section
@@ -37,7 +38,7 @@ CONFIG = "config.json"
 SECTION = "section.json"
 
 
-class StudyError(ValueError):
+class StudyError(Error, ValueError):
     """Bad input to a study, or a folder that holds another run; the message says what to do."""
 
 

@@ -26,6 +26,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
+from ..errors import Error
 from ..registry import Registry
 
 IGNORE = -100  # the index model.decoder.loss and exact_match skip
@@ -33,7 +34,7 @@ IGNORE = -100  # the index model.decoder.loss and exact_match skip
 USER_STREAMS = 1 << 20  # a task registered without a stream id draws above every built-in one (module doc)
 
 
-class TaskError(ValueError):
+class TaskError(Error, ValueError):
     """A task, parameter, length or batch request the synthetic tasks cannot serve; the message says what is
     allowed."""
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import Error
 from ..registry import Registry
 from . import text
 from .seqtask import free_stream
@@ -73,7 +74,7 @@ class Prompt:
     meta: dict = field(hash=False)
 
 
-class SuiteError(ValueError):
+class SuiteError(Error, ValueError):
     """A suite cannot be built or scored as asked; the message says what is wrong and what to do."""
 
 

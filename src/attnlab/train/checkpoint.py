@@ -34,6 +34,7 @@ import safetensors.torch
 import torch
 from safetensors import SafetensorError
 
+from ..errors import Error
 from ..io import fsync_dir, remove_stale, swap_in, write_text
 
 FORMAT = "attnlab-checkpoint/1"
@@ -48,7 +49,7 @@ ALLOWED_PATHS = "a run directory with checkpoints/latest or a checkpoints/step-N
 _OPTIMIZER_KEY = re.compile(r"state\.(\d+)\.(.+)")
 
 
-class CheckpointError(ValueError):
+class CheckpointError(Error, ValueError):
     """A checkpoint that is missing, incomplete, corrupted, or does not fit what loads it."""
 
 

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from .. import io
+from ..errors import Error
 
 
-class RunError(RuntimeError):
+class TrainError(Error, RuntimeError):
     """A run that cannot start or go on as asked (existing output, world size, missing checkpoint)."""
 
 
@@ -63,7 +64,7 @@ def read_metrics(out: Path) -> list[dict[str, Any]]:
         except ValueError:
             record = None
         if not isinstance(record, dict) or not isinstance(record.get("step"), int):
-            raise RunError(f"{path}, line {number}: not a metrics record; remove the line or start the run anew "
+            raise TrainError(f"{path}, line {number}: not a metrics record; remove the line or start the run anew "
                            "(--overwrite)")
         records.append(record)
     return records

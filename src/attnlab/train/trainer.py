@@ -33,7 +33,7 @@ from . import checkpoint as ckpt
 from . import probes
 from .config import SECTIONS, RunConfig
 from .data import DEFAULT_VAL_FRACTION, Batches, TextStream, TokenWindows, load_tokenizer, text_files
-from .metrics import Metrics, RunError, _truncate_metrics, write_tables
+from .metrics import Metrics, TrainError, _truncate_metrics, write_tables
 from .optim import cosine_lr, make_optimizer, set_lr, upper_qk_names
 from .release import Release, cadence_warnings, reads_score
 from .shards import ShardStream
@@ -231,18 +231,18 @@ class Trainer:
         """Refuse a run that would mix with or replace files it did not write; with ``overwrite``, clear an
         earlier run's files first (only those: other files in the folder stay)."""
         if resume and overwrite:
-            raise RunError("--resume continues the run in --out and --overwrite discards it: pass one of them")
+            raise TrainError("--resume continues the run in --out and --overwrite discards it: pass one of them")
         ckpt.remove_stale_saves(self.out)
         visible = sorted(e.name for e in self.out.iterdir() if not e.name.startswith(".")) if self.out.is_dir() else []
         present = [name for name in RUN_FILES if name in visible]
         foreign = [name for name in visible if name not in RUN_FILES]
         if resume:
             if visible and not _is_run(self.out):
-                raise RunError(f"--resume: {self.out} holds no attnlab run to continue ({', '.join(visible[:4])}"
+                raise TrainError(f"--resume: {self.out} holds no attnlab run to continue ({', '.join(visible[:4])}"
                                f"{', ...' if len(visible) > 4 else ''}); choose the run's folder, or a new --out")
             return
         if foreign and not present and not overwrite:
-            raise RunError(f"{self.out} holds files train did not write ({', '.join(foreign[:4])}"
+            raise TrainError(f"{self.out} holds files train did not write ({', '.join(foreign[:4])}"
                            f"{', ...' if len(foreign) > 4 else ''}); pass --overwrite to write beside them, or choose "
                            "another --out")
         if not present:
@@ -250,7 +250,7 @@ class Trainer:
         if not overwrite:
             found = ckpt.latest_checkpoint(self.out)
             held = f"a run (checkpoint {found.name})" if found is not None else ", ".join(present)
-            raise RunError(f"{self.out} already holds {held}; pass --resume to continue it, --overwrite to start "
+            raise TrainError(f"{self.out} already holds {held}; pass --resume to continue it, --overwrite to start "
                            "clean, or choose another --out")
         for name in present:
             io.remove(self.out / name)
@@ -267,7 +267,7 @@ class Trainer:
             if "data" in state.meta:  # the same config can name other data: a corpus or shards made again
                 ckpt.check_compatible(state.meta["data"]["stream"], self.stream.describe(), what="training data")
             if state.meta.get("stop_linf") != self.stop_linf:
-                raise RunError(f"{found} was trained with stop_linf {state.meta.get('stop_linf')!r} and this run "
+                raise TrainError(f"{found} was trained with stop_linf {state.meta.get('stop_linf')!r} and this run "
                                f"asks {self.stop_linf!r}: resume with the same rule or start anew (--overwrite)")
             self.stopped = state.meta.get("stopped")
             self.model.load_state_dict(state.model_state)
