@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 OPTION = "attnlab.option"  # the field-metadata key that makes a field an option
-MODEL_HELP = "a fetched model's name (attnlab fetch --list), a .gguf file, or a folder written by save_pretrained"
+MODEL_HELP = ("a fetched model's name (attnlab fetch --list), a .gguf file, a folder written by save_pretrained, "
+              "or a Hugging Face Hub id (org/name or org/name@revision) already in the local Hugging Face cache")
 
 
 def option(default: Any = dataclasses.MISSING, help: str = "", *, metavar: str | None = None,

@@ -23,6 +23,7 @@ from ..rowmaps import RowMap
 from ..site import DEFAULT_BLOCK, LengthScale, Observer, Plan, ScoreBlock
 from .calibrate import calibrate_b_auto
 from .hf import UnsupportedModel, attention_modules, num_heads, observed, routed
+from .implementations import register_attention
 from .load import LoadError, load_model, provenance
 from .rope import dynamic_inv_freq, dynamic_ntk, rope_tables
 
@@ -90,5 +91,5 @@ def substituted(model: nn.Module, recipe: Recipe | None, heads: Iterable[tuple[i
 __all__ = [
     "LengthScale", "LoadError", "Observer", "Plan", "ScoreBlock", "UnsupportedModel", "attention_modules",
     "calibrate_b_auto", "dynamic_inv_freq", "dynamic_ntk", "head_maps", "load_model", "num_heads", "observed",
-    "provenance", "resolve", "rope_tables", "substituted",
+    "provenance", "register_attention", "resolve", "rope_tables", "substituted",
 ]

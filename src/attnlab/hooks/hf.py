@@ -8,7 +8,9 @@ additive mask the eager forward adds.
 
 While a context of ``attnlab.hooks`` is open, each attention module carries a ``Route`` (its layer index
 and the site's plan); the registered function reads it from the module it is called with. No global
-state of attnlab's is involved: two models can be observed at once.
+state of attnlab's is involved: two models can be observed at once. A model that carries a lasting
+implementation (``attnlab.hooks.register_attention``) is routed from that implementation's map on every head:
+contexts observe and substitute the model as it is, and leaving them gives its implementation back.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from ..rowmaps import RowMap
 from ..site import DEFAULT_BLOCK, Observer, Plan, Scores, attend
+from .implementations import registered_map
 
 ATTN_NAME = "attnlab"
 SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "gpt_neox", "phi", "phi3",
@@ -46,6 +50,7 @@ class _State:
     routes: dict[int, Route]
     modules: list[nn.Module]
     plans: list[dict[int, Plan]] = field(default_factory=list)
+    base: dict[int, RowMap] = field(default_factory=dict)  # a lasting implementation's map on every head
 
 
 def _attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -109,8 +114,8 @@ def num_heads(model: nn.Module) -> tuple[int, int]:
     return len(mods), heads
 
 
-def _merge(plans: list[dict[int, Plan]], layer: int) -> Plan:
-    maps, observers, length_scale, block = {}, [], None, None
+def _merge(plans: list[dict[int, Plan]], layer: int, base: dict[int, RowMap]) -> Plan:
+    maps, observers, length_scale, block = dict(base), [], None, None
     for level in plans:
         plan = level.get(layer)
         if plan is None:
@@ -127,6 +132,9 @@ def _install(model: nn.Module) -> _State:
     _register()
     mods = attention_modules(model)
     state = _State(model.config._attn_implementation, {}, mods)
+    lasting = registered_map(state.implementation)
+    if lasting is not None:
+        state.base = dict.fromkeys(range(num_heads(model)[1]), lasting)
     model.set_attn_implementation(ATTN_NAME)
     if model.config._attn_implementation != ATTN_NAME:
         model.set_attn_implementation(state.implementation)
@@ -162,12 +170,12 @@ def routed(model: nn.Module, plans: dict[int, Plan]) -> Iterator[dict[int, Route
     state.plans.append(plans)
     try:
         for layer, route in state.routes.items():
-            route.plan = _merge(state.plans, layer)
+            route.plan = _merge(state.plans, layer, state.base)
         yield state.routes
     finally:
         state.plans.pop()
         for layer, route in state.routes.items():
-            route.plan = _merge(state.plans, layer)
+            route.plan = _merge(state.plans, layer, state.base)
         if not state.plans:
             _uninstall(model, state)
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
 
+from ..options import MODEL_HELP
 from .common import LoadError, quiet_transformers
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -23,13 +25,70 @@ def resolve_dtype(name: str, device: str) -> torch.dtype:
     return DTYPES[name]
 
 
-MODEL_HELP = "a fetched model's name (attnlab fetch --list), a .gguf file, or a folder written by save_pretrained"
+# ``org/name`` or ``org/name@revision``: what a Hub id looks like (huggingface_hub's own check runs as well)
+HUB_ID = re.compile(r"(?P<repo>[A-Za-z0-9_](?:[\w.-]{0,94}[\w])?/[A-Za-z0-9_](?:[\w.-]{0,94}[\w])?)"
+                    r"(?:@(?P<revision>[^\s@]+))?")
+
+
+def hub_cache() -> Path:
+    """The Hugging Face Hub cache, found as huggingface_hub finds it but read when called (so a changed
+    environment counts): ``$HF_HUB_CACHE``, else ``$HUGGINGFACE_HUB_CACHE``, else ``$HF_HOME/hub``, else
+    ``$XDG_CACHE_HOME/huggingface/hub``, else ``~/.cache/huggingface/hub``."""
+    env = os.environ
+    home = env.get("HF_HOME") or os.path.join(env.get("XDG_CACHE_HOME") or os.path.join("~", ".cache"), "huggingface")
+    folder = env.get("HF_HUB_CACHE") or env.get("HUGGINGFACE_HUB_CACHE") or os.path.join(home, "hub")
+    return Path(os.path.expandvars(os.path.expanduser(folder)))
+
+
+def _hub_cli() -> str:
+    """The command the installed huggingface_hub provides for downloads: ``hf`` (huggingface_hub >= 0.34), else
+    the older ``huggingface-cli``. Read from its metadata: importing ``huggingface_hub.cli`` may go online."""
+    from importlib import metadata
+
+    try:
+        scripts = {ep.name for ep in metadata.distribution("huggingface_hub").entry_points
+                   if ep.group == "console_scripts"}
+    except metadata.PackageNotFoundError:
+        return "hf"
+    return "huggingface-cli" if "hf" not in scripts and "huggingface-cli" in scripts else "hf"
+
+
+def hub_snapshot(spec: str | os.PathLike) -> Path | None:
+    """The cached snapshot folder a Hub id (``org/name`` or ``org/name@revision``) names, found in the local
+    Hugging Face cache only (``local_files_only``: nothing is downloaded, nothing is asked of the network);
+    None for a ``spec`` not shaped like a Hub id; a one-line LoadError, naming the cache and the download
+    command, for an id the cache does not hold."""
+    match = HUB_ID.fullmatch(spec) if isinstance(spec, str) else None
+    if match is None or match["repo"].endswith(".gguf") or "--" in match["repo"] or ".." in match["repo"]:
+        return None
+    try:
+        import huggingface_hub
+        from huggingface_hub import errors
+    except ImportError:
+        return None
+    repo, revision = match["repo"], match["revision"]
+    cache = hub_cache()
+    try:
+        found = huggingface_hub.snapshot_download(repo, revision=revision, cache_dir=cache, local_files_only=True)
+    except errors.HFValidationError:
+        return None
+    except errors.LocalEntryNotFoundError as exc:
+        import shlex
+
+        command = f"{_hub_cli()} download {shlex.quote(repo)}" + (
+            f" --revision {shlex.quote(revision)}" if revision else "")
+        incomplete = isinstance(exc, getattr(errors, "IncompleteSnapshotError", ()))
+        where = "is incomplete in" if incomplete else "is neither a local path nor in"
+        raise LoadError(f"model {spec!r} {where} the Hugging Face cache ({cache}); download it with: {command}") \
+            from None
+    return Path(found)
 
 
 def resolve_checkpoint(spec: str | os.PathLike, *, log=None) -> Path:
     """The ``save_pretrained`` folder that ``--model`` names: an existing path first (a folder, a
-    ``.gguf`` file, or a folder holding one ``.gguf`` and no config.json), else a fetched model's name.
-    GGUF files are converted once (``convert.converted``)."""
+    ``.gguf`` file, or a folder holding one ``.gguf`` and no config.json), else a fetched model's name, else
+    a Hub id (``org/name[@revision]``) in the local Hugging Face cache, whose snapshot folder is then read
+    as a path is (``hub_snapshot``). GGUF files are converted once (``convert.converted``)."""
     from . import convert, fetch
 
     path = Path(spec).expanduser()
@@ -41,6 +100,8 @@ def resolve_checkpoint(spec: str | os.PathLike, *, log=None) -> Path:
         if found is None:
             raise LoadError(f"model {str(spec)!r} is not fetched yet; run: attnlab fetch {spec}")
         return convert.converted(found, log=log)
+    if not path.exists() and (snapshot := hub_snapshot(spec)) is not None:
+        return resolve_checkpoint(snapshot, log=log)
     if path.is_file() and path.suffix == ".gguf":
         return convert.converted(path, log=log)
     if path.is_dir() and not (path / "config.json").is_file():
@@ -55,9 +116,9 @@ def resolve_checkpoint(spec: str | os.PathLike, *, log=None) -> Path:
 
 def provenance(spec: str | os.PathLike) -> dict[str, str]:
     """Where ``--model`` came from, for a run's config.json: the absolute path of what it names (a fetched
-    model's GGUF, a .gguf file, or a save_pretrained folder) and its sha256 (of a folder: of its weight and config
-    files' digests, name by name). Digests are remembered by file (``fetch.digest``), so this costs a stat once a
-    file has been hashed."""
+    model's GGUF, a .gguf file, a save_pretrained folder, or a Hub id's cached snapshot folder) and its sha256 (of
+    a folder: of its weight and config files' digests, name by name). Digests are remembered by file
+    (``fetch.digest``), so this costs a stat once a file has been hashed."""
     import hashlib
 
     from . import fetch
@@ -65,6 +126,8 @@ def provenance(spec: str | os.PathLike) -> dict[str, str]:
     path = Path(spec).expanduser()
     if not path.exists() and str(spec) in fetch.MODELS:
         path = fetch.model_file(str(spec))
+    elif not path.exists() and (snapshot := hub_snapshot(spec)) is not None:
+        path = snapshot
     path = path.resolve()
     if path.is_file():
         return {"model_path": str(path), "model_sha256": fetch.digest(path)}
@@ -90,8 +153,8 @@ def check_checkpoint(path: str | os.PathLike) -> Path:
 
 def load_model(path: str | os.PathLike, *, device: str = "cpu", dtype: str = "float32",
                trust_remote_code: bool = False, tokenizer: bool = True, log=None):
-    """(model, tokenizer or None) from a local folder, a GGUF file or a fetched model's name
-    (``resolve_checkpoint``), in eval mode with eager attention; offline only.
+    """(model, tokenizer or None) from a local folder, a GGUF file, a fetched model's name or a Hub id in the
+    local Hugging Face cache (``resolve_checkpoint``), in eval mode with eager attention; offline only.
 
     ``trust_remote_code`` stays off unless asked for: custom modeling code runs only then (and attnlab
     routes only transformers' own architectures anyway).
