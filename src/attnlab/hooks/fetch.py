@@ -22,12 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import io
+from ..errors import Error
 from ..registry import Registry
 
 CHUNK = 1 << 20
 
 
-class FetchError(ValueError):
+class FetchError(Error, ValueError):
     """A fetch that could not finish; the message says why and what to do."""
 
 

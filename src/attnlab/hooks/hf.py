@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from ..errors import Error
 from ..rowmaps import RowMap
 from ..site import DEFAULT_BLOCK, Observer, Plan, Scores, attend
 from .implementations import registered_map
@@ -34,7 +35,7 @@ _ROUTE = "_attnlab_route"
 _STATE = "_attnlab_state"
 
 
-class UnsupportedModel(TypeError):
+class UnsupportedModel(Error, TypeError):
     """The model does not send its attention through transformers' attention-function interface."""
 
 
