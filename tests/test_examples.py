@@ -1,4 +1,4 @@
-"""The extension examples of the README (a row map, a task and a study, each one file plus one test) pass their own tests."""
+"""The extension examples shown in docs/extending.md (a row map, a task and a study, each one file plus one test) pass their own tests."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def test_extension_examples_pass_their_tests(tmp_path):
     assert "3 passed" in run.stdout, run.stdout[-3000:]
 
 
-def test_readme_shows_each_example_file_verbatim():
-    readme = (EXTEND.parent.parent / "README.md").read_text()
+def test_extending_page_shows_each_example_file_verbatim():
+    page = (EXTEND.parent.parent / "docs" / "extending.md").read_text()
     for path in sorted(EXTEND.glob("*.py")):
-        assert path.read_text().strip() in readme, f"README.md does not show {path.name} as it is"
+        assert path.read_text().strip() in page, f"docs/extending.md does not show {path.name} as it is"
