@@ -1,3 +1,30 @@
-"""attnlab: how concentrated is attention, and what happens when the row map is changed."""
+"""attnlab: how concentrated is attention, and what happens when the row map is changed.
+
+The in-memory API on a model and tokenizer already loaded, each returning a pandas DataFrame (``attnlab.api``):
+``attnlab.audit``, ``attnlab.substitute``, ``attnlab.heads``, ``attnlab.sinks`` and ``attnlab.row_stats``. They
+are imported on first use, so that ``import attnlab`` stays light.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
+
+API = ("audit", "heads", "row_stats", "sinks", "substitute")
+__all__ = ["__version__", *API]
+
+if TYPE_CHECKING:
+    from .api import audit, heads, row_stats, sinks, substitute  # noqa: F401
+
+
+def __getattr__(name: str):
+    if name in API:
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'attnlab' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *API})

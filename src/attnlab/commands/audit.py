@@ -16,28 +16,32 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .. import hooks, options
+from .. import hooks, options, tasks
 from ..diagnostics import RowOptions
 from ..diagnostics.rows import SPECIAL
 from ..diagnostics.stats import bootstrap_fraction, wilson
+from ..diagnostics.stream import RowStatsWriter
 from ..io import check_output, write_json, write_table
 from ..options import command_line, option
 from ..report.plot_concentration import MAX_POINTS, bound_quadrants, plot_bound, plot_p_star, plot_phase
 from ..report.sections import Figure, Section, Table
+from ..site import DEFAULT_BLOCK
 from .heads import head_type_table
-from .readout import QUERIES_HELP, check_queries, prompt_reading, read_rows
+from .readout import FLAGS, QUERIES_HELP, check_queries, prompt_reading
 from .runs import (Bias, RunError, SuiteRun, biases, calibration_record, load, model_record, parse_biases,
-                   prompt_record, run_prompts, settings, staged_output)
+                   prompt_record, read_tables, run_prompts, settings, staged_output)
 from .sections import compares, register
 
 GAP_COLUMNS = ("lambda_n", "alpha_n", "contact_gap")
 TARGETS = ("argmax", "answer")
+Sink = Callable[[str, RowOptions], RowStatsWriter]  # label, row options -> where that label's rows go
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -186,15 +190,32 @@ def _columns(p: tuple[float, ...], sigmoid: bool = False) -> list[str]:
             + [f"{k}_p{q:g}" for q in p for k in ("s", "safe")])
 
 
+def read_audit(model, prompts: Sequence[tasks.Prompt], bias_list: Sequence[Bias], sink: Sink, *,
+               p: tuple[float, ...], queries: str, target: str = "argmax", tau: float | None = None,
+               sigmoid: bool = False, device=None, block: int = DEFAULT_BLOCK, prefix: str = "",
+               progress: bool = True) -> dict:
+    """The audit's one reading path, for ``attnlab audit`` and ``attnlab.audit`` alike: the rows ``queries``
+    chooses from each prompt (against ``target``, Polynomial Concentration App. S), diagnosed at every bias of
+    ``bias_list`` with degrees ``p``, cap ``tau`` and optionally S_sigma (App. T), into ``sink(label,
+    options)`` per label <prefix>b<bias label> (a file writer or an in-memory collector). One forward per
+    prompt on ``device`` (default: the model's). Returns label -> what each sink's close returns."""
+    readings = [prompt_reading(prompt, queries, target) for prompt in prompts]
+    row_options = {f"{prefix}b{b.label}": RowOptions.make(p=p, b=b.value, tau=tau, sigmoid=sigmoid)
+                   for b in bias_list}
+    return read_tables(model, readings, {label: sink(label, opt) for label, opt in row_options.items()},
+                       device=device, block=block, desc=f"audit {prefix.rstrip('_')}".rstrip(), progress=progress)
+
+
 def audit_rows(model, prompts: list, cfg: AuditOptions, bias_list: list[Bias], stage: Path, *, config: dict,
                prefix: str = "", progress: bool = True) -> tuple[dict[str, Path], list[dict]]:
     """Read the rows ``cfg`` chooses from ``prompts`` at every bias into stage/rows_<prefix>b<label>.parquet;
     returns those paths (by <prefix>b<label>) and the prevalence lines of every bias and degree."""
-    readings = [prompt_reading(prompt, cfg.queries, cfg.target) for prompt in prompts]
-    options = {f"{prefix}b{b.label}": RowOptions.make(p=cfg.p, b=b.value, tau=cfg.tau, sigmoid=cfg.sigmoid)
-               for b in bias_list}
-    paths = read_rows(model, readings, options, stage, config=config, device=cfg.device, block=cfg.block,
-                      desc=f"audit {prefix.rstrip('_')}".rstrip(), progress=progress)
+    def sink(label: str, opt: RowOptions) -> RowStatsWriter:
+        return RowStatsWriter(Path(stage) / f"rows_{label}.parquet", opt, config=config, flags=FLAGS)
+
+    paths = read_audit(model, prompts, bias_list, sink, p=cfg.p, queries=cfg.queries, target=cfg.target,
+                       tau=cfg.tau, sigmoid=cfg.sigmoid, device=cfg.device, block=cfg.block, prefix=prefix,
+                       progress=progress)
     lines = []
     for b in bias_list:
         rows = pd.read_parquet(paths[f"{prefix}b{b.label}"], columns=_columns(cfg.p, cfg.sigmoid))
@@ -278,8 +299,8 @@ def report_section(folder: Path, config: dict) -> Section:
                  "the degree bound p >= p* predict which?",
         command=command_line("audit", AuditConfig, config, str(folder)),
         tables=(Table("audit", "Prevalence per b and p (Polynomial Concentration Tables 1/10/11): unsafe % of the "
-                               "active rows with its 95% interval over prompts (bootstrap; the rows' Wilson interval beside it, "
-                               "descriptive only) and the medians of rho, A_act and S_p."),
+                               "active rows with its 95% interval over prompts (bootstrap; the rows' Wilson "
+                               "interval beside it, descriptive only) and the medians of rho, A_act and S_p."),
                 Table("bound_validation", "Bound validation (App. M, Table 8): predicted safe (p >= p*) against "
                                           "measured safe (S_p < 1); FN = predicted safe but measured unsafe, with "
                                           "its rate over the unsafe rows and its count under tolerance eps; FP = "
@@ -333,4 +354,5 @@ def compare_section(folders: list[Path], into: Path) -> Section:
         question="How does the unsafe-row rate compare across the audited models and suites?",
         command="attnlab report " + " ".join(str(f) for f in folders),
         tables=(Table("prevalence_by_model", "Per model, suite, b and p: unsafe % of the active rows with its "
-                                             "95% interval from a bootstrap over prompts (Polynomial Concentration Tables 1, 10, 11; App. R)."),))
+                                             "95% interval from a bootstrap over prompts (Polynomial "
+                                             "Concentration Tables 1, 10, 11; App. R)."),))

@@ -10,21 +10,24 @@ at position 0) average over every read row. ``diagnostics.heads`` turns them int
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .. import hooks
+from .. import hooks, tasks
 from ..diagnostics import RowOptions
 from ..diagnostics.heads import TYPES, HeadThresholds, head_types
+from ..diagnostics.stream import RowStatsWriter
 from ..io import check_output, write_json, write_table
 from ..options import command_line, option
 from ..report.sections import Section, Table
-from .readout import QUERIES_HELP, check_queries, prompt_reading, read_rows
-from .runs import (CheckpointRun, RunError, check_count, load, model_record, prompt_record, settings, staged_output,
-                   suite_prompts)
+from ..site import DEFAULT_BLOCK
+from .readout import FLAGS, QUERIES_HELP, check_queries, prompt_reading
+from .runs import (CheckpointRun, RunError, check_count, load, model_record, prompt_record, read_tables, settings,
+                   staged_output, suite_prompts)
 from .sections import register
 
 SUITE = "induction"
@@ -89,6 +92,28 @@ def _same_model(a: str, b: str) -> bool:
     return pa.exists() and pb.exists() and pa.resolve() == pb.resolve()
 
 
+def read_heads(model, prompts: Sequence[tasks.Prompt], sink: Callable[[RowOptions], RowStatsWriter], *,
+               queries: str = "every:16", device=None, block: int = DEFAULT_BLOCK, progress: bool = True) -> dict:
+    """The one reading path of ``attnlab heads`` and ``attnlab.heads``: the rows ``queries`` chooses from each
+    induction prompt, those with a planted B read against it (Polynomial Concentration App. H), into
+    ``sink(options)`` (a file writer or an in-memory collector) under the label "heads"; one forward per prompt
+    on ``device`` (default: the model's). Returns {"heads": what the sink's close returns}."""
+    readings = [prompt_reading(p, queries, "answer", keep_all=True) for p in prompts]
+    return read_tables(model, readings, {"heads": sink(RowOptions.make(p=2))}, device=device, block=block,
+                       desc="heads", progress=progress)
+
+
+def classify_heads(rows: pd.DataFrame, thresholds: HeadThresholds = HeadThresholds(),
+                   rule: str = "labels") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per-head features and types, heads per type under ``rule``) from the rows ``read_heads`` read
+    (Polynomial Concentration App. H)."""
+    rows = rows[COLUMNS].copy()
+    # target_mass is the argmax's weight on rows without a planted B; it must not count as induction.
+    rows["target_mass"] = rows["target_mass"].where(rows["answer_key"].astype(bool), np.nan)
+    types = head_types(rows, thresholds)
+    return types, type_counts(types, rule)
+
+
 def run(cfg: HeadsConfig, out: str | Path, *, progress: bool = True, overwrite: bool = False) -> dict:
     """Classify every head of ``cfg.model``; write heads.csv/.md (per head: features and type),
     types.csv/.md (heads per type), rows_heads.parquet and config.json. Returns {"table" (the type
@@ -102,14 +127,10 @@ def run(cfg: HeadsConfig, out: str | Path, *, progress: bool = True, overwrite: 
               "heads": n_heads, "model_type": model.config.model_type, **model_record(cfg, model),
               **prompt_record(prompts, SUITE, None, cfg.length)}
     with staged_output(out) as stage:
-        readings = [prompt_reading(p, cfg.queries, "answer", keep_all=True) for p in prompts]
-        paths = read_rows(model, readings, {"heads": RowOptions.make(p=2)}, stage, config=config,
-                          device=cfg.device, block=cfg.block, desc="heads", progress=progress)
-        rows = pd.read_parquet(paths["heads"], columns=COLUMNS)
-        # target_mass is the argmax's weight on rows without a planted B; it must not count as induction.
-        rows["target_mass"] = rows["target_mass"].where(rows["answer_key"].astype(bool), np.nan)
-        types = head_types(rows, thresholds)
-        table = type_counts(types, cfg.rule)
+        paths = read_heads(model, prompts, lambda opt: RowStatsWriter(Path(stage) / "rows_heads.parquet", opt,
+                                                                      config=config, flags=FLAGS),
+                           queries=cfg.queries, device=cfg.device, block=cfg.block, progress=progress)
+        types, table = classify_heads(pd.read_parquet(paths["heads"], columns=COLUMNS), thresholds, cfg.rule)
         write_table(stage / "heads", types)
         write_table(stage / "types", table)
         write_json(stage / "config.json", json.loads(json.dumps(config, default=str)))

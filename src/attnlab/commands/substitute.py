@@ -23,8 +23,8 @@ from ..io import check_output, write_json, write_parquet, write_table
 from ..options import command_line, option
 from ..progress import progress as progress_of
 from ..report.sections import Section, Table
-from .runs import (RunError, SuiteRun, calibration_record, load, model_record, prompt_record, recipe_b_auto,
-                   run_prompts, settings, staged_output)
+from .runs import (RunError, SuiteRun, calibration_record, load, model_device, model_record, prompt_record,
+                   recipe_b_auto, run_prompts, settings, staged_output)
 from .sections import register
 
 BASELINE = "softmax"
@@ -134,6 +134,25 @@ def accuracy_table(records: pd.DataFrame, order: Sequence[str], resolved: dict[s
     return pd.DataFrame(lines)
 
 
+def substitution(model, tokenizer, prompts: Sequence[tasks.Prompt], suite: str, recipes: Sequence[str],
+                 b_auto: float | None, *, device=None, progress: bool = True
+                 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str]]:
+    """The one scoring path of ``attnlab substitute`` and ``attnlab.substitute`` (Polynomial Concentration §5.3):
+    softmax, then each recipe on every head, scored by exact match of the greedy continuation on ``device``
+    (default: the model's). Returns (answers: one row per recipe and prompt, the accuracy table, recipe ->
+    the row map it resolved to with ``b_auto``)."""
+    device = model_device(model) if device is None else device
+    resolved = {BASELINE: BASELINE, **{r: hooks.resolve(r, b_auto).name for r in recipes}}
+    # softmax is always scored, once: named among the recipes too, it would count every prompt twice
+    others = [r for r in recipes if r != BASELINE]
+    records = score(model, tokenizer, prompts, suite, device, BASELINE, progress)
+    for recipe in progress_of(others, desc="recipes", unit="recipe", enabled=progress):
+        with hooks.substituted(model, recipe, b_auto=b_auto):
+            records += score(model, tokenizer, prompts, suite, device, recipe, progress)
+    answers = pd.DataFrame(records)
+    return answers, accuracy_table(answers, [BASELINE, *others], resolved), resolved
+
+
 def run(cfg: SubstituteConfig, out: str | Path, *, progress: bool = True, overwrite: bool = False) -> dict:
     """Score softmax and every recipe on the suite; write substitute.csv/.md (the table),
     answers.parquet (one row per recipe and prompt) and config.json (with b_auto)."""
@@ -141,16 +160,9 @@ def run(cfg: SubstituteConfig, out: str | Path, *, progress: bool = True, overwr
     model, tokenizer = load(cfg.model, cfg.device, cfg.dtype)
     prompts = run_prompts(model, tokenizer, cfg)
     b_auto = recipe_b_auto(model, tokenizer, cfg.recipes, cfg.device, cfg.b_auto, cfg.calibration)
-    resolved = {BASELINE: BASELINE, **{r: hooks.resolve(r, b_auto).name for r in cfg.recipes}}
-    # softmax is always scored, once: named among the recipes too, it would count every prompt twice
-    recipes = [r for r in cfg.recipes if r != BASELINE]
     with staged_output(out) as stage:
-        records = score(model, tokenizer, prompts, cfg.suite, cfg.device, BASELINE, progress)
-        for recipe in progress_of(recipes, desc="recipes", unit="recipe", enabled=progress):
-            with hooks.substituted(model, recipe, b_auto=b_auto):
-                records += score(model, tokenizer, prompts, cfg.suite, cfg.device, recipe, progress)
-        answers = pd.DataFrame(records)
-        table = accuracy_table(answers, [BASELINE, *recipes], resolved)
+        answers, table, resolved = substitution(model, tokenizer, prompts, cfg.suite, cfg.recipes, b_auto,
+                                                device=cfg.device, progress=progress)
         config = {**asdict(cfg), "b_auto": b_auto, **calibration_record(model, tokenizer, cfg, b_auto),
                   "resolved": resolved, **model_record(cfg, model),
                   **prompt_record(prompts, cfg.suite, cfg.pad, cfg.length)}

@@ -165,14 +165,24 @@ class RowStatsWriter:
             return
         frame = pd.concat(self._pending, ignore_index=True)
         self._pending, self._pending_rows = [], 0
+        self._emit(frame)
+        self.rows_written += len(frame)
+        for k, v in frame["status"].value_counts().items():
+            self.status_counts[k] = self.status_counts.get(k, 0) + int(v)
+
+    def _emit(self, frame: pd.DataFrame) -> None:
+        """Append one row group to the temporary file."""
         table = pa.Table.from_pandas(frame, preserve_index=False)
         if self._writer is None:
             schema = table.schema.with_metadata({**(table.schema.metadata or {}), PARQUET_META_KEY: self._meta})
             self._writer = pq.ParquetWriter(self._tmp, schema)
         self._writer.write_table(table.replace_schema_metadata(self._writer.schema.metadata))
-        self.rows_written += len(frame)
-        for k, v in frame["status"].value_counts().items():
-            self.status_counts[k] = self.status_counts.get(k, 0) + int(v)
+
+    def _empty(self) -> pd.DataFrame:
+        """The table's columns with no rows."""
+        loc = pd.DataFrame({**{k: np.zeros(0, dtype=np.int64) for k in LOCATION},
+                            **{k: np.zeros(0, dtype=bool) for k in self.flags}})
+        return pd.concat([loc, _no_rows(self.options)], axis=1)
 
     def close(self) -> Path:
         """Finish the file and move it into place; with no rows added, an empty table is written. Closing
@@ -182,10 +192,7 @@ class RowStatsWriter:
         self._refuse_if_ended("close")
         self._flush()
         if self._writer is None:
-            empty = _no_rows(self.options)
-            loc = pd.DataFrame({**{k: np.zeros(0, dtype=np.int64) for k in LOCATION},
-                                **{k: np.zeros(0, dtype=bool) for k in self.flags}})
-            self._buffer(pd.concat([loc, empty], axis=1))
+            self._buffer(self._empty())
             self._flush()
         self._writer.close()
         os.replace(self._tmp, self.path)
@@ -211,6 +218,44 @@ class RowStatsWriter:
             self.close()
         else:
             self.abort()
+
+
+class RowStatsCollector(RowStatsWriter):
+    """``RowStatsWriter``'s records kept in memory instead of a file: ``add`` is the writer's own, so the
+    frame ``close`` returns holds, value for value, the rows the writer would write (same columns, dtypes and
+    order). For the in-memory API; a long stream at scale belongs in a file.
+
+    ``path`` is only the name in messages; nothing is written.
+    """
+
+    def __init__(self, options: RowOptions = RowOptions(), *, every: int = 1, positions: Sequence[int] | None = None,
+                 chunk_values: int = 1 << 21, flags: Sequence[str] = (), path: str = "<memory>") -> None:
+        self._frames: list[pd.DataFrame] = []
+        self._result: pd.DataFrame | None = None
+        super().__init__(Path.cwd() / path, options, every=every, positions=positions, chunk_values=chunk_values,
+                         flags=flags)
+
+    def _emit(self, frame: pd.DataFrame) -> None:
+        self._frames.append(frame)
+
+    def close(self) -> pd.DataFrame:
+        """The collected rows (the table's columns with no rows when none were added); closing again
+        returns them again, closing after ``abort`` raises ValueError."""
+        if self._ended == "closed":
+            return self._result
+        self._refuse_if_ended("close")
+        self._flush()
+        frames = self._frames or [self._empty()]
+        self._result = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+        self._frames = []
+        self._ended = "closed"
+        return self._result
+
+    def abort(self) -> None:
+        """Drop the collected rows."""
+        if self._ended is None:
+            self._ended = "aborted"
+            self._pending, self._pending_rows, self._frames = [], 0, []
 
 
 def read_rows(path: str | os.PathLike) -> tuple[pd.DataFrame, dict]:

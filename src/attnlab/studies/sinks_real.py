@@ -16,7 +16,6 @@ as the null control.
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,22 +24,20 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .. import hooks, io, tasks
+from .. import hooks, io
+# The measurement lives in api_sinks (``attnlab.sinks`` runs it too); re-exported here for the study's callers.
+from ..api_sinks import DOC_SEED, MIN_QUERY, documents, first_key_sums, first_token_mass, head_table  # noqa: F401
 from ..commands.runs import RunError, context_length
 from ..commands.runs import load as load_checkpoint
 from ..hooks.load import resolve_checkpoint
 from ..report.plot_sinks import plot_first_token_mass
 from ..report.sections import MDE, Figure, Finding, Null, Table
-from ..site import ScoreBlock
 from .runner import StudyConfig, StudyError
 from .verdict import decide
 
 # The real-model part: the first-token mass of a pretrained softmax LM, in folder/real.
 REAL = "real"
 REAL_TABLE = "first_token_mass.parquet"
-# Queries before this 0-based position are left out: there the uniform share 1/(i+1) is itself large,
-# so a high weight on key 0 says nothing about a sink.
-MIN_QUERY = 8
 # The sink threshold on a head's first-token mass; Gu et al. 2024 ("When attention sink emerges in
 # language models", cited by Attention Sinks Essential §1) call a head a sink head at the same 0.3.
 SINK_MASS = 0.3
@@ -49,7 +46,6 @@ SINK_MASS = 0.3
 # Essential §1).
 SKIP_LAYERS = 2
 HALF = 0.5  # the table also counts heads with more than half their weight on key 0
-DOC_SEED = 4_004_000  # any fixed seed; generic_text's stream is apart from every suite's and b_auto's
 
 
 @dataclass(frozen=True)
@@ -63,62 +59,6 @@ class RealPlan:
 
 REAL_PLANS: dict[str, RealPlan] = {"smoke": RealPlan(documents=4, tokens=256),
                                    "full": RealPlan(documents=32, tokens=1024)}
-
-
-def first_key_sums(block: ScoreBlock, min_query: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per head of one score block, over its queries at positions >= ``min_query`` whose row may attend
-    key 0: the summed softmax weight on key 0, the summed uniform share 1 / (allowed keys) and the count
-    (three float64 (heads,) tensors, summed over the batch too). Attention Sinks Essential §4 measures a sink as the
-    weight on the first position; the softmax is redone in float64 over the allowed keys only, from the
-    very scores the model's own softmax sees."""
-    z = block.scores.double()
-    allowed = block.allowed.expand_as(z)
-    w0 = torch.exp(z[..., 0] - torch.logsumexp(z.masked_fill(~allowed, -math.inf), dim=-1))
-    positions = torch.arange(block.scores.shape[-2], device=z.device) + block.first_position
-    counted = allowed[..., 0] & (positions >= min_query)
-    uniform = 1.0 / allowed.sum(-1).clamp(min=1).double()
-    return ((w0 * counted).sum((0, 2)), (uniform * counted).sum((0, 2)), counted.sum((0, 2)).double())
-
-
-@torch.no_grad()
-def first_token_mass(model, documents: list[list[int]], min_query: int = MIN_QUERY) -> pd.DataFrame:
-    """One row per (document, layer, head): the first-token mass (mean softmax weight on key 0 over the
-    queries i >= ``min_query`` that may attend it; Attention Sinks Essential §4's sink measure on a pretrained
-    model), the
-    uniform share 1 / (allowed keys) averaged over the same queries, and their count."""
-    short = [d for d, ids in enumerate(documents) if len(ids) <= min_query]
-    if short:
-        raise RunError(f"documents {short} have no query at position >= {min_query}")
-    device = next(model.parameters()).device
-    rows = []
-    for d, ids in enumerate(documents):
-        sums: dict[int, list[torch.Tensor]] = {}
-
-        def observe(block: ScoreBlock) -> None:
-            parts = first_key_sums(block, min_query)
-            seen = sums.get(block.layer)
-            sums[block.layer] = list(parts) if seen is None else [a + b for a, b in zip(seen, parts, strict=True)]
-
-        with hooks.observed(model, observe):
-            model(torch.tensor([ids], device=device))
-        for layer in sorted(sums):
-            mass, uniform, count = (t.cpu().numpy() for t in sums[layer])
-            for head in range(len(mass)):
-                rows.append((d, layer, head, int(count[head]), mass[head] / count[head], uniform[head] / count[head]))
-    return pd.DataFrame(rows, columns=["document", "layer", "head", "queries", "mass", "uniform"])
-
-
-def documents(tokenizer, n: int, tokens: int, seed: int) -> list[list[int]]:
-    """``n`` documents of generic text, tokenized with the tokenizer's special tokens, cut to ``tokens``."""
-    docs = []
-    for d in range(n):
-        # every word is at least one token, so ``tokens`` words always fill the document
-        text = tasks.generic_text(tokens, seed=DOC_SEED + 1000 * seed + d)
-        ids = tokenizer(text, add_special_tokens=True)["input_ids"]
-        if len(ids) < tokens:
-            raise RunError(f"the tokenizer turned {tokens} words into only {len(ids)} tokens")
-        docs.append(ids[:tokens])
-    return docs
 
 
 def compute_real(cfg: StudyConfig, folder: Path, progress: bool) -> None:
@@ -166,17 +106,6 @@ RULE_REAL = (f"in a majority of the layers after the first {SKIP_LAYERS}, the me
              f">= {SINK_MASS:g}")
 NULL_REAL = ("uniform attention over the same queries (the uniform share 1 / (keys attended), per layer) under the "
              "same rule")
-
-
-def head_table(raw: pd.DataFrame) -> pd.DataFrame:
-    """Per (layer, head): the first-token mass and the uniform share pooled over documents (weighted by
-    their query counts), and mass / uniform."""
-    weighted = raw.assign(mass=raw["mass"] * raw["queries"], uniform=raw["uniform"] * raw["queries"])
-    table = weighted.groupby(["layer", "head"], sort=True)[["mass", "uniform", "queries"]].sum().reset_index()
-    table["mass"] /= table["queries"]
-    table["uniform"] /= table["queries"]
-    table["ratio"] = table["mass"] / table["uniform"]
-    return table
 
 
 def layer_table(heads: pd.DataFrame) -> pd.DataFrame:
