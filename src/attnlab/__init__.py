@@ -2,17 +2,20 @@
 
 The in-memory API on a model and tokenizer already loaded, each returning a pandas DataFrame (``attnlab.api``):
 ``attnlab.audit``, ``attnlab.substitute``, ``attnlab.heads``, ``attnlab.sinks`` and ``attnlab.row_stats``. They
-are imported on first use, so that ``import attnlab`` stays light.
+are imported on first use, so that ``import attnlab`` stays light. ``attnlab.Error`` is the base of every error
+that names what the caller gave wrong.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .errors import Error
+
 __version__ = "0.1.0"
 
 API = ("audit", "heads", "row_stats", "sinks", "substitute")
-__all__ = ["__version__", *API]
+__all__ = ["Error", "__version__", *API]
 
 if TYPE_CHECKING:
     from .api import audit, heads, row_stats, sinks, substitute  # noqa: F401

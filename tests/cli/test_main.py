@@ -11,19 +11,20 @@ import pytest
 
 import attnlab
 from attnlab.cli import COMMANDS, main
+from attnlab.errors import Error
 from attnlab.rowmaps import FAMILIES
 
 
 @pytest.fixture
 def maps_raising():
-    """Make `attnlab maps` raise the given exception (its command's own errors being ``errors``)."""
+    """Make `attnlab maps` raise the given exception."""
     original = COMMANDS["maps"]
 
-    def replace(exc: BaseException, errors: tuple[type[BaseException], ...] = ()) -> None:
+    def replace(exc: BaseException) -> None:
         def run() -> int:
             raise exc
 
-        COMMANDS.register("maps", dataclasses.replace(original, run=run, errors=errors), replace=True)
+        COMMANDS.register("maps", dataclasses.replace(original, run=run), replace=True)
 
     yield replace
     COMMANDS.register("maps", original, replace=True)
@@ -69,26 +70,29 @@ def test_a_reader_that_stops_early_is_not_an_error():
     assert (done.returncode, done.stderr) == (0, "")
 
 
-class _Refused(Exception):
+class _Refused(Error):
     pass
 
 
-@pytest.mark.parametrize("exc, errors, code, message", [
-    (_Refused("no such thing"), (_Refused,), 1, "attnlab maps: error: no such thing\n"),
-    (PermissionError(13, "Permission denied", "/no/where"), (), 1,
-     "attnlab maps: error: '/no/where' Permission denied\n"),
-    (OSError("the disk is gone"), (), 1, "attnlab maps: error: the disk is gone\n"),
-    (KeyboardInterrupt(), (), 130, "attnlab maps: interrupted\n"),
+class _Bug(Exception):
+    pass
+
+
+@pytest.mark.parametrize("exc, code, message", [
+    (_Refused("no such thing"), 1, "attnlab maps: error: no such thing\n"),
+    (PermissionError(13, "Permission denied", "/no/where"), 1, "attnlab maps: error: '/no/where' Permission denied\n"),
+    (OSError("the disk is gone"), 1, "attnlab maps: error: the disk is gone\n"),
+    (KeyboardInterrupt(), 130, "attnlab maps: interrupted\n"),
 ])
-def test_errors_end_in_one_line_and_a_status(maps_raising, capsys, exc, errors, code, message):
-    maps_raising(exc, errors)
+def test_errors_end_in_one_line_and_a_status(maps_raising, capsys, exc, code, message):
+    maps_raising(exc)
     assert main(["maps"]) == code
     captured = capsys.readouterr()
     assert (captured.out, captured.err) == ("", message)
 
 
 def test_an_error_outside_the_commands_own_is_not_hidden(maps_raising):
-    # a bug keeps its traceback: only the command's declared errors are the user's to fix
-    maps_raising(_Refused("a bug"))
-    with pytest.raises(_Refused):
+    # a bug keeps its traceback: only an attnlab.Error is the user's to fix
+    maps_raising(_Bug("a bug"))
+    with pytest.raises(_Bug):
         main(["maps"])

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from . import catalog, checkpoint, studies, training  # noqa: F401  (each declares its commands)
 from .. import options, plugins
+from ..errors import Error
 from ..options import OPTION, flag
 from .base import COMMANDS, Parser, UserError, add_options, build
 from .studies import demo_models
@@ -89,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             configs = _configs(cmd, args)
             set_threads(args.threads)
             return cmd.run(*configs)
-        except cmd.error_types() as exc:
+        except Error as exc:  # every user-fixable error, UserError included
             raise UserError(str(exc)) from None
     except UserError as exc:
         print(f"attnlab {args.command}: error: {exc}", file=sys.stderr)

@@ -41,42 +41,18 @@ Config = type | str  # a dataclass, or "module:Name" imported only when its comm
 @dataclasses.dataclass(frozen=True)
 class Command:
     """A subcommand: ``run(*configs)`` gets one instance of each of ``configs`` (dataclasses whose option
-    fields are the flags, in this order) and returns the exit status; ``errors`` are the exception types
-    that are the user's to fix, printed as one line. A config given as "module:Name" is imported only for
-    its own command, so that ``attnlab papers`` does not wait for torch."""
+    fields are the flags, in this order) and returns the exit status; an ``attnlab.errors.Error`` it raises,
+    whichever module raised it, is the user's to fix and is printed as one line. A config given as
+    "module:Name" is imported only for its own command, so that ``attnlab papers`` does not wait for torch."""
 
     name: str
     help: str
     description: str
     configs: tuple[Config, ...]
     run: Callable[..., int]
-    errors: tuple[type[BaseException], ...] | Callable[[], tuple[type[BaseException], ...]] = ()
 
     def config_classes(self) -> tuple[type, ...]:
         return tuple(_resolve(c) for c in self.configs)
-
-    def error_types(self) -> tuple[type[BaseException], ...]:
-        return (*(self.errors() if callable(self.errors) else self.errors), *user_errors())
-
-
-def user_errors() -> tuple[type[BaseException], ...]:
-    """The library's errors that name what the user gave wrong, whichever command meets them (a study meets a
-    model config's, a run's, a checkpoint's...): printed as one line by every command. Imported only once an
-    exception is being handled, so that a command that needs no torch never waits for it."""
-    from ..batches import DataError
-    from ..commands.runs import RunError
-    from ..hooks.hf import UnsupportedModel
-    from ..hooks.load import LoadError
-    from ..io import OutputError
-    from ..model.config import ConfigError
-    from ..studies.runner import StudyError
-    from ..tasks.seqtask import TaskError
-    from ..tasks.suites import SuiteError
-    from ..train.checkpoint import CheckpointError
-    from ..train.trainer import TrainError
-
-    return (CheckpointError, ConfigError, DataError, LoadError, OutputError, RunError, StudyError, SuiteError,
-            TaskError, TrainError, UnsupportedModel)
 
 
 def _resolve(config: Config) -> type:
@@ -89,11 +65,10 @@ def _resolve(config: Config) -> type:
 COMMANDS: Registry[Command] = Registry("command")
 
 
-def command(name: str, help: str, description: str, *configs: Config,
-            errors: tuple[type[BaseException], ...] | Callable[[], tuple] = ()) -> Callable:
+def command(name: str, help: str, description: str, *configs: Config) -> Callable:
     """Declare the decorated handler as subcommand ``name`` taking ``configs``."""
     def add(run: Callable[..., int]) -> Callable[..., int]:
-        COMMANDS.register(name, Command(name, help, description, configs, run, errors))
+        COMMANDS.register(name, Command(name, help, description, configs, run))
         return run
 
     return add

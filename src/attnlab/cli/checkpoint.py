@@ -139,15 +139,9 @@ def fit_xi(cfg) -> str:
             f"xi_hat with its half-IQR over bootstrap resamples of the unit ({', '.join(cfg.unit)})")
 
 
-def _diagnose_errors() -> tuple[type[BaseException], ...]:
-    from ..commands.diagnose import DiagnoseError
-
-    return (DiagnoseError,)
-
-
 @command("diagnose", "per-row concentration diagnostics of a saved score tensor",
          "Run the diagnostics engine on a saved score tensor (keys on the last axis; .npy, .safetensors or .pt) "
-         "and print a summary per bias b.", "attnlab.commands.diagnose:DiagnoseConfig", errors=_diagnose_errors)
+         "and print a summary per bias b.", "attnlab.commands.diagnose:DiagnoseConfig")
 def diagnose(cfg) -> int:
     from ..commands.diagnose import run
 

@@ -187,18 +187,11 @@ class LengthgenRun:
         check_jobs(self.jobs)
 
 
-def _lengthgen_errors() -> tuple[type[BaseException], ...]:
-    from ..commands.lengthgen import FolderError
-
-    return (FolderError,)
-
-
 @command("lengthgen", "length generalization per attention variant (Vasylenko et al. 2025 Table 1)",
          "Train one decoder per variant on a synthetic task at --train-len, score exact match at each multiple "
          "of it, and record attention entropy and support per layer; finished cells are reused on a rerun, "
          "which may change only the variants, --eval-mult and --samples.",
-         "attnlab.commands.lengthgen_config:LengthgenConfig", LengthgenRun,
-         errors=_lengthgen_errors)
+         "attnlab.commands.lengthgen_config:LengthgenConfig", LengthgenRun)
 def lengthgen(cfg, opts: LengthgenRun) -> int:
     from ..commands import lengthgen as lg
 

@@ -21,6 +21,7 @@ import torch
 
 from .. import hooks, io, options, tasks
 from ..diagnostics.stream import RowStatsWriter
+from ..errors import Error
 from ..options import MODEL_HELP, option
 from ..progress import progress as progress_of
 from ..site import DEFAULT_BLOCK
@@ -31,7 +32,7 @@ STAGING = ".staging-"  # a run's hidden staging folder in --out, named with its 
 CALIBRATION_SEED = 20240601  # any fixed seed; the generic text's stream is separate from every suite's
 
 
-class RunError(ValueError):
+class RunError(Error, ValueError):
     """Bad input to a command, found before or while running; the message says what to do."""
 
 
