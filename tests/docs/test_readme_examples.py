@@ -38,6 +38,9 @@ def test_audit_and_substitution_of_a_fetched_model(tmp_path):
 
     if fetch.fetched("smollm2") is None:
         pytest.skip("real model smollm2 is not fetched; run `attnlab fetch smollm2`")
-    run = _run(_examples()[1] + "\nassert logits.isfinite().all()\n", tmp_path)
+    check = ("\nassert {'layer', 'head', 'prompt', 'query', 's_p2'} <= set(rows.columns) and len(rows) > 0"
+             "\nassert model.config._attn_implementation == 'attnlab_entmax_a1.5'"
+             "\nassert model(**tok('The capital of France is', return_tensors='pt')).logits.isfinite().all()\n")
+    run = _run(_examples()[1] + check, tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert (tmp_path / "rows.parquet").is_file()
+    assert "relu_p4_bauto" in run.stdout
