@@ -12,6 +12,7 @@ import pytest
 
 from attnlab import studies
 from attnlab.studies import lengthgen as study_lengthgen
+from attnlab.studies import lengthgen_findings
 from attnlab.studies import lengthgen_rule
 from attnlab.studies import StudyConfig
 from attnlab.studies.verdict import FPR_MAX, false_positive_rate
@@ -88,7 +89,7 @@ def test_the_rule_sees_a_consistent_gap_and_its_null_control_does_not():
     effect = [_run("reverse", "softmax", [(100, 30, 0, 0), (100, 40, 2, 0)], rng=rng),
               _run("reverse", "asentmax", [(100, 100, 99, 95), (100, 99, 98, 97)], rng=rng)]
     acc, rows = _frames(COPY_OK, *effect)
-    comparisons, missing = study_lengthgen.family(acc, rows, "asentmax")
+    comparisons, missing = lengthgen_findings.family(acc, rows, "asentmax")
     assert [(c["task"], c["multiple"]) for c in comparisons] == [("reverse", 1.5), ("reverse", 2), ("reverse", 4)]
     deltas = [c["delta"] for c in comparisons]
     assert lengthgen_rule.paired_rule(deltas)
@@ -155,7 +156,7 @@ def test_the_theory_results_are_software_checks_that_can_fail():
     checks = pd.DataFrame({"statement": ["Lemma 2: threshold", "Prop. 1: bound"], "setting": ["k=2", "n=64"],
                            "predicted": [1.0, 2.0], "measured": [1.0, 2.5], "holds": [True, False], "n": [8, 64]})
     failed = study_lengthgen.theory_finding(checks)
-    assert failed.verdict == "check failed" and failed.is_check and failed.rule == study_lengthgen.THEORY_RULE
+    assert failed.verdict == "check failed" and failed.is_check and failed.rule == lengthgen_findings.THEORY_RULE
     assert "Prop. 1: bound at n=64: predicted 2, measured 2.5" in failed.evidence
     assert study_lengthgen.theory_finding(checks.assign(holds=True)).verdict == "check passed"
 
