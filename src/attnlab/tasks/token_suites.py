@@ -9,8 +9,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import text
-from .suites import (_PASSAGE_SENTENCES, _TRIES, MIN_PASSAGE_TOKENS, Prompt, SuiteError, _cycle, _rng,
-                     _screened_lexicon, _Tok, parse_passages, suite)
+from .planting import _screened_lexicon
+from .suites import (_PASSAGE_SENTENCES, _TRIES, MIN_PASSAGE_TOKENS, Prompt, SuiteError, _cycle, _rng, _Tok,
+                     parse_passages, suite)
 
 
 @suite("induction", "a random-token segment and its repeat; predict the repeat's next token",
