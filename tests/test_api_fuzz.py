@@ -56,12 +56,20 @@ ROWS = st.sampled_from([
     torch.tensor([1.0, 2.0], dtype=torch.bfloat16), torch.zeros(2, 0), torch.tensor(1.0), torch.tensor([1, 2]),
     torch.tensor([True, False]), torch.tensor([1 + 1j, 2.0]), [1.0, 2.0], np.array([1.0, 2.0]), 1.0,
 ])
-DEGREE = (lambda p: _real(p) and 0 < p <= 256)
-BIAS = (lambda b: _real(b) and -1e4 <= b <= 1e4)
+
+
+def _degree(p) -> bool:
+    return _real(p) and 0 < p <= 256
+
+
+def _bias(b) -> bool:
+    return _real(b) and -1e4 <= b <= 1e4
+
+
 FUNCTIONS = {
-    "relu_power": (rowmaps.relu_power, {"p": DEGREE, "b": BIAS}),
-    "sigmoid_normalized": (rowmaps.sigmoid_normalized, {"b": BIAS}),
-    "wortsman": (lambda z, p: rowmaps.wortsman(z, p, "L"), {"p": DEGREE}),
+    "relu_power": (rowmaps.relu_power, {"p": _degree, "b": _bias}),
+    "sigmoid_normalized": (rowmaps.sigmoid_normalized, {"b": _bias}),
+    "wortsman": (lambda z, p: rowmaps.wortsman(z, p, "L"), {"p": _degree}),
     "relu_attention": (rowmaps.relu_attention, {}),
     "entmax": (rowmaps.entmax, {"alpha": lambda a: _real(a) and 1 <= a <= 4}),
 }
@@ -194,8 +202,8 @@ def test_the_small_objects_of_a_call_refuse_what_would_become_numbers(make, mess
 @fast(80)
 @given(sink=st.sampled_from(SCALARS), induction=st.sampled_from(SCALARS), distance=st.sampled_from(SCALARS))
 def test_head_thresholds_accept_exactly_shares_and_a_distance(sink, induction, distance):
-    share = (lambda x: _real(x) and 0 <= x <= 1)
-    valid = share(sink) and share(induction) and _real(distance) and 0 < distance < math.inf
+    valid = all(_real(x) and 0 <= x <= 1 for x in (sink, induction))
+    valid = valid and _real(distance) and 0 < distance < math.inf
     _check(lambda: HeadThresholds(sink=sink, induction=induction, local_distance=distance), valid)
 
 
