@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from . import hooks, tasks
-from .commands.runs import Bias, calibration_ids, context_length, model_device
+from .commands.runs import Bias, calibration_ids, model_device, overrun
 
 
 def check_count(name: str, value, low: int = 1) -> int:
@@ -49,9 +49,8 @@ def evaluating(model: nn.Module) -> Iterator[None]:
 
 
 def fits_context(model, longest: int, name: str) -> None:
-    limit = context_length(model)
-    if limit is not None and longest > limit:
-        raise ValueError(f"{name} reach {longest} tokens but the model's context is {limit}; pass shorter ones")
+    if over := overrun(model, longest):
+        raise ValueError(f"{name} {over}; pass shorter ones")
 
 
 def check_ids(ids, name: str, model) -> list[int]:
@@ -82,11 +81,8 @@ def suite_prompts(model, tokenizer, suite: str, n_prompts: int, *, seed: int = 0
         check_count("length", length)
     prompts = tasks.build_suite(suite, tokenizer, n_prompts, seed=seed, pad=pad, length=length, bos=bool(bos),
                                 chat=bool(chat))
-    limit = context_length(model)
-    longest = max(len(p.input_ids) + len(p.answer_ids) for p in prompts)
-    if limit is not None and longest > limit:
-        raise ValueError(f"the {suite} prompts reach {longest} tokens but the model's context is {limit}; "
-                         "pass a smaller pad or length")
+    if over := overrun(model, max(len(p.input_ids) + len(p.answer_ids) for p in prompts)):
+        raise ValueError(f"the {suite} prompts {over}; pass a smaller pad or length")
     return prompts
 
 

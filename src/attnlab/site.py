@@ -10,17 +10,12 @@ memory is O(block x keys) beyond the inputs, whatever the context length.
 
 With no substitution and no length multiplier, the arithmetic is exactly that of transformers' eager
 attention (``matmul * scaling``, tanh softcap, additive mask, float32 softmax cast back, ``matmul``):
-outputs are bit-identical to the eager forward (float64 inputs get a float64 softmax instead). Blocks are split
-evenly and never thinner than :data:`MIN_BLOCK` queries, because a GEMM over a handful of rows may take a different
-kernel (a matrix-vector product for one row) whose float rounding differs.
+outputs are bit-identical to the eager forward (float64 inputs get a float64 softmax instead), the query blocks
+(:func:`query_blocks`) being split so that none changes a GEMM's rounding.
 
 Where nothing needs a block of scores (no observer, no gradient, no dropout) and the attention is causal,
-a row-map plan takes the fused path instead (:func:`_attend_fused`): each query block computes only the
-keys its queries may attend (about half the scores of a causal sequence), a position bias (ALiBi/NAPE
-:class:`Slopes`) is built for that tile alone, and the causal mask is written only where it can hide a key.
-Plain softmax with a position bias goes through ``scaled_dot_product_attention``: its heads with slope 0
-(NAPE's NoPE half) in one call, the others one tile at a time with the bias tile as the kernel's mask. The
-fused path equals the block-materializing one to float rounding; tests compare the two.
+a row-map plan or a position bias takes the fused path instead (:mod:`attnlab.site_fused`), which computes
+only the scores a query may attend and equals the block-materializing path to float rounding.
 """
 
 from __future__ import annotations
@@ -31,10 +26,11 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from . import site_kernel
-from .rowmaps import length_multiplier
+from .site_fused import _attend_fused, _fusable
 from .site_spec import (DEFAULT_BLOCK, MIN_BLOCK, VANILLA, Causal, LengthScale, Observer, Plan, ScoreBlock, Scores,
                         Slopes, WeightBlock, WeightObserver, describe)
+from .site_tiles import allowed_keys, causal_mask, key_span, linear_bias, position_bias, query_blocks
+from .site_weights import _head_groups, _softmax, _weights
 
 __all__ = ["DEFAULT_BLOCK", "MIN_BLOCK", "VANILLA", "Causal", "LengthScale", "Observer", "Plan", "ScoreBlock", "Scores",
            "Slopes", "WeightBlock", "WeightObserver", "allowed_keys", "attend", "causal_mask", "key_span",
@@ -80,114 +76,12 @@ def _check_call(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, sco
                              f"and broadcast to {shape} (batch, heads, queries, {'keys' if name == 'mask' else 1})")
 
 
-def query_blocks(n: int, block: int) -> list[tuple[int, int]]:
-    """Split n queries into ceil(n / block) contiguous ranges whose sizes differ by at most one."""
-    if n <= block:
-        return [(0, n)]
-    count = math.ceil(n / block)
-    base, extra = divmod(n, count)
-    bounds, start = [], 0
-    for i in range(count):
-        stop = start + base + (i < extra)
-        bounds.append((start, stop))
-        start = stop
-    return bounds
-
-
-def allowed_keys(mask: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
-    """Boolean 'may attend' from a boolean mask or an additive float mask (disallowed = -inf or the
-    dtype's lowest value, as transformers writes it)."""
-    if mask is None:
-        return torch.ones((1,) * like.dim(), dtype=torch.bool, device=like.device)
-    if mask.dtype == torch.bool:
-        return mask
-    return mask > torch.finfo(mask.dtype).min
-
-
-def causal_mask(n_queries: int, n_keys: int, start: int, stop: int, *, window: int | None = None,
-                device: torch.device | None = None, keys: tuple[int, int] | None = None) -> torch.Tensor:
-    """Boolean (1, 1, stop - start, n_keys) causal mask for queries start..stop-1 of n_queries, the last
-    query seeing every key; with ``window``, a query sees only its ``window`` most recent keys. ``keys``
-    (lo, hi) restricts the key axis to keys lo..hi-1."""
-    pos = torch.arange(start, stop, device=device).unsqueeze(-1) + (n_keys - n_queries)
-    keys = torch.arange(*(keys or (0, n_keys)), device=device)
-    ok = keys <= pos
-    if window is not None:
-        ok &= keys > pos - window
-    return ok[None, None]
-
-
-def key_span(n_queries: int, n_keys: int, start: int, stop: int, window: int | None = None) -> tuple[int, int]:
-    """Keys (lo, hi) that some query of start..stop-1 may attend under a causal (sliding-window) mask."""
-    offset = n_keys - n_queries
-    lo = 0 if window is None else max(0, start + offset - window + 1)
-    return lo, stop + offset
-
-
-def position_bias(slopes: torch.Tensor, n_queries: int, n_keys: int, start: int, stop: int,
-                  keys: tuple[int, int], dtype: torch.dtype) -> torch.Tensor:
-    """The linear position bias -m_h (i - j)_+ (heads, stop - start, hi - lo) of queries start..stop-1 over
-    keys lo..hi-1: ALiBi, and NAPE with zero slopes on its NoPE heads (Vasylenko et al. 2025 §4.2, App. E.2
-    eq. 109). Keys after the query get 0: masking them is the causal mask's job."""
-    offset = n_keys - n_queries
-    pos = torch.arange(start + offset, stop + offset, device=slopes.device)
-    return linear_bias(slopes, pos, torch.arange(*keys, device=slopes.device)).to(dtype)
-
-
-def linear_bias(slopes: torch.Tensor, query_positions: torch.Tensor, key_positions: torch.Tensor) -> torch.Tensor:
-    """-m_h (i - j)_+ (heads, queries, keys) for query positions i and key positions j (Vasylenko et al. 2025
-    §4.2, App. E.2 eq. 109): the arithmetic of ``position_bias`` and of the model's ``alibi_bias``."""
-    distance = (query_positions[:, None] - key_positions[None, :]).clamp(min=0)
-    return -slopes[:, None, None] * distance
-
-
 def _repeat_kv(t: torch.Tensor, groups: int) -> torch.Tensor:
     # the copy transformers' repeat_kv makes; the same layout keeps the matmuls bit-identical
     if groups == 1:
         return t
     b, h, n, d = t.shape
     return t[:, :, None].expand(b, h, groups, n, d).reshape(b, h * groups, n, d)
-
-
-def _softmax(z: torch.Tensor) -> torch.Tensor:
-    # eager's float32 softmax; float64 stays float64 (gradchecks, references)
-    return F.softmax(z, dim=-1, dtype=torch.float64 if z.dtype == torch.float64 else torch.float32)
-
-
-def _apply(fn: Callable, z: torch.Tensor, allowed: torch.Tensor, fill: float) -> torch.Tensor:
-    """``fn`` on the rows of z, a tensor of this block's own whose masked keys hold ``fill``. Softmax reads z
-    as eager does (masked keys at the dtype's lowest value); a row map wants them at -inf: z is masked in
-    place if need be, which spares the map a masked copy of the whole block."""
-    if fn is not _softmax and fill != -math.inf:
-        z.masked_fill_(~allowed, -math.inf)
-    return fn(z)
-
-
-def _head_groups(plan: Plan, n_heads: int) -> list[tuple[Callable, list[int]]]:
-    """(row map, heads) groups covering every head once; heads without a map keep softmax."""
-    groups: dict[str, tuple[Callable, list[int]]] = {}
-    for head in range(n_heads):
-        rowmap = plan.maps.get(head)
-        name = "" if rowmap is None else rowmap.name
-        groups.setdefault(name, (_softmax if rowmap is None else rowmap, []))[1].append(head)
-    return list(groups.values())
-
-
-def _weights(z: torch.Tensor, allowed: torch.Tensor, plan: Plan, groups: list[tuple[Callable, list[int]]],
-             dtype: torch.dtype, fill: float) -> torch.Tensor:
-    if plan.length_scale is not None:
-        n = allowed.expand_as(z).sum(-1, keepdim=True).to(z.dtype)
-        z = z * length_multiplier(n, plan.length_scale.xi, plan.length_scale.n_train).to(z.dtype)
-    if len(groups) == 1:
-        return _apply(groups[0][0], z, allowed, fill).to(dtype)
-    parts, order = [], []
-    for fn, heads in groups:
-        idx = torch.tensor(heads, device=z.device)
-        sub = allowed if allowed.shape[1] == 1 else allowed.index_select(1, idx)
-        parts.append(_apply(fn, z.index_select(1, idx), sub, fill).to(dtype))
-        order.extend(heads)
-    inverse = torch.argsort(torch.tensor(order, device=z.device))
-    return torch.cat(parts, dim=1).index_select(1, inverse)
 
 
 def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scores: Scores,
@@ -285,116 +179,3 @@ def _bias_block(bias: Callable[[int, int], torch.Tensor], start: int, stop: int,
         raise ValueError(f"bias({start}, {stop}) must give a tensor broadcasting to {tuple(shape)} (batch, heads, "
                          f"queries {start}..{stop - 1}, keys), got {describe(block)}")
     return block
-
-
-def _fusable(plan: Plan, causal: bool, dropout: bool, slopes: torch.Tensor | None) -> bool:
-    """Whether the fused path serves a call without a ``bias`` callable (whose blocks span every key): causal,
-    nothing reads a block (observers, dropout) and a row map or a position bias to fuse; plain softmax
-    without one stays eager's exact arithmetic."""
-    return (plan.fused and causal and not dropout and not plan.observers and not plan.weight_observers
-            and (bool(plan.maps) or slopes is not None))
-
-
-def _mask_tile(z: torch.Tensor, allowed: torch.Tensor, start: int, offset: int, lo: int,
-               window: int | None) -> None:
-    """Write -inf at z's masked keys. Without a window only the keys after the tile's first query can be
-    masked, so only those columns are touched (a pass over the whole tile costs as much as the map's)."""
-    edge = 0 if window is not None else max(0, start + offset + 1 - lo)
-    z[..., edge:].masked_fill_(~allowed[..., edge:], -math.inf)
-
-
-def _attend_fused(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor, out: torch.Tensor, *,
-                  scaling: float, window: int | None, softcap: float | None, plan: Plan,
-                  groups: list[tuple[Callable, list[int]]], slopes: torch.Tensor | None,
-                  scale: torch.Tensor | None) -> torch.Tensor:
-    """Causal attention without observers, one query block at a time over only the keys it may attend
-    (:func:`key_span`): the work of the block-materializing loop less the scores every query of a block
-    would mask, with the same arithmetic on the rest except that the queries are scaled before the product
-    instead of the scores after it. Without autograd, the compiled kernel (:mod:`attnlab.site_kernel`)
-    serves it where it applies; with autograd, the tiles are torch operations that autograd records (half
-    the products of the block-materializing loop, and half the saved scores)."""
-    n_q, n_k = query.shape[2], key_t.shape[-1]
-    offset = n_k - n_q
-    grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (query, key_t, value, scale))
-    if not plan.maps and softcap is None and scale is None and plan.length_scale is None:
-        return _attend_biased_softmax(query, key_t.transpose(2, 3), value, out, scaling=scaling, window=window,
-                                      block=plan.block, slopes=slopes, grad=grad)
-    if not grad and softcap is None and len(groups) == 1 and site_kernel.forward(
-            query, key_t.transpose(2, 3), value, out, scaling=scaling, window=window,
-            rowmap="softmax" if groups[0][0] is _softmax else groups[0][0], slopes=slopes,
-            rowmul=_row_multiplier(scale, plan.length_scale, query.shape, n_k, window)):
-        return out
-    # Scaling the queries once spares a pass over every tile of scores (rounding differs by an ulp); so does a
-    # row scale folded into them where nothing is added to the scores before it (under autograd the tile's
-    # product with the scale and its backward cost more than the rest of the tile's arithmetic).
-    fold = scale is not None and softcap is None and slopes is None
-    scaled = query * (scale * scaling) if fold else query * scaling
-    for start, stop in query_blocks(n_q, plan.block):
-        lo, hi = key_span(n_q, n_k, start, stop, window)
-        allowed = causal_mask(n_q, n_k, start, stop, window=window, device=query.device, keys=(lo, hi))
-        z = torch.matmul(scaled[:, :, start:stop], key_t[..., lo:hi])
-        # in place where autograd does not need the overwritten values (tanh's output, z for scale's gradient)
-        if softcap is not None:
-            z = torch.tanh(z / softcap) * softcap if grad else z.div_(softcap).tanh_().mul_(softcap)
-        if slopes is not None:
-            z.add_(position_bias(slopes, n_q, n_k, start, stop, (lo, hi), z.dtype))
-        if scale is not None and not fold:
-            row_scale = scale if scale.shape[-2] == 1 else scale[..., start:stop, :]
-            z = z * row_scale if grad else z.mul_(row_scale)
-        _mask_tile(z, allowed, start, offset, lo, window)
-        w = _weights(z, allowed, plan, groups, query.dtype, -math.inf)
-        out[:, start:stop] = torch.matmul(w, value[:, :, lo:hi]).transpose(1, 2)
-    return out
-
-
-def _row_multiplier(scale: torch.Tensor | None, length_scale: LengthScale | None, shape: torch.Size, n_k: int,
-                    window: int | None) -> torch.Tensor | None:
-    """(batch x heads, queries) factor on each causal row's scores: the learnable ``scale`` times the length
-    multiplier of the row's number of allowed keys; None when there is neither."""
-    if scale is None and length_scale is None:
-        return None
-    bsz, heads, n_q, _ = shape
-    mul = torch.ones(bsz, heads, n_q, 1)
-    if scale is not None:
-        mul = mul * scale.detach().float()
-    if length_scale is not None:
-        n = torch.arange(n_k - n_q + 1, n_k + 1)
-        n = n if window is None else n.clamp(max=window)
-        mul = mul * length_multiplier(n.float(), length_scale.xi, length_scale.n_train)[:, None]
-    return mul.reshape(bsz * heads, n_q)
-
-
-def _attend_biased_softmax(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, out: torch.Tensor, *,
-                           scaling: float, window: int | None, block: int, slopes: torch.Tensor,
-                           grad: bool) -> torch.Tensor:
-    """Softmax with a linear position bias: heads whose slope is 0 (NAPE's NoPE half) through PyTorch's fused
-    kernel in one causal call over the whole sequence when queries and keys coincide, the others through
-    the compiled kernel (:mod:`attnlab.site_kernel`), or where it does not apply one query block at a time
-    through PyTorch's kernel with the bias tile of :func:`position_bias` as its mask."""
-    n_q, n_k = query.shape[2], key.shape[2]
-    flat = slopes == 0
-    if n_q != n_k or window is not None:
-        # the kernel's causal mask lines the first query up with the first key, and it has no window
-        flat = torch.zeros_like(flat)
-    if bool(flat.any()):
-        idx = flat.nonzero()[:, 0]
-        out[:, :, idx] = F.scaled_dot_product_attention(query[:, idx], key[:, idx], value[:, idx], is_causal=True,
-                                                        scale=scaling).transpose(1, 2)
-    rest = (~flat).nonzero()[:, 0]
-    if not len(rest):
-        return out
-    query, key, value, slopes = query[:, rest], key[:, rest], value[:, rest], slopes[rest]
-    part = query.new_empty(query.shape[0], n_q, len(rest), query.shape[-1])
-    if not grad and site_kernel.forward(query, key, value, part, scaling=scaling, window=window, rowmap="softmax",
-                                        slopes=slopes, rowmul=None):
-        out[:, :, rest] = part
-        return out
-    for start, stop in query_blocks(n_q, block):
-        lo, hi = key_span(n_q, n_k, start, stop, window)
-        allowed = causal_mask(n_q, n_k, start, stop, window=window, device=query.device, keys=(lo, hi))
-        bias = position_bias(slopes, n_q, n_k, start, stop, (lo, hi), query.dtype)
-        _mask_tile(bias, allowed[0], start, n_k - n_q, lo, window)
-        part = F.scaled_dot_product_attention(query[:, :, start:stop], key[:, :, lo:hi], value[:, :, lo:hi],
-                                              attn_mask=bias, scale=scaling)
-        out[:, start:stop, rest] = part.transpose(1, 2)
-    return out

@@ -16,6 +16,7 @@ import pytest
 from attnlab import studies
 from attnlab.studies import concentration as sc
 from attnlab.studies import concentration_findings as cf
+from attnlab.studies import concentration_plan as cp
 from attnlab.diagnostics.stats import wilson
 from attnlab.studies import StudyConfig
 from attnlab.studies.verdict import FPR_MAX, false_positive_rate
@@ -123,7 +124,7 @@ def test_prevalence_rule_fires_at_most_5_percent_when_the_true_share_is_70():
                              "safe_p2": ~flags.reshape(-1)})
 
     def rule(rows):
-        from attnlab.commands.audit import unsafe_interval
+        from attnlab.commands.audit_tables import unsafe_interval
 
         lo, hi = unsafe_interval(rows, "safe_p2")
         return cf._prevalence_outcome(pd.DataFrame({"unsafe lo": [lo], "unsafe hi": [hi]})) is True
@@ -192,7 +193,7 @@ def tiny(monkeypatch):
     engines = {"length": 32, "audit_prompts": 2, "every": 8, "prompts": 3, "k": (1,), "random_draws": 1,
                "rank_prompts": 2, "heads_prompts": 2}
     monkeypatch.setitem(sc.BUDGETS, "smoke", dataclasses.replace(
-        sc.BUDGETS["smoke"], train=sc.TrainPlan(layers=2, heads=2, hidden=32, ffn=64, context=64, steps=3, batch=4,
+        sc.BUDGETS["smoke"], train=cp.TrainPlan(layers=2, heads=2, hidden=32, ffn=64, context=64, steps=3, batch=4,
                                                 lr=3e-3),
         **engines, suites=("induction",), suite="induction"))
     monkeypatch.setitem(sc.REAL, "smoke", dataclasses.replace(sc.REAL["smoke"], **engines, pad=None,

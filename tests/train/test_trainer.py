@@ -191,7 +191,7 @@ def test_resuming_with_another_config_names_the_fields(tmp_path):
 
 
 def test_a_checkpoint_saved_before_a_field_existed_resumes_under_its_default_only():
-    from attnlab.train.trainer import _check_resumable
+    from attnlab.train.resume import _check_resumable
 
     now = _cfg("train.steps=2").to_dict()
     older = json.loads(json.dumps(now))

@@ -184,6 +184,12 @@ def context_length(model) -> int | None:
     return getattr(model.config, "max_position_embeddings", None)
 
 
+def overrun(model, longest: int) -> str | None:
+    """"reach N tokens but the model's context is L" when ``longest`` tokens pass the model's context, else None."""
+    limit = context_length(model)
+    return None if limit is None or longest <= limit else f"reach {longest} tokens but the model's context is {limit}"
+
+
 def with_bos(tokenizer, ids: list[int], bos: bool) -> list[int]:
     """``ids`` led by the tokenizer's BOS token when ``bos`` asks for it and it is not there already."""
     if not bos or (ids and ids[0] == getattr(tokenizer, "bos_token_id", None)):
@@ -215,11 +221,8 @@ def suite_prompts(model, tokenizer, suite: str, n_prompts: int, *, seed: int = 0
                                     haystack=text, passages=texts, chat=chat)
     except tasks.SuiteError as exc:
         raise RunError(str(exc)) from exc
-    limit = context_length(model)
-    longest = max(len(p.input_ids) + len(p.answer_ids) for p in prompts)
-    if limit is not None and longest > limit:
-        raise RunError(f"prompts reach {longest} tokens but the model's context is {limit}; "
-                       "lower --pad/--length")
+    if over := overrun(model, max(len(p.input_ids) + len(p.answer_ids) for p in prompts)):
+        raise RunError(f"prompts {over}; lower --pad/--length")
     return prompts
 
 

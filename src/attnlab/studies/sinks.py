@@ -19,9 +19,10 @@ Each trained model is read on held-out inputs: 1000 with the trigger uniform ove
 distribution D of Theorems 1-2) for the losses and the per-input sink fractions, and 1000 with the
 trigger fixed at j = 8, as §4's figures are, for the mean and std maps and the BOS mass (the mean weight
 on key 1 over the queries 1 < i < j); what is read is defined in ``attnlab.studies.sinks_measures``.
-Theorem 3's zero-loss ReLU model (App. E) is built as weights (``theorem3_model``) and scored on the same
-inputs as a check. The findings, their rules and null controls are ``attnlab.studies.sinks_findings``'s; the
-figures and table captions ``attnlab.studies.sinks_section``'s.
+Theorem 3's zero-loss ReLU model (App. E) is built there as weights (``theorem3_model``) and scored on the same
+inputs as a check. The budgets, run names and raw file kinds are ``attnlab.studies.sinks_plan``'s; the findings,
+their rules and null controls ``attnlab.studies.sinks_findings``'s; the figures and table captions
+``attnlab.studies.sinks_section``'s.
 
 ``compute`` writes per run ``raw/<run>_attention.parquet`` (layer, head, query, key, mean, std; 1-based
 positions), ``raw/<run>_sinks.csv`` (per layer, head and eps: Theorem 1's fractions, and Theorem 2's per
@@ -40,8 +41,6 @@ With ``--model``, ``compute`` first measures the first-token mass of that pretra
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,115 +50,30 @@ import pandas as pd
 import torch
 
 from .. import io
-from ..model.config import ModelConfig
 from ..model.decoder import Decoder
 from ..report.sections import Section
 from ..tasks import TaskStream
 from ..tasks.vectors import TriggerAveraging
-from ..train.config import RunConfig
 from ..train.trainer import Trainer, vector_linf
 from .runner import Study, StudyConfig, StudyError, load_config, register, section
 from .sinks_findings import (bos_table, finding, layer_finding, masking_finding, masking_table, position_table,
                              run_table, sink_head_table, theorem3_finding)
-from .sinks_measures import (ARCHS, ATTENTION, DELTA, DIM, EPS, EPS_VERDICT, LENGTH, LINF_TARGET, TRIGGER,
-                             attention_maps, attention_weights, layer_writes, losses, masking, position_fractions,
-                             sink_fractions, untrained)
+from .sinks_measures import (ARCHS, DELTA, DIM, EPS, EPS_VERDICT, LENGTH, LINF_TARGET, TRIGGER, attention_maps,
+                             attention_weights, layer_writes, losses, masking, position_fractions, sink_fractions,
+                             theorem3_check, untrained)
+# Re-exported: the guide and the Theorem 3 table's caption cite it as attnlab.studies.sinks.theorem3_model.
+from .sinks_measures import theorem3_model  # noqa: F401
+from .sinks_plan import BUDGETS, RAW_KINDS, Plan, _parts, run_config, runs
 from .sinks_real import REAL, compute_real, summarize_real
 from .sinks_section import draw_figures, toy_tables
 
 NAME = "sinks"
-# A run's raw files; the loss file is written last. The untrained model's sink fractions, Theorem 2 per position
-# and the BOS-masking losses came after the first measured folders: run_piece adds them to such a folder's runs
-# from their checkpoints, without training.
-RAW_KINDS = ("_attention.parquet", "_sinks.csv", "_writes.csv", "_untrained_sinks.csv", "_positions.csv",
-             "_masking.csv", "_loss.csv")
-
-
-@dataclass(frozen=True)
-class Plan:
-    """One budget of the study: the seeds, step cap and learning rate per shape (``ARCHS``), App. A's batch, and
-    the held-out inputs in each of the two sets a run is read on (``samples``)."""
-
-    seeds: Mapping[str, int]
-    cap: Mapping[str, int]
-    lr: Mapping[str, float]
-    batch: int
-    samples: int
-
-
-# Steps a run took to App. A's stop in our timing on one CPU thread (seed 0; 1x1, 2x2, 4x4): at lr 1e-3,
-# softmax 4219, 5415, 9583 and ReLU 2208, 2902, 4553 (4x4: 18 ms a step); at 3e-3, softmax 3701, 2992, 5491 and
-# ReLU 988, 1419, 2832; at 1e-2, softmax 1986, 2029, 2669 and ReLU 182, 346, 2226. "full" keeps App. A's lr
-# 1e-3 with caps about 3x those counts; "smoke" fits a few minutes with lr 1e-2 and one 4x4 seed.
-BUDGETS: dict[str, Plan] = {
-    "smoke": Plan(seeds={"1x1": 2, "2x2": 2, "4x4": 1}, cap={"1x1": 10000, "2x2": 8000, "4x4": 8000},
-                  lr={"1x1": 1e-2, "2x2": 1e-2, "4x4": 1e-2}, batch=128, samples=1000),
-    "full": Plan(seeds={"1x1": 3, "2x2": 3, "4x4": 3}, cap={"1x1": 20000, "2x2": 20000, "4x4": 30000},
-                 lr={"1x1": 1e-3, "2x2": 1e-3, "4x4": 1e-3}, batch=128, samples=1000),
-}
-
-
-def runs(plan: Plan) -> list[str]:
-    """A budget's runs, ``<attention>_<arch>_s<k>`` for the k-th seed (seed = the study's seed + k)."""
-    return [f"{att}_{arch}_s{k}" for arch in ARCHS for att in ATTENTION for k in range(plan.seeds[arch])]
-
-
-def _parts(run: str) -> tuple[str, str, int]:
-    attention, arch, k = run.split("_")
-    return attention, arch, int(k[1:])
-
-
-def run_config(run: str, plan: Plan, seed: int) -> RunConfig:
-    """The run's config (``seed``: the study's; the run trains from seed + k): the model of the run's shape
-    (vectors in and out, no FFN/norm/bias/positions; 1x1 without residual, deeper ones with residual and
-    readout writes) and App. A's optimizer (Adam: AdamW without decay, betas (0.9, 0.999), constant lr) for at
-    most the budget's cap of steps; the study stops it earlier at App. A's l-inf rule."""
-    attention, arch, k = _parts(run)
-    shape = ARCHS[arch]
-    cap, lr = plan.cap[arch], plan.lr[arch]
-    model = {"context": LENGTH, "inputs": "vectors", "layers": shape["layers"], "heads": shape["heads"],
-             "d_model": DIM, "positions": "none", "ffn": "none", "norm": "none", "bias": False,
-             "residual": shape["residual"], "readout": "writes" if shape["residual"] else "stream",
-             "rowmap": ATTENTION[attention]}
-    train = {"steps": cap, "batch": plan.batch, "lr": lr, "min_lr": lr, "warmup": 0, "weight_decay": 0.0,
-             "betas": [0.9, 0.999], "clip": 0.0, "seed": seed + k, "eval_every": max(1, cap // 10),
-             "eval_batches": 1, "probes": False, "checkpoint_every": max(1, cap // 8), "tensorboard": False}
-    return RunConfig.from_dict({"model": model, "train": train})
 
 
 def _linf_hook(trainer: Trainer) -> dict[str, float]:
     inputs, targets = trainer.stream.val_batches(trainer.cfg.train.batch, 1)[0]
     with torch.no_grad():
         return {"val_linf": vector_linf(trainer.model(inputs), targets)}
-
-
-def theorem3_model(dim: int = DIM, length: int = LENGTH) -> Decoder:
-    """Attention Sinks Essential App. E (proof of Theorem 3) as the weights of attnlab's one-layer one-head
-    ReLU attention model: W_K = W_V = W_O = I and W_Q = e_2 e_n^T, so s_(i,k) = x_2^(i) x_n^(k). A query
-    other than the trigger has x_2 = 0 and scores 0 on every key; the trigger scores 1 exactly on the non-BOS
-    tokens before it (the bias channel x_n is 0 on BOS and on the trigger), which ReLU(s) / (j - 2) averages.
-    nn.Linear computes W x, the transpose of the paper's row vector x W_Q, and the head's 1/sqrt(n) score
-    factor is undone by scaling W_Q by sqrt(n)."""
-    cfg = ModelConfig(context=length, inputs="vectors", layers=1, heads=1, d_model=dim, positions="none",
-                      ffn="none", norm="none", bias=False, residual=False, rowmap=ATTENTION["relu"])
-    model = Decoder(cfg)
-    attn = model.layers[0].attn
-    with torch.no_grad():
-        for proj in (attn.k_proj, attn.v_proj, attn.o_proj):
-            proj.weight.copy_(torch.eye(dim))
-        attn.q_proj.weight.zero_()
-        attn.q_proj.weight[dim - 1, 1] = math.sqrt(dim)
-    return model.eval()
-
-
-@torch.no_grad()
-def theorem3_check(inputs: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
-    """``theorem3_model`` scored on a batch: its losses, the largest alpha_(i,1) over every query, and the
-    largest weight of any query other than the trigger (the proof: all zero)."""
-    model = theorem3_model(inputs.shape[-1], inputs.shape[1])
-    weights = attention_weights(model, inputs)[0, :, 0]  # (rows, L, L)
-    return {**losses(model, inputs, targets), "max_bos_weight": float(weights[..., 0].max()),
-            "max_weight_off_trigger": float(weights[~mask].max())}
 
 
 def _sink_rows(model: Decoder, batch, ids: dict[str, Any]) -> tuple[list[dict], list[dict]]:

@@ -10,8 +10,9 @@ head sinks at i (``position_fractions``: the theorem guarantees one layer and po
 position, as §4.2's Fig. 3 shows). Beyond Theorem 2, App. B.2 and Fig. 3 show a sink head in every layer; that is
 checked too, beside what each layer writes to the residual stream (``layer_writes``). The title's claim is tested
 functionally: each model is evaluated with BOS masked in every layer (``forward(mask_bos=True)``), its held-out
-loss against the unmasked one and the all-zeros predictor's. ``sink_model`` is the softmax counterpart, with a
-sink, of Theorem 3's zero-loss ReLU model, built by hand.
+loss against the unmasked one and the all-zeros predictor's. Theorem 3's zero-loss ReLU model (App. E) is built
+as weights (``theorem3_model``) and scored as a check (``theorem3_check``); ``sink_model`` is its softmax
+counterpart, with a sink, built by hand.
 """
 
 from __future__ import annotations
@@ -203,6 +204,35 @@ def position_fractions(weights: torch.Tensor, triggers: torch.Tensor, eps: float
     with np.errstate(invalid="ignore", divide="ignore"):
         frac = (hit & pre).sum(0).numpy() / count
     return np.where(count > 0, frac, np.nan), count
+
+
+def theorem3_model(dim: int = DIM, length: int = LENGTH) -> Decoder:
+    """Attention Sinks Essential App. E (proof of Theorem 3) as the weights of attnlab's one-layer one-head
+    ReLU attention model: W_K = W_V = W_O = I and W_Q = e_2 e_n^T, so s_(i,k) = x_2^(i) x_n^(k). A query
+    other than the trigger has x_2 = 0 and scores 0 on every key; the trigger scores 1 exactly on the non-BOS
+    tokens before it (the bias channel x_n is 0 on BOS and on the trigger), which ReLU(s) / (j - 2) averages.
+    nn.Linear computes W x, the transpose of the paper's row vector x W_Q, and the head's 1/sqrt(n) score
+    factor is undone by scaling W_Q by sqrt(n)."""
+    cfg = ModelConfig(context=length, inputs="vectors", layers=1, heads=1, d_model=dim, positions="none",
+                      ffn="none", norm="none", bias=False, residual=False, rowmap=ATTENTION["relu"])
+    model = Decoder(cfg)
+    attn = model.layers[0].attn
+    with torch.no_grad():
+        for proj in (attn.k_proj, attn.v_proj, attn.o_proj):
+            proj.weight.copy_(torch.eye(dim))
+        attn.q_proj.weight.zero_()
+        attn.q_proj.weight[dim - 1, 1] = math.sqrt(dim)
+    return model.eval()
+
+
+@torch.no_grad()
+def theorem3_check(inputs: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
+    """``theorem3_model`` scored on a batch: its losses, the largest alpha_(i,1) over every query, and the
+    largest weight of any query other than the trigger (the proof: all zero)."""
+    model = theorem3_model(inputs.shape[-1], inputs.shape[1])
+    weights = attention_weights(model, inputs)[0, :, 0]  # (rows, L, L)
+    return {**losses(model, inputs, targets), "max_bos_weight": float(weights[..., 0].max()),
+            "max_weight_off_trigger": float(weights[~mask].max())}
 
 
 def sink_model(c: float = 20.0, dim: int = DIM, length: int = LENGTH) -> Decoder:

@@ -9,14 +9,11 @@ the uninterrupted run bit for bit on CPU, and a run on N processes sees the same
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import math
-import os
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,32 +23,18 @@ from torch import nn
 from tqdm import tqdm
 
 from .. import io
-from ..model.config import ConfigError, ModelConfig
+from ..model.config import ConfigError
 from ..model.decoder import Decoder, loss
-from ..workers import world_size
 from . import checkpoint as ckpt
 from . import probes
-from .config import SECTIONS, RunConfig
+from .config import RunConfig
 from .data import DEFAULT_VAL_FRACTION, Batches, TextStream, TokenWindows, load_tokenizer, text_files
 from .metrics import Metrics, TrainError, _truncate_metrics, write_tables
 from .optim import cosine_lr, make_optimizer, set_lr, upper_qk_names
 from .release import Release, cadence_warnings, reads_score
+from .resume import RUN_FILES, _check_resumable, _is_run
 from .shards import ShardStream
-
-# Fields that change nothing a step computes, so a resumed run may differ in them.
-RESUMABLE_CHANGES = {"train.checkpoint_every", "train.keep", "train.tensorboard", "train.probes"}
-# What a run writes into its folder: a fresh run refuses a folder holding any of them.
-RUN_FILES = ("config.json", "metrics.jsonl", "train.csv", "eval.csv", "summary.json", ckpt.CHECKPOINTS, "tensorboard")
-
-
-def _is_run(folder: Path) -> bool:
-    """Whether ``folder`` holds a run the trainer started: its config.json, which the trainer writes before the
-    first step, with the data stream it records."""
-    try:
-        written = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(written, dict) and "data_stream" in written
+from .world import World, _max, _mean, init_world
 
 
 def vector_loss(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -63,32 +46,6 @@ def vector_loss(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 def vector_linf(outputs: torch.Tensor, targets: torch.Tensor) -> float:
     """Attention Sinks Essential §3.2's l-infinity loss on a batch: the largest l2 error over rows and positions."""
     return float((outputs.detach().float() - targets.float()).norm(dim=-1).max())
-
-
-@dataclass(frozen=True)
-class World:
-    rank: int = 0
-    size: int = 1
-    device: torch.device = torch.device("cpu")
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-
-def init_world() -> World:
-    """The process group torchrun describes in the environment (gloo on CPU, nccl on CUDA), or a world of
-    one when run directly."""
-    size = world_size()
-    if torch.cuda.is_available():
-        local = int(os.environ.get("LOCAL_RANK", "0"))
-        torch.cuda.set_device(local)
-        device = torch.device("cuda", local)
-    else:
-        device = torch.device("cpu")
-    if size > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    return World(int(os.environ.get("RANK", "0")), size, device)
 
 
 def make_stream(cfg: RunConfig) -> TokenWindows:
@@ -105,28 +62,6 @@ def make_stream(cfg: RunConfig) -> TokenWindows:
                       max_tokens=data.max_tokens)
 
 
-def _flat(config: dict[str, Any]) -> dict[str, Any]:
-    return {f"{section}.{key}": value for section, table in config.items() for key, value in table.items()}
-
-
-def _field_defaults() -> dict[str, Any]:
-    """Every run-config field that has a default, flat ("model.readout": "stream")."""
-    return {f"{section}.{f.name}": f.default for section, cls in {"model": ModelConfig, **SECTIONS}.items()
-            for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
-
-
-def _check_resumable(saved: dict[str, Any], current: dict[str, Any]) -> None:
-    # A checkpoint saved before a field existed ran as that field's default does (a new field's default keeps
-    # the old behaviour), so its absence matches the default and nothing else.
-    defaults = _field_defaults()
-    keep = {k: v for k, v in _flat(saved).items() if k not in RESUMABLE_CHANGES}
-    now = {k: v for k, v in _flat(current).items() if k not in RESUMABLE_CHANGES}
-    for key, value in now.items():
-        if key not in keep and key in defaults and value == defaults[key]:
-            keep[key] = value
-    ckpt.check_compatible(keep, now, what="run config")
-
-
 def _step_seed(seed: int, step: int, rank: int) -> int:
     return (seed * 1_000_003 + step * 7919 + rank) % 2**63
 
@@ -135,22 +70,6 @@ def _autocast(precision: str, device: torch.device):
     if precision == "bf16":
         return torch.autocast(device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
-
-
-def _max(value: float, world: World) -> float:
-    if world.size == 1:
-        return value
-    t = torch.tensor([value], dtype=torch.float64, device=world.device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return float(t)
-
-
-def _mean(value: float, world: World) -> float:
-    if world.size == 1:
-        return value
-    t = torch.tensor([value], dtype=torch.float64, device=world.device)
-    dist.all_reduce(t)
-    return float(t) / world.size
 
 
 EvalHook = Callable[["Trainer"], Mapping[str, float]]
