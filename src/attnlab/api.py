@@ -27,8 +27,8 @@ from .api_checks import (as_prompts, biases, check_biases, check_count, check_mo
 from .api_sinks import MIN_QUERY, first_token_mass, head_table, sink_documents
 from .commands.audit import TARGETS, read_audit
 from .commands.heads import RULES, SUITE, classify_heads, read_heads
-from .commands.readout import FLAGS, check_queries
-from .commands.runs import model_device, recipe_b_auto
+from .commands.readout import FLAGS, check_queries, model_device
+from .commands.runs import recipe_b_auto
 from .commands.substitute import expand_recipes, substitution
 from .diagnostics import rows as _rows
 from .diagnostics.stream import RowStatsCollector

@@ -12,7 +12,8 @@ import torch
 from torch import nn
 
 from . import hooks, tasks
-from .commands.runs import Bias, calibration_ids, model_device, overrun
+from .commands.readout import model_device
+from .commands.runs import Bias, calibration_ids, overrun
 
 
 def check_count(name: str, value, low: int = 1) -> int:

@@ -33,9 +33,9 @@ from ..site import DEFAULT_BLOCK
 # percent too, which the studies read as audit.percent beside the tables it fills
 from .audit_tables import bound_validation, head_medians, percent, prevalence  # noqa: F401
 from .heads import head_type_table
-from .readout import FLAGS, QUERIES_HELP, check_queries, prompt_reading
+from .readout import FLAGS, QUERIES_HELP, check_queries, prompt_reading, read_tables
 from .runs import (Bias, RunError, SuiteRun, biases, calibration_record, load, model_record, parse_biases,
-                   prompt_record, read_tables, run_prompts, settings, staged_output)
+                   prompt_record, run_prompts, settings, staged_output)
 from .sections import compares, register
 
 GAP_COLUMNS = ("lambda_n", "alpha_n", "contact_gap")

@@ -25,9 +25,9 @@ from ..io import check_output, write_json, write_table
 from ..options import command_line, option
 from ..report.sections import Section, Table
 from ..site import DEFAULT_BLOCK
-from .readout import FLAGS, QUERIES_HELP, check_queries, prompt_reading
-from .runs import (CheckpointRun, RunError, check_count, load, model_record, prompt_record, read_tables, settings,
-                   staged_output, suite_prompts)
+from .readout import FLAGS, QUERIES_HELP, check_queries, prompt_reading, read_tables
+from .runs import (CheckpointRun, RunError, check_count, load, model_record, prompt_record, settings, staged_output,
+                   suite_prompts)
 from .sections import register
 
 SUITE = "induction"

@@ -111,6 +111,37 @@ class _Observer:
                            target=target, flags={"answer_key": is_answer})
 
 
+def model_device(model) -> torch.device:
+    """The device of the model's first parameter: where its inputs go."""
+    try:
+        return next(model.parameters()).device
+    except StopIteration:
+        return torch.device("cpu")
+
+
+def read_tables(model, readings: Sequence[Reading], sinks: Mapping[str, RowStatsWriter], *,
+                device: str | torch.device | None = None, block: int = DEFAULT_BLOCK, desc: str = "rows",
+                progress: bool = True) -> dict:
+    """Read rows into any row sinks: one forward per reading (on ``device``, default the model's),
+    the chosen rows of every layer's score blocks added to each sink (label -> a ``RowStatsWriter`` writing a
+    file, or a ``RowStatsCollector`` keeping the rows in memory). Returns label -> what each sink's close
+    returns (its path, or its DataFrame); a failure aborts every sink. The one reading loop of every command
+    that reads rows, on the command line and in ``attnlab.api`` alike."""
+    device = model_device(model) if device is None else device
+    observer = _Observer(sinks.values())
+    try:
+        for i, reading in enumerate(progress_of(readings, desc=desc, unit="input", enabled=progress)):
+            observer.start(i, reading)
+            ids = torch.tensor([reading.ids], device=device)
+            with hooks.observed(model, observer, block=block), torch.no_grad():
+                model(input_ids=ids)
+        return {label: sink.close() for label, sink in sinks.items()}
+    except BaseException:
+        for sink in sinks.values():
+            sink.abort()
+        raise
+
+
 def read_rows(model, readings: Sequence[Reading], options: Mapping[str, RowOptions], stage: str | os.PathLike,
               *, config: dict, device: str, block: int = DEFAULT_BLOCK, desc: str = "rows",
               progress: bool = True) -> dict[str, Path]:
@@ -119,15 +150,4 @@ def read_rows(model, readings: Sequence[Reading], options: Mapping[str, RowOptio
     A failure drops every partial table."""
     writers = {label: RowStatsWriter(Path(stage) / f"rows_{label}.parquet", opt, config=config, flags=FLAGS)
                for label, opt in options.items()}
-    observer = _Observer(writers.values())
-    try:
-        for i, reading in enumerate(progress_of(readings, desc=desc, unit="input", enabled=progress)):
-            observer.start(i, reading)
-            ids = torch.tensor([reading.ids], device=device)
-            with hooks.observed(model, observer, block=block), torch.no_grad():
-                model(input_ids=ids)
-        return {label: w.close() for label, w in writers.items()}
-    except BaseException:
-        for w in writers.values():
-            w.abort()
-        raise
+    return read_tables(model, readings, writers, device=device, block=block, desc=desc, progress=progress)

@@ -13,19 +13,16 @@ import json
 import math
 import os
 import shutil
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
 from .. import hooks, io, options, tasks
-from ..diagnostics.stream import RowStatsWriter
 from ..errors import Error
 from ..options import MODEL_HELP, option
-from ..progress import progress as progress_of
 from ..site import DEFAULT_BLOCK
-from .readout import Reading, _Observer
 
 CALIBRATION_TOKENS = 1024  # Polynomial Concentration App. B: a held-out 1024-token generic-text input
 STAGING = ".staging-"  # a run's hidden staging folder in --out, named with its pid
@@ -301,34 +298,3 @@ def recipe_b_auto(model, tokenizer, recipes: Sequence[str], device: str, b_auto:
     if b_auto is None and any(n.endswith("_bauto") for n in recipes):
         return hooks.calibrate_b_auto(model, calibration_ids(model, tokenizer, device, calibration))
     return b_auto
-
-
-def model_device(model) -> torch.device:
-    """The device of the model's first parameter: where its inputs go."""
-    try:
-        return next(model.parameters()).device
-    except StopIteration:
-        return torch.device("cpu")
-
-
-def read_tables(model, readings: Sequence[Reading], sinks: Mapping[str, RowStatsWriter], *,
-                device: str | torch.device | None = None, block: int = DEFAULT_BLOCK, desc: str = "rows",
-                progress: bool = True) -> dict:
-    """``readout.read_rows`` into any row sinks: one forward per reading (on ``device``, default the model's),
-    the chosen rows of every layer's score blocks added to each sink (label -> a ``RowStatsWriter`` writing a
-    file, or a ``RowStatsCollector`` keeping the rows in memory). Returns label -> what each sink's close
-    returns (its path, or its DataFrame); a failure aborts every sink. The one reading loop of ``audit`` and
-    ``heads``, on the command line and in ``attnlab.api`` alike."""
-    device = model_device(model) if device is None else device
-    observer = _Observer(sinks.values())
-    try:
-        for i, reading in enumerate(progress_of(readings, desc=desc, unit="input", enabled=progress)):
-            observer.start(i, reading)
-            ids = torch.tensor([reading.ids], device=device)
-            with hooks.observed(model, observer, block=block), torch.no_grad():
-                model(input_ids=ids)
-        return {label: sink.close() for label, sink in sinks.items()}
-    except BaseException:
-        for sink in sinks.values():
-            sink.abort()
-        raise

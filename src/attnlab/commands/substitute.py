@@ -23,8 +23,9 @@ from ..io import check_output, write_json, write_parquet, write_table
 from ..options import command_line, option
 from ..progress import progress as progress_of
 from ..report.sections import Section, Table
-from .runs import (RunError, SuiteRun, calibration_record, load, model_device, model_record, prompt_record,
-                   recipe_b_auto, run_prompts, settings, staged_output)
+from .readout import model_device
+from .runs import (RunError, SuiteRun, calibration_record, load, model_record, prompt_record, recipe_b_auto,
+                   run_prompts, settings, staged_output)
 from .sections import register
 
 BASELINE = "softmax"
