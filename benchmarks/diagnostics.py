@@ -8,7 +8,8 @@ the same float32 rows (N(0, 1), causal mask over the last query block) go throug
 through ``row_stats``, one block of the engine's size (``rows.CHUNK_VALUES`` scores, as the streaming
 writer hands it over). Each round times both side by side (best of --reps each); the figure is the
 median over rounds of the ratio, since shared machines drift. The naive baseline calls ``row_stats``
-one row at a time, as a per-row script would (timed on a few rows and scaled). Peak memory: a fresh process builds the same rows and mask, runs the bundle on one row (the
+one row at a time, as a per-row script would (timed on a few rows and scaled). Peak memory: a fresh process builds the
+same rows and mask, runs the bundle on one row (the
 first call lazily imports some 500 modules, sympy among them, which would otherwise be charged to the
 bundle), resets its resident-set high-water mark (writing 5 to /proc/self/clear_refs, Linux >= 4.0, as
 ``benchmarks/hooks.py`` does), reads its resident set (/proc/self/statm), runs one bundle and reports the
@@ -71,22 +72,41 @@ def bench(rows: int, keys: int, rounds: int, reps: int, naive_rows: int, threads
     z, mask = inputs(rows, keys)
     softs, fulls = [], []
     for _ in range(rounds):
-        softs.append(_best(lambda: torch.softmax(z.masked_fill(~mask, float("-inf")) if mask is not None else z,
-                                                 -1), reps))
+        softs.append(
+            _best(lambda: torch.softmax(z.masked_fill(~mask, float("-inf")) if mask is not None else z, -1), reps)
+        )
         fulls.append(_best(lambda: row_stats(z, mask), reps))
     ratios = [f / s for f, s in zip(fulls, softs)]
     soft, full = statistics.median(softs), statistics.median(fulls)
-    naive = _best(lambda: [row_stats(z[i:i + 1], None if mask is None else mask[i:i + 1])
-                           for i in range(naive_rows)], 1) * rows / naive_rows
-    out = subprocess.run([sys.executable, "-c", PEAK, str(rows), str(keys), str(threads),
-                          str(Path(__file__).resolve().parent)],
-                         capture_output=True, text=True, check=True).stdout.split()
+    naive = (
+        _best(
+            lambda: [row_stats(z[i : i + 1], None if mask is None else mask[i : i + 1]) for i in range(naive_rows)], 1
+        )
+        * rows
+        / naive_rows
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", PEAK, str(rows), str(keys), str(threads), str(Path(__file__).resolve().parent)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     reset, before, after = (int(v) for v in out[-3:])
-    return {"rows": rows, "keys": keys, "softmax_s": soft, "bundle_s": full, "naive_s": naive,
-            "bundle_ratio": statistics.median(ratios), "bundle_ratio_range": [min(ratios), max(ratios)],
-            "naive_ratio": naive / soft, "rows_per_s": rows / full,
-            "input_mib": z.numel() * 4 / 2**20, "peak_rss_mib": after / 1024,
-            "peak_rss_growth_mib": (after - before) / 1024, "high_water_reset": bool(reset)}
+    return {
+        "rows": rows,
+        "keys": keys,
+        "softmax_s": soft,
+        "bundle_s": full,
+        "naive_s": naive,
+        "bundle_ratio": statistics.median(ratios),
+        "bundle_ratio_range": [min(ratios), max(ratios)],
+        "naive_ratio": naive / soft,
+        "rows_per_s": rows / full,
+        "input_mib": z.numel() * 4 / 2**20,
+        "peak_rss_mib": after / 1024,
+        "peak_rss_growth_mib": (after - before) / 1024,
+        "high_water_reset": bool(reset),
+    }
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -100,16 +120,28 @@ def main(argv: list[str] | None = None) -> dict:
     torch.set_num_threads(args.threads)
     tune_malloc()
     results = [bench(r, k, args.rounds, args.reps, args.naive_rows, args.threads) for r, k in SHAPES]
-    print(f"row_stats bundle vs one torch.softmax pass over the same float32 rows ({args.threads} threads, "
-          f"median ratio over {args.rounds} rounds of best-of-{args.reps}; {kernel.status()})")
+    print(
+        f"row_stats bundle vs one torch.softmax pass over the same float32 rows ({args.threads} threads, "
+        f"median ratio over {args.rounds} rounds of best-of-{args.reps}; {kernel.status()})"
+    )
     print("| keys | rows | bundle / softmax (range) | naive per-row loop / softmax | rows/s | peak RSS (growth) |")
     print("|---|---|---|---|---|---|")
     for r in results:
         lo, hi = r["bundle_ratio_range"]
-        print(f"| {r['keys']} | {r['rows']} | {r['bundle_ratio']:.1f}x ({lo:.1f}-{hi:.1f}) | {r['naive_ratio']:.0f}x | "
-              f"{r['rows_per_s']:.0f} | {r['peak_rss_mib']:.0f} MiB (+{r['peak_rss_growth_mib']:.0f}) |")
-    write_json(args.out, {"threads": args.threads, "rounds": args.rounds, "reps": args.reps,
-                          "kernel": kernel.status(), "results": results})
+        print(
+            f"| {r['keys']} | {r['rows']} | {r['bundle_ratio']:.1f}x ({lo:.1f}-{hi:.1f}) | {r['naive_ratio']:.0f}x | "
+            f"{r['rows_per_s']:.0f} | {r['peak_rss_mib']:.0f} MiB (+{r['peak_rss_growth_mib']:.0f}) |"
+        )
+    write_json(
+        args.out,
+        {
+            "threads": args.threads,
+            "rounds": args.rounds,
+            "reps": args.reps,
+            "kernel": kernel.status(),
+            "results": results,
+        },
+    )
     print(f"wrote {args.out}")
     return {"results": results}
 

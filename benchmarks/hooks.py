@@ -61,8 +61,15 @@ from attnlab.perf import tune_malloc
 
 RECIPES = ("relu_p4_b1", "sigmoid_b0", "entmax_a1.5")
 EVERY = (16, 1)
-CONFIG = dict(vocab_size=8192, hidden_size=512, intermediate_size=1376, num_hidden_layers=8,
-              num_attention_heads=8, num_key_value_heads=8, max_position_embeddings=8192)
+CONFIG = dict(
+    vocab_size=8192,
+    hidden_size=512,
+    intermediate_size=1376,
+    num_hidden_layers=8,
+    num_attention_heads=8,
+    num_key_value_heads=8,
+    max_position_embeddings=8192,
+)
 OPTIONS = dict(p=(2, 4, 8, 16), b=0.0)
 SLOW_EVERY = 4  # audits sampling more densely than this are timed once per round and not warmed up
 TARGETS = {"audit every=16": 2.0, "substituted": 1.3, "peak_audit_mib": 2048}
@@ -86,8 +93,15 @@ def prompt(tokens: int, seed: int = 0, vocab: int = CONFIG["vocab_size"]) -> tor
 def audit_forward(model: torch.nn.Module, ids: torch.Tensor, every: int, folder: Path) -> int:
     """One prompt of ``attnlab audit``: returns the number of rows written."""
     reading = readout.Reading(tuple(ids[0].tolist()), readout.select_queries(f"every:{every}", ids.shape[1]))
-    paths = readout.read_rows(model, [reading], {f"every{every}": RowOptions.make(**OPTIONS)}, folder, config={},
-                              device=str(ids.device), progress=False)
+    paths = readout.read_rows(
+        model,
+        [reading],
+        {f"every{every}": RowOptions.make(**OPTIONS)},
+        folder,
+        config={},
+        device=str(ids.device),
+        progress=False,
+    )
     return pq.ParquetFile(paths[f"every{every}"]).metadata.num_rows
 
 
@@ -112,17 +126,26 @@ with tempfile.TemporaryDirectory() as folder:
 
 
 def peak(variant: str, tokens: int, threads: int) -> dict:
-    out = subprocess.run([sys.executable, "-c", PEAK, str(tokens), variant, str(threads),
-                          str(Path(__file__).resolve().parent)],
-                         capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", PEAK, str(tokens), variant, str(threads), str(Path(__file__).resolve().parent)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     reset, before, after, maxrss = (int(v) for v in out[-4:])
-    return {"tokens": tokens, "rss_before_mib": before / 1024, "peak_rss_mib": after / 1024,
-            "peak_rss_growth_mib": (after - before) / 1024, "high_water_reset": bool(reset),
-            "ru_maxrss_mib": maxrss / 1024}
+    return {
+        "tokens": tokens,
+        "rss_before_mib": before / 1024,
+        "peak_rss_mib": after / 1024,
+        "peak_rss_growth_mib": (after - before) / 1024,
+        "high_water_reset": bool(reset),
+        "ru_maxrss_mib": maxrss / 1024,
+    }
 
 
-def variants(model: torch.nn.Module, ids: torch.Tensor, folder: Path, every: tuple[int, ...],
-             recipes: tuple[str, ...]) -> dict[str, Callable[[], object]]:
+def variants(
+    model: torch.nn.Module, ids: torch.Tensor, folder: Path, every: tuple[int, ...], recipes: tuple[str, ...]
+) -> dict[str, Callable[[], object]]:
     def eager():
         with torch.no_grad():
             return model(input_ids=ids).logits
@@ -138,15 +161,20 @@ def variants(model: torch.nn.Module, ids: torch.Tensor, folder: Path, every: tup
         def run():
             with hooks.substituted(model, name), torch.no_grad():
                 return model(input_ids=ids).logits
+
         return run
 
-    return {"eager": eager, "observed no-op": noop,
-            **{f"audit every={k}": audited(k) for k in every},
-            **{f"substituted {name}": substituted(name) for name in recipes}}
+    return {
+        "eager": eager,
+        "observed no-op": noop,
+        **{f"audit every={k}": audited(k) for k in every},
+        **{f"substituted {name}": substituted(name) for name in recipes},
+    }
 
 
-def bench(tokens: int, rounds: int, reps: int, every: tuple[int, ...], recipes: tuple[str, ...],
-          name: str | None = None) -> dict:
+def bench(
+    tokens: int, rounds: int, reps: int, every: tuple[int, ...], recipes: tuple[str, ...], name: str | None = None
+) -> dict:
     model = build(name=name)
     ids = prompt(tokens, vocab=model.config.vocab_size)
     with tempfile.TemporaryDirectory() as folder:
@@ -171,9 +199,13 @@ def bench(tokens: int, rounds: int, reps: int, every: tuple[int, ...], recipes: 
     base = times["eager"]
     results = {}
     for name, ts in times.items():
-        results[name] = {"best_s": min(ts), "round_best_s": ts, "ratio": min(ts) / min(base),
-                         "median_round_ratio": statistics.median(t / b for t, b in zip(ts, base, strict=True)),
-                         "calls_per_round": 1 if name in slow else reps}
+        results[name] = {
+            "best_s": min(ts),
+            "round_best_s": ts,
+            "ratio": min(ts) / min(base),
+            "median_round_ratio": statistics.median(t / b for t, b in zip(ts, base, strict=True)),
+            "calls_per_round": 1 if name in slow else reps,
+        }
         if name in rows:
             results[name]["rows_written"] = rows[name]
     return {"tokens": tokens, "observed_logits_bit_identical": identical, "variants": results}
@@ -189,8 +221,12 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--every", default=",".join(map(str, EVERY)), help="comma-separated audit sampling steps")
     ap.add_argument("--recipes", default=",".join(RECIPES), help="comma-separated row maps to substitute")
     ap.add_argument("--no-peak", action="store_true", help="skip the peak-memory subprocesses")
-    ap.add_argument("--model", default=None, help="a real model instead of the random Llama, e.g. smollm2 "
-                                                  "(attnlab fetch smollm2); the peak runs stay on the random one")
+    ap.add_argument(
+        "--model",
+        default=None,
+        help="a real model instead of the random Llama, e.g. smollm2 "
+        "(attnlab fetch smollm2); the peak runs stay on the random one",
+    )
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/hooks.json"))
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -198,34 +234,54 @@ def main(argv: list[str] | None = None) -> dict:
     every = tuple(int(k) for k in args.every.split(","))
     recipes = tuple(args.recipes.split(","))
     timed = bench(args.tokens, args.rounds, args.reps, every, recipes, args.model)
-    peaks = {} if args.no_peak else {
-        name: peak(variant, args.peak_tokens, args.threads)
-        for name, variant in [("eager", "eager"), *((f"audit every={k}", str(k)) for k in every)]}
-    payload = {"threads": args.threads, "rounds": args.rounds, "reps": args.reps, "torch": torch.__version__,
-               "transformers": __import__("transformers").__version__, "malloc": malloc,
-               "date": datetime.date.today().isoformat(),
-               "model": {"type": "llama", **CONFIG} if args.model is None else {"name": args.model},
-               "dtype": "float32", "baseline": "eager forward, same model and prompt, same rounds",
-               "audit_options": {**OPTIONS, "every": list(every)}, "targets": TARGETS,
-               "timed": timed, "peak": peaks}
+    peaks = (
+        {}
+        if args.no_peak
+        else {
+            name: peak(variant, args.peak_tokens, args.threads)
+            for name, variant in [("eager", "eager"), *((f"audit every={k}", str(k)) for k in every)]
+        }
+    )
+    payload = {
+        "threads": args.threads,
+        "rounds": args.rounds,
+        "reps": args.reps,
+        "torch": torch.__version__,
+        "transformers": __import__("transformers").__version__,
+        "malloc": malloc,
+        "date": datetime.date.today().isoformat(),
+        "model": {"type": "llama", **CONFIG} if args.model is None else {"name": args.model},
+        "dtype": "float32",
+        "baseline": "eager forward, same model and prompt, same rounds",
+        "audit_options": {**OPTIONS, "every": list(every)},
+        "targets": TARGETS,
+        "timed": timed,
+        "peak": peaks,
+    }
     write_json(args.out, payload)
     what = "Llama 8 x 512 random weights" if args.model is None else args.model
-    print(f"forward time / eager forward time, {what}, {args.tokens} tokens, float32, "
-          f"{args.threads} threads, {malloc} malloc, {args.rounds} interleaved rounds of best-of-{args.reps} "
-          f"(audit every<{SLOW_EVERY}: 1 call per round)")
+    print(
+        f"forward time / eager forward time, {what}, {args.tokens} tokens, float32, "
+        f"{args.threads} threads, {malloc} malloc, {args.rounds} interleaved rounds of best-of-{args.reps} "
+        f"(audit every<{SLOW_EVERY}: 1 call per round)"
+    )
     print("| forward | best | / eager (best) | / eager (median round) | rows diagnosed |")
     print("|---|---|---|---|---|")
     for name, r in timed["variants"].items():
-        print(f"| {name} | {r['best_s']:.2f} s | {r['ratio']:.2f}x | {r['median_round_ratio']:.2f}x | "
-              f"{r.get('rows_written', '')} |")
+        print(
+            f"| {name} | {r['best_s']:.2f} s | {r['ratio']:.2f}x | {r['median_round_ratio']:.2f}x | "
+            f"{r.get('rows_written', '')} |"
+        )
     print(f"observed no-op logits bit-identical to eager: {timed['observed_logits_bit_identical']}")
     if peaks:
         print(f"peak resident memory, fresh process, {args.peak_tokens} tokens")
         print("| forward | RSS before | peak RSS | growth |")
         print("|---|---|---|---|")
         for name, r in peaks.items():
-            print(f"| {name} | {r['rss_before_mib']:.0f} MiB | {r['peak_rss_mib']:.0f} MiB | "
-                  f"+{r['peak_rss_growth_mib']:.0f} MiB |")
+            print(
+                f"| {name} | {r['rss_before_mib']:.0f} MiB | {r['peak_rss_mib']:.0f} MiB | "
+                f"+{r['peak_rss_growth_mib']:.0f} MiB |"
+            )
     print(f"wrote {args.out}")
     return payload
 

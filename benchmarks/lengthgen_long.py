@@ -48,13 +48,24 @@ print(int(reset), before, peak_rss(), seconds, max(result["support"]))
 
 
 def bench_row(task: str, train_len: int, name: str, length: int, threads: int) -> dict:
-    out = subprocess.run([sys.executable, "-c", ROW, task, str(train_len), name, str(threads), str(length)],
-                         capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", ROW, task, str(train_len), name, str(threads), str(length)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     reset, before, after, seconds, support = int(out[-5]), int(out[-4]), int(out[-3]), float(out[-2]), float(out[-1])
-    return {"variant": name, "tokens": length, "seconds": seconds, "rss_before_mib": before / 1024,
-            "peak_rss_mib": after / 1024, "peak_rss_growth_mib": (after - before) / 1024,
-            "high_water_reset": bool(reset), "mean_support_max_layer": support,
-            "within_bound": after / 2**20 <= BOUND_GIB}
+    return {
+        "variant": name,
+        "tokens": length,
+        "seconds": seconds,
+        "rss_before_mib": before / 1024,
+        "peak_rss_mib": after / 1024,
+        "peak_rss_growth_mib": (after - before) / 1024,
+        "high_water_reset": bool(reset),
+        "mean_support_max_layer": support,
+        "within_bound": after / 2**20 <= BOUND_GIB,
+    }
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -74,11 +85,23 @@ def main(argv: list[str] | None = None) -> dict:
         for name in args.maps:
             r = bench_row(args.task, args.train_len, name, length, args.threads)
             rows.append(r)
-            print(f"| {length} | {name} | {r['seconds']:.1f} s | {r['peak_rss_mib']:.0f} MiB | "
-                  f"+{r['peak_rss_growth_mib']:.0f} MiB | {r['within_bound']} |", flush=True)
-            write_json(args.out, {"task": args.task, "train_len": args.train_len, "threads": args.threads,
-                                  "torch": torch.__version__, "date": datetime.date.today().isoformat(),
-                                  "bound_gib": BOUND_GIB, "rows": rows})
+            print(
+                f"| {length} | {name} | {r['seconds']:.1f} s | {r['peak_rss_mib']:.0f} MiB | "
+                f"+{r['peak_rss_growth_mib']:.0f} MiB | {r['within_bound']} |",
+                flush=True,
+            )
+            write_json(
+                args.out,
+                {
+                    "task": args.task,
+                    "train_len": args.train_len,
+                    "threads": args.threads,
+                    "torch": torch.__version__,
+                    "date": datetime.date.today().isoformat(),
+                    "bound_gib": BOUND_GIB,
+                    "rows": rows,
+                },
+            )
     print(f"wrote {args.out}")
     return {"rows": rows}
 

@@ -63,11 +63,20 @@ print(int(reset), before, peak_rss(), seconds)
 
 
 def bench_row(tokens: int, config: dict, threads: int, unfused: bool) -> dict:
-    out = subprocess.run([sys.executable, "-c", ROW, str(tokens), str(threads), repr({**MODEL, **config}),
-                          "1" if unfused else "0"], capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", ROW, str(tokens), str(threads), repr({**MODEL, **config}), "1" if unfused else "0"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     reset, before, after, seconds = int(out[-4]), int(out[-3]), int(out[-2]), float(out[-1])
-    return {"seconds": seconds, "rss_before_mib": before / 1024, "peak_rss_mib": after / 1024,
-            "peak_rss_growth_mib": (after - before) / 1024, "high_water_reset": bool(reset)}
+    return {
+        "seconds": seconds,
+        "rss_before_mib": before / 1024,
+        "peak_rss_mib": after / 1024,
+        "peak_rss_growth_mib": (after - before) / 1024,
+        "high_water_reset": bool(reset),
+    }
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -83,24 +92,43 @@ def main(argv: list[str] | None = None) -> dict:
         runs = [(name, config, False) for name, config in VARIANTS.items()]
         if args.unfused:
             runs += [(name, config, True) for name, config in VARIANTS.items() if config["rowmap"] != "softmax"]
-        rounds = [[bench_row(tokens, config, args.threads, unfused) for _, config, unfused in runs]
-                  for _ in range(args.rounds)]
+        rounds = [
+            [bench_row(tokens, config, args.threads, unfused) for _, config, unfused in runs]
+            for _ in range(args.rounds)
+        ]
         for i, (name, _, unfused) in enumerate(runs):
             mine = [r[i] for r in rounds]
             ratios = [r[i]["seconds"] / r[0]["seconds"] for r in rounds]
-            row = {"tokens": tokens, "variant": name + (" unfused" if unfused else ""),
-                   "seconds": [m["seconds"] for m in mine], "median_round_ratio": statistics.median(ratios),
-                   "ratio_range": [min(ratios), max(ratios)],
-                   "peak_rss_mib": max(m["peak_rss_mib"] for m in mine),
-                   "peak_rss_growth_mib": max(m["peak_rss_growth_mib"] for m in mine)}
+            row = {
+                "tokens": tokens,
+                "variant": name + (" unfused" if unfused else ""),
+                "seconds": [m["seconds"] for m in mine],
+                "median_round_ratio": statistics.median(ratios),
+                "ratio_range": [min(ratios), max(ratios)],
+                "peak_rss_mib": max(m["peak_rss_mib"] for m in mine),
+                "peak_rss_growth_mib": max(m["peak_rss_growth_mib"] for m in mine),
+            }
             rows.append(row)
-            print(f"| {tokens} | {row['variant']} | {statistics.median(row['seconds']):.2f} s | "
-                  f"{row['median_round_ratio']:.1f}x ({min(ratios):.1f}-{max(ratios):.1f}) | "
-                  f"{row['peak_rss_mib']:.0f} MiB | +{row['peak_rss_growth_mib']:.0f} MiB |", flush=True)
-    write_json(args.out, {"threads": args.threads, "rounds": args.rounds, "torch": torch.__version__,
-                          "date": datetime.date.today().isoformat(), "model": MODEL, "variants": VARIANTS,
-                          "targets": TARGETS, "baseline": "softmax with RoPE through scaled_dot_product_attention, "
-                          "same length, same run", "rows": rows})
+            print(
+                f"| {tokens} | {row['variant']} | {statistics.median(row['seconds']):.2f} s | "
+                f"{row['median_round_ratio']:.1f}x ({min(ratios):.1f}-{max(ratios):.1f}) | "
+                f"{row['peak_rss_mib']:.0f} MiB | +{row['peak_rss_growth_mib']:.0f} MiB |",
+                flush=True,
+            )
+    write_json(
+        args.out,
+        {
+            "threads": args.threads,
+            "rounds": args.rounds,
+            "torch": torch.__version__,
+            "date": datetime.date.today().isoformat(),
+            "model": MODEL,
+            "variants": VARIANTS,
+            "targets": TARGETS,
+            "baseline": "softmax with RoPE through scaled_dot_product_attention, same length, same run",
+            "rows": rows,
+        },
+    )
     print(f"wrote {args.out}")
     return {"rows": rows}
 

@@ -14,7 +14,8 @@ the next call page-faults them in again, which costs more than the arithmetic at
 punishes each extra buffer (measured here on an early ReLU^16 with more buffers: 11-21x softmax by
 default, 1.7-2.2x tuned).
 PyTorch's CPU performance guide recommends jemalloc or tcmalloc for the same reason; set
-MALLOC_TRIM_THRESHOLD_ and MALLOC_MMAP_THRESHOLD_ in your environment to get the same effect. The `entmax` package is timed as the reference point
+MALLOC_TRIM_THRESHOLD_ and MALLOC_MMAP_THRESHOLD_ in your environment to get the same effect. The `entmax` package is
+timed as the reference point
 the issue quotes; attnlab itself never imports it.
 
 alpha-entmax runs on the compiled kernel where it builds (``attnlab.rowmaps.kernel``; the output says which);
@@ -41,8 +42,16 @@ from attnlab.rowmaps import kernel
 
 SHAPES = ((512, 1024), (64, 8192), (8, 65536))
 MAPS = (
-    "softmax", "entmax_a1.5", "entmax_a1.25", "sparsemax", "relu_p2_b0", "relu_p4_b0",
-    "relu_p16_b0", "sigmoid_b0", "wortsman_p2_sqrtL", "ssmax_s0.43",
+    "softmax",
+    "entmax_a1.5",
+    "entmax_a1.25",
+    "sparsemax",
+    "relu_p2_b0",
+    "relu_p4_b0",
+    "relu_p16_b0",
+    "sigmoid_b0",
+    "wortsman_p2_sqrtL",
+    "ssmax_s0.43",
 )
 
 
@@ -75,17 +84,21 @@ def _timer(fn: Callable[[torch.Tensor], torch.Tensor], z: torch.Tensor, grad: to
     return best_of
 
 
-def bench_shape(rows: int, keys: int, names: list[str], rounds: int, reps: int, scale: float,
-                seed: int) -> dict:
+def bench_shape(rows: int, keys: int, names: list[str], rounds: int, reps: int, scale: float, seed: int) -> dict:
     gen = torch.Generator().manual_seed(seed)
     z = torch.randn(rows, keys, generator=gen) * scale
     grad = torch.randn(rows, keys, generator=gen)
     candidates = {name: rowmaps.get(name) for name in names}
     candidates.update(_package_candidates())
-    base = {"fwd": _timer(lambda t: torch.softmax(t, -1), z, None),
-            "fwd_bwd": _timer(lambda t: torch.softmax(t, -1), z, grad)}
-    timers = {(name, mode): _timer(fn, z, grad if mode == "fwd_bwd" else None)
-              for name, fn in candidates.items() for mode in ("fwd", "fwd_bwd")}
+    base = {
+        "fwd": _timer(lambda t: torch.softmax(t, -1), z, None),
+        "fwd_bwd": _timer(lambda t: torch.softmax(t, -1), z, grad),
+    }
+    timers = {
+        (name, mode): _timer(fn, z, grad if mode == "fwd_bwd" else None)
+        for name, fn in candidates.items()
+        for mode in ("fwd", "fwd_bwd")
+    }
     for run in [*base.values(), *timers.values()]:
         run(2)
     ratios: dict[tuple[str, str], list[float]] = {key: [] for key in timers}
@@ -96,7 +109,8 @@ def bench_shape(rows: int, keys: int, names: list[str], rounds: int, reps: int, 
             base_times[mode].append(b)
             ratios[(name, mode)].append(run(reps) / b)
     result = {
-        "rows": rows, "keys": keys,
+        "rows": rows,
+        "keys": keys,
         "softmax_us": {mode: 1e6 * min(ts) for mode, ts in base_times.items()},
         "ratios": {},
     }
@@ -130,8 +144,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--reps", type=int, default=5, help="back-to-back calls per timing (best kept)")
     ap.add_argument("--scale", type=float, default=1.0, help="standard deviation of the score rows")
-    ap.add_argument("--shapes", default=",".join(f"{r}x{k}" for r, k in SHAPES),
-                    help="comma-separated ROWSxKEYS")
+    ap.add_argument("--shapes", default=",".join(f"{r}x{k}" for r, k in SHAPES), help="comma-separated ROWSxKEYS")
     ap.add_argument("--maps", default=",".join(MAPS), help="comma-separated row-map names")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--malloc", choices=("tuned", "default"), default="tuned")
@@ -141,19 +154,31 @@ def main(argv: list[str] | None = None) -> dict:
     malloc = "tuned" if args.malloc == "tuned" and tune_malloc() else "default"
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     names = args.maps.split(",")
-    results = [bench_shape(r, k, names, args.rounds, args.reps, args.scale, args.seed)
-               for r, k in shapes]
-    payload = {"threads": args.threads, "rounds": args.rounds, "reps": args.reps, "scale": args.scale,
-               "torch": torch.__version__, "malloc": malloc, "kernel": kernel.status(),
-               "baseline": "torch.softmax, same tensor, same round",
-               "results": results}
+    results = [bench_shape(r, k, names, args.rounds, args.reps, args.scale, args.seed) for r, k in shapes]
+    payload = {
+        "threads": args.threads,
+        "rounds": args.rounds,
+        "reps": args.reps,
+        "scale": args.scale,
+        "torch": torch.__version__,
+        "malloc": malloc,
+        "kernel": kernel.status(),
+        "baseline": "torch.softmax, same tensor, same round",
+        "results": results,
+    }
     write_json(args.out, payload)
-    print(f"time / torch.softmax time (median over {args.rounds} rounds of best-of-{args.reps}, "
-          f"{args.threads} threads, N(0, {args.scale:g}^2) rows, {malloc} malloc; {kernel.status()})")
+    print(
+        f"time / torch.softmax time (median over {args.rounds} rounds of best-of-{args.reps}, "
+        f"{args.threads} threads, N(0, {args.scale:g}^2) rows, {malloc} malloc; {kernel.status()})"
+    )
     print(table(results))
-    print("softmax itself: " + ", ".join(
-        f"{r['keys']} keys {r['softmax_us']['fwd']:.0f} us fwd, {r['softmax_us']['fwd_bwd']:.0f} us f+b"
-        for r in results))
+    print(
+        "softmax itself: "
+        + ", ".join(
+            f"{r['keys']} keys {r['softmax_us']['fwd']:.0f} us fwd, {r['softmax_us']['fwd_bwd']:.0f} us f+b"
+            for r in results
+        )
+    )
     print(f"wrote {args.out}")
     return payload
 

@@ -63,18 +63,26 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="attnlab-shards-bench-"))
     try:
         seconds, meta = _timed(lambda: prepare(work / "all", tokenizer=args.tokenizer))
-        uncapped = {"seconds": seconds, "tokens": meta["tokens"], "files": meta["files"],
-                    "tokens_per_s": sum(meta["tokens"].values()) / seconds,
-                    "bytes": sum(p.stat().st_size for p in (work / "all").iterdir())}
+        uncapped = {
+            "seconds": seconds,
+            "tokens": meta["tokens"],
+            "files": meta["files"],
+            "tokens_per_s": sum(meta["tokens"].values()) / seconds,
+            "bytes": sum(p.stat().st_size for p in (work / "all").iterdir()),
+        }
         seconds, meta = _timed(lambda: prepare(work / "capped", tokenizer=args.tokenizer, max_tokens=args.max_tokens))
         capped = {"seconds": seconds, "tokens": meta["tokens"], "tokens_per_s": sum(meta["tokens"].values()) / seconds}
-        print(f"prepare stdlib ({args.tokenizer}): {sum(uncapped['tokens'].values()):,} tokens in "
-              f"{uncapped['seconds']:.2f} s = {uncapped['tokens_per_s']:,.0f} tokens/s; capped at "
-              f"{args.max_tokens:,}: {capped['seconds']:.2f} s = {capped['tokens_per_s']:,.0f} tokens/s")
+        print(
+            f"prepare stdlib ({args.tokenizer}): {sum(uncapped['tokens'].values()):,} tokens in "
+            f"{uncapped['seconds']:.2f} s = {uncapped['tokens_per_s']:,.0f} tokens/s; capped at "
+            f"{args.max_tokens:,}: {capped['seconds']:.2f} s = {capped['tokens_per_s']:,.0f} tokens/s"
+        )
 
         base = [f"data.max_tokens={args.max_tokens}", "train.tensorboard=false"]
-        cfgs = {"tokenize": run_config.load(TINY, [*base, f"data.tokenizer={args.tokenizer}"]),
-                "shards": run_config.load(TINY, [*base, f"data.shards={work / 'capped'}"])}
+        cfgs = {
+            "tokenize": run_config.load(TINY, [*base, f"data.tokenizer={args.tokenizer}"]),
+            "shards": run_config.load(TINY, [*base, f"data.shards={work / 'capped'}"]),
+        }
         times = {f"{what} {name}": [] for what in ("stream", "trainer") for name in cfgs}
         for _ in range(args.rounds):
             firsts = {}
@@ -84,17 +92,29 @@ def main() -> None:
                 seconds, _ = _timed(lambda: Trainer(cfg, work / f"run-{name}", overwrite=True, progress=False))
                 times[f"trainer {name}"].append(seconds)
             assert torch.equal(firsts["tokenize"], firsts["shards"]), "the two streams disagree"
-        ratios = {what: statistics.median(t / s for t, s in zip(times[f"{what} tokenize"], times[f"{what} shards"]))
-                  for what in ("stream", "trainer")}
+        ratios = {
+            what: statistics.median(t / s for t, s in zip(times[f"{what} tokenize"], times[f"{what} shards"]))
+            for what in ("stream", "trainer")
+        }
         for what, ratio in ratios.items():
-            print(f"start-up ({what}), max_tokens {args.max_tokens:,}: tokenizing "
-                  f"{statistics.median(times[f'{what} tokenize']):.3f} s, shards "
-                  f"{statistics.median(times[f'{what} shards']):.3f} s (medians): ratio {ratio:.1f}x")
-        write_json(args.out, {"when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                              "threads": args.threads, "tokenizer": args.tokenizer, "rounds": args.rounds,
-                              "max_tokens": args.max_tokens,
-                              "prepare": {"uncapped": uncapped, "capped": capped}, "seconds": times,
-                              "ratio_tokenize_over_shards": ratios})
+            print(
+                f"start-up ({what}), max_tokens {args.max_tokens:,}: tokenizing "
+                f"{statistics.median(times[f'{what} tokenize']):.3f} s, shards "
+                f"{statistics.median(times[f'{what} shards']):.3f} s (medians): ratio {ratio:.1f}x"
+            )
+        write_json(
+            args.out,
+            {
+                "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "threads": args.threads,
+                "tokenizer": args.tokenizer,
+                "rounds": args.rounds,
+                "max_tokens": args.max_tokens,
+                "prepare": {"uncapped": uncapped, "capped": capped},
+                "seconds": times,
+                "ratio_tokenize_over_shards": ratios,
+            },
+        )
         print(f"wrote: {args.out}")
     finally:
         shutil.rmtree(work, ignore_errors=True)

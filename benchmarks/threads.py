@@ -57,8 +57,9 @@ print(picked, 16 * 128 * steps / (time.perf_counter() - t0))
 
 def measure(threads: int, steps: int) -> tuple[int, float]:
     """(default_threads() as the process saw it, tokens/s) of one fresh process."""
-    out = subprocess.run([sys.executable, "-c", STEP, str(threads), str(steps)], capture_output=True, text=True,
-                         check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", STEP, str(threads), str(steps)], capture_output=True, text=True, check=True
+    ).stdout.split()
     return int(out[-2]), float(out[-1])
 
 
@@ -93,17 +94,33 @@ def main() -> None:
     lines = []
     for load in loads:
         ratios = [a / b for a, b in zip(speed[(load, cores)], speed[(load, 1)])]
-        lines.append({"spinning_processes": load, "cores": cores,
-                      "tokens_per_s_1_thread": statistics.median(speed[(load, 1)]),
-                      f"tokens_per_s_{cores}_threads": statistics.median(speed[(load, cores)]),
-                      "all_cores_over_one_thread": statistics.median(ratios), "ratio_range": [min(ratios), max(ratios)],
-                      "default_threads_picked": sorted(set(picked[load]))})
-        print(f"load {load} spinning on {cores} cores: 1 thread {lines[-1]['tokens_per_s_1_thread']:,.0f} tokens/s, "
-              f"{cores} threads {lines[-1][f'tokens_per_s_{cores}_threads']:,.0f} tokens/s (x"
-              f"{lines[-1]['all_cores_over_one_thread']:.2f}, rounds {min(ratios):.2f}-{max(ratios):.2f}); "
-              f"default_threads picked {lines[-1]['default_threads_picked']}")
-    write_json(args.out, {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "steps": args.steps,
-                          "rounds": args.rounds, "settle_s": args.settle, "results": lines})
+        lines.append(
+            {
+                "spinning_processes": load,
+                "cores": cores,
+                "tokens_per_s_1_thread": statistics.median(speed[(load, 1)]),
+                f"tokens_per_s_{cores}_threads": statistics.median(speed[(load, cores)]),
+                "all_cores_over_one_thread": statistics.median(ratios),
+                "ratio_range": [min(ratios), max(ratios)],
+                "default_threads_picked": sorted(set(picked[load])),
+            }
+        )
+        print(
+            f"load {load} spinning on {cores} cores: 1 thread {lines[-1]['tokens_per_s_1_thread']:,.0f} tokens/s, "
+            f"{cores} threads {lines[-1][f'tokens_per_s_{cores}_threads']:,.0f} tokens/s (x"
+            f"{lines[-1]['all_cores_over_one_thread']:.2f}, rounds {min(ratios):.2f}-{max(ratios):.2f}); "
+            f"default_threads picked {lines[-1]['default_threads_picked']}"
+        )
+    write_json(
+        args.out,
+        {
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "steps": args.steps,
+            "rounds": args.rounds,
+            "settle_s": args.settle,
+            "results": lines,
+        },
+    )
     print(f"wrote: {args.out}")
 
 

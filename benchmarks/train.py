@@ -93,8 +93,12 @@ def bench_steps(batch: int, rounds: int, reps: int, context: int) -> dict:
     out = {}
     for name, times in best.items():
         ratios = [t / s for t, s in zip(times, best["softmax"])]
-        out[name] = {"best_s": min(times), "median_round_ratio": statistics.median(ratios),
-                     "ratio_range": [min(ratios), max(ratios)], "rounds_s": times}
+        out[name] = {
+            "best_s": min(times),
+            "median_round_ratio": statistics.median(ratios),
+            "ratio_range": [min(ratios), max(ratios)],
+            "rounds_s": times,
+        }
     return out
 
 
@@ -121,12 +125,23 @@ print(int(reset), before, peak_rss(), seconds)
 
 
 def bench_eval(tokens: int, rowmap: str, block: int, threads: int) -> dict:
-    out = subprocess.run([sys.executable, "-c", EVAL, str(tokens), rowmap, str(block), str(threads), repr(EVAL_MODEL)],
-                         capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", EVAL, str(tokens), rowmap, str(block), str(threads), repr(EVAL_MODEL)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     reset, before, after, seconds = int(out[-4]), int(out[-3]), int(out[-2]), float(out[-1])
-    return {"tokens": tokens, "rowmap": rowmap, "block": block, "seconds": seconds, "rss_before_mib": before / 1024,
-            "peak_rss_mib": after / 1024, "peak_rss_growth_mib": (after - before) / 1024,
-            "high_water_reset": bool(reset)}
+    return {
+        "tokens": tokens,
+        "rowmap": rowmap,
+        "block": block,
+        "seconds": seconds,
+        "rss_before_mib": before / 1024,
+        "peak_rss_mib": after / 1024,
+        "peak_rss_growth_mib": (after - before) / 1024,
+        "high_water_reset": bool(reset),
+    }
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -137,8 +152,12 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--batch", type=int, default=8, help="sequences per training step")
     ap.add_argument("--context", type=int, default=256, help="training context of the step model")
     ap.add_argument("--eval-lengths", default="4096,16384,65536", help="comma-separated evaluation lengths")
-    ap.add_argument("--eval-block", type=int, default=512,
-                    help="model.block: query rows per attention block at most (default 512, the config default)")
+    ap.add_argument(
+        "--eval-block",
+        type=int,
+        default=512,
+        help="model.block: query rows per attention block at most (default 512, the config default)",
+    )
     ap.add_argument("--no-steps", action="store_true", help="skip the training-step timings")
     ap.add_argument("--no-eval", action="store_true", help="skip the evaluation runs")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/train.json"))
@@ -146,32 +165,55 @@ def main(argv: list[str] | None = None) -> dict:
     torch.set_num_threads(args.threads)
     malloc = "tuned" if tune_malloc() else "default"
     steps = {} if args.no_steps else bench_steps(args.batch, args.rounds, args.reps, args.context)
-    evals = [] if args.no_eval else [bench_eval(n, m, args.eval_block, args.threads)
-                                     for n in (int(x) for x in args.eval_lengths.split(",")) for m in EVAL_MAPS]
-    payload = {"threads": args.threads, "rounds": args.rounds, "reps": args.reps, "batch": args.batch,
-               "context": args.context,
-               "torch": torch.__version__, "malloc": malloc, "date": datetime.date.today().isoformat(),
-               "step_model": STEP_MODEL, "eval_model": EVAL_MODEL, "targets": TARGETS,
-               "baseline": "softmax step through scaled_dot_product_attention, same model shape, same rounds",
-               "steps": steps, "eval": evals}
+    evals = (
+        []
+        if args.no_eval
+        else [
+            bench_eval(n, m, args.eval_block, args.threads)
+            for n in (int(x) for x in args.eval_lengths.split(","))
+            for m in EVAL_MAPS
+        ]
+    )
+    payload = {
+        "threads": args.threads,
+        "rounds": args.rounds,
+        "reps": args.reps,
+        "batch": args.batch,
+        "context": args.context,
+        "torch": torch.__version__,
+        "malloc": malloc,
+        "date": datetime.date.today().isoformat(),
+        "step_model": STEP_MODEL,
+        "eval_model": EVAL_MODEL,
+        "targets": TARGETS,
+        "baseline": "softmax step through scaled_dot_product_attention, same model shape, same rounds",
+        "steps": steps,
+        "eval": evals,
+    }
     write_json(args.out, payload)
     if steps:
-        print(f"training step / softmax (SDPA) step, 6 x 256 decoder, context {args.context}, batch {args.batch}, "
-              f"float32, {args.threads} threads, {malloc} malloc, median of {args.rounds} interleaved rounds of "
-              f"best-of-{args.reps}")
+        print(
+            f"training step / softmax (SDPA) step, 6 x 256 decoder, context {args.context}, batch {args.batch}, "
+            f"float32, {args.threads} threads, {malloc} malloc, median of {args.rounds} interleaved rounds of "
+            f"best-of-{args.reps}"
+        )
         print("| map | best step | / softmax (median round) | range over rounds |")
         print("|---|---|---|---|")
         for name, r in steps.items():
             lo, hi = r["ratio_range"]
             print(f"| {name} | {r['best_s'] * 1000:.0f} ms | {r['median_round_ratio']:.2f}x | {lo:.2f}-{hi:.2f}x |")
     if evals:
-        print(f"evaluation, 2 x 128 decoder, one sequence, no_grad, block <= {args.eval_block} rows and 2^24 scores, "
-              "fresh process")
+        print(
+            f"evaluation, 2 x 128 decoder, one sequence, no_grad, block <= {args.eval_block} rows and 2^24 scores, "
+            "fresh process"
+        )
         print("| tokens | map | time | peak RSS | growth |")
         print("|---|---|---|---|---|")
         for r in evals:
-            print(f"| {r['tokens']} | {r['rowmap']} | {r['seconds']:.1f} s | {r['peak_rss_mib']:.0f} MiB | "
-                  f"+{r['peak_rss_growth_mib']:.0f} MiB |")
+            print(
+                f"| {r['tokens']} | {r['rowmap']} | {r['seconds']:.1f} s | {r['peak_rss_mib']:.0f} MiB | "
+                f"+{r['peak_rss_growth_mib']:.0f} MiB |"
+            )
     print(f"wrote {args.out}")
     return payload
 

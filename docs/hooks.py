@@ -63,11 +63,17 @@ def _mde(finding: dict) -> str:
 
 def verdict_table(study: str) -> str:
     sec = section(study)
-    lines = [f"Recorded verdicts of `{sec['command']}` ({counts(study)}):", "",
-             "| finding | verdict | evidence | null control | MDE / reason |", "|---|---|---|---|---|"]
+    lines = [
+        f"Recorded verdicts of `{sec['command']}` ({counts(study)}):",
+        "",
+        "| finding | verdict | evidence | null control | MDE / reason |",
+        "|---|---|---|---|---|",
+    ]
     for f in sec["findings"]:
-        lines.append(f"| {_cell(f['claim'])} | **{f['verdict']}** | {_cell(f.get('evidence'))} | "
-                     f"{_null(f.get('null'))} | {_mde(f)} |")
+        lines.append(
+            f"| {_cell(f['claim'])} | **{f['verdict']}** | {_cell(f.get('evidence'))} | "
+            f"{_null(f.get('null'))} | {_mde(f)} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -18,7 +18,7 @@ def offset(dtype):
     """A huge offset of either sign: |offset| = m 10^e (m in [1, 10), e in 0..29, so up to 1e30) for
     float64, in [1e4, 3e5] for float32 and bfloat16, where 1e30 + v would round to a constant row."""
     if dtype == torch.float64:
-        magnitude = st.tuples(st.floats(1, 9.99), st.integers(0, 29)).map(lambda t: t[0] * 10.0**t[1])
+        magnitude = st.tuples(st.floats(1, 9.99), st.integers(0, 29)).map(lambda t: t[0] * 10.0 ** t[1])
     else:
         magnitude = st.floats(1e4, 3e5)
     return st.tuples(magnitude, st.sampled_from([1.0, -1.0])).map(lambda t: t[0] * t[1])
@@ -47,8 +47,9 @@ _UNHURRIED = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.func
 
 def fast(examples: int) -> settings:
     """The default run's settings: derandomized, so CI tries the same rows every time."""
-    return settings(max_examples=examples, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=_UNHURRIED)
+    return settings(
+        max_examples=examples, deadline=None, derandomize=True, database=None, suppress_health_check=_UNHURRIED
+    )
 
 
 def slow(examples: int) -> settings:

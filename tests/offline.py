@@ -30,8 +30,17 @@ _TINY_WORDS = (
 
 
 def _template_words() -> set[str]:
-    fixed = " ".join([suites.NIAH_CUE, suites.PASSKEY_CUE, suites.RULER_INTRO, suites.RULER_NEEDLE,
-                      suites.RULER_QUESTION, *suites.NIAH_ORDINALS, *suites.DECOY_MODIFIERS])
+    fixed = " ".join(
+        [
+            suites.NIAH_CUE,
+            suites.PASSKEY_CUE,
+            suites.RULER_INTRO,
+            suites.RULER_NEEDLE,
+            suites.RULER_QUESTION,
+            *suites.NIAH_ORDINALS,
+            *suites.DECOY_MODIFIERS,
+        ]
+    )
     return set(re.findall(r"[a-z]+", fixed.lower()))
 
 
@@ -57,13 +66,21 @@ def _bpe() -> PreTrainedTokenizerFast:
     # Generated sentences plus the templates, UUID-like and pass-key-like strings: enough merges that most
     # common words are one token, few enough (vocab 1200) that some nouns split.
     corpus = generic_text(30_000, seed=11).split(". ")
-    corpus += [suites.NIAH_CUE, suites.PASSKEY_CUE, suites.RULER_INTRO, suites.RULER_NEEDLE,
-               suites.RULER_QUESTION, "3f2a9c4e-1b7d-4e0a-9c3f-5d8e2b6a1c70 QX7K2M9A"] * 50
+    corpus += [
+        suites.NIAH_CUE,
+        suites.PASSKEY_CUE,
+        suites.RULER_INTRO,
+        suites.RULER_NEEDLE,
+        suites.RULER_QUESTION,
+        "3f2a9c4e-1b7d-4e0a-9c3f-5d8e2b6a1c70 QX7K2M9A",
+    ] * 50
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=1200, special_tokens=["<|endoftext|>"], show_progress=False,
+        vocab_size=1200,
+        special_tokens=["<|endoftext|>"],
+        show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
     tok.train_from_iterator(corpus, trainer)

@@ -21,8 +21,26 @@ from hostile import fast
 
 RULE = re.compile(r"must|allowed|outside|needs|takes|one of|at least|does not|got")
 # Numbers and non-numbers a caller may pass where a number belongs.
-SCALARS = (math.nan, math.inf, -math.inf, -1.0, 0.0, 0.5, 1.0, 2.0, 3.55, 16, 1e300, -1e300, 300.0, True, None, "2",
-           torch.tensor(2.0), [2.0])
+SCALARS = (
+    math.nan,
+    math.inf,
+    -math.inf,
+    -1.0,
+    0.0,
+    0.5,
+    1.0,
+    2.0,
+    3.55,
+    16,
+    1e300,
+    -1e300,
+    300.0,
+    True,
+    None,
+    "2",
+    torch.tensor(2.0),
+    [2.0],
+)
 
 
 def _real(x) -> bool:
@@ -47,15 +65,26 @@ def _check(call, valid: bool):
 
 # --- the row-map functions ---------------------------------------------------------------------------------------
 
+
 def _rows_ok(z) -> bool:
     return isinstance(z, torch.Tensor) and z.is_floating_point() and z.dim() >= 1
 
 
-ROWS = st.sampled_from([
-    torch.tensor([0.5, -1.0, 2.0]), torch.tensor([[1.0, math.nan], [math.inf, -math.inf]], dtype=torch.float64),
-    torch.tensor([1.0, 2.0], dtype=torch.bfloat16), torch.zeros(2, 0), torch.tensor(1.0), torch.tensor([1, 2]),
-    torch.tensor([True, False]), torch.tensor([1 + 1j, 2.0]), [1.0, 2.0], np.array([1.0, 2.0]), 1.0,
-])
+ROWS = st.sampled_from(
+    [
+        torch.tensor([0.5, -1.0, 2.0]),
+        torch.tensor([[1.0, math.nan], [math.inf, -math.inf]], dtype=torch.float64),
+        torch.tensor([1.0, 2.0], dtype=torch.bfloat16),
+        torch.zeros(2, 0),
+        torch.tensor(1.0),
+        torch.tensor([1, 2]),
+        torch.tensor([True, False]),
+        torch.tensor([1 + 1j, 2.0]),
+        [1.0, 2.0],
+        np.array([1.0, 2.0]),
+        1.0,
+    ]
+)
 
 
 def _degree(p) -> bool:
@@ -89,11 +118,13 @@ def test_row_map_functions_accept_exactly_valid_rows_and_parameters(name, data):
 
 
 @fast(60)
-@given(n=st.sampled_from([torch.tensor([1.0, 64.0, 4096.0]), [64.0], 64.0]), xi=st.sampled_from(SCALARS),
-       n_train=st.sampled_from(SCALARS + (64, 1)))
+@given(
+    n=st.sampled_from([torch.tensor([1.0, 64.0, 4096.0]), [64.0], 64.0]),
+    xi=st.sampled_from(SCALARS),
+    n_train=st.sampled_from(SCALARS + (64, 1)),
+)
 def test_length_multiplier_accepts_exactly_key_counts_and_its_range(n, xi, n_train):
-    valid = (isinstance(n, torch.Tensor) and _real(xi) and -8 <= xi <= 8 and _real(n_train)
-             and 2 <= n_train < math.inf)
+    valid = isinstance(n, torch.Tensor) and _real(xi) and -8 <= xi <= 8 and _real(n_train) and 2 <= n_train < math.inf
     out = _check(lambda: rowmaps.length_multiplier(n, xi, n_train), valid)
     if valid:
         expected = [max(1.0, math.log(max(v, 1.0)) / math.log(n_train)) ** xi for v in n.tolist()]
@@ -103,6 +134,7 @@ def test_length_multiplier_accepts_exactly_key_counts_and_its_range(n, xi, n_tra
 # --- the attention site --------------------------------------------------------------------------------------------
 
 LOWEST = torch.finfo(torch.float32).min
+
 
 def _reference(q, k, v, scaling, mask, causal):
     """Eager attention's definition in float64, a loop over (batch, head): softmax(q k^T scaling + mask) v with masked
@@ -162,9 +194,16 @@ def test_attend_accepts_exactly_valid_calls_and_equals_the_reference(data):
     kind = data.draw(st.sampled_from(MASKS), label="mask")
     g = torch.Generator().manual_seed(7)
     allowed = torch.rand(2, 1, n, keys, generator=g) > 0.3
-    mask = {"none": None, "causal": Causal(), "bool": allowed, "additive": torch.zeros(2, 1, n, keys).masked_fill(
-        ~allowed, torch.finfo(torch.float32).min), "int": allowed.long(), "3d": allowed[0], "list": allowed.tolist(),
-        "wide": torch.ones(2, 1, n, keys + 1, dtype=torch.bool)}.get(kind)
+    mask = {
+        "none": None,
+        "causal": Causal(),
+        "bool": allowed,
+        "additive": torch.zeros(2, 1, n, keys).masked_fill(~allowed, torch.finfo(torch.float32).min),
+        "int": allowed.long(),
+        "3d": allowed[0],
+        "list": allowed.tolist(),
+        "wide": torch.ones(2, 1, n, keys + 1, dtype=torch.bool),
+    }.get(kind)
     valid &= kind not in ("int", "3d", "wide", "list", "window0")
     scaling = data.draw(st.sampled_from((0.35, 0.35, 0.35, *SCALARS)), label="scaling")
     valid &= _real(scaling) and 0 < scaling < math.inf
@@ -182,22 +221,28 @@ def test_attend_accepts_exactly_valid_calls_and_equals_the_reference(data):
         torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-6, equal_nan=True)
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda: Scores(0.5, softcap=0.0), "softcap must be a finite number > 0"),
-    (lambda: Scores(0.5, bias=3.0), "bias must be Slopes"),
-    (lambda: Scores(0.5, scale=[1.0]), "scale must be a floating tensor"),
-    (lambda: Slopes([0.5, 0.25]), "slopes must be a 1-D floating tensor"),
-    (lambda: Plan(maps={0: "softmax"}), "plan maps take head index -> RowMap"),
-    (lambda: attend(*(torch.zeros(1, 2, 3, 4),) * 3, Scores(0.5, scale=torch.ones(7))), "scale of shape (7,)"),
-    (lambda: attend(*(torch.zeros(1, 2, 3, 4),) * 3, Scores(0.5, bias=lambda a, b: torch.zeros(7))),
-     "bias(0, 3) must give a tensor broadcasting to (1, 2, 3, 3)"),
-])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: Scores(0.5, softcap=0.0), "softcap must be a finite number > 0"),
+        (lambda: Scores(0.5, bias=3.0), "bias must be Slopes"),
+        (lambda: Scores(0.5, scale=[1.0]), "scale must be a floating tensor"),
+        (lambda: Slopes([0.5, 0.25]), "slopes must be a 1-D floating tensor"),
+        (lambda: Plan(maps={0: "softmax"}), "plan maps take head index -> RowMap"),
+        (lambda: attend(*(torch.zeros(1, 2, 3, 4),) * 3, Scores(0.5, scale=torch.ones(7))), "scale of shape (7,)"),
+        (
+            lambda: attend(*(torch.zeros(1, 2, 3, 4),) * 3, Scores(0.5, bias=lambda a, b: torch.zeros(7))),
+            "bias(0, 3) must give a tensor broadcasting to (1, 2, 3, 3)",
+        ),
+    ],
+)
 def test_the_small_objects_of_a_call_refuse_what_would_become_numbers(make, message):
     with pytest.raises((TypeError, ValueError), match=re.escape(message)):
         make()
 
 
 # --- the diagnostics -------------------------------------------------------------------------------------------------
+
 
 @fast(80)
 @given(sink=st.sampled_from(SCALARS), induction=st.sampled_from(SCALARS), distance=st.sampled_from(SCALARS))
@@ -207,10 +252,14 @@ def test_head_thresholds_accept_exactly_shares_and_a_distance(sink, induction, d
     _check(lambda: HeadThresholds(sink=sink, induction=induction, local_distance=distance), valid)
 
 
-@pytest.mark.parametrize("rows, message", [
-    ([1, 2], "head_features takes a pandas DataFrame"), (np.zeros((2, 2)), "head_features takes a pandas DataFrame"),
-    (pd.DataFrame({"layer": [0]}), "head_features needs columns"),
-])
+@pytest.mark.parametrize(
+    "rows, message",
+    [
+        ([1, 2], "head_features takes a pandas DataFrame"),
+        (np.zeros((2, 2)), "head_features takes a pandas DataFrame"),
+        (pd.DataFrame({"layer": [0]}), "head_features needs columns"),
+    ],
+)
 def test_head_types_refuse_what_is_not_a_row_table(rows, message):
     with pytest.raises((TypeError, ValueError), match=message):
         diagnostics.head_types(rows)
@@ -219,16 +268,19 @@ def test_head_types_refuse_what_is_not_a_row_table(rows, message):
 @fast(80)
 @given(p=st.sampled_from(SCALARS), b=st.sampled_from(SCALARS), eps=st.sampled_from(SCALARS))
 def test_row_options_accept_exactly_finite_degrees_biases_and_tolerances(p, b, eps):
-    valid = (_real(p) and 0 < p < math.inf and _real(b) and math.isfinite(b) and _real(eps) and 0 <= eps < math.inf)
+    valid = _real(p) and 0 < p < math.inf and _real(b) and math.isfinite(b) and _real(eps) and 0 <= eps < math.inf
     _check(lambda: RowOptions.make(p=p, b=b, eps=eps), valid)
 
 
 @fast(40)
-@given(length=st.sampled_from((16, 32, 15, 16.5, "16", True, math.nan)),
-       alpha=st.sampled_from((1.5, 2.0, 4.0, 1.0, 0.5, 5.0, math.nan, "1.5", True)))
+@given(
+    length=st.sampled_from((16, 32, 15, 16.5, "16", True, math.nan)),
+    alpha=st.sampled_from((1.5, 2.0, 4.0, 1.0, 0.5, 5.0, math.nan, "1.5", True)),
+)
 def test_theory_checks_accept_exactly_lengths_from_16_and_entmax_alphas(length, alpha):
-    valid = (isinstance(length, int) and not isinstance(length, bool) and length >= 16 and _real(alpha)
-             and 1 < alpha <= 4)
+    valid = (
+        isinstance(length, int) and not isinstance(length, bool) and length >= 16 and _real(alpha) and 1 < alpha <= 4
+    )
     out = _check(lambda: diagnostics.theory_checks([length], [alpha]), valid)
     if valid:
         assert bool(out["holds"].all())

@@ -16,10 +16,16 @@ def test_rank_slices_tile_the_batch_in_rank_order(batch, world):
     assert all(a[1] == b[0] for a, b in zip(slices, slices[1:]))
 
 
-@pytest.mark.parametrize("batch,rank,world,message", [
-    (6, 0, 4, "global batch 6 is not a positive multiple of world size 4"),
-    (0, 0, 1, "global batch 0 is not a positive multiple of world size 1"),
-    (6, 2, 2, "rank 2 of world 2"), (6, -1, 2, "rank -1 of world 2"), (6, 0, 0, "rank 0 of world 0")])
+@pytest.mark.parametrize(
+    "batch,rank,world,message",
+    [
+        (6, 0, 4, "global batch 6 is not a positive multiple of world size 4"),
+        (0, 0, 1, "global batch 0 is not a positive multiple of world size 1"),
+        (6, 2, 2, "rank 2 of world 2"),
+        (6, -1, 2, "rank -1 of world 2"),
+        (6, 0, 0, "rank 0 of world 0"),
+    ],
+)
 def test_impossible_splits_are_refused(batch, rank, world, message):
     with pytest.raises(DataError, match=message):
         rank_rows(batch, rank, world)

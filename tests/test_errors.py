@@ -22,16 +22,22 @@ def _defined_exceptions() -> list[type]:
         if info.name.endswith("__main__"):  # runs the command line on import
             continue
         module = importlib.import_module(info.name)
-        found += [obj for _, obj in inspect.getmembers(module, inspect.isclass)
-                  if issubclass(obj, BaseException) and obj.__module__ == info.name]
+        found += [
+            obj
+            for _, obj in inspect.getmembers(module, inspect.isclass)
+            if issubclass(obj, BaseException) and obj.__module__ == info.name
+        ]
     return found
 
 
 def test_every_error_attnlab_defines_derives_from_the_one_base():
     errors = _defined_exceptions()
     assert len(errors) >= 15
-    outside = [f"{e.__module__}.{e.__qualname__}" for e in errors
-               if not issubclass(e, attnlab.Error) and e.__qualname__ not in INTERNAL]
+    outside = [
+        f"{e.__module__}.{e.__qualname__}"
+        for e in errors
+        if not issubclass(e, attnlab.Error) and e.__qualname__ not in INTERNAL
+    ]
     assert outside == []
 
 

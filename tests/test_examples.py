@@ -13,8 +13,14 @@ EXTEND = Path(__file__).resolve().parent.parent / "examples" / "extend"
 def test_extension_examples_pass_their_tests(tmp_path):
     # A subprocess: the examples register into the process-wide registries, which the other tests enumerate.
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(EXTEND),
-                          str(EXTEND)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(EXTEND), str(EXTEND)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "3 passed" in run.stdout, run.stdout[-3000:]
 

@@ -26,7 +26,7 @@ def _graph(modules: dict[str, Path]) -> dict[str, set[str]]:
         package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom):
-                parts = package[:len(package) - node.level + 1] if node.level else []
+                parts = package[: len(package) - node.level + 1] if node.level else []
                 base = ".".join([*parts, node.module] if node.module else parts)
                 subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in modules]
                 targets = subs + ([base] if len(subs) < len(node.names) else [])

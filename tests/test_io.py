@@ -45,8 +45,9 @@ def test_remove_stale_takes_only_the_leftovers_of_dead_processes(tmp_path):
 
     from attnlab.io import remove_stale, temp_dir
 
-    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                              text=True).stdout)
+    dead = int(
+        subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout
+    )
     mine = temp_dir(tmp_path, ".staging-")
     assert mine.name.startswith(f".staging-{os.getpid()}-")
     gone = tmp_path / f".staging-{dead}-x"
@@ -115,8 +116,11 @@ def test_a_locked_folder_refuses_another_live_process_and_is_taken_over_from_a_d
 
     folder = tmp_path / "out"
     with io.locked(folder):
-        child = subprocess.run([sys.executable, "-c", f"from attnlab import io\nwith io.locked({str(folder)!r}): pass"],
-                               capture_output=True, text=True)
+        child = subprocess.run(
+            [sys.executable, "-c", f"from attnlab import io\nwith io.locked({str(folder)!r}): pass"],
+            capture_output=True,
+            text=True,
+        )
         assert child.returncode != 0 and f"is in use by another attnlab run (pid {os.getpid()})" in child.stderr
         with io.locked(folder):
             pass

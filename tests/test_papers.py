@@ -20,13 +20,17 @@ def _sources():
 
 def test_the_package_cites_no_seed_file_issue_or_note():
     # Whitespace may be a line break: a wrapped docstring splits "seed" from "003".
-    pattern = re.compile(r"[Ss]eeds?(?:\s|\s*#\s*)*-?00[0-9]|issue\s+[0-9]|NOTES\.md|DESIGN\.md|"
-                         r"\b00[0-4]_[0-9a-f]{16}\.txt")
+    pattern = re.compile(
+        r"[Ss]eeds?(?:\s|\s*#\s*)*-?00[0-9]|issue\s+[0-9]|NOTES\.md|DESIGN\.md|"
+        r"\b00[0-4]_[0-9a-f]{16}\.txt"
+    )
     found = []
     for p in _sources():
         text = p.read_text(encoding="utf-8")
-        found += [f"{p.relative_to(SRC)}:{text[:m.start()].count(chr(10)) + 1}: {m.group(0)!r}"
-                  for m in pattern.finditer(text)]
+        found += [
+            f"{p.relative_to(SRC)}:{text[: m.start()].count(chr(10)) + 1}: {m.group(0)!r}"
+            for m in pattern.finditer(text)
+        ]
     assert found == [], "\n".join(found[:20])
 
 

@@ -64,16 +64,20 @@ def test_set_threads_sets_torch_or_the_environment_before_torch_is_imported():
     assert perf.set_threads(1) == 1 and torch.get_num_threads() == 1
     with pytest.raises(ValueError, match="threads must be an int >= 1, got 0"):
         perf.set_threads(0)
-    probe = ("import os, sys\nfrom attnlab.perf import set_threads\nset_threads(1)\n"
-             "assert 'torch' not in sys.modules\nimport torch\nprint(os.environ['OMP_NUM_THREADS'], "
-             "torch.get_num_threads())")
+    probe = (
+        "import os, sys\nfrom attnlab.perf import set_threads\nset_threads(1)\n"
+        "assert 'torch' not in sys.modules\nimport torch\nprint(os.environ['OMP_NUM_THREADS'], "
+        "torch.get_num_threads())"
+    )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
     assert out[-2:] == ["1", "1"]
 
 
 def test_the_command_takes_threads_and_light_commands_do_not_import_torch():
-    probe = ("import sys\nfrom attnlab.cli import main\nassert main(['papers', '--threads', '2']) == 0\n"
-             "print('torch' in sys.modules)")
+    probe = (
+        "import sys\nfrom attnlab.cli import main\nassert main(['papers', '--threads', '2']) == 0\n"
+        "print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
     assert out[-1] == "False"
     bad = subprocess.run([sys.executable, "-m", "attnlab", "papers", "--threads", "0"], capture_output=True, text=True)

@@ -19,13 +19,18 @@ def _install(site, name: str, group: str, module_text: str) -> None:
 
 
 def test_an_installed_row_map_reaches_attnlab_maps(tmp_path, monkeypatch, capsys):
-    _install(tmp_path, "quartic_maps", "attnlab.rowmaps", """
+    _install(
+        tmp_path,
+        "quartic_maps",
+        "attnlab.rowmaps",
+        """
         from attnlab import rowmaps
 
         @rowmaps.register("quartic_plugin", formula="ReLU(z_i)^4 / sum_j ReLU(z_j)^4", source="a plugin")
         def _quartic(name, match):
             return {}, lambda z: rowmaps.relu_power(z, 4.0, 0.0)
-        """)
+        """,
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
         assert main(["maps"]) == 0
@@ -41,5 +46,7 @@ def test_a_plugin_that_fails_to_import_is_named_and_skipped(tmp_path, monkeypatc
     monkeypatch.syspath_prepend(str(tmp_path))
     assert main(["maps"]) == 0
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["attnlab: plugin broken_maps (broken_maps, entry point attnlab.rowmaps) failed to load: "
-                   "RuntimeError: no such thing"]
+    assert err == [
+        "attnlab: plugin broken_maps (broken_maps, entry point attnlab.rowmaps) failed to load: "
+        "RuntimeError: no such thing"
+    ]

@@ -16,8 +16,7 @@ def _qkv(b=2, h=4, hkv=2, q=70, k=70, d=8, seed=0, dtype=torch.float64):
     return [torch.randn(*shape, generator=g, dtype=dtype) for shape in ((b, h, q, d), (b, hkv, k, d), (b, hkv, k, d))]
 
 
-def _reference(query, key, value, *, scaling, allowed, softcap=None, maps=None, length=None, bias=None,
-               scale=None):
+def _reference(query, key, value, *, scaling, allowed, softcap=None, maps=None, length=None, bias=None, scale=None):
     """One row at a time, straight from the definitions."""
     b, h, q, _ = query.shape
     groups = h // key.shape[1]
@@ -89,8 +88,9 @@ def test_blockwise_bias_and_row_scale_of_either_sign_match_the_reference():
 
     maps = {2: rowmaps.get("relu_p2_b0")}
     out = attend(q, k, v, Scores(0.4, bias=block_bias, scale=scale), Causal(), Plan(maps=maps, block=32))
-    ref = _reference(q, k, v, scaling=0.4, allowed=_causal(70, 70).expand(2, 4, 70, 70), maps=maps, bias=bias,
-                     scale=scale[..., 0])
+    ref = _reference(
+        q, k, v, scaling=0.4, allowed=_causal(70, 70).expand(2, 4, 70, 70), maps=maps, bias=bias, scale=scale[..., 0]
+    )
     torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
     assert calls == query_blocks(70, 32)
 
@@ -106,8 +106,9 @@ def test_a_learnable_row_scale_gets_finite_gradients_under_every_map_and_the_ref
     out.square().sum().backward()
     assert torch.isfinite(scale.grad).all()
     reference = scale.detach().clone().requires_grad_()
-    _reference(q, k, v, scaling=0.4, allowed=_causal(40, 40).expand(2, 4, 40, 40), maps=maps,
-               scale=reference[..., 0]).square().sum().backward()
+    _reference(
+        q, k, v, scaling=0.4, allowed=_causal(40, 40).expand(2, 4, 40, 40), maps=maps, scale=reference[..., 0]
+    ).square().sum().backward()
     torch.testing.assert_close(scale.grad, reference.grad, rtol=1e-7, atol=1e-9)
 
 

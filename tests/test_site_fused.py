@@ -17,8 +17,9 @@ TOL = {torch.float32: dict(rtol=2e-5, atol=2e-6), torch.float64: dict(rtol=1e-10
 
 def _qkv(b=2, h=4, hkv=2, q=75, k=75, d=8, seed=0, dtype=torch.float32):
     g = torch.Generator().manual_seed(seed)
-    return [torch.randn(*shape, generator=g, dtype=dtype) * 1.5
-            for shape in ((b, h, q, d), (b, hkv, k, d), (b, hkv, k, d))]
+    return [
+        torch.randn(*shape, generator=g, dtype=dtype) * 1.5 for shape in ((b, h, q, d), (b, hkv, k, d), (b, hkv, k, d))
+    ]
 
 
 def _scores(softcap=None, slopes=None, scale=None) -> Scores:
@@ -126,6 +127,7 @@ def test_observers_and_dropout_keep_the_unfused_path(monkeypatch):
     attend(q, k, v, Scores(0.5), Causal(), Plan(maps=plan.maps, weight_observers=(weights.append,), block=32))
     assert [w.weights.shape[-1] for w in weights] == [40, 40]
     import attnlab.site as site
+
     monkeypatch.setattr(site, "_attend_fused", None)  # any call would fail
     attend(q, k, v, Scores(0.5), Causal(), dataclasses.replace(plan, dropout=0.5))
 
@@ -146,6 +148,7 @@ def test_slopes_must_be_one_per_head_and_the_plan_and_mask_valid():
 
 def test_the_fused_path_serves_row_maps_and_biased_softmax_but_not_plain_softmax(monkeypatch):
     import attnlab.site as site
+
     calls = []
     real = site._attend_fused
     monkeypatch.setattr(site, "_attend_fused", lambda *a, **kw: calls.append(1) or real(*a, **kw))
@@ -155,14 +158,20 @@ def test_the_fused_path_serves_row_maps_and_biased_softmax_but_not_plain_softmax
     assert len(calls) == 2
     attend(q, k, v, Scores(0.5), Causal())  # eager's exact arithmetic, kept bit-identical
     attend(q, k, v, Scores(0.5), Causal(), Plan(maps={1: rowmaps.get("relu_p4_b0")}, fused=False))
-    attend(q, k, v, Scores(0.5), torch.ones(1, 1, 40, 40, dtype=torch.bool),
-           Plan(maps={1: rowmaps.get("relu_p4_b0")}))
+    attend(q, k, v, Scores(0.5), torch.ones(1, 1, 40, 40, dtype=torch.bool), Plan(maps={1: rowmaps.get("relu_p4_b0")}))
     assert len(calls) == 2
 
 
 def test_a_bias_callable_keeps_the_unfused_path(monkeypatch):
     import attnlab.site as site
+
     monkeypatch.setattr(site, "_attend_fused", None)  # any call would fail
     q, k, v = _qkv(q=40, k=40)
-    attend(q, k, v, Scores(0.5, bias=lambda start, stop: torch.zeros(4, stop - start, 40)), Causal(),
-           Plan(maps={1: rowmaps.get("relu_p4_b0")}))
+    attend(
+        q,
+        k,
+        v,
+        Scores(0.5, bias=lambda start, stop: torch.zeros(4, stop - start, 40)),
+        Causal(),
+        Plan(maps={1: rowmaps.get("relu_p4_b0")}),
+    )

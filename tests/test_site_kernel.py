@@ -13,8 +13,17 @@ from attnlab.site import Causal, LengthScale, Plan, Scores, Slopes, attend
 
 pytestmark = pytest.mark.skipif(site_kernel.get() is None, reason="no C compiler: the site's torch path serves")
 
-MAPS = ("entmax_a1.5", "entmax_a2", "entmax_a1.25", "sparsemax", "relu_p1_b0", "relu_p4_b0", "relu_p16_b0.5",
-        "sigmoid_b0", "sigmoid_b-2")
+MAPS = (
+    "entmax_a1.5",
+    "entmax_a2",
+    "entmax_a1.25",
+    "sparsemax",
+    "relu_p1_b0",
+    "relu_p4_b0",
+    "relu_p16_b0.5",
+    "sigmoid_b0",
+    "sigmoid_b-2",
+)
 
 
 @pytest.fixture
@@ -51,8 +60,10 @@ def test_every_map_and_head_width_equals_the_unfused_site(name, d, served):
     torch.testing.assert_close(fused, plain, rtol=1e-4, atol=2e-5)
 
 
-@pytest.mark.parametrize("shape, window", [((75, 75), None), ((75, 75), 7), ((33, 100), None), ((33, 100), 20),
-                                           ((1, 70), None), ((130, 130), 64)])
+@pytest.mark.parametrize(
+    "shape, window",
+    [((75, 75), None), ((75, 75), 7), ((33, 100), None), ((33, 100), 20), ((1, 70), None), ((130, 130), 64)],
+)
 def test_key_caches_windows_row_scales_and_length_multiplier(shape, window, served):
     q, k, v = _qkv(q=shape[0], k=shape[1])
     scale = torch.rand(1, 4, shape[0], 1, generator=torch.Generator().manual_seed(1)) * 3 - 1  # some negative
@@ -65,8 +76,9 @@ def test_key_caches_windows_row_scales_and_length_multiplier(shape, window, serv
 def test_the_output_is_a_weighted_mean_of_values_by_a_brute_force_loop():
     # independent of the site: one (batch, head) by a loop over queries with the row map itself
     q, k, v = _qkv(b=1, h=2, hkv=2, q=40, k=40, d=32)
-    out = attend(q, k, v, Scores(0.4), Causal(), Plan(maps={0: rowmaps.get("entmax_a1.5"),
-                                                            1: rowmaps.get("entmax_a1.5")}))
+    out = attend(
+        q, k, v, Scores(0.4), Causal(), Plan(maps={0: rowmaps.get("entmax_a1.5"), 1: rowmaps.get("entmax_a1.5")})
+    )
     entmax = rowmaps.get("entmax_a1.5")
     for h in range(2):
         for i in range(40):

@@ -107,7 +107,7 @@ def _preprocess(source: str) -> str:
         params, body = macros[m.group(1)]
         given = dict(zip(params, args))
         body = re.sub(r"\b\w+\b", lambda t: given.get(t.group(0), t.group(0)), body)
-        text = text[:m.start()] + re.sub(r"\s*##\s*", "", body) + text[end:]
+        text = text[: m.start()] + re.sub(r"\s*##\s*", "", body) + text[end:]
     raise AssertionError("macro expansion did not finish")
 
 
@@ -132,11 +132,32 @@ def _test_functions(path: Path) -> set[str]:
 
 def test_the_table_covers_every_paper_and_the_symbols_readers_look_up():
     assert len(ROWS) >= 40
-    assert {r["Paper"] for r in ROWS} == {"Polynomial Concentration", "Vasylenko et al. 2025", "Zhu et al. 2026",
-                                          "Hayase & Karakida 2026", "Attention Sinks Essential"}
+    assert {r["Paper"] for r in ROWS} == {
+        "Polynomial Concentration",
+        "Vasylenko et al. 2025",
+        "Zhu et al. 2026",
+        "Hayase & Karakida 2026",
+        "Attention Sinks Essential",
+    }
     text = " ".join(r["Symbol"] for r in ROWS)
-    for symbol in ("S_p", "p*", "Lambda_n", "alpha_n", "Delta_n", "b_auto", "beta_n", "m(n; xi)", "xi_hat",
-                   "entropy", "support", "sink mass", "tau", "ReLU^p", "delta + beta (log n)^gamma", "SSMax"):
+    for symbol in (
+        "S_p",
+        "p*",
+        "Lambda_n",
+        "alpha_n",
+        "Delta_n",
+        "b_auto",
+        "beta_n",
+        "m(n; xi)",
+        "xi_hat",
+        "entropy",
+        "support",
+        "sink mass",
+        "tau",
+        "ReLU^p",
+        "delta + beta (log n)^gamma",
+        "SSMax",
+    ):
         assert symbol in text, symbol
     assert len({r["Symbol"] for r in ROWS}) == len(ROWS), "a symbol is listed twice"
 
@@ -177,7 +198,9 @@ def test_pinning_tests_exist(row):
 
 def test_the_checker_sees_macro_made_definitions_and_refuses_calls():
     """The C check must not pass on a name that is only called or declared."""
-    text = _preprocess("#define K(T, NAME) \\\n  void NAME##_go(T *x) { helper_##NAME(x); }\n"
-                       "int helper_f64(double *x);\nK(double, f64)\n")
+    text = _preprocess(
+        "#define K(T, NAME) \\\n  void NAME##_go(T *x) { helper_##NAME(x); }\n"
+        "int helper_f64(double *x);\nK(double, f64)\n"
+    )
     assert _defines(text, "f64_go")
     assert not _defines(text, "helper_f64")

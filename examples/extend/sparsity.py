@@ -29,14 +29,27 @@ def summarize(folder: Path) -> Section:
     # the rule, fixed before reading: the median row keeps weight on fewer than all 64 keys; softmax is the null
     finding = decide(
         "alpha-entmax gives exactly zero weight to low-scoring keys (Vasylenko et al. 2025 §2.2)",
-        rule="the median support is below 64 keys", holds=bool(median["entmax_a1.5"] < 64),
+        rule="the median support is below 64 keys",
+        holds=bool(median["entmax_a1.5"] < 64),
         null=Null("softmax on the same rows", bool(median["softmax"] < 64), f"median support {median['softmax']:g}"),
         mde=MDE(None, None, "keys", "a threshold on exact zeros: no effect size applies"),
-        evidence=f"median support {median['entmax_a1.5']:g} of 64 keys; softmax {median['softmax']:g}")
+        evidence=f"median support {median['entmax_a1.5']:g} of 64 keys; softmax {median['softmax']:g}",
+    )
     return section(
-        "sparsity", folder, question="How many of 64 keys keep weight under 1.5-entmax?", findings=(finding,),
-        tables=(Table("median_support", "Median number of keys with nonzero weight, per map."),))
+        "sparsity",
+        folder,
+        question="How many of 64 keys keep weight under 1.5-entmax?",
+        findings=(finding,),
+        tables=(Table("median_support", "Median number of keys with nonzero weight, per map."),),
+    )
 
 
-register(Study(name="sparsity", title="Sparsity of 1.5-entmax", source="Vasylenko et al. 2025",
-               compute=compute, summarize=summarize))
+register(
+    Study(
+        name="sparsity",
+        title="Sparsity of 1.5-entmax",
+        source="Vasylenko et al. 2025",
+        compute=compute,
+        summarize=summarize,
+    )
+)

@@ -10,7 +10,7 @@ def test_rotate_targets_are_the_rotated_source():
     task = tasks.get_task("rotate")
     batch = task.generate(n=8, length=20, seed=0)
     m = (20 - 2) // 2
-    source = batch.ids[:, 1:m + 1]
+    source = batch.ids[:, 1 : m + 1]
     scored = batch.targets[batch.targets != -100].view(8, m + 1)
     assert torch.equal(scored[:, :m], source.roll(-1, dims=1))
     assert (scored[:, m] == task.specials["eos"]).all()

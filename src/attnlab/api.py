@@ -22,8 +22,17 @@ import pandas as pd
 import torch
 
 from . import rowmaps, tasks
-from .api_checks import (as_prompts, biases, check_biases, check_count, check_model, check_tokenizer, evaluating,
-                         locate, suite_prompts)
+from .api_checks import (
+    as_prompts,
+    biases,
+    check_biases,
+    check_count,
+    check_model,
+    check_tokenizer,
+    evaluating,
+    locate,
+    suite_prompts,
+)
 from .api_sinks import MIN_QUERY, first_token_mass, head_table, sink_documents
 from .commands.audit import TARGETS, read_audit
 from .commands.heads import RULES, SUITE, classify_heads, read_heads
@@ -52,10 +61,27 @@ def _degrees(p) -> tuple[float, ...]:
     return tuple(float(q) if isinstance(q, float) else q for q in p)
 
 
-def audit(model, tokenizer, prompts="niah", *, n_prompts: int = 20, seed: int = 0, pad: int | None = None,
-          length: int | None = None, p=(2, 4, 8, 16), b=(0.0,), queries: str = "every:16", target: str = "argmax",
-          tau: float | None = None, sigmoid: bool = False, b_auto: float | None = None, bos: bool = False,
-          chat: bool = False, block: int = DEFAULT_BLOCK, progress: bool = False) -> pd.DataFrame:
+def audit(
+    model,
+    tokenizer,
+    prompts="niah",
+    *,
+    n_prompts: int = 20,
+    seed: int = 0,
+    pad: int | None = None,
+    length: int | None = None,
+    p=(2, 4, 8, 16),
+    b=(0.0,),
+    queries: str = "every:16",
+    target: str = "argmax",
+    tau: float | None = None,
+    sigmoid: bool = False,
+    b_auto: float | None = None,
+    bos: bool = False,
+    chat: bool = False,
+    block: int = DEFAULT_BLOCK,
+    progress: bool = False,
+) -> pd.DataFrame:
     """Per-row concentration diagnostics of a model's attention on a prompt suite, in memory
     (Polynomial Concentration §5.2, Tables 1/10/11; gap counting of Hayase & Karakida 2026 §4 alongside).
 
@@ -90,15 +116,26 @@ def audit(model, tokenizer, prompts="niah", *, n_prompts: int = 20, seed: int = 
         raise ValueError(f"tau takes None or a finite number > 0, got {tau!r}")
     check_count("block", block)
     bias_values = check_biases(b, b_auto)
-    prompts = as_prompts(model, tokenizer, prompts, n_prompts=n_prompts, seed=seed, pad=pad, length=length,
-                         bos=bos, chat=chat)
+    prompts = as_prompts(
+        model, tokenizer, prompts, n_prompts=n_prompts, seed=seed, pad=pad, length=length, bos=bos, chat=chat
+    )
     if target == "answer" and not any(tasks.answer_keys(q) for q in prompts):
         raise ValueError("target='answer' needs prompts with planted answers (a suite name); these have none")
     with evaluating(model):
         bias_list, b_auto = biases(model, tokenizer, bias_values, b_auto)
-        frames = read_audit(model, prompts, bias_list, lambda label, opt: RowStatsCollector(opt, flags=FLAGS),
-                            p=p, queries=queries, target=target, tau=tau, sigmoid=bool(sigmoid), block=block,
-                            progress=progress)
+        frames = read_audit(
+            model,
+            prompts,
+            bias_list,
+            lambda label, opt: RowStatsCollector(opt, flags=FLAGS),
+            p=p,
+            queries=queries,
+            target=target,
+            tau=tau,
+            sigmoid=bool(sigmoid),
+            block=block,
+            progress=progress,
+        )
     parts = []
     for bias in bias_list:
         frame = frames[f"b{bias.label}"].copy()
@@ -109,9 +146,22 @@ def audit(model, tokenizer, prompts="niah", *, n_prompts: int = 20, seed: int = 
     return rows
 
 
-def substitute(model, tokenizer, recipes, prompts="niah", *, n_prompts: int = 20, seed: int = 0,
-               pad: int | None = None, length: int | None = None, b_auto: float | None = None, bos: bool = False,
-               chat: bool = False, answers: bool = False, progress: bool = False):
+def substitute(
+    model,
+    tokenizer,
+    recipes,
+    prompts="niah",
+    *,
+    n_prompts: int = 20,
+    seed: int = 0,
+    pad: int | None = None,
+    length: int | None = None,
+    b_auto: float | None = None,
+    bos: bool = False,
+    chat: bool = False,
+    answers: bool = False,
+    progress: bool = False,
+):
     """Zero-shot substitution of softmax by other row maps on every head, scored by exact match of the
     greedy continuation (Polynomial Concentration §5.3, Tables 2-3), in memory.
 
@@ -142,10 +192,13 @@ def substitute(model, tokenizer, recipes, prompts="niah", *, n_prompts: int = 20
     if b_auto is not None and not (isinstance(b_auto, (int, float)) and math.isfinite(b_auto)):
         raise ValueError(f"b_auto takes None or a finite number, got {b_auto!r}")
     if not isinstance(prompts, str) and not all(isinstance(q, tasks.Prompt) for q in prompts):
-        raise TypeError("prompts takes a suite name or a list of tasks.Prompt: substitution scores answers, "
-                        "which plain texts do not carry")
-    built = as_prompts(model, tokenizer, prompts, n_prompts=n_prompts, seed=seed, pad=pad, length=length, bos=bos,
-                       chat=chat)
+        raise TypeError(
+            "prompts takes a suite name or a list of tasks.Prompt: substitution scores answers, "
+            "which plain texts do not carry"
+        )
+    built = as_prompts(
+        model, tokenizer, prompts, n_prompts=n_prompts, seed=seed, pad=pad, length=length, bos=bos, chat=chat
+    )
     suite = prompts if isinstance(prompts, str) else built[0].suite
     with evaluating(model):
         b_auto = recipe_b_auto(model, tokenizer, names, model_device(model), b_auto)
@@ -154,9 +207,20 @@ def substitute(model, tokenizer, recipes, prompts="niah", *, n_prompts: int = 20
     return (table, records) if answers else table
 
 
-def heads(model, tokenizer, *, n_prompts: int = 80, length: int = 1024, seed: int = 0, queries: str = "every:16",
-          rule: str = "labels", bos: bool = False, counts: bool = False, block: int = DEFAULT_BLOCK,
-          progress: bool = False):
+def heads(
+    model,
+    tokenizer,
+    *,
+    n_prompts: int = 80,
+    length: int = 1024,
+    seed: int = 0,
+    queries: str = "every:16",
+    rule: str = "labels",
+    bos: bool = False,
+    counts: bool = False,
+    block: int = DEFAULT_BLOCK,
+    progress: bool = False,
+):
     """The sink / induction / local / diffuse type of every head from induction prompts
     (Polynomial Concentration App. H), in memory; as the ``attnlab heads`` command.
 
@@ -179,14 +243,29 @@ def heads(model, tokenizer, *, n_prompts: int = 80, length: int = 1024, seed: in
     check_count("block", block)
     prompts = suite_prompts(model, tokenizer, SUITE, n_prompts, seed=seed, length=length, bos=bos)
     with evaluating(model):
-        rows = read_heads(model, prompts, lambda opt: RowStatsCollector(opt, flags=FLAGS), queries=queries,
-                          block=block, progress=progress)["heads"]
+        rows = read_heads(
+            model,
+            prompts,
+            lambda opt: RowStatsCollector(opt, flags=FLAGS),
+            queries=queries,
+            block=block,
+            progress=progress,
+        )["heads"]
     types, table = classify_heads(rows, rule=rule)
     return (types, table) if counts else types
 
 
-def sinks(model, tokenizer, texts=None, *, n_documents: int = 4, tokens: int = 256, seed: int = 0,
-          min_query: int = MIN_QUERY, per_document: bool = False) -> pd.DataFrame:
+def sinks(
+    model,
+    tokenizer,
+    texts=None,
+    *,
+    n_documents: int = 4,
+    tokens: int = 256,
+    seed: int = 0,
+    min_query: int = MIN_QUERY,
+    per_document: bool = False,
+) -> pd.DataFrame:
     """First-token mass of every head: the softmax weight on key 0 averaged over the queries i >=
     ``min_query`` that may attend it, beside the uniform share 1 / (keys attended) over the same queries
     (Attention Sinks Essential §4's sink measure, §1-2 and §3.5's claim), as the sinks study's real-model
@@ -211,15 +290,18 @@ def sinks(model, tokenizer, texts=None, *, n_documents: int = 4, tokens: int = 2
     docs = sink_documents(model, tokenizer, texts, n_documents=n_documents, tokens=tokens, seed=seed)
     short = [d for d, ids in enumerate(docs) if len(ids) <= min_query]
     if short:
-        raise ValueError(f"texts {short} have no query at position >= min_query = {min_query}; pass longer "
-                         "texts or a smaller min_query")
+        raise ValueError(
+            f"texts {short} have no query at position >= min_query = {min_query}; pass longer "
+            "texts or a smaller min_query"
+        )
     with evaluating(model):
         raw = first_token_mass(model, docs, min_query)
     return raw if per_document else head_table(raw)
 
 
-def row_stats(scores, mask=None, *, layer: int | None = None, head=None, query_offset: int = 0,
-              **options) -> pd.DataFrame:
+def row_stats(
+    scores, mask=None, *, layer: int | None = None, head=None, query_offset: int = 0, **options
+) -> pd.DataFrame:
     """``diagnostics.row_stats`` with the location of every row
     (Polynomial Concentration §3-4 and App. B's row layout; Hayase & Karakida 2026 §4 for the gap columns).
 

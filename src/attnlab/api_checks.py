@@ -68,35 +68,61 @@ def check_ids(ids, name: str, model) -> list[int]:
     return [int(t) for t in ids]
 
 
-def suite_prompts(model, tokenizer, suite: str, n_prompts: int, *, seed: int = 0, pad: int | None = None,
-                  length: int | None = None, bos: bool = False, chat: bool = False) -> list[tasks.Prompt]:
+def suite_prompts(
+    model,
+    tokenizer,
+    suite: str,
+    n_prompts: int,
+    *,
+    seed: int = 0,
+    pad: int | None = None,
+    length: int | None = None,
+    bos: bool = False,
+    chat: bool = False,
+) -> list[tasks.Prompt]:
     """``tasks.build_suite`` as ``commands.runs.suite_prompts`` calls it, with the API's argument names."""
     if suite not in tasks.SUITES:
-        raise ValueError(f"prompts names no suite: {suite!r}; suites are {', '.join(sorted(tasks.SUITES))} "
-                         "(or pass a list of texts or token-id lists)")
+        raise ValueError(
+            f"prompts names no suite: {suite!r}; suites are {', '.join(sorted(tasks.SUITES))} "
+            "(or pass a list of texts or token-id lists)"
+        )
     check_count("n_prompts", n_prompts)
     check_count("seed", seed, 0)
     if pad is not None:
         check_count("pad", pad, 0)
     if length is not None:
         check_count("length", length)
-    prompts = tasks.build_suite(suite, tokenizer, n_prompts, seed=seed, pad=pad, length=length, bos=bool(bos),
-                                chat=bool(chat))
+    prompts = tasks.build_suite(
+        suite, tokenizer, n_prompts, seed=seed, pad=pad, length=length, bos=bool(bos), chat=bool(chat)
+    )
     if over := overrun(model, max(len(p.input_ids) + len(p.answer_ids) for p in prompts)):
         raise ValueError(f"the {suite} prompts {over}; pass a smaller pad or length")
     return prompts
 
 
-def as_prompts(model, tokenizer, prompts, *, n_prompts: int = 20, seed: int = 0, pad: int | None = None,
-               length: int | None = None, bos: bool = False, chat: bool = False) -> list[tasks.Prompt]:
+def as_prompts(
+    model,
+    tokenizer,
+    prompts,
+    *,
+    n_prompts: int = 20,
+    seed: int = 0,
+    pad: int | None = None,
+    length: int | None = None,
+    bos: bool = False,
+    chat: bool = False,
+) -> list[tasks.Prompt]:
     """A suite name's prompts, or the given texts / token-id lists / ``tasks.Prompt`` as prompts numbered
     from 0 (texts tokenized with the tokenizer's special tokens, led by BOS with ``bos``)."""
     if isinstance(prompts, str):
-        return suite_prompts(model, tokenizer, prompts, n_prompts, seed=seed, pad=pad, length=length, bos=bos,
-                             chat=chat)
+        return suite_prompts(
+            model, tokenizer, prompts, n_prompts, seed=seed, pad=pad, length=length, bos=bos, chat=chat
+        )
     if not isinstance(prompts, Sequence) or not prompts:
-        raise TypeError(f"prompts takes a suite name ({', '.join(sorted(tasks.SUITES))}) or a non-empty list of "
-                        f"texts, token-id lists or tasks.Prompt, got {type(prompts).__name__}")
+        raise TypeError(
+            f"prompts takes a suite name ({', '.join(sorted(tasks.SUITES))}) or a non-empty list of "
+            f"texts, token-id lists or tasks.Prompt, got {type(prompts).__name__}"
+        )
     out = []
     for i, item in enumerate(prompts):
         if isinstance(item, tasks.Prompt):
@@ -124,8 +150,11 @@ def _bias_specs(b) -> list[float | None]:
     for item in items:
         if isinstance(item, str) and item == "auto":
             values.append(None)
-        elif isinstance(item, (int, float, np.floating, np.integer)) and not isinstance(item, bool) \
-                and math.isfinite(item):
+        elif (
+            isinstance(item, (int, float, np.floating, np.integer))
+            and not isinstance(item, bool)
+            and math.isfinite(item)
+        ):
             values.append(float(item))
         else:
             raise ValueError(f"b takes finite numbers or 'auto', got {item!r}")
@@ -142,14 +171,16 @@ def _label(value: float) -> str:
 
 def check_biases(b, b_auto: float | None = None) -> list[float | None]:
     """``b`` as a list of finite numbers and None (for "auto"), ``b_auto`` checked; before any work."""
-    if b_auto is not None and (isinstance(b_auto, bool) or not isinstance(b_auto, (int, float))
-                               or not math.isfinite(b_auto)):
+    if b_auto is not None and (
+        isinstance(b_auto, bool) or not isinstance(b_auto, (int, float)) or not math.isfinite(b_auto)
+    ):
         raise ValueError(f"b_auto takes None or a finite number, got {b_auto!r}")
     return _bias_specs(b)
 
 
-def biases(model, tokenizer, values: list[float | None], b_auto: float | None = None
-           ) -> tuple[list[Bias], float | None]:
+def biases(
+    model, tokenizer, values: list[float | None], b_auto: float | None = None
+) -> tuple[list[Bias], float | None]:
     """The biases ``check_biases`` gave, "auto" (None) resolved to ``b_auto``, else calibrated as
     ``commands.runs.biases`` does (Polynomial Concentration App. B/J, on generated generic text); returns
     them and b_auto."""
@@ -180,8 +211,10 @@ def locate(shape: tuple[int, ...], *, layer=None, head=None, query_offset: int =
         lead = shape[:-1]
         heads = None if head is None else check_count("head", head, 0)
     elif head is not None:
-        raise ValueError(f"head labels need scores of shape (heads, queries, keys) or (batch, heads, queries, "
-                         f"keys), or (queries, keys) with one head index; got shape {shape}")
+        raise ValueError(
+            f"head labels need scores of shape (heads, queries, keys) or (batch, heads, queries, "
+            f"keys), or (queries, keys) with one head index; got shape {shape}"
+        )
     else:
         return {} if layer is None else {"layer": np.full(math.prod(shape[:-1]), layer, dtype=np.int64)}
     n_rows, n_q = math.prod(lead), lead[-1]

@@ -25,6 +25,7 @@ MIN_QUERY = 8
 
 DOC_SEED = 4_004_000  # any fixed seed; generic_text's stream is apart from every suite's and b_auto's
 
+
 def first_key_sums(block: ScoreBlock, min_query: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per head of one score block, over its queries at positions >= ``min_query`` whose row may attend
     key 0: the summed softmax weight on key 0, the summed uniform share 1 / (allowed keys) and the count
@@ -81,7 +82,6 @@ def documents(tokenizer, n: int, tokens: int, seed: int) -> list[list[int]]:
     return docs
 
 
-
 def head_table(raw: pd.DataFrame) -> pd.DataFrame:
     """Per (layer, head): the first-token mass and the uniform share pooled over documents (weighted by
     their query counts), and mass / uniform."""
@@ -93,8 +93,9 @@ def head_table(raw: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def sink_documents(model, tokenizer, texts, *, n_documents: int = 4, tokens: int = 256,
-                   seed: int = 0) -> list[list[int]]:
+def sink_documents(
+    model, tokenizer, texts, *, n_documents: int = 4, tokens: int = 256, seed: int = 0
+) -> list[list[int]]:
     """The token ids ``attnlab.sinks`` reads: ``texts`` (texts, tokenized with the tokenizer's special tokens,
     or token-id lists), or with None ``n_documents`` documents of generic text of ``tokens`` tokens (``documents``,
     cut to the model's context); ValueError or TypeError naming the argument otherwise."""
@@ -107,8 +108,9 @@ def sink_documents(model, tokenizer, texts, *, n_documents: int = 4, tokens: int
         except RunError as exc:
             raise ValueError(f"tokens: {exc}") from None
     if isinstance(texts, str) or not isinstance(texts, Sequence) or not texts:
-        raise TypeError("texts takes a non-empty list of texts or token-id lists (or None), got "
-                        f"{type(texts).__name__}")
+        raise TypeError(
+            f"texts takes a non-empty list of texts or token-id lists (or None), got {type(texts).__name__}"
+        )
     docs = []
     for i, text in enumerate(texts):
         if isinstance(text, str):

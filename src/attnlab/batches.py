@@ -17,7 +17,9 @@ def rank_rows(batch: int, rank: int, world: int) -> tuple[int, int]:
     if world < 1 or not 0 <= rank < world:
         raise DataError(f"rank {rank} of world {world}: allowed are world >= 1 and 0 <= rank < world")
     if batch < 1 or batch % world:
-        raise DataError(f"global batch {batch} is not a positive multiple of world size {world}; allowed: a "
-                        "batch divisible by the number of ranks")
+        raise DataError(
+            f"global batch {batch} is not a positive multiple of world size {world}; allowed: a "
+            "batch divisible by the number of ranks"
+        )
     rows = batch // world
     return rank * rows, (rank + 1) * rows

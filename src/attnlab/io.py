@@ -126,8 +126,10 @@ def locked(folder: str | os.PathLike) -> Iterator[Path]:
                     yield folder
                     return
                 if holder > 0 and _alive(holder):
-                    raise OutputError(f"{folder} is in use by another attnlab run (pid {holder}); wait for it to "
-                                      "finish, or choose another --out") from None
+                    raise OutputError(
+                        f"{folder} is in use by another attnlab run (pid {holder}); wait for it to "
+                        "finish, or choose another --out"
+                    ) from None
                 path.unlink(missing_ok=True)  # its process is gone
                 continue
             try:
@@ -204,14 +206,18 @@ def check_output(out: str | os.PathLike, config: dict[str, Any], *, overwrite: b
         differ = [k for k in config if stored.get(k) != config[k]]
         if differ:
             shown = "; ".join(f"{k}: {stored.get(k)!r} there, {config[k]!r} now" for k in differ[:3])
-            raise OutputError(f"{out} holds the output of {what} with other settings ({shown}); pass --overwrite "
-                              "to replace it, or choose another --out")
+            raise OutputError(
+                f"{out} holds the output of {what} with other settings ({shown}); pass --overwrite "
+                "to replace it, or choose another --out"
+            )
         return
     visible = sorted(e.name for e in out.iterdir() if not e.name.startswith("."))
     if visible:
         more = ", ..." if len(visible) > 4 else ""
-        raise OutputError(f"{out} holds files that {what} did not write ({', '.join(visible[:4])}{more}); pass "
-                          "--overwrite to write into it anyway, or choose another --out")
+        raise OutputError(
+            f"{out} holds files that {what} did not write ({', '.join(visible[:4])}{more}); pass "
+            "--overwrite to write into it anyway, or choose another --out"
+        )
 
 
 def write_text(path: str | os.PathLike, text: str) -> Path:
@@ -240,8 +246,10 @@ def load_tensor(path: str | os.PathLike, key: str | None = None):
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
     if path.suffix == ".npy" and key is not None:  # one unnamed array: silence would hide the mistaken key
-        raise ValueError(f"{path}: an .npy file holds one unnamed array, so --key {key!r} names nothing; drop "
-                         "--key, or pass the .safetensors or .pt file that holds it")
+        raise ValueError(
+            f"{path}: an .npy file holds one unnamed array, so --key {key!r} names nothing; drop "
+            "--key, or pass the .safetensors or .pt file that holds it"
+        )
     try:
         if path.suffix == ".npy":
             return torch.from_numpy(np.load(path, allow_pickle=False))
@@ -277,7 +285,8 @@ def write_parquet(path: str | os.PathLike, frame, metadata: dict | None = None) 
     table = pa.Table.from_pandas(frame, preserve_index=False)
     if metadata is not None:
         table = table.replace_schema_metadata(
-            {**(table.schema.metadata or {}), PARQUET_META_KEY: json.dumps(metadata, default=str).encode()})
+            {**(table.schema.metadata or {}), PARQUET_META_KEY: json.dumps(metadata, default=str).encode()}
+        )
     return atomic_write(path, lambda tmp: pq.write_table(table, tmp))
 
 
@@ -293,8 +302,7 @@ def to_markdown(table, digits: int = 4) -> str:
             return "-" if np.isnan(v) else f"{v:.{digits}f}"
         return str(v).replace("|", "\\|")
 
-    numeric = [pd.api.types.is_numeric_dtype(t) and not pd.api.types.is_bool_dtype(t)
-               for t in table.dtypes]
+    numeric = [pd.api.types.is_numeric_dtype(t) and not pd.api.types.is_bool_dtype(t) for t in table.dtypes]
     head = "| " + " | ".join(map(str, table.columns)) + " |"
     rule = "|" + "|".join("---:" if n else "---" for n in numeric) + "|"
     body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
@@ -304,5 +312,7 @@ def to_markdown(table, digits: int = 4) -> str:
 def write_table(stem: str | os.PathLike, table) -> dict[str, Path]:
     """Write a DataFrame as ``stem.csv`` and ``stem.md``, each atomically; returns {"csv": .., "md": ..}."""
     stem = Path(stem)
-    return {"csv": atomic_write(stem.with_suffix(".csv"), lambda tmp: table.to_csv(tmp, index=False)),
-            "md": write_text(stem.with_suffix(".md"), to_markdown(table))}
+    return {
+        "csv": atomic_write(stem.with_suffix(".csv"), lambda tmp: table.to_csv(tmp, index=False)),
+        "md": write_text(stem.with_suffix(".md"), to_markdown(table)),
+    }

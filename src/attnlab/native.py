@@ -43,8 +43,11 @@ import torch
 from .errors import Error
 
 # One library for every owner: one compile, one cache entry and one load per process.
-SOURCES = (Path(__file__).parent / "rowmaps" / "_kernels.c", Path(__file__).parent / "diagnostics" / "_rows.c",
-           Path(__file__).parent / "_site.c")
+SOURCES = (
+    Path(__file__).parent / "rowmaps" / "_kernels.c",
+    Path(__file__).parent / "diagnostics" / "_rows.c",
+    Path(__file__).parent / "_site.c",
+)
 FLAGS = ("-O3", "-march=native", "-fno-trapping-math", "-fopenmp", "-shared", "-fPIC")
 T = TypeVar("T")
 
@@ -54,7 +57,8 @@ def fits(tensors: tuple[torch.Tensor, ...], dtypes: Container[torch.dtype]) -> b
     ``dtypes``."""
     first = tensors[0]
     return first.dtype in dtypes and all(
-        t.device.type == "cpu" and t.dtype == first.dtype and t.is_contiguous() for t in tensors)
+        t.device.type == "cpu" and t.dtype == first.dtype and t.is_contiguous() for t in tensors
+    )
 
 
 def _cache_dir() -> Path:
@@ -102,8 +106,9 @@ def _build(compiler: str) -> Path:
     folder = _private_folder(_cache_dir())
     version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
     texts = [source.read_text() for source in SOURCES]
-    key = hashlib.sha256("\0".join([*texts, version, " ".join(FLAGS), _cpu_flags(),
-                                    platform.machine()]).encode()).hexdigest()[:16]
+    key = hashlib.sha256(
+        "\0".join([*texts, version, " ".join(FLAGS), _cpu_flags(), platform.machine()]).encode()
+    ).hexdigest()[:16]
     target = folder / f"attnlab-{key}.so"
     if target.is_file():
         if why := _foreign(target, os.stat(target), "cached library"):
@@ -112,8 +117,9 @@ def _build(compiler: str) -> Path:
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".attnlab-", suffix=".so")
     os.close(fd)
     try:
-        done = subprocess.run([compiler, *FLAGS, "-o", tmp, *map(str, SOURCES), "-lm"], capture_output=True, text=True,
-                              timeout=300)
+        done = subprocess.run(
+            [compiler, *FLAGS, "-o", tmp, *map(str, SOURCES), "-lm"], capture_output=True, text=True, timeout=300
+        )
         if done.returncode:
             raise RuntimeError(f"{compiler} failed: {done.stderr.strip()[-500:]}")
         os.replace(tmp, target)

@@ -20,22 +20,43 @@ from pathlib import Path
 from typing import Any
 
 OPTION = "attnlab.option"  # the field-metadata key that makes a field an option
-MODEL_HELP = ("a fetched model's name (attnlab fetch --list), a .gguf file, a folder written by save_pretrained, "
-              "or a Hugging Face Hub id (org/name or org/name@revision) already in the local Hugging Face cache")
+MODEL_HELP = (
+    "a fetched model's name (attnlab fetch --list), a .gguf file, a folder written by save_pretrained, "
+    "or a Hugging Face Hub id (org/name or org/name@revision) already in the local Hugging Face cache"
+)
 
 
-def option(default: Any = dataclasses.MISSING, help: str = "", *, metavar: str | None = None,
-           type: Callable[[str], Any] | None = None, choices: tuple[str, ...] | Callable[[], Any] | None = None,
-           positional: bool = False, flag: str | None = None, convert: Callable[[Any], Any] | None = None,
-           default_factory: Any = dataclasses.MISSING, **extra: Any) -> Any:
+def option(
+    default: Any = dataclasses.MISSING,
+    help: str = "",
+    *,
+    metavar: str | None = None,
+    type: Callable[[str], Any] | None = None,
+    choices: tuple[str, ...] | Callable[[], Any] | None = None,
+    positional: bool = False,
+    flag: str | None = None,
+    convert: Callable[[Any], Any] | None = None,
+    default_factory: Any = dataclasses.MISSING,
+    **extra: Any,
+) -> Any:
     """A dataclass field that is also an option: ``help`` its help text (the default is appended),
     ``type`` the parser of one typed value (else the field's annotation decides), ``choices`` the allowed
     values (or a function returning them, read when the parser is built so that registered entries count),
     ``positional`` for an argument without a flag, ``flag`` for a flag other than the field's name,
     ``convert`` to turn the parsed value into the field's (``dict`` for repeated KEY=VALUE pairs);
     ``extra`` goes to argparse as it is (``nargs``, ``action``...)."""
-    meta = {OPTION: {"help": help, "metavar": metavar, "type": type, "choices": choices,
-                     "positional": positional, "flag": flag, "convert": convert, **extra}}
+    meta = {
+        OPTION: {
+            "help": help,
+            "metavar": metavar,
+            "type": type,
+            "choices": choices,
+            "positional": positional,
+            "flag": flag,
+            "convert": convert,
+            **extra,
+        }
+    }
     return dataclasses.field(default=default, default_factory=default_factory, metadata=meta)
 
 
@@ -109,12 +130,36 @@ def positive(text: str) -> float:
 # naming the bound instead of running until it is killed.
 TOKENS_MAX = 2**20  # context lengths, in tokens
 UPPER: dict[str, float] = {
-    "prompts": 100_000, "rank_prompts": 100_000, "pad": 1_000_000, "docs": 10_000, "windows": 100_000,
-    "length": TOKENS_MAX, "lengths": TOKENS_MAX, "rank_length": TOKENS_MAX, "n": TOKENS_MAX, "n_train": TOKENS_MAX,
-    "sink": TOKENS_MAX, "train_len": 65_536, "min_train_len": 65_536, "n_boot": 100_000, "random_draws": 10_000,
-    "k": 100_000, "single": 100_000, "unit_axes": 32, "steps": 10_000_000, "samples": 10_000_000, "seeds": 1_000,
-    "jobs": 1_024, "threads": 1_024, "max_tokens": 10**13, "eval_mult": 4_096, "select_mult": 4_096,
-    "ratios": 1_024, "rope_scaling": 1_024, "lr": 10.0, "xi": 8.0,
+    "prompts": 100_000,
+    "rank_prompts": 100_000,
+    "pad": 1_000_000,
+    "docs": 10_000,
+    "windows": 100_000,
+    "length": TOKENS_MAX,
+    "lengths": TOKENS_MAX,
+    "rank_length": TOKENS_MAX,
+    "n": TOKENS_MAX,
+    "n_train": TOKENS_MAX,
+    "sink": TOKENS_MAX,
+    "train_len": 65_536,
+    "min_train_len": 65_536,
+    "n_boot": 100_000,
+    "random_draws": 10_000,
+    "k": 100_000,
+    "single": 100_000,
+    "unit_axes": 32,
+    "steps": 10_000_000,
+    "samples": 10_000_000,
+    "seeds": 1_000,
+    "jobs": 1_024,
+    "threads": 1_024,
+    "max_tokens": 10**13,
+    "eval_mult": 4_096,
+    "select_mult": 4_096,
+    "ratios": 1_024,
+    "rope_scaling": 1_024,
+    "lr": 10.0,
+    "xi": 8.0,
 }
 
 

@@ -48,22 +48,54 @@ def cite(key: str, where: str = "") -> str:
     return f"{key} {where}".strip()
 
 
-register(Paper("Polynomial Concentration",
-               "When Does Polynomial Attention Concentrate? A Relative-Margin Diagnostic for Zero-Shot Softmax "
-               "Substitution", None, None, None,
-               "S_p and p*, the row status labels, the 14 substitution recipes, b_auto, the diagnostic prompt "
-               "suites, group head ablation, head types, the matched diagnostic"))
-register(Paper("Vasylenko et al. 2025", "Long-Context Generalization with Sparse Attention",
-               "Pavlo Vasylenko, Hugo Pitorro, André F. T. Martins, Marcos Treviso", 2025, "2506.16640",
-               "alpha-entmax and ASEntmax, SSMax, NAPE, the synthetic length-generalization tasks"))
-register(Paper("Zhu et al. 2026",
-               "Learning Less Is More: Premature Upper-Layer Attention Specialization Hurts Language Model "
-               "Pretraining", "Jinchang Zhu, Jindong Li, Yuwen Hao, Chengyu Zou, Rong Fu, Menglin Yang", 2026,
-               "2605.10504", "the upper-Q/K learning-rate intervention, its release rule and the mechanism probes"))
-register(Paper("Hayase & Karakida 2026",
-               "A Unified Framework for Critical Scaling of Inverse Temperature in Self-Attention",
-               "Tomohiro Hayase, Ryo Karakida", 2026, "2605.12697",
-               "gap counting, Lambda_n and the contact point, the xi estimators, m(n; xi), the learnable beta_n"))
-register(Paper("Attention Sinks Essential",
-               "Attention Sinks Are Functionally Essential in Softmax Transformers: Theoretical Evidence", None,
-               None, None, "the trigger-conditional averaging task, ReLU/n attention, the sink measurement"))
+register(
+    Paper(
+        "Polynomial Concentration",
+        "When Does Polynomial Attention Concentrate? A Relative-Margin Diagnostic for Zero-Shot Softmax Substitution",
+        None,
+        None,
+        None,
+        "S_p and p*, the row status labels, the 14 substitution recipes, b_auto, the diagnostic prompt "
+        "suites, group head ablation, head types, the matched diagnostic",
+    )
+)
+register(
+    Paper(
+        "Vasylenko et al. 2025",
+        "Long-Context Generalization with Sparse Attention",
+        "Pavlo Vasylenko, Hugo Pitorro, André F. T. Martins, Marcos Treviso",
+        2025,
+        "2506.16640",
+        "alpha-entmax and ASEntmax, SSMax, NAPE, the synthetic length-generalization tasks",
+    )
+)
+register(
+    Paper(
+        "Zhu et al. 2026",
+        "Learning Less Is More: Premature Upper-Layer Attention Specialization Hurts Language Model Pretraining",
+        "Jinchang Zhu, Jindong Li, Yuwen Hao, Chengyu Zou, Rong Fu, Menglin Yang",
+        2026,
+        "2605.10504",
+        "the upper-Q/K learning-rate intervention, its release rule and the mechanism probes",
+    )
+)
+register(
+    Paper(
+        "Hayase & Karakida 2026",
+        "A Unified Framework for Critical Scaling of Inverse Temperature in Self-Attention",
+        "Tomohiro Hayase, Ryo Karakida",
+        2026,
+        "2605.12697",
+        "gap counting, Lambda_n and the contact point, the xi estimators, m(n; xi), the learnable beta_n",
+    )
+)
+register(
+    Paper(
+        "Attention Sinks Essential",
+        "Attention Sinks Are Functionally Essential in Softmax Transformers: Theoretical Evidence",
+        None,
+        None,
+        None,
+        "the trigger-conditional averaging task, ReLU/n attention, the sink measurement",
+    )
+)

@@ -28,8 +28,11 @@ def load() -> list[str]:
             try:
                 entry.load()
             except Exception as exc:  # a broken plugin is reported, never fatal
-                print(f"attnlab: plugin {entry.name} ({entry.value}, entry point {group}) failed to load: "
-                      f"{type(exc).__name__}: {exc}", file=sys.stderr)
+                print(
+                    f"attnlab: plugin {entry.name} ({entry.value}, entry point {group}) failed to load: "
+                    f"{type(exc).__name__}: {exc}",
+                    file=sys.stderr,
+                )
                 continue
             loaded.append(f"{group}:{entry.name}")
     return loaded

@@ -30,20 +30,30 @@ def _lines(items: Iterable[T], desc: str, unit: str) -> Iterator[T]:
     total = len(items) if hasattr(items, "__len__") else None
     every = max(1, math.ceil(total / STEPS)) if total else None
     start = time.monotonic()
-    print(f"{desc}: started, {total if total is not None else 'an unknown number of'} {unit}s", file=sys.stderr,
-          flush=True)
+    print(
+        f"{desc}: started, {total if total is not None else 'an unknown number of'} {unit}s",
+        file=sys.stderr,
+        flush=True,
+    )
     done = 0
     for done, item in enumerate(items, 1):
         yield item
         elapsed = time.monotonic() - start
         if every is not None and (done % every == 0 or done == total):
             left = "" if done == total else f", about {_duration(elapsed * (total - done) / done)} left"
-            print(f"{desc}: {done}/{total} {unit}s ({100 * done / total:.0f}%) in {elapsed:.0f} s{left}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"{desc}: {done}/{total} {unit}s ({100 * done / total:.0f}%) in {elapsed:.0f} s{left}",
+                file=sys.stderr,
+                flush=True,
+            )
         elif done == 1 and total is not None:
             # the first estimate as soon as one item is timed, not after a tenth of a run that may take hours
-            print(f"{desc}: the first {unit} took {elapsed:.1f} s, so all {total} take about "
-                  f"{_duration(elapsed * total)}", file=sys.stderr, flush=True)
+            print(
+                f"{desc}: the first {unit} took {elapsed:.1f} s, so all {total} take about "
+                f"{_duration(elapsed * total)}",
+                file=sys.stderr,
+                flush=True,
+            )
     if every is None:
         print(f"{desc}: {done} {unit}s in {time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
 

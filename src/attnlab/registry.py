@@ -36,8 +36,7 @@ class Registry(Mapping[str, T], Generic[T]):
         decorates. A name already taken raises ValueError unless ``replace``: a silent overwrite would
         change what every earlier user of the name gets."""
         if not isinstance(name, str) or not name or name != name.strip():
-            raise ValueError(f"a {self.kind} name must be a non-empty string without surrounding spaces, "
-                             f"got {name!r}")
+            raise ValueError(f"a {self.kind} name must be a non-empty string without surrounding spaces, got {name!r}")
 
         def add(value: T) -> T:
             if name in self._entries and not replace:

@@ -27,29 +27,76 @@ import torch
 import torch.nn.functional as F
 
 from .site_fused import _attend_fused, _fusable
-from .site_spec import (DEFAULT_BLOCK, MIN_BLOCK, VANILLA, Causal, LengthScale, Observer, Plan, ScoreBlock, Scores,
-                        Slopes, WeightBlock, WeightObserver, describe)
+from .site_spec import (
+    DEFAULT_BLOCK,
+    MIN_BLOCK,
+    VANILLA,
+    Causal,
+    LengthScale,
+    Observer,
+    Plan,
+    ScoreBlock,
+    Scores,
+    Slopes,
+    WeightBlock,
+    WeightObserver,
+    describe,
+)
 from .site_tiles import allowed_keys, causal_mask, key_span, linear_bias, position_bias, query_blocks
 from .site_weights import _head_groups, _softmax, _weights
 
-__all__ = ["DEFAULT_BLOCK", "MIN_BLOCK", "VANILLA", "Causal", "LengthScale", "Observer", "Plan", "ScoreBlock", "Scores",
-           "Slopes", "WeightBlock", "WeightObserver", "allowed_keys", "attend", "causal_mask", "key_span",
-           "linear_bias", "position_bias", "query_blocks"]
+__all__ = [
+    "DEFAULT_BLOCK",
+    "MIN_BLOCK",
+    "VANILLA",
+    "Causal",
+    "LengthScale",
+    "Observer",
+    "Plan",
+    "ScoreBlock",
+    "Scores",
+    "Slopes",
+    "WeightBlock",
+    "WeightObserver",
+    "allowed_keys",
+    "attend",
+    "causal_mask",
+    "key_span",
+    "linear_bias",
+    "position_bias",
+    "query_blocks",
+]
 
-def _check_call(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scores: Scores,
-                mask: Causal | torch.Tensor | None, plan: Plan) -> None:
+
+def _check_call(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    scores: Scores,
+    mask: Causal | torch.Tensor | None,
+    plan: Plan,
+) -> None:
     """ValueError/TypeError naming the argument, before any arithmetic could broadcast a mistake into numbers."""
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not (isinstance(t, torch.Tensor) and t.is_floating_point()):
             raise TypeError(f"{name} must be a floating torch.Tensor, got {describe(t)}")
     if len({query.dtype, key.dtype, value.dtype}) > 1 or len({query.device, key.device, value.device}) > 1:
-        raise TypeError(f"query, key and value must share dtype and device, got {query.dtype}/{query.device}, "
-                        f"{key.dtype}/{key.device}, {value.dtype}/{value.device}")
-    if (query.dim() != 4 or key.dim() != 4 or value.shape != key.shape or query.shape[0] != key.shape[0]
-            or query.shape[-1] != key.shape[-1]):
-        raise ValueError(f"query, key, value must be (batch, heads, tokens, head_dim) with one batch and head_dim "
-                         f"and key and value alike; got {tuple(query.shape)}, {tuple(key.shape)}, "
-                         f"{tuple(value.shape)}")
+        raise TypeError(
+            f"query, key and value must share dtype and device, got {query.dtype}/{query.device}, "
+            f"{key.dtype}/{key.device}, {value.dtype}/{value.device}"
+        )
+    if (
+        query.dim() != 4
+        or key.dim() != 4
+        or value.shape != key.shape
+        or query.shape[0] != key.shape[0]
+        or query.shape[-1] != key.shape[-1]
+    ):
+        raise ValueError(
+            f"query, key, value must be (batch, heads, tokens, head_dim) with one batch and head_dim "
+            f"and key and value alike; got {tuple(query.shape)}, {tuple(key.shape)}, "
+            f"{tuple(value.shape)}"
+        )
     if not isinstance(scores, Scores):
         raise TypeError(f"scores must be Scores(scaling, ...), got {describe(scores)}")
     if not isinstance(plan, Plan):
@@ -58,8 +105,10 @@ def _check_call(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, sco
         raise TypeError(f"mask must be Causal(...), a tensor or None, got {type(mask).__name__}")
     if isinstance(mask, Causal) and query.shape[2] > key.shape[2]:
         # the last query sees every key, so the first ones would see none: a call whose keys were cut short
-        raise ValueError(f"causal attention needs at least as many keys as queries, got {key.shape[2]} keys for "
-                         f"{query.shape[2]} queries")
+        raise ValueError(
+            f"causal attention needs at least as many keys as queries, got {key.shape[2]} keys for "
+            f"{query.shape[2]} queries"
+        )
     full = (query.shape[0], query.shape[1], query.shape[2], key.shape[2])
     # the mask is sliced on its query axis (the third), a row scale on its second-to-last
     for name, t, shape, dims in (("mask", mask, full, (4,)), ("scale", scores.scale, (*full[:3], 1), (2, 3, 4))):
@@ -72,8 +121,10 @@ def _check_call(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, sco
         except RuntimeError:
             fits = False
         if not fits:
-            raise ValueError(f"{name} of shape {tuple(t.shape)} must have {' or '.join(map(str, dims))} dimensions "
-                             f"and broadcast to {shape} (batch, heads, queries, {'keys' if name == 'mask' else 1})")
+            raise ValueError(
+                f"{name} of shape {tuple(t.shape)} must have {' or '.join(map(str, dims))} dimensions "
+                f"and broadcast to {shape} (batch, heads, queries, {'keys' if name == 'mask' else 1})"
+            )
 
 
 def _repeat_kv(t: torch.Tensor, groups: int) -> torch.Tensor:
@@ -84,8 +135,14 @@ def _repeat_kv(t: torch.Tensor, groups: int) -> torch.Tensor:
     return t[:, :, None].expand(b, h, groups, n, d).reshape(b, h * groups, n, d)
 
 
-def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scores: Scores,
-           mask: Causal | torch.Tensor | None = None, plan: Plan = VANILLA) -> torch.Tensor:
+def attend(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    scores: Scores,
+    mask: Causal | torch.Tensor | None = None,
+    plan: Plan = VANILLA,
+) -> torch.Tensor:
     """Attention output (batch, queries, heads, head_dim) of one layer.
 
     query (batch, heads, queries, head_dim); key and value (batch, kv_heads, keys, head_dim) with
@@ -96,8 +153,9 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scores: 
     _check_call(query, key, value, scores, mask, plan)
     bsz, n_heads, n_q, _ = query.shape
     if n_heads % key.shape[1]:
-        raise ValueError(f"query heads ({n_heads}) must be a multiple of key/value heads ({key.shape[1]}): "
-                         "grouped-query attention")
+        raise ValueError(
+            f"query heads ({n_heads}) must be a multiple of key/value heads ({key.shape[1]}): grouped-query attention"
+        )
     causal = isinstance(mask, Causal)
     window, explicit = (mask.window if causal else None), (None if causal else mask)
     scaling, softcap, scale = scores.scaling, scores.softcap, scores.scale
@@ -116,14 +174,28 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scores: 
     out = query.new_empty(bsz, n_q, n_heads, value.shape[-1])
     groups = _head_groups(plan, n_heads)
     if bias is None and _fusable(plan, causal, dropout > 0, slopes):
-        return _attend_fused(query, key_t, value, out, scaling=scaling, window=window, softcap=softcap,
-                             plan=plan, groups=groups, slopes=slopes, scale=scale)
+        return _attend_fused(
+            query,
+            key_t,
+            value,
+            out,
+            scaling=scaling,
+            window=window,
+            softcap=softcap,
+            plan=plan,
+            groups=groups,
+            slopes=slopes,
+            scale=scale,
+        )
     # Masked keys hold the dtype's lowest value, as eager's, for softmax and score observers; when every head
     # has a row map and nothing observes the scores, they hold -inf at once, the one pass a map needs. Not
     # under a learnable scale: the gradient of z * scale with respect to scale is z, and -inf there makes it
     # NaN even though the masked keys get no weight.
-    fill = (-math.inf if not plan.observers and scale is None and all(fn is not _softmax for fn, _ in groups)
-            else torch.finfo(query.dtype).min)
+    fill = (
+        -math.inf
+        if not plan.observers and scale is None and all(fn is not _softmax for fn, _ in groups)
+        else torch.finfo(query.dtype).min
+    )
     for start, stop in query_blocks(n_q, plan.block):
         # In place where autograd allows it: each full-size temporary is a fresh allocation and a pass over
         # memory; the arithmetic, and so every bit of the result, is eager's.
@@ -157,8 +229,7 @@ def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scores: 
             observer(ScoreBlock(layer, z, allowed, start, n_q))
         if scale is not None:
             # re-masked because a learnable scale may turn negative and lift masked keys to the top
-            z = (z * (scale if scale.shape[-2] == 1 else scale[..., start:stop, :])).masked_fill(
-                ~allowed, fill)
+            z = (z * (scale if scale.shape[-2] == 1 else scale[..., start:stop, :])).masked_fill(~allowed, fill)
         w = _weights(z, allowed, plan, groups, query.dtype, fill)
         for observer in plan.weight_observers:
             observer(WeightBlock(layer, w, allowed, start, n_q))
@@ -176,6 +247,8 @@ def _bias_block(bias: Callable[[int, int], torch.Tensor], start: int, stop: int,
     except RuntimeError:
         fits = False
     if not fits:
-        raise ValueError(f"bias({start}, {stop}) must give a tensor broadcasting to {tuple(shape)} (batch, heads, "
-                         f"queries {start}..{stop - 1}, keys), got {describe(block)}")
+        raise ValueError(
+            f"bias({start}, {stop}) must give a tensor broadcasting to {tuple(shape)} (batch, heads, "
+            f"queries {start}..{stop - 1}, keys), got {describe(block)}"
+        )
     return block

@@ -28,22 +28,37 @@ def _fusable(plan: Plan, causal: bool, dropout: bool, slopes: torch.Tensor | Non
     """Whether the fused path serves a call without a ``bias`` callable (whose blocks span every key): causal,
     nothing reads a block (observers, dropout) and a row map or a position bias to fuse; plain softmax
     without one stays eager's exact arithmetic."""
-    return (plan.fused and causal and not dropout and not plan.observers and not plan.weight_observers
-            and (bool(plan.maps) or slopes is not None))
+    return (
+        plan.fused
+        and causal
+        and not dropout
+        and not plan.observers
+        and not plan.weight_observers
+        and (bool(plan.maps) or slopes is not None)
+    )
 
 
-def _mask_tile(z: torch.Tensor, allowed: torch.Tensor, start: int, offset: int, lo: int,
-               window: int | None) -> None:
+def _mask_tile(z: torch.Tensor, allowed: torch.Tensor, start: int, offset: int, lo: int, window: int | None) -> None:
     """Write -inf at z's masked keys. Without a window only the keys after the tile's first query can be
     masked, so only those columns are touched (a pass over the whole tile costs as much as the map's)."""
     edge = 0 if window is not None else max(0, start + offset + 1 - lo)
     z[..., edge:].masked_fill_(~allowed[..., edge:], -math.inf)
 
 
-def _attend_fused(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor, out: torch.Tensor, *,
-                  scaling: float, window: int | None, softcap: float | None, plan: Plan,
-                  groups: list[tuple[Callable, list[int]]], slopes: torch.Tensor | None,
-                  scale: torch.Tensor | None) -> torch.Tensor:
+def _attend_fused(
+    query: torch.Tensor,
+    key_t: torch.Tensor,
+    value: torch.Tensor,
+    out: torch.Tensor,
+    *,
+    scaling: float,
+    window: int | None,
+    softcap: float | None,
+    plan: Plan,
+    groups: list[tuple[Callable, list[int]]],
+    slopes: torch.Tensor | None,
+    scale: torch.Tensor | None,
+) -> torch.Tensor:
     """Causal attention without observers, one query block at a time over only the keys it may attend
     (:func:`key_span`): the work of the block-materializing loop less the scores every query of a block
     would mask, with the same arithmetic on the rest except that the queries are scaled before the product
@@ -54,12 +69,33 @@ def _attend_fused(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor,
     offset = n_k - n_q
     grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (query, key_t, value, scale))
     if not plan.maps and softcap is None and scale is None and plan.length_scale is None:
-        return _attend_biased_softmax(query, key_t.transpose(2, 3), value, out, scaling=scaling, window=window,
-                                      block=plan.block, slopes=slopes, grad=grad)
-    if not grad and softcap is None and len(groups) == 1 and site_kernel.forward(
-            query, key_t.transpose(2, 3), value, out, scaling=scaling, window=window,
-            rowmap="softmax" if groups[0][0] is _softmax else groups[0][0], slopes=slopes,
-            rowmul=_row_multiplier(scale, plan.length_scale, query.shape, n_k, window)):
+        return _attend_biased_softmax(
+            query,
+            key_t.transpose(2, 3),
+            value,
+            out,
+            scaling=scaling,
+            window=window,
+            block=plan.block,
+            slopes=slopes,
+            grad=grad,
+        )
+    if (
+        not grad
+        and softcap is None
+        and len(groups) == 1
+        and site_kernel.forward(
+            query,
+            key_t.transpose(2, 3),
+            value,
+            out,
+            scaling=scaling,
+            window=window,
+            rowmap="softmax" if groups[0][0] is _softmax else groups[0][0],
+            slopes=slopes,
+            rowmul=_row_multiplier(scale, plan.length_scale, query.shape, n_k, window),
+        )
+    ):
         return out
     # Scaling the queries once spares a pass over every tile of scores (rounding differs by an ulp); so does a
     # row scale folded into them where nothing is added to the scores before it (under autograd the tile's
@@ -84,8 +120,9 @@ def _attend_fused(query: torch.Tensor, key_t: torch.Tensor, value: torch.Tensor,
     return out
 
 
-def _row_multiplier(scale: torch.Tensor | None, length_scale: LengthScale | None, shape: torch.Size, n_k: int,
-                    window: int | None) -> torch.Tensor | None:
+def _row_multiplier(
+    scale: torch.Tensor | None, length_scale: LengthScale | None, shape: torch.Size, n_k: int, window: int | None
+) -> torch.Tensor | None:
     """(batch x heads, queries) factor on each causal row's scores: the learnable ``scale`` times the length
     multiplier of the row's number of allowed keys; None when there is neither."""
     if scale is None and length_scale is None:
@@ -101,9 +138,18 @@ def _row_multiplier(scale: torch.Tensor | None, length_scale: LengthScale | None
     return mul.reshape(bsz * heads, n_q)
 
 
-def _attend_biased_softmax(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, out: torch.Tensor, *,
-                           scaling: float, window: int | None, block: int, slopes: torch.Tensor,
-                           grad: bool) -> torch.Tensor:
+def _attend_biased_softmax(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    out: torch.Tensor,
+    *,
+    scaling: float,
+    window: int | None,
+    block: int,
+    slopes: torch.Tensor,
+    grad: bool,
+) -> torch.Tensor:
     """Softmax with a linear position bias: heads whose slope is 0 (NAPE's NoPE half) through PyTorch's fused
     kernel in one causal call over the whole sequence when queries and keys coincide, the others through
     the compiled kernel (:mod:`attnlab.site_kernel`), or where it does not apply one query block at a time
@@ -115,15 +161,17 @@ def _attend_biased_softmax(query: torch.Tensor, key: torch.Tensor, value: torch.
         flat = torch.zeros_like(flat)
     if bool(flat.any()):
         idx = flat.nonzero()[:, 0]
-        out[:, :, idx] = F.scaled_dot_product_attention(query[:, idx], key[:, idx], value[:, idx], is_causal=True,
-                                                        scale=scaling).transpose(1, 2)
+        out[:, :, idx] = F.scaled_dot_product_attention(
+            query[:, idx], key[:, idx], value[:, idx], is_causal=True, scale=scaling
+        ).transpose(1, 2)
     rest = (~flat).nonzero()[:, 0]
     if not len(rest):
         return out
     query, key, value, slopes = query[:, rest], key[:, rest], value[:, rest], slopes[rest]
     part = query.new_empty(query.shape[0], n_q, len(rest), query.shape[-1])
-    if not grad and site_kernel.forward(query, key, value, part, scaling=scaling, window=window, rowmap="softmax",
-                                        slopes=slopes, rowmul=None):
+    if not grad and site_kernel.forward(
+        query, key, value, part, scaling=scaling, window=window, rowmap="softmax", slopes=slopes, rowmul=None
+    ):
         out[:, :, rest] = part
         return out
     for start, stop in query_blocks(n_q, block):
@@ -131,7 +179,8 @@ def _attend_biased_softmax(query: torch.Tensor, key: torch.Tensor, value: torch.
         allowed = causal_mask(n_q, n_k, start, stop, window=window, device=query.device, keys=(lo, hi))
         bias = position_bias(slopes, n_q, n_k, start, stop, (lo, hi), query.dtype)
         _mask_tile(bias, allowed[0], start, n_k - n_q, lo, window)
-        part = F.scaled_dot_product_attention(query[:, :, start:stop], key[:, :, lo:hi], value[:, :, lo:hi],
-                                              attn_mask=bias, scale=scaling)
+        part = F.scaled_dot_product_attention(
+            query[:, :, start:stop], key[:, :, lo:hi], value[:, :, lo:hi], attn_mask=bias, scale=scaling
+        )
         out[:, start:stop, rest] = part.transpose(1, 2)
     return out

@@ -67,9 +67,18 @@ def map_spec(rowmap: object, n_keys: int) -> tuple[int, int, int, float, float, 
     return None
 
 
-def forward(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, out: torch.Tensor, *, scaling: float,
-            window: int | None, rowmap: object, slopes: torch.Tensor | None,
-            rowmul: torch.Tensor | None) -> bool:
+def forward(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    out: torch.Tensor,
+    *,
+    scaling: float,
+    window: int | None,
+    rowmap: object,
+    slopes: torch.Tensor | None,
+    rowmul: torch.Tensor | None,
+) -> bool:
     """Write causal attention into ``out`` (batch, queries, heads, head_dim) and return True, or return False
     (``out`` untouched or partly written) where the kernel does not apply: no library, not CPU float32, a
     map it does not compute, or input it leaves to the torch path (non-finite values, a sigmoid row whose
@@ -94,7 +103,21 @@ def forward(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, out: to
     rowmul = None if rowmul is None else rowmul.contiguous()
     if not all(bool(torch.isfinite(t).all()) for t in (q, packed, v, slopes, rowmul) if t is not None):
         return False
-    status = kernel.fn(q.data_ptr(), packed.data_ptr(), v.data_ptr(), out.data_ptr(), bsz * heads, heads, n_q, n_k,
-                       d, window or 0, None if slopes is None else slopes.data_ptr(),
-                       None if rowmul is None else rowmul.data_ptr(), *spec, ROWS, torch.get_num_threads())
+    status = kernel.fn(
+        q.data_ptr(),
+        packed.data_ptr(),
+        v.data_ptr(),
+        out.data_ptr(),
+        bsz * heads,
+        heads,
+        n_q,
+        n_k,
+        d,
+        window or 0,
+        None if slopes is None else slopes.data_ptr(),
+        None if rowmul is None else rowmul.data_ptr(),
+        *spec,
+        ROWS,
+        torch.get_num_threads(),
+    )
     return status == 0

@@ -75,8 +75,9 @@ class LengthScale:
         if not (isinstance(self.xi, (int, float)) and math.isfinite(self.xi) and self.xi >= 0):
             raise ValueError(f"length multiplier exponent xi must be a finite number >= 0, got {self.xi!r}")
         if not (isinstance(self.n_train, int) and self.n_train >= 2):
-            raise ValueError(f"length multiplier n_train must be an int >= 2 (the training length), "
-                             f"got {self.n_train!r}")
+            raise ValueError(
+                f"length multiplier n_train must be an int >= 2 (the training length), got {self.n_train!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -104,11 +105,13 @@ class Plan:
             raise ValueError(f"fused must be True or False, got {self.fused!r}")
         for head, rowmap in self.maps.items():
             if not isinstance(rowmap, RowMap) or isinstance(head, bool) or not isinstance(head, int):
-                raise TypeError(f"plan maps take head index -> RowMap (attnlab.rowmaps.get), got {head!r}: "
-                                f"{type(rowmap).__name__}")
+                raise TypeError(
+                    f"plan maps take head index -> RowMap (attnlab.rowmaps.get), got {head!r}: {type(rowmap).__name__}"
+                )
             if rowmap.needs_bias:
-                raise ValueError(f"head {head}: row map {rowmap.name!r} has b=auto; resolve b first "
-                                 "(attnlab.hooks.calibrate_b_auto)")
+                raise ValueError(
+                    f"head {head}: row map {rowmap.name!r} has b=auto; resolve b first (attnlab.hooks.calibrate_b_auto)"
+                )
 
 
 VANILLA = Plan()
@@ -158,8 +161,9 @@ class Scores:
         if self.softcap is not None and not _positive(self.softcap):
             raise ValueError(f"softcap must be a finite number > 0 or None, got {self.softcap!r}")
         if not (self.bias is None or isinstance(self.bias, Slopes) or callable(self.bias)):
-            raise TypeError(f"bias must be Slopes(...), a function bias(start, stop) or None, "
-                            f"got {describe(self.bias)}")
+            raise TypeError(
+                f"bias must be Slopes(...), a function bias(start, stop) or None, got {describe(self.bias)}"
+            )
         if self.scale is not None and not (isinstance(self.scale, torch.Tensor) and self.scale.is_floating_point()):
             raise TypeError(f"scale must be a floating tensor or None, got {describe(self.scale)}")
 

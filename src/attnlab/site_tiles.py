@@ -37,8 +37,16 @@ def allowed_keys(mask: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
     return mask > torch.finfo(mask.dtype).min
 
 
-def causal_mask(n_queries: int, n_keys: int, start: int, stop: int, *, window: int | None = None,
-                device: torch.device | None = None, keys: tuple[int, int] | None = None) -> torch.Tensor:
+def causal_mask(
+    n_queries: int,
+    n_keys: int,
+    start: int,
+    stop: int,
+    *,
+    window: int | None = None,
+    device: torch.device | None = None,
+    keys: tuple[int, int] | None = None,
+) -> torch.Tensor:
     """Boolean (1, 1, stop - start, n_keys) causal mask for queries start..stop-1 of n_queries, the last
     query seeing every key; with ``window``, a query sees only its ``window`` most recent keys. ``keys``
     (lo, hi) restricts the key axis to keys lo..hi-1."""
@@ -57,8 +65,9 @@ def key_span(n_queries: int, n_keys: int, start: int, stop: int, window: int | N
     return lo, stop + offset
 
 
-def position_bias(slopes: torch.Tensor, n_queries: int, n_keys: int, start: int, stop: int,
-                  keys: tuple[int, int], dtype: torch.dtype) -> torch.Tensor:
+def position_bias(
+    slopes: torch.Tensor, n_queries: int, n_keys: int, start: int, stop: int, keys: tuple[int, int], dtype: torch.dtype
+) -> torch.Tensor:
     """The linear position bias -m_h (i - j)_+ (heads, stop - start, hi - lo) of queries start..stop-1 over
     keys lo..hi-1: ALiBi, and NAPE with zero slopes on its NoPE heads (Vasylenko et al. 2025 §4.2, App. E.2
     eq. 109). Keys after the query get 0: masking them is the causal mask's job."""

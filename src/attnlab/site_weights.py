@@ -39,8 +39,14 @@ def _head_groups(plan: Plan, n_heads: int) -> list[tuple[Callable, list[int]]]:
     return list(groups.values())
 
 
-def _weights(z: torch.Tensor, allowed: torch.Tensor, plan: Plan, groups: list[tuple[Callable, list[int]]],
-             dtype: torch.dtype, fill: float) -> torch.Tensor:
+def _weights(
+    z: torch.Tensor,
+    allowed: torch.Tensor,
+    plan: Plan,
+    groups: list[tuple[Callable, list[int]]],
+    dtype: torch.dtype,
+    fill: float,
+) -> torch.Tensor:
     if plan.length_scale is not None:
         n = allowed.expand_as(z).sum(-1, keepdim=True).to(z.dtype)
         z = z * length_multiplier(n, plan.length_scale.xi, plan.length_scale.n_train).to(z.dtype)

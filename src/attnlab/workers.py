@@ -28,13 +28,15 @@ def check_jobs(jobs: int) -> None:
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be an integer >= 1, got {jobs!r}")
     if jobs > 1 and world_size() > 1:
-        raise ValueError("jobs > 1 trains runs in separate processes, which torchrun does not manage; "
-                         "under torchrun use jobs 1")
+        raise ValueError(
+            "jobs > 1 trains runs in separate processes, which torchrun does not manage; under torchrun use jobs 1"
+        )
 
 
 def _exit_with(parent: int) -> None:
     """A worker's initializer: end the worker once ``parent`` is gone. A killed parent leaves its pool's
     workers running, training on into the folders a rerun would resume; a run's checkpoints stay for it."""
+
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(1.0)
@@ -56,7 +58,8 @@ def run_all(fn: Callable[..., Any], calls: Sequence[tuple], jobs: int) -> list[A
         return [fn(*args) for args in calls]
     threads = max(1, torch.get_num_threads() // jobs)
     # spawn, not fork: a forked child inherits OpenMP's thread pool in an unusable state.
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_exit_with,
-                             initargs=(os.getpid(),)) as pool:
+    with ProcessPoolExecutor(
+        jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_exit_with, initargs=(os.getpid(),)
+    ) as pool:
         futures = [pool.submit(_with_threads, threads, fn, args) for args in calls]
         return [future.result() for future in futures]

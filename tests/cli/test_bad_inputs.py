@@ -20,8 +20,10 @@ def world(tmp_path_factory):
     np.save(root / "scores.npy", np.random.default_rng(0).normal(size=(4, 6)).astype(np.float32))
     (root / "bad.safetensors").write_bytes(b"\x10" + b"\x00" * 7 + b"{garbage}" + b"x" * 40)
     (root / "binary.yaml").write_bytes(bytes(range(256)))
-    (root / "tiny.yaml").write_text("model: {context: 32, layers: 1, heads: 2, d_model: 16}\n"
-                                    "train: {steps: 2, batch: 4, warmup: 1, tensorboard: false}\n")
+    (root / "tiny.yaml").write_text(
+        "model: {context: 32, layers: 1, heads: 2, d_model: 16}\n"
+        "train: {steps: 2, batch: 4, warmup: 1, tensorboard: false}\n"
+    )
     (root / "mine").mkdir()
     (root / "mine" / "audit.csv").write_text("a user's table\n")
     (root / "mine" / "rows.parquet").write_text("a user's file\n")
@@ -38,30 +40,48 @@ CASES = {
     # row maps and diagnostics
     "diagnose corrupt safetensors": (["diagnose", "{w}/bad.safetensors"], "not a readable .safetensors"),
     "diagnose missing file": (["diagnose", "{w}/none.npy"], "no such file"),
-    "diagnose over a user's file": (["diagnose", "{w}/scores.npy", "--out", "{w}/mine/rows.parquet"],
-                                    "not written by this diagnose command"),
+    "diagnose over a user's file": (
+        ["diagnose", "{w}/scores.npy", "--out", "{w}/mine/rows.parquet"],
+        "not written by this diagnose command",
+    ),
     "diagnose infinite b": (["diagnose", "{w}/scores.npy", "--b", "inf"], "must be finite"),
     # checkpoints
-    "audit into a user's folder": (["audit", "--model", "{w}/model", "--prompts", "2", "--pad", "1", "--out",
-                                    "{w}/mine"], "did not write (audit.csv, rows.parquet)"),
-    "audit into a folder another run holds": (["audit", "--model", "{w}/model", "--prompts", "2", "--pad", "1",
-                                               "--out", "{w}/busy"], "in use by another attnlab run"),
-    "study into a folder another run holds": (["study", "rowmaps", "--out", "{w}/busy"],
-                                              "in use by another attnlab run"),
+    "audit into a user's folder": (
+        ["audit", "--model", "{w}/model", "--prompts", "2", "--pad", "1", "--out", "{w}/mine"],
+        "did not write (audit.csv, rows.parquet)",
+    ),
+    "audit into a folder another run holds": (
+        ["audit", "--model", "{w}/model", "--prompts", "2", "--pad", "1", "--out", "{w}/busy"],
+        "in use by another attnlab run",
+    ),
+    "study into a folder another run holds": (
+        ["study", "rowmaps", "--out", "{w}/busy"],
+        "in use by another attnlab run",
+    ),
     "audit missing model": (["audit", "--model", "{w}/nothing", "--out", "{w}/a"], "neither a path nor"),
     "audit zero prompts": (["audit", "--model", "{w}/model", "--prompts", "0", "--out", "{w}/a"], "--prompts"),
-    "audit types not a heads folder": (["audit", "--model", "{w}/model", "--types", "{w}/mine", "--out", "{w}/a"],
-                                       "cannot read its heads.csv"),
-    "lengths with a pad": (["lengths", "--model", "{w}/model", "--pad", "3", "--out", "{w}/l"],
-                           "--pad counts haystack sentences"),
-    "substitute absurd bias": (["substitute", "--model", "{w}/model", "--recipes", "relu_p4_b1e999", "--pad", "1",
-                                "--out", "{w}/s"], "relu_p4_b1e999"),
+    "audit types not a heads folder": (
+        ["audit", "--model", "{w}/model", "--types", "{w}/mine", "--out", "{w}/a"],
+        "cannot read its heads.csv",
+    ),
+    "lengths with a pad": (
+        ["lengths", "--model", "{w}/model", "--pad", "3", "--out", "{w}/l"],
+        "--pad counts haystack sentences",
+    ),
+    "substitute absurd bias": (
+        ["substitute", "--model", "{w}/model", "--recipes", "relu_p4_b1e999", "--pad", "1", "--out", "{w}/s"],
+        "relu_p4_b1e999",
+    ),
     # training
     "train binary yaml": (["train", "{w}/binary.yaml", "--out", "{w}/t"], "not a text file"),
-    "train huge seed": (["train", "{w}/tiny.yaml", "--set", "train.seed=99999999999999999999999", "--out", "{w}/t"],
-                        "train.seed must be an int in [0, 9223372036854775807]"),
-    "train over an earlier run": (["train", "{w}/tiny.yaml", "--out", "{w}/run", "--no-progress"],
-                                  "already holds metrics.jsonl"),
+    "train huge seed": (
+        ["train", "{w}/tiny.yaml", "--set", "train.seed=99999999999999999999999", "--out", "{w}/t"],
+        "train.seed must be an int in [0, 9223372036854775807]",
+    ),
+    "train over an earlier run": (
+        ["train", "{w}/tiny.yaml", "--out", "{w}/run", "--no-progress"],
+        "already holds metrics.jsonl",
+    ),
     "train resume nothing": (["train", "{w}/tiny.yaml", "--resume", "--out", "{w}/none"], "does not exist"),
     "release-replay not a run": (["release-replay", "{w}/mine"], "not a run folder with logged evaluations"),
     "prepare over a user's folder": (["prepare", "--out", "{w}/mine"], "already exists"),
@@ -77,26 +97,32 @@ CASES = {
     "maps takes no argument": (["maps", "--all"], "unrecognized arguments: --all"),
     "papers takes no argument": (["papers", "Smith 2020"], "unrecognized arguments: Smith 2020"),
     "demo into a file": (["demo", "--out", "{w}/scores.npy"], "cannot write to output folder"),
-    "demo unknown model": (["demo", "--studies", "rowmaps", "--models", "bogus", "--out", "{w}/d"],
-                           "--models bogus: model 'bogus' is neither a path"),
+    "demo unknown model": (
+        ["demo", "--studies", "rowmaps", "--models", "bogus", "--out", "{w}/d"],
+        "--models bogus: model 'bogus' is neither a path",
+    ),
     "diagnose key on an npy": (["diagnose", "{w}/scores.npy", "--key", "scores"], "names nothing"),
     "fetch unknown model": (["fetch", "llama-9000"], "llama-9000"),
     "heads zero prompts": (["heads", "--model", "{w}/model", "--prompts", "0", "--out", "{w}/h"], "--prompts"),
     "ablate zero k": (["ablate", "--model", "{w}/model", "--k", "0", "--out", "{w}/b"], "--k"),
     "temperature one length": (["temperature", "--model", "{w}/model", "--n", "16", "--out", "{w}/x"], "--n"),
     "xi-sweep negative xi": (["xi-sweep", "--model", "{w}/model", "--xi", "-1", "--out", "{w}/x"], "--xi"),
-    "xi-sweep over a user's folder": (["xi-sweep", "--model", "{w}/model", "--out", "{w}/mine"],
-                                      "did not write"),
+    "xi-sweep over a user's folder": (["xi-sweep", "--model", "{w}/model", "--out", "{w}/mine"], "did not write"),
     "fit-xi one length": (["fit-xi", "{w}/scores.npy", "--out", "{w}/x"], "at least two lengths"),
     "matched without a head set": (["matched", "--model", "{w}/model", "--out", "{w}/m"], "--ranking ABLATE_DIR"),
-    "matched ranking not an ablate folder": (["matched", "--model", "{w}/model", "--ranking", "{w}/mine", "--out",
-                                              "{w}/m"], "cannot read its ranking.csv"),
+    "matched ranking not an ablate folder": (
+        ["matched", "--model", "{w}/model", "--ranking", "{w}/mine", "--out", "{w}/m"],
+        "cannot read its ranking.csv",
+    ),
 }
 
 
 def _tree(root):
-    return {p.relative_to(root).as_posix(): (p.read_bytes() if p.is_file() else None)
-            for p in sorted(root.rglob("*")) if "__pycache__" not in p.parts}
+    return {
+        p.relative_to(root).as_posix(): (p.read_bytes() if p.is_file() else None)
+        for p in sorted(root.rglob("*"))
+        if "__pycache__" not in p.parts
+    }
 
 
 @pytest.mark.parametrize("what", CASES)
@@ -113,8 +139,11 @@ def test_bad_input_is_one_line_and_changes_nothing(world, what, capsys):
     lines = err.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in err, f"{what}: {err!r}"
     after = _tree(world)
-    changed = sorted(k for k in set(before) | set(after)
-                     if before.get(k, "absent") != after.get(k, "absent") and not k.endswith("section.json"))
+    changed = sorted(
+        k
+        for k in set(before) | set(after)
+        if before.get(k, "absent") != after.get(k, "absent") and not k.endswith("section.json")
+    )
     assert changed == [], f"{what} changed {changed}"
 
 

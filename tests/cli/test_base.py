@@ -26,8 +26,12 @@ class Example:
     degrees: tuple[float, ...] = option((2, 4), "degrees", metavar="P", type=options.finite)
     flag_on: bool = option(False, "switch it on")
     pick: str = option("a", "one of them", choices=lambda: CHOICES)
-    pairs: dict = option(help="KEY=VALUE (repeatable)", action="append", default_factory=dict,
-                         convert=lambda items: dict(i.split("=") for i in items or ()))
+    pairs: dict = option(
+        help="KEY=VALUE (repeatable)",
+        action="append",
+        default_factory=dict,
+        convert=lambda items: dict(i.split("=") for i in items or ()),
+    )
     out: Path = option(Path("runs/x"), "folder", metavar="DIR")
     block: int = 512  # not an option: no flag
 
@@ -49,10 +53,35 @@ def test_defaults_come_from_the_fields():
 
 
 def test_every_kind_of_field_parses_to_its_type():
-    got = _parse("x", "--count", "7", "--ratio", "0.5", "--degrees", "1", "2.5", "--flag-on", "--pick", "b",
-                 "--pairs", "k=v", "--pairs", "j=w", "--out", "o")
-    assert got == Example(name="x", count=7, ratio=0.5, degrees=(1.0, 2.5), flag_on=True, pick="b",
-                          pairs={"k": "v", "j": "w"}, out=Path("o"))
+    got = _parse(
+        "x",
+        "--count",
+        "7",
+        "--ratio",
+        "0.5",
+        "--degrees",
+        "1",
+        "2.5",
+        "--flag-on",
+        "--pick",
+        "b",
+        "--pairs",
+        "k=v",
+        "--pairs",
+        "j=w",
+        "--out",
+        "o",
+    )
+    assert got == Example(
+        name="x",
+        count=7,
+        ratio=0.5,
+        degrees=(1.0, 2.5),
+        flag_on=True,
+        pick="b",
+        pairs={"k": "v", "j": "w"},
+        out=Path("o"),
+    )
     assert isinstance(got.degrees, tuple)
 
 
@@ -64,11 +93,14 @@ def test_help_shows_defaults_and_no_flag_for_plain_fields(capsys):
     assert "--block" not in text and "--pairs" in text and "(default: {})" not in text
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["x", "--count", "0"], "must be an integer >= 1"),
-    (["x", "--pick", "c"], "invalid choice: 'c'"),
-    ([], "the following arguments are required: name"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["x", "--count", "0"], "must be an integer >= 1"),
+        (["x", "--pick", "c"], "invalid choice: 'c'"),
+        ([], "the following arguments are required: name"),
+    ],
+)
 def test_bad_flags_are_usage_errors(argv, message, capsys):
     with pytest.raises(SystemExit) as done:
         _parse(*argv)
@@ -99,8 +131,10 @@ def test_every_command_builds_its_parser_and_help(capsys):
 
 
 def test_listing_commands_imports_no_config_module():
-    code = ("import sys; from attnlab.cli import main; main(['papers']); "
-            "print('TORCH' if 'torch' in sys.modules else 'NO TORCH')")
+    code = (
+        "import sys; from attnlab.cli import main; main(['papers']); "
+        "print('TORCH' if 'torch' in sys.modules else 'NO TORCH')"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith("NO TORCH")

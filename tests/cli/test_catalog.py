@@ -28,4 +28,3 @@ def test_tasks_lists_every_task_and_shows_one(capsys):
     assert "<sep>" in capsys.readouterr().out
     assert main(["tasks", "nope"]) == 1
     assert "unknown task 'nope'; known tasks: 2back" in capsys.readouterr().err
-

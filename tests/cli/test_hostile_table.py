@@ -24,7 +24,10 @@ SECONDS = 60  # a case still running after this is a run that never ends without
 MODEL, OUT = "{w}/model", "{w}/out"
 # A valid command line per command, small enough that a hostile value which is still legal finishes in seconds.
 BASE = {
-    "maps": ["maps"], "papers": ["papers"], "tasks": ["tasks", "copy"], "fetch": ["fetch", "--list"],
+    "maps": ["maps"],
+    "papers": ["papers"],
+    "tasks": ["tasks", "copy"],
+    "fetch": ["fetch", "--list"],
     "audit": ["audit", "--model", MODEL, "--prompts", "2", "--out", OUT],
     "lengths": ["lengths", "--model", MODEL, "--prompts", "2", "--out", OUT],
     "substitute": ["substitute", "--model", MODEL, "--recipes", "softmax", "--prompts", "2", "--out", OUT],
@@ -35,9 +38,12 @@ BASE = {
     "fit-xi": ["fit-xi", "{w}/scores.npy", "{w}/scores2.npy", "--out", OUT],
     "diagnose": ["diagnose", "{w}/scores.npy"],
     "matched": ["matched", "--model", MODEL, "--heads", "0.0", "--prompts", "2", "--out", OUT],
-    "study": ["study", "rowmaps", "--out", OUT], "report": ["report", "{w}/study"],
-    "demo": ["demo", "--studies", "rowmaps", "--out", OUT], "prepare": ["prepare", "--out", OUT],
-    "train": ["train", "{w}/tiny.yaml", "--out", OUT], "release-replay": ["release-replay", "{w}/run"],
+    "study": ["study", "rowmaps", "--out", OUT],
+    "report": ["report", "{w}/study"],
+    "demo": ["demo", "--studies", "rowmaps", "--out", OUT],
+    "prepare": ["prepare", "--out", OUT],
+    "train": ["train", "{w}/tiny.yaml", "--out", OUT],
+    "release-replay": ["release-replay", "{w}/run"],
     "lengthgen": ["lengthgen", "--steps", "2", "--samples", "4", "--seeds", "1", "--maps", "softmax", "--out", OUT],
 }
 
@@ -57,10 +63,13 @@ def _values(action) -> tuple[str, ...]:
 
 def _cases() -> list[tuple[str, str, str]]:
     parsers = build_parser()._subparsers._group_actions[0].choices
-    return [(name, action.option_strings[0], value) for name, parser in parsers.items()
-            for action in parser._actions
-            if action.option_strings and action.option_strings[0] != "-h" and action.nargs != 0
-            for value in _values(action)]
+    return [
+        (name, action.option_strings[0], value)
+        for name, parser in parsers.items()
+        for action in parser._actions
+        if action.option_strings and action.option_strings[0] != "-h" and action.nargs != 0
+        for value in _values(action)
+    ]
 
 
 CASES = _cases()
@@ -74,8 +83,10 @@ def world(tmp_path_factory):
     save_checkpoint(root / "model")
     np.save(root / "scores.npy", np.random.default_rng(0).normal(size=(4, 6)).astype(np.float32))
     np.save(root / "scores2.npy", np.random.default_rng(1).normal(size=(4, 12)).astype(np.float32))
-    (root / "tiny.yaml").write_text("model: {context: 32, layers: 1, heads: 2, d_model: 16}\n"
-                                    "train: {steps: 2, batch: 4, warmup: 1, tensorboard: false}\n")
+    (root / "tiny.yaml").write_text(
+        "model: {context: 32, layers: 1, heads: 2, d_model: 16}\n"
+        "train: {steps: 2, batch: 4, warmup: 1, tensorboard: false}\n"
+    )
     (root / "mine").mkdir()
     (root / "mine" / "notes.txt").write_text("mine")
     (root / "user.txt").write_text("a user's file")
@@ -94,8 +105,11 @@ def _alarm(*_):
 
 
 def _files(root):
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and not p.relative_to(root).parts[0] in ("out", "study", "run")}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.relative_to(root).parts[0] not in ("out", "study", "run")
+    }
 
 
 def test_the_table_covers_every_command_and_its_flags():

@@ -31,8 +31,7 @@ def maps_raising():
 
 
 def test_module_entry_point_runs():
-    done = subprocess.run([sys.executable, "-m", "attnlab", "maps"], capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run([sys.executable, "-m", "attnlab", "maps"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     for fam in FAMILIES.values():
         assert fam.example in done.stdout
@@ -63,8 +62,9 @@ def test_a_reader_that_stops_early_is_not_an_error():
     read, write = os.pipe()
     os.close(read)
     try:
-        done = subprocess.run([sys.executable, "-m", "attnlab", "maps"], stdout=write, stderr=subprocess.PIPE,
-                              text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "attnlab", "maps"], stdout=write, stderr=subprocess.PIPE, text=True, timeout=120
+        )
     finally:
         os.close(write)
     assert (done.returncode, done.stderr) == (0, "")
@@ -78,12 +78,19 @@ class _Bug(Exception):
     pass
 
 
-@pytest.mark.parametrize("exc, code, message", [
-    (_Refused("no such thing"), 1, "attnlab maps: error: no such thing\n"),
-    (PermissionError(13, "Permission denied", "/no/where"), 1, "attnlab maps: error: '/no/where' Permission denied\n"),
-    (OSError("the disk is gone"), 1, "attnlab maps: error: the disk is gone\n"),
-    (KeyboardInterrupt(), 130, "attnlab maps: interrupted\n"),
-])
+@pytest.mark.parametrize(
+    "exc, code, message",
+    [
+        (_Refused("no such thing"), 1, "attnlab maps: error: no such thing\n"),
+        (
+            PermissionError(13, "Permission denied", "/no/where"),
+            1,
+            "attnlab maps: error: '/no/where' Permission denied\n",
+        ),
+        (OSError("the disk is gone"), 1, "attnlab maps: error: the disk is gone\n"),
+        (KeyboardInterrupt(), 130, "attnlab maps: interrupted\n"),
+    ],
+)
 def test_errors_end_in_one_line_and_a_status(maps_raising, capsys, exc, code, message):
     maps_raising(exc)
     assert main(["maps"]) == code

@@ -40,7 +40,7 @@ def _reference(name: str, z: np.ndarray) -> tuple[int, float | None]:
     if name.startswith("relu_p"):
         p, b = (float(v) for v in name.removeprefix("relu_p").split("_b"))
         r = np.clip(z + b, 0.0, None)
-        w = r[r > 0] ** p / (r ** p).sum()
+        w = r[r > 0] ** p / (r**p).sum()
         assert w.min() > 1e-30, "a weight is near float32 underflow, where the count is ambiguous"
         return int((r > 0).sum()), None
     if name == "wortsman_p2_sqrtL":

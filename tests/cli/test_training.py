@@ -18,8 +18,22 @@ def test_train_resume_on_a_missing_folder_is_refused(tmp_path, capsys):
 
 
 def test_a_warmup_longer_than_the_run_is_said_not_silent(tmp_path, capsys):
-    assert main(["train", str(TINY), "--set", "train.steps=2", "--set", "data.max_tokens=4000", "--out",
-                 str(tmp_path / "run"), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                str(TINY),
+                "--set",
+                "train.steps=2",
+                "--set",
+                "data.max_tokens=4000",
+                "--out",
+                str(tmp_path / "run"),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert "note: train.warmup (24) exceeds train.steps (2)" in capsys.readouterr().err
 
 
@@ -29,10 +43,32 @@ def test_release_replay_recomputes_table_8_from_a_run_s_logged_scores(tmp_path, 
     from attnlab.train.release import TABLE8_RULES
 
     run = tmp_path / "run"
-    assert main(["train", str(TINY), "--set", "train.steps=40", "--set", "train.eval_every=2", "--set",
-                 "train.warmup=1", "--set", "data.max_tokens=20000", "--set", "model.layers=2", "--set",
-                 "intervention.upper_qk_lr=0.25", "--set", "intervention.score=excess", "--out", str(run),
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                str(TINY),
+                "--set",
+                "train.steps=40",
+                "--set",
+                "train.eval_every=2",
+                "--set",
+                "train.warmup=1",
+                "--set",
+                "data.max_tokens=20000",
+                "--set",
+                "model.layers=2",
+                "--set",
+                "intervention.upper_qk_lr=0.25",
+                "--set",
+                "intervention.score=excess",
+                "--out",
+                str(run),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["release-replay", str(run), "--out", str(tmp_path / "replay")]) == 0
     out = capsys.readouterr().out

@@ -10,15 +10,20 @@ from attnlab.commands import ablate, substitute
 from attnlab.commands.runs import RunError
 
 
-
 def _rows(rng):
     rows = []
     for layer in range(3):
         for head in range(2):
             for _ in range(7):
                 status = rng.choice(["active", "dead", "saturated", "nan"])
-                rows.append({"layer": layer, "head": head, "status": status,
-                             "s_p2": float(rng.gamma(1.0)) if status != "nan" else np.nan})
+                rows.append(
+                    {
+                        "layer": layer,
+                        "head": head,
+                        "status": status,
+                        "s_p2": float(rng.gamma(1.0)) if status != "nan" else np.nan,
+                    }
+                )
     rows.append({"layer": 3, "head": 0, "status": "dead", "s_p2": 0.5})  # no active row: unranked
     return pd.DataFrame(rows)
 
@@ -34,8 +39,8 @@ def test_ranking_is_the_per_head_median_over_active_rows():
             medians[(layer, head)] = values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
     order = sorted(medians, key=lambda h: -medians[h])
     got = list(zip(ranking["layer"], ranking["head"]))
-    assert got[:len(order)] == order and got[-1] == (3, 0) and not ranking["ranked"].iloc[-1]
-    np.testing.assert_allclose(ranking["median s_p2"].iloc[:len(order)], [medians[h] for h in order])
+    assert got[: len(order)] == order and got[-1] == (3, 0) and not ranking["ranked"].iloc[-1]
+    np.testing.assert_allclose(ranking["median s_p2"].iloc[: len(order)], [medians[h] for h in order])
     assert ranking["rank"].tolist() == list(range(1, len(ranking) + 1))
 
 
@@ -52,13 +57,16 @@ def test_subsets_take_both_ends_of_the_ranking_and_seeded_random_draws():
         ablate.subsets(ranking, len(ranked) + 1, 1)
 
 
-@pytest.mark.parametrize("top, randoms, decisive", [(-50, [-10, -20, -49], True), (-50, [-10, -50], False),
-                                                     (0, [0, 0], False)])
+@pytest.mark.parametrize(
+    "top, randoms, decisive", [(-50, [-10, -20, -49], True), (-50, [-10, -50], False), (0, [0, 0], False)]
+)
 def test_decisive_means_top_strictly_below_every_random_draw(top, randoms, decisive):
-    lines = [{"k": 0, "subset": "softmax", "draw": 0, "delta pp": np.nan},
-             {"k": 4, "subset": "top", "draw": 0, "delta pp": top},
-             {"k": 4, "subset": "bottom", "draw": 0, "delta pp": 0.0},
-             *({"k": 4, "subset": "random", "draw": d, "delta pp": v} for d, v in enumerate(randoms))]
+    lines = [
+        {"k": 0, "subset": "softmax", "draw": 0, "delta pp": np.nan},
+        {"k": 4, "subset": "top", "draw": 0, "delta pp": top},
+        {"k": 4, "subset": "bottom", "draw": 0, "delta pp": 0.0},
+        *({"k": 4, "subset": "random", "draw": d, "delta pp": v} for d, v in enumerate(randoms)),
+    ]
     table = ablate.decisive_table(pd.DataFrame(lines))
     assert table["decisive"].tolist() == [decisive]
     assert table["random worst pp"].iloc[0] == min(randoms) and table["draws"].iloc[0] == len(randoms)
@@ -66,12 +74,25 @@ def test_decisive_means_top_strictly_below_every_random_draw(top, randoms, decis
 
 
 def test_ablating_every_head_equals_substituting_everywhere(checkpoint, tmp_path):
-    cfg = ablate.AblateConfig(model=str(checkpoint), k=(2, 8), random_draws=2, rank_prompts=2, rank_length=40,
-                              prompts=3, pad=2, queries="every:4", recipe="relu_p2_b0", b="0")
+    cfg = ablate.AblateConfig(
+        model=str(checkpoint),
+        k=(2, 8),
+        random_draws=2,
+        rank_prompts=2,
+        rank_length=40,
+        prompts=3,
+        pad=2,
+        queries="every:4",
+        recipe="relu_p2_b0",
+        b="0",
+    )
     result = ablate.run(cfg, tmp_path / "ablate", progress=False)
     answers = pd.read_parquet(result["paths"]["answers"])
-    full = substitute.run(substitute.SubstituteConfig(model=str(checkpoint), recipes=("relu_p2_b0",),
-                                                      prompts=3, pad=2), tmp_path / "sub", progress=False)
+    full = substitute.run(
+        substitute.SubstituteConfig(model=str(checkpoint), recipes=("relu_p2_b0",), prompts=3, pad=2),
+        tmp_path / "sub",
+        progress=False,
+    )
     everywhere = full["answers"].query("recipe == 'relu_p2_b0'")["generated"].tolist()
     baseline = full["answers"].query("recipe == 'softmax'")["generated"].tolist()
     assert answers.query("subset == 'softmax'")["generated"].tolist() == baseline
@@ -97,10 +118,12 @@ def test_bad_input_is_refused_before_loading(tmp_path):
 
 
 def test_composition_counts_the_types_of_both_ends_of_the_ranking():
-    ranking = pd.DataFrame({"layer": [0, 0, 1, 1, 2], "head": [0, 1, 0, 1, 0], "rank": [1, 2, 3, 4, 5],
-                            "ranked": [True] * 5})
-    types = pd.DataFrame({"layer": [0, 0, 1, 1], "head": [0, 1, 0, 1],
-                          "head_type": ["diffuse", "diffuse", "sink", "local"]})
+    ranking = pd.DataFrame(
+        {"layer": [0, 0, 1, 1, 2], "head": [0, 1, 0, 1, 0], "rank": [1, 2, 3, 4, 5], "ranked": [True] * 5}
+    )
+    types = pd.DataFrame(
+        {"layer": [0, 0, 1, 1], "head": [0, 1, 0, 1], "head_type": ["diffuse", "diffuse", "sink", "local"]}
+    )
     table = ablate.composition(ranking, types, (2, 3)).set_index(["k", "subset"])
     assert table.loc[(2, "top")].to_dict() == {"sink": 0, "induction": 0, "local": 0, "diffuse": 2, "untyped": 0}
     assert table.loc[(2, "bottom")].to_dict() == {"sink": 0, "induction": 0, "local": 1, "diffuse": 0, "untyped": 1}
@@ -112,24 +135,50 @@ def test_ablate_with_a_heads_folder_writes_the_composition(checkpoint, tmp_path)
     from attnlab.commands import heads
 
     heads.run(heads.HeadsConfig(model=str(checkpoint), prompts=2, length=40), tmp_path / "heads", progress=False)
-    result = ablate.run(ablate.AblateConfig(model=str(checkpoint), k=(2,), random_draws=1, rank_prompts=2,
-                                            rank_length=40, prompts=2, pad=1, recipe="relu_p2_b0", b="0",
-                                            types=str(tmp_path / "heads")), tmp_path / "ablate", progress=False)
+    result = ablate.run(
+        ablate.AblateConfig(
+            model=str(checkpoint),
+            k=(2,),
+            random_draws=1,
+            rank_prompts=2,
+            rank_length=40,
+            prompts=2,
+            pad=1,
+            recipe="relu_p2_b0",
+            b="0",
+            types=str(tmp_path / "heads"),
+        ),
+        tmp_path / "ablate",
+        progress=False,
+    )
     table = pd.read_csv(result["paths"]["composition"])
-    assert table["subset"].tolist() == ["top", "bottom"] and (table[["sink", "induction", "local", "diffuse"]]
-                                                              .sum(axis=1) == 2).all()
+    assert (
+        table["subset"].tolist() == ["top", "bottom"]
+        and (table[["sink", "induction", "local", "diffuse"]].sum(axis=1) == 2).all()
+    )
     with pytest.raises(RunError, match="cannot read its heads.csv"):
-        ablate.run(ablate.AblateConfig(model=str(checkpoint), k=(2,), types=str(tmp_path / "nothing")),
-                   tmp_path / "a2", progress=False)
+        ablate.run(
+            ablate.AblateConfig(model=str(checkpoint), k=(2,), types=str(tmp_path / "nothing")),
+            tmp_path / "a2",
+            progress=False,
+        )
 
 
 def test_single_heads_correlate_each_heads_delta_with_its_statistic():
-    ranking = pd.DataFrame({"layer": [0, 0, 1, 1], "head": [1, 0, 0, 1], "median s_p2": [9.0, 4.0, 2.0, 1.0],
-                            "rank": [1, 2, 3, 4], "ranked": [True] * 4})
+    ranking = pd.DataFrame(
+        {
+            "layer": [0, 0, 1, 1],
+            "head": [1, 0, 0, 1],
+            "median s_p2": [9.0, 4.0, 2.0, 1.0],
+            "rank": [1, 2, 3, 4],
+            "ranked": [True] * 4,
+        }
+    )
     lines = [{"k": 0, "subset": "softmax", "draw": 0, "accuracy %": 80.0, "delta pp": np.nan}]
     deltas = [-30.0, -10.0, 0.0]
-    lines += [{"k": 1, "subset": "single", "draw": i, "accuracy %": 80 + d, "delta pp": d}
-              for i, d in enumerate(deltas)]
+    lines += [
+        {"k": 1, "subset": "single", "draw": i, "accuracy %": 80 + d, "delta pp": d} for i, d in enumerate(deltas)
+    ]
     table, summary = ablate.single_heads(pd.DataFrame(lines), ranking, "s_p2")
     assert table[["layer", "head", "rank"]].values.tolist() == [[0, 1, 1], [0, 0, 2], [1, 0, 3]]
     stat = np.array([9.0, 4.0, 2.0])
@@ -142,9 +191,22 @@ def test_single_heads_correlate_each_heads_delta_with_its_statistic():
 
 
 def test_ablate_single_gives_each_of_the_first_ranked_heads_alone(checkpoint, tmp_path):
-    result = ablate.run(ablate.AblateConfig(model=str(checkpoint), k=(2,), random_draws=1, rank_prompts=2,
-                                            rank_length=40, prompts=2, pad=1, recipe="relu_p2_b0", b="0", single=3),
-                        tmp_path / "ablate", progress=False)
+    result = ablate.run(
+        ablate.AblateConfig(
+            model=str(checkpoint),
+            k=(2,),
+            random_draws=1,
+            rank_prompts=2,
+            rank_length=40,
+            prompts=2,
+            pad=1,
+            recipe="relu_p2_b0",
+            b="0",
+            single=3,
+        ),
+        tmp_path / "ablate",
+        progress=False,
+    )
     single = pd.read_csv(result["paths"]["single"])
     ranking = result["ranking"].query("ranked")
     assert single[["layer", "head"]].values.tolist() == ranking[["layer", "head"]].head(3).values.tolist()

@@ -18,7 +18,6 @@ from attnlab.diagnostics import row_stats
 from attnlab.report.plot_concentration import plot_phase
 
 
-
 def _rotate_half(x):
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), -1)
@@ -47,7 +46,7 @@ def _hand_scores(model, ids):
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
         q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
         k = k.repeat_interleave(cfg.num_attention_heads // cfg.num_key_value_heads, 1)
-        out[layer] = (q @ k.transpose(2, 3))[0].double() * d ** -0.5
+        out[layer] = (q @ k.transpose(2, 3))[0].double() * d**-0.5
     return out
 
 
@@ -68,12 +67,16 @@ def test_audit_rows_equal_engine_on_hand_computed_scores(checkpoint, tmp_path):
                 got = rows[(rows.layer == layer) & (rows.prompt == i)].sort_values(["head", "query"])
                 assert len(got) == len(ref) == z.shape[0] * t
                 for col in ("s_p2", "s_p16", "lambda_n", "rho", "a_act"):
-                    pd.testing.assert_series_equal(got[col].reset_index(drop=True).astype(float),
-                                                   ref[col].reset_index(drop=True).astype(float),
-                                                   check_names=False, rtol=1e-5, atol=1e-9)
+                    pd.testing.assert_series_equal(
+                        got[col].reset_index(drop=True).astype(float),
+                        ref[col].reset_index(drop=True).astype(float),
+                        check_names=False,
+                        rtol=1e-5,
+                        atol=1e-9,
+                    )
     table = result["table"]
     assert list(table["b"]) == ["0"] * 4 + ["auto"] * 4
-    assert (table["p"].tolist() == [2, 4, 8, 16] * 2)
+    assert table["p"].tolist() == [2, 4, 8, 16] * 2
 
 
 def test_audit_reads_the_queries_that_see_k_2k_keys_and_the_last(checkpoint, tmp_path):
@@ -89,8 +92,9 @@ def test_audit_reads_the_queries_that_see_k_2k_keys_and_the_last(checkpoint, tmp
 
 @pytest.mark.parametrize("suite, kw", [("niah", {"pad": 2}), ("induction", {"length": 40})])
 def test_answer_target_reads_rows_against_the_planted_key(checkpoint, tmp_path, suite, kw):
-    cfg = audit.AuditConfig(model=str(checkpoint), suite=suite, prompts=2, queries="every:3", b=("0",), target="answer",
-                            p=(2, 8), **kw)
+    cfg = audit.AuditConfig(
+        model=str(checkpoint), suite=suite, prompts=2, queries="every:3", b=("0",), target="answer", p=(2, 8), **kw
+    )
     result = audit.run(cfg, tmp_path / "out", progress=False)
     rows = pd.read_parquet(result["paths"]["rows_b0"])
     model, tok = hooks.load_model(checkpoint)
@@ -108,9 +112,13 @@ def test_answer_target_reads_rows_against_the_planted_key(checkpoint, tmp_path, 
             assert got["query"].tolist() == queries * z.shape[0]
             assert got["target"].tolist() == target.tolist() * z.shape[0]
             for col in ("s_p2", "s_p8", "rho", "target_mass"):
-                pd.testing.assert_series_equal(got[col].reset_index(drop=True).astype(float),
-                                               ref[col].reset_index(drop=True).astype(float),
-                                               check_names=False, rtol=1e-5, atol=1e-9)
+                pd.testing.assert_series_equal(
+                    got[col].reset_index(drop=True).astype(float),
+                    ref[col].reset_index(drop=True).astype(float),
+                    check_names=False,
+                    rtol=1e-5,
+                    atol=1e-9,
+                )
     share = result["table"]["answer is argmax %"].iloc[0]
     readable = rows[~rows["status"].isin(("empty", "nan", "inf"))]
     assert share == pytest.approx(100 * readable["target_is_max"].astype(bool).mean())
@@ -119,8 +127,7 @@ def test_answer_target_reads_rows_against_the_planted_key(checkpoint, tmp_path, 
 def test_b_auto_is_calibrated_on_the_users_text_and_recorded(checkpoint, tmp_path):
     text = tmp_path / "held_out.txt"
     text.write_text("the quick brown fox jumps over the lazy dog and then sleeps in the sun. " * 40)
-    cfg = audit.AuditConfig(model=str(checkpoint), suite="niah", prompts=1, pad=1, b=("auto",),
-                            calibration=str(text))
+    cfg = audit.AuditConfig(model=str(checkpoint), suite="niah", prompts=1, pad=1, b=("auto",), calibration=str(text))
     result = audit.run(cfg, tmp_path / "out", progress=False)
     model, tok = hooks.load_model(checkpoint)
     limit = min(1024, model.config.max_position_embeddings)  # the 1024 tokens of App. B, or the whole context
@@ -128,24 +135,39 @@ def test_b_auto_is_calibrated_on_the_users_text_and_recorded(checkpoint, tmp_pat
     assert result["b_auto"] == hooks.calibrate_b_auto(model, torch.tensor([ids]))
     config = json.loads(result["paths"]["config"].read_text())
     assert config["calibration text"] == str(text) and config["calibration tokens"] == len(ids)
-    generated = audit.run(audit.AuditConfig(model=str(checkpoint), suite="niah", prompts=1, pad=1, b=("auto",)),
-                          tmp_path / "generated", progress=False)
+    generated = audit.run(
+        audit.AuditConfig(model=str(checkpoint), suite="niah", prompts=1, pad=1, b=("auto",)),
+        tmp_path / "generated",
+        progress=False,
+    )
     assert generated["b_auto"] != result["b_auto"]
     assert json.loads(generated["paths"]["config"].read_text())["calibration text"].startswith("generated")
 
 
-@pytest.mark.parametrize("kw, message", [
-    ({"calibration": "/nonexistent/text.txt"}, "--calibration /nonexistent/text.txt is not a file"),
-    ({"calibration": "x.txt", "b_auto": 1.0}, "drop one of them"),
-])
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"calibration": "/nonexistent/text.txt"}, "--calibration /nonexistent/text.txt is not a file"),
+        ({"calibration": "x.txt", "b_auto": 1.0}, "drop one of them"),
+    ],
+)
 def test_bad_calibration_is_refused_before_loading(kw, message):
     with pytest.raises(RunError, match=re.escape(message)):
         audit.AuditConfig(model="no/such/model", **kw)
 
 
 def test_tau_and_sigmoid_reach_every_row_and_the_table(checkpoint, tmp_path):
-    cfg = audit.AuditConfig(model=str(checkpoint), suite="niah", prompts=2, pad=2, queries="every:4", b=("0",), p=(2,),
-                            tau=0.05, sigmoid=True)
+    cfg = audit.AuditConfig(
+        model=str(checkpoint),
+        suite="niah",
+        prompts=2,
+        pad=2,
+        queries="every:4",
+        b=("0",),
+        p=(2,),
+        tau=0.05,
+        sigmoid=True,
+    )
     result = audit.run(cfg, tmp_path / "out", progress=False)
     rows = pd.read_parquet(result["paths"]["rows_b0"])
     readable = rows[rows["status"].isin(["active", "dead", "saturated"])]
@@ -158,10 +180,20 @@ def test_tau_and_sigmoid_reach_every_row_and_the_table(checkpoint, tmp_path):
 def test_bound_validation_names_fn_and_fp_as_table_8_and_counts_them_by_hand():
     # (pred_safe, safe, safe_eps): a TP-safe, an FP, a TN-unsafe, an FN at the boundary (S_p = 1: eps-safe),
     # an FN beyond it, and a dead row left out
-    flags = [(True, True, True), (False, True, True), (False, False, False), (True, False, True),
-             (True, False, False), (True, False, False)]
-    rows = pd.DataFrame({"status": ["active"] * 5 + ["dead"], **{f"{k}_p2": [f[i] for f in flags]
-                         for i, k in enumerate(("pred_safe", "safe", "safe_eps"))}})
+    flags = [
+        (True, True, True),
+        (False, True, True),
+        (False, False, False),
+        (True, False, True),
+        (True, False, False),
+        (True, False, False),
+    ]
+    rows = pd.DataFrame(
+        {
+            "status": ["active"] * 5 + ["dead"],
+            **{f"{k}_p2": [f[i] for f in flags] for i, k in enumerate(("pred_safe", "safe", "safe_eps"))},
+        }
+    )
     line = audit.bound_validation({"0": rows}, (2,)).iloc[0]
     assert line["rows"] == 5 and line["pred-safe %"] == 60.0 and line["measured-safe %"] == 40.0
     assert line["agree %"] == 40.0  # rows 1 and 3 agree
@@ -175,8 +207,12 @@ def _quadrants(rows, p):
     x, y = active["p_star"].to_numpy(float), active[f"s_p{p:g}"].to_numpy(float)
     known = ~np.isnan(x) & ~np.isnan(y)
     pred, meas = p >= x[known], y[known] < 1
-    return {"certified safe": int((pred & meas).sum()), "FN": int((pred & ~meas).sum()),
-            "FP": int((~pred & meas).sum()), "agree unsafe": int((~pred & ~meas).sum())}
+    return {
+        "certified safe": int((pred & meas).sum()),
+        "FN": int((pred & ~meas).sum()),
+        "FP": int((~pred & meas).sum()),
+        "agree unsafe": int((~pred & ~meas).sum()),
+    }
 
 
 @pytest.mark.parametrize("p, degree", [((8, 2), 2), ((16, 4), 4)])
@@ -207,8 +243,9 @@ def heads_folder(checkpoint, tmp_path_factory):
     return out
 
 
-def test_types_of_another_model_or_without_heads_csv_is_one_line_before_loading(checkpoint, heads_folder, tmp_path,
-                                                                                  capsys):
+def test_types_of_another_model_or_without_heads_csv_is_one_line_before_loading(
+    checkpoint, heads_folder, tmp_path, capsys
+):
     from attnlab.cli import main
     from attnlab.commands import ablate
 
@@ -217,9 +254,11 @@ def test_types_of_another_model_or_without_heads_csv_is_one_line_before_loading(
     other = save_checkpoint(tmp_path / "other", seed=1)
     (tmp_path / "empty").mkdir()
     capsys.readouterr()
-    cases = [(str(other), str(heads_folder), f"holds the head types of {checkpoint}, not of {other}"),
-             (str(checkpoint), str(tmp_path / "empty"), "cannot read its heads.csv"),
-             (str(checkpoint), str(checkpoint), "cannot read its heads.csv")]
+    cases = [
+        (str(other), str(heads_folder), f"holds the head types of {checkpoint}, not of {other}"),
+        (str(checkpoint), str(tmp_path / "empty"), "cannot read its heads.csv"),
+        (str(checkpoint), str(checkpoint), "cannot read its heads.csv"),
+    ]
     for model, types, message in cases:
         for config in (audit.AuditConfig, ablate.AblateConfig):
             with pytest.raises(RunError, match=re.escape(message)):
@@ -232,10 +271,12 @@ def test_types_of_another_model_or_without_heads_csv_is_one_line_before_loading(
     audit.AuditConfig(model=str(checkpoint / ".." / checkpoint.name), types=str(heads_folder))
 
 
-def test_report_of_an_audit_with_types_colours_the_phase_plot_by_head_type(checkpoint, heads_folder, tmp_path,
-                                                                          monkeypatch):
-    cfg = audit.AuditConfig(model=str(checkpoint), prompts=2, pad=1, p=(2, 4), queries="every:4",
-                            types=str(heads_folder))
+def test_report_of_an_audit_with_types_colours_the_phase_plot_by_head_type(
+    checkpoint, heads_folder, tmp_path, monkeypatch
+):
+    cfg = audit.AuditConfig(
+        model=str(checkpoint), prompts=2, pad=1, p=(2, 4), queries="every:4", types=str(heads_folder)
+    )
     result = audit.run(cfg, tmp_path / "out", progress=False)
     assert json.loads(result["paths"]["config"].read_text())["types"] == str(heads_folder)
     drawn = []
@@ -243,8 +284,9 @@ def test_report_of_an_audit_with_types_colours_the_phase_plot_by_head_type(check
     section = sections.section(tmp_path / "out")
     (heads, degrees, path), kw = drawn[0]
     typed = pd.read_csv(heads_folder / "heads.csv")
-    assert kw["types"] == {(int(layer), int(head)): kind
-                           for layer, head, kind in zip(typed["layer"], typed["head"], typed["head_type"])}
+    assert kw["types"] == {
+        (int(layer), int(head)): kind for layer, head, kind in zip(typed["layer"], typed["head"], typed["head_type"])
+    }
     assert degrees == (2, 4) and path == tmp_path / "out" / "phase" and (tmp_path / "out" / "phase.png").is_file()
     rows = pd.read_parquet(tmp_path / "out" / "rows_bauto.parquet")
     active = rows[rows["status"] == "active"]
@@ -264,8 +306,18 @@ def test_the_prevalence_interval_resamples_prompts_not_rows():
     from attnlab.commands.runs import Bias
 
     prompt = np.repeat(np.arange(4), 200)
-    rows = pd.DataFrame({"prompt": prompt, "status": "active", "rho": 0.5, "a_act": 3.0, "target_is_max": True,
-                         **{c: np.nan for c in audit.GAP_COLUMNS}, "s_p2": 1.0, "safe_p2": prompt % 2 == 0})
+    rows = pd.DataFrame(
+        {
+            "prompt": prompt,
+            "status": "active",
+            "rho": 0.5,
+            "a_act": 3.0,
+            "target_is_max": True,
+            **{c: np.nan for c in audit.GAP_COLUMNS},
+            "s_p2": 1.0,
+            "safe_p2": prompt % 2 == 0,
+        }
+    )
     (line,) = audit.prevalence(rows, (2,), Bias("0", 0.0))
     assert line["unsafe %"] == 50 and line["prompts"] == 4
     assert line["row wilson hi"] - line["row wilson lo"] < 8

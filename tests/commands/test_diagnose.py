@@ -29,8 +29,13 @@ def test_settings_are_every_option_but_overwrite_as_text():
     names = {f.name for f in dataclasses.fields(DiagnoseConfig)} - {"overwrite"}
     assert set(got) == names | {"command"} and got["command"] == "diagnose"
     assert all(isinstance(v, str) for v in got.values())
-    assert (got["scores"], got["p"], got["b"], got["causal"], got["out"]) == ("s.npy", "[2, 4]", "[0.0, 0.5]",
-                                                                                "True", "None")
+    assert (got["scores"], got["p"], got["b"], got["causal"], got["out"]) == (
+        "s.npy",
+        "[2, 4]",
+        "[0.0, 0.5]",
+        "True",
+        "None",
+    )
     assert dataclasses.replace(cfg, overwrite=True).settings() == got
     assert dataclasses.replace(cfg, b=(0.0,)).settings() != got
 
@@ -63,8 +68,10 @@ def test_check_out_accepts_its_own_parquet_and_refuses_a_foreign_one(scores, tmp
     for other in (foreign, text):
         with pytest.raises(DiagnoseError) as exc:
             check_out(_out_cfg(path, other))
-        assert str(exc.value) == (f"--out {other} exists and was not written by this diagnose command; pass "
-                                  "--overwrite to replace it, or choose another file")
+        assert str(exc.value) == (
+            f"--out {other} exists and was not written by this diagnose command; pass "
+            "--overwrite to replace it, or choose another file"
+        )
         check_out(_out_cfg(path, other, overwrite=True))
 
 
@@ -110,12 +117,18 @@ def test_a_mask_file_and_causal_combine(scores, tmp_path):
     pd.testing.assert_frame_equal(rows.drop(columns=["b", "row"]), ref, check_dtype=False)
 
 
-@pytest.mark.parametrize("make, kw, message", [
-    (lambda p: np.save(p, np.zeros(5, dtype=np.float32)), {"causal": True},
-     "--causal needs scores of shape (..., queries, keys); got (5,)"),
-    (None, {}, "no such file"),
-    (lambda p: np.save(p, np.zeros((2, 3), dtype=np.float32)), {"b": (0.0,), "sink": -1}, "sink"),
-])
+@pytest.mark.parametrize(
+    "make, kw, message",
+    [
+        (
+            lambda p: np.save(p, np.zeros(5, dtype=np.float32)),
+            {"causal": True},
+            "--causal needs scores of shape (..., queries, keys); got (5,)",
+        ),
+        (None, {}, "no such file"),
+        (lambda p: np.save(p, np.zeros((2, 3), dtype=np.float32)), {"b": (0.0,), "sink": -1}, "sink"),
+    ],
+)
 def test_bad_input_is_a_diagnose_error(tmp_path, make, kw, message):
     path = tmp_path / "s.npy"
     if make is not None:

@@ -77,10 +77,12 @@ def test_gaussian_rows_give_the_hand_estimator_from_every_input_form(tmp_path):
         np.save(per_file[-1], b.numpy())
     padded = torch.full((len(LENGTHS), 2, 3, 5, max(LENGTHS)), -math.inf, dtype=torch.float64)
     for i, b in enumerate(blocks):
-        padded[i, ..., :b.shape[-1]] = b
+        padded[i, ..., : b.shape[-1]] = b
     save_file({"scores": padded, "other": torch.zeros(1)}, tmp_path / "pad.safetensors")
-    for paths, kw in ((per_file, dict(unit_axes=(0, 1))),
-                      ([tmp_path / "pad.safetensors"], dict(key="scores", unit_axes=(1, 2)))):
+    for paths, kw in (
+        (per_file, dict(unit_axes=(0, 1))),
+        ([tmp_path / "pad.safetensors"], dict(key="scores", unit_axes=(1, 2))),
+    ):
         got = fit_xi.run(_cfg(paths, n_boot=100, **kw), tmp_path / f"out{len(paths)}", progress=False)
         lam = got["table"].set_index("exponent").loc["xi_Lambda"]
         assert lam["xi_hat"] == pytest.approx(want["xi_hat"], rel=1e-9)
@@ -91,9 +93,8 @@ def test_gaussian_rows_give_the_hand_estimator_from_every_input_form(tmp_path):
     # one causal (queries, keys) matrix: query i sees i + 1 keys; fit the rows of LENGTHS keys
     z = torch.randn(max(LENGTHS), max(LENGTHS), generator=gen, dtype=torch.float64)
     np.save(tmp_path / "causal.npy", z.numpy())
-    got = fit_xi.run(_cfg([tmp_path / "causal.npy"], causal=True, n=LENGTHS, n_boot=50), tmp_path / "c",
-                     progress=False)
-    rows = [z[n - 1:n, :n] for n in LENGTHS]
+    got = fit_xi.run(_cfg([tmp_path / "causal.npy"], causal=True, n=LENGTHS, n_boot=50), tmp_path / "c", progress=False)
+    rows = [z[n - 1 : n, :n] for n in LENGTHS]
     want = _by_hand(rows, np.arange(len(LENGTHS)), 50)  # each row its own unit
     assert got["table"].set_index("exponent").loc["xi_Lambda", "xi_hat"] == pytest.approx(want["xi_hat"], rel=1e-9)
     assert list(got["per_n"]["n"]) == list(LENGTHS) and (got["per_n"]["rows"] == 1).all()
@@ -108,8 +109,14 @@ def test_command_writes_its_tables(tmp_path, capsys):
     assert main(argv) == 0, capsys.readouterr().err
     stdout = capsys.readouterr().out
     assert "growth exponents of the rows of 4 score file(s)" in stdout and "xi_Lambda" in stdout
-    assert sorted(p.name for p in out.iterdir()) == ["config.json", "exponents.csv", "exponents.md", "fit_xi.csv",
-                                                    "fit_xi.md", "rows_contact.parquet"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "config.json",
+        "exponents.csv",
+        "exponents.md",
+        "fit_xi.csv",
+        "fit_xi.md",
+        "rows_contact.parquet",
+    ]
     config = json.loads((out / "config.json").read_text())
     assert config["rows fitted"] == config["rows read"] == 24 and config["cor49"]["holds"]
     assert pd.read_csv(out / "fit_xi.csv")["n"].tolist() == list(LENGTHS)
@@ -132,8 +139,10 @@ def test_bad_input_is_one_clear_error(tmp_path, capsys):
         "one length": ([str(tmp_path / "one.npy")], "at least two lengths n >= 2"),
         "missing file": ([str(tmp_path / "none.npy")], "no such file"),
         "integer scores": ([str(tmp_path / "ints.npy"), *files], "floating-point tensor"),
-        "float mask": ([str(tmp_path / "masked.safetensors"), "--key", "scores", "--mask-key", "mask"],
-                       "must name a boolean tensor"),
+        "float mask": (
+            [str(tmp_path / "masked.safetensors"), "--key", "scores", "--mask-key", "mask"],
+            "must name a boolean tensor",
+        ),
         "unit axis beyond": ([*files, "--unit-axes", "1"], "--unit-axes [1] out of range"),
         "n not in the rows": ([*files, "--n", "8", "12"], "--n [12]: no readable row has that many allowed keys"),
         "one n": ([*files, "--n", "8"], "--n takes at least two row lengths"),

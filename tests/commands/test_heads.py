@@ -13,7 +13,6 @@ from attnlab.commands.runs import RunError
 from attnlab.diagnostics.heads import TYPES, HeadThresholds, classify, labels
 
 
-
 def _brute_force(model, prompts, every):
     """Per (layer, head) features from output_attentions, one row at a time."""
     acc = {}
@@ -26,7 +25,7 @@ def _brute_force(model, prompts, every):
             first = ids.index(ids[q])
             for layer, a in enumerate(attn):
                 for h in range(a.shape[1]):
-                    w = a[0, h, q, :q + 1].double()
+                    w = a[0, h, q, : q + 1].double()
                     f = acc.setdefault((layer, h), {"induction": [], "entropy": [], "locality": [], "sink": []})
                     if first < q:
                         f["induction"].append(float(w[first + 1]))
@@ -34,8 +33,9 @@ def _brute_force(model, prompts, every):
                     f["entropy"].append(float(-(nz * nz.log()).sum()))
                     f["locality"].append(q - int(w.argmax()))
                     f["sink"].append(float(w[0]))
-    return pd.DataFrame([{"layer": k[0], "head": k[1], **{n: np.mean(v) for n, v in f.items()}}
-                         for k, f in sorted(acc.items())])
+    return pd.DataFrame(
+        [{"layer": k[0], "head": k[1], **{n: np.mean(v) for n, v in f.items()}} for k, f in sorted(acc.items())]
+    )
 
 
 def test_head_features_and_types_match_brute_force(checkpoint, tmp_path):
@@ -50,8 +50,10 @@ def test_head_features_and_types_match_brute_force(checkpoint, tmp_path):
         np.testing.assert_allclose(got[col], ref[col], rtol=1e-4, atol=1e-6)
     assert got["head_type"].tolist() == classify(ref, HeadThresholds()).tolist()
     counts = result["table"].set_index("head type")["heads"]
-    assert counts.sum() == 8 and counts.to_dict() == got["head_type"].value_counts().reindex(
-        counts.index, fill_value=0).to_dict()
+    assert (
+        counts.sum() == 8
+        and counts.to_dict() == got["head_type"].value_counts().reindex(counts.index, fill_value=0).to_dict()
+    )
 
 
 def test_labels_count_a_head_under_every_type_it_passes(checkpoint, tmp_path):

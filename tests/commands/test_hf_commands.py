@@ -24,12 +24,19 @@ def _run(argv, capsys):
 
 def test_audit_command_writes_table_rows_and_config(checkpoint, tmp_path, capsys):
     out = tmp_path / "audit"
-    code, stdout, err = _run(["audit", "--model", str(checkpoint), "--prompts", "2", "--pad", "2",
-                              "--p", "2", "4", "--out", str(out)], capsys)
+    code, stdout, err = _run(
+        ["audit", "--model", str(checkpoint), "--prompts", "2", "--pad", "2", "--p", "2", "4", "--out", str(out)],
+        capsys,
+    )
     assert code == 0, err
     assert "b_auto =" in stdout and "unsafe %" in stdout
-    assert sorted(p.name for p in out.iterdir()) == ["audit.csv", "audit.md", "config.json", "rows_b0.parquet",
-                                                    "rows_bauto.parquet"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "audit.csv",
+        "audit.md",
+        "config.json",
+        "rows_b0.parquet",
+        "rows_bauto.parquet",
+    ]
     config = json.loads((out / "config.json").read_text())
     table = pd.read_csv(out / "audit.csv")
     assert table.loc[table["b"] == "auto", "b value"].iloc[0] == pytest.approx(config["b_auto"])
@@ -38,21 +45,52 @@ def test_audit_command_writes_table_rows_and_config(checkpoint, tmp_path, capsys
 
 def test_ablate_command_prints_the_decisive_table(checkpoint, tmp_path, capsys):
     out = tmp_path / "ablate"
-    code, stdout, err = _run(["ablate", "--model", str(checkpoint), "--k", "1", "3", "--random-draws", "2",
-                              "--rank-prompts", "2", "--rank-length", "40", "--prompts", "2", "--pad", "1",
-                              "--out", str(out)], capsys)
+    code, stdout, err = _run(
+        [
+            "ablate",
+            "--model",
+            str(checkpoint),
+            "--k",
+            "1",
+            "3",
+            "--random-draws",
+            "2",
+            "--rank-prompts",
+            "2",
+            "--rank-length",
+            "40",
+            "--prompts",
+            "2",
+            "--pad",
+            "1",
+            "--out",
+            str(out),
+        ],
+        capsys,
+    )
     assert code == 0, err
     assert "decisive" in stdout and "b_auto =" in stdout
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["ablate.csv", "ablate.md", "cells.csv", "cells.md", "ranking.csv", "ranking.md", "rows_rank.parquet",
-         "answers.parquet", "config.json"])
+        [
+            "ablate.csv",
+            "ablate.md",
+            "cells.csv",
+            "cells.md",
+            "ranking.csv",
+            "ranking.md",
+            "rows_rank.parquet",
+            "answers.parquet",
+            "config.json",
+        ]
+    )
     assert pd.read_csv(out / "ablate.csv")["k"].tolist() == [1, 3]
 
 
 def test_heads_command_counts_types(checkpoint, tmp_path, capsys):
     out = tmp_path / "heads"
-    code, stdout, err = _run(["heads", "--model", str(checkpoint), "--prompts", "2", "--length", "40",
-                              "--out", str(out)], capsys)
+    code, stdout, err = _run(
+        ["heads", "--model", str(checkpoint), "--prompts", "2", "--length", "40", "--out", str(out)], capsys
+    )
     assert code == 0, err
     assert "head type" in stdout
     assert len(pd.read_csv(out / "heads.csv")) == 2 * 4
@@ -60,8 +98,24 @@ def test_heads_command_counts_types(checkpoint, tmp_path, capsys):
 
 def test_temperature_command_prints_xi_hat(checkpoint, tmp_path, capsys):
     out = tmp_path / "temperature"
-    code, stdout, err = _run(["temperature", "--model", str(checkpoint), "--n", "16", "32", "64", "--docs", "2",
-                              "--n-boot", "20", "--out", str(out)], capsys)
+    code, stdout, err = _run(
+        [
+            "temperature",
+            "--model",
+            str(checkpoint),
+            "--n",
+            "16",
+            "32",
+            "64",
+            "--docs",
+            "2",
+            "--n-boot",
+            "20",
+            "--out",
+            str(out),
+        ],
+        capsys,
+    )
     assert code == 0, err
     assert "xi_hat_Lambda =" in stdout and "mean log Lambda" in stdout
     assert pd.read_csv(out / "temperature.csv")["n"].tolist() == [16, 32, 64]
@@ -82,12 +136,16 @@ def _bad_inputs(tmp_path, checkpoint):
         "no weights": (["audit", "--model", str(config_only)], "has no weights"),
         "tokenizer cannot encode": (["audit", "--model", str(tiny_tok), "--pad", "2"], "tokenizer"),
         "too long": (["audit", "--model", str(short), "--pad", "20"], "context is 40"),
-        "unknown recipe": (["substitute", "--model", model, "--recipes", "relu_p4_bfast", "--pad", "2"],
-                           "unknown row map"),
+        "unknown recipe": (
+            ["substitute", "--model", model, "--recipes", "relu_p4_bfast", "--pad", "2"],
+            "unknown row map",
+        ),
         "unknown suite": (["audit", "--model", model, "--suite", "poetry", "--pad", "2"], "unknown suite"),
         "bad b": (["audit", "--model", model, "--b", "0", "lots", "--pad", "2"], "--b takes numbers"),
-        "k above heads": (["ablate", "--model", model, "--k", "9", "--pad", "1", "--rank-length", "40"],
-                          "exceeds the model's 8 heads"),
+        "k above heads": (
+            ["ablate", "--model", model, "--k", "9", "--pad", "1", "--rank-length", "40"],
+            "exceeds the model's 8 heads",
+        ),
         "heads too long": (["heads", "--model", str(short), "--length", "80"], "context is 40"),
         "temperature too long": (["temperature", "--model", str(short), "--n", "16", "64"], "context is 40"),
     }
@@ -145,15 +203,22 @@ def test_a_killed_runs_staging_folder_is_removed_by_the_next_run(checkpoint, tmp
     legacy.mkdir()
     live = out / f".staging-{os.getpid()}-live"
     live.mkdir()
-    assert _run(["audit", "--model", str(checkpoint), "--prompts", "2", "--pad", "1", "--p", "2", "--out", str(out)],
-                capsys)[0] == 0
+    assert (
+        _run(
+            ["audit", "--model", str(checkpoint), "--prompts", "2", "--pad", "1", "--p", "2", "--out", str(out)], capsys
+        )[0]
+        == 0
+    )
     assert not stale.exists() and not legacy.exists() and live.is_dir()
 
 
-@pytest.mark.parametrize("damage, message", [
-    ("corrupt", "could not load a causal LM from"),
-    ("pickle", "hold Python objects beyond tensors, which are never unpickled"),
-])
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        ("corrupt", "could not load a causal LM from"),
+        ("pickle", "hold Python objects beyond tensors, which are never unpickled"),
+    ],
+)
 def test_damaged_weights_are_one_line(checkpoint, tmp_path, capsys, damage, message):
     import shutil
 
@@ -169,8 +234,9 @@ def test_damaged_weights_are_one_line(checkpoint, tmp_path, capsys, damage, mess
     else:
         weights.unlink()
         torch.save({"x": _Pickled()}, model / "pytorch_model.bin")
-    code, _, err = _run(["audit", "--model", str(model), "--prompts", "2", "--pad", "1", "--out",
-                         str(tmp_path / "out")], capsys)
+    code, _, err = _run(
+        ["audit", "--model", str(model), "--prompts", "2", "--pad", "1", "--out", str(tmp_path / "out")], capsys
+    )
     assert code != 0 and len(err.strip().splitlines()) == 1 and message in err
     assert "Traceback" not in err and not (tmp_path / "out").exists()
 

@@ -16,8 +16,17 @@ from attnlab.tasks import TASKS
 
 
 def _cfg(**kw):
-    return lengthgen.LengthgenConfig(**{"task": "copy", "maps": ("softmax", "asentmax"), "train_len": 16,
-                                        "eval_mult": (1, 2), "steps": 20, "samples": 12, **kw})
+    return lengthgen.LengthgenConfig(
+        **{
+            "task": "copy",
+            "maps": ("softmax", "asentmax"),
+            "train_len": 16,
+            "eval_mult": (1, 2),
+            "steps": 20,
+            "samples": 12,
+            **kw,
+        }
+    )
 
 
 def test_variants_name_scalers_or_registry_maps():
@@ -48,7 +57,9 @@ def test_variants_are_an_open_registry_that_refuses_taken_retired_and_row_map_na
     fields = {"scaler": "adaptive", "rowmap": "sparsemax"}
     try:
         assert lengthgen_config.register_variant("assparsemax", fields) == fields
-        assert lengthgen_config.variant("assparsemax") == fields and _cfg(maps=("assparsemax",)).maps == ("assparsemax",)
+        assert lengthgen_config.variant("assparsemax") == fields and _cfg(maps=("assparsemax",)).maps == (
+            "assparsemax",
+        )
         with pytest.raises(ValueError, match="lengthgen variant 'assparsemax' is already registered"):
             lengthgen_config.register_variant("assparsemax", {"rowmap": "softmax"})
         lengthgen_config.register_variant("assparsemax", {"rowmap": "softmax"}, replace=True)
@@ -75,10 +86,11 @@ def test_score_counts_rows_whose_every_scored_position_is_right():
 
         def observed(self, fn, weights=False):
             import contextlib
+
             return contextlib.nullcontext()
 
         def forward(self, ids):
-            t = self.targets[:ids.shape[0]].clamp(min=0)
+            t = self.targets[: ids.shape[0]].clamp(min=0)
             return torch.nn.functional.one_hot(t, self.vocab).float()
 
     batch = TASKS["copy"].generate(10, 16, seed=5)
@@ -88,13 +100,13 @@ def test_score_counts_rows_whose_every_scored_position_is_right():
 
 def test_spaced_keeps_evenly_spaced_marked_positions_up_to_a_cap():
     mask = torch.tensor([[True] * 10, [False, True] * 5])
-    assert lengthgen.spaced(mask, 4).nonzero().tolist() == [[0, 0], [0, 3], [0, 6], [0, 9],
-                                                            [1, 1], [1, 5], [1, 9]]
+    assert lengthgen.spaced(mask, 4).nonzero().tolist() == [[0, 0], [0, 3], [0, 6], [0, 9], [1, 1], [1, 5], [1, 9]]
     assert lengthgen.spaced(mask, 100).equal(mask)
 
 
 def test_dispersion_does_not_depend_on_how_queries_are_blocked():
     from attnlab.model import Decoder
+
     cfg = _cfg(maps=("entmax_a1.5",))
     results = []
     for block in (32, 512):
@@ -110,11 +122,28 @@ def test_dispersion_does_not_depend_on_how_queries_are_blocked():
 def test_a_run_writes_cells_table_and_plot_and_reuses_finished_cells(tmp_path, monkeypatch):
     cfg = _cfg()
     result = lengthgen.run(cfg, tmp_path)
-    assert list(result["table"].columns) == ["variant", "seed", "best", "selected_step", "select_by", "select_score",
-                                             "select_token", "1x", "2x"]
+    assert list(result["table"].columns) == [
+        "variant",
+        "seed",
+        "best",
+        "selected_step",
+        "select_by",
+        "select_score",
+        "select_token",
+        "1x",
+        "2x",
+    ]
     assert sorted(result["table"]["variant"]) == ["asentmax", "softmax"] and result["table"]["best"].all()
-    for name in ("accuracy.csv", "accuracy.md", "accuracy.png", "accuracy.svg", "dispersion.csv", "config.json",
-                 "cells/softmax_seed0.json", "cells/asentmax_seed0.json"):
+    for name in (
+        "accuracy.csv",
+        "accuracy.md",
+        "accuracy.png",
+        "accuracy.svg",
+        "dispersion.csv",
+        "config.json",
+        "cells/softmax_seed0.json",
+        "cells/asentmax_seed0.json",
+    ):
         assert (tmp_path / name).is_file(), name
     cell = result["cells"]["softmax_seed0"]["lengths"]["32"]
     assert len(cell["entropy"]) == 2 and all(s >= 1 for s in cell["support"])
@@ -242,8 +271,11 @@ def test_softmax_entropy_grows_with_length_while_entmax_alibi_heads_keep_a_bound
     cfg = _cfg(maps=("softmax", "entmax_a1.5"), eval_mult=(1, 4, 16), steps=600, samples=16)
     result = lengthgen.run(cfg, tmp_path)
     table = lengthgen.dispersion_table(result["cells"])
-    print(table.pivot_table(index=["variant", "layer", "head"], columns="length",
-                            values=["entropy", "answer_support"]).round(2).to_string())
+    print(
+        table.pivot_table(index=["variant", "layer", "head"], columns="length", values=["entropy", "answer_support"])
+        .round(2)
+        .to_string()
+    )
     assert (result["table"]["1x"] >= 80).all(), result["table"]
     lengths = [str(n) for n in cfg.lengths]
     softmax = [sum(result["cells"]["softmax_seed0"]["lengths"][n]["entropy"]) for n in lengths]
@@ -255,13 +287,33 @@ def test_softmax_entropy_grows_with_length_while_entmax_alibi_heads_keep_a_bound
 def test_the_command_prints_accuracy_and_answer_row_dispersion_per_length(tmp_path, capsys):
     from attnlab.cli import main
 
-    argv = ["lengthgen", "--task", "copy", "--param", "symbols=8", "--train-len", "16", "--maps", "softmax",
-            "entmax_a1.5", "--eval-mult", "1", "2", "--steps", "5", "--samples", "4", "--no-progress",
-            "--out", str(tmp_path)]
+    argv = [
+        "lengthgen",
+        "--task",
+        "copy",
+        "--param",
+        "symbols=8",
+        "--train-len",
+        "16",
+        "--maps",
+        "softmax",
+        "entmax_a1.5",
+        "--eval-mult",
+        "1",
+        "2",
+        "--steps",
+        "5",
+        "--samples",
+        "4",
+        "--no-progress",
+        "--out",
+        str(tmp_path),
+    ]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    cells = {name: json.loads((tmp_path / "cells" / f"{name}_seed0.json").read_text())
-             for name in ("softmax", "entmax_a1.5")}
+    cells = {
+        name: json.loads((tmp_path / "cells" / f"{name}_seed0.json").read_text()) for name in ("softmax", "entmax_a1.5")
+    }
     table = lengthgen.dispersion_table(cells)
     expected = table[(table["variant"] == "entmax_a1.5") & (table["length"] == 32)]["answer_support"].mean()
     assert "1x" in out and "answer_support" in out and f"{expected:.2f}" in out
@@ -322,12 +374,24 @@ def test_paper_units_count_the_task_s_own_length_and_turn_into_rows_of_tokens():
 def test_asentmax_and_sentmax_take_alpha_the_gamma_bound_and_a_fixed_gamma_in_their_name():
     from attnlab.model import Decoder
 
-    assert lengthgen_config.variant("asentmax_a2_s0.5") == {"scaler": "adaptive", "rowmap": "entmax_a2", "scaler_bound": 0.5}
+    assert lengthgen_config.variant("asentmax_a2_s0.5") == {
+        "scaler": "adaptive",
+        "rowmap": "entmax_a2",
+        "scaler_bound": 0.5,
+    }
     assert lengthgen_config.variant("sentmax_a1.25") == {"scaler": "direct", "rowmap": "entmax_a1.25"}
     assert lengthgen_config.variant("sentmax") == {"scaler": "direct", "rowmap": "entmax_a1.5"}
-    assert lengthgen_config.variant("asentmax_g1") == {"scaler": "adaptive", "rowmap": "entmax_a1.5", "scaler_gamma": 1.0}
-    assert lengthgen_config.variant("asentmax_a2_s0.5_g-0.5") == {"scaler": "adaptive", "rowmap": "entmax_a2",
-                                                           "scaler_bound": 0.5, "scaler_gamma": -0.5}
+    assert lengthgen_config.variant("asentmax_g1") == {
+        "scaler": "adaptive",
+        "rowmap": "entmax_a1.5",
+        "scaler_gamma": 1.0,
+    }
+    assert lengthgen_config.variant("asentmax_a2_s0.5_g-0.5") == {
+        "scaler": "adaptive",
+        "rowmap": "entmax_a2",
+        "scaler_bound": 0.5,
+        "scaler_gamma": -0.5,
+    }
     with pytest.raises(ValueError, match="asentmax_a<alpha>_s<s>_g<gamma>"):
         lengthgen_config.variant("asentmax_g1.2.3")
     with pytest.raises(ValueError, match="variant 'asentmax_a0.5'"):
@@ -342,8 +406,15 @@ def test_asentmax_and_sentmax_take_alpha_the_gamma_bound_and_a_fixed_gamma_in_th
 
 def test_the_full_budget_takes_table_5_s_data_for_every_task_unless_given():
     for task, (samples, lengths, params) in lengthgen_config.TABLE5_DATA.items():
-        cfg = _cfg(task=task, budget="full", units="paper", min_train_len=lengths[0], train_len=lengths[1],
-                   maps=("softmax",), steps=None)
+        cfg = _cfg(
+            task=task,
+            budget="full",
+            units="paper",
+            min_train_len=lengths[0],
+            train_len=lengths[1],
+            maps=("softmax",),
+            steps=None,
+        )
         assert cfg.plan.steps * 128 == samples and lengthgen.run_config(cfg, "softmax", 300).train.batch == 128
         assert {k: cfg.task_def.params()[k] for k in params} == params
         cfg.task_def.check_length(cfg.min_train_tokens)
@@ -386,8 +457,11 @@ def test_workers_end_when_the_parent_running_them_is_killed(tmp_path):
     os.kill(parent.pid, signal.SIGKILL)
     parent.wait()
     time.sleep(5)
-    alive = [pid for pid in children if os.path.exists(f"/proc/{pid}") and
-             "zombie" not in open(f"/proc/{pid}/status").read().lower()]
+    alive = [
+        pid
+        for pid in children
+        if os.path.exists(f"/proc/{pid}") and "zombie" not in open(f"/proc/{pid}/status").read().lower()
+    ]
     assert children and not alive, (children, alive)
 
 
@@ -408,8 +482,11 @@ def test_every_seed_and_variant_is_scored_on_the_same_rows_beside_its_untrained_
     seeds = []
     task_type = type(_cfg().task_def)
     generate = task_type.generate
-    monkeypatch.setattr(task_type, "generate", lambda self, n, length, seed, *a, **kw: (
-        seeds.append(seed), generate(self, n, length, seed, *a, **kw))[1])
+    monkeypatch.setattr(
+        task_type,
+        "generate",
+        lambda self, n, length, seed, *a, **kw: (seeds.append(seed), generate(self, n, length, seed, *a, **kw))[1],
+    )
     cfg = _cfg(seeds=2, steps=6)
     cells = lengthgen.run(cfg, tmp_path)["cells"]
     assert set(seeds) == {lengthgen.TEST_SEED, lengthgen.SELECT_SEED}

@@ -10,14 +10,25 @@ import pytest
 from attnlab.cli import main
 from attnlab.commands import lengthgen
 
-BASE = {"--task": ["copy"], "--train-len": ["8"], "--maps": ["softmax"], "--eval-mult": ["1"], "--steps": ["2"],
-        "--samples": ["2"]}
+BASE = {
+    "--task": ["copy"],
+    "--train-len": ["8"],
+    "--maps": ["softmax"],
+    "--eval-mult": ["1"],
+    "--steps": ["2"],
+    "--samples": ["2"],
+}
 
 
 def _argv(out, **changed) -> list[str]:
     flags = {**BASE, **{f"--{k.replace('_', '-')}": v for k, v in changed.items()}}
-    return ["lengthgen", *(x for flag, values in flags.items() for x in (flag, *values)), "--no-progress",
-            "--out", str(out)]
+    return [
+        "lengthgen",
+        *(x for flag, values in flags.items() for x in (flag, *values)),
+        "--no-progress",
+        "--out",
+        str(out),
+    ]
 
 
 def _files(out) -> dict[str, bytes]:
@@ -46,17 +57,20 @@ def _refused(argv, capsys) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("changed, named", [
-    ({"task": ["reverse"]}, "task: 'copy' there, 'reverse' now"),
-    ({"steps": ["3"]}, "steps: 2 there, 3 now"),
-    ({"param": ["symbols=8"]}, "params: "),
-    ({"seed": ["1"]}, "seed: 0 there, 1 now"),
-    ({"pe": ["alibi"]}, "pe: 'nape' there, 'alibi' now"),
-    ({"train_len": ["12"]}, "train_len: 8 there, 12 now"),
-    ({"min_train_len": ["6"]}, "min_train_len: None there, 6 now"),
-    ({"lr": ["0.01"]}, "lr: 0.003 there, 0.01 now"),
-    ({"budget": ["full"]}, "budget: 'smoke' there, 'full' now"),
-])
+@pytest.mark.parametrize(
+    "changed, named",
+    [
+        ({"task": ["reverse"]}, "task: 'copy' there, 'reverse' now"),
+        ({"steps": ["3"]}, "steps: 2 there, 3 now"),
+        ({"param": ["symbols=8"]}, "params: "),
+        ({"seed": ["1"]}, "seed: 0 there, 1 now"),
+        ({"pe": ["alibi"]}, "pe: 'nape' there, 'alibi' now"),
+        ({"train_len": ["12"]}, "train_len: 8 there, 12 now"),
+        ({"min_train_len": ["6"]}, "min_train_len: None there, 6 now"),
+        ({"lr": ["0.01"]}, "lr: 0.003 there, 0.01 now"),
+        ({"budget": ["full"]}, "budget: 'smoke' there, 'full' now"),
+    ],
+)
 def test_a_run_that_would_train_another_model_is_refused_and_changes_nothing(folder, capsys, changed, named):
     before = _files(folder)
     line = _refused(_argv(folder, **changed), capsys)
@@ -68,8 +82,12 @@ def test_results_without_a_lengthgen_config_are_refused_and_a_file_is_no_folder(
     config = folder / "config.json"
     saved = json.loads(config.read_text())
     foreign = "not a lengthgen config"
-    for text, says in (("[]", foreign), (json.dumps({**saved, "plan": None}), foreign), ("{", "unreadable"),
-                       (json.dumps({**saved, "task": "nope"}), "cannot reuse")):
+    for text, says in (
+        ("[]", foreign),
+        (json.dumps({**saved, "plan": None}), foreign),
+        ("{", "unreadable"),
+        (json.dumps({**saved, "task": "nope"}), "cannot reuse"),
+    ):
         config.write_text(text)
         line = _refused(_argv(folder), capsys)
         assert "config.json" in line and says in line, line
@@ -99,20 +117,23 @@ def test_overwrite_starts_clean_and_keeps_files_lengthgen_did_not_write(folder, 
     assert not (folder / "runs" / "entmax_a1.5").exists() and (folder / "notes.txt").read_text() == "mine"
 
 
-@pytest.mark.parametrize("flag, value, allowed", [
-    ("pe", "rotary", "invalid choice: 'rotary' (choose from 'none', 'learned', 'rope', 'alibi', 'nape')"),
-    ("samples", "-1", "must be an integer >= 1, got '-1'"),
-    ("samples", "0", "must be an integer >= 1, got '0'"),
-    ("steps", "0", "must be an integer >= 1, got '0'"),
-    ("steps", "x", "must be an integer >= 1, got 'x'"),
-    ("train_len", "0", "must be an integer >= 1, got '0'"),
-    ("min_train_len", "-3", "must be an integer >= 1, got '-3'"),
-    ("eval_mult", "0", "must be a finite number > 0, got '0'"),
-    ("jobs", "0", "must be an integer >= 1, got '0'"),
-    ("lr", "0", "must be a finite number > 0, got '0'"),
-    ("lr", "nan", "must be a finite number > 0, got 'nan'"),
-    ("seed", "-1", "must be in [0, 2^63), got -1"),
-])
+@pytest.mark.parametrize(
+    "flag, value, allowed",
+    [
+        ("pe", "rotary", "invalid choice: 'rotary' (choose from 'none', 'learned', 'rope', 'alibi', 'nape')"),
+        ("samples", "-1", "must be an integer >= 1, got '-1'"),
+        ("samples", "0", "must be an integer >= 1, got '0'"),
+        ("steps", "0", "must be an integer >= 1, got '0'"),
+        ("steps", "x", "must be an integer >= 1, got 'x'"),
+        ("train_len", "0", "must be an integer >= 1, got '0'"),
+        ("min_train_len", "-3", "must be an integer >= 1, got '-3'"),
+        ("eval_mult", "0", "must be a finite number > 0, got '0'"),
+        ("jobs", "0", "must be an integer >= 1, got '0'"),
+        ("lr", "0", "must be a finite number > 0, got '0'"),
+        ("lr", "nan", "must be a finite number > 0, got 'nan'"),
+        ("seed", "-1", "must be in [0, 2^63), got -1"),
+    ],
+)
 def test_a_bad_flag_fails_at_parse_time_with_its_allowed_values(tmp_path, capsys, monkeypatch, flag, value, allowed):
     def refuse(*args, **kwargs):
         raise AssertionError("lengthgen ran")

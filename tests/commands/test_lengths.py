@@ -19,8 +19,9 @@ LENGTHS = (32, 64)
 @pytest.fixture(scope="module")
 def sweep(checkpoint, tmp_path_factory):
     out = tmp_path_factory.mktemp("lengths") / "sweep"
-    cfg = lengths.LengthsConfig(model=str(checkpoint), lengths=LENGTHS, prompts=2, p=(2, 4), b=("0", "auto"),
-                                queries="every:4")
+    cfg = lengths.LengthsConfig(
+        model=str(checkpoint), lengths=LENGTHS, prompts=2, p=(2, 4), b=("0", "auto"), queries="every:4"
+    )
     return lengths.run(cfg, out, progress=False), out
 
 
@@ -31,17 +32,28 @@ def test_each_length_is_an_audit_at_that_length_with_one_b_auto(checkpoint, swee
     config = json.loads((out / "config.json").read_text())
     assert config["b_auto"] == result["b_auto"] and config["calibration text"].startswith("generated")
     for length in LENGTHS:
-        own = audit.run(audit.AuditConfig(model=str(checkpoint), suite="induction", length=length, prompts=2,
-                                          p=(2, 4), b=("0", "auto"), queries="every:4"), tmp_path / f"a{length}",
-                        progress=False)
+        own = audit.run(
+            audit.AuditConfig(
+                model=str(checkpoint),
+                suite="induction",
+                length=length,
+                prompts=2,
+                p=(2, 4),
+                b=("0", "auto"),
+                queries="every:4",
+            ),
+            tmp_path / f"a{length}",
+            progress=False,
+        )
         assert own["b_auto"] == result["b_auto"]  # the calibration does not depend on the length
         mine = table[table["L"] == length].reset_index(drop=True)
         assert mine["unsafe %"].notna().all() and mine["active"].gt(0).all()
         pd.testing.assert_frame_equal(mine.drop(columns=["L", "tokens"]), own["table"], check_dtype=False)
         assert (mine["tokens"] == length).all()  # induction prompts are exactly L tokens
         for b in ("0", "auto"):
-            pd.testing.assert_frame_equal(pd.read_parquet(out / f"rows_L{length}_b{b}.parquet"),
-                                          pd.read_parquet(own["paths"][f"rows_b{b}"]))
+            pd.testing.assert_frame_equal(
+                pd.read_parquet(out / f"rows_L{length}_b{b}.parquet"), pd.read_parquet(own["paths"][f"rows_b{b}"])
+            )
 
 
 def test_the_report_draws_fig_5_and_names_the_command_line(sweep, tmp_path, capsys):
@@ -51,7 +63,7 @@ def test_the_report_draws_fig_5_and_names_the_command_line(sweep, tmp_path, caps
     assert [f.stem for f in section.figures] == ["unsafe_by_length"] and [t.stem for t in section.tables] == ["lengths"]
     assert (out / "unsafe_by_length.png").is_file() and (out / "unsafe_by_length.svg").is_file()
     argv = shlex.split(section.command)
-    assert argv[:2] == ["attnlab", "lengths"] and argv[argv.index("--lengths") + 1:][:2] == ["32", "64"]
+    assert argv[:2] == ["attnlab", "lengths"] and argv[argv.index("--lengths") + 1 :][:2] == ["32", "64"]
     assert main(["report", str(out), "--out", str(tmp_path / "page.html")]) == 0
     assert "Length sweep of" in (tmp_path / "page.html").read_text()
 
@@ -61,9 +73,12 @@ def test_several_sweeps_are_drawn_on_one_fig_5(checkpoint, sweep, tmp_path):
 
     _, out = sweep
     other = save_checkpoint(tmp_path / "other", seed=1)
-    lengths.run(lengths.LengthsConfig(model=str(other), lengths=LENGTHS, prompts=2, queries="every:4"),
-                tmp_path / "other_sweep", progress=False)
-    (section, where), = sections.comparisons([out, tmp_path / "other_sweep"], tmp_path / "page")
+    lengths.run(
+        lengths.LengthsConfig(model=str(other), lengths=LENGTHS, prompts=2, queries="every:4"),
+        tmp_path / "other_sweep",
+        progress=False,
+    )
+    ((section, where),) = sections.comparisons([out, tmp_path / "other_sweep"], tmp_path / "page")
     table = pd.read_csv(where / "lengths_by_model.csv", dtype={"b": str})
     assert set(table["model"]) == {f"{checkpoint} (induction)", f"{other} (induction)"}
     mine = table[table["model"] == f"{checkpoint} (induction)"].reset_index(drop=True)
@@ -73,23 +88,46 @@ def test_several_sweeps_are_drawn_on_one_fig_5(checkpoint, sweep, tmp_path):
 
 def test_the_cli_prints_the_table_and_writes_the_rows_of_every_length(checkpoint, tmp_path, capsys):
     out = tmp_path / "sweep"
-    code = main(["lengths", "--model", str(checkpoint), "--lengths", "40", "24", "--prompts", "1", "--suite", "mqar",
-                 "--out", str(out), "--no-progress"])
+    code = main(
+        [
+            "lengths",
+            "--model",
+            str(checkpoint),
+            "--lengths",
+            "40",
+            "24",
+            "--prompts",
+            "1",
+            "--suite",
+            "mqar",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "length sweep of" in captured.out and "unsafe %" in captured.out
-    assert sorted(p.name for p in out.iterdir()) == ["config.json", "lengths.csv", "lengths.md",
-                                                    "rows_L24_b0.parquet", "rows_L40_b0.parquet"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "config.json",
+        "lengths.csv",
+        "lengths.md",
+        "rows_L24_b0.parquet",
+        "rows_L40_b0.parquet",
+    ]
     assert pd.read_csv(out / "lengths.csv")["L"].tolist() == [40, 24]
 
 
-@pytest.mark.parametrize("kw, message", [
-    ({"pad": 3}, "--pad counts haystack sentences"),
-    ({"length": 64}, "drop --length"),
-    ({"lengths": (64, 64)}, "--lengths takes distinct lengths"),
-    ({"lengths": (0, 64)}, "--lengths must be an int >= 1"),
-    ({"suite": "poems"}, "unknown suite 'poems'"),
-])
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"pad": 3}, "--pad counts haystack sentences"),
+        ({"length": 64}, "drop --length"),
+        ({"lengths": (64, 64)}, "--lengths takes distinct lengths"),
+        ({"lengths": (0, 64)}, "--lengths must be an int >= 1"),
+        ({"suite": "poems"}, "unknown suite 'poems'"),
+    ],
+)
 def test_bad_sizes_are_refused_before_loading(kw, message):
     with pytest.raises(RunError, match=re.escape(message)):
         lengths.LengthsConfig(model="no/such/model", **kw)
@@ -100,6 +138,7 @@ def test_a_length_beyond_the_context_is_refused_before_any_file(tmp_path):
 
     short = save_checkpoint(tmp_path / "short", context=48)
     with pytest.raises(RunError, match=re.escape("--lengths 64 exceeds the model's context of 48 tokens")):
-        lengths.run(lengths.LengthsConfig(model=str(short), lengths=(32, 64), prompts=1), tmp_path / "out",
-                    progress=False)
+        lengths.run(
+            lengths.LengthsConfig(model=str(short), lengths=(32, 64), prompts=1), tmp_path / "out", progress=False
+        )
     assert not (tmp_path / "out").exists()

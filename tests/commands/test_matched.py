@@ -16,15 +16,36 @@ RECIPES = ("relu_p2_b0", "relu_p4_bauto")
 @pytest.fixture(scope="module")
 def ablated(checkpoint, tmp_path_factory):
     out = tmp_path_factory.mktemp("ablate") / "out"
-    ablate.run(ablate.AblateConfig(model=str(checkpoint), k=(3,), random_draws=1, rank_prompts=2, rank_length=40,
-                                   prompts=2, pad=1, recipe="relu_p2_b0", b="0"), out, progress=False)
+    ablate.run(
+        ablate.AblateConfig(
+            model=str(checkpoint),
+            k=(3,),
+            random_draws=1,
+            rank_prompts=2,
+            rank_length=40,
+            prompts=2,
+            pad=1,
+            recipe="relu_p2_b0",
+            b="0",
+        ),
+        out,
+        progress=False,
+    )
     return out
 
 
 @pytest.fixture(scope="module")
 def result(checkpoint, ablated, tmp_path_factory):
-    cfg = matched.MatchedConfig(model=str(checkpoint), ranking=str(ablated), k=3, recipes=RECIPES, prompts=4, pad=2,
-                                n_boot=200, recipe_matched=True)
+    cfg = matched.MatchedConfig(
+        model=str(checkpoint),
+        ranking=str(ablated),
+        k=3,
+        recipes=RECIPES,
+        prompts=4,
+        pad=2,
+        n_boot=200,
+        recipe_matched=True,
+    )
     return matched.run(cfg, tmp_path_factory.mktemp("matched") / "out", progress=False)
 
 
@@ -59,19 +80,49 @@ def test_shares_and_fn_equal_a_hand_count(result, ablated):
 def test_a_hand_given_head_set_equals_the_ranking_s(checkpoint, ablated, result, tmp_path):
     top = pd.read_csv(ablated / "ranking.csv").query("ranked").sort_values("rank").head(3)
     heads = tuple(f"{l}.{h}" for l, h in zip(top["layer"], top["head"]))
-    cfg = matched.MatchedConfig(model=str(checkpoint), heads=heads, recipes=RECIPES, prompts=4, pad=2, n_boot=200,
-                                recipe_matched=True, b_auto=result["b_auto"])
+    cfg = matched.MatchedConfig(
+        model=str(checkpoint),
+        heads=heads,
+        recipes=RECIPES,
+        prompts=4,
+        pad=2,
+        n_boot=200,
+        recipe_matched=True,
+        b_auto=result["b_auto"],
+    )
     by_hand = matched.run(cfg, tmp_path / "out", progress=False)["table"]
     pd.testing.assert_frame_equal(by_hand, result["table"])
 
 
 def test_substitution_accuracy_goes_beside_each_cell(checkpoint, ablated, tmp_path, capsys):
     sub = tmp_path / "sub"
-    substitute.run(substitute.SubstituteConfig(model=str(checkpoint), recipes=RECIPES, prompts=2, pad=1), sub,
-                   progress=False)
-    code, out, err = _run(["matched", "--model", str(checkpoint), "--ranking", str(ablated), "--k", "3",
-                           "--recipes", *RECIPES, "--prompts", "2", "--pad", "1", "--n-boot", "50",
-                           "--substitution", str(sub), "--out", str(tmp_path / "m")], capsys)
+    substitute.run(
+        substitute.SubstituteConfig(model=str(checkpoint), recipes=RECIPES, prompts=2, pad=1), sub, progress=False
+    )
+    code, out, err = _run(
+        [
+            "matched",
+            "--model",
+            str(checkpoint),
+            "--ranking",
+            str(ablated),
+            "--k",
+            "3",
+            "--recipes",
+            *RECIPES,
+            "--prompts",
+            "2",
+            "--pad",
+            "1",
+            "--n-boot",
+            "50",
+            "--substitution",
+            str(sub),
+            "--out",
+            str(tmp_path / "m"),
+        ],
+        capsys,
+    )
     assert code == 0, err
     table = pd.read_csv(tmp_path / "m" / "matched.csv")
     accuracy = pd.read_csv(sub / "substitute.csv").set_index("recipe")["accuracy %"]
@@ -79,15 +130,18 @@ def test_substitution_accuracy_goes_beside_each_cell(checkpoint, ablated, tmp_pa
     assert "FN = predicted safe but S_p >= 1" in out
 
 
-@pytest.mark.parametrize("kw, message", [
-    ({}, "give the head set by --ranking ABLATE_DIR or by --heads"),
-    ({"ranking": "x", "heads": ("0.1",)}, "one of them"),
-    ({"heads": ("0.x",)}, "--heads takes LAYER.HEAD pairs such as 3.7, got '0.x'"),
-    ({"heads": ("0.1", "0.1")}, "repeated heads"),
-    ({"heads": ("0.1",), "recipes": ("sigmoid_b0",)}, "takes ReLU recipes"),
-    ({"heads": ("0.1",), "recipes": ("relu_p2_b0", "relu_p2_b0")}, "distinct ReLU recipes"),
-    ({"heads": ("0.1",), "k": 3}, "with --heads the set is the 1 pairs given: drop --k"),
-])
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({}, "give the head set by --ranking ABLATE_DIR or by --heads"),
+        ({"ranking": "x", "heads": ("0.1",)}, "one of them"),
+        ({"heads": ("0.x",)}, "--heads takes LAYER.HEAD pairs such as 3.7, got '0.x'"),
+        ({"heads": ("0.1", "0.1")}, "repeated heads"),
+        ({"heads": ("0.1",), "recipes": ("sigmoid_b0",)}, "takes ReLU recipes"),
+        ({"heads": ("0.1",), "recipes": ("relu_p2_b0", "relu_p2_b0")}, "distinct ReLU recipes"),
+        ({"heads": ("0.1",), "k": 3}, "with --heads the set is the 1 pairs given: drop --k"),
+    ],
+)
 def test_bad_input_is_refused_before_loading(kw, message):
     with pytest.raises(RunError, match=message.replace(".", r"\.")):
         matched.MatchedConfig(model="no/such/model", **kw)
@@ -97,15 +151,24 @@ def test_a_ranking_folder_must_hold_enough_ranked_heads(tmp_path):
     with pytest.raises(RunError, match="cannot read its ranking.csv"):
         matched.ranked_heads(tmp_path, 3)
     pd.DataFrame({"layer": [0, 1], "head": [0, 0], "rank": [2, 1], "ranked": [True, False]}).to_csv(
-        tmp_path / "ranking.csv", index=False)
+        tmp_path / "ranking.csv", index=False
+    )
     assert matched.ranked_heads(tmp_path, 1) == [(0, 0)]
     with pytest.raises(RunError, match="--k 2 exceeds the 1 ranked heads"):
         matched.ranked_heads(tmp_path, 2)
 
 
 def test_the_answer_target_splits_all_argmax_only_and_top_k_argmax_only(checkpoint, ablated, tmp_path):
-    cfg = matched.MatchedConfig(model=str(checkpoint), ranking=str(ablated), k=3, recipes=("relu_p2_b0",), prompts=4,
-                                pad=2, n_boot=100, target="answer")
+    cfg = matched.MatchedConfig(
+        model=str(checkpoint),
+        ranking=str(ablated),
+        k=3,
+        recipes=("relu_p2_b0",),
+        prompts=4,
+        pad=2,
+        n_boot=100,
+        target="answer",
+    )
     result = matched.run(cfg, tmp_path / "out", progress=False)
     rows = pd.read_parquet(result["paths"]["rows_b0"])
     assert rows["answer_key"].all() and len(rows) == 4 * 2 * 4  # the final query of niah has the needle as key

@@ -33,8 +33,9 @@ def test_query_selection_matches_a_brute_force_loop():
             assert select_queries(f"every:{n}", length) == tuple(expected), (length, n)
 
 
-@pytest.mark.parametrize("spec", ["every:0", "every", "every:", "every:x", "every:-2", "first", "last:3", "", "All",
-                                  None, 5])
+@pytest.mark.parametrize(
+    "spec", ["every:0", "every", "every:", "every:x", "every:-2", "first", "last:3", "", "All", None, 5]
+)
 def test_a_bad_query_selection_names_what_is_allowed(spec):
     with pytest.raises(ValueError, match="--queries takes last, all or every:N with N >= 1"):
         check_queries(spec)
@@ -46,8 +47,14 @@ def test_a_reading_refuses_answer_keys_for_unread_queries():
 
 
 def _prompt(suite, n, answer_at, **meta):
-    return tasks.Prompt(input_ids=tuple(range(100, 100 + n)), answer_ids=(7,), answer_positions=(answer_at,),
-                        suite=suite, index=0, meta=meta)
+    return tasks.Prompt(
+        input_ids=tuple(range(100, 100 + n)),
+        answer_ids=(7,),
+        answer_positions=(answer_at,),
+        suite=suite,
+        index=0,
+        meta=meta,
+    )
 
 
 def test_prompt_reading_reads_the_answer_rows_against_their_keys():
@@ -91,8 +98,16 @@ READINGS = [
 
 @pytest.mark.parametrize("block", [32, 512])
 def test_rows_equal_row_stats_of_the_captured_scores(model, tmp_path, block):
-    paths = read_rows(model, READINGS, {"b0": RowOptions.make(p=P), "b1": RowOptions.make(p=P, b=1.0)}, tmp_path,
-                      config={"run": "test"}, device="cpu", block=block, progress=False)
+    paths = read_rows(
+        model,
+        READINGS,
+        {"b0": RowOptions.make(p=P), "b1": RowOptions.make(p=P, b=1.0)},
+        tmp_path,
+        config={"run": "test"},
+        device="cpu",
+        block=block,
+        progress=False,
+    )
     assert paths == {"b0": tmp_path / "rows_b0.parquet", "b1": tmp_path / "rows_b1.parquet"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rows_b0.parquet", "rows_b1.parquet"]
     for label, b in (("b0", 0.0), ("b1", 1.0)):
@@ -111,12 +126,21 @@ def test_rows_equal_row_stats_of_the_captured_scores(model, tmp_path, block):
                 assert got["answer_key"].tolist() == keyed.tolist() * z.shape[0]
                 by_argmax = row_stats(z[:, queries], causal, p=P, b=b)
                 by_key = row_stats(z[:, queries], causal, p=P, b=b, target=target)
-                ref = pd.concat([by_key.iloc[[j]] if keyed[j % len(queries)] else by_argmax.iloc[[j]]
-                                 for j in range(len(by_argmax))], ignore_index=True)
+                ref = pd.concat(
+                    [
+                        by_key.iloc[[j]] if keyed[j % len(queries)] else by_argmax.iloc[[j]]
+                        for j in range(len(by_argmax))
+                    ],
+                    ignore_index=True,
+                )
                 for col in ("target", "s_p2", "s_p8", "rho", "lambda_n", "entropy", "target_mass"):
-                    pd.testing.assert_series_equal(got[col].reset_index(drop=True).astype(float),
-                                                   ref[col].astype(float), check_names=False, rtol=1e-5,
-                                                   atol=1e-9)
+                    pd.testing.assert_series_equal(
+                        got[col].reset_index(drop=True).astype(float),
+                        ref[col].astype(float),
+                        check_names=False,
+                        rtol=1e-5,
+                        atol=1e-9,
+                    )
 
 
 def test_a_failed_forward_leaves_no_table(model, tmp_path):

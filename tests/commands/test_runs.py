@@ -27,14 +27,17 @@ def short(tmp_path_factory):
 # ------------------------------------------------------------------------------------------ options
 
 
-@pytest.mark.parametrize("name, value, low, message", [
-    ("prompts", 0, 1, "--prompts must be an int >= 1, got 0"),
-    ("rank_prompts", -3, 1, "--rank-prompts must be an int >= 1, got -3"),
-    ("seed", -1, 0, "--seed must be an int >= 0, got -1"),
-    ("prompts", True, 1, "--prompts must be an int >= 1, got True"),  # a bool is an int to Python, not to a user
-    ("prompts", 2.0, 1, "--prompts must be an int >= 1, got 2.0"),
-    ("prompts", "3", 1, "--prompts must be an int >= 1, got '3'"),
-])
+@pytest.mark.parametrize(
+    "name, value, low, message",
+    [
+        ("prompts", 0, 1, "--prompts must be an int >= 1, got 0"),
+        ("rank_prompts", -3, 1, "--rank-prompts must be an int >= 1, got -3"),
+        ("seed", -1, 0, "--seed must be an int >= 0, got -1"),
+        ("prompts", True, 1, "--prompts must be an int >= 1, got True"),  # a bool is an int to Python, not to a user
+        ("prompts", 2.0, 1, "--prompts must be an int >= 1, got 2.0"),
+        ("prompts", "3", 1, "--prompts must be an int >= 1, got '3'"),
+    ],
+)
 def test_check_count_names_the_flag_and_the_value(name, value, low, message):
     with pytest.raises(RunError) as exc:
         runs.check_count(name, value, low)
@@ -46,12 +49,15 @@ def test_check_count_takes_ints_from_low_up():
         runs.check_count("n", value, low)
 
 
-@pytest.mark.parametrize("kw, message", [
-    ({"prompts": 0}, "--prompts must be an int >= 1"),
-    ({"seed": -2}, "--seed must be an int >= 0"),
-    ({"b_auto": math.nan}, "--b-auto must be finite, got nan"),
-    ({"b_auto": -math.inf}, "--b-auto must be finite, got -inf"),
-])
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"prompts": 0}, "--prompts must be an int >= 1"),
+        ({"seed": -2}, "--seed must be an int >= 0"),
+        ({"b_auto": math.nan}, "--b-auto must be finite, got nan"),
+        ({"b_auto": -math.inf}, "--b-auto must be finite, got -inf"),
+    ],
+)
 def test_a_suite_run_refuses_bad_values(kw, message):
     with pytest.raises(RunError, match=message):
         runs.SuiteRun(model="m", **kw)
@@ -68,23 +74,24 @@ def test_settings_leave_out_only_an_uncalibrated_b_auto():
     assert runs.settings(plain) == asdict(plain)
 
 
-@pytest.mark.parametrize("specs, values", [
-    (["0"], [0.0]),
-    (["0", "auto", "3.5"], [0.0, None, 3.5]),
-    (["-1e-3", "2"], [-0.001, 2.0]),
-])
+@pytest.mark.parametrize(
+    "specs, values", [(["0"], [0.0]), (["0", "auto", "3.5"], [0.0, None, 3.5]), (["-1e-3", "2"], [-0.001, 2.0])]
+)
 def test_parse_biases_reads_numbers_and_auto(specs, values):
     assert runs.parse_biases(specs) == values
 
 
-@pytest.mark.parametrize("specs, message", [
-    (["0", "lots"], "--b takes numbers or 'auto', got 'lots'"),
-    (["inf"], "--b must be finite, got 'inf'"),
-    (["nan"], "--b must be finite, got 'nan'"),
-    ([], "--b needs distinct values, got []"),
-    (["1", "auto", "1"], "--b needs distinct values, got ['1', 'auto', '1']"),
-    (["auto", "auto"], "--b needs distinct values"),
-])
+@pytest.mark.parametrize(
+    "specs, message",
+    [
+        (["0", "lots"], "--b takes numbers or 'auto', got 'lots'"),
+        (["inf"], "--b must be finite, got 'inf'"),
+        (["nan"], "--b must be finite, got 'nan'"),
+        ([], "--b needs distinct values, got []"),
+        (["1", "auto", "1"], "--b needs distinct values, got ['1', 'auto', '1']"),
+        (["auto", "auto"], "--b needs distinct values"),
+    ],
+)
 def test_parse_biases_refuses_bad_lists(specs, message):
     with pytest.raises(RunError) as exc:
         runs.parse_biases(specs)
@@ -113,8 +120,11 @@ def test_staged_files_replace_their_namesakes_only_on_success(tmp_path):
         assert stage.parent == out and stage.name.startswith(f"{runs.STAGING}{os.getpid()}-")
         (stage / "table.csv").write_text("new table")
         (stage / "config.json").write_text("{}")
-        assert {p.name for p in out.iterdir() if not p.name.startswith(io.LOCK)} == {"table.csv", "notes.txt",
-                                                                                       stage.name}, "nothing moves early"
+        assert {p.name for p in out.iterdir() if not p.name.startswith(io.LOCK)} == {
+            "table.csv",
+            "notes.txt",
+            stage.name,
+        }, "nothing moves early"
         assert (out / io.LOCK).read_text() == str(os.getpid()), "the folder is held while the run writes"
         assert (out / "table.csv").read_text() == "old table"
     assert _files(out) == {"table.csv": "new table", "notes.txt": "the user's notes", "config.json": "{}"}
@@ -178,8 +188,7 @@ def test_suite_prompts_longer_than_the_context_are_refused(short):
     assert longest > 40
     with pytest.raises(RunError) as exc:
         runs.suite_prompts(model, tok, "niah", 2, seed=0, pad=20)
-    assert str(exc.value) == (f"prompts reach {longest} tokens but the model's context is 40; "
-                              "lower --pad/--length")
+    assert str(exc.value) == (f"prompts reach {longest} tokens but the model's context is 40; lower --pad/--length")
 
 
 def test_a_model_without_a_context_length_takes_any_prompt(short):
@@ -189,18 +198,23 @@ def test_a_model_without_a_context_length_takes_any_prompt(short):
     assert len(runs.suite_prompts(model, tok, "niah", 2, pad=20)) == 2
 
 
-@pytest.mark.parametrize("suite, kw, message", [
-    ("poetry", {}, "unknown suite 'poetry'; choose one of "),
-    ("niah", {"length": 5}, "length 5 is shorter than the template alone"),
-])
+@pytest.mark.parametrize(
+    "suite, kw, message",
+    [
+        ("poetry", {}, "unknown suite 'poetry'; choose one of "),
+        ("niah", {"length": 5}, "length 5 is shorter than the template alone"),
+    ],
+)
 def test_suite_prompts_refuse_what_cannot_be_built(short, suite, kw, message):
     model, tok = short
     with pytest.raises(RunError, match=message):
         runs.suite_prompts(model, tok, suite, 2, **kw)
 
 
-@pytest.mark.parametrize("kw, message", [({"pad": -1}, "--pad must be an int >= 0, got -1"),
-                                         ({"length": 0}, "--length must be an int >= 1, got 0")])
+@pytest.mark.parametrize(
+    "kw, message",
+    [({"pad": -1}, "--pad must be an int >= 0, got -1"), ({"length": 0}, "--length must be an int >= 1, got 0")],
+)
 def test_pad_and_length_are_checked_before_loading(kw, message):
     with pytest.raises(RunError, match=re.escape(message)):
         runs.SuiteRun(model="no/such/model", **kw)
@@ -215,10 +229,13 @@ def test_b_auto_is_a_number_or_an_earlier_runs_stored_value(tmp_path):
     assert runs.stored_b_auto(str(tmp_path)) == runs.stored_b_auto(str(tmp_path / "config.json")) == 0.0405932
     (tmp_path / "none").mkdir()
     (tmp_path / "none" / "config.json").write_text(json.dumps({"b_auto": None}))
-    for text, message in (("nope", "not a number: 'nope'"), ("inf", "must be finite"),
-                          (str(tmp_path / "none"), "holds no calibrated b_auto (got None)"),
-                          (str(tmp_path / "none" / "config.json"), "holds no calibrated b_auto"),
-                          (str(tmp_path / "missing"), "not a number")):
+    for text, message in (
+        ("nope", "not a number: 'nope'"),
+        ("inf", "must be finite"),
+        (str(tmp_path / "none"), "holds no calibrated b_auto (got None)"),
+        (str(tmp_path / "none" / "config.json"), "holds no calibrated b_auto"),
+        (str(tmp_path / "missing"), "not a number"),
+    ):
         with pytest.raises(argparse.ArgumentTypeError, match=re.escape(message)):
             runs.stored_b_auto(text)
     (tmp_path / "torn.json").write_text("{")
@@ -261,10 +278,15 @@ def test_run_prompts_passes_a_runs_prompt_settings_and_overrides(tmp_path):
     assert json.dumps(asdict(cfg))  # the new fields stay JSON-able for config.json
 
 
-@pytest.mark.parametrize("suite, pad, length, used", [
-    ("niah", None, None, (128, None)), ("induction", None, None, (None, 1024)), ("niah", 3, None, (3, None)),
-    ("induction", None, 40, (None, 40)),
-])
+@pytest.mark.parametrize(
+    "suite, pad, length, used",
+    [
+        ("niah", None, None, (128, None)),
+        ("induction", None, None, (None, 1024)),
+        ("niah", 3, None, (3, None)),
+        ("induction", None, 40, (None, 40)),
+    ],
+)
 def test_prompt_record_names_the_sizes_the_suite_built_with(tmp_path, suite, pad, length, used):
     built = tasks.build_suite(suite, build_tokenizer(tmp_path, "bpe"), 3, pad=pad, length=length)
     record = runs.prompt_record(built, suite, pad, length)

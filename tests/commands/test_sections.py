@@ -15,10 +15,16 @@ from attnlab.commands import audit, sections, substitute
 @pytest.fixture(scope="module")
 def folders(checkpoint, tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
-    audit.run(audit.AuditConfig(model=str(checkpoint), prompts=2, pad=2, p=(2, 4), queries="every:4"),
-              root / "audit", progress=False)
-    substitute.run(substitute.SubstituteConfig(model=str(checkpoint), recipes=("relu_p2_b0",), prompts=2, pad=1),
-                   root / "sub", progress=False)
+    audit.run(
+        audit.AuditConfig(model=str(checkpoint), prompts=2, pad=2, p=(2, 4), queries="every:4"),
+        root / "audit",
+        progress=False,
+    )
+    substitute.run(
+        substitute.SubstituteConfig(model=str(checkpoint), recipes=("relu_p2_b0",), prompts=2, pad=1),
+        root / "sub",
+        progress=False,
+    )
     (root / "notes").mkdir()
     return root
 
@@ -38,7 +44,7 @@ def test_the_audit_section_recomputes_the_bound_validation_from_its_rows(folders
     want = audit.bound_validation(rows, (2, 4))
     pd.testing.assert_frame_equal(got, want.astype(got.dtypes.to_dict()), check_exact=False)
     argv = shlex.split(section.command)
-    assert argv[:2] == ["attnlab", "audit"] and argv[argv.index("--p") + 1:argv.index("--p") + 3] == ["2", "4"]
+    assert argv[:2] == ["attnlab", "audit"] and argv[argv.index("--p") + 1 : argv.index("--p") + 3] == ["2", "4"]
     assert "--queries" in argv and argv[-2:] == ["--out", str(folders / "audit")] and "--suite" not in argv
 
 
@@ -58,10 +64,13 @@ def test_several_audits_are_compared_side_by_side(checkpoint, folders, tmp_path)
     from checkpoints import save_checkpoint
 
     other = save_checkpoint(tmp_path / "other", seed=1)
-    audit.run(audit.AuditConfig(model=str(other), prompts=2, pad=2, p=(2, 4), queries="every:4"), tmp_path / "a2",
-              progress=False)
+    audit.run(
+        audit.AuditConfig(model=str(other), prompts=2, pad=2, p=(2, 4), queries="every:4"),
+        tmp_path / "a2",
+        progress=False,
+    )
     got = sections.comparisons([folders / "audit", tmp_path / "a2"], tmp_path / "page")
-    (section, where), = got
+    ((section, where),) = got
     assert where == tmp_path / "page" / "compare_audit" and section.title == "Audits side by side"
     table = pd.read_csv(where / "prevalence_by_model.csv", dtype={"b": str})
     for folder, model in ((folders / "audit", str(checkpoint)), (tmp_path / "a2", str(other))):
@@ -74,7 +83,20 @@ def test_several_audits_are_compared_side_by_side(checkpoint, folders, tmp_path)
 def test_an_ablate_folder_gets_its_ablation_curves(checkpoint, tmp_path):
     from attnlab.commands import ablate
 
-    ablate.run(ablate.AblateConfig(model=str(checkpoint), k=(1, 2), random_draws=2, rank_prompts=2, rank_length=40,
-                                   prompts=2, pad=1, recipe="relu_p2_b0", b="0"), tmp_path / "ab", progress=False)
+    ablate.run(
+        ablate.AblateConfig(
+            model=str(checkpoint),
+            k=(1, 2),
+            random_draws=2,
+            rank_prompts=2,
+            rank_length=40,
+            prompts=2,
+            pad=1,
+            recipe="relu_p2_b0",
+            b="0",
+        ),
+        tmp_path / "ab",
+        progress=False,
+    )
     section = sections.section(tmp_path / "ab")
     assert [f.stem for f in section.figures] == ["ablation"] and (tmp_path / "ab" / "ablation.png").is_file()

@@ -41,13 +41,16 @@ def test_a_repeated_recipe_is_refused():
     assert str(exc.value) == "--recipes has repeated names: ['sigmoid_b0', 'relu_p2_b0', 'sigmoid_b0']"
 
 
-@pytest.mark.parametrize("kw, message", [
-    ({"recipes": ()}, "--recipes needs at least one row-map name"),
-    ({"recipes": ("relu_pX",)}, "unknown"),
-    ({"recipes": ("sigmoid_b0", "sigmoid_b0")}, "repeated names"),
-    ({"recipes": ("sigmoid_b0",), "prompts": 0}, "--prompts must be an int >= 1"),
-    ({"recipes": ("sigmoid_b0",), "b_auto": math.inf}, "--b-auto must be finite"),
-])
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"recipes": ()}, "--recipes needs at least one row-map name"),
+        ({"recipes": ("relu_pX",)}, "unknown"),
+        ({"recipes": ("sigmoid_b0", "sigmoid_b0")}, "repeated names"),
+        ({"recipes": ("sigmoid_b0",), "prompts": 0}, "--prompts must be an int >= 1"),
+        ({"recipes": ("sigmoid_b0",), "b_auto": math.inf}, "--b-auto must be finite"),
+    ],
+)
 def test_the_config_refuses_before_any_model_is_loaded(tmp_path, kw, message):
     with pytest.raises(RunError, match=message):
         SubstituteConfig(model=str(tmp_path / "no model here"), **kw)
@@ -85,8 +88,9 @@ def _wilson(k, n):
 
 def test_accuracy_table_against_hand_counts():
     correct = {"softmax": [1, 1, 1, 0], "relu_p4_b1": [0, 1, 0, 0], "sigmoid_b0": [1, 1, 1, 1]}
-    records = pd.DataFrame([{"recipe": r, "prompt": i, "correct": bool(c)}
-                            for r, cs in correct.items() for i, c in enumerate(cs)])
+    records = pd.DataFrame(
+        [{"recipe": r, "prompt": i, "correct": bool(c)} for r, cs in correct.items() for i, c in enumerate(cs)]
+    )
     resolved = {"softmax": "softmax", "relu_p4_b1": "relu_p4_b1", "sigmoid_b0": "sigmoid_b0"}
     table = substitute.accuracy_table(records, list(correct), resolved)
     assert table["recipe"].tolist() == list(correct) and table["map"].tolist() == list(correct)
@@ -102,8 +106,23 @@ def test_accuracy_table_against_hand_counts():
 
 def test_substitute_command_scores_recipes_against_softmax(checkpoint, tmp_path, capsys):
     out = tmp_path / "sub"
-    code, stdout, err = _run(["substitute", "--model", str(checkpoint), "--prompts", "3", "--pad", "1",
-                              "--recipes", "relu_p4_bauto", "sigmoid_b0", "--out", str(out)], capsys)
+    code, stdout, err = _run(
+        [
+            "substitute",
+            "--model",
+            str(checkpoint),
+            "--prompts",
+            "3",
+            "--pad",
+            "1",
+            "--recipes",
+            "relu_p4_bauto",
+            "sigmoid_b0",
+            "--out",
+            str(out),
+        ],
+        capsys,
+    )
     assert code == 0, err
     table = pd.read_csv(out / "substitute.csv")
     assert list(table["recipe"]) == ["softmax", "relu_p4_bauto", "sigmoid_b0"]
@@ -121,8 +140,23 @@ def test_substitute_command_scores_recipes_against_softmax(checkpoint, tmp_path,
 
 def test_softmax_among_the_recipes_is_scored_once(checkpoint, tmp_path, capsys):
     out = tmp_path / "sub_softmax"
-    code, _, err = _run(["substitute", "--model", str(checkpoint), "--prompts", "2", "--pad", "1",
-                         "--recipes", "softmax", "sigmoid_b0", "--out", str(out)], capsys)
+    code, _, err = _run(
+        [
+            "substitute",
+            "--model",
+            str(checkpoint),
+            "--prompts",
+            "2",
+            "--pad",
+            "1",
+            "--recipes",
+            "softmax",
+            "sigmoid_b0",
+            "--out",
+            str(out),
+        ],
+        capsys,
+    )
     assert code == 0, err
     table = pd.read_csv(out / "substitute.csv")
     assert list(table["recipe"]) == ["softmax", "sigmoid_b0"] and (table["n"] == 2).all()
@@ -148,10 +182,13 @@ def test_baseline_below_80_percent_is_flagged_and_above_is_not():
 
 
 def test_accuracy_table_counts_decoy_tricked_and_neither_by_hand():
-    flags = {"softmax": [(True, False), (False, True), (False, False)],
-             "relu_p2_b0": [(False, True), (False, True), (True, False)]}
-    records = pd.DataFrame([{"recipe": r, "prompt": i, "correct": c, "decoy": d}
-                            for r, fs in flags.items() for i, (c, d) in enumerate(fs)])
+    flags = {
+        "softmax": [(True, False), (False, True), (False, False)],
+        "relu_p2_b0": [(False, True), (False, True), (True, False)],
+    }
+    records = pd.DataFrame(
+        [{"recipe": r, "prompt": i, "correct": c, "decoy": d} for r, fs in flags.items() for i, (c, d) in enumerate(fs)]
+    )
     table = substitute.accuracy_table(records, list(flags), {r: r for r in flags})
     assert table[["correct", "decoy", "neither"]].values.tolist() == [[1, 1, 1], [1, 2, 0]]
     plain = records.assign(decoy=None)
@@ -170,8 +207,24 @@ def _names_a_decoy(tok, prompt, generated: str) -> bool:
 @pytest.mark.parametrize("suite", ["niah_decoy", "niah_multi", "ruler_multikey"])
 def test_decoy_suites_count_wrong_answers_that_name_a_decoy(checkpoint, tmp_path, capsys, suite):
     out = tmp_path / "sub_decoy"
-    code, _, err = _run(["substitute", "--model", str(checkpoint), "--suite", suite, "--prompts", "6",
-                         "--pad", "1", "--recipes", "sigmoid_b0", "--out", str(out)], capsys)
+    code, _, err = _run(
+        [
+            "substitute",
+            "--model",
+            str(checkpoint),
+            "--suite",
+            suite,
+            "--prompts",
+            "6",
+            "--pad",
+            "1",
+            "--recipes",
+            "sigmoid_b0",
+            "--out",
+            str(out),
+        ],
+        capsys,
+    )
     assert code == 0, err
     table = pd.read_csv(out / "substitute.csv")
     answers = pd.read_parquet(out / "answers.parquet")
@@ -179,26 +232,78 @@ def test_decoy_suites_count_wrong_answers_that_name_a_decoy(checkpoint, tmp_path
     prompts = tasks.build_suite(suite, tok, 6, pad=1)
     for recipe, group in answers.groupby("recipe"):
         line = table[table["recipe"] == recipe].iloc[0]
-        tricked = sum((not correct) and _names_a_decoy(tok, prompt, generated)
-                      for prompt, generated, correct in zip(prompts, group["generated"], group["correct"]))
+        tricked = sum(
+            (not correct) and _names_a_decoy(tok, prompt, generated)
+            for prompt, generated, correct in zip(prompts, group["generated"], group["correct"])
+        )
         assert line["decoy"] == tricked
         assert line["correct"] + line["decoy"] + line["neither"] == line["n"] == 6
-    plain = _run(["substitute", "--model", str(checkpoint), "--prompts", "2", "--pad", "1", "--recipes",
-                  "sigmoid_b0", "--out", str(tmp_path / "plain")], capsys)
+    plain = _run(
+        [
+            "substitute",
+            "--model",
+            str(checkpoint),
+            "--prompts",
+            "2",
+            "--pad",
+            "1",
+            "--recipes",
+            "sigmoid_b0",
+            "--out",
+            str(tmp_path / "plain"),
+        ],
+        capsys,
+    )
     assert plain[0] == 0 and "decoy" not in pd.read_csv(tmp_path / "plain" / "substitute.csv")
 
 
 def test_literary_reads_the_users_passages(checkpoint, tmp_path, capsys):
     text = tmp_path / "mine.txt"
-    text.write_text("## Mine\n" + "The dog ran to the old red barn and sat in the sun all day long. " * 3 + "\n\n"
-                    + "A cat saw a big new sky and ran to the sun, and the sun was red and old and big. " * 2)
+    text.write_text(
+        "## Mine\n"
+        + "The dog ran to the old red barn and sat in the sun all day long. " * 3
+        + "\n\n"
+        + "A cat saw a big new sky and ran to the sun, and the sun was red and old and big. " * 2
+    )
     out = tmp_path / "sub_literary"
-    code, _, err = _run(["substitute", "--model", str(checkpoint), "--suite", "literary", "--passages", str(text),
-                         "--prompts", "4", "--pad", "3", "--recipes", "relu_p2_b0", "--out", str(out)], capsys)
+    code, _, err = _run(
+        [
+            "substitute",
+            "--model",
+            str(checkpoint),
+            "--suite",
+            "literary",
+            "--passages",
+            str(text),
+            "--prompts",
+            "4",
+            "--pad",
+            "3",
+            "--recipes",
+            "relu_p2_b0",
+            "--out",
+            str(out),
+        ],
+        capsys,
+    )
     assert code == 0, err
     config = json.loads((out / "config.json").read_text())
     assert config["passages"] == str(text) and config["suite"] == "literary"
     assert (pd.read_csv(out / "substitute.csv")["n"] == 4).all()
-    code, _, err = _run(["substitute", "--model", str(checkpoint), "--suite", "literary", "--passages",
-                         str(tmp_path / "missing.txt"), "--recipes", "relu_p2_b0", "--out", str(out)], capsys)
+    code, _, err = _run(
+        [
+            "substitute",
+            "--model",
+            str(checkpoint),
+            "--suite",
+            "literary",
+            "--passages",
+            str(tmp_path / "missing.txt"),
+            "--recipes",
+            "relu_p2_b0",
+            "--out",
+            str(out),
+        ],
+        capsys,
+    )
     assert code != 0 and "--passages" in err and "is not a file" in err

@@ -75,7 +75,7 @@ def test_text_file_documents_and_bad_input(checkpoint, tmp_path):
     cfg = temperature.TemperatureConfig(model=str(checkpoint), n=(16, 32), docs=3, text=str(tmp_path / "doc.txt"))
     docs = temperature.documents(model, tok, cfg)
     ids = tok(words, add_special_tokens=True)["input_ids"]
-    assert docs == [tuple(ids[i * 32:(i + 1) * 32]) for i in range(3)]
+    assert docs == [tuple(ids[i * 32 : (i + 1) * 32]) for i in range(3)]
     (tmp_path / "short.txt").write_text("the cat")
     bad = {
         "short": (dict(text=str(tmp_path / "short.txt")), "fewer than the 32"),
@@ -102,8 +102,7 @@ def test_bos_leads_every_document_and_every_suite_prompt(checkpoint, tmp_path):
     got = temperature.documents(model, tok, led)
     assert all(len(d) == 12 and d[0] == tok.bos_token_id for d in got)
     assert [t for d in got for t in d[1:]] == body[:33]  # windows of the text, in order, each after a BOS
-    assert all(d[0] == tok.bos_token_id for d in temperature.documents(model, tok, dataclasses.replace(
-        led, text=None)))
+    assert all(d[0] == tok.bos_token_id for d in temperature.documents(model, tok, dataclasses.replace(led, text=None)))
     assert len(temperature.documents(model, tok, plain)) == 3
 
 
@@ -113,8 +112,7 @@ def test_dynamic_rope_reads_past_the_window_as_a_model_built_with_the_rescaled_b
     from transformers import AutoConfig, AutoModelForCausalLM
 
     grid = (200, 400, 600, 800)
-    cfg = temperature.TemperatureConfig(model=str(checkpoint), n=grid, docs=1, n_boot=10, rope="dynamic",
-                                        suite="novel")
+    cfg = temperature.TemperatureConfig(model=str(checkpoint), n=grid, docs=1, n_boot=10, rope="dynamic", suite="novel")
     out = temperature.run(cfg, tmp_path / "out", progress=False)
     rows = pd.read_parquet(out["paths"]["rows"])
     config = json.loads(out["paths"]["config"].read_text())
@@ -137,8 +135,10 @@ def test_dynamic_rope_reads_past_the_window_as_a_model_built_with_the_rescaled_b
             ref = row_stats(z[:, n - 1, :n], p=2)
             got = rows[(rows.layer == layer) & (rows.n_keys == n)].sort_values("head")
             np.testing.assert_allclose(got["lambda_n"].to_numpy(float), ref["lambda_n"].to_numpy(float), rtol=1e-5)
-    assert "dynamic-NTK RoPE at n_eval = 800 = 1.56 x the training window 512" in sections.section(
-        out["paths"]["config"].parent).notes[0]
+    assert (
+        "dynamic-NTK RoPE at n_eval = 800 = 1.56 x the training window 512"
+        in sections.section(out["paths"]["config"].parent).notes[0]
+    )
     # the plain reading refuses the same grid, naming the way past the context
     with pytest.raises(RunError, match="context is 512.*--rope dynamic"):
         temperature.documents(model, tok, dataclasses.replace(cfg, rope="plain"))

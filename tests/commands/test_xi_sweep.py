@@ -51,13 +51,13 @@ def _hand_loss(model, ids, xi: float, n_train: int, inv_freq: torch.Tensor) -> f
             q, k, v = (proj(y).view(1, t, -1, d).transpose(1, 2) for proj in (a.q_proj, a.k_proj, a.v_proj))
             q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
             k, v = k.repeat_interleave(groups, 1), v.repeat_interleave(groups, 1)
-            z = (q @ k.transpose(2, 3)) * d ** -0.5 * mult
+            z = (q @ k.transpose(2, 3)) * d**-0.5 * mult
             w = torch.softmax(z.masked_fill(~causal, -math.inf), -1)
             h = h + a.o_proj((w @ v).transpose(1, 2).reshape(1, t, -1))
             h = h + layer.mlp(layer.post_attention_layernorm(h))
         logits = model.lm_head(m.norm(h))[0]
     half = len(ids) // 2
-    return float(F.cross_entropy(logits[half - 1:], torch.tensor(ids[half:]), reduction="sum"))
+    return float(F.cross_entropy(logits[half - 1 :], torch.tensor(ids[half:]), reduction="sum"))
 
 
 @pytest.mark.parametrize("length", [9, 10])
@@ -94,8 +94,11 @@ def test_xi_positive_is_the_hand_written_forward(loaded, rope):
     got = xi_sweep.sweep(model, {32: windows}, [0.0, 1.5], [rope], n_train=8)
     theta = model.config.rope_parameters["rope_theta"]
     d = model.config.hidden_size // model.config.num_attention_heads
-    inv_freq = (model.model.rotary_emb.inv_freq if rope == "plain"
-                else rope_frequencies(d, base=dynamic_ntk_base(theta, d, 32, 8)))
+    inv_freq = (
+        model.model.rotary_emb.inv_freq
+        if rope == "plain"
+        else rope_frequencies(d, base=dynamic_ntk_base(theta, d, 32, 8))
+    )
     for record in got.itertuples():
         hand = _hand_loss(model, windows[record.window], record.xi, 8, inv_freq)
         assert record.loss_sum == pytest.approx(hand, rel=1e-5)
@@ -105,21 +108,49 @@ def test_xi_positive_is_the_hand_written_forward(loaded, rope):
 
 def test_command_writes_the_sweep_and_its_argmin(checkpoint, tmp_path, capsys):
     out = tmp_path / "sweep"
-    argv = ["xi-sweep", "--model", str(checkpoint), "--n-train", "16", "--ratios", "1", "2", "--xi", "0", "1", "2",
-            "--rope", "plain", "dynamic", "--windows", "2", "--out", str(out)]
+    argv = [
+        "xi-sweep",
+        "--model",
+        str(checkpoint),
+        "--n-train",
+        "16",
+        "--ratios",
+        "1",
+        "2",
+        "--xi",
+        "0",
+        "1",
+        "2",
+        "--rope",
+        "plain",
+        "dynamic",
+        "--windows",
+        "2",
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0, capsys.readouterr().err
     stdout = capsys.readouterr().out
     assert "back-half sliding-window loss" in stdout and "n_eval 32 (plain RoPE): best xi" in stdout
-    assert sorted(p.name for p in out.iterdir()) == ["best_xi.csv", "best_xi.md", "config.json", "windows.parquet",
-                                                    "xi_sweep.csv", "xi_sweep.md"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "best_xi.csv",
+        "best_xi.md",
+        "config.json",
+        "windows.parquet",
+        "xi_sweep.csv",
+        "xi_sweep.md",
+    ]
     table = pd.read_csv(out / "xi_sweep.csv")
     assert len(table) == 2 * 2 * 3 and (table["windows"] == 2).all()
     assert table[["n_eval", "rope", "xi"]].drop_duplicates().shape[0] == 12
     inside = table[table["n_eval"] == 16]
     assert inside["back-half loss"].nunique() == 1  # m = 1 and rho = 1 up to n_train: every cell is one forward
     per_window = pd.read_parquet(out / "windows.parquet")
-    check = per_window.assign(nll=per_window["loss_sum"] / per_window["tokens"]).groupby(
-        ["n_eval", "rope", "xi"])["nll"].mean()
+    check = (
+        per_window.assign(nll=per_window["loss_sum"] / per_window["tokens"])
+        .groupby(["n_eval", "rope", "xi"])["nll"]
+        .mean()
+    )
     for _, r in table.iterrows():
         mean = check[(r["n_eval"], r["rope"], r["xi"])]
         assert r["back-half loss"] == pytest.approx(mean) and r["ppl"] == pytest.approx(math.exp(mean))
@@ -140,8 +171,9 @@ def test_parabola_min_and_best_xi():
     loss = [(x - 0.7) ** 2 + 3 for x in xi]
     assert xi_sweep.parabola_min(pd.Series(xi).to_numpy(), pd.Series(loss).to_numpy()) == pytest.approx(0.7)
     assert math.isnan(xi_sweep.parabola_min(pd.Series(xi).to_numpy(), pd.Series(xi).to_numpy()))  # argmin at edge
-    table = pd.DataFrame({"n_eval": 8, "rope": "plain", "xi": xi, "back-half loss": loss,
-                          "ppl": [math.exp(v) for v in loss]})
+    table = pd.DataFrame(
+        {"n_eval": 8, "rope": "plain", "xi": xi, "back-half loss": loss, "ppl": [math.exp(v) for v in loss]}
+    )
     best = xi_sweep.best_xi(table).iloc[0]
     assert best["best xi"] == 0.5 and best["xi* (parabola)"] == pytest.approx(0.7)
     assert best["ppl at best / at xi=0"] == pytest.approx(math.exp(loss[1] - loss[0]))
@@ -150,13 +182,15 @@ def test_parabola_min_and_best_xi():
 def test_bad_input_is_refused_before_any_work(checkpoint, loaded):
     model, _ = loaded
     base = {"model": str(checkpoint)}
-    for kw, message in ((dict(xi=(-1.0,)), "--xi takes distinct finite exponents >= 0"),
-                        (dict(xi=(1.0, 1.0)), "--xi takes distinct"),
-                        (dict(ratios=(0.0,)), "--ratios takes distinct finite multiples > 0"),
-                        (dict(rope=("ntk",)), "--rope takes distinct values among plain, dynamic"),
-                        (dict(n_train=1), "--n-train must be an int >= 2"),
-                        (dict(windows=0), "--windows must be an int >= 1"),
-                        (dict(text="/no/such/file.txt"), "--text /no/such/file.txt is not a file")):
+    for kw, message in (
+        (dict(xi=(-1.0,)), "--xi takes distinct finite exponents >= 0"),
+        (dict(xi=(1.0, 1.0)), "--xi takes distinct"),
+        (dict(ratios=(0.0,)), "--ratios takes distinct finite multiples > 0"),
+        (dict(rope=("ntk",)), "--rope takes distinct values among plain, dynamic"),
+        (dict(n_train=1), "--n-train must be an int >= 2"),
+        (dict(windows=0), "--windows must be an int >= 1"),
+        (dict(text="/no/such/file.txt"), "--text /no/such/file.txt is not a file"),
+    ):
         with pytest.raises(RunError, match=message):
             xi_sweep.XiSweepConfig(**base, **kw)
     with pytest.raises(RunError, match="windows shorter than 4 tokens"):

@@ -35,8 +35,15 @@ def concentration_row(z, allowed, *, b=0.0, tau=None, target=None, ps=(2, 4, 8, 
         status = "active"
     a_act = sum(1 for j in others if r(j) > 0)
     rho = delta / u if u > 0 else math.nan
-    out = {"status": status, "target": star, "delta": delta, "u_star": u, "rho": rho, "a_act": a_act,
-           "target_is_max": delta >= 0}
+    out = {
+        "status": status,
+        "target": star,
+        "delta": delta,
+        "u_star": u,
+        "rho": rho,
+        "a_act": a_act,
+        "target_is_max": delta >= 0,
+    }
     for p in ps:
         total = 0.0
         for j in others:

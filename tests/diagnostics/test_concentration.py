@@ -41,8 +41,7 @@ def test_each_function_matches_the_longhand_row(b, tau, argmax):
     p_star = conc.p_star(a_act, m["rho"], m["target_is_max"])
     status = conc.status(m["u_star"], tau)
     for i in range(zm.shape[0]):
-        ref = concentration_row(zm[i].tolist(), allowed[i].tolist(), b=b, tau=tau, target=int(target[i]),
-                                ps=DEGREES)
+        ref = concentration_row(zm[i].tolist(), allowed[i].tolist(), b=b, tau=tau, target=int(target[i]), ps=DEGREES)
         assert conc.STATUS[int(status[i])] == ref["status"], i
         assert int(a_act[i]) == ref["a_act"], i
         assert bool(m["target_is_max"][i]) == ref["target_is_max"], i
@@ -63,8 +62,10 @@ def _same(got, want, rel=1e-15):
 
 def test_margins_take_a_given_runner_up_and_ratios_are_zero_off_the_distractors():
     zm, target, allowed = _rows(8)
-    rest = torch.tensor([max((zm[i, j] for j in range(zm.shape[1]) if j != target[i]), default=-math.inf)
-                         for i in range(zm.shape[0])], dtype=torch.float64)
+    rest = torch.tensor(
+        [max((zm[i, j] for j in range(zm.shape[1]) if j != target[i]), default=-math.inf) for i in range(zm.shape[0])],
+        dtype=torch.float64,
+    )
     given, computed = conc.margins(zm, target, 0.3, rest_max=rest), conc.margins(zm, target, 0.3)
     for key in ("delta", "u_star", "rho", "target_is_max"):
         assert torch.equal(given[key].nan_to_num(), computed[key].nan_to_num()), key
@@ -99,14 +100,18 @@ def test_status_codes_follow_the_cap():
     assert [conc.STATUS[int(c)] for c in conc.status(u, None)] == ["dead", "dead", "active", "active", "active"]
 
 
-@pytest.mark.parametrize("a,rho,is_max,want", [
-    (0, 0.5, True, 0.0), (1, 0.0, True, 0.0),           # nothing can outweigh the target
-    (2, 0.0, True, math.inf),                             # a tied distractor: no degree suffices
-    (5, 0.999, True, math.log(5) / math.log(100)),        # rho clipped at 0.99
-    (3, -0.2, False, math.inf),                           # an answer key below the argmax
-    (4, math.nan, True, math.nan),                        # a dead row
-    (10, 0.5, True, math.log(10) / math.log(2)),
-])
+@pytest.mark.parametrize(
+    "a,rho,is_max,want",
+    [
+        (0, 0.5, True, 0.0),
+        (1, 0.0, True, 0.0),  # nothing can outweigh the target
+        (2, 0.0, True, math.inf),  # a tied distractor: no degree suffices
+        (5, 0.999, True, math.log(5) / math.log(100)),  # rho clipped at 0.99
+        (3, -0.2, False, math.inf),  # an answer key below the argmax
+        (4, math.nan, True, math.nan),  # a dead row
+        (10, 0.5, True, math.log(10) / math.log(2)),
+    ],
+)
 def test_p_star_edge_cases(a, rho, is_max, want):
     got = conc.p_star(torch.tensor([a]), torch.tensor([rho], dtype=torch.float64), torch.tensor([is_max]))
     assert _same(float(got[0]), want, rel=1e-14)
@@ -118,14 +123,19 @@ def _log_sigmoid(x):
 
 @pytest.mark.parametrize("shift", [0.0, -50.0, -800.0, 900.0])
 def test_s_sigmoid_is_the_ratio_of_sigmoids_even_where_they_underflow(shift):
-    z = torch.tensor([[1.0, 0.5, -2.0, 3.0, -math.inf], [0.0, 0.0, -1.0, -math.inf, -math.inf]],
-                     dtype=torch.float64) + shift
+    z = (
+        torch.tensor([[1.0, 0.5, -2.0, 3.0, -math.inf], [0.0, 0.0, -1.0, -math.inf, -math.inf]], dtype=torch.float64)
+        + shift
+    )
     target = torch.tensor([3, 0])
     for b in (0.0, 1.5):
         got = conc.s_sigmoid(z, target, b)
         for i in range(2):
             star = _log_sigmoid(float(z[i, target[i]]) + b)
-            want = sum(math.exp(_log_sigmoid(float(v) + b) - star) for j, v in enumerate(z[i].tolist())
-                       if j != target[i] and v > -math.inf)
+            want = sum(
+                math.exp(_log_sigmoid(float(v) + b) - star)
+                for j, v in enumerate(z[i].tolist())
+                if j != target[i] and v > -math.inf
+            )
             assert math.isfinite(float(got[i]))
             assert float(got[i]) == pytest.approx(want, rel=1e-12)

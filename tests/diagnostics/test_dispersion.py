@@ -95,7 +95,7 @@ def test_sink_index_is_the_sink_th_allowed_key_and_key_mass_reads_it(sink):
         for i in range(zm.shape[0]):
             key = sink_key(allowed[i].tolist(), sink)
             assert int(index[i]) == (-1 if key is None else key), (causal, i)
-            assert (math.isnan(mass[i]) if key is None else float(mass[i]) == float(w[i, key])), (causal, i)
+            assert math.isnan(mass[i]) if key is None else float(mass[i]) == float(w[i, key]), (causal, i)
     full = torch.zeros(3, 6, dtype=torch.float64)
     assert sink_index(full, torch.full((3,), 6), sink, full=True).tolist() == [sink if sink < 6 else -1] * 3
 

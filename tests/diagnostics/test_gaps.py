@@ -65,8 +65,12 @@ def brute(z, allowed, betas=(1.0,), eps=EPS, r=None):
     out.update(lambda_n=lam, tie=tie, lambda_resolved=lam_r)
     if contact:
         d = max(contact)
-        out.update(contact_gap=d, contact_count=count(d), alpha_n=math.log(count(d)) / math.log(n),
-                   contact_entropy=math.log(count(d)))
+        out.update(
+            contact_gap=d,
+            contact_count=count(d),
+            alpha_n=math.log(count(d)) / math.log(n),
+            contact_entropy=math.log(count(d)),
+        )
     for b in betas:
         out[f"p_star_beta{b:g}"] = 1 / sum(math.exp(-b * g) for g in gaps_)
     return out
@@ -105,15 +109,18 @@ def test_matches_brute_force_on_random_masked_rows(n, r):
     g = torch.Generator().manual_seed(n)
     z = torch.randn(24, n, generator=g, dtype=torch.float64) * torch.rand(24, 1, generator=g, dtype=torch.float64) * 4
     z[::3] = torch.round(z[::3] * 2) / 2  # repeated gaps and, now and then, a tied maximum
-    z[1] = 0.0                             # every key tied
+    z[1] = 0.0  # every key tied
     allowed = torch.rand(24, n, generator=g) > 0.3
-    allowed[2] = False                     # a row with no allowed key
+    allowed[2] = False  # a row with no allowed key
     _check_against_brute(z, allowed, betas=(0.5, 1.0, 7.0), r=r)
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.lists(st.integers(-3, 3), min_size=6, max_size=6), min_size=1, max_size=4),
-       st.lists(st.booleans(), min_size=6, max_size=6), st.sampled_from([0.25, 1.0, 3.0]))
+@given(
+    st.lists(st.lists(st.integers(-3, 3), min_size=6, max_size=6), min_size=1, max_size=4),
+    st.lists(st.booleans(), min_size=6, max_size=6),
+    st.sampled_from([0.25, 1.0, 3.0]),
+)
 def test_matches_brute_force_on_few_level_rows(levels, keep, scale):
     """Few score levels: long runs of equal gaps, ties, near-equal envelope ratios."""
     z = torch.tensor(levels, dtype=torch.float64) * scale
@@ -130,11 +137,15 @@ def test_result_keys_and_shapes():
 
 def test_rows_below_two_keys_are_nan():
     # (an empty key axis never gets here: row_stats rejects it with a clear error)
-    for z, a in [(torch.tensor([[3.0, 1.0], [3.0, 1.0]], dtype=torch.float64), torch.tensor([[True, False], [False] * 2]))]:
+    for z, a in [
+        (torch.tensor([[3.0, 1.0], [3.0, 1.0]], dtype=torch.float64), torch.tensor([[True, False], [False] * 2]))
+    ]:
         out = gap_stats(z, a)
         assert not out["tie"].any()
         assert all(v.isnan().all() for k, v in out.items() if k != "tie")
-    assert gap_stats(torch.zeros(0, 4, dtype=torch.float64), torch.zeros(0, 4, dtype=torch.bool))["lambda_n"].shape == (0,)
+    assert gap_stats(torch.zeros(0, 4, dtype=torch.float64), torch.zeros(0, 4, dtype=torch.bool))["lambda_n"].shape == (
+        0,
+    )
 
 
 def _simplex_gram(n, r2, delta, rows):
@@ -172,8 +183,12 @@ def test_two_level_block_rows(n, m, delta, tau):
     sigma = _block_gram(n, m, delta, tau, r2=3.0, rows=n)
     out = gap_stats(sigma, torch.ones_like(sigma, dtype=torch.bool))
     within = math.log(m) / delta > math.log(n) / tau
-    expect = {"lambda_n": max(math.log(m) / delta, math.log(n) / tau), "contact_gap": delta if within else tau,
-              "contact_count": m if within else n, "alpha_n": math.log(m) / math.log(n) if within else 1.0}
+    expect = {
+        "lambda_n": max(math.log(m) / delta, math.log(n) / tau),
+        "contact_gap": delta if within else tau,
+        "contact_count": m if within else n,
+        "alpha_n": math.log(m) / math.log(n) if within else 1.0,
+    }
     for k, v in expect.items():
         assert torch.allclose(out[k], torch.tensor(float(v), dtype=torch.float64), rtol=1e-12), k
 
@@ -208,7 +223,10 @@ def test_contact_within_eps_of_the_envelope():
     row = [0.0, -1.0, -b, -b, -b]
     loose, tight = _one(row), _one(row, eps=1e-8)
     assert loose["lambda_n"] == tight["lambda_n"] == pytest.approx(math.log(2), rel=1e-15)
-    assert (loose["contact_gap"], loose["contact_count"]) == (b, 5) and (tight["contact_gap"], tight["contact_count"]) == (1, 2)
+    assert (loose["contact_gap"], loose["contact_count"]) == (b, 5) and (
+        tight["contact_gap"],
+        tight["contact_count"],
+    ) == (1, 2)
     assert loose["contact_entropy"] == pytest.approx(math.log(5), rel=1e-15) and loose["alpha_n"] == pytest.approx(1.0)
     assert loose["lambda_n"] * loose["contact_gap"] == pytest.approx(math.log(5) / (1 - 1e-7), rel=1e-12)
 
@@ -230,7 +248,8 @@ def test_example_d7_bounded_contact_count(n):
     r = math.log(1 + ln)  # the default resolution, > log 2 here
     assert out["lambda_resolved"] == pytest.approx((ln - r) / ln, rel=1e-12)
     assert _one(row, r=0.5)["lambda_resolved"] == pytest.approx(
-        max((math.log(2) - 0.5) * ln / math.log(2), (ln - 0.5) / ln), rel=1e-12)
+        max((math.log(2) - 0.5) * ln / math.log(2), (ln - 0.5) / ln), rel=1e-12
+    )
     p = out[f"p_star_beta{beta:g}"]
     assert p == pytest.approx(1 / (1 + 2 ** (-beta / ln) + (n - 2) * math.exp(-beta * ln)), rel=1e-12)
     assert 0.5 < p < 0.75
@@ -239,8 +258,9 @@ def test_example_d7_bounded_contact_count(n):
 def test_ties_at_the_maximum():
     """Cor. C.2: N_n(0) >= 2 gives Lambda_n = inf, no contact gap, and p*_n(beta) <= 1 / N_n(0), with
     equality at beta = inf. A tie with a masked key is no tie."""
-    z = torch.tensor([[2.0, 2.0, 2.0, 1.0], [2.0, 1.0, 1.0, 0.0], [5.0, 0.0, 5.0, 0.0], [1.0, 1.0, 0.0, -1.0]],
-                     dtype=torch.float64)
+    z = torch.tensor(
+        [[2.0, 2.0, 2.0, 1.0], [2.0, 1.0, 1.0, 0.0], [5.0, 0.0, 5.0, 0.0], [1.0, 1.0, 0.0, -1.0]], dtype=torch.float64
+    )
     allowed = torch.tensor([[True] * 4, [True] * 4, [True, True, False, True], [True] * 4])
     out = gap_stats(z, allowed, betas=(0.1, 3.0, math.inf))
     assert out["tie"].tolist() == [True, False, False, True]
@@ -262,13 +282,15 @@ def _entropy(w):
 def _families():
     """Rows with growing n and known xi_Lambda: equicorrelated Delta_n = (log n)^(1 - xi) (§4.4), and the
     block row with m = n^(1/2), delta_n = log m / (log n)^xi, tau_n = 2 log n / (log n)^xi."""
+
     def simplex(n, xi):
-        return torch.tensor([0.0] + [-math.log(n) ** (1 - xi)] * (n - 1), dtype=torch.float64)
+        return torch.tensor([0.0] + [-(math.log(n) ** (1 - xi))] * (n - 1), dtype=torch.float64)
 
     def block(n, xi):
         m, ln = math.isqrt(n), math.log(n)
-        return torch.tensor([0.0] + [-math.log(m) / ln**xi] * (m - 1) + [-2 * ln / ln**xi] * (n - m),
-                            dtype=torch.float64)
+        return torch.tensor(
+            [0.0] + [-math.log(m) / ln**xi] * (m - 1) + [-2 * ln / ln**xi] * (n - m), dtype=torch.float64
+        )
 
     return [(simplex, 0.5), (simplex, 1.0), (simplex, 2.0), (block, 1.0), (block, 2.0)]
 
@@ -312,7 +334,10 @@ def test_d1_boundary_check_on_random_rows():
     rises with gamma, is at least 1 / (1 + log n) for gamma >= 1 (Lemma D.5 with S_n(Lambda_n) <= 0) and at
     most exp(-(C_n - gamma Lambda_n Delta_n)) (the tokens within Delta_n, Cor. D.6); tied rows give 1 / N_n(0)."""
     g = torch.Generator().manual_seed(3)
-    z = torch.randn(40, 512, generator=g, dtype=torch.float64) * torch.linspace(0.1, 5, 40, dtype=torch.float64)[:, None]
+    z = (
+        torch.randn(40, 512, generator=g, dtype=torch.float64)
+        * torch.linspace(0.1, 5, 40, dtype=torch.float64)[:, None]
+    )
     allowed = torch.rand(40, 512, generator=g) > 0.25
     z[0, 1] = z[0, 0] = z[0].max() + 1
     allowed[0, :2] = True
@@ -324,13 +349,17 @@ def test_d1_boundary_check_on_random_rows():
     p, beta, z, allowed = p[1:], beta[1:], z[1:], allowed[1:]
     stats = {k: v[1:] for k, v in stats.items()}
     for k in range(len(gammas)):
-        direct = torch.softmax((beta[:, k:k + 1] * z).masked_fill(~allowed, -math.inf), -1).amax(-1)
+        direct = torch.softmax((beta[:, k : k + 1] * z).masked_fill(~allowed, -math.inf), -1).amax(-1)
         assert torch.allclose(p[:, k], direct, rtol=1e-12)
     assert (p.diff(dim=-1) > 0).all()
     log_n = allowed.sum(-1, keepdim=True).double().log()
     assert (p[:, gammas >= 1] >= (1 / (1 + log_n)) * (1 - 1e-12)).all()
-    below = (-(stats["contact_entropy"].unsqueeze(-1) - gammas * stats["lambda_n"].unsqueeze(-1)
-               * stats["contact_gap"].unsqueeze(-1))).exp()
+    below = (
+        -(
+            stats["contact_entropy"].unsqueeze(-1)
+            - gammas * stats["lambda_n"].unsqueeze(-1) * stats["contact_gap"].unsqueeze(-1)
+        )
+    ).exp()
     assert (p <= below * (1 + 1e-12)).all()
 
 
@@ -347,7 +376,7 @@ def test_boundary_check_columns_follow_gamma():
     row = torch.tensor([[1.0] + [1.0 - d] * (n - 1)], dtype=torch.float64)
     df = row_stats(row, gamma=(0.5, 1.0, 1.5))
     for gamma in (0.5, 1.0, 1.5):
-        assert df[f"p_star_n_gamma{gamma:g}"].iloc[0] == pytest.approx(1 / (1 + (n - 1) * n ** -gamma))
+        assert df[f"p_star_n_gamma{gamma:g}"].iloc[0] == pytest.approx(1 / (1 + (n - 1) * n**-gamma))
 
 
 def _numpy_reference(row, r):
@@ -365,18 +394,17 @@ def _numpy_reference(row, r):
     return lam, delta, lam_r
 
 
-@pytest.mark.parametrize("n,scale,r", [(1024, 1.0, "auto"), (2048, 5.0, None), (4096, 0.2, 1.0),
-                                       (1000, 1.0, "auto")])
+@pytest.mark.parametrize("n,scale,r", [(1024, 1.0, "auto"), (2048, 5.0, None), (4096, 0.2, 1.0), (1000, 1.0, "auto")])
 def test_pruned_long_rows_match_full_sort(n, scale, r):
     """Rows of >= 512 keys take the pruned path (group-maxima bounds); it must agree with a full sort."""
     g = torch.Generator().manual_seed(n)
     z = torch.randn(12, n, generator=g, dtype=torch.float64) * scale
-    z[0] = torch.round(z[0] * 4) / 4             # many equal gaps
-    z[1, 7] = z[1].max()                          # tied maximum
+    z[0] = torch.round(z[0] * 4) / 4  # many equal gaps
+    z[1, 7] = z[1].max()  # tied maximum
     z[2] = 0.0
     z[2, :40] = 1.0
-    z[2, 0] = 1.5                                 # a plateau: Lambda_n comes from a large count
-    z[3, 1] = -1e9                                # an additive mask's outlier: every other gap in bin 0
+    z[2, 0] = 1.5  # a plateau: Lambda_n comes from a large count
+    z[3, 1] = -1e9  # an additive mask's outlier: every other gap in bin 0
     mask = torch.rand(12, n, generator=g) > 0.3
     mask[:, 0] = mask[1, 7] = mask[3, 1] = True
     mask[2, :40] = True
@@ -391,8 +419,12 @@ def test_pruned_long_rows_match_full_sort(n, scale, r):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.integers(512, 700), st.integers(0, 2**31 - 1), st.sampled_from([2, 5, 50, 10**6]),
-       st.sampled_from([None, "auto", 0.5]))
+@given(
+    st.integers(512, 700),
+    st.integers(0, 2**31 - 1),
+    st.sampled_from([2, 5, 50, 10**6]),
+    st.sampled_from([None, "auto", 0.5]),
+)
 def test_binned_path_equals_full_sort_on_coarse_rows(n, seed, levels, r):
     """Few distinct score levels make long runs of equal gaps and bin-edge coincidences."""
     g = torch.Generator().manual_seed(seed)

@@ -13,10 +13,28 @@ from attnlab import native
 from attnlab.diagnostics import kernel, row_stats
 
 P = (1, 2, 2.5, 16)
-GAPS = {"lambda": "lambda_n", "cgap": "contact_gap", "ccount": "contact_count", "alpha": "alpha_n",
-        "cent": "contact_entropy"}
-FIXED = ("n_keys", "first", "second", "rest", "a_act", "sink", "lambda", "tie", "cgap", "ccount", "alpha", "cent",
-         "lam_r")
+GAPS = {
+    "lambda": "lambda_n",
+    "cgap": "contact_gap",
+    "ccount": "contact_count",
+    "alpha": "alpha_n",
+    "cent": "contact_entropy",
+}
+FIXED = (
+    "n_keys",
+    "first",
+    "second",
+    "rest",
+    "a_act",
+    "sink",
+    "lambda",
+    "tie",
+    "cgap",
+    "ccount",
+    "alpha",
+    "cent",
+    "lam_r",
+)
 PER_BETA = ("entropy", "support", "max_weight", "top2_gap", "target_mass", "sink_mass")
 
 
@@ -85,25 +103,43 @@ def _col(frame, name):
     return values.astype(float).to_numpy(dtype=float, na_value=np.nan)
 
 
-@pytest.mark.parametrize("with_target, b, tau, betas, sink, r", [
-    (False, 0.0, None, (1.0,), 0, None),
-    (False, 0.4, 3.0, (0.5, 2.0), 2, 0.5),
-    (True, -0.3, None, (1.0, 3.0), 1, "auto"),
-])
+@pytest.mark.parametrize(
+    "with_target, b, tau, betas, sink, r",
+    [
+        (False, 0.0, None, (1.0,), 0, None),
+        (False, 0.4, 3.0, (0.5, 2.0), 2, 0.5),
+        (True, -0.3, None, (1.0, 3.0), 1, "auto"),
+    ],
+)
 def test_kernel_columns_equal_the_torch_path(loaded, monkeypatch, with_target, b, tau, betas, sink, r):
     z = _rows()
     allowed = z > -math.inf
     target = None
     if with_target:
         g = torch.Generator().manual_seed(3)
-        target = torch.stack([torch.nonzero(m).flatten()[torch.randint(0, int(m.sum()), (1,), generator=g)]
-                              for m in allowed]).squeeze(-1).contiguous()
+        target = (
+            torch.stack(
+                [torch.nonzero(m).flatten()[torch.randint(0, int(m.sum()), (1,), generator=g)] for m in allowed]
+            )
+            .squeeze(-1)
+            .contiguous()
+        )
     eps = 1e-6
     r_mode, r_value = {None: (0, 0.0), "auto": (2, 0.0)}.get(r, (1, r))
-    table = loaded.diag_rows(z, target, b, tau, torch.tensor(P, dtype=torch.float64),
-                             torch.tensor(betas, dtype=torch.float64), sink, eps, r_mode, r_value)
+    table = loaded.diag_rows(
+        z,
+        target,
+        b,
+        tau,
+        torch.tensor(P, dtype=torch.float64),
+        torch.tensor(betas, dtype=torch.float64),
+        sink,
+        eps,
+        r_mode,
+        r_value,
+    )
     assert table.shape == (kernel.DIAG_FIXED + len(P) + kernel.DIAG_PER_BETA * len(betas), z.shape[0])
-    got = dict(zip(FIXED, table[:kernel.DIAG_FIXED].numpy()))
+    got = dict(zip(FIXED, table[: kernel.DIAG_FIXED].numpy()))
 
     monkeypatch.setattr(native, "library", lambda: None)
     ref = row_stats(z, allowed, target=target, b=b, tau=tau, p=P, beta=betas, sink=sink, eps=eps, r=r)
@@ -126,7 +162,7 @@ def test_kernel_columns_equal_the_torch_path(loaded, monkeypatch, with_target, b
         same(got["lam_r"], _col(ref, "lambda_resolved"), "lambda_resolved")
     for i, p in enumerate(P):
         same(table[kernel.DIAG_FIXED + i].numpy(), _col(ref, f"s_p{p:g}"), f"s_p{p:g}")
-    per_beta = table[kernel.DIAG_FIXED + len(P):].reshape(len(betas), kernel.DIAG_PER_BETA, z.shape[0]).numpy()
+    per_beta = table[kernel.DIAG_FIXED + len(P) :].reshape(len(betas), kernel.DIAG_PER_BETA, z.shape[0]).numpy()
     for beta, cols in zip(betas, per_beta):
         suffix = "" if len(betas) == 1 else f"_beta{beta:g}"
         for name, values in zip(PER_BETA, cols):

@@ -137,8 +137,10 @@ def _entmax_outputs(v: torch.Tensor, alpha: float) -> torch.Tensor:
     return _oracle(v @ v[-1], alpha) @ v
 
 
-@pytest.mark.parametrize("alpha,phi,b,d", [(1.0, 0.5, 0.0, 1), (2.0, 0.5, 0.0, 1), (1.5, 1.7, 0.2, 2),
-                                           (3.0, 0.4, 0.1, 2), (1.25, 4.5, 1.0, 2)])
+@pytest.mark.parametrize(
+    "alpha,phi,b,d",
+    [(1.0, 0.5, 0.0, 1), (2.0, 0.5, 0.0, 1), (1.5, 1.7, 0.2, 2), (3.0, 0.4, 0.1, 2), (1.25, 4.5, 1.0, 2)],
+)
 @pytest.mark.parametrize("n", [16, 300])
 def test_prop3_gap_matches_the_entmax_package_and_eq_73(alpha, phi, b, d, n):
     v, v_star = nd.prop3_sequences(n, phi, b, d)
@@ -177,8 +179,18 @@ def test_prop3_limit_is_approached_from_below(alpha):
 
 def test_theory_checks_all_hold(kernel_path):
     table = nd.theory_checks()
-    assert list(table.columns) == ["statement", "setting", "n", "alpha", "relation", "predicted", "measured",
-                                   "error", "tolerance", "holds"]
+    assert list(table.columns) == [
+        "statement",
+        "setting",
+        "n",
+        "alpha",
+        "relation",
+        "predicted",
+        "measured",
+        "error",
+        "tolerance",
+        "holds",
+    ]
     assert table.holds.all(), table[~table.holds].to_string()
     statements = " ".join(table.statement.unique())
     for claim in ("Lemma 2 (i)", "Lemma 2 (ii)", "Prop. 1 (i)", "Prop. 1 (ii)", "Prop. 1 (iii)", "Prop. 3"):
@@ -202,23 +214,26 @@ def test_theory_checks_fail_when_the_prediction_is_wrong(monkeypatch):
     assert failed.statement.str.startswith("Prop. 1 (iii)").any() and failed.statement.str.startswith("Prop. 3").any()
 
 
-@pytest.mark.parametrize("call,match", [
-    (lambda: nd.two_level_logits(4, 4, 1.0), "k .top tokens. must be below n"),
-    (lambda: nd.two_level_logits(8, 0, 1.0), "k must be an integer >= 1"),
-    (lambda: nd.two_level_weights(8, 2, -1.0, 1.5), r"delta \(M - m\) must be a finite number > 0"),
-    (lambda: nd.two_level_weights(8, 2, 1.0, 0.5), "alpha must be a finite number with alpha >= 1"),
-    (lambda: nd.lemma2_gap(2, 1.0), "alpha > 1"),
-    (lambda: nd.softmax_required_gap(8, 2, 1.0), r"c \(the mass on the top tokens\) must be in \(0, 1\)"),
-    (lambda: nd.bounded_logits(8, 0.0), "spread must be a finite number > 0"),
-    (lambda: nd.prop3_sequences(8, 0.5, 0.5), "b .* must be a finite number below phi"),
-    (lambda: nd.prop3_sequences(8, 0.5, 0.0, d=3), "d must be 1 or 2"),
-    (lambda: nd.prop3_limit(2.0, 1.5, 0.0), r"phi - b must lie in \[0.5, 1\)"),
-    (lambda: nd.prop1_rows([16], k=16), "k must be below every length"),
-    (lambda: nd.prop1_rows([16], beta=1.0), r"beta .* must be in \(0, 1\)"),
-    (lambda: nd.theory_checks(lengths=[8]), "length must be an integer >= 16"),
-    (lambda: nd.theory_checks(alphas=[]), "alphas must name at least one"),
-    (lambda: nd.theory_checks(alphas=[1.0]), "alpha > 1"),
-])
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda: nd.two_level_logits(4, 4, 1.0), "k .top tokens. must be below n"),
+        (lambda: nd.two_level_logits(8, 0, 1.0), "k must be an integer >= 1"),
+        (lambda: nd.two_level_weights(8, 2, -1.0, 1.5), r"delta \(M - m\) must be a finite number > 0"),
+        (lambda: nd.two_level_weights(8, 2, 1.0, 0.5), "alpha must be a finite number with alpha >= 1"),
+        (lambda: nd.lemma2_gap(2, 1.0), "alpha > 1"),
+        (lambda: nd.softmax_required_gap(8, 2, 1.0), r"c \(the mass on the top tokens\) must be in \(0, 1\)"),
+        (lambda: nd.bounded_logits(8, 0.0), "spread must be a finite number > 0"),
+        (lambda: nd.prop3_sequences(8, 0.5, 0.5), "b .* must be a finite number below phi"),
+        (lambda: nd.prop3_sequences(8, 0.5, 0.0, d=3), "d must be 1 or 2"),
+        (lambda: nd.prop3_limit(2.0, 1.5, 0.0), r"phi - b must lie in \[0.5, 1\)"),
+        (lambda: nd.prop1_rows([16], k=16), "k must be below every length"),
+        (lambda: nd.prop1_rows([16], beta=1.0), r"beta .* must be in \(0, 1\)"),
+        (lambda: nd.theory_checks(lengths=[8]), "length must be an integer >= 16"),
+        (lambda: nd.theory_checks(alphas=[]), "alphas must name at least one"),
+        (lambda: nd.theory_checks(alphas=[1.0]), "alpha > 1"),
+    ],
+)
 def test_bad_input_is_refused_with_what_is_allowed(call, match):
     with pytest.raises(ValueError, match=match):
         call()

@@ -23,6 +23,7 @@ WEIGHT_RTOL, WEIGHT_FLOOR = 1e-12, 1e-290
 
 # --- hostile rows ----------------------------------------------------------------------------------
 
+
 @st.composite
 def hostile_blocks(draw):
     """(scores, mask or None): scores of shape (*lead, n), 0-3 leading dims of 0-3 each (so 0 rows
@@ -40,8 +41,9 @@ def hostile_blocks(draw):
         return z, None
     if kind == "broadcast":
         return z, torch.tensor(draw(st.lists(st.booleans(), min_size=n, max_size=n)))
-    flat = torch.tensor(draw(st.lists(st.booleans(), min_size=rows * n, max_size=rows * n)),
-                        dtype=torch.bool).reshape(rows, n)
+    flat = torch.tensor(draw(st.lists(st.booleans(), min_size=rows * n, max_size=rows * n)), dtype=torch.bool).reshape(
+        rows, n
+    )
     if rows:
         flat[draw(st.integers(0, rows - 1))] = False
         single = draw(st.integers(0, rows - 1))
@@ -52,20 +54,23 @@ def hostile_blocks(draw):
 
 # Options that change which code runs: degrees (squared or pow), the bias and cap, several betas,
 # the row map of the dispersion columns, S_sigma, lambda_resolved and the gamma boundary check.
-OPTIONS = st.fixed_dictionaries({
-    "p": st.sampled_from([(2, 4, 8, 16), (1.5,), (3, 2)]),
-    "b": st.one_of(st.sampled_from([0.0, 0.5, -1.0]), st.floats(-1e4, 1e4)),
-    "tau": st.one_of(st.none(), st.floats(0.1, 10)),
-    "beta": st.one_of(st.sampled_from([1.0, 0.3, (1.0, 2.0), (0.5, 1.7)]), st.floats(0.1, 10)),
-    "sink": st.integers(0, 3),
-    "rowmap": st.sampled_from(["softmax", "softmax", "entmax_a1.5", "relu_p4_b1", "sigmoid_b0"]),
-    "sigmoid": st.booleans(),
-    "r": st.sampled_from([None, "auto", 0.5]),
-    "gamma": st.sampled_from([(), (1.0,), (0.5, 2.0)]),
-})
+OPTIONS = st.fixed_dictionaries(
+    {
+        "p": st.sampled_from([(2, 4, 8, 16), (1.5,), (3, 2)]),
+        "b": st.one_of(st.sampled_from([0.0, 0.5, -1.0]), st.floats(-1e4, 1e4)),
+        "tau": st.one_of(st.none(), st.floats(0.1, 10)),
+        "beta": st.one_of(st.sampled_from([1.0, 0.3, (1.0, 2.0), (0.5, 1.7)]), st.floats(0.1, 10)),
+        "sink": st.integers(0, 3),
+        "rowmap": st.sampled_from(["softmax", "softmax", "entmax_a1.5", "relu_p4_b1", "sigmoid_b0"]),
+        "sigmoid": st.booleans(),
+        "r": st.sampled_from([None, "auto", 0.5]),
+        "gamma": st.sampled_from([(), (1.0,), (0.5, 2.0)]),
+    }
+)
 
 
 # --- the properties ---------------------------------------------------------------------------------
+
 
 def check_records(z, mask, options, df):
     """One record per row in C order; status "empty" (no allowed key), "nan" (NaN at an allowed key),
@@ -74,14 +79,14 @@ def check_records(z, mask, options, df):
     the largest and the target's weight are softmax(beta z)'s."""
     n = z.shape[-1]
     zz = z.to(torch.float64).reshape(-1, n).numpy()
-    by_mask = (np.ones(zz.shape, bool) if mask is None
-               else np.broadcast_to(mask.numpy(), z.shape).reshape(-1, n))
+    by_mask = np.ones(zz.shape, bool) if mask is None else np.broadcast_to(mask.numpy(), z.shape).reshape(-1, n)
     zm = np.where(by_mask, zz, -np.inf)
     assert len(df) == zz.shape[0], f"{len(df)} records for {zz.shape[0]} rows"
     allowed = ~np.isneginf(zm)  # NaN at an allowed key counts: such a row is not empty
     nan_row = np.isnan(zm).any(-1)
-    expected = np.where(~allowed.any(-1), "empty",
-                        np.where(nan_row, "nan", np.where(np.isposinf(zm).any(-1), "inf", "")))
+    expected = np.where(
+        ~allowed.any(-1), "empty", np.where(nan_row, "nan", np.where(np.isposinf(zm).any(-1), "inf", ""))
+    )
     status = df["status"].to_numpy()
     assert set(status) <= {*STATUS, *SPECIAL}, f"undocumented status {set(status) - {*STATUS, *SPECIAL}}"
     special = expected != ""
@@ -110,8 +115,9 @@ def check_records(z, mask, options, df):
         for name, want in (("max_weight", w.max(-1)), ("target_mass", w[rows, target])):
             got = df[name + suffix][readable].to_numpy()
             bad = ~(np.abs(got - want) <= WEIGHT_RTOL * want + WEIGHT_FLOOR)
-            assert not bad.any(), (f"{name}{suffix} {got[bad]} against softmax's {want[bad]} for beta {beta}, "
-                                   f"rows {zr[bad].tolist()}")
+            assert not bad.any(), (
+                f"{name}{suffix} {got[bad]} against softmax's {want[bad]} for beta {beta}, rows {zr[bad].tolist()}"
+            )
 
 
 def _targets(draw, z, mask):
@@ -158,6 +164,7 @@ def test_kernel_softmax_weights_at_huge_offsets():
 
 # --- bad types ------------------------------------------------------------------------------------
 
+
 @st.composite
 def bad_calls(draw):
     """(scores, mask, target, error type, message pattern): a valid float block of 1-3 dims with one
@@ -167,9 +174,24 @@ def bad_calls(draw):
     shape = tuple(draw(st.lists(st.integers(1, 4), min_size=1, max_size=3)))
     z = torch.zeros(shape, dtype=draw(st.sampled_from(DTYPES)))
     n, lead = shape[-1], shape[:-1]
-    fault = draw(st.sampled_from(["dtype", "numpy dtype", "container", "0-dim", "no keys", "mask dtype",
-                                  "mask shape", "mask larger", "target dtype", "target range",
-                                  "target shape", "target masked"]))
+    fault = draw(
+        st.sampled_from(
+            [
+                "dtype",
+                "numpy dtype",
+                "container",
+                "0-dim",
+                "no keys",
+                "mask dtype",
+                "mask shape",
+                "mask larger",
+                "target dtype",
+                "target range",
+                "target shape",
+                "target masked",
+            ]
+        )
+    )
     if fault == "dtype":
         dtype = draw(st.sampled_from([torch.int32, torch.int64, torch.uint8, torch.bool, torch.complex64]))
         return z.to(dtype), None, None, TypeError, r"scores has dtype torch\.\w+; allowed: float16, bfloat16"
@@ -183,26 +205,45 @@ def bad_calls(draw):
     if fault == "no keys":
         return z[..., :0], None, None, ValueError, r"scores has an empty key axis \(shape .*\); rows need >= 1 key"
     if fault == "mask dtype":
-        mask = draw(st.sampled_from([torch.ones(shape, dtype=torch.int64), torch.ones(shape),
-                                     np.ones(shape, np.int64), np.ones(shape, np.float32)]))
+        mask = draw(
+            st.sampled_from(
+                [
+                    torch.ones(shape, dtype=torch.int64),
+                    torch.ones(shape),
+                    np.ones(shape, np.int64),
+                    np.ones(shape, np.float32),
+                ]
+            )
+        )
         return z, mask, None, TypeError, r"mask must be a bool tensor \(True = key may be attended\), got torch"
     if fault == "mask shape":
         z = torch.zeros((*lead, max(n, 2)), dtype=z.dtype)
-        return z, torch.ones(z.shape[-1] + draw(st.integers(1, 3)), dtype=torch.bool), None, ValueError, \
-            r"mask shape \(\d+,\) does not broadcast to scores shape"
+        return (
+            z,
+            torch.ones(z.shape[-1] + draw(st.integers(1, 3)), dtype=torch.bool),
+            None,
+            ValueError,
+            r"mask shape \(\d+,\) does not broadcast to scores shape",
+        )
     if fault == "mask larger":
         return z, torch.ones((2, *shape), dtype=torch.bool), None, ValueError, r"mask shape .* would enlarge"
     if fault == "target dtype":
-        target = draw(st.sampled_from([torch.zeros(lead), torch.zeros(lead, dtype=torch.bool),
-                                       np.zeros(lead, np.float64)]))
+        target = draw(
+            st.sampled_from([torch.zeros(lead), torch.zeros(lead, dtype=torch.bool), np.zeros(lead, np.float64)])
+        )
         return z, None, target, TypeError, r"target must hold integer key indices, got dtype"
     if fault == "target range":
         target = torch.zeros(lead, dtype=torch.int64)
         target.view(-1)[draw(st.integers(0, target.numel() - 1))] = draw(st.sampled_from([-1, n, n + 5]))
         return z, None, target, ValueError, rf"target indices must lie in \[0, {n}\)"
     if fault == "target shape":
-        return z, None, torch.zeros(math.prod(lead) + 1, dtype=torch.int64), ValueError, \
-            r"target shape \(\d+,\) does not broadcast to the rows' shape"
+        return (
+            z,
+            None,
+            torch.zeros(math.prod(lead) + 1, dtype=torch.int64),
+            ValueError,
+            r"target shape \(\d+,\) does not broadcast to the rows' shape",
+        )
     z = torch.zeros((*lead, max(n, 2)), dtype=z.dtype)
     mask = torch.ones(z.shape, dtype=torch.bool)
     mask[..., 0] = False

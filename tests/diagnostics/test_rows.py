@@ -52,8 +52,9 @@ def test_concentration_matches_loop(b, tau):
 def test_answer_key_target_matches_loop():
     z, mask = _random_rows(2)
     g = torch.Generator().manual_seed(3)
-    target = torch.stack([torch.nonzero(m).flatten()[torch.randint(0, int(m.sum()), (1,), generator=g)]
-                          for m in mask]).squeeze(-1)
+    target = torch.stack(
+        [torch.nonzero(m).flatten()[torch.randint(0, int(m.sum()), (1,), generator=g)] for m in mask]
+    ).squeeze(-1)
     df = row_stats(z, mask, target=target, b=0.5)
     assert (~df["target_is_max"]).sum() > 0, "the test needs targets that are not the row argmax"
     for i in range(z.shape[0]):
@@ -110,13 +111,16 @@ def test_boundary_equality_strict_unsafe_eps_safe():
 
 
 def test_hand_built_rows():
-    z = torch.tensor([
-        [1.0, -1.0, -2.0],      # A_act = 0
-        [-1.0, -2.0, -3.0],     # dead at b = 0
-        [1.0, 1e-9, 1e-9],      # rho -> 1 (clipped at 0.99)
-        [1.0, 1.0, 1.0],        # rho = 0, A = 2: no degree suffices
-        [3.0, 1.0, 0.5],        # ordinary row
-    ], dtype=torch.float64)
+    z = torch.tensor(
+        [
+            [1.0, -1.0, -2.0],  # A_act = 0
+            [-1.0, -2.0, -3.0],  # dead at b = 0
+            [1.0, 1e-9, 1e-9],  # rho -> 1 (clipped at 0.99)
+            [1.0, 1.0, 1.0],  # rho = 0, A = 2: no degree suffices
+            [3.0, 1.0, 0.5],  # ordinary row
+        ],
+        dtype=torch.float64,
+    )
     df = row_stats(z)
     assert df["a_act"].tolist()[0] == 0 and df["s_p2"].iloc[0] == 0 and df["p_star"].iloc[0] == 0
     assert df["status"].iloc[1] == "dead" and math.isnan(df["s_p2"].iloc[1]) and math.isnan(df["rho"].iloc[1])
@@ -151,25 +155,35 @@ def test_leading_dims_flatten_in_c_order_and_dtypes():
         pd.testing.assert_frame_equal(out, ref)
 
 
-@pytest.mark.parametrize("bad,err,match", [
-    (lambda: row_stats(torch.tensor(1.0)), ValueError, "at least one dimension"),
-    (lambda: row_stats(torch.zeros(3, 0)), ValueError, "empty key axis"),
-    (lambda: row_stats(torch.zeros(3, 4, dtype=torch.int64)), TypeError, "dtype torch.int64"),
-    (lambda: row_stats(torch.zeros(3, 4), torch.ones(3, 5, dtype=torch.bool)), ValueError, "mask shape"),
-    (lambda: row_stats(torch.zeros(3, 4), torch.ones(3, 4)), TypeError, "mask must be a bool"),
-    (lambda: row_stats(torch.zeros(3, 4), target=torch.tensor([0, 1])), ValueError, "target shape"),
-    (lambda: row_stats(torch.zeros(3, 4), target=torch.tensor([0, 1, 4])), ValueError, r"\[0, 4\)"),
-    (lambda: row_stats(torch.zeros(3, 4), target="a"), TypeError, "target must hold integer key indices .* got str"),
-    (lambda: row_stats(torch.zeros(2, 4), target=[[0], [1, 2]]), TypeError, "got list"),
-    (lambda: row_stats(torch.zeros(2, 4), target=torch.tensor([1j, 0j])), TypeError, "dtype torch.complex64"),
-    (lambda: row_stats(torch.zeros(1, 4), torch.tensor([[True, False, True, True]]), target=1),
-     ValueError, "masked key"),
-    (lambda: row_stats(torch.zeros(3, 4), p=()), ValueError, "p must be"),
-    (lambda: row_stats(torch.zeros(3, 4), tau=0.0), ValueError, "tau"),
-    (lambda: row_stats(torch.zeros(3, 4), beta=-1.0), ValueError, "beta"),
-    (lambda: row_stats(torch.zeros(3, 4), rowmap="wortsman_p2_L"), ValueError, "normalized"),
-    (lambda: row_stats(torch.zeros(3, 4), rowmap="nope"), ValueError, "nope"),
-])
+@pytest.mark.parametrize(
+    "bad,err,match",
+    [
+        (lambda: row_stats(torch.tensor(1.0)), ValueError, "at least one dimension"),
+        (lambda: row_stats(torch.zeros(3, 0)), ValueError, "empty key axis"),
+        (lambda: row_stats(torch.zeros(3, 4, dtype=torch.int64)), TypeError, "dtype torch.int64"),
+        (lambda: row_stats(torch.zeros(3, 4), torch.ones(3, 5, dtype=torch.bool)), ValueError, "mask shape"),
+        (lambda: row_stats(torch.zeros(3, 4), torch.ones(3, 4)), TypeError, "mask must be a bool"),
+        (lambda: row_stats(torch.zeros(3, 4), target=torch.tensor([0, 1])), ValueError, "target shape"),
+        (lambda: row_stats(torch.zeros(3, 4), target=torch.tensor([0, 1, 4])), ValueError, r"\[0, 4\)"),
+        (
+            lambda: row_stats(torch.zeros(3, 4), target="a"),
+            TypeError,
+            "target must hold integer key indices .* got str",
+        ),
+        (lambda: row_stats(torch.zeros(2, 4), target=[[0], [1, 2]]), TypeError, "got list"),
+        (lambda: row_stats(torch.zeros(2, 4), target=torch.tensor([1j, 0j])), TypeError, "dtype torch.complex64"),
+        (
+            lambda: row_stats(torch.zeros(1, 4), torch.tensor([[True, False, True, True]]), target=1),
+            ValueError,
+            "masked key",
+        ),
+        (lambda: row_stats(torch.zeros(3, 4), p=()), ValueError, "p must be"),
+        (lambda: row_stats(torch.zeros(3, 4), tau=0.0), ValueError, "tau"),
+        (lambda: row_stats(torch.zeros(3, 4), beta=-1.0), ValueError, "beta"),
+        (lambda: row_stats(torch.zeros(3, 4), rowmap="wortsman_p2_L"), ValueError, "normalized"),
+        (lambda: row_stats(torch.zeros(3, 4), rowmap="nope"), ValueError, "nope"),
+    ],
+)
 def test_malformed_input_is_named(bad, err, match):
     with pytest.raises(err, match=match):
         bad()

@@ -83,11 +83,19 @@ def random_rows(seed: int = 0, n: int = 3000) -> pd.DataFrame:
     safe[np.isnan(s)] = pd.NA
     lam = rng.exponential(2.0, n)
     lam[rng.random(n) < 0.15] = np.inf
-    df = pd.DataFrame({
-        "layer": rng.integers(0, 3, n), "head": rng.integers(0, 4, n), "prompt": rng.integers(0, 30, n),
-        "query": rng.integers(0, 64, n), "status": status, "s_p2": s, "safe_p2": safe,
-        "pred_safe_p2": rng.random(n) < 0.4, "lambda_n": lam,
-    })
+    df = pd.DataFrame(
+        {
+            "layer": rng.integers(0, 3, n),
+            "head": rng.integers(0, 4, n),
+            "prompt": rng.integers(0, 30, n),
+            "query": rng.integers(0, 64, n),
+            "status": status,
+            "s_p2": s,
+            "safe_p2": safe,
+            "pred_safe_p2": rng.random(n) < 0.4,
+            "lambda_n": lam,
+        }
+    )
     unreadable = df["status"].isin(["nan", "inf", "empty"])
     # Unreadable rows get extreme values so that mixing them in would move every statistic.
     df.loc[unreadable, "safe_p2"] = True
@@ -107,8 +115,14 @@ def brute_force(df: pd.DataFrame, active_only: bool, drop_inf: bool) -> pd.DataF
             used = g[~g["status"].isin(["nan", "inf", "empty"])]
             if active_only:
                 used = used[used["status"] == "active"]
-            line = {"layer": layer, "head": head, "n_rows": len(g), "n_nan": int((g["status"] == "nan").sum()),
-                    "n_unreadable": int(g["status"].isin(["nan", "inf", "empty"]).sum()), "n_used": len(used)}
+            line = {
+                "layer": layer,
+                "head": head,
+                "n_rows": len(g),
+                "n_nan": int((g["status"] == "nan").sum()),
+                "n_unreadable": int(g["status"].isin(["nan", "inf", "empty"]).sum()),
+                "n_used": len(used),
+            }
             for c in ("safe_p2", "pred_safe_p2"):
                 known = [bool(v) for v in used[c] if v is not pd.NA]
                 k, m = sum(known), len(known)
@@ -130,8 +144,13 @@ def brute_force(df: pd.DataFrame, active_only: bool, drop_inf: bool) -> pd.DataF
 @pytest.mark.parametrize("drop_inf", [True, False])
 def test_aggregate_matches_brute_force(active_only, drop_inf):
     df = random_rows()
-    got = stats.aggregate(df, fractions=["safe_p2", "pred_safe_p2"], medians=["s_p2", "lambda_n"],
-                          where=stats.active_rows if active_only else None, drop_inf=drop_inf)
+    got = stats.aggregate(
+        df,
+        fractions=["safe_p2", "pred_safe_p2"],
+        medians=["s_p2", "lambda_n"],
+        where=stats.active_rows if active_only else None,
+        drop_inf=drop_inf,
+    )
     want = brute_force(df, active_only, drop_inf)
     assert list(got.columns) == list(want.columns)
     pd.testing.assert_frame_equal(got, want, check_dtype=False, rtol=1e-12, atol=1e-12)
@@ -151,8 +170,9 @@ def test_aggregate_unreadable_rows_counted_never_mixed():
 
 
 def test_aggregate_inf_dropped_and_counted():
-    df = pd.DataFrame({"layer": 0, "head": 0, "status": "active",
-                       "lambda_n": [1.0, 2.0, np.inf, np.inf, np.inf, np.nan]})
+    df = pd.DataFrame(
+        {"layer": 0, "head": 0, "status": "active", "lambda_n": [1.0, 2.0, np.inf, np.inf, np.inf, np.nan]}
+    )
     dropped = stats.aggregate(df, medians=["lambda_n"])
     kept = stats.aggregate(df, medians=["lambda_n"], drop_inf=False)
     assert dropped["lambda_n_median"].item() == 1.5 and dropped["lambda_n_n_inf"].item() == 3
@@ -160,8 +180,14 @@ def test_aggregate_inf_dropped_and_counted():
 
 
 def test_aggregate_where_and_whole_table():
-    df = pd.DataFrame({"layer": [0, 0, 0, 1], "head": [0, 0, 0, 0], "status": ["active", "dead", "active", "nan"],
-                       "safe_p2": [True, False, False, True]})
+    df = pd.DataFrame(
+        {
+            "layer": [0, 0, 0, 1],
+            "head": [0, 0, 0, 0],
+            "status": ["active", "dead", "active", "nan"],
+            "safe_p2": [True, False, False, True],
+        }
+    )
     by_head = stats.aggregate(df, fractions=["safe_p2"])
     assert by_head["safe_p2"].tolist()[0] == 0.5 and by_head["safe_p2_n"].tolist() == [2, 0]
     assert math.isnan(by_head["safe_p2"].tolist()[1]) and math.isnan(by_head["safe_p2_lo"].tolist()[1])
@@ -235,8 +261,13 @@ def test_bootstrap_fast_path_equals_generic_path():
 def test_bootstrap_fraction_narrows_with_many_prompts():
     rng = np.random.default_rng(0)
     n_prompts, per_prompt = 200, 1_000
-    df = pd.DataFrame({"prompt": np.repeat(np.arange(n_prompts), per_prompt), "status": "active",
-                       "safe_p2": rng.random(n_prompts * per_prompt) < 0.3})
+    df = pd.DataFrame(
+        {
+            "prompt": np.repeat(np.arange(n_prompts), per_prompt),
+            "status": "active",
+            "safe_p2": rng.random(n_prompts * per_prompt) < 0.3,
+        }
+    )
     point, lo, hi = stats.bootstrap_fraction(df, "safe_p2", n_boot=1000)
     assert lo < point < hi and hi - lo < 0.01
 
@@ -360,8 +391,11 @@ def test_cor49_consistent_and_inconsistent():
     # Simplex slice: xi_alpha = 0, xi_Delta = 1 - xi_Lambda.
     assert stats.check_cor49(2.5, 0.0, -1.5)["holds"] is True
     # Seed 003 Table 2 rows, rounded to 0.01, hold within their half-IQRs.
-    for lam, alpha, delta, h in [(2.31, -1.65, -2.96, (0.10, 0.08, 0.17)), (0.54, -0.90, -0.44, (0.03, 0.01, 0.04)),
-                                 (0.69, -0.97, -0.66, (0.05, 0.02, 0.05))]:
+    for lam, alpha, delta, h in [
+        (2.31, -1.65, -2.96, (0.10, 0.08, 0.17)),
+        (0.54, -0.90, -0.44, (0.03, 0.01, 0.04)),
+        (0.69, -0.97, -0.66, (0.05, 0.02, 0.05)),
+    ]:
         assert stats.check_cor49(lam, alpha, delta, half_iqrs=h)["holds"] is True
     bad = stats.check_cor49(2.0, -1.0, -1.0)
     assert bad["residual"] == pytest.approx(1.0) and bad["predicted"] == pytest.approx(1.0) and bad["holds"] is False

@@ -40,8 +40,7 @@ def test_round_trip_matches_row_stats_with_locations(tmp_path):
         b, h, q = np.meshgrid(np.arange(2), np.arange(3), np.arange(10), indexing="ij")
         assert got["prompt"].tolist() == [7] * 30 + [8] * 30
         assert got["head"].tolist() == h.ravel().tolist() and got["query"].tolist() == q.ravel().tolist()
-        pd.testing.assert_frame_equal(got.drop(columns=["layer", "head", "prompt", "query"]), ref,
-                                      check_dtype=False)
+        pd.testing.assert_frame_equal(got.drop(columns=["layer", "head", "prompt", "query"]), ref, check_dtype=False)
 
 
 @pytest.mark.parametrize("kw,expected", [({"every": 4}, [0, 4, 12]), ({"positions": [3, 13, 99]}, [3, 13])])
@@ -107,7 +106,9 @@ def test_a_finished_writer_refuses_more_rows(tmp_path):
     w = RowStatsWriter(path)
     w.add(scores, causal, layer=0)
     assert w.close() == path and w.close() == path
-    with pytest.raises(ValueError, match=re.escape(f"cannot add rows: the RowStatsWriter for {path} is already closed")):
+    with pytest.raises(
+        ValueError, match=re.escape(f"cannot add rows: the RowStatsWriter for {path} is already closed")
+    ):
         w.add(scores, causal, layer=1)
     w.abort()
     assert len(read_rows(path)[0]) == scores.shape[:3].numel()
@@ -139,8 +140,9 @@ MEMORY_SCRIPT = textwrap.dedent("""
 @pytest.mark.slow
 def test_streaming_8_heads_8192_squared_stays_below_1_gib(tmp_path):
     """A (1 x 8 x 8192 x 8192) score tensor, produced in query blocks, streams in < 1 GiB peak RSS."""
-    out = subprocess.run([sys.executable, "-c", MEMORY_SCRIPT, str(tmp_path / "big.parquet")],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", MEMORY_SCRIPT, str(tmp_path / "big.parquet")], capture_output=True, text=True, check=True
+    )
     rows, peak_kib = map(int, out.stdout.split())
     assert rows == 8 * 8192
     assert peak_kib < 1024 * 1024, f"peak RSS {peak_kib / 1024:.0f} MiB"

@@ -93,9 +93,19 @@ def test_a_group_with_no_active_row_shows_dashes_and_nan_medians():
 
 def test_the_wilson_bounds_of_the_boundary_cases():
     """App. B of Polynomial Concentration quotes 200/200 as 98.2%: the lower bound, not a Wald 100%."""
-    rows = pd.DataFrame({"status": ["active"] * 200, "safe_p2": [True] * 200, "safe_eps_p2": [True] * 200,
-                         "pred_safe_p2": [False] * 200, "rho": 0.5, "a_act": 1, "s_p2": 0.1, "entropy": 0.2,
-                         "lambda_n": 3.0})
+    rows = pd.DataFrame(
+        {
+            "status": ["active"] * 200,
+            "safe_p2": [True] * 200,
+            "safe_eps_p2": [True] * 200,
+            "pred_safe_p2": [False] * 200,
+            "rho": 0.5,
+            "a_act": 1,
+            "s_p2": 0.1,
+            "entropy": 0.2,
+            "lambda_n": 3.0,
+        }
+    )
     out = summarize(rows, (2,))
     assert out["safe% p2"].iloc[0] == "100.0 [98.1, 100.0]"
     assert out["pred-safe% p2"].iloc[0] == "0.0 [0.0, 1.9]"

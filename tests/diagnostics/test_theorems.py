@@ -19,7 +19,8 @@ pytestmark = pytest.mark.usefixtures("kernel_path")
 DEGREES = (1, 1.5, 2, 3, 4, 8, 16, 32)
 
 rows = hnp.arrays(
-    np.float64, st.tuples(st.integers(1, 6), st.integers(1, 24)),
+    np.float64,
+    st.tuples(st.integers(1, 6), st.integers(1, 24)),
     elements=st.one_of(st.floats(-50, 50), st.sampled_from([0.0, 1.0, 2.0, -1.0])),
 )
 

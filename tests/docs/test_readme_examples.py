@@ -19,8 +19,15 @@ def _examples() -> list[str]:
 
 def _run(code: str, cwd: Path) -> subprocess.CompletedProcess:
     # A subprocess in a scratch folder: the audit example writes rows.parquet into its working directory.
-    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=300, check=False,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
 
 
 def test_the_readme_shows_two_python_examples():
@@ -38,9 +45,11 @@ def test_audit_and_substitution_of_a_fetched_model(tmp_path):
 
     if fetch.fetched("smollm2") is None:
         pytest.skip("real model smollm2 is not fetched; run `attnlab fetch smollm2`")
-    check = ("\nassert {'layer', 'head', 'prompt', 'query', 's_p2'} <= set(rows.columns) and len(rows) > 0"
-             "\nassert model.config._attn_implementation == 'attnlab_entmax_a1.5'"
-             "\nassert model(**tok('The capital of France is', return_tensors='pt')).logits.isfinite().all()\n")
+    check = (
+        "\nassert {'layer', 'head', 'prompt', 'query', 's_p2'} <= set(rows.columns) and len(rows) > 0"
+        "\nassert model.config._attn_implementation == 'attnlab_entmax_a1.5'"
+        "\nassert model(**tok('The capital of France is', return_tensors='pt')).logits.isfinite().all()\n"
+    )
     run = _run(_examples()[1] + check, tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "relu_p4_bauto" in run.stdout

@@ -47,8 +47,13 @@ def test_readme_verdict_counts_match_the_recorded_sections():
 
 def test_readme_and_record_totals_match():
     every = [v for study in _studies() for v in _verdicts(study)]
-    words = {"reproduced": "reproduced", "not reproduced": "not reproduced", "underpowered": "underpowered",
-             "not checked": "not checked", "check passed": "software checks passed"}
+    words = {
+        "reproduced": "reproduced",
+        "not reproduced": "not reproduced",
+        "underpowered": "underpowered",
+        "not checked": "not checked",
+        "check passed": "software checks passed",
+    }
     total = ", ".join(f"{every.count(label)} {words[label]}" for label in words if label in every)
     total = total.rsplit(", ", 1)
     sentence = f"In all: {total[0]} and {total[1]}."

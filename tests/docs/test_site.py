@@ -17,10 +17,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 # .ci/run runs the test command verbatim, and the demo command is what the README's timings were measured on.
-DEMO = ("python3 -m venv .venv && .venv/bin/pip install -e '.[gguf]' && .venv/bin/attnlab fetch smollm2 && "
-        ".venv/bin/attnlab demo --out runs/demo")
-TESTS = ("python3 -m venv .venv && .venv/bin/pip install -e '.[dev]' && .venv/bin/attnlab fetch smollm2 && "
-         ".venv/bin/python -m pytest -q")
+DEMO = (
+    "python3 -m venv .venv && .venv/bin/pip install -e '.[gguf]' && .venv/bin/attnlab fetch smollm2 && "
+    ".venv/bin/attnlab demo --out runs/demo"
+)
+TESTS = (
+    "python3 -m venv .venv && .venv/bin/pip install -e '.[dev]' && .venv/bin/attnlab fetch smollm2 && "
+    ".venv/bin/python -m pytest -q"
+)
 
 
 def _mkdocs() -> list[str]:
@@ -33,8 +37,15 @@ def _mkdocs() -> list[str]:
 def site(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("site")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "NO_MKDOCS_2_WARNING": "1"}
-    run = subprocess.run([*_mkdocs(), "build", "--strict", "-f", str(ROOT / "mkdocs.yml"), "-d", str(out)],
-                         cwd=ROOT, capture_output=True, text=True, env=env, timeout=300, check=False)
+    run = subprocess.run(
+        [*_mkdocs(), "build", "--strict", "-f", str(ROOT / "mkdocs.yml"), "-d", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
     return out
 
@@ -65,9 +76,15 @@ def test_a_missing_snippet_fails_the_strict_build(tmp_path):
         (docs / "reference" / f"{page}.md").write_text(f"# {page}\n")
     (docs / "results.md").write_text('# Results\n\n--8<-- "docs/records/demo/nowhere/table.md"\n')
     shutil.copy(ROOT / "mkdocs.yml", tmp_path / "mkdocs.yml")
-    run = subprocess.run([*_mkdocs(), "build", "--strict", "-d", str(tmp_path / "out")], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=300, check=False,
-                         env={**os.environ, "OMP_NUM_THREADS": "1", "NO_MKDOCS_2_WARNING": "1"})
+    run = subprocess.run(
+        [*_mkdocs(), "build", "--strict", "-d", str(tmp_path / "out")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "NO_MKDOCS_2_WARNING": "1"},
+    )
     assert run.returncode != 0
     assert "nowhere/table.md" in run.stdout + run.stderr
 
@@ -113,8 +130,10 @@ def served(site):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(_chromium() is None or shutil.which("chromedriver") is None,
-                    reason="no Chromium and chromedriver on this machine (Debian: chromium chromium-driver)")
+@pytest.mark.skipif(
+    _chromium() is None or shutil.which("chromedriver") is None,
+    reason="no Chromium and chromedriver on this machine (Debian: chromium chromium-driver)",
+)
 def test_pages_render_without_console_errors_and_search_finds_a_map(served):
     webdriver = pytest.importorskip("selenium.webdriver", reason="pip install selenium")
     from selenium.webdriver.common.by import By
@@ -136,8 +155,7 @@ def test_pages_render_without_console_errors_and_search_finds_a_map(served):
         box = driver.find_element(By.CSS_SELECTOR, "input.md-search__input")
         box.click()
         box.send_keys("entmax")
-        WebDriverWait(driver, 30).until(
-            lambda d: d.find_elements(By.CSS_SELECTOR, ".md-search-result__item"))
+        WebDriverWait(driver, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, ".md-search-result__item"))
         assert "entmax" in driver.find_element(By.CSS_SELECTOR, ".md-search-result").text.lower()
     finally:
         driver.quit()

@@ -28,10 +28,20 @@ def write_llama_gguf(path: Path, *, seed: int = 0):
 
     tok = build_tokenizer(path.parent / f"_{path.stem}_tokenizer", "bpe")
     n_head, n_kv = 4, 2
-    config = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-                         num_attention_heads=n_head, num_key_value_heads=n_kv, max_position_embeddings=512,
-                         rope_theta=10000.0, rms_norm_eps=EPS, tie_word_embeddings=False,
-                         bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id)
+    config = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=n_head,
+        num_key_value_heads=n_kv,
+        max_position_embeddings=512,
+        rope_theta=10000.0,
+        rms_norm_eps=EPS,
+        tie_word_embeddings=False,
+        bos_token_id=tok.eos_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config).eval()
     w = gguf.GGUFWriter(str(path), "llama")
@@ -59,11 +69,20 @@ def write_llama_gguf(path: Path, *, seed: int = 0):
     w.add_add_bos_token(False)
     w.add_chat_template("{% for m in messages %}{{ m['content'] }}\n{% endfor %}")
     sd = {k: v.detach().numpy() for k, v in model.state_dict().items()}
-    tensors = {"token_embd.weight": sd["model.embed_tokens.weight"], "output_norm.weight": sd["model.norm.weight"],
-               "output.weight": sd["lm_head.weight"]}
-    parts = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm", "attn_v": "self_attn.v_proj",
-             "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
-             "ffn_down": "mlp.down_proj"}
+    tensors = {
+        "token_embd.weight": sd["model.embed_tokens.weight"],
+        "output_norm.weight": sd["model.norm.weight"],
+        "output.weight": sd["lm_head.weight"],
+    }
+    parts = {
+        "attn_norm": "input_layernorm",
+        "ffn_norm": "post_attention_layernorm",
+        "attn_v": "self_attn.v_proj",
+        "attn_output": "self_attn.o_proj",
+        "ffn_gate": "mlp.gate_proj",
+        "ffn_up": "mlp.up_proj",
+        "ffn_down": "mlp.down_proj",
+    }
     for i in range(config.num_hidden_layers):
         for short, long in parts.items():
             tensors[f"blk.{i}.{short}.weight"] = sd[f"model.layers.{i}.{long}.weight"]

@@ -8,26 +8,56 @@ VOCAB = 97
 
 
 def _common(**extra):
-    return dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
-                num_attention_heads=4, max_position_embeddings=256, bos_token_id=1, eos_token_id=2,
-                pad_token_id=0, **extra)
+    return dict(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        max_position_embeddings=256,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        **extra,
+    )
 
 
 def configs():
     """name -> a config of every architecture the bit-identity check covers."""
-    from transformers import (Gemma2Config, Gemma3TextConfig, GPTNeoXConfig, LlamaConfig, MistralConfig,
-                              Olmo2Config, Phi3Config, Qwen3Config)
+    from transformers import (
+        Gemma2Config,
+        Gemma3TextConfig,
+        GPTNeoXConfig,
+        LlamaConfig,
+        MistralConfig,
+        Olmo2Config,
+        Phi3Config,
+        Qwen3Config,
+    )
 
     return {
         "llama": LlamaConfig(**_common(num_key_value_heads=2)),
         "qwen3": Qwen3Config(**_common(num_key_value_heads=2, head_dim=16)),
         "gpt_neox": GPTNeoXConfig(**_common()),
-        "gemma3": Gemma3TextConfig(**_common(num_key_value_heads=2, head_dim=16, sliding_window=8,
-                                             attn_logit_softcapping=5.0, query_pre_attn_scalar=16,
-                                             layer_types=["sliding_attention", "full_attention",
-                                                          "sliding_attention"])),
-        "gemma2": Gemma2Config(**_common(num_key_value_heads=2, head_dim=16, sliding_window=8,
-                                         attn_logit_softcapping=2.0, query_pre_attn_scalar=16)),
+        "gemma3": Gemma3TextConfig(
+            **_common(
+                num_key_value_heads=2,
+                head_dim=16,
+                sliding_window=8,
+                attn_logit_softcapping=5.0,
+                query_pre_attn_scalar=16,
+                layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+            )
+        ),
+        "gemma2": Gemma2Config(
+            **_common(
+                num_key_value_heads=2,
+                head_dim=16,
+                sliding_window=8,
+                attn_logit_softcapping=2.0,
+                query_pre_attn_scalar=16,
+            )
+        ),
         "mistral": MistralConfig(**_common(num_key_value_heads=2, sliding_window=8)),
         "phi3": Phi3Config(**_common(num_key_value_heads=2)),
         "olmo2": Olmo2Config(**_common(num_key_value_heads=2)),

@@ -79,10 +79,13 @@ def test_missing_extra_names_it(written, cache, monkeypatch):
         resolve_checkpoint(written[0])
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"PK\x03\x04 not a gguf at all", "is not a GGUF file"),
-    (b"GGUF\x03\x00\x00\x00" + b"\xff" * 40, "is not a complete GGUF file"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"PK\x03\x04 not a gguf at all", "is not a GGUF file"),
+        (b"GGUF\x03\x00\x00\x00" + b"\xff" * 40, "is not a complete GGUF file"),
+    ],
+)
 def test_corrupt_gguf_is_one_line(tmp_path, cache, capsys, content, message):
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(content)
@@ -101,7 +104,7 @@ def test_a_gguf_cut_short_is_named_before_any_conversion(written, tmp_path, cach
     extents, never converted."""
     data = written[0].read_bytes()
     cut = tmp_path / "cut.gguf"
-    cut.write_bytes(data[:len(data) - 1] if keep > 0.99 else data[:int(len(data) * keep)])
+    cut.write_bytes(data[: len(data) - 1] if keep > 0.99 else data[: int(len(data) * keep)])
     with pytest.raises(LoadError, match=r"(not a complete GGUF file|is cut short).*fetch or copy it again"):
         resolve_checkpoint(cut)
     assert not (cache / "converted").exists() or not list((cache / "converted").glob("*"))

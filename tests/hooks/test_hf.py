@@ -147,8 +147,9 @@ def test_unsupported_models_get_a_clear_error():
     with pytest.raises(hooks.UnsupportedModel, match="not a transformers PreTrainedModel"):
         with hooks.observed(nn.Linear(2, 2), print):
             pass
-    falcon = AutoModelForCausalLM.from_config(FalconConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2,
-                                                           num_attention_heads=4))
+    falcon = AutoModelForCausalLM.from_config(
+        FalconConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4)
+    )
     with pytest.raises(hooks.UnsupportedModel, match="attention-function interface; supported: .*llama"):
         with hooks.observed(falcon, print):
             pass

@@ -57,6 +57,7 @@ def hub(tmp_path, monkeypatch, checkpoint):
         def guard(*args, **kwargs):
             opened.append((what, args))
             raise OSError(f"network access in a test: {what}")
+
         return guard
 
     real_connect = socket.socket.connect
@@ -89,30 +90,49 @@ def test_a_cached_id_loads_as_the_checkpoint_by_path(hub, checkpoint):
     for spec in ("org/name@main", f"org/name@{COMMIT}"):
         assert resolve_checkpoint(spec) == snapshot
     record = provenance("org/name")
-    assert record == {"model_path": str(snapshot.resolve()),
-                      "model_sha256": provenance(checkpoint)["model_sha256"]}
+    assert record == {"model_path": str(snapshot.resolve()), "model_sha256": provenance(checkpoint)["model_sha256"]}
 
 
 def test_the_cli_audits_a_cached_id_and_records_its_snapshot(hub, tmp_path, capsys):
     _, snapshot = hub
     out = tmp_path / "out"
-    code = cli.main(["audit", "--model", "org/name", "--prompts", "2", "--pad", "1", "--p", "2", "4",
-                     "--queries", "every:4", "--out", str(out)])
+    code = cli.main(
+        [
+            "audit",
+            "--model",
+            "org/name",
+            "--prompts",
+            "2",
+            "--pad",
+            "1",
+            "--p",
+            "2",
+            "4",
+            "--queries",
+            "every:4",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     config = json.loads((out / "config.json").read_text())
     assert config["model"] == "org/name" and config["model_path"] == str(snapshot.resolve())
     assert len(config["model_sha256"]) == 64
 
 
-@pytest.mark.parametrize("spec, command", [
-    ("org/missing", "hf download org/missing"),
-    ("org/name@v9", "hf download org/name --revision v9"),
-    ("org/name@" + "f" * 40, "hf download org/name --revision " + "f" * 40),
-])
+@pytest.mark.parametrize(
+    "spec, command",
+    [
+        ("org/missing", "hf download org/missing"),
+        ("org/name@v9", "hf download org/name --revision v9"),
+        ("org/name@" + "f" * 40, "hf download org/name --revision " + "f" * 40),
+    ],
+)
 def test_an_id_not_in_the_cache_is_one_line_naming_cache_and_download(hub, tmp_path, capsys, spec, command):
     cache, _ = hub
-    message = (f"model {spec!r} is neither a local path nor in the Hugging Face cache ({cache}); "
-               f"download it with: {command}")
+    message = (
+        f"model {spec!r} is neither a local path nor in the Hugging Face cache ({cache}); download it with: {command}"
+    )
     with pytest.raises(LoadError) as caught:
         load_model(spec)
     assert str(caught.value) == message
@@ -149,10 +169,13 @@ def test_a_local_folder_named_like_an_id_comes_first(hub, tmp_path, monkeypatch,
     assert provenance("org/name")["model_path"] == str(local.resolve())
 
 
-@pytest.mark.parametrize("files, match", [
-    ({"config.json", "tokenizer.json", "tokenizer_config.json"}, "has no weights"),
-    ({"model.safetensors", "tokenizer.json"}, "has no config.json and no .gguf file"),
-])
+@pytest.mark.parametrize(
+    "files, match",
+    [
+        ({"config.json", "tokenizer.json", "tokenizer_config.json"}, "has no weights"),
+        ({"model.safetensors", "tokenizer.json"}, "has no config.json and no .gguf file"),
+    ],
+)
 def test_a_cached_snapshot_without_weights_or_config_says_so(hub, checkpoint, files, match):
     cache, _ = hub
     snapshot = _cache_repo(cache, "org/partial", checkpoint, files=files)
@@ -186,11 +209,16 @@ def test_resolving_ids_opens_no_socket_even_with_offline_mode_off(hub, monkeypat
 def test_a_snapshot_known_to_be_incomplete_says_so(hub):
     tree_cache = pytest.importorskip("huggingface_hub._tree_cache")
     cache, snapshot = hub
-    entries = {name: tree_cache.TreeCacheEntry(size=1, blob_id="0" * 40)
-               for name in ("config.json", "model-00002-of-00002.safetensors")}
+    entries = {
+        name: tree_cache.TreeCacheEntry(size=1, blob_id="0" * 40)
+        for name in ("config.json", "model-00002-of-00002.safetensors")
+    }
     tree_cache.write_tree_cache(str(snapshot.parent.parent), COMMIT, entries)
     if tree_cache.read_tree_cache(str(snapshot.parent.parent), COMMIT) is None:
         pytest.skip("this huggingface_hub does not keep a tree listing in this form")
-    with pytest.raises(LoadError, match=f"'org/name' is incomplete in the Hugging Face cache \\({cache}\\); "
-                                        "download it with: hf download org/name$"):
+    with pytest.raises(
+        LoadError,
+        match=f"'org/name' is incomplete in the Hugging Face cache \\({cache}\\); "
+        "download it with: hf download org/name$",
+    ):
         resolve_checkpoint("org/name")

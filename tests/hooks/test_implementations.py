@@ -13,8 +13,18 @@ from attnlab.hooks import implementations
 
 from .models import VOCAB, build
 
-COMMON = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
-              num_key_value_heads=2, max_position_embeddings=256, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+COMMON = dict(
+    vocab_size=VOCAB,
+    hidden_size=64,
+    intermediate_size=96,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=256,
+    bos_token_id=1,
+    eos_token_id=2,
+    pad_token_id=0,
+)
 
 
 def _config(arch: str, **extra):
@@ -160,9 +170,19 @@ def test_trainer_trains_and_generate_works(arch, recipe, tmp_path):
     name = hooks.register_attention(recipe)
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(_config(arch, attention_dropout=0.1), attn_implementation=name)
-    args = TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=4, per_device_train_batch_size=4,
-                             learning_rate=3e-3, logging_steps=1, save_strategy="no", report_to=[], use_cpu=True,
-                             disable_tqdm=True, dataloader_num_workers=0, seed=0)
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        max_steps=4,
+        per_device_train_batch_size=4,
+        learning_rate=3e-3,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        seed=0,
+    )
     before = {k: v.clone() for k, v in model.state_dict().items()}
     trainer = Trainer(model=model, args=args, train_dataset=_Rows())
     trainer.train()

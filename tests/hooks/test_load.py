@@ -8,8 +8,15 @@ import json
 import pytest
 import torch
 
-from attnlab.hooks.load import (LoadError, check_checkpoint, check_model, load_model, load_tokenizer,
-                                quiet_transformers, resolve_dtype)
+from attnlab.hooks.load import (
+    LoadError,
+    check_checkpoint,
+    check_model,
+    load_model,
+    load_tokenizer,
+    quiet_transformers,
+    resolve_dtype,
+)
 from offline import build_tokenizer
 
 TEXT = "the old cat sat on the mat"
@@ -22,9 +29,18 @@ def saved(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("ckpt")
     tok = build_tokenizer(folder / "_tok", "word")
-    config = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=48, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    config = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
     model.save_pretrained(folder)
@@ -64,13 +80,16 @@ def test_check_model_reads_the_tokenizer_but_never_the_weights(saved, tmp_path, 
         load_tokenizer(bare)
 
 
-@pytest.mark.parametrize("make, match", [
-    (lambda p: p / "missing", "neither a path nor a known model name"),
-    (lambda p: _write(p / "weights.bin", b"x"), "is a file but not a .gguf"),
-    (lambda p: _folder(p / "f", {}), "has no config.json and no .gguf file"),
-    (lambda p: _folder(p / "f", {"config.json": b"{}"}), "has no weights .*save_pretrained"),
-    (lambda p: _folder(p / "f", {"config.json": b"{}", "notes.txt": b"x"}), "has no weights"),
-])
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda p: p / "missing", "neither a path nor a known model name"),
+        (lambda p: _write(p / "weights.bin", b"x"), "is a file but not a .gguf"),
+        (lambda p: _folder(p / "f", {}), "has no config.json and no .gguf file"),
+        (lambda p: _folder(p / "f", {"config.json": b"{}"}), "has no weights .*save_pretrained"),
+        (lambda p: _folder(p / "f", {"config.json": b"{}", "notes.txt": b"x"}), "has no weights"),
+    ],
+)
 def test_unloadable_folders_say_what_to_do(tmp_path, make, match):
     with pytest.raises(LoadError, match=match):
         check_checkpoint(make(tmp_path))
@@ -91,17 +110,21 @@ def test_pickled_objects_in_the_weights_are_refused_not_run(saved, tmp_path):
 
 
 def test_a_config_of_no_causal_lm_is_one_line(tmp_path):
-    folder = _folder(tmp_path / "odd", {"config.json": json.dumps({"model_type": "no-such-arch"}).encode(),
-                                        "model.safetensors": b""})
+    folder = _folder(
+        tmp_path / "odd", {"config.json": json.dumps({"model_type": "no-such-arch"}).encode(), "model.safetensors": b""}
+    )
     with pytest.raises(LoadError, match=f"could not load a causal LM from {folder}: ") as info:
         load_model(folder, tokenizer=False)
     assert "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("dtype, device, match", [
-    ("float64", "cpu", "unknown dtype 'float64'; use one of float32, bfloat16, float16"),
-    ("float32", "mps", "device 'mps' is not available here; use --device cpu"),
-])
+@pytest.mark.parametrize(
+    "dtype, device, match",
+    [
+        ("float64", "cpu", "unknown dtype 'float64'; use one of float32, bfloat16, float16"),
+        ("float32", "mps", "device 'mps' is not available here; use --device cpu"),
+    ],
+)
 def test_dtype_and_device_are_checked_first(dtype, device, match):
     with pytest.raises(LoadError, match=match):
         resolve_dtype(dtype, device)

@@ -65,8 +65,7 @@ def test_generate_with_cache_bit_identical(real_models, name):
     ids = _text_ids(tok, 40)
     ref = model.generate(ids, max_new_tokens=6, do_sample=False, output_scores=True, return_dict_in_generate=True)
     with hooks.observed(model, lambda block: None):
-        out = model.generate(ids, max_new_tokens=6, do_sample=False, output_scores=True,
-                             return_dict_in_generate=True)
+        out = model.generate(ids, max_new_tokens=6, do_sample=False, output_scores=True, return_dict_in_generate=True)
     assert torch.equal(out.sequences, ref.sequences)
     assert all(torch.equal(a, b) for a, b in zip(out.scores, ref.scores))
 
@@ -88,8 +87,9 @@ def test_substituted_generate_matches_cache_free_greedy(real_models):
 
 def test_audit_invariants(real_models, tmp_path):
     real_models("smollm2")  # skip unless fetched
-    cfg = audit.AuditConfig(model="smollm2", suite="niah", prompts=2, p=(2, 4, 8, 16), b=("0", "auto"), pad=4,
-                            queries="every:16")
+    cfg = audit.AuditConfig(
+        model="smollm2", suite="niah", prompts=2, p=(2, 4, 8, 16), b=("0", "auto"), pad=4, queries="every:16"
+    )
     result = audit.run(cfg, tmp_path)
     table = result["table"]
     assert set(table["b"].astype(str)) == {"0", "auto"} and result["b_auto"] is not None

@@ -44,16 +44,18 @@ def test_gemma3_rescales_each_layer_types_table_from_its_own_base():
     with hooks.dynamic_ntk(model, 8, 40):
         for module, name, layer_type in tables:
             theta = model.config.rope_parameters[layer_type]["rope_theta"]
-            torch.testing.assert_close(getattr(module, name), _paper_inv_freq(theta, own[name], 8, 40), rtol=1e-6,
-                                       atol=0)
+            torch.testing.assert_close(
+                getattr(module, name), _paper_inv_freq(theta, own[name], 8, 40), rtol=1e-6, atol=0
+            )
     assert all(getattr(module, name) is own[name] for module, name, _ in tables)
 
 
 def test_a_table_scaled_another_way_or_no_rope_is_refused():
     from transformers import AutoModelForCausalLM, LlamaConfig
 
-    config = LlamaConfig(**_common(num_key_value_heads=2, rope_parameters={"rope_type": "linear", "factor": 2.0,
-                                                                             "rope_theta": 10000.0}))
+    config = LlamaConfig(
+        **_common(num_key_value_heads=2, rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0})
+    )
     model = AutoModelForCausalLM.from_config(config, attn_implementation="eager")
     with pytest.raises(hooks.UnsupportedModel, match="rope type 'linear' already; use --rope plain"):
         with hooks.dynamic_ntk(model, 16, 64):

@@ -18,8 +18,9 @@ MAPS = [f.example for f in FAMILIES.values()]
 
 
 def _tiny(**kw):
-    return ModelConfig(**{"vocab": 16, "context": 64, "layers": 2, "heads": 2, "d_model": 32, "ffn_width": 64,
-                          "block": 32, **kw})
+    return ModelConfig(
+        **{"vocab": 16, "context": 64, "layers": 2, "heads": 2, "d_model": 32, "ffn_width": 64, "block": 32, **kw}
+    )
 
 
 @pytest.mark.parametrize("rowmap", MAPS)
@@ -56,7 +57,7 @@ def test_observed_scores_are_qk_plus_position_bias_by_hand(positions):
     if positions == "rope":
         cos, sin = pe.rope_angles(torch.arange(40), pe.rope_frequencies(8))
         q, k = pe.apply_rope(q[None], cos, sin)[0], pe.apply_rope(k[None], cos, sin)[0]
-    ref = q @ k.transpose(1, 2) / 8 ** 0.5
+    ref = q @ k.transpose(1, 2) / 8**0.5
     if positions in ("alibi", "nape"):
         slopes = pe.alibi_slopes(4) if positions == "alibi" else pe.nape_slopes(4, "inverse")
         i = torch.arange(40)
@@ -123,8 +124,19 @@ def _attention_by_hand(attn, h: torch.Tensor, heads: int, relu: bool) -> torch.T
 @pytest.mark.parametrize("rowmap", ["softmax", "reluattn"])
 @torch.no_grad()
 def test_readout_writes_is_the_sum_of_the_layers_residual_writes(rowmap):
-    cfg = ModelConfig(context=9, inputs="vectors", layers=3, heads=2, d_model=8, positions="none", ffn="none",
-                      norm="none", bias=False, rowmap=rowmap, readout="writes")
+    cfg = ModelConfig(
+        context=9,
+        inputs="vectors",
+        layers=3,
+        heads=2,
+        d_model=8,
+        positions="none",
+        ffn="none",
+        norm="none",
+        bias=False,
+        rowmap=rowmap,
+        readout="writes",
+    )
     torch.manual_seed(3)
     model = Decoder(cfg).eval()
     for p in model.parameters():  # O(1) weights, so the writes are not drowned in h_0 = x

@@ -21,10 +21,13 @@ def _x(d: int) -> torch.Tensor:
 
 # (d_model, GELU width, gated width, GELU params, gated params), by hand:
 # no bias 2dh vs 3dr; with bias + h + d vs + 2r + d, so gated has 2r - h = h/3 more
-@pytest.mark.parametrize("d, h, r, gelu_biased, gated_biased", [
-    (960, 3840, 2560, 7_372_800 + 3840 + 960, 7_372_800 + 5120 + 960),     # seed 002's 270M block
-    (8, 24, 16, 384 + 24 + 8, 384 + 32 + 8),
-])
+@pytest.mark.parametrize(
+    "d, h, r, gelu_biased, gated_biased",
+    [
+        (960, 3840, 2560, 7_372_800 + 3840 + 960, 7_372_800 + 5120 + 960),  # seed 002's 270M block
+        (8, 24, 16, 384 + 24 + 8, 384 + 32 + 8),
+    ],
+)
 @pytest.mark.parametrize("kind", ["swiglu", "geglu"])
 def test_matched_gated_ffn_has_the_gelu_parameter_count(kind, d, h, r, gelu_biased, gated_biased):
     gated = make_ffn(kind, d, h, bias=False)
@@ -40,24 +43,27 @@ def test_unmatched_width_is_the_hidden_width():
     assert make_ffn("gelu", 8, 24, bias=False).width == 24
 
 
-@pytest.mark.parametrize("h, kind, multiple_of, expected", [
-    (3840, "swiglu", 1, 2560),
-    (24, "geglu", 1, 16),
-    (25, "swiglu", 1, 17),      # 16.67
-    (26, "swiglu", 1, 17),      # 17.33
-    (1, "swiglu", 1, 1),        # 0.67
-    (3840, "swiglu", 256, 2560),
-    (1000, "geglu", 64, 640),   # 666.7 = 10.42 * 64
-    (9, "swiglu", 4, 8),        # 6 = 1.5 * 4: the tie rounds up
-    (10, "swiglu", 64, 64),     # 6.67 would round to 0: at least one multiple
-    (3841, "gelu", 256, 3841),  # the GELU width is the reference
-])
+@pytest.mark.parametrize(
+    "h, kind, multiple_of, expected",
+    [
+        (3840, "swiglu", 1, 2560),
+        (24, "geglu", 1, 16),
+        (25, "swiglu", 1, 17),  # 16.67
+        (26, "swiglu", 1, 17),  # 17.33
+        (1, "swiglu", 1, 1),  # 0.67
+        (3840, "swiglu", 256, 2560),
+        (1000, "geglu", 64, 640),  # 666.7 = 10.42 * 64
+        (9, "swiglu", 4, 8),  # 6 = 1.5 * 4: the tie rounds up
+        (10, "swiglu", 64, 64),  # 6.67 would round to 0: at least one multiple
+        (3841, "gelu", 256, 3841),  # the GELU width is the reference
+    ],
+)
 def test_matched_width_rounds_to_the_nearest_multiple(h, kind, multiple_of, expected):
     assert matched_width(h, kind, multiple_of=multiple_of) == expected
 
 
 def _gelu(z):
-    return 0.5 * z * (1 + torch.erf(z / math.sqrt(2)))      # exact erf GELU, not the tanh approximation
+    return 0.5 * z * (1 + torch.erf(z / math.sqrt(2)))  # exact erf GELU, not the tanh approximation
 
 
 def _linear(layer, z):
@@ -71,7 +77,8 @@ def test_ffn_equals_its_definition(kind, bias):
     ffn = make_ffn(kind, 6, 12, bias=bias).double()
     layers = ["up", "down"] if kind == "gelu" else ["gate", "up", "down"]
     assert {name for name, _ in ffn.named_parameters()} == {
-        f"{layer}.{p}" for layer in layers for p in (["weight", "bias"] if bias else ["weight"])}
+        f"{layer}.{p}" for layer in layers for p in (["weight", "bias"] if bias else ["weight"])
+    }
     x = _x(6)
     if kind == "gelu":
         hidden = _gelu(_linear(ffn.up, x))
@@ -82,7 +89,7 @@ def test_ffn_equals_its_definition(kind, bias):
 
 
 def test_rmsnorm_equals_its_definition():
-    norm = make_norm("rmsnorm", 6, bias=True, eps=0.1).double()    # RMSNorm has no bias to give
+    norm = make_norm("rmsnorm", 6, bias=True, eps=0.1).double()  # RMSNorm has no bias to give
     assert [name for name, _ in norm.named_parameters()] == ["weight"]
     with torch.no_grad():
         norm.weight.copy_(torch.linspace(-2, 3, 6, dtype=torch.float64))
@@ -106,28 +113,30 @@ def test_layernorm_bias_follows_the_flag(bias):
     torch.testing.assert_close(norm(x), expected, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: make_ffn("relu", 8, 24, bias=False),
-     "kind must be one of 'gelu', 'swiglu', 'geglu', got 'relu'"),
-    (lambda: make_ffn("gelu", 0, 24, bias=False), "d_model must be an int >= 1, got 0"),
-    (lambda: make_ffn("swiglu", 8, 2.5, bias=False), "gelu_width must be an int >= 1, got 2.5"),
-    (lambda: make_ffn("swiglu", 8, 2.5, bias=False, matched=False),
-     "width must be an int >= 1, got 2.5"),
-    (lambda: make_ffn("gelu", 8, True, bias=False), "width must be an int >= 1, got True"),
-    (lambda: make_ffn("gelu", 8, 24, bias=1), "bias must be a bool, got 1"),
-    (lambda: make_ffn("geglu", 8, 24, bias=False, matched="yes"), "matched must be a bool, got 'yes'"),
-    (lambda: GatedFFN("gelu", 8, 16, bias=False), "kind must be one of 'swiglu', 'geglu', got 'gelu'"),
-    (lambda: GeluFFN(8, -1, bias=False), "width must be an int >= 1, got -1"),
-    (lambda: matched_width(-3, "gelu"), "gelu_width must be an int >= 1, got -3"),
-    (lambda: matched_width(24, "swiglu", multiple_of=0), "multiple_of must be an int >= 1, got 0"),
-    (lambda: make_norm("batchnorm", 8, bias=False, eps=1e-5),
-     "kind must be one of 'layernorm', 'rmsnorm', got 'batchnorm'"),
-    (lambda: make_norm("rmsnorm", 8, bias=None, eps=1e-5), "bias must be a bool, got None"),
-    (lambda: make_norm("rmsnorm", 8, bias=False, eps=0), "eps must be a finite number > 0, got 0"),
-    (lambda: make_norm("layernorm", 8, bias=False, eps=float("nan")),
-     "eps must be a finite number > 0, got nan"),
-    (lambda: make_norm("layernorm", 8, bias=False, eps=True), "eps must be a finite number > 0, got True"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: make_ffn("relu", 8, 24, bias=False), "kind must be one of 'gelu', 'swiglu', 'geglu', got 'relu'"),
+        (lambda: make_ffn("gelu", 0, 24, bias=False), "d_model must be an int >= 1, got 0"),
+        (lambda: make_ffn("swiglu", 8, 2.5, bias=False), "gelu_width must be an int >= 1, got 2.5"),
+        (lambda: make_ffn("swiglu", 8, 2.5, bias=False, matched=False), "width must be an int >= 1, got 2.5"),
+        (lambda: make_ffn("gelu", 8, True, bias=False), "width must be an int >= 1, got True"),
+        (lambda: make_ffn("gelu", 8, 24, bias=1), "bias must be a bool, got 1"),
+        (lambda: make_ffn("geglu", 8, 24, bias=False, matched="yes"), "matched must be a bool, got 'yes'"),
+        (lambda: GatedFFN("gelu", 8, 16, bias=False), "kind must be one of 'swiglu', 'geglu', got 'gelu'"),
+        (lambda: GeluFFN(8, -1, bias=False), "width must be an int >= 1, got -1"),
+        (lambda: matched_width(-3, "gelu"), "gelu_width must be an int >= 1, got -3"),
+        (lambda: matched_width(24, "swiglu", multiple_of=0), "multiple_of must be an int >= 1, got 0"),
+        (
+            lambda: make_norm("batchnorm", 8, bias=False, eps=1e-5),
+            "kind must be one of 'layernorm', 'rmsnorm', got 'batchnorm'",
+        ),
+        (lambda: make_norm("rmsnorm", 8, bias=None, eps=1e-5), "bias must be a bool, got None"),
+        (lambda: make_norm("rmsnorm", 8, bias=False, eps=0), "eps must be a finite number > 0, got 0"),
+        (lambda: make_norm("layernorm", 8, bias=False, eps=float("nan")), "eps must be a finite number > 0, got nan"),
+        (lambda: make_norm("layernorm", 8, bias=False, eps=True), "eps must be a finite number > 0, got True"),
+    ],
+)
 def test_bad_arguments_name_themselves(call, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         call()

@@ -157,10 +157,22 @@ def test_linear_scaling_at_f_times_p_equals_unscaled_at_p():
 
 @pytest.mark.parametrize("head_dim, context, factor", [(8, 32, 16.0), (64, 64, 16.0), (32, 8192, 8.0), (16, 64, 4.0)])
 def test_llama3_scaling_matches_hugging_face_s_llama3_rope(head_dim, context, factor):
-    hf = LlamaRotaryEmbedding(LlamaConfig(
-        hidden_size=4 * head_dim, num_attention_heads=4, head_dim=head_dim, max_position_embeddings=16 * context,
-        rope_parameters={"rope_theta": 10000.0, "rope_type": "llama3", "factor": factor, "low_freq_factor": 1.0,
-                         "high_freq_factor": 4.0, "original_max_position_embeddings": context}))
+    hf = LlamaRotaryEmbedding(
+        LlamaConfig(
+            hidden_size=4 * head_dim,
+            num_attention_heads=4,
+            head_dim=head_dim,
+            max_position_embeddings=16 * context,
+            rope_parameters={
+                "rope_theta": 10000.0,
+                "rope_type": "llama3",
+                "factor": factor,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": context,
+            },
+        )
+    )
     ours = llama3_frequencies(rope_frequencies(head_dim), factor, context)
     torch.testing.assert_close(ours, hf.inv_freq.float())
     # long wavelengths are divided by the factor, short ones kept
@@ -171,8 +183,9 @@ def test_llama3_scaling_matches_hugging_face_s_llama3_rope(head_dim, context, fa
 
 
 def test_a_llama3_scaled_decoder_uses_those_frequencies():
-    cfg = ModelConfig(vocab=11, context=16, layers=1, heads=2, d_model=16, positions="rope", rope_type="llama3",
-                      rope_scaling=16.0)
+    cfg = ModelConfig(
+        vocab=11, context=16, layers=1, heads=2, d_model=16, positions="rope", rope_type="llama3", rope_scaling=16.0
+    )
     cos, _ = Decoder(cfg).rope(40, torch.device("cpu"))
     expected, _ = rope_angles(torch.arange(40), llama3_frequencies(rope_frequencies(8), 16.0, 16))
     torch.testing.assert_close(cos, expected)

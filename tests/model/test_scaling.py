@@ -19,8 +19,19 @@ T, H, D = 12, 2, 16
 
 def _model(**kw):
     torch.manual_seed(0)
-    cfg = ModelConfig(**{"vocab": 11, "context": T, "layers": 1, "heads": H, "d_model": D, "ffn_width": 32,
-                         "positions": "none", "block": 32, **kw})
+    cfg = ModelConfig(
+        **{
+            "vocab": 11,
+            "context": T,
+            "layers": 1,
+            "heads": H,
+            "d_model": D,
+            "ffn_width": 32,
+            "positions": "none",
+            "block": 32,
+            **kw,
+        }
+    )
     return Decoder(cfg).eval()
 
 
@@ -52,8 +63,9 @@ def test_log_n_multiplies_rows_by_delta_plus_s_log_n():
     model = _model(scaler="log_n", scaler_delta=0.5)
     s = torch.tensor([0.7, -0.2])
     model.layers[0].attn.scaler.s.copy_(s)
-    ref = _layer_output_by_hand(model, IDS, lambda x, n: 0.5 + s[:, None, None] * torch.log(
-        n.clamp_min(2).float())[None, :, None])
+    ref = _layer_output_by_hand(
+        model, IDS, lambda x, n: 0.5 + s[:, None, None] * torch.log(n.clamp_min(2).float())[None, :, None]
+    )
     torch.testing.assert_close(_layer_output(model, IDS), ref, rtol=1e-5, atol=1e-6)
 
 
@@ -91,13 +103,16 @@ def test_a_fixed_gamma_learns_beta_alone_and_raises_log_n_to_that_power(gamma):
     direct = _model(scaler="direct", scaler_gamma=gamma).layers[0].attn.scaler
     assert [n for n, _ in direct.named_parameters()] == ["beta"] and "gamma" in direct.state_dict()
     n = torch.arange(1, T + 1)
-    torch.testing.assert_close(direct(None, n)[0, :, :, 0],
-                               (1 + math.log(2) * torch.log(n.clamp_min(2).float()) ** gamma).expand(H, T))
+    torch.testing.assert_close(
+        direct(None, n)[0, :, :, 0], (1 + math.log(2) * torch.log(n.clamp_min(2).float()) ** gamma).expand(H, T)
+    )
 
 
 def test_a_fixed_gamma_is_refused_for_scalers_without_one():
-    with pytest.raises(ConfigError, match="model.scaler_gamma fixes the gamma of the scalers adaptive and direct; "
-                                          "model.scaler is 'log_n'"):
+    with pytest.raises(
+        ConfigError,
+        match="model.scaler_gamma fixes the gamma of the scalers adaptive and direct; model.scaler is 'log_n'",
+    ):
         _model(scaler="log_n", scaler_gamma=1.0)
     with pytest.raises(ConfigError, match="model.scaler_gamma must be a finite number"):
         _model(scaler="adaptive", scaler_gamma=float("nan"))
@@ -144,8 +159,19 @@ def test_every_scaler_learns(scaler):
 @torch.no_grad()
 def test_vector_model_is_one_attention_layer_by_hand():
     torch.manual_seed(0)
-    cfg = ModelConfig(context=T, inputs="vectors", layers=1, heads=1, d_model=8, positions="none", ffn="none",
-                      norm="none", residual=False, bias=False, rowmap="reluattn")
+    cfg = ModelConfig(
+        context=T,
+        inputs="vectors",
+        layers=1,
+        heads=1,
+        d_model=8,
+        positions="none",
+        ffn="none",
+        norm="none",
+        residual=False,
+        bias=False,
+        rowmap="reluattn",
+    )
     model = Decoder(cfg).eval()
     assert model.embed is None and model.head is None
     assert sum(p.numel() for p in model.parameters()) == 4 * 8 * 8
@@ -164,8 +190,9 @@ def test_vector_model_is_one_attention_layer_by_hand():
 
 
 def test_vector_model_with_residual_stacks_layers():
-    cfg = ModelConfig(context=T, inputs="vectors", layers=2, heads=2, d_model=8, ffn="none", norm="none",
-                      positions="none")
+    cfg = ModelConfig(
+        context=T, inputs="vectors", layers=2, heads=2, d_model=8, ffn="none", norm="none", positions="none"
+    )
     model = Decoder(cfg)
     x = torch.rand(1, T, 8)
     with torch.no_grad():
@@ -204,8 +231,10 @@ def _weights(model, ids):
     return torch.cat(seen, dim=-2)
 
 
-@pytest.mark.parametrize(("scaler", "rowmap"), [("adaptive", "entmax_a1.5"), ("adaptive", "softmax"),
-                                                ("log_n", "softmax"), ("direct", "entmax_a1.5")])
+@pytest.mark.parametrize(
+    ("scaler", "rowmap"),
+    [("adaptive", "entmax_a1.5"), ("adaptive", "softmax"), ("log_n", "softmax"), ("direct", "entmax_a1.5")],
+)
 @torch.no_grad()
 def test_under_nape_the_length_scalers_multiply_the_nope_heads_only(scaler, rowmap):
     # Vasylenko et al. 2025's scalers, as the authors' code applies them under NAPE: heads 0-1 (ALiBi, slopes 1

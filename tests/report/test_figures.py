@@ -46,11 +46,15 @@ def test_a_figure_that_fails_to_draw_leaves_the_old_pair_and_no_temporary(tmp_pa
 def test_row_weights_draws_the_scores_and_one_panel_per_map(tmp_path, drawn):
     row = np.array([2.0, -1.0, 0.5, 3.0, 0.0, -2.0])
     masked = np.array([False, False, True, False, False, True])
-    weights = {"softmax": [0.2, 0.1, 0.0, 0.6, 0.1, 0.0], "sparsemax": [0.0, 0.0, 0.0, 1.0, 0.0, 0.0],
-               "relu": [0.3, 0.0, 0.0, 0.7, 0.0, 0.0], "entmax": [0.25, 0.0, 0.0, 0.75, 0.0, 0.0]}
+    weights = {
+        "softmax": [0.2, 0.1, 0.0, 0.6, 0.1, 0.0],
+        "sparsemax": [0.0, 0.0, 0.0, 1.0, 0.0, 0.0],
+        "relu": [0.3, 0.0, 0.0, 0.7, 0.0, 0.0],
+        "entmax": [0.25, 0.0, 0.0, 0.75, 0.0, 0.0],
+    }
     png, svg = plot_row_weights(row, weights, tmp_path / "w", masked=masked, cols=3)
     assert png.is_file() and svg.is_file()
-    fig, = drawn
+    (fig,) = drawn
     top, *panels = fig.axes
     heights = [bar.get_height() for bar in top.patches]
     assert heights == [*row[~masked], *row[masked]]
@@ -61,6 +65,6 @@ def test_row_weights_draws_the_scores_and_one_panel_per_map(tmp_path, drawn):
         nonzero = sum(v != 0 for v in w)
         assert ax.get_title().startswith(f"{name}   (nonzero {nonzero}/4, sum ")
         # a grey tick marks each allowed key whose weight is exactly 0
-        ticks, = [line for line in ax.lines if line.get_marker() == "|"]
+        (ticks,) = [line for line in ax.lines if line.get_marker() == "|"]
         assert list(ticks.get_xdata()) == [j for j in range(6) if w[j] == 0 and not masked[j]]
         assert len([p for p in ax.patches if p.get_width() != pytest.approx(0.8)]) == masked.sum()

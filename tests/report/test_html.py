@@ -15,14 +15,20 @@ from attnlab.report.figures import save_figure
 from attnlab.report.html import render, table_html
 from attnlab.report.sections import MDE, Figure, Finding, Null, Section, Table
 
-HOSTILE = '<script>alert("x")</script> & \'q\' <b>'
+HOSTILE = "<script>alert(\"x\")</script> & 'q' <b>"
 
 
 def claim(text: str, verdict: str, evidence: str) -> Finding:
     """A paper's claim as a study states it: with its rule, null control and MDE."""
-    return Finding(text, verdict, evidence, rule="the rule", null=Null("the null", False, "its outcome"),
-                   mde=MDE(None, None, "", "no effect size applies"),
-                   reason="the reason" if verdict in ("not checked", "underpowered") else "")
+    return Finding(
+        text,
+        verdict,
+        evidence,
+        rule="the rule",
+        null=Null("the null", False, "its outcome"),
+        mde=MDE(None, None, "", "no effect size applies"),
+        reason="the reason" if verdict in ("not checked", "underpowered") else "",
+    )
 
 
 class _Page(HTMLParser):
@@ -61,10 +67,18 @@ def _study(folder, title=HOSTILE, study="sinks"):
     fig, ax = plt.subplots(figsize=(2, 1), dpi=40)
     ax.plot([0, 1], [1, 0])
     save_figure(fig, folder / "f", dpi=40)
-    return Section(study=study, title=title, source=HOSTILE, question=HOSTILE, command=HOSTILE,
-                   findings=(claim(HOSTILE, "not checked", HOSTILE), claim("second", "reproduced", "ok")),
-                   tables=(Table("t", HOSTILE),), figures=(Figure("f", HOSTILE),), notes=(HOSTILE,),
-                   warnings=(HOSTILE,))
+    return Section(
+        study=study,
+        title=title,
+        source=HOSTILE,
+        question=HOSTILE,
+        command=HOSTILE,
+        findings=(claim(HOSTILE, "not checked", HOSTILE), claim("second", "reproduced", "ok")),
+        tables=(Table("t", HOSTILE),),
+        figures=(Figure("f", HOSTILE),),
+        notes=(HOSTILE,),
+        warnings=(HOSTILE,),
+    )
 
 
 def test_user_text_is_escaped_everywhere_and_reads_back_unchanged(tmp_path):
@@ -80,8 +94,14 @@ def test_user_text_is_escaped_everywhere_and_reads_back_unchanged(tmp_path):
 
 def test_table_cells_are_the_csv_values_formatted_and_aligned(tmp_path):
     csv = tmp_path / "t.csv"
-    frame = pd.DataFrame({"text": ["a<b", "c & d", ""], "count": [1, 20, 300], "x": [0.123456789, math.nan, 12345678.0],
-                          "flag": [True, False, True]})
+    frame = pd.DataFrame(
+        {
+            "text": ["a<b", "c & d", ""],
+            "count": [1, 20, 300],
+            "x": [0.123456789, math.nan, 12345678.0],
+            "flag": [True, False, True],
+        }
+    )
     frame.to_csv(csv, index=False)
     rows = _Page(table_html(csv)).rows
     assert rows[0] == [("text", "text"), ("count", "num"), ("x", "num"), ("flag", "text")]
@@ -97,9 +117,12 @@ def test_figures_are_embedded_byte_for_byte_and_nothing_is_fetched(tmp_path):
     assert len(images) == 1
     prefix = "data:image/png;base64,"
     assert images[0]["src"].startswith(prefix)
-    assert base64.b64decode(images[0]["src"][len(prefix):]) == (tmp_path / "s" / "f.png").read_bytes()
-    assert not [attrs for tag, attrs in _Page(page).tags if tag in ("link", "iframe") or
-                any(str(v).startswith(("http:", "https:", "//")) for v in attrs.values() if v)]
+    assert base64.b64decode(images[0]["src"][len(prefix) :]) == (tmp_path / "s" / "f.png").read_bytes()
+    assert not [
+        attrs
+        for tag, attrs in _Page(page).tags
+        if tag in ("link", "iframe") or any(str(v).startswith(("http:", "https:", "//")) for v in attrs.values() if v)
+    ]
 
 
 def test_the_summary_lists_every_finding_and_links_to_its_section(tmp_path):
@@ -110,7 +133,8 @@ def test_the_summary_lists_every_finding_and_links_to_its_section(tmp_path):
     assert len(ids) == 2 and {h[1:] for h in links} == ids
     summary = [r for r in parsed.rows if len(r) == 5 and r[0][0] in ("sinks", "temperature")]
     assert [(r[0][0], r[1][0], r[2][0]) for r in summary] == [
-        (name, f.verdict, f.claim) for name in ("sinks", "temperature") for f in sections[0][0].findings]
+        (name, f.verdict, f.claim) for name in ("sinks", "temperature") for f in sections[0][0].findings
+    ]
     boxes = [attrs["class"] for tag, attrs in parsed.tags if tag == "div" and "finding" in attrs.get("class", "")]
     assert boxes == ["finding not-checked", "finding reproduced"] * 2
 

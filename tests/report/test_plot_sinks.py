@@ -21,7 +21,7 @@ def test_heatmaps_one_per_cell_with_a_scale_per_kind_and_the_sink_outlined(tmp_p
     rows, cols, length, trigger = ["softmax", "relu"], ["mean", "std"], 6, 4
     maps = {(r, c): rng.uniform(0, 0.3 if c == "std" else 1.7, (length, length)) for r in rows for c in cols}
     ps.plot_heatmaps(maps, rows, cols, trigger, tmp_path / "heat", title="T")
-    fig, = drawn
+    (fig,) = drawn
     images = _images(fig)
     assert len(images) == len(rows) * len(cols)
     top_mean = max(maps[(r, "mean")].max() for r in rows)
@@ -39,18 +39,20 @@ def test_heatmaps_one_per_cell_with_a_scale_per_kind_and_the_sink_outlined(tmp_p
 def test_a_mean_map_below_one_keeps_the_scale_at_one(tmp_path, drawn):
     maps = {("a", "mean"): np.full((4, 4), 0.25)}
     ps.plot_heatmaps(maps, ["a"], ["mean"], 2, tmp_path / "h", title="t")
-    (_, image), = _images(drawn[0])
+    ((_, image),) = _images(drawn[0])
     assert image.get_clim() == (0.0, 1.0)
 
 
 def test_heat_mosaic_tiles_each_layer_and_head_with_a_scale_per_kind(tmp_path, drawn):
     rng = np.random.default_rng(1)
     layers, heads, length, trigger = 3, 2, 5, 4
-    blocks = {"softmax mean": rng.uniform(0, 1.4, (layers, heads, length, length)),
-              "softmax std": rng.uniform(0, 0.2, (layers, heads, length, length)),
-              "relu mean": rng.uniform(0, 0.5, (layers, heads, length, length))}
+    blocks = {
+        "softmax mean": rng.uniform(0, 1.4, (layers, heads, length, length)),
+        "softmax std": rng.uniform(0, 0.2, (layers, heads, length, length)),
+        "relu mean": rng.uniform(0, 0.5, (layers, heads, length, length)),
+    }
     ps.plot_heat_mosaic(blocks, trigger, tmp_path / "mosaic", title="M")
-    fig, = drawn
+    (fig,) = drawn
     images = _images(fig)
     assert [ax.get_title() for ax, _ in images] == list(blocks)
     for (ax, image), (name, data) in zip(images, blocks.items()):
@@ -58,14 +60,14 @@ def test_heat_mosaic_tiles_each_layer_and_head_with_a_scale_per_kind(tmp_path, d
         assert tile.shape == (layers * 6 - 1, heads * 6 - 1)
         for d in range(layers):
             for h in range(heads):
-                assert np.array_equal(tile[6 * d:6 * d + 5, 6 * h:6 * h + 5], data[d, h]), (name, d, h)
+                assert np.array_equal(tile[6 * d : 6 * d + 5, 6 * h : 6 * h + 5], data[d, h]), (name, d, h)
         assert np.isnan(tile[5]).all() and np.isnan(tile[:, 5]).all()  # the gaps between maps
         kind = [b for n, b in blocks.items() if n.endswith("std") == name.endswith("std")]
         assert image.get_clim() == (0.0, max(1.0 if not name.endswith("std") else 0, max(b.max() for b in kind)))
         boxes = [(p.get_x(), p.get_y(), p.get_width(), p.get_height()) for p in ax.patches]
         assert len(boxes) == 2 * layers * heads
-        assert (6 * 1 - 0.5, 6 * 2 - 0.5, 1, length) in boxes                      # layer 3, head 2: BOS column
-        assert (6 * 1 - 0.5, 6 * 2 - 0.5 + trigger - 1, length, 1) in boxes        # ... and its trigger row
+        assert (6 * 1 - 0.5, 6 * 2 - 0.5, 1, length) in boxes  # layer 3, head 2: BOS column
+        assert (6 * 1 - 0.5, 6 * 2 - 0.5 + trigger - 1, length, 1) in boxes  # ... and its trigger row
         assert [t.get_text() for t in ax.get_yticklabels()] == ["layer 1", "layer 2", "layer 3"]
     assert len(fig.axes) == len(images) + 2 and fig.get_suptitle() == "M"
 
@@ -73,7 +75,7 @@ def test_heat_mosaic_tiles_each_layer_and_head_with_a_scale_per_kind(tmp_path, d
 def test_linf_curves_draw_each_run_and_the_target(tmp_path, drawn):
     curves = {"a": (np.arange(1, 4), np.array([2.0, 0.5, 0.02])), "b": (np.arange(1, 3), np.array([1.0, 0.1]))}
     ps.plot_linf_curves(curves, 0.01, tmp_path / "linf")
-    ax, = drawn[0].axes
+    (ax,) = drawn[0].axes
     lines = ax.get_lines()
     assert [list(line.get_ydata()) for line in lines[:2]] == [[2.0, 0.5, 0.02], [1.0, 0.1]]
     assert list(lines[2].get_ydata()) == [0.01, 0.01] and ax.get_yscale() == "log"
@@ -84,8 +86,8 @@ def test_bos_mass_bars_are_the_masses_floored_and_coloured_by_group(tmp_path, dr
     mass = [0.97, 0.5, 0.0, 2e-3]
     groups = ["softmax", "softmax", "relu", "relu"]
     ps.plot_bos_mass(labels, mass, groups, high=0.9, low=0.05, path=tmp_path / "bos")
-    fig, = drawn
-    ax, = fig.axes
+    (fig,) = drawn
+    (ax,) = fig.axes
     bars = [p for p in ax.patches if p.get_x() > -1 and p.get_width() == pytest.approx(0.8)]
     assert [b.get_height() for b in bars] == [max(m, 1e-6) for m in mass]
     colours = [b.get_facecolor() for b in bars]
@@ -98,7 +100,7 @@ def test_bos_mass_bars_are_the_masses_floored_and_coloured_by_group(tmp_path, dr
 def test_loss_curves_one_line_per_run_and_the_zero_predictor(tmp_path, drawn):
     curves = {"softmax": (np.arange(5), np.linspace(1, 0.1, 5)), "relu": (np.arange(3), np.array([2.0, 1.0, 0.5]))}
     ps.plot_loss_curves(curves, zero=0.75, path=tmp_path / "loss")
-    ax, = drawn[0].axes
+    (ax,) = drawn[0].axes
     runs, zero = ax.lines[:-1], ax.lines[-1]
     assert [line.get_label() for line in runs] == list(curves)
     for line, (step, loss) in zip(runs, curves.values()):
@@ -112,9 +114,9 @@ def test_first_token_mass_prints_every_value_and_draws_each_layer_line(tmp_path,
     lines = {"median head": np.median(mass, 1), "largest head": mass.max(1)}
     uniform = 1 / np.arange(5, 9)
     ps.plot_first_token_mass(mass, lines, uniform, 0.5, skip, tmp_path / "first", title="m")
-    fig, = drawn
+    (fig,) = drawn
     heat, side = fig.axes[:2]
-    (_, image), = _images(fig)
+    ((_, image),) = _images(fig)
     assert np.array_equal(image.get_array(), mass)
     printed = {(t.get_position()[1], t.get_position()[0]): t.get_text() for t in heat.texts}
     assert printed == {(layer, head): f"{v:.2f}" for (layer, head), v in np.ndenumerate(mass)}
@@ -131,7 +133,7 @@ def test_first_token_mass_prints_every_value_and_draws_each_layer_line(tmp_path,
 def test_masking_bars_are_each_runs_losses_with_its_zero_and_tolerance_ticks(tmp_path, drawn):
     labels, loss, masked, zero = ["softmax s0", "relu s0"], [2e-6, 1e-12], [1.2, 3e-6], [0.12, 0.13]
     ps.plot_masking(labels, loss, masked, zero, 0.01, tmp_path / "masking", title="T")
-    ax, = drawn[0].axes
+    (ax,) = drawn[0].axes
     bars = sorted((p for p in ax.patches if p.get_width() == pytest.approx(0.4)), key=lambda b: b.get_x())
     assert [b.get_height() for b in bars] == [2e-6, 1.2, 1e-9, 3e-6]  # pairs per run, floored at 1e-9
     assert bars[0].get_facecolor() == bars[2].get_facecolor() != bars[1].get_facecolor()
@@ -146,7 +148,7 @@ def test_positions_one_solid_line_per_run_its_null_dashed_and_the_threshold(tmp_
     curves = {"softmax 2x2 s0": (pos, np.ones(14)), "softmax 2x2 s1": (pos, np.linspace(0.5, 1, 14))}
     nulls = {"softmax 2x2 s0": (pos, np.zeros(14))}
     ps.plot_positions(curves, nulls, 0.9, tmp_path / "positions", title="T")
-    ax, = drawn[0].axes
+    (ax,) = drawn[0].axes
     solid = [line for line in ax.lines if line.get_linestyle() == "-"]
     dashed = [line for line in ax.lines if line.get_linestyle() == "--"]
     assert [list(line.get_ydata()) for line in solid] == [list(c[1]) for c in curves.values()]

@@ -19,8 +19,19 @@ def _curves():
     """A row per run and step, as the specialization study's curves table has them (one seed)."""
     rng = np.random.default_rng(0)
     steps = [0, 50, 100, 150]
-    rows = [{"run": f"{arch}_{arm}_seed0", "arch": arch, "arm": arm, "seed": 0, "step": step, "tokens": 1000 * step,
-             **{p: float(rng.uniform(0, 3)) for p in PROBES}} for arch, arm in RUNS for step in steps]
+    rows = [
+        {
+            "run": f"{arch}_{arm}_seed0",
+            "arch": arch,
+            "arm": arm,
+            "seed": 0,
+            "step": step,
+            "tokens": 1000 * step,
+            **{p: float(rng.uniform(0, 3)) for p in PROBES},
+        }
+        for arch, arm in RUNS
+        for step in steps
+    ]
     return pd.DataFrame(rows)
 
 
@@ -28,7 +39,7 @@ def test_one_panel_per_probe_with_each_runs_curve_over_steps(tmp_path, drawn):
     curves = _curves()
     png, svg = ps.plot_probe_curves(curves, PROBES, {"gelu": 50, "swiglu": 100}, tmp_path / "curves")
     assert (png.name, svg.name) == ("curves.png", "curves.svg") and png.exists() and svg.exists()
-    fig, = drawn
+    (fig,) = drawn
     assert len(fig.axes) == 6
     for ax, probe in zip(fig.axes, PROBES):
         assert ax.get_title() == ps.LABELS[probe] and ax.get_xlabel() == "step"
@@ -55,14 +66,25 @@ def test_each_release_is_a_dotted_line_in_its_ffns_colour_on_every_panel(tmp_pat
         dotted = [line for line in ax.lines if line.get_linestyle() == ":"]
         colour = {"gelu": ps.COLORS[0], "swiglu": ps.COLORS[1]}
         assert [(line.get_xdata()[0], line.get_color()) for line in dotted] == [
-            (step, colour[arch]) for arch, step in released.items()]
-
+            (step, colour[arch]) for arch, step in released.items()
+        ]
 
 
 def test_the_rule_s_readings_are_dots_of_their_excess_on_the_lower_copy_panel(tmp_path, drawn):
-    readings = pd.DataFrame([{"run": f"gelu_{arm}_seed0", "arch": "gelu", "arm": arm, "step": step,
-                              "lower_copy": 0.02 + 0.001 * step, "lower_copy_chance": 0.02}
-                             for arm in ("control", "intervention") for step in (3, 6, 9)])
+    readings = pd.DataFrame(
+        [
+            {
+                "run": f"gelu_{arm}_seed0",
+                "arch": "gelu",
+                "arm": arm,
+                "step": step,
+                "lower_copy": 0.02 + 0.001 * step,
+                "lower_copy_chance": 0.02,
+            }
+            for arm in ("control", "intervention")
+            for step in (3, 6, 9)
+        ]
+    )
     ps.plot_probe_curves(_curves(), PROBES, {}, tmp_path / "c", readings=readings)
     panels = dict(zip(PROBES, drawn[0].axes))
     dots = [line for line in panels["lower_copy_excess"].lines if line.get_marker() == "."]

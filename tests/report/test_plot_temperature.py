@@ -42,14 +42,23 @@ def test_counting_curve_is_the_brute_force_count_with_the_contact_star(tmp_path,
 def _bucket_table():
     n = np.array([16.0, 32.0, 64.0, 128.0, 256.0])
     t = np.log(np.log(n))
-    return pd.DataFrame({"n": n, "mean log Lambda": 0.2 + 1.3 * t, "mean log alpha": -0.5 + 0.1 * t,
-                         "mean log Delta": 0.4 - 0.2 * t + np.array([0, 0.01, -0.01, 0.0, 0.0])}), t
+    return pd.DataFrame(
+        {
+            "n": n,
+            "mean log Lambda": 0.2 + 1.3 * t,
+            "mean log alpha": -0.5 + 0.1 * t,
+            "mean log Delta": 0.4 - 0.2 * t + np.array([0, 0.01, -0.01, 0.0, 0.0]),
+        }
+    ), t
 
 
 def test_bucket_means_panels_draw_the_ols_line_through_the_centroid(tmp_path, drawn):
     table, t = _bucket_table()
-    fits = {"Lambda": {"xi_hat": 1.3, "half_iqr": 0.05}, "alpha": {"xi_hat": 0.1, "half_iqr": 0.0},
-            "Delta": {"xi_hat": -0.2, "half_iqr": 0.01}}
+    fits = {
+        "Lambda": {"xi_hat": 1.3, "half_iqr": 0.05},
+        "alpha": {"xi_hat": 0.1, "half_iqr": 0.0},
+        "Delta": {"xi_hat": -0.2, "half_iqr": 0.01},
+    }
     pt.plot_bucket_means(table, fits, tmp_path / "buckets")
     panels = [ax for ax in drawn[0].axes if ax.get_xlabel() == "log log n"]
     assert len(panels) == 3
@@ -85,8 +94,9 @@ def test_real_lambda_has_the_ols_and_the_slope_one_line_through_one_centroid(tmp
 def test_beta_fit_stars_the_mse_minimum_and_draws_its_curve(tmp_path, drawn):
     n = np.arange(1, 129, dtype=float)
     beta = pd.DataFrame({"n": n, "beta_n": 0.8 * np.log(np.maximum(n, 2)) ** 0.6})
-    fit = pd.DataFrame({"xi": [0.0, 0.5, 0.6, 1.0, 1.5], "mse": [3.0, 0.2, 0.01, 0.4, 2.0],
-                        "a1": [2.0, 0.9, 0.8, 0.5, 0.3]})
+    fit = pd.DataFrame(
+        {"xi": [0.0, 0.5, 0.6, 1.0, 1.5], "mse": [3.0, 0.2, 0.01, 0.4, 2.0], "a1": [2.0, 0.9, 0.8, 0.5, 0.3]}
+    )
     pt.plot_beta_fit(beta, fit, 8, tmp_path / "beta")
     left, right = drawn[0].axes[:2]
     star = next(line for line in right.lines if line.get_marker() == "*")
@@ -99,8 +109,14 @@ def test_beta_fit_stars_the_mse_minimum_and_draws_its_curve(tmp_path, drawn):
 
 
 def test_sweep_stars_the_minimum_of_each_window_beyond_training_only(tmp_path, drawn):
-    ppl = pd.DataFrame({"n_eval": [512, 1024, 2048], "xi=0": [10.0, 14.0, 30.0], "xi=1": [10.0, 12.0, 20.0],
-                        "xi=2": [10.0, 13.0, 18.0]})
+    ppl = pd.DataFrame(
+        {
+            "n_eval": [512, 1024, 2048],
+            "xi=0": [10.0, 14.0, 30.0],
+            "xi=1": [10.0, 12.0, 20.0],
+            "xi=2": [10.0, 13.0, 18.0],
+        }
+    )
     pt.plot_sweep(ppl, 512, tmp_path / "sweep")
     ax = drawn[0].axes[0]
     curves = [line for line in ax.lines if line.get_marker() == "o"]

@@ -14,22 +14,12 @@ import numpy as np
 import torch
 
 # Unit roundoff of each dtype (half an ulp at 1): the error of rounding one output in (0, 1].
-UNIT = {
-    torch.float64: 2.0**-53,
-    torch.float32: 2.0**-24,
-    torch.float16: 2.0**-11,
-    torch.bfloat16: 2.0**-8,
-}
+UNIT = {torch.float64: 2.0**-53, torch.float32: 2.0**-24, torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8}
 
 # How close a normalized row's sum must be to 1. float32/float64 from the acceptance criteria; for
 # float16/bfloat16 every output is rounded with relative error <= u, so the sum is off by <= u; 2u
 # leaves room for the float32 computation before the final rounding.
-SUM_TOL = {
-    torch.float64: 1e-10,
-    torch.float32: 1e-5,
-    torch.float16: 2 * 2.0**-11,
-    torch.bfloat16: 2 * 2.0**-8,
-}
+SUM_TOL = {torch.float64: 1e-10, torch.float32: 1e-5, torch.float16: 2 * 2.0**-11, torch.bfloat16: 2 * 2.0**-8}
 
 
 def np64(t: torch.Tensor) -> np.ndarray:
@@ -72,6 +62,7 @@ def rowwise(z, mask, row_fn) -> np.ndarray:
 
 # --- softmax family ----------------------------------------------------------------------------
 
+
 def _softmax_vals(v: np.ndarray) -> np.ndarray:
     m = max(v)
     e = np.array([math.exp(x - m) for x in v])
@@ -95,16 +86,19 @@ def ref_logn(z, mask, xi, n_train):
 
 def ref_topk(z, mask, k):
     """Softmax over the keys whose score is >= the k-th largest allowed score (ties all kept)."""
+
     def row(v, L):
         kth = sorted(v, reverse=True)[min(k, L) - 1]
         keep = v >= kth
         w = np.zeros_like(v)
         w[keep] = _softmax_vals(v[keep])
         return w
+
     return rowwise(z, mask, row)
 
 
 # --- alpha-entmax ------------------------------------------------------------------------------
+
 
 def ref_entmax(z, mask, alpha, n_iter=200, return_residual=False):
     """alpha-entmax by bisection, in float64, written from seed 001 eq. 4 / App. A.
@@ -156,8 +150,10 @@ def entmax_jacobian(p: np.ndarray, alpha: float) -> np.ndarray:
 
 # --- pointwise maps ----------------------------------------------------------------------------
 
+
 def ref_relu_power(z, mask, p, b, dead="zeros"):
     """ReLU(z + b)^p / sum_j ReLU(z_j + b)^p (seed 000 Alg. 1); dead rows by ``dead``."""
+
     def row(v, L):
         r = np.maximum(v + b, 0.0)
         rmax = r.max()
@@ -169,6 +165,7 @@ def ref_relu_power(z, mask, p, b, dead="zeros"):
             return _softmax_vals(v)
         w = (r / rmax) ** p  # every term in [0, 1]: no overflow even at p = 16
         return w / math.fsum(w)
+
     return rowwise(z, mask, row)
 
 
@@ -179,15 +176,19 @@ def log_sigmoid(u: float) -> float:
 
 def ref_sigmoid(z, mask, b):
     """sigma(z_i + b) / sum_j sigma(z_j + b), computed as softmax(log sigma(z + b)) (seed 000 App. T)."""
+
     def row(v, L):
         return _softmax_vals(np.array([log_sigmoid(x + b) for x in v]))
+
     return rowwise(z, mask, row)
 
 
 def ref_wortsman(z, mask, p, by):
     """ReLU(z)^p / L (by="L") or / sqrt(L) (by="sqrtL"), un-normalized."""
+
     def row(v, L):
         return np.maximum(v, 0.0) ** p / (L if by == "L" else math.sqrt(L))
+
     return rowwise(z, mask, row)
 
 
@@ -196,8 +197,7 @@ def ref_reluattn(z, mask):
     return rowwise(z, mask, lambda v, L: np.maximum(v, 0.0) / max(L - 2, 1))
 
 
-def assert_close_np(actual: torch.Tensor, expected: np.ndarray, atol: float, rtol: float = 0.0,
-                    msg: str = "") -> None:
+def assert_close_np(actual: torch.Tensor, expected: np.ndarray, atol: float, rtol: float = 0.0, msg: str = "") -> None:
     """|actual - expected| <= atol + rtol |expected| elementwise, NaN matching NaN."""
     a = np64(actual)
     assert a.shape == expected.shape, f"{msg} shape {a.shape} != {expected.shape}"

@@ -29,36 +29,77 @@ def _softmax(z, m):
     return torch.exp(z - m) / torch.exp(z - m).sum(-1, keepdim=True)
 
 
-@pytest.mark.parametrize("scores, mask, dim, error, message", [
-    ([1.0], None, -1, TypeError, "scores must be a torch.Tensor, got list"),
-    (torch.zeros(3, dtype=torch.int64), None, -1, TypeError,
-     "scores has dtype torch.int64; allowed: float16, bfloat16, float32, float64"),
-    (torch.zeros(3, dtype=torch.complex64), None, -1, TypeError,
-     "scores has dtype torch.complex64; allowed: float16, bfloat16, float32, float64"),
-    (torch.tensor(1.0), None, -1, ValueError, "scores must have at least one dimension (the key axis)"),
-    (Z, None, True, TypeError, "dim must be an int (the key axis), got bool"),
-    (Z, None, 1.0, TypeError, "dim must be an int (the key axis), got float"),
-    (Z, None, 2, ValueError, "dim=2 is out of range for scores with 2 dimensions"),
-    (Z, None, -3, ValueError, "dim=-3 is out of range for scores with 2 dimensions"),
-    (Z, torch.ones(2, 3), -1, TypeError,
-     "mask must be a bool tensor (True = key may be attended), got torch.float32"),
-    (Z, [True], -1, TypeError, "mask must be a bool tensor (True = key may be attended), got list"),
-    (Z, torch.ones(4, dtype=torch.bool), -1, ValueError, "mask shape (4,) does not broadcast to scores shape (2, 3)"),
-    (Z, torch.ones(5, 2, 3, dtype=torch.bool), -1, ValueError,
-     "mask shape (5, 2, 3) would enlarge scores shape (2, 3)"),
-    (Z, torch.ones(1, 2, 3, dtype=torch.bool), -1, ValueError,
-     "mask shape (1, 2, 3) would enlarge scores shape (2, 3)"),
-])
+@pytest.mark.parametrize(
+    "scores, mask, dim, error, message",
+    [
+        ([1.0], None, -1, TypeError, "scores must be a torch.Tensor, got list"),
+        (
+            torch.zeros(3, dtype=torch.int64),
+            None,
+            -1,
+            TypeError,
+            "scores has dtype torch.int64; allowed: float16, bfloat16, float32, float64",
+        ),
+        (
+            torch.zeros(3, dtype=torch.complex64),
+            None,
+            -1,
+            TypeError,
+            "scores has dtype torch.complex64; allowed: float16, bfloat16, float32, float64",
+        ),
+        (torch.tensor(1.0), None, -1, ValueError, "scores must have at least one dimension (the key axis)"),
+        (Z, None, True, TypeError, "dim must be an int (the key axis), got bool"),
+        (Z, None, 1.0, TypeError, "dim must be an int (the key axis), got float"),
+        (Z, None, 2, ValueError, "dim=2 is out of range for scores with 2 dimensions"),
+        (Z, None, -3, ValueError, "dim=-3 is out of range for scores with 2 dimensions"),
+        (
+            Z,
+            torch.ones(2, 3),
+            -1,
+            TypeError,
+            "mask must be a bool tensor (True = key may be attended), got torch.float32",
+        ),
+        (Z, [True], -1, TypeError, "mask must be a bool tensor (True = key may be attended), got list"),
+        (
+            Z,
+            torch.ones(4, dtype=torch.bool),
+            -1,
+            ValueError,
+            "mask shape (4,) does not broadcast to scores shape (2, 3)",
+        ),
+        (
+            Z,
+            torch.ones(5, 2, 3, dtype=torch.bool),
+            -1,
+            ValueError,
+            "mask shape (5, 2, 3) would enlarge scores shape (2, 3)",
+        ),
+        (
+            Z,
+            torch.ones(1, 2, 3, dtype=torch.bool),
+            -1,
+            ValueError,
+            "mask shape (1, 2, 3) would enlarge scores shape (2, 3)",
+        ),
+    ],
+)
 def test_check_rows_names_what_is_wrong_and_what_is_allowed(scores, mask, dim, error, message):
     with pytest.raises(error, match=f"^{re.escape(message)}$"):
         check_rows(scores, mask, dim)
 
 
-@pytest.mark.parametrize("dim, mask, expected", [
-    (-1, None, 1), (-2, None, 0), (1, None, 1), (np.int64(0), None, 0),
-    (-1, torch.ones(3, dtype=torch.bool), 1), (-1, torch.ones(2, 1, dtype=torch.bool), 1),
-    (0, torch.ones(2, 3, dtype=torch.bool), 0),
-])
+@pytest.mark.parametrize(
+    "dim, mask, expected",
+    [
+        (-1, None, 1),
+        (-2, None, 0),
+        (1, None, 1),
+        (np.int64(0), None, 0),
+        (-1, torch.ones(3, dtype=torch.bool), 1),
+        (-1, torch.ones(2, 1, dtype=torch.bool), 1),
+        (0, torch.ones(2, 3, dtype=torch.bool), 0),
+    ],
+)
 def test_check_rows_takes_any_integral_dim_and_broadcasting_masks(dim, mask, expected):
     # The returned dim is non-negative so that movedim and shape lookups need no second normalization.
     assert check_rows(Z, mask, dim) == expected
@@ -66,7 +107,11 @@ def test_check_rows_takes_any_integral_dim_and_broadcasting_masks(dim, mask, exp
 
 def test_compute_dtype_upcasts_halves_and_keeps_float64():
     assert [compute_dtype(d) for d in (torch.float16, torch.bfloat16, torch.float32, torch.float64)] == [
-        torch.float32, torch.float32, torch.float32, torch.float64]
+        torch.float32,
+        torch.float32,
+        torch.float32,
+        torch.float64,
+    ]
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
@@ -118,8 +163,10 @@ def test_row_max_and_allowed_count_read_minus_inf_as_masked():
     assert allowed_count(z).tolist() == [[3.0], [0.0], [2.0], [3.0]] and allowed_count(z).dtype == z.dtype
 
 
-@pytest.mark.parametrize("k, n, dtype", [(2.0, 10, torch.float32), (4.0, 65536, torch.float32), (0.5, 7, torch.float64),
-                                         (1.0, 1, torch.float64)])
+@pytest.mark.parametrize(
+    "k, n, dtype",
+    [(2.0, 10, torch.float32), (4.0, 65536, torch.float32), (0.5, 7, torch.float64), (1.0, 1, torch.float64)],
+)
 def test_denormal_floor_is_the_smallest_base_whose_share_stays_normal(k, n, dtype):
     tiny = torch.finfo(dtype).tiny
     floor = denormal_floor(k, n, dtype)

@@ -18,11 +18,20 @@ def _resolved(name, **opts):
 
 # Every family's example, and every alpha and method that takes its own code path.
 MAPS = [_resolved(f.example) for f in FAMILIES.values()] + [
-    _resolved(name, **opts) for name, opts in [
-        ("entmax_a1.1", {}), ("entmax_a1.25", {}), ("entmax_a2", {}), ("entmax_a3", {}),
-        ("entmax_a1.5", {"method": "sort"}), ("sparsemax", {"method": "sort"}),
-        ("relu_p16_b0", {}), ("relu_p3_b1", {}), ("relu_p2_b-1", {"dead": "uniform"}),
-        ("relu_p8_b0.5", {"dead": "softmax"}), ("sigmoid_b1.5", {}), ("topk_k3", {}),
+    _resolved(name, **opts)
+    for name, opts in [
+        ("entmax_a1.1", {}),
+        ("entmax_a1.25", {}),
+        ("entmax_a2", {}),
+        ("entmax_a3", {}),
+        ("entmax_a1.5", {"method": "sort"}),
+        ("sparsemax", {"method": "sort"}),
+        ("relu_p16_b0", {}),
+        ("relu_p3_b1", {}),
+        ("relu_p2_b-1", {"dead": "uniform"}),
+        ("relu_p8_b0.5", {"dead": "softmax"}),
+        ("sigmoid_b1.5", {}),
+        ("topk_k3", {}),
     ]
 ]
 SHAPES = [(0, 5), (3, 0), (0, 0), (2, 0, 5), (0,)]

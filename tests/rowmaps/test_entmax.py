@@ -70,8 +70,11 @@ def test_entmax_matches_entmax_package_bisect(alpha):
 def test_entmax15_and_sparsemax_match_entmax_package(method, dtype):
     """Against the exact sort-based entmax.entmax15 and entmax.sparsemax, evaluated in float64."""
     tol = 1e-5 if dtype == torch.float32 else 1e-10
-    for name, pkg in (("entmax_a1.5", entmax_pkg.entmax15), ("sparsemax", entmax_pkg.sparsemax),
-                      ("entmax_a2", entmax_pkg.sparsemax)):
+    for name, pkg in (
+        ("entmax_a1.5", entmax_pkg.entmax15),
+        ("sparsemax", entmax_pkg.sparsemax),
+        ("entmax_a2", entmax_pkg.sparsemax),
+    ):
         rm = rowmaps.get(name, method=method)
         for scale in SCALES:
             for n in LENGTHS:
@@ -101,8 +104,7 @@ def test_entmax_large_offsets_and_long_rows(alpha):
         for offset in (-1e4, 1e3, 1e4):
             for n in (17, 700):
                 z = (offset + torch.randn(3, n, generator=g, dtype=torch.float64)).float()
-                assert_close_np(rm(z), ref_entmax(z, None, alpha), 1e-5,
-                                msg=f"{name} {opts} offset={offset} n={n}:")
+                assert_close_np(rm(z), ref_entmax(z, None, alpha), 1e-5, msg=f"{name} {opts} offset={offset} n={n}:")
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
@@ -143,10 +145,10 @@ def test_entmax_with_mask(alpha):
     g = torch.Generator().manual_seed(17)
     z = torch.randn(5, 9, generator=g, dtype=torch.float64)
     mask = torch.rand(5, 9, generator=g) > 0.4
-    mask[0] = False           # no allowed key
+    mask[0] = False  # no allowed key
     mask[1] = False
-    mask[1, 4] = True         # one allowed key
-    z[2, 3] = float("-inf")   # -inf at an allowed key acts as masked
+    mask[1, 4] = True  # one allowed key
+    z[2, 3] = float("-inf")  # -inf at an allowed key acts as masked
     for name, opts in _cases(alpha):
         rm = rowmaps.get(name, **opts)
         for dtype, tol in ((torch.float32, 1e-5), (torch.float64, 1e-9)):
@@ -208,8 +210,7 @@ def _grad_input(n_rows, n, seed, with_mask):
     return z, mask
 
 
-GRAD_CASES = [(1.25, "newton"), (1.5, "newton"), (1.5, "sort"), (2.0, "newton"), (2.0, "sort"),
-              (3.0, "newton")]
+GRAD_CASES = [(1.25, "newton"), (1.5, "newton"), (1.5, "sort"), (2.0, "newton"), (2.0, "sort"), (3.0, "newton")]
 
 
 @pytest.mark.parametrize("alpha,method", GRAD_CASES)

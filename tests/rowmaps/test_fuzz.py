@@ -14,7 +14,6 @@ from hostile import DTYPES, fast, row, slow
 from rowmaps.rowmap_refs import SUM_TOL, np64
 
 
-
 def _resolved(name, **opts):
     rm = rowmaps.get(name, **opts)
     return rm.with_bias(0.5) if rm.needs_bias else rm
@@ -23,11 +22,21 @@ def _resolved(name, **opts):
 # Every family's example, and the parameters and options that take their own code paths: alpha 1
 # (softmax), the kernel's alphas and sort, powers of two (kernel) and not (pow), each dead-row rule.
 CASES = [(f.example, {}) for f in FAMILIES.values()] + [
-    (name, opts) for name, opts in [
-        ("entmax_a1", {}), ("entmax_a1.25", {}), ("entmax_a3", {}), ("sparsemax", {"method": "sort"}),
-        ("relu_p16_b0", {}), ("relu_p3_b-0.3", {}), ("relu_p2_b-1", {"dead": "uniform"}),
-        ("relu_p8_b0.5", {"dead": "softmax"}), ("sigmoid_b-2", {}), ("topk_k1", {}),
-        ("wortsman_p1_L", {}), ("softmax_t2", {}), ("logn_xi2_n8", {}),
+    (name, opts)
+    for name, opts in [
+        ("entmax_a1", {}),
+        ("entmax_a1.25", {}),
+        ("entmax_a3", {}),
+        ("sparsemax", {"method": "sort"}),
+        ("relu_p16_b0", {}),
+        ("relu_p3_b-0.3", {}),
+        ("relu_p2_b-1", {"dead": "uniform"}),
+        ("relu_p8_b0.5", {"dead": "softmax"}),
+        ("sigmoid_b-2", {}),
+        ("topk_k1", {}),
+        ("wortsman_p1_L", {}),
+        ("softmax_t2", {}),
+        ("logn_xi2_n8", {}),
     ]
 ]
 MAPS = [_resolved(name, **opts) for name, opts in CASES]
@@ -38,6 +47,7 @@ UNNORMALIZED_RTOL = {torch.float64: 1e-12, torch.float32: 1e-5, torch.bfloat16: 
 
 
 # --- hostile rows ----------------------------------------------------------------------------------
+
 
 @st.composite
 def hostile_rows(draw):
@@ -65,6 +75,7 @@ def hostile_rows(draw):
 
 
 # --- the row rules ----------------------------------------------------------------------------------
+
 
 def _exact_unnormalized(rm, zz, allowed):
     """float64 value of an un-normalized map on the rounded input (masked keys 0)."""
@@ -105,8 +116,9 @@ def check_rules(rm, z, mask, out):
         finite = allowed & ~top_keys
         fits = finite & (exact < 0.99 * torch.finfo(dtype).max)
         err = np.abs(o[fits] - exact[fits])
-        assert (err <= UNNORMALIZED_RTOL[dtype] * exact[fits] + torch.finfo(dtype).tiny).all(), \
+        assert (err <= UNNORMALIZED_RTOL[dtype] * exact[fits] + torch.finfo(dtype).tiny).all(), (
             f"un-normalized values {o[fits]} against float64 {exact[fits]}"
+        )
         return
 
     assert np.isfinite(o).all(), "non-finite weight from a normalized map"
@@ -149,7 +161,6 @@ def test_hostile_rows_keep_the_row_rules_long(rm, data):
     check_rules(rm, z, mask, rm(z, mask))
 
 
-
 # --- bad types ------------------------------------------------------------------------------------
 
 _NOT_FLOAT = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool, torch.complex64)
@@ -165,14 +176,37 @@ def bad_calls(draw):
     shape = tuple(draw(st.lists(st.integers(1, 4), min_size=1, max_size=3)))
     z = torch.zeros(shape, dtype=draw(st.sampled_from(DTYPES)))
     mask, dim = None, draw(st.integers(-len(shape), len(shape) - 1))
-    fault = draw(st.sampled_from(["dtype", "container", "0-dim", "mask dtype", "mask array", "mask shape",
-                                  "mask larger", "dim range", "dim type"]))
+    fault = draw(
+        st.sampled_from(
+            [
+                "dtype",
+                "container",
+                "0-dim",
+                "mask dtype",
+                "mask array",
+                "mask shape",
+                "mask larger",
+                "dim range",
+                "dim type",
+            ]
+        )
+    )
     if fault == "dtype":
-        return (z.to(draw(st.sampled_from(_NOT_FLOAT))), None, dim, TypeError,
-                r"scores has dtype torch\.\w+; allowed: float16, bfloat16, float32, float64")
+        return (
+            z.to(draw(st.sampled_from(_NOT_FLOAT))),
+            None,
+            dim,
+            TypeError,
+            r"scores has dtype torch\.\w+; allowed: float16, bfloat16, float32, float64",
+        )
     if fault == "container":
-        return draw(st.sampled_from([z.tolist(), z.float().numpy()])), None, dim, TypeError, \
-            r"scores must be a torch\.Tensor, got (list|ndarray)"
+        return (
+            draw(st.sampled_from([z.tolist(), z.float().numpy()])),
+            None,
+            dim,
+            TypeError,
+            r"scores must be a torch\.Tensor, got (list|ndarray)",
+        )
     if fault == "0-dim":
         return z.reshape(-1)[0], None, -1, ValueError, r"scores must have at least one dimension"
     if fault == "mask dtype":
@@ -183,11 +217,16 @@ def bad_calls(draw):
     if fault == "mask shape":
         axis = draw(st.integers(0, len(shape) - 1))
         if shape[axis] == 1:  # a mask axis longer than a scores axis of 1 would enlarge, not clash
-            z = z.expand(*shape[:axis], 2, *shape[axis + 1:]).contiguous()
+            z = z.expand(*shape[:axis], 2, *shape[axis + 1 :]).contiguous()
         wrong = list(z.shape)
         wrong[axis] += draw(st.integers(1, 3))
-        return z, torch.ones(wrong, dtype=torch.bool), dim, ValueError, \
-            rf"mask shape \({', '.join(map(str, wrong))},?\) does not broadcast to scores shape"
+        return (
+            z,
+            torch.ones(wrong, dtype=torch.bool),
+            dim,
+            ValueError,
+            rf"mask shape \({', '.join(map(str, wrong))},?\) does not broadcast to scores shape",
+        )
     if fault == "mask larger":
         mask = torch.ones((draw(st.integers(1, 3)), *shape), dtype=torch.bool)
         if mask.shape[0] == 1:

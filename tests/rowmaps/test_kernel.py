@@ -94,8 +94,13 @@ def test_thread_count_does_not_change_a_bit(built):
     assert all(torch.equal(a, b) for a, b in zip(one, two, strict=True))
 
 
-@pytest.mark.parametrize("env,why", [({"ATTNLAB_KERNEL": "0"}, "turned off by ATTNLAB_KERNEL=0"),
-                                     ({"CC": "/nonexistent/cc"}, "could not build or load it")])
+@pytest.mark.parametrize(
+    "env,why",
+    [
+        ({"ATTNLAB_KERNEL": "0"}, "turned off by ATTNLAB_KERNEL=0"),
+        ({"CC": "/nonexistent/cc"}, "could not build or load it"),
+    ],
+)
 def test_without_the_kernel_entmax_falls_back_with_a_reason(fresh_cache, monkeypatch, env, why):
     z = _rows(300, 1.0, torch.float32, seed=9)
     for key, value in env.items():

@@ -8,7 +8,13 @@ import torch
 
 from attnlab import rowmaps
 from rowmaps.rowmap_refs import (
-    UNIT, assert_close_np, np64, ref_relu_power, ref_reluattn, ref_sigmoid, ref_softmax,
+    UNIT,
+    assert_close_np,
+    np64,
+    ref_relu_power,
+    ref_reluattn,
+    ref_sigmoid,
+    ref_softmax,
     ref_wortsman,
 )
 
@@ -41,8 +47,7 @@ def _check(rm, ref, dtype, msg, rtol=0.0):
             for m in (None, mask):
                 out = rm(z, m)
                 assert out.dtype == dtype and out.shape == z.shape
-                assert_close_np(out, ref(z, m), TOL[dtype], rtol,
-                                msg=f"{msg} n={n} s={scale} mask={m is not None}:")
+                assert_close_np(out, ref(z, m), TOL[dtype], rtol, msg=f"{msg} n={n} s={scale} mask={m is not None}:")
             assert (np64(out)[~mask.numpy()] == 0).all()
 
 
@@ -65,9 +70,10 @@ def test_relu_dead_row_with_masked_keys():
         for p in POWERS:
             for b in BIASES:
                 bb = float(b)
-                z = torch.tensor([[-0.5 - bb, -2.0 - bb, 3.0, -1.0 - bb],
-                                  [-0.5 - bb, float("-inf"), -2.0 - bb, -0.125 - bb]],
-                                 dtype=torch.float64).to(dtype)
+                z = torch.tensor(
+                    [[-0.5 - bb, -2.0 - bb, 3.0, -1.0 - bb], [-0.5 - bb, float("-inf"), -2.0 - bb, -0.125 - bb]],
+                    dtype=torch.float64,
+                ).to(dtype)
                 mask = torch.tensor([[True, True, False, True], [True, True, True, True]])
                 for dead in ("zeros", "uniform", "softmax"):
                     out = rowmaps.get(f"relu_p{p}_b{b}", dead=dead)(z, mask)
@@ -93,8 +99,7 @@ def test_wortsman_matches_reference(p, by, dtype):
     rm = rowmaps.get(f"wortsman_p{p}_{by}")
     assert not rm.normalized
     # un-normalized: values reach ~(40)^2, so the float32 bound is relative (plus the absolute floor)
-    _check(rm, lambda z, m: ref_wortsman(z, m, p, by), dtype, f"wortsman_p{p}_{by}",
-           rtol=TOL[dtype])
+    _check(rm, lambda z, m: ref_wortsman(z, m, p, by), dtype, f"wortsman_p{p}_{by}", rtol=TOL[dtype])
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
@@ -109,8 +114,13 @@ def test_wortsman_and_reluattn_divisors():
     z = torch.tensor([[3.0, -1.0, 2.0, 5.0, float("-inf"), 1.0]], dtype=torch.float64)
     mask = torch.tensor([[True, True, True, False, True, True]])  # L = 4 (one masked, one -inf)
     r = np.array([3.0, 0.0, 2.0, 0.0, 0.0, 1.0])
-    cases = {"wortsman_p1_L": r / 4, "wortsman_p2_L": r**2 / 4, "wortsman_p1_sqrtL": r / 2,
-             "wortsman_p2_sqrtL": r**2 / 2, "reluattn": r / 2}
+    cases = {
+        "wortsman_p1_L": r / 4,
+        "wortsman_p2_L": r**2 / 4,
+        "wortsman_p1_sqrtL": r / 2,
+        "wortsman_p2_sqrtL": r**2 / 2,
+        "reluattn": r / 2,
+    }
     for name, expected in cases.items():
         assert np.abs(np64(rowmaps.get(name)(z, mask))[0] - expected).max() < 1e-15, name
     # L - 2 < 1 -> divide by 1
@@ -164,9 +174,14 @@ def test_relu_power_tiny_positive_maximum(dtype):
     """A row whose largest z + b is positive but subnormal is alive: finite weights on the simplex.
     (1 / r_max overflows to inf there, so a scale-by-1/r_max implementation must guard it.)"""
     tiny = torch.finfo(dtype).tiny
-    rows = torch.tensor([[tiny / 2**20, 0.0, -1.0],            # smallest subnormals
-                         [tiny / 4, tiny / 8, -3.0],           # two subnormal keys
-                         [tiny * 0.5, tiny * 0.25, tiny * 0.125]], dtype=torch.float64).to(dtype)
+    rows = torch.tensor(
+        [
+            [tiny / 2**20, 0.0, -1.0],  # smallest subnormals
+            [tiny / 4, tiny / 8, -3.0],  # two subnormal keys
+            [tiny * 0.5, tiny * 0.25, tiny * 0.125],
+        ],
+        dtype=torch.float64,
+    ).to(dtype)
     for p in POWERS:
         out = rowmaps.get(f"relu_p{p}_b0")(rows)
         assert_close_np(out, ref_relu_power(rows, None, p, 0.0), TOL[dtype], msg=f"p={p}:")
@@ -239,13 +254,13 @@ def test_sigmoid_underflow_regime(b, dtype):
     bb = float(b)
     g = torch.Generator().manual_seed(13)
     rows = [
-        -200 - bb + torch.randn(17, generator=g, dtype=torch.float64),        # ~ -200
-        -200 - bb + 10 * torch.randn(17, generator=g, dtype=torch.float64),   # wide, ~ -200
-        -60 - bb + 3 * torch.randn(17, generator=g, dtype=torch.float64),     # around float32 switch
-        -90 - bb + 40 * torch.rand(17, generator=g, dtype=torch.float64),     # -90 .. -50
-        -600 - bb + 3 * torch.randn(17, generator=g, dtype=torch.float64),    # around float64 switch
-        -745 - bb + 2 * torch.randn(17, generator=g, dtype=torch.float64),    # exp underflows float64
-        -5 - bb + 30 * torch.randn(17, generator=g, dtype=torch.float64),     # mixed signs
+        -200 - bb + torch.randn(17, generator=g, dtype=torch.float64),  # ~ -200
+        -200 - bb + 10 * torch.randn(17, generator=g, dtype=torch.float64),  # wide, ~ -200
+        -60 - bb + 3 * torch.randn(17, generator=g, dtype=torch.float64),  # around float32 switch
+        -90 - bb + 40 * torch.rand(17, generator=g, dtype=torch.float64),  # -90 .. -50
+        -600 - bb + 3 * torch.randn(17, generator=g, dtype=torch.float64),  # around float64 switch
+        -745 - bb + 2 * torch.randn(17, generator=g, dtype=torch.float64),  # exp underflows float64
+        -5 - bb + 30 * torch.randn(17, generator=g, dtype=torch.float64),  # mixed signs
     ]
     z = torch.stack(rows).to(dtype)
     out = rm(z)
@@ -287,8 +302,18 @@ def test_relu_power_gradcheck(p, b, with_mask):
     assert torch.autograd.gradcheck(lambda x: rm(x, mask), (z,))
 
 
-@pytest.mark.parametrize("name", ["sigmoid_b0", "sigmoid_b1.5", "wortsman_p1_L", "wortsman_p2_L",
-                                  "wortsman_p1_sqrtL", "wortsman_p2_sqrtL", "reluattn"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "sigmoid_b0",
+        "sigmoid_b1.5",
+        "wortsman_p1_L",
+        "wortsman_p2_L",
+        "wortsman_p1_sqrtL",
+        "wortsman_p2_sqrtL",
+        "reluattn",
+    ],
+)
 @pytest.mark.parametrize("with_mask", [False, True], ids=["nomask", "mask"])
 def test_pointwise_gradcheck(name, with_mask):
     rm = rowmaps.get(name)
@@ -333,7 +358,7 @@ def test_relu_power_backward_at_subnormal_rows_keeps_zero_weight_keys_at_zero(dt
     # d y_0 / d z_j = (p / r_j) y_j (delta_0j - y_0) on the weighted keys j = 0, 2, in float64
     r = np64(x.detach())[0]
     q = r.clip(0) / r.max()  # r^p itself underflows
-    w = q ** p / (q ** p).sum()
+    w = q**p / (q**p).sum()
     with np.errstate(over="ignore"):  # divided last: where the value itself overflows, inf
         ref = np.array([p * w[0] * (1 - w[0]) / r[0], 0.0, -p * w[2] * w[0] / r[2]])
     big = np.abs(ref) > torch.finfo(dtype).max

@@ -24,14 +24,29 @@ def _resolved(name, **opts):
 
 # (id, rowmap): every family's example, plus more parameters and options.
 MAPS = [(f.example, _resolved(f.example)) for f in FAMILIES.values()] + [
-    (f"{name} {opts}" if opts else name, _resolved(name, **opts)) for name, opts in [
-        ("entmax_a1", {}), ("entmax_a1.25", {}), ("entmax_a3", {}), ("entmax_a1.01", {}),
-        ("entmax_a1.5", {"method": "sort"}), ("sparsemax", {"method": "sort"}),
-        ("relu_p16_b0", {}), ("relu_p1_b-0.3", {}), ("relu_p2_b-1", {"dead": "uniform"}),
-        ("relu_p8_b0.5", {"dead": "softmax"}), ("relu_p4_bauto", {}),
-        ("sigmoid_b1.5", {}), ("sigmoid_bauto", {}),
-        ("wortsman_p1_L", {}), ("wortsman_p2_L", {}), ("wortsman_p1_sqrtL", {}),
-        ("softmax_t2", {}), ("ssmax_s1", {}), ("logn_xi2_n8", {}), ("topk_k1", {}), ("topk_k3", {}),
+    (f"{name} {opts}" if opts else name, _resolved(name, **opts))
+    for name, opts in [
+        ("entmax_a1", {}),
+        ("entmax_a1.25", {}),
+        ("entmax_a3", {}),
+        ("entmax_a1.01", {}),
+        ("entmax_a1.5", {"method": "sort"}),
+        ("sparsemax", {"method": "sort"}),
+        ("relu_p16_b0", {}),
+        ("relu_p1_b-0.3", {}),
+        ("relu_p2_b-1", {"dead": "uniform"}),
+        ("relu_p8_b0.5", {"dead": "softmax"}),
+        ("relu_p4_bauto", {}),
+        ("sigmoid_b1.5", {}),
+        ("sigmoid_bauto", {}),
+        ("wortsman_p1_L", {}),
+        ("wortsman_p2_L", {}),
+        ("wortsman_p1_sqrtL", {}),
+        ("softmax_t2", {}),
+        ("ssmax_s1", {}),
+        ("logn_xi2_n8", {}),
+        ("topk_k1", {}),
+        ("topk_k3", {}),
     ]
 ]
 IDS = [i for i, _ in MAPS]
@@ -48,13 +63,13 @@ def _exact_unnormalized(rm, z, allowed_mask):
 # --- strategies --------------------------------------------------------------------------------
 
 _ELEMENT = st.one_of(
-    st.floats(-1e4, 1e4, allow_nan=False, allow_infinity=False),       # large magnitudes
+    st.floats(-1e4, 1e4, allow_nan=False, allow_infinity=False),  # large magnitudes
     st.floats(-1e4, 1e4, allow_nan=False, allow_infinity=False),
     st.floats(-6, 6, allow_nan=False, allow_infinity=False),
-    st.floats(-1e-3, 1e-3, allow_nan=False, allow_infinity=False),     # tiny
-    st.sampled_from([0.0, 1.0, -1.0, 2.5, -0.5, 3.55]),                 # ties
+    st.floats(-1e-3, 1e-3, allow_nan=False, allow_infinity=False),  # tiny
+    st.sampled_from([0.0, 1.0, -1.0, 2.5, -0.5, 3.55]),  # ties
     st.sampled_from([0.0, 1.0, -1.0, 2.5, -0.5, 3.55]),
-    st.sampled_from([-math.inf, math.nan]),                             # specials
+    st.sampled_from([-math.inf, math.nan]),  # specials
 )
 
 
@@ -72,8 +87,7 @@ def row_batches(draw, min_rank=2):
     if kind == "broadcast":
         m = draw(st.lists(st.booleans(), min_size=n, max_size=n))
         return z, torch.tensor(m, dtype=torch.bool).reshape(1, n)
-    m = draw(st.lists(st.lists(st.booleans(), min_size=n, max_size=n), min_size=rows,
-                      max_size=rows))
+    m = draw(st.lists(st.lists(st.booleans(), min_size=n, max_size=n), min_size=rows, max_size=rows))
     mask = torch.tensor(m, dtype=torch.bool).reshape(rows, n)
     # make fully masked and single-key rows common
     special = draw(st.sampled_from(["as_is", "none_allowed", "one_allowed"]))
@@ -86,6 +100,7 @@ def row_batches(draw, min_rank=2):
 
 
 # --- the properties ------------------------------------------------------------------------------
+
 
 def check_row_properties(rm, z, mask, out):
     """All properties that hold for one call; see the module docstring."""
@@ -130,15 +145,23 @@ def check_row_properties(rm, z, mask, out):
         # float16's range (65504), where the only faithful fp16 result is +inf. So finiteness is
         # required only where the float64 value of the same input fits the dtype (with 1% margin
         # for the rounding of the float32 computation); beyond that only "not NaN, >= 0" holds.
-        exact = _exact_unnormalized(rm, z[torch.from_numpy(clean)], None if mask is None else
-                                    torch.from_numpy(np.ascontiguousarray(by_mask[clean])))
+        exact = _exact_unnormalized(
+            rm,
+            z[torch.from_numpy(clean)],
+            None if mask is None else torch.from_numpy(np.ascontiguousarray(by_mask[clean])),
+        )
         fits = exact < 0.99 * torch.finfo(dtype).max
         assert np.isfinite(oc[fits]).all(), "non-finite value that fits the dtype"
 
 
 # derandomize: the same examples on every run (CI-stable); database=None: nothing written to disk.
-SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 @pytest.mark.usefixtures("kernel_path")
@@ -156,7 +179,7 @@ def test_row_properties(rm, data):
 def test_dim_argument(rm, data, dim):
     """rm(z, mask, dim=d) == rm(z moved so d is last, mask likewise) moved back; shape (R, n, 2)."""
     z, mask = data
-    z3 = torch.stack([z, z.flip(-1)], dim=-1)               # (R, n, 2)
+    z3 = torch.stack([z, z.flip(-1)], dim=-1)  # (R, n, 2)
     m3 = None if mask is None else torch.stack([mask, mask.flip(-1)], dim=-1).expand(z3.shape)
     zt = z3.movedim(dim, -1)
     mt = None if m3 is None else m3.movedim(dim, -1)
@@ -170,18 +193,21 @@ def test_dim_argument(rm, data, dim):
 # --- deterministic edge rows, every map x every dtype ---------------------------------------------
 
 INF, NAN = math.inf, math.nan
-EDGE_ROWS = torch.tensor([
-    [1e4, -1e4, 3.0, 3.0, 0.0],          # huge spread, a tie
-    [2.0, 2.0, 2.0, 2.0, 2.0],           # all tied
-    [-INF, 1.0, -INF, 0.5, 2.0],         # -inf keys
-    [-INF, -INF, -INF, -INF, -INF],      # no allowed key
-    [-INF, -INF, 7.0, -INF, -INF],       # single allowed key
-    [1.0, NAN, 0.0, 2.0, -1.0],          # NaN at an allowed key -> all NaN
-    [1.0, 0.5, NAN, 2.0, -1.0],          # NaN at a masked key (mask below) -> ignored
-    [-1e4, -1e4 + 1, -9999.5, -1e4, -1e4],  # very negative
-    [1e-3, -1e-3, 5e-4, 0.0, 2e-4],      # tiny
-    [-0.5, -2.0, -3.0, -0.1, -1.0],      # all negative (ReLU-dead for b <= 0.1)
-], dtype=torch.float64)
+EDGE_ROWS = torch.tensor(
+    [
+        [1e4, -1e4, 3.0, 3.0, 0.0],  # huge spread, a tie
+        [2.0, 2.0, 2.0, 2.0, 2.0],  # all tied
+        [-INF, 1.0, -INF, 0.5, 2.0],  # -inf keys
+        [-INF, -INF, -INF, -INF, -INF],  # no allowed key
+        [-INF, -INF, 7.0, -INF, -INF],  # single allowed key
+        [1.0, NAN, 0.0, 2.0, -1.0],  # NaN at an allowed key -> all NaN
+        [1.0, 0.5, NAN, 2.0, -1.0],  # NaN at a masked key (mask below) -> ignored
+        [-1e4, -1e4 + 1, -9999.5, -1e4, -1e4],  # very negative
+        [1e-3, -1e-3, 5e-4, 0.0, 2e-4],  # tiny
+        [-0.5, -2.0, -3.0, -0.1, -1.0],  # all negative (ReLU-dead for b <= 0.1)
+    ],
+    dtype=torch.float64,
+)
 EDGE_MASK = torch.ones(EDGE_ROWS.shape, dtype=torch.bool)
 EDGE_MASK[6, 2] = False
 EDGE_MASK[9, 0] = False
@@ -214,16 +240,29 @@ def test_plus_inf_keys_split_evenly(rm):
 
 
 def test_maps_cover_every_family():
-    assert {m.family for _, m in MAPS} >= {"softmax", "ssmax", "logn", "topk", "entmax", "relu_p",
-                                          "sigmoid", "wortsman", "reluattn"}
+    assert {m.family for _, m in MAPS} >= {
+        "softmax",
+        "ssmax",
+        "logn",
+        "topk",
+        "entmax",
+        "relu_p",
+        "sigmoid",
+        "wortsman",
+        "reluattn",
+    }
     assert all(f.example in IDS for f in FAMILIES.values())
 
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("kernel_path")
 @pytest.mark.parametrize("rm", [m for _, m in MAPS], ids=IDS)
-@settings(max_examples=300, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=300,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(data=row_batches())
 def test_row_properties_long(rm, data):
     """The same properties on many more (random, not derandomized) examples; `pytest -m slow`."""

@@ -35,24 +35,27 @@ def test_families_have_distinct_examples_and_metadata():
         assert f.formula and f.source and f.params
 
 
-@pytest.mark.parametrize("name,family,params", [
-    ("relu_p4_b3.55", "relu_p", {"p": 4.0, "b": 3.55}),
-    ("relu_p2_b-1", "relu_p", {"p": 2.0, "b": -1.0}),
-    ("relu_p2_b-0.3", "relu_p", {"p": 2.0, "b": -0.3}),
-    ("relu_p16_b0", "relu_p", {"p": 16.0, "b": 0.0}),
-    ("relu_p1.5_b1e-2", "relu_p", {"p": 1.5, "b": 0.01}),
-    ("sigmoid_b1.5", "sigmoid", {"b": 1.5}),
-    ("sigmoid_b-2", "sigmoid", {"b": -2.0}),
-    ("entmax_a1.5", "entmax", {"alpha": 1.5}),
-    ("entmax_a3", "entmax", {"alpha": 3.0}),
-    ("sparsemax", "entmax", {"alpha": 2.0}),
-    ("softmax_t0.5", "softmax", {"t": 0.5}),
-    ("ssmax_s0.43", "ssmax", {"s": 0.43}),
-    ("logn_xi2_n8192", "logn", {"xi": 2.0, "n_train": 8192.0}),
-    ("topk_k3", "topk", {"k": 3}),
-    ("wortsman_p2_sqrtL", "wortsman", {"p": 2.0, "by": "sqrtL"}),
-    ("wortsman_p1_L", "wortsman", {"p": 1.0, "by": "L"}),
-])
+@pytest.mark.parametrize(
+    "name,family,params",
+    [
+        ("relu_p4_b3.55", "relu_p", {"p": 4.0, "b": 3.55}),
+        ("relu_p2_b-1", "relu_p", {"p": 2.0, "b": -1.0}),
+        ("relu_p2_b-0.3", "relu_p", {"p": 2.0, "b": -0.3}),
+        ("relu_p16_b0", "relu_p", {"p": 16.0, "b": 0.0}),
+        ("relu_p1.5_b1e-2", "relu_p", {"p": 1.5, "b": 0.01}),
+        ("sigmoid_b1.5", "sigmoid", {"b": 1.5}),
+        ("sigmoid_b-2", "sigmoid", {"b": -2.0}),
+        ("entmax_a1.5", "entmax", {"alpha": 1.5}),
+        ("entmax_a3", "entmax", {"alpha": 3.0}),
+        ("sparsemax", "entmax", {"alpha": 2.0}),
+        ("softmax_t0.5", "softmax", {"t": 0.5}),
+        ("ssmax_s0.43", "ssmax", {"s": 0.43}),
+        ("logn_xi2_n8192", "logn", {"xi": 2.0, "n_train": 8192.0}),
+        ("topk_k3", "topk", {"k": 3}),
+        ("wortsman_p2_sqrtL", "wortsman", {"p": 2.0, "by": "sqrtL"}),
+        ("wortsman_p1_L", "wortsman", {"p": 1.0, "by": "L"}),
+    ],
+)
 def test_parameters_parse(name, family, params):
     rm = rowmaps.get(name)
     assert rm.family == family
@@ -75,25 +78,41 @@ def test_unknown_name_lists_examples():
         assert f.example in msg
 
 
-@pytest.mark.parametrize("name", ["relu_p4", "relu_p4_bx", "entmax", "entmax_a", "topk_k-1",
-                                  "wortsman_p2_n", "SOFTMAX", "softmax ", "", "relu_p_b1"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "relu_p4",
+        "relu_p4_bx",
+        "entmax",
+        "entmax_a",
+        "topk_k-1",
+        "wortsman_p2_n",
+        "SOFTMAX",
+        "softmax ",
+        "",
+        "relu_p_b1",
+    ],
+)
 def test_malformed_names_rejected(name):
     with pytest.raises(ValueError, match="unknown row map"):
         rowmaps.get(name)
 
 
-@pytest.mark.parametrize("name,words", [
-    ("entmax_a0.5", ["alpha", "[1, 4]"]),
-    ("entmax_a0.999", ["alpha"]),
-    ("softmax_t0", ["temperature"]),
-    ("softmax_t-1", ["temperature"]),
-    ("ssmax_s0", ["scale"]),
-    ("relu_p0_b1", ["degree"]),
-    ("relu_p-2_b1", ["degree"]),
-    ("wortsman_p0_L", ["degree"]),
-    ("topk_k0", ["k"]),
-    ("logn_xi2_n1", ["n_train"]),
-])
+@pytest.mark.parametrize(
+    "name,words",
+    [
+        ("entmax_a0.5", ["alpha", "[1, 4]"]),
+        ("entmax_a0.999", ["alpha"]),
+        ("softmax_t0", ["temperature"]),
+        ("softmax_t-1", ["temperature"]),
+        ("ssmax_s0", ["scale"]),
+        ("relu_p0_b1", ["degree"]),
+        ("relu_p-2_b1", ["degree"]),
+        ("wortsman_p0_L", ["degree"]),
+        ("topk_k0", ["k"]),
+        ("logn_xi2_n1", ["n_train"]),
+    ],
+)
 def test_bad_parameters_name_the_problem(name, words):
     with pytest.raises(ValueError) as err:
         rowmaps.get(name)
@@ -169,8 +188,10 @@ def test_non_tensor_scores_rejected():
         rowmaps.get("softmax")([[1.0, 2.0]])
 
 
-@pytest.mark.parametrize("mask", [torch.ones(2, 3, dtype=torch.int64), torch.ones(2, 3),
-                                  torch.ones(2, 3, dtype=torch.uint8), [[True] * 3] * 2])
+@pytest.mark.parametrize(
+    "mask",
+    [torch.ones(2, 3, dtype=torch.int64), torch.ones(2, 3), torch.ones(2, 3, dtype=torch.uint8), [[True] * 3] * 2],
+)
 def test_non_bool_mask_rejected(mask):
     with pytest.raises(TypeError, match="bool"):
         rowmaps.get("softmax")(torch.zeros(2, 3), mask)
@@ -252,7 +273,8 @@ def test_user_family_registers_once_and_builds_like_a_builtin():
 def test_user_family_example_must_match_its_pattern():
     with pytest.raises(ValueError, match="does not match"):
         rowmaps.register("bad_test", pattern=r"bad_(\d+)", example="bad_x", formula="f", source="s")(
-            lambda name, m: ({}, None))
+            lambda name, m: ({}, None)
+        )
     assert "bad_test" not in FAMILIES
 
 

@@ -133,8 +133,7 @@ def test_asentmax_attend_is_entmax_of_scaled_scores(per_head, alpha):
     out = mod.attend(scores, x, mask)
     assert_close_np(out, ref_entmax(np64(scores) * mult[..., None], mask, alpha), 1e-10)
     mult = ref_multiplier(x, mod.w_beta, mod.w_gamma, np.full((3, H, Q), K), 1.0, 1.0, per_head)
-    assert_close_np(mod.attend(scores, x), ref_entmax(np64(scores) * mult[..., None], None, alpha),
-                    1e-10)
+    assert_close_np(mod.attend(scores, x), ref_entmax(np64(scores) * mult[..., None], None, alpha), 1e-10)
 
 
 def test_asentmax_float32_module():
@@ -196,9 +195,12 @@ def test_gradcheck_through_weights(cls, per_head):
         scaled = functional_call(mod, {"w_beta": wb, "w_gamma": wg}, (sc, xx, mask))
         return mod.row_map(scaled, mask)
 
-    inputs = (mod.w_beta.detach().clone().requires_grad_(),
-              mod.w_gamma.detach().clone().requires_grad_(),
-              scores.requires_grad_(), x.requires_grad_())
+    inputs = (
+        mod.w_beta.detach().clone().requires_grad_(),
+        mod.w_gamma.detach().clone().requires_grad_(),
+        scores.requires_grad_(),
+        x.requires_grad_(),
+    )
     assert torch.autograd.gradcheck(weights_fn, inputs)
 
 

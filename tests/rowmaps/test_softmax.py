@@ -30,11 +30,11 @@ def _data(rows, n, scale, seed, dtype):
     g = torch.Generator().manual_seed(seed)
     z = (torch.randn(rows, n, generator=g, dtype=torch.float64) * scale).to(dtype)
     mask = torch.rand(rows, n, generator=g) > 0.35
-    mask[0] = True                 # every key allowed
+    mask[0] = True  # every key allowed
     if rows > 2:
-        mask[1] = False            # no allowed key
+        mask[1] = False  # no allowed key
         mask[2] = False
-        mask[2, n // 2] = True     # exactly one allowed key
+        mask[2, n // 2] = True  # exactly one allowed key
     return z, mask
 
 
@@ -71,8 +71,10 @@ def test_length_scalings_use_allowed_keys_not_row_length():
     z = torch.tensor([[2.0, 1.0, 0.5, -1.0] + [0.0] * 28], dtype=torch.float64)
     mask = torch.zeros_like(z, dtype=torch.bool)
     mask[0, :4] = True  # L = 4 of 32 keys
-    for name, scale in (("ssmax_s0.43", lambda L: 0.43 * math.log(L)),
-                        ("logn_xi2_n2", lambda L: max(1.0, math.log(L) / math.log(2)) ** 2)):
+    for name, scale in (
+        ("ssmax_s0.43", lambda L: 0.43 * math.log(L)),
+        ("logn_xi2_n2", lambda L: max(1.0, math.log(L) / math.log(2)) ** 2),
+    ):
         out = np64(rowmaps.get(name)(z, mask))[0, :4]
         v = np.array([2.0, 1.0, 0.5, -1.0]) * scale(4)
         expected = np.exp(v - v.max()) / np.exp(v - v.max()).sum()
@@ -94,17 +96,18 @@ def test_logn_is_plain_softmax_up_to_n_train():
 
 
 def test_topk_keeps_all_ties_at_kth_value():
-    z = torch.tensor([[5.0, 3.0, 3.0, 3.0, 1.0, 0.0],
-                      [3.0, 3.0, 3.0, 3.0, 3.0, 3.0],
-                      [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]], dtype=torch.float64)
+    z = torch.tensor(
+        [[5.0, 3.0, 3.0, 3.0, 1.0, 0.0], [3.0, 3.0, 3.0, 3.0, 3.0, 3.0], [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]],
+        dtype=torch.float64,
+    )
     out = np64(rowmaps.get("topk_k3")(z))
     e = math.exp(5.0) + 3 * math.exp(3.0)
-    assert np.allclose(out[0], [math.exp(5) / e, math.exp(3) / e, math.exp(3) / e,
-                                math.exp(3) / e, 0, 0], atol=1e-14, rtol=0)
+    assert np.allclose(
+        out[0], [math.exp(5) / e, math.exp(3) / e, math.exp(3) / e, math.exp(3) / e, 0, 0], atol=1e-14, rtol=0
+    )
     assert np.allclose(out[1], np.full(6, 1 / 6), atol=1e-14, rtol=0)
     e3 = math.exp(4) + math.exp(5) + math.exp(6)
-    assert np.allclose(out[2], [0, 0, 0, math.exp(4) / e3, math.exp(5) / e3, math.exp(6) / e3],
-                       atol=1e-14, rtol=0)
+    assert np.allclose(out[2], [0, 0, 0, math.exp(4) / e3, math.exp(5) / e3, math.exp(6) / e3], atol=1e-14, rtol=0)
     # key order does not matter
     perm = torch.tensor([3, 0, 5, 1, 4, 2])
     assert np.array_equal(np64(rowmaps.get("topk_k3")(z[:, perm])), out[:, perm.numpy()])
@@ -131,8 +134,10 @@ def test_gradcheck(name, with_mask):
     g = torch.Generator().manual_seed(7)
     # n = 12 > n_train = 8 so logn's multiplier is active; values well separated so the top-k set is
     # stable under the finite-difference step.
-    z = (torch.randperm(12, generator=g).double().reshape(1, 12).repeat(2, 1) * 0.3
-         + 0.01 * torch.randn(2, 12, generator=g, dtype=torch.float64)).requires_grad_()
+    z = (
+        torch.randperm(12, generator=g).double().reshape(1, 12).repeat(2, 1) * 0.3
+        + 0.01 * torch.randn(2, 12, generator=g, dtype=torch.float64)
+    ).requires_grad_()
     mask = None
     if with_mask:
         mask = torch.rand(2, 12, generator=g) > 0.25
@@ -144,8 +149,11 @@ def test_gradient_matches_softmax_jacobian_for_scaled_maps():
     """d softmax(c z)/dz = c (diag(p) - p p^T) for the length-scaled maps, c from L."""
     g = torch.Generator().manual_seed(9)
     z = torch.randn(20, generator=g, dtype=torch.float64)
-    for name, c in (("softmax_t0.5", 2.0), ("ssmax_s0.43", 0.43 * math.log(20)),
-                    ("logn_xi2_n8", (math.log(20) / math.log(8)) ** 2)):
+    for name, c in (
+        ("softmax_t0.5", 2.0),
+        ("ssmax_s0.43", 0.43 * math.log(20)),
+        ("logn_xi2_n8", (math.log(20) / math.log(8)) ** 2),
+    ):
         jac = torch.autograd.functional.jacobian(rowmaps.get(name), z).numpy()
         p = ref_softmax(z, None, lambda L: c)
         assert np.abs(jac - c * (np.diag(p) - np.outer(p, p))).max() < 1e-12, name

@@ -40,10 +40,12 @@ MULTS = {"copy": (1, 2, 4), "reverse": (1, 1.5, 2, 4), "mqmtar": (1, 2, 4, 16), 
 
 
 def _frames(*runs):
-    acc = pd.DataFrame([r for a, _ in runs for r in a],
-                       columns=["task", "variant", "seed", "best", "multiple", "score"])
-    rows = pd.DataFrame([r for _, b in runs for r in b],
-                        columns=["task", "variant", "seed", "multiple", "row", "score", "untrained"])
+    acc = pd.DataFrame(
+        [r for a, _ in runs for r in a], columns=["task", "variant", "seed", "best", "multiple", "score"]
+    )
+    rows = pd.DataFrame(
+        [r for _, b in runs for r in b], columns=["task", "variant", "seed", "multiple", "row", "score", "untrained"]
+    )
     return acc, rows
 
 
@@ -58,8 +60,10 @@ def _copy(*extra):
 def test_the_copy_control_is_decided_on_the_reported_seed_against_its_untrained_model():
     good = _copy()
     assert good.verdict == "reproduced" and good.null.passes is False and good.null.outcome == "0.0% at 2x, 0.0% at 4x"
-    assert "Reported seed 0 (chosen by exact match at the selection multiple): 100.0% in distribution, 100.0% at 2x, " \
+    assert (
+        "Reported seed 0 (chosen by exact match at the selection multiple): 100.0% in distribution, 100.0% at 2x, "
         "99.0% at 4x" in good.evidence
+    )
     short = study_lengthgen.copy_finding(*_frames(_run("copy", "softmax", [(100, 95, 89)])))
     assert short.verdict == "not reproduced"
     # the paper's in-distribution level: 98% is not learned
@@ -74,20 +78,30 @@ def test_the_paired_rule_fires_at_most_5_percent_under_no_difference_at_the_budg
     for seeds in (2, 3):
         for multiples in (1, 3, 7):
             for shape in ("spread", "bimodal", "zero"):
-                rate = false_positive_rate(lengthgen_rule.paired_rule, lambda rng: lengthgen_rule.draw_no_difference(
-                    rng, seeds=seeds, multiples=multiples, rows=N, shape=shape), trials=600, seed=seeds)
+                rate = false_positive_rate(
+                    lengthgen_rule.paired_rule,
+                    lambda rng: lengthgen_rule.draw_no_difference(
+                        rng, seeds=seeds, multiples=multiples, rows=N, shape=shape
+                    ),
+                    trials=600,
+                    seed=seeds,
+                )
                 assert rate <= FPR_MAX, (seeds, multiples, shape, rate)
     # the same null is not an easy one: "every seed ahead at some multiple" fires far more often
-    naive = false_positive_rate(lambda deltas: any((d.mean(1) > 0).all() for d in deltas),
-                                lambda rng: lengthgen_rule.draw_no_difference(rng, seeds=2, multiples=3, rows=N),
-                                trials=600)
+    naive = false_positive_rate(
+        lambda deltas: any((d.mean(1) > 0).all() for d in deltas),
+        lambda rng: lengthgen_rule.draw_no_difference(rng, seeds=2, multiples=3, rows=N),
+        trials=600,
+    )
     assert naive > 3 * FPR_MAX
 
 
 def test_the_rule_sees_a_consistent_gap_and_its_null_control_does_not():
     rng = np.random.default_rng(0)
-    effect = [_run("reverse", "softmax", [(100, 30, 0, 0), (100, 40, 2, 0)], rng=rng),
-              _run("reverse", "asentmax", [(100, 100, 99, 95), (100, 99, 98, 97)], rng=rng)]
+    effect = [
+        _run("reverse", "softmax", [(100, 30, 0, 0), (100, 40, 2, 0)], rng=rng),
+        _run("reverse", "asentmax", [(100, 100, 99, 95), (100, 99, 98, 97)], rng=rng),
+    ]
     acc, rows = _frames(COPY_OK, *effect)
     comparisons, missing = lengthgen_findings.family(acc, rows, "asentmax")
     assert [(c["task"], c["multiple"]) for c in comparisons] == [("reverse", 1.5), ("reverse", 2), ("reverse", 4)]
@@ -107,15 +121,19 @@ def test_the_rule_sees_a_consistent_gap_and_its_null_control_does_not():
 
 
 def test_seeds_that_disagree_leave_the_headline_underpowered_with_its_mde():
-    split = [_run("reverse", "softmax", [(100, 0, 0, 0), (100, 50, 40, 30)]),
-             _run("reverse", "asentmax", [(100, 100, 99, 96), (100, 40, 20, 0)])]
+    split = [
+        _run("reverse", "softmax", [(100, 0, 0, 0), (100, 50, 40, 30)]),
+        _run("reverse", "asentmax", [(100, 100, 99, 96), (100, 40, 20, 0)]),
+    ]
     found = study_lengthgen.headline_finding(*_frames(COPY_OK, *split), _copy())
     assert found.verdict == "underpowered" and found.mde.value > 99.8 == found.mde.effect
 
 
 def test_the_copy_control_gates_the_comparisons_and_unreached_regimes_are_not_checked():
-    effect = [_run("reverse", "softmax", [(100, 30, 0, 0), (100, 40, 2, 0)]),
-              _run("reverse", "asentmax", [(100, 100, 99, 95), (100, 99, 98, 97)])]
+    effect = [
+        _run("reverse", "softmax", [(100, 30, 0, 0), (100, 40, 2, 0)]),
+        _run("reverse", "asentmax", [(100, 100, 99, 95), (100, 99, 98, 97)]),
+    ]
     failed = _run("copy", "softmax", [(100, 72, 9), (100, 0, 0)])
     acc, rows = _frames(failed, *effect)
     copy = study_lengthgen.copy_finding(acc, rows)
@@ -131,8 +149,10 @@ def test_the_copy_control_gates_the_comparisons_and_unreached_regimes_are_not_ch
     demo = study_lengthgen.headline_finding(*_frames(COPY_OK, *alone), _copy())
     assert demo.verdict == "not checked" and "reverse (1.5x, 2x, 4x): not trained" in demo.reason
     # one seed of a map learned to 99%: too few to pair
-    few = [_run("reverse", "softmax", [(100, 30, 0, 0), (98, 40, 2, 0)]),
-           _run("reverse", "asentmax", [(100, 100, 99, 95), (100, 99, 98, 97)])]
+    few = [
+        _run("reverse", "softmax", [(100, 30, 0, 0), (98, 40, 2, 0)]),
+        _run("reverse", "asentmax", [(100, 100, 99, 95), (100, 99, 98, 97)]),
+    ]
     lone = study_lengthgen.headline_finding(*_frames(COPY_OK, *few), _copy())
     assert lone.verdict == "not checked" and "1 paired seed(s) learned to 99%" in lone.reason
 
@@ -153,8 +173,16 @@ def test_alpha_entmax_is_judged_in_table_1s_direction_so_a_lead_on_copy_counts_a
 
 
 def test_the_theory_results_are_software_checks_that_can_fail():
-    checks = pd.DataFrame({"statement": ["Lemma 2: threshold", "Prop. 1: bound"], "setting": ["k=2", "n=64"],
-                           "predicted": [1.0, 2.0], "measured": [1.0, 2.5], "holds": [True, False], "n": [8, 64]})
+    checks = pd.DataFrame(
+        {
+            "statement": ["Lemma 2: threshold", "Prop. 1: bound"],
+            "setting": ["k=2", "n=64"],
+            "predicted": [1.0, 2.0],
+            "measured": [1.0, 2.5],
+            "holds": [True, False],
+            "n": [8, 64],
+        }
+    )
     failed = study_lengthgen.theory_finding(checks)
     assert failed.verdict == "check failed" and failed.is_check and failed.rule == lengthgen_findings.THEORY_RULE
     assert "Prop. 1: bound at n=64: predicted 2, measured 2.5" in failed.evidence
@@ -165,9 +193,17 @@ def test_the_theory_results_are_software_checks_that_can_fail():
 def tiny(monkeypatch):
     # one process: the bars are drawn in this one, and no worker has to start
     monkeypatch.setattr(study_lengthgen.os, "cpu_count", lambda: 1)
-    monkeypatch.setitem(study_lengthgen.BUDGETS, "smoke", study_lengthgen.Plan(
-        budget="smoke", samples=8, seeds=2, maps=("softmax", "entmax_a1.5"),
-        tasks={"copy": study_lengthgen.TaskPlan(train_len=3, eval_mult=(1, 2), steps=3, select_mult=2)}))
+    monkeypatch.setitem(
+        study_lengthgen.BUDGETS,
+        "smoke",
+        study_lengthgen.Plan(
+            budget="smoke",
+            samples=8,
+            seeds=2,
+            maps=("softmax", "entmax_a1.5"),
+            tasks={"copy": study_lengthgen.TaskPlan(train_len=3, eval_mult=(1, 2), steps=3, select_mult=2)},
+        ),
+    )
 
 
 def test_tiny_run_writes_tables_figures_and_resumes_without_retraining(tiny, tmp_path):
@@ -201,8 +237,7 @@ def test_summary_needs_only_the_csv_tables_and_configs(tiny, tmp_path):
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "accuracy.csv"), acc)
 
 
-def test_progress_draws_bars_only_on_a_terminal_and_a_log_gets_one_line_per_stage(tiny, tmp_path, capsys,
-                                                                                   monkeypatch):
+def test_progress_draws_bars_only_on_a_terminal_and_a_log_gets_one_line_per_stage(tiny, tmp_path, capsys, monkeypatch):
     import io
     import re
     import sys
@@ -248,8 +283,14 @@ def test_every_budgets_plan_builds_for_every_task_without_training(budget):
 def test_variants_below_half_in_distribution_are_named_not_learned():
     from attnlab.commands import lengthgen
 
-    acc = pd.DataFrame({"variant": ["softmax", "asentmax", "entmax_a1.5"], "seed": [0, 3, 0],
-                        "1x": [98.0, 49.9, 50.0], "2x": [1.0, 60.0, 0.0]})
+    acc = pd.DataFrame(
+        {
+            "variant": ["softmax", "asentmax", "entmax_a1.5"],
+            "seed": [0, 3, 0],
+            "1x": [98.0, 49.9, 50.0],
+            "2x": [1.0, 60.0, 0.0],
+        }
+    )
     assert lengthgen.not_learned(acc) == {"asentmax seed 3": 49.9}
     assert lengthgen.not_learned(acc.drop(columns="1x")) == {}
 
@@ -260,9 +301,17 @@ def test_the_demo_runs_the_reduced_demo_budget(monkeypatch, tmp_path):
     from attnlab.cli import main
 
     monkeypatch.setattr(study_lengthgen.os, "cpu_count", lambda: 1)
-    monkeypatch.setitem(study_lengthgen.BUDGETS, "demo", study_lengthgen.Plan(
-        budget="smoke", samples=4, seeds=1, maps=("softmax",),
-        tasks={"copy": study_lengthgen.TaskPlan(train_len=3, eval_mult=(1, 2), steps=2, select_mult=2)}))
+    monkeypatch.setitem(
+        study_lengthgen.BUDGETS,
+        "demo",
+        study_lengthgen.Plan(
+            budget="smoke",
+            samples=4,
+            seeds=1,
+            maps=("softmax",),
+            tasks={"copy": study_lengthgen.TaskPlan(train_len=3, eval_mult=(1, 2), steps=2, select_mult=2)},
+        ),
+    )
     assert main(["demo", "--studies", "lengthgen", "--models", "none", "--out", str(tmp_path), "--no-progress"]) == 0
     assert json.loads((tmp_path / "lengthgen" / "config.json").read_text())["budget"] == "demo"
     assert sorted(p.name for p in (tmp_path / "lengthgen" / "copy" / "cells").iterdir()) == ["softmax_seed0.json"]

@@ -60,7 +60,12 @@ def test_map_table_matches_a_hand_computation_on_a_known_row():
         else:
             assert math.isnan(record.entropy)
     assert table.set_index("name").normalized.to_dict() == {
-        "softmax": True, "sparsemax": True, "relu_p2_b0": True, "topk_k1": True, "reluattn": False}
+        "softmax": True,
+        "sparsemax": True,
+        "relu_p2_b0": True,
+        "topk_k1": True,
+        "reluattn": False,
+    }
 
 
 def test_entropy_is_over_the_nonzero_weights_in_nats():

@@ -21,9 +21,15 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 def claim(text: str, verdict: str, evidence: str) -> Finding:
     """A paper's claim as a study states it: with its rule, null control and MDE."""
-    return Finding(text, verdict, evidence, rule="the rule", null=Null("the null", False, "its outcome"),
-                   mde=MDE(None, None, "", "no effect size applies"),
-                   reason="the reason" if verdict in ("not checked", "underpowered") else "")
+    return Finding(
+        text,
+        verdict,
+        evidence,
+        rule="the rule",
+        null=Null("the null", False, "its outcome"),
+        mde=MDE(None, None, "", "no effect size applies"),
+        reason="the reason" if verdict in ("not checked", "underpowered") else "",
+    )
 
 
 def test_registry_has_one_study_per_paper_and_every_module_defines_both_steps():
@@ -43,8 +49,7 @@ def test_every_study_module_has_the_one_shape_and_declares_its_own_entry():
     import importlib
     import inspect
 
-    assert list(studies.STUDIES) == ["rowmaps", "concentration", "lengthgen", "specialization", "temperature",
-                                     "sinks"]
+    assert list(studies.STUDIES) == ["rowmaps", "concentration", "lengthgen", "specialization", "temperature", "sinks"]
     for name, study in studies.STUDIES.items():
         module = importlib.import_module(f"attnlab.studies.{name}")
         assert module.STUDY is study and study.name == name
@@ -63,16 +68,29 @@ def test_every_study_module_has_the_one_shape_and_declares_its_own_entry():
 
 def _echo_study(name="echo", **changed):
     """A user's study: compute writes one number, summarize reads it back into a finding."""
+
     def compute(cfg, folder, progress):
         (folder / "n.txt").write_text(str(cfg.seed + 41))
 
     def summarize(folder):
         n = int((folder / "n.txt").read_text())
-        return studies.section(name, folder, question="Is it 41?",
-                               findings=(claim("n is 41", "reproduced" if n == 41 else "not reproduced", str(n)),))
+        return studies.section(
+            name,
+            folder,
+            question="Is it 41?",
+            findings=(claim("n is 41", "reproduced" if n == 41 else "not reproduced", str(n)),),
+        )
 
-    return studies.Study(**{"name": name, "title": "Echo", "source": "Zhu et al. 2026", "compute": compute,
-                            "summarize": summarize, **changed})
+    return studies.Study(
+        **{
+            "name": name,
+            "title": "Echo",
+            "source": "Zhu et al. 2026",
+            "compute": compute,
+            "summarize": summarize,
+            **changed,
+        }
+    )
 
 
 def test_a_users_study_registers_runs_and_reports_and_taken_names_are_refused(tmp_path):
@@ -104,13 +122,16 @@ def test_a_study_must_cite_paper_keys_and_hand_over_functions():
         studies.register({"name": "echo"})
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"study": "nope"}, "unknown study 'nope'"),
-    ({"study": "temperature", "budget": "huge"}, "--budget must be one of smoke, full, demo"),
-    ({"study": "sinks", "budget": "demo"}, "study 'sinks' has no demo budget .* the studies with one: lengthgen"),
-    ({"study": "temperature", "seed": -1}, "--seed must be an int >= 0"),
-    ({"study": "lengthgen", "model": "some/folder"}, "takes no --model"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"study": "nope"}, "unknown study 'nope'"),
+        ({"study": "temperature", "budget": "huge"}, "--budget must be one of smoke, full, demo"),
+        ({"study": "sinks", "budget": "demo"}, "study 'sinks' has no demo budget .* the studies with one: lengthgen"),
+        ({"study": "temperature", "seed": -1}, "--seed must be an int >= 0"),
+        ({"study": "lengthgen", "model": "some/folder"}, "takes no --model"),
+    ],
+)
 def test_bad_config_is_a_clear_error(kwargs, message):
     with pytest.raises(StudyError, match=message):
         StudyConfig(**kwargs)
@@ -161,10 +182,17 @@ def _fake_study(folder, verdict="not reproduced"):
     fig, ax = plt.subplots()
     ax.plot([0, 1], [0, 1])
     save_figure(fig, folder / "f")
-    return Section(study="sinks", title="Sinks <b>", source="Attention Sinks Essential", question="q?",
-                   command="attnlab study sinks",
-                   findings=(claim("claim & more", verdict, "0.93 vs 0.02"),),
-                   tables=(Table("t", "the table"),), figures=(Figure("f", "the figure"),), notes=("a note",))
+    return Section(
+        study="sinks",
+        title="Sinks <b>",
+        source="Attention Sinks Essential",
+        question="q?",
+        command="attnlab study sinks",
+        findings=(claim("claim & more", verdict, "0.93 vs 0.02"),),
+        tables=(Table("t", "the table"),),
+        figures=(Figure("f", "the figure"),),
+        notes=("a note",),
+    )
 
 
 def test_page_is_self_contained_escaped_and_shows_every_part(tmp_path):
@@ -173,10 +201,10 @@ def test_page_is_self_contained_escaped_and_shows_every_part(tmp_path):
     section = _fake_study(tmp_path / "s")
     page = render([(section, tmp_path / "s")], title="T")
     assert "data:image/png;base64," in page and "<img" in page
-    assert "src=\"http" not in page and "<link" not in page
+    assert 'src="http' not in page and "<link" not in page
     assert "Sinks &lt;b&gt;" in page and "claim &amp; more" in page
     assert page.count('class="finding not-reproduced"') == 1
-    assert "<td class=\"num\">99</td>" in page and "<td class=\"text\">b</td>" in page
+    assert '<td class="num">99</td>' in page and '<td class="text">b</td>' in page
     assert "attnlab report" in page and "a note" in page and "the figure" in page
 
 
@@ -190,8 +218,8 @@ def test_an_identity_is_labelled_a_check_in_the_verdict_table_not_a_reproduced_f
     paper = _fake_study(tmp_path / "s", verdict="reproduced")
     assert not paper.findings[0].is_check
     page = render([(rowmaps, tmp_path / "rm"), (paper, tmp_path / "s")], title="T")
-    found = page[page.index("<h3>Findings</h3>"):page.index("<h3>Software checks</h3>")]
-    checks = page[page.index("<h3>Software checks</h3>"):page.index("</tbody>", page.index("<h3>Software checks"))]
+    found = page[page.index("<h3>Findings</h3>") : page.index("<h3>Software checks</h3>")]
+    checks = page[page.index("<h3>Software checks</h3>") : page.index("</tbody>", page.index("<h3>Software checks"))]
     assert '<td class="text check-passed">check passed</td>' in checks and "check passed" not in found
     assert '<td class="text">reproduced</td>' in found and found.count("reproduced") == 1
     assert page.count('class="finding check-passed"') == 1 and ".finding.check-passed" in page
@@ -306,8 +334,11 @@ def test_a_bad_model_is_refused_before_the_folder_is_claimed(tmp_path, capsys):
         (no_tokenizer / name).unlink(missing_ok=True)
     capsys.readouterr()
     out = tmp_path / "study"
-    for model, message in ((tmp_path / "missing", "neither a path nor a known model name"),
-                           (no_weights, "has no weights"), (no_tokenizer, "has no usable tokenizer")):
+    for model, message in (
+        (tmp_path / "missing", "neither a path nor a known model name"),
+        (no_weights, "has no weights"),
+        (no_tokenizer, "has no usable tokenizer"),
+    ):
         assert main(["study", "concentration", "--model", str(model), "--out", str(out), "--no-progress"]) == 1
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1 and "Traceback" not in err

@@ -30,6 +30,7 @@ RUNS = sinks.runs(PLAN)
 
 # ------------------------------------------------------------------------------------- per-input sinks
 
+
 def _fractions_by_loop(w: torch.Tensor, triggers: torch.Tensor, eps: float):
     layers, rows, heads = w.shape[:3]
     positions = np.zeros((layers, heads))
@@ -56,8 +57,11 @@ def test_sink_fractions_equal_a_loop_over_inputs_and_positions(eps):
     layers, rows, heads = 3, 40, 2
     w = torch.rand(layers, rows, heads, L, L, generator=g)
     # most BOS weights near 1, straddling both thresholds
-    w[..., 0] = torch.where(torch.rand(layers, rows, heads, L, generator=g) < 0.85,
-                            1 - torch.rand(layers, rows, heads, L, generator=g) * 0.012, w[..., 0])
+    w[..., 0] = torch.where(
+        torch.rand(layers, rows, heads, L, generator=g) < 0.85,
+        1 - torch.rand(layers, rows, heads, L, generator=g) * 0.012,
+        w[..., 0],
+    )
     triggers = torch.randint(2, L, (rows,), generator=g)
     got = sinks_measures.sink_fractions(w, triggers, eps)
     positions, inputs_all, exists = _fractions_by_loop(w, triggers, eps)
@@ -69,20 +73,23 @@ def test_sink_fractions_equal_a_loop_over_inputs_and_positions(eps):
 
 def test_sink_fractions_ignore_bos_query_trigger_and_later_rows():
     w = torch.zeros(1, 2, 1, L, L)
-    w[..., 0, 0] = 1.0          # query 1 (BOS itself) always on key 1: left out
-    w[0, 0, 0, 1:4, 0] = 1.0    # row 0, trigger j = 5 (0-based 4): queries 2..4 sink, the only ones counted
-    w[0, 1, 0, 1:3, 0] = 1.0    # row 1, trigger j = 5: query 4 (0-based 3) does not sink
-    w[0, 1, 0, 4:, 0] = 1.0     # ... but the trigger and later rows do: not counted
+    w[..., 0, 0] = 1.0  # query 1 (BOS itself) always on key 1: left out
+    w[0, 0, 0, 1:4, 0] = 1.0  # row 0, trigger j = 5 (0-based 4): queries 2..4 sink, the only ones counted
+    w[0, 1, 0, 1:3, 0] = 1.0  # row 1, trigger j = 5: query 4 (0-based 3) does not sink
+    w[0, 1, 0, 4:, 0] = 1.0  # ... but the trigger and later rows do: not counted
     got = sinks_measures.sink_fractions(w, torch.tensor([4, 4]), 0.1)
     assert got["positions"].item() == pytest.approx(5 / 6)
     assert got["inputs_all"].item() == pytest.approx(0.5) and got["inputs_exists"].item() == 1.0
 
 
-@pytest.mark.parametrize("args, match", [
-    ((torch.zeros(1, 2, 1, L, L), torch.tensor([4, 4]), 0.0), "eps must be in"),
-    ((torch.zeros(2, 1, L, L), torch.tensor([4, 4]), 0.1), "weights must be"),
-    ((torch.zeros(1, 2, 1, L, L), torch.tensor([4, 1]), 0.1), "0-based trigger >= 2"),
-])
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        ((torch.zeros(1, 2, 1, L, L), torch.tensor([4, 4]), 0.0), "eps must be in"),
+        ((torch.zeros(2, 1, L, L), torch.tensor([4, 4]), 0.1), "weights must be"),
+        ((torch.zeros(1, 2, 1, L, L), torch.tensor([4, 1]), 0.1), "0-based trigger >= 2"),
+    ],
+)
 def test_sink_fractions_refuse_bad_input(args, match):
     with pytest.raises(ValueError, match=match):
         sinks_measures.sink_fractions(*args)
@@ -114,14 +121,15 @@ def test_layer_writes_sum_to_the_models_output_and_their_cosines_equal_a_loop():
 
 # ------------------------------------------------------------------------------------------- Theorem 3
 
+
 def test_theorem3_model_solves_the_task_without_any_bos_weight():
     batch = TriggerAveraging(dim=sinks_measures.DIM).generate(500, L, seed=3)
     model = sinks.theorem3_model()
     w = sinks_measures.attention_weights(model, batch.inputs)[0, :, 0].double()  # (rows, L, L)
     j = batch.mask.int().argmax(-1)
-    for r in range(0, 500, 7):                       # App. E's weights, by hand
+    for r in range(0, 500, 7):  # App. E's weights, by hand
         want = torch.zeros(L, L, dtype=torch.float64)
-        want[j[r], 1:j[r]] = 1 / (int(j[r]) + 1 - 2)
+        want[j[r], 1 : j[r]] = 1 / (int(j[r]) + 1 - 2)
         torch.testing.assert_close(w[r], want, rtol=1e-6, atol=0)
     assert float(w[..., 0].max()) == 0.0
     with torch.no_grad():
@@ -145,6 +153,7 @@ def test_theorem3_weights_under_softmax_rows_do_not_solve_it():
 
 # ------------------------------------------------------------------------------------------- BOS masking
 
+
 def _scaled(run: str, std: float = 0.2) -> Decoder:
     """The run's model with O(std) weights, so that every layer's rows and writes are far from uniform and zero."""
     model = sinks_measures.untrained(sinks.run_config(run, PLAN, 0))
@@ -155,14 +164,16 @@ def _scaled(run: str, std: float = 0.2) -> Decoder:
     return model
 
 
-@pytest.mark.parametrize("run", ["softmax_1x1_s0", "relu_1x1_s0", "softmax_2x2_s0", "relu_2x2_s0",
-                                 "softmax_4x4_s0", "relu_4x4_s0"])
+@pytest.mark.parametrize(
+    "run", ["softmax_1x1_s0", "relu_1x1_s0", "softmax_2x2_s0", "relu_2x2_s0", "softmax_4x4_s0", "relu_4x4_s0"]
+)
 def test_forward_equals_the_models_own_and_masks_bos_as_a_direct_computation(run):
     model = _scaled(run)
     batch = TriggerAveraging(dim=sinks_measures.DIM).generate(40, L, seed=5)
     with torch.no_grad():
-        torch.testing.assert_close(sinks_measures.forward(model, batch.inputs), model(batch.inputs), rtol=1e-5,
-                                   atol=1e-5)
+        torch.testing.assert_close(
+            sinks_measures.forward(model, batch.inputs), model(batch.inputs), rtol=1e-5, atol=1e-5
+        )
     # the masked forward by hand: scores with key 1 removed from every query i > 1, per layer and head
     cfg, x = model.cfg, batch.inputs
     hd = cfg.head_dim
@@ -183,8 +194,9 @@ def test_forward_equals_the_models_own_and_masks_bos_as_a_direct_computation(run
         out = torch.cat(outs, -1) @ a.o_proj.weight.T
         x = x + out if cfg.residual else out
     want = x - batch.inputs if cfg.readout == "writes" else x
-    torch.testing.assert_close(sinks_measures.forward(model, batch.inputs, mask_bos=True), want.detach(), rtol=1e-4,
-                               atol=1e-5)
+    torch.testing.assert_close(
+        sinks_measures.forward(model, batch.inputs, mask_bos=True), want.detach(), rtol=1e-4, atol=1e-5
+    )
 
 
 def test_without_bos_keeps_query_1_and_renormalizes_only_softmax_rows():
@@ -196,8 +208,10 @@ def test_without_bos_keeps_query_1_and_renormalizes_only_softmax_rows():
     relu = sinks_measures.without_bos(w, "reluattn")
     assert torch.all(relu[:, 1:, 0] == 0) and torch.equal(relu[:, :, 1:], w[:, :, 1:])
     with pytest.raises(ValueError, match="reluattn rows, got 'sparsemax'"):
-        sinks_measures.forward(Decoder(ModelConfig(**{**_scaled("relu_1x1_s0").cfg.to_dict(), "rowmap": "sparsemax"})),
-                      torch.zeros(1, L, sinks_measures.DIM))
+        sinks_measures.forward(
+            Decoder(ModelConfig(**{**_scaled("relu_1x1_s0").cfg.to_dict(), "rowmap": "sparsemax"})),
+            torch.zeros(1, L, sinks_measures.DIM),
+        )
 
 
 def test_the_softmax_sink_model_needs_its_sink_and_theorem3s_relu_model_does_not():
@@ -205,14 +219,14 @@ def test_the_softmax_sink_model_needs_its_sink_and_theorem3s_relu_model_does_not
     batch = TriggerAveraging(dim=sinks_measures.DIM).generate(300, L, seed=8)
     sink = sinks_measures.masking(sinks_measures.sink_model(), batch.inputs, batch.targets)
     relu = sinks_measures.masking(sinks.theorem3_model(), batch.inputs, batch.targets)
-    assert sink["linf"] < 1e-5 and relu["linf"] < 1e-5               # both solve the task
+    assert sink["linf"] < 1e-5 and relu["linf"] < 1e-5  # both solve the task
     w = sinks_measures.attention_weights(sinks_measures.sink_model(), batch.inputs)
     fractions = sinks_measures.sink_fractions(w, batch.mask.int().argmax(-1), sinks_measures.EPS_VERDICT)
-    assert fractions["inputs_all"].item() == 1.0                       # the softmax one sinks, Theorem 1's way
+    assert fractions["inputs_all"].item() == 1.0  # the softmax one sinks, Theorem 1's way
     assert sink["masked_loss"] > 5 * sink["zero_loss"]
     assert sinks_findings.needs_sink([sink["masked_loss"] - sink["loss"]], [sink["zero_loss"]])
     assert not sinks_findings.sink_free([sink["masked_loss"] - sink["loss"]], [sink["zero_loss"]])
-    assert relu["masked_loss"] == relu["loss"]                          # no weight on BOS: masking changes nothing
+    assert relu["masked_loss"] == relu["loss"]  # no weight on BOS: masking changes nothing
     assert not sinks_findings.needs_sink([relu["masked_loss"] - relu["loss"]], [relu["zero_loss"]])
     assert sinks_findings.sink_free([relu["masked_loss"] - relu["loss"]], [relu["zero_loss"]])
 
@@ -241,6 +255,7 @@ def test_position_fractions_equal_a_loop():
 
 # ------------------------------------------------------------------------------------------- null controls
 
+
 def _null_stats(run: str, seed: int, samples: int = 200) -> dict[str, float]:
     """The statistics each rule reads, measured as compute measures them, on the untrained model of ``run`` at
     ``seed`` (the sink findings' null), on held-out inputs drawn from ``seed``."""
@@ -251,12 +266,16 @@ def _null_stats(run: str, seed: int, samples: int = 200) -> dict[str, float]:
     rows, positions = sinks._sink_rows(model, batch, ids)
     rows, positions = pd.DataFrame(rows), pd.DataFrame([{**p, "model": "untrained"} for p in positions])
     fixed = TriggerAveraging(dim=sinks_measures.DIM, trigger=J).generate(samples, L, seed=seed + 1)
-    bos = sinks_measures.attention_maps(model, fixed.inputs)[0][..., 1:J - 1, 0].mean(-1).max()
+    bos = sinks_measures.attention_maps(model, fixed.inputs)[0][..., 1 : J - 1, 0].mean(-1).max()
     got = sinks_measures.masking(model, batch.inputs, batch.targets)
-    return {"best_head": float(sinks_findings.best_head(rows).item()),
-            "every_layer": float(sinks_findings.every_layer(rows).item()),
-            "every_position": float(sinks_findings.every_position(positions, "untrained").item()),
-            "bos_mass": float(bos), "rise": got["masked_loss"] - got["loss"], "zero_loss": got["zero_loss"]}
+    return {
+        "best_head": float(sinks_findings.best_head(rows).item()),
+        "every_layer": float(sinks_findings.every_layer(rows).item()),
+        "every_position": float(sinks_findings.every_position(positions, "untrained").item()),
+        "bos_mass": float(bos),
+        "rise": got["masked_loss"] - got["loss"],
+        "zero_loss": got["zero_loss"],
+    }
 
 
 @pytest.mark.parametrize("arch", list(sinks_measures.ARCHS))
@@ -282,6 +301,7 @@ def test_uniform_attention_fails_the_real_model_rule():
 
 # ------------------------------------------------------------------------------- false-positive rates
 
+
 def _seeds(budget: str, arch: str) -> int:
     return sinks.BUDGETS[budget].seeds[arch]
 
@@ -289,18 +309,24 @@ def _seeds(budget: str, arch: str) -> int:
 @pytest.mark.parametrize("arch, stat", [("1x1", "best_head"), ("2x2", "every_position"), ("4x4", "every_layer")])
 def test_sink_rules_fire_at_most_5pc_on_untrained_models(arch, stat):
     """Each sink rule on the smoke budget's seed count, every seed an untrained model at a random seed."""
+
     def draw(rng):
-        return [_null_stats(f"softmax_{arch}_s0", int(rng.integers(1 << 30)), samples=100)[stat]
-                for _ in range(_seeds("smoke", arch))]
+        return [
+            _null_stats(f"softmax_{arch}_s0", int(rng.integers(1 << 30)), samples=100)[stat]
+            for _ in range(_seeds("smoke", arch))
+        ]
 
     assert false_positive_rate(sinks_findings.sinks_everywhere, draw, trials=40, seed=1) <= FPR_MAX
 
 
 def test_relu_rule_fires_at_most_5pc_on_softmax_rows():
     """The ReLU half's rule on untrained softmax models (rows that must sum to 1) at random seeds."""
+
     def draw(rng):
-        return [_null_stats("softmax_2x2_s0", int(rng.integers(1 << 30)), samples=50)["bos_mass"]
-                for _ in range(_seeds("smoke", "2x2"))]
+        return [
+            _null_stats("softmax_2x2_s0", int(rng.integers(1 << 30)), samples=50)["bos_mass"]
+            for _ in range(_seeds("smoke", "2x2"))
+        ]
 
     assert false_positive_rate(sinks_findings.no_sink, draw, trials=40, seed=2) <= FPR_MAX
 
@@ -329,8 +355,9 @@ def test_masking_rules_fire_at_most_5pc_under_their_nulls():
         return pairs
 
     def need(rng):
-        return [rise(jitter(sinks_measures.sink_model(rng.uniform(3, 20)), rng, rng.uniform(0, 0.05)))
-                for _ in range(2)]
+        return [
+            rise(jitter(sinks_measures.sink_model(rng.uniform(3, 20)), rng, rng.uniform(0, 0.05))) for _ in range(2)
+        ]
 
     assert false_positive_rate(lambda p: sinks_findings.needs_sink(*zip(*p)), no_need, trials=60, seed=3) <= FPR_MAX
     assert false_positive_rate(lambda p: sinks_findings.sink_free(*zip(*p)), need, trials=60, seed=4) <= FPR_MAX
@@ -339,18 +366,20 @@ def test_masking_rules_fire_at_most_5pc_under_their_nulls():
 def test_real_rule_fires_at_most_5pc_on_iid_scores():
     """The real-model rule on layers of heads whose score rows are i.i.d. N(0, sigma^2) (no preference for key 0),
     sigma up to 3, documents of 64-256 tokens."""
+
     def draw(rng):
         t, sigma = int(rng.integers(64, 257)), rng.uniform(0.1, 3.0)
-        z = rng.normal(0, sigma, (10, 4, t, t))                      # 10 layers after the skipped ones, 4 heads
+        z = rng.normal(0, sigma, (10, 4, t, t))  # 10 layers after the skipped ones, 4 heads
         z = np.where(np.tril(np.ones((t, t), dtype=bool)), z, -np.inf)
         w = np.exp(z - z.max(-1, keepdims=True))
-        w0 = (w[..., 0] / w.sum(-1))[..., sinks_real.MIN_QUERY:].mean(-1)  # (layers, heads)
+        w0 = (w[..., 0] / w.sum(-1))[..., sinks_real.MIN_QUERY :].mean(-1)  # (layers, heads)
         return np.median(w0, axis=1)
 
     assert false_positive_rate(sinks_real.real_sinks, draw, trials=200, seed=5) <= FPR_MAX
 
 
 # ------------------------------------------------------------------------------------------- verdicts
+
 
 def _maps(run: str, heads: int, layers: int, bos: float) -> pd.DataFrame:
     """Causal maps whose pre-trigger rows put ``bos`` on key 1 (rest spread evenly), query 1 all on BOS."""
@@ -369,13 +398,21 @@ def _maps(run: str, heads: int, layers: int, bos: float) -> pd.DataFrame:
                     else:
                         w = 0.5 if key == 1 else 0.5 / (q - 1)
                     rows.append((run, attention, arch, k, layer, head, q, key, w, 0.01))
-    return pd.DataFrame(rows, columns=["run", "attention", "arch", "seed", "layer", "head", "query", "key", "mean",
-                                       "std"])
+    return pd.DataFrame(
+        rows, columns=["run", "attention", "arch", "seed", "layer", "head", "query", "key", "mean", "std"]
+    )
 
 
-def _folder(tmp_path, bos: dict[str, float], thm: dict[str, float], met: dict[str, bool] | None = None,
-            every_layer: bool = False, masked: dict[str, float] | None = None,
-            untrained: dict[str, float] | None = None, untrained_masked: float = 0.10001):
+def _folder(
+    tmp_path,
+    bos: dict[str, float],
+    thm: dict[str, float],
+    met: dict[str, bool] | None = None,
+    every_layer: bool = False,
+    masked: dict[str, float] | None = None,
+    untrained: dict[str, float] | None = None,
+    untrained_masked: float = 0.10001,
+):
     """Hand-made raw files: every head of a run has BOS mass ``bos[attention_arch]``, and Theorem 1's
     fractions are ``thm[attention_arch]`` on head 1 of layer 1 (of every layer with ``every_layer``), 0 on the
     other heads; Theorem 2's, per input and at every position, is ``thm[attention_arch]``. The untrained
@@ -390,50 +427,143 @@ def _folder(tmp_path, bos: dict[str, float], thm: dict[str, float], met: dict[st
         key = f"{attention}_{arch}"
         shape = sinks_measures.ARCHS[arch]
         ids = {"run": name, "attention": attention, "arch": arch, "seed": k}
-        io.write_parquet(tmp_path / "raw" / f"{name}_attention.parquet",
-                         _maps(name, shape["heads"], shape["layers"], bos[key]))
+        io.write_parquet(
+            tmp_path / "raw" / f"{name}_attention.parquet", _maps(name, shape["heads"], shape["layers"], bos[key])
+        )
         sink = {(d, 1) for d in range(1, shape["layers"] + 1)} if every_layer else {(1, 1)}
         for kind, value in (("sinks", thm[key]), ("untrained_sinks", untrained.get(key, 0.0))):
-            rows = [{**ids, "layer": layer, "head": head, "eps": eps,
-                     "positions": value if (layer, head) in sink else 0.0,
-                     "inputs_all": value if (layer, head) in sink else 0.0, "inputs_exists": value}
-                    for eps in sinks_measures.EPS for layer in range(1, shape["layers"] + 1)
-                    for head in range(1, shape["heads"] + 1)]
+            rows = [
+                {
+                    **ids,
+                    "layer": layer,
+                    "head": head,
+                    "eps": eps,
+                    "positions": value if (layer, head) in sink else 0.0,
+                    "inputs_all": value if (layer, head) in sink else 0.0,
+                    "inputs_exists": value,
+                }
+                for eps in sinks_measures.EPS
+                for layer in range(1, shape["layers"] + 1)
+                for head in range(1, shape["heads"] + 1)
+            ]
             io.write_table(tmp_path / "raw" / f"{name}_{kind}", pd.DataFrame(rows))
-        io.write_table(tmp_path / "raw" / f"{name}_positions", pd.DataFrame([
-            {**ids, "eps": eps, "position": i, "fraction": value, "inputs": 100, "model": model}
-            for model, value in (("trained", thm[key]), ("untrained", untrained.get(key, 0.0)))
-            for eps in sinks_measures.EPS for i in range(2, L)]))
-        io.write_table(tmp_path / "raw" / f"{name}_masking", pd.DataFrame([
-            {**ids, "model": "trained", "loss": 1e-6, "masked_loss": masked[key], "linf": 0.02, "masked_linf": 3.0,
-             "zero_loss": 0.1},
-            {**ids, "model": "untrained", "loss": 0.1, "masked_loss": untrained_masked, "linf": 2.0, "masked_linf": 2.0,
-             "zero_loss": 0.1}]))
-        io.write_table(tmp_path / "raw" / f"{name}_writes", pd.DataFrame([
-            {**ids, "layer": d, "write_trigger": 1.0,
-             "write_elsewhere": 0.2, "cos_others": -0.999 if shape["layers"] > 1 else math.nan}
-            for d in range(1, shape["layers"] + 1)]))
+        io.write_table(
+            tmp_path / "raw" / f"{name}_positions",
+            pd.DataFrame(
+                [
+                    {**ids, "eps": eps, "position": i, "fraction": value, "inputs": 100, "model": model}
+                    for model, value in (("trained", thm[key]), ("untrained", untrained.get(key, 0.0)))
+                    for eps in sinks_measures.EPS
+                    for i in range(2, L)
+                ]
+            ),
+        )
+        io.write_table(
+            tmp_path / "raw" / f"{name}_masking",
+            pd.DataFrame(
+                [
+                    {
+                        **ids,
+                        "model": "trained",
+                        "loss": 1e-6,
+                        "masked_loss": masked[key],
+                        "linf": 0.02,
+                        "masked_linf": 3.0,
+                        "zero_loss": 0.1,
+                    },
+                    {
+                        **ids,
+                        "model": "untrained",
+                        "loss": 0.1,
+                        "masked_loss": untrained_masked,
+                        "linf": 2.0,
+                        "masked_linf": 2.0,
+                        "zero_loss": 0.1,
+                    },
+                ]
+            ),
+        )
+        io.write_table(
+            tmp_path / "raw" / f"{name}_writes",
+            pd.DataFrame(
+                [
+                    {
+                        **ids,
+                        "layer": d,
+                        "write_trigger": 1.0,
+                        "write_elsewhere": 0.2,
+                        "cos_others": -0.999 if shape["layers"] > 1 else math.nan,
+                    }
+                    for d in range(1, shape["layers"] + 1)
+                ]
+            ),
+        )
         ok = True if met is None else met.get(name, True)
-        row = {**ids, "cap": 100, "steps": 60 if ok else 100,
-               "met_linf": ok, "batch_linf": 0.009 if ok else 0.2, "lr": 1e-3, "train_loss": 1e-6,
-               "uniform_loss": 1e-6, "uniform_linf": 0.02, "uniform_zero_loss": 0.1, "uniform_zero_linf": 2.0,
-               "fixed_loss": 1e-6, "fixed_linf": 0.02, "fixed_zero_loss": 0.1, "fixed_zero_linf": 2.0}
+        row = {
+            **ids,
+            "cap": 100,
+            "steps": 60 if ok else 100,
+            "met_linf": ok,
+            "batch_linf": 0.009 if ok else 0.2,
+            "lr": 1e-3,
+            "train_loss": 1e-6,
+            "uniform_loss": 1e-6,
+            "uniform_linf": 0.02,
+            "uniform_zero_loss": 0.1,
+            "uniform_zero_linf": 2.0,
+            "fixed_loss": 1e-6,
+            "fixed_linf": 0.02,
+            "fixed_zero_loss": 0.1,
+            "fixed_zero_linf": 2.0,
+        }
         io.write_table(tmp_path / "raw" / f"{name}_loss", pd.DataFrame([row]))
         (tmp_path / "runs" / name).mkdir(parents=True)
         pd.DataFrame({"step": [1, 2], "loss": [0.1, 0.01], "linf": [1.0, 0.009]}).to_csv(
-            tmp_path / "runs" / name / "train.csv", index=False)
-    io.write_table(tmp_path / "raw" / "theorem3", pd.DataFrame([{
-        "samples": 10, "loss": 0.0, "linf": 1e-7, "zero_loss": 0.1, "zero_linf": 2.0, "max_bos_weight": 0.0,
-        "max_weight_off_trigger": 0.0}]))
+            tmp_path / "runs" / name / "train.csv", index=False
+        )
+    io.write_table(
+        tmp_path / "raw" / "theorem3",
+        pd.DataFrame(
+            [
+                {
+                    "samples": 10,
+                    "loss": 0.0,
+                    "linf": 1e-7,
+                    "zero_loss": 0.1,
+                    "zero_linf": 2.0,
+                    "max_bos_weight": 0.0,
+                    "max_weight_off_trigger": 0.0,
+                }
+            ]
+        ),
+    )
     return tmp_path
 
 
-GOOD_BOS = {"softmax_1x1": 0.97, "relu_1x1": 0.01, "softmax_2x2": 0.95, "relu_2x2": 0.0, "softmax_4x4": 0.6,
-            "relu_4x4": 0.02}
-GOOD_THM = {"softmax_1x1": 0.99, "relu_1x1": 0.0, "softmax_2x2": 0.97, "relu_2x2": 0.0, "softmax_4x4": 0.95,
-            "relu_4x4": 0.0}
-GOOD_MASKED = {"softmax_1x1": 1.2, "relu_1x1": 1e-6, "softmax_2x2": 1.5, "relu_2x2": 2e-6, "softmax_4x4": 1.4,
-               "relu_4x4": 1e-6}
+GOOD_BOS = {
+    "softmax_1x1": 0.97,
+    "relu_1x1": 0.01,
+    "softmax_2x2": 0.95,
+    "relu_2x2": 0.0,
+    "softmax_4x4": 0.6,
+    "relu_4x4": 0.02,
+}
+GOOD_THM = {
+    "softmax_1x1": 0.99,
+    "relu_1x1": 0.0,
+    "softmax_2x2": 0.97,
+    "relu_2x2": 0.0,
+    "softmax_4x4": 0.95,
+    "relu_4x4": 0.0,
+}
+GOOD_MASKED = {
+    "softmax_1x1": 1.2,
+    "relu_1x1": 1e-6,
+    "softmax_2x2": 1.5,
+    "relu_2x2": 2e-6,
+    "softmax_4x4": 1.4,
+    "relu_4x4": 1e-6,
+}
 
 
 def _tables(folder):
@@ -444,14 +574,17 @@ def _tables(folder):
 
 def _findings(tmp_path, bos=GOOD_BOS, thm=GOOD_THM, met=None, **kw):
     raw, table, heads = _tables(_folder(tmp_path, bos, thm, met, **kw))
-    return [sinks_findings.finding(arch, table, heads, raw.untrained, raw.positions, 1000).verdict
-            for arch in sinks_measures.ARCHS]
+    return [
+        sinks_findings.finding(arch, table, heads, raw.untrained, raw.positions, 1000).verdict
+        for arch in sinks_measures.ARCHS
+    ]
 
 
 def test_summarize_reproduced_when_the_numbers_say_so(tmp_path):
     section = sinks.summarize(_folder(tmp_path, GOOD_BOS, GOOD_THM))
-    assert [f.verdict for f in section.findings] == (["reproduced"] * 3 + ["not reproduced"] * 2
-                                                     + ["reproduced", "check passed"])
+    assert [f.verdict for f in section.findings] == (
+        ["reproduced"] * 3 + ["not reproduced"] * 2 + ["reproduced", "check passed"]
+    )
     assert all(f.null.passes is False for f in section.findings if not f.is_check)
     # the hand-made deep runs sink in their first head of layer 1 only: not in every layer (App. B.2)
     assert "s0 0.97/0.00" in section.findings[3].evidence and "every layer" in section.findings[3].claim
@@ -487,13 +620,22 @@ def test_summarize_reproduced_when_the_numbers_say_so(tmp_path):
 
 
 def test_verdict_not_reproduced_when_relu_sinks_or_softmax_does_not(tmp_path):
-    assert _findings(tmp_path / "a", bos={**GOOD_BOS, "relu_2x2": 0.4}) == ["reproduced", "not reproduced",
-                                                                           "reproduced"]
-    assert _findings(tmp_path / "b", thm={**GOOD_THM, "softmax_1x1": 0.85}) == ["not reproduced", "reproduced",
-                                                                               "reproduced"]
+    assert _findings(tmp_path / "a", bos={**GOOD_BOS, "relu_2x2": 0.4}) == [
+        "reproduced",
+        "not reproduced",
+        "reproduced",
+    ]
+    assert _findings(tmp_path / "b", thm={**GOOD_THM, "softmax_1x1": 0.85}) == [
+        "not reproduced",
+        "reproduced",
+        "reproduced",
+    ]
     # a multi-layer softmax model without Theorem 2's sink on enough inputs
-    assert _findings(tmp_path / "c", thm={**GOOD_THM, "softmax_4x4": 0.5}) == ["reproduced", "reproduced",
-                                                                              "not reproduced"]
+    assert _findings(tmp_path / "c", thm={**GOOD_THM, "softmax_4x4": 0.5}) == [
+        "reproduced",
+        "reproduced",
+        "not reproduced",
+    ]
 
 
 def test_sink_verdicts_not_checked_when_their_null_control_passes(tmp_path):
@@ -503,8 +645,11 @@ def test_sink_verdicts_not_checked_when_their_null_control_passes(tmp_path):
     raw, table, heads = _tables(tmp_path / "a")
     first = sinks_findings.finding("1x1", table, heads, raw.untrained, raw.positions, 1000)
     assert first.null.passes and "passes the rule too" in first.reason and "0.95/0.95" in first.null.outcome
-    assert _findings(tmp_path / "b", bos={**GOOD_BOS, "softmax_2x2": 0.05}) == ["reproduced", "not checked",
-                                                                               "reproduced"]
+    assert _findings(tmp_path / "b", bos={**GOOD_BOS, "softmax_2x2": 0.05}) == [
+        "reproduced",
+        "not checked",
+        "reproduced",
+    ]
 
 
 def test_verdict_not_checked_when_a_run_did_not_meet_the_linf_rule(tmp_path):
@@ -519,20 +664,26 @@ def test_verdict_not_checked_when_a_run_did_not_meet_the_linf_rule(tmp_path):
 def test_layer_verdict_asks_a_sink_head_in_every_layer_of_every_softmax_seed(tmp_path):
     def verdicts(folder, **kw):
         raw, table, heads = _tables(_folder(folder, GOOD_BOS, GOOD_THM, **kw))
-        return [sinks_findings.layer_finding(arch, table, heads, raw.writes, raw.untrained, 1000)
-                for arch in ("2x2", "4x4")]
+        return [
+            sinks_findings.layer_finding(arch, table, heads, raw.writes, raw.untrained, 1000) for arch in ("2x2", "4x4")
+        ]
 
     found = verdicts(tmp_path / "a", every_layer=True)
     assert [f.verdict for f in found] == ["reproduced"] * 2
     assert found[1].evidence.startswith("Largest head's fraction") and "s0 0.95/0.95/0.95/0.95" in found[1].evidence
     assert [f.verdict for f in verdicts(tmp_path / "b", every_layer=True, met={"softmax_4x4_s0": False})] == [
-        "reproduced", "not checked"]
+        "reproduced",
+        "not checked",
+    ]
     # a ReLU run that did not learn does not bear on the softmax claim
     assert [f.verdict for f in verdicts(tmp_path / "c", every_layer=True, met={"relu_2x2_s0": False})] == [
-        "reproduced"] * 2
+        "reproduced"
+    ] * 2
     # an untrained model with a sink head in every layer: the rule cannot tell training from none
     assert [f.verdict for f in verdicts(tmp_path / "d", every_layer=True, untrained={"softmax_4x4": 0.97})] == [
-        "reproduced", "not checked"]
+        "reproduced",
+        "not checked",
+    ]
 
 
 def _masking_verdict(folder, **kw):
@@ -559,8 +710,15 @@ def test_masking_verdict_follows_each_arm(tmp_path):
 
 
 def test_theorem3_check_fails_on_any_bos_weight():
-    check = {"samples": 10, "loss": 0.0, "linf": 1e-7, "zero_loss": 0.1, "zero_linf": 2.0, "max_bos_weight": 0.0,
-             "max_weight_off_trigger": 0.0}
+    check = {
+        "samples": 10,
+        "loss": 0.0,
+        "linf": 1e-7,
+        "zero_loss": 0.1,
+        "zero_linf": 2.0,
+        "max_bos_weight": 0.0,
+        "max_weight_off_trigger": 0.0,
+    }
     assert sinks_findings.theorem3_finding(pd.DataFrame([check])).verdict == "check passed"
     assert sinks_findings.theorem3_finding(pd.DataFrame([{**check, "max_bos_weight": 1e-3}])).verdict == "check failed"
     assert sinks_findings.theorem3_finding(pd.DataFrame([{**check, "linf": 1e-3}])).verdict == "check failed"
@@ -575,6 +733,7 @@ def test_summarize_names_missing_pieces(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------- runs
+
 
 def test_attention_maps_are_softmax_rows_and_losses_score_zero():
     model = Decoder(sinks.run_config("softmax_2x2_s0", PLAN, 0).model)
@@ -612,9 +771,14 @@ def test_every_budgets_runs_build_and_take_a_batch_without_training(budget):
 
 
 def test_run_end_to_end_and_resume_without_retraining(tmp_path, monkeypatch):
-    tiny = dataclasses.replace(sinks.BUDGETS["smoke"], seeds={"1x1": 2, "2x2": 1, "4x4": 1},
-                               cap={"1x1": 6, "2x2": 4, "4x4": 3}, lr=dict.fromkeys(sinks_measures.ARCHS, 1e-3),
-                               batch=8, samples=20)
+    tiny = dataclasses.replace(
+        sinks.BUDGETS["smoke"],
+        seeds={"1x1": 2, "2x2": 1, "4x4": 1},
+        cap={"1x1": 6, "2x2": 4, "4x4": 3},
+        lr=dict.fromkeys(sinks_measures.ARCHS, 1e-3),
+        batch=8,
+        samples=20,
+    )
     monkeypatch.setitem(sinks.BUDGETS, "smoke", tiny)
     section = run(StudyConfig(study="sinks", budget="smoke", seed=0), tmp_path)
     assert section.study == "sinks" and len(section.findings) == 7
@@ -630,8 +794,8 @@ def test_run_end_to_end_and_resume_without_retraining(tmp_path, monkeypatch):
     (tmp_path / "raw" / "relu_2x2_s0_loss.csv").unlink()
     os.utime(kept, ns=(before, before))
     sinks.compute(StudyConfig(study="sinks", budget="smoke", seed=0), tmp_path, progress=False)
-    assert kept.stat().st_mtime_ns == before                                   # finished piece skipped
-    assert (tmp_path / "raw" / "relu_2x2_s0_loss.csv").is_file()                # missing piece rewritten
+    assert kept.stat().st_mtime_ns == before  # finished piece skipped
+    assert (tmp_path / "raw" / "relu_2x2_s0_loss.csv").is_file()  # missing piece rewritten
     records = [json.loads(x) for x in (tmp_path / "runs" / "relu_2x2_s0" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records if r["kind"] == "train"] == [1, 2, 3, 4]  # resumed, not retrained
     assert all(np.isfinite(r["val_linf"]) for r in records if r["kind"] == "eval")
@@ -678,10 +842,12 @@ def test_smoke_1x1_runs_reach_the_linf_rule_and_reproduce_theorem_1(tmp_path):
     loss, raw_sinks = read("_loss.csv"), read("_sinks.csv")
     assert loss["met_linf"].all()
     table = sinks_findings.run_table(loss, raw_sinks)
-    heads = sinks_findings.sink_head_table(sinks_findings.bos_table(read("_attention.parquet", pd.read_parquet)),
-                                           raw_sinks)
-    found = sinks_findings.finding("1x1", table, heads, read("_untrained_sinks.csv"), read("_positions.csv"),
-                                   PLAN.samples)
+    heads = sinks_findings.sink_head_table(
+        sinks_findings.bos_table(read("_attention.parquet", pd.read_parquet)), raw_sinks
+    )
+    found = sinks_findings.finding(
+        "1x1", table, heads, read("_untrained_sinks.csv"), read("_positions.csv"), PLAN.samples
+    )
     assert found.verdict == "reproduced" and found.null.passes is False
     masked = sinks_findings.masking_table(read("_masking.csv"), table).set_index("attention")
     rise = masked["masked_loss"] - masked["loss"]
@@ -691,6 +857,7 @@ def test_smoke_1x1_runs_reach_the_linf_rule_and_reproduce_theorem_1(tmp_path):
 
 
 # ------------------------------------------------------------------------------------- real-model part
+
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
@@ -727,7 +894,7 @@ def test_first_token_mass_leaves_out_queries_that_cannot_see_key_0():
     allowed = ((pos[None, :] <= pos[:, None]) & (pos[None, :] > pos[:, None] - 3))[None, None]
     scores = torch.zeros(1, 2, 6, 6).masked_fill(~allowed, torch.finfo(torch.float32).min)
     mass, uniform, count = sinks_real.first_key_sums(ScoreBlock(0, scores, allowed, 0, 6), min_query=1)
-    assert count.tolist() == [2.0, 2.0]                                       # positions 1 and 2 only
+    assert count.tolist() == [2.0, 2.0]  # positions 1 and 2 only
     assert mass.tolist() == pytest.approx([1 / 2 + 1 / 3] * 2) and uniform.tolist() == mass.tolist()
 
 
@@ -740,12 +907,29 @@ def _real(folder, median_mass: float, layers: int = 6, heads: int = 4, documents
             for head in range(heads):
                 mass = 0.01 if layer < sinks_real.SKIP_LAYERS else min(1.0, median_mass * (0.5 + head / (heads - 1)))
                 rows.append((d, layer, head, 248, mass, 0.014))
-    io.write_parquet(folder / "real" / sinks_real.REAL_TABLE,
-                     pd.DataFrame(rows, columns=["document", "layer", "head", "queries", "mass", "uniform"]))
-    io.write_json(folder / "real" / "config.json", {
-        "model": "hand-made", "checkpoint": "/nowhere", "model_type": "llama", "layers": layers, "heads": heads,
-        "documents": documents, "tokens": 256, "min_query": 8, "seed": 0, "device": "cpu", "dtype": "float32",
-        "adds_bos": False, "first_tokens": ["The"], "seconds": 1.0})
+    io.write_parquet(
+        folder / "real" / sinks_real.REAL_TABLE,
+        pd.DataFrame(rows, columns=["document", "layer", "head", "queries", "mass", "uniform"]),
+    )
+    io.write_json(
+        folder / "real" / "config.json",
+        {
+            "model": "hand-made",
+            "checkpoint": "/nowhere",
+            "model_type": "llama",
+            "layers": layers,
+            "heads": heads,
+            "documents": documents,
+            "tokens": 256,
+            "min_query": 8,
+            "seed": 0,
+            "device": "cpu",
+            "dtype": "float32",
+            "adds_bos": False,
+            "first_tokens": ["The"],
+            "seconds": 1.0,
+        },
+    )
     return folder
 
 
@@ -779,8 +963,9 @@ def test_summarize_names_a_missing_real_part(tmp_path):
 
 def test_real_compute_writes_config_last_and_resumes(tiny, tmp_path, monkeypatch):
     folder, _, _ = tiny
-    monkeypatch.setitem(sinks_real.REAL_PLANS, "smoke",
-                        dataclasses.replace(sinks_real.REAL_PLANS["smoke"], documents=2, tokens=24))
+    monkeypatch.setitem(
+        sinks_real.REAL_PLANS, "smoke", dataclasses.replace(sinks_real.REAL_PLANS["smoke"], documents=2, tokens=24)
+    )
     cfg = StudyConfig(study="sinks", model=str(folder))
     sinks_real.compute_real(cfg, tmp_path, progress=False)
     raw = pd.read_parquet(tmp_path / "real" / sinks_real.REAL_TABLE)
@@ -806,5 +991,3 @@ def test_smollm2_first_token_mass_invariants(real_models):
     assert len(got) == 2 * 30 * 9 and got["mass"].between(0, 1).all()
     assert (got["queries"] == 48 - sinks_real.MIN_QUERY).all()
     assert (sinks_real.head_table(got)["mass"] > got["uniform"].max()).any()
-
-

@@ -22,6 +22,7 @@ from attnlab.studies import specialization_findings as sf
 from attnlab.studies.verdict import FPR_MAX, false_positive_rate
 from attnlab.train.config import RunConfig
 
+
 def _runs(gains: dict[str, list[float]], released=20, untrained_copy=0.02):
     """Runs of gelu/swiglu control and intervention over seeds 0.., whose intervention's final perplexity is
     the control's minus the given gain per seed."""
@@ -29,12 +30,23 @@ def _runs(gains: dict[str, list[float]], released=20, untrained_copy=0.02):
     for arch, per_seed in gains.items():
         for seed, gain in enumerate(per_seed):
             for arm, ppl in (("control", 10.0), ("intervention", 10.0 - gain)):
-                rows.append({"run": spec.run_name(arch, arm, seed), "arch": arch, "arm": arm, "seed": seed,
-                             "final_val_loss": math.log(ppl), "final_val_ppl": ppl, "last_eval_val_loss": math.log(ppl),
-                             "released_at": released if arm == "intervention" else None,
-                             "release_reason": "rule" if arm == "intervention" else None,
-                             "untrained_ppl": 250.0, "untrained_dppl_zero_qk": 0.01 * (seed + 1),
-                             "untrained_lower_copy": untrained_copy, "untrained_lower_copy_chance": 0.02})
+                rows.append(
+                    {
+                        "run": spec.run_name(arch, arm, seed),
+                        "arch": arch,
+                        "arm": arm,
+                        "seed": seed,
+                        "final_val_loss": math.log(ppl),
+                        "final_val_ppl": ppl,
+                        "last_eval_val_loss": math.log(ppl),
+                        "released_at": released if arm == "intervention" else None,
+                        "release_reason": "rule" if arm == "intervention" else None,
+                        "untrained_ppl": 250.0,
+                        "untrained_dppl_zero_qk": 0.01 * (seed + 1),
+                        "untrained_lower_copy": untrained_copy,
+                        "untrained_lower_copy_chance": 0.02,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -47,11 +59,21 @@ def _curves(runs, logit_gap=0.2, entropy_gap=0.1, dependence=0.5, reliance=0.3):
         for step in (10, 20, 30):
             ppl = 5.0
             rise = (dependence + 0.01 * r.seed - (reliance if arm else 0.0)) * ppl
-            rows.append({"run": r.run, "arch": r.arch, "arm": r.arm, "seed": r.seed, "step": step, "tokens": step * 100,
-                         "val_loss": 3.0 - step / 10 * (0.4 if arm else 0.33),
-                         "upper_entropy": 0.8 + (entropy_gap if arm else 0.0),
-                         "upper_logit": 1.0 + step / 10 - (logit_gap if arm else 0.0),
-                         "ppl": ppl, "dppl_zero_qk": rise})
+            rows.append(
+                {
+                    "run": r.run,
+                    "arch": r.arch,
+                    "arm": r.arm,
+                    "seed": r.seed,
+                    "step": step,
+                    "tokens": step * 100,
+                    "val_loss": 3.0 - step / 10 * (0.4 if arm else 0.33),
+                    "upper_entropy": 0.8 + (entropy_gap if arm else 0.0),
+                    "upper_logit": 1.0 + step / 10 - (logit_gap if arm else 0.0),
+                    "ppl": ppl,
+                    "dppl_zero_qk": rise,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -60,9 +82,17 @@ def _readings(runs, matures: dict[str, int], steps=100):
     rows = []
     for r in runs.itertuples():
         for step in range(1, 13):
-            rows.append({"run": r.run, "arch": r.arch, "arm": r.arm, "seed": r.seed, "step": step,
-                         "lower_copy": 0.02 + (0.01 if step >= matures[r.arm] + r.seed % 2 else 0.0),
-                         "lower_copy_chance": 0.02})
+            rows.append(
+                {
+                    "run": r.run,
+                    "arch": r.arch,
+                    "arm": r.arm,
+                    "seed": r.seed,
+                    "step": step,
+                    "lower_copy": 0.02 + (0.01 if step >= matures[r.arm] + r.seed % 2 else 0.0),
+                    "lower_copy_chance": 0.02,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -148,8 +178,9 @@ def test_lower_copy_routing_delayed_by_the_intervention_is_reproduced_as_delayed
     assert routing.verdict == "not reproduced" and "+4.00% of training" in routing.evidence
     # an untrained model already at the threshold matures at the first reading: its null passes
     primed = _runs({"gelu": STRONG, "swiglu": STRONG}, untrained_copy=0.03)
-    routing = spec.findings(primed, _curves(primed), _readings(primed, {"control": 3, "intervention": 3}),
-                            PLAN)["findings"][4]
+    routing = spec.findings(primed, _curves(primed), _readings(primed, {"control": 3, "intervention": 3}), PLAN)[
+        "findings"
+    ][4]
     assert routing.verdict == "not checked" and routing.null.passes is True
     never = _readings(runs, {"control": 50, "intervention": 3})
     routing = spec.findings(runs, _curves(runs), never, PLAN)["findings"][4]
@@ -171,11 +202,17 @@ def test_each_rule_s_false_positive_rate_under_its_null_is_at_most_five_percent(
         return lambda rng: rng.normal(mean, 1.0, n)
 
     # gain, shrinkage, reliance: no effect; dependence: a rise of exactly 10%; delay: exactly +1% of training
-    for rule, mean in ((sf.above(0.0), 0.0), (sf.above(sf.DEPENDENCE_MIN), sf.DEPENDENCE_MIN),
-                       (sf.below(sf.DELAY_MARGIN), sf.DELAY_MARGIN)):
+    for rule, mean in (
+        (sf.above(0.0), 0.0),
+        (sf.above(sf.DEPENDENCE_MIN), sf.DEPENDENCE_MIN),
+        (sf.below(sf.DELAY_MARGIN), sf.DELAY_MARGIN),
+    ):
         assert false_positive_rate(rule, normal(mean), trials=2000, seed=n) <= FPR_MAX
+
     # the label "reproduced" needs the sign-flip null to fail as well: rarer still
-    both = (lambda d: sf.above(0.0)(d) and sf.sign_flip_share(d, sf.above(0.0)) <= FPR_MAX)
+    def both(d):
+        return sf.above(0.0)(d) and sf.sign_flip_share(d, sf.above(0.0)) <= FPR_MAX
+
     assert false_positive_rate(both, normal(0.0), trials=500, seed=n) <= FPR_MAX
 
 
@@ -199,8 +236,11 @@ def test_every_arm_builds_a_valid_run_and_pairs_share_initialization_and_data():
     for budget, plan in spec.BUDGETS.items():
         runs = spec.plan_runs(plan, 0)
         first = plan.archs[0]
-        assert len(runs) == len(set(runs)) == (sum(plan.seeds[a] for a in plan.archs) * len(plan.arms)
-                                               + plan.seeds[first] * len(plan.controls))
+        assert (
+            len(runs)
+            == len(set(runs))
+            == (sum(plan.seeds[a] for a in plan.archs) * len(plan.arms) + plan.seeds[first] * len(plan.controls))
+        )
         for arch, arm, seed in runs:
             cfg = spec.run_config(plan, arch, arm, seed)
             assert isinstance(cfg, RunConfig) and cfg.train.seed == seed
@@ -228,9 +268,25 @@ def test_every_arm_builds_a_valid_run_and_pairs_share_initialization_and_data():
 
 @pytest.fixture
 def tiny(monkeypatch):
-    monkeypatch.setitem(spec.BUDGETS, "smoke", dataclasses.replace(
-        spec.BUDGETS["smoke"], layers=2, d_model=32, context=32, steps=8, batch=4, eval_every=2, eval_batches=1,
-        final_batches=2, warmup=1, max_tokens=20_000, seeds={"gelu": 2, "swiglu": 2}, score_every=0.125))
+    monkeypatch.setitem(
+        spec.BUDGETS,
+        "smoke",
+        dataclasses.replace(
+            spec.BUDGETS["smoke"],
+            layers=2,
+            d_model=32,
+            context=32,
+            steps=8,
+            batch=4,
+            eval_every=2,
+            eval_batches=1,
+            final_batches=2,
+            warmup=1,
+            max_tokens=20_000,
+            seeds={"gelu": 2, "swiglu": 2},
+            score_every=0.125,
+        ),
+    )
 
 
 def test_tiny_run_writes_every_table_and_resumes_without_retraining(tiny, tmp_path, monkeypatch):
@@ -243,7 +299,9 @@ def test_tiny_run_writes_every_table_and_resumes_without_retraining(tiny, tmp_pa
     assert set(gains.arch) == {"gelu", "swiglu"} and (gains.seeds == 2).all()
     assert (tmp_path / "curves.png").is_file() and len(section.findings) == 6
     readings = pd.read_csv(tmp_path / "readings.csv")
-    assert len(readings.run.unique()) == 8 and set(readings.step) == {1}  # every step up to the forced 12% (step 1 of 8)
+    assert len(readings.run.unique()) == 8 and set(readings.step) == {
+        1
+    }  # every step up to the forced 12% (step 1 of 8)
     assert {"untrained_dppl_zero_qk", "untrained_lower_copy"} <= set(pd.read_csv(tmp_path / "runs.csv").columns)
     runs = pd.read_csv(tmp_path / "runs.csv")
     assert (runs.final_tokens == 2 * 4 * 32).all()
@@ -279,9 +337,22 @@ def test_the_full_budget_reads_token_shards_and_runs_a_few_steps(tmp_path):
     cfg = spec.run_config(spec.BUDGETS["full"], "gelu", "intervention", 0, str(shards))
     assert cfg.data.shards == str(shards) and cfg.model.vocab == 257
     # the App. J model and optimizer, shortened to two steps of two 32-token rows on one CPU thread
-    short = RunConfig.from_dict({**cfg.to_dict(), "model": {**cfg.model.to_dict(), "context": 32},
-                                 "train": {**cfg.to_dict()["train"], "steps": 2, "batch": 2, "accum": 1, "warmup": 1,
-                                           "eval_every": 2, "eval_batches": 1, "precision": "fp32",
-                                           "checkpoint_every": 0}})
+    short = RunConfig.from_dict(
+        {
+            **cfg.to_dict(),
+            "model": {**cfg.model.to_dict(), "context": 32},
+            "train": {
+                **cfg.to_dict()["train"],
+                "steps": 2,
+                "batch": 2,
+                "accum": 1,
+                "warmup": 1,
+                "eval_every": 2,
+                "eval_batches": 1,
+                "precision": "fp32",
+                "checkpoint_every": 0,
+            },
+        }
+    )
     summary = Trainer(short, tmp_path / "run", progress=False).run()
     assert summary["steps"] == 2 and math.isfinite(summary["val_loss"])

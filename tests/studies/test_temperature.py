@@ -28,10 +28,29 @@ from attnlab.studies.verdict import FPR_MAX, false_positive_rate
 
 from checkpoints import save_checkpoint
 
-TINY = replace(tp.BUDGETS["smoke"], context=32, layers=1, heads=2, d_model=8, steps=4, every=2, batch=4,
-               max_tokens=20_000, n_grid=(4, 8, 16, 24, 32), n_min=4, eval_seeds=2, windows=2, n_boot=20,
-               sweep_lengths=(32, 64), sweep_xi=(0, 2), sweep_windows=2, sweep_batch=2, train_seeds=2,
-               ext_grid=(32, 48, 64), ext_windows=1)
+TINY = replace(
+    tp.BUDGETS["smoke"],
+    context=32,
+    layers=1,
+    heads=2,
+    d_model=8,
+    steps=4,
+    every=2,
+    batch=4,
+    max_tokens=20_000,
+    n_grid=(4, 8, 16, 24, 32),
+    n_min=4,
+    eval_seeds=2,
+    windows=2,
+    n_boot=20,
+    sweep_lengths=(32, 64),
+    sweep_xi=(0, 2),
+    sweep_windows=2,
+    sweep_batch=2,
+    train_seeds=2,
+    ext_grid=(32, 48, 64),
+    ext_windows=1,
+)
 GRID = [16, 32, 64, 128, 192, 256]
 EXT_GRID = [256, 384, 512, 768, 1024]
 REAL_TINY = tr.RealPlan(ratio=1.25, fractions=(0.25, 0.5, 0.75, 1.0), docs=2, n_boot=20, max_tokens=None)
@@ -47,14 +66,26 @@ def _contact(rng, grid, s, xi_alpha, xi_delta):
             a_u, d_u = rng.uniform(0.5, 1.5), rng.uniform(0.5, 1.5)
             for n in grid:
                 alpha, delta = a_u * 0.2 * math.log(n) ** xi_alpha, d_u * math.log(n) ** xi_delta
-                rows.append({"seed": s, "doc": 0, "layer": layer, "head": head, "n_keys": n, "query": n - 1,
-                             "lambda_n": alpha * math.log(n) / delta, "alpha_n": alpha, "contact_gap": delta,
-                             "tie": False})
+                rows.append(
+                    {
+                        "seed": s,
+                        "doc": 0,
+                        "layer": layer,
+                        "head": head,
+                        "n_keys": n,
+                        "query": n - 1,
+                        "lambda_n": alpha * math.log(n) / delta,
+                        "alpha_n": alpha,
+                        "contact_gap": delta,
+                        "tie": False,
+                    }
+                )
     return rows
 
 
-def _arm(folder: Path, prefix: str, plan: tp.Plan, *, xi_alpha: float, xi_delta: float, beta_xi,
-         best_xi: float) -> None:
+def _arm(
+    folder: Path, prefix: str, plan: tp.Plan, *, xi_alpha: float, xi_delta: float, beta_xi, best_xi: float
+) -> None:
     """One arm's files: per training seed k (offset JITTER[k] on every exponent), alpha_n = a_u (log n)^xi_alpha and
     Delta_n = d_u (log n)^xi_delta per unit, Lambda_n by the contact formula (4.4), so xi_Lambda = xi_alpha -
     xi_Delta + 1 exactly, on the n-grid and past the window; beta_n = 0.7 (log n)^beta_xi (ones for None) with
@@ -67,16 +98,36 @@ def _arm(folder: Path, prefix: str, plan: tp.Plan, *, xi_alpha: float, xi_delta:
             ext += [{**r, "train_seed": k} for r in _contact(rng, EXT_GRID, s, xi_alpha + j, xi_delta)]
             for layer in range(2):
                 for head in range(3):
-                    gaps.append({"seed": s, "doc": 0, "layer": layer, "head": head, "train_seed": k,
-                                 "gaps": np.concatenate(([0.0], np.sort(rng.exponential(1.0, 255))))})
+                    gaps.append(
+                        {
+                            "seed": s,
+                            "doc": 0,
+                            "layer": layer,
+                            "head": head,
+                            "train_seed": k,
+                            "gaps": np.concatenate(([0.0], np.sort(rng.exponential(1.0, 255)))),
+                        }
+                    )
         n = np.arange(1, 257)
         values = np.ones(256) if beta_xi is None else 0.7 * np.log(np.maximum(n, 2)) ** (beta_xi + j)
         beta.append(pd.DataFrame({"n": n, "beta_n": values, "train_seed": k}))
-        scales.append(pd.DataFrame({"layer": [0, 0], "head": [0, 1], "s": [1.0, 1.0], "b": [0.0, 0.0],
-                                    "train_seed": k}))
-        sweep += [{"window": w, "start": 0, "loss_sum": 128 * (1 + (xi - best_xi - j) ** 2 + 0.01 * w),
-                   "tokens": 128, "n_eval": n_eval, "xi": float(xi), "train_seed": k}
-                  for n_eval in plan.sweep_lengths for xi in plan.sweep_xi for w in range(3)]
+        scales.append(
+            pd.DataFrame({"layer": [0, 0], "head": [0, 1], "s": [1.0, 1.0], "b": [0.0, 0.0], "train_seed": k})
+        )
+        sweep += [
+            {
+                "window": w,
+                "start": 0,
+                "loss_sum": 128 * (1 + (xi - best_xi - j) ** 2 + 0.01 * w),
+                "tokens": 128,
+                "n_eval": n_eval,
+                "xi": float(xi),
+                "train_seed": k,
+            }
+            for n_eval in plan.sweep_lengths
+            for xi in plan.sweep_xi
+            for w in range(3)
+        ]
     rows.append({**rows[0], "lambda_n": math.inf, "alpha_n": math.nan, "contact_gap": math.nan, "tie": True})
     io.write_parquet(folder / f"{prefix}{tp.ROWS}", pd.DataFrame(rows))
     io.write_parquet(folder / f"{prefix}{tp.EXT_ROWS}", pd.DataFrame(ext))
@@ -88,22 +139,33 @@ def _arm(folder: Path, prefix: str, plan: tp.Plan, *, xi_alpha: float, xi_delta:
         io.write_parquet(folder / f"{prefix}sweep_{n_eval}.parquet", table[table["n_eval"] == n_eval])
 
 
-def _hand_folder(folder: Path, *, xi_alpha: float, xi_delta: float, beta_xi, val_loss: float = 1.0,
-                 best_xi: float = 0.5, model: str | None = None, untrained: dict | None = None) -> Path:
+def _hand_folder(
+    folder: Path,
+    *,
+    xi_alpha: float,
+    xi_delta: float,
+    beta_xi,
+    val_loss: float = 1.0,
+    best_xi: float = 0.5,
+    model: str | None = None,
+    untrained: dict | None = None,
+) -> Path:
     """A study folder with three training seeds whose answer is known, and its untrained arm (``UNTRAINED`` unless
     given)."""
     folder.mkdir(parents=True)
     cfg = studies.StudyConfig(study="temperature", model=model)
     io.write_json(folder / "config.json", {**asdict(cfg), "command": cfg.command(folder)})
-    plan = replace(tp.BUDGETS["smoke"], n_grid=tuple(GRID), n_min=16, sweep_lengths=(256, 512), n_boot=50,
-                   ext_grid=tuple(EXT_GRID))
+    plan = replace(
+        tp.BUDGETS["smoke"], n_grid=tuple(GRID), n_min=16, sweep_lengths=(256, 512), n_boot=50, ext_grid=tuple(EXT_GRID)
+    )
     io.write_json(folder / tp.PLAN, asdict(plan))
     for k in range(len(JITTER)):
         run = folder / "runs" / tp.run_name(k)
         run.mkdir(parents=True)
         pd.DataFrame({"step": [500], "loss": [val_loss]}).to_csv(run / "train.csv", index=False)
         pd.DataFrame({"step": [500], "val_loss": [val_loss], "val_ppl": [math.exp(val_loss)]}).to_csv(
-            run / "eval.csv", index=False)
+            run / "eval.csv", index=False
+        )
         io.write_json(run / "config.json", {"model": {"vocab": 257}})
     _arm(folder, "", plan, xi_alpha=xi_alpha, xi_delta=xi_delta, beta_xi=beta_xi, best_xi=best_xi)
     _arm(folder, tp.UNTRAINED, plan, **(untrained or UNTRAINED))
@@ -156,28 +218,35 @@ def test_the_untrained_decoder_fed_as_the_trained_one_reproduces_nothing(tmp_pat
     assert not tf.agree_holds(pd.read_csv(folder / "comparison.csv"), "untrained")
 
 
-@pytest.mark.parametrize(("xi_alpha", "xi_delta", "beta_xi", "val_loss", "verdict"), [
-    (-0.5, -1.0, 0.4, 1.0, "not reproduced"),  # xi_Lambda = 1.5 above 1, beta below
-    (-0.5, -1.0, 2.0, 1.0, "not reproduced"),  # both above 1: not Table 2's nanoGPT side
-    (-0.9, -0.4, 2.0, 1.0, "not reproduced"),  # xi_Lambda = 0.5 below 1, beta above
-    (-0.9, -0.4, 0.4, 5.0, "not checked"),  # validation loss near the uniform guess: nothing learned
-    (-0.9, -0.4, None, 1.0, "not checked"),  # beta_n still at its init 1
-    (-0.9, -0.4, 0.4, 1.0, "not checked"),  # both below 1, as the untrained decoder's
-])
-def test_side_verdict_follows_the_sides_of_one_and_its_null(tmp_path, no_plots, xi_alpha, xi_delta, beta_xi,
-                                                           val_loss, verdict):
+@pytest.mark.parametrize(
+    ("xi_alpha", "xi_delta", "beta_xi", "val_loss", "verdict"),
+    [
+        (-0.5, -1.0, 0.4, 1.0, "not reproduced"),  # xi_Lambda = 1.5 above 1, beta below
+        (-0.5, -1.0, 2.0, 1.0, "not reproduced"),  # both above 1: not Table 2's nanoGPT side
+        (-0.9, -0.4, 2.0, 1.0, "not reproduced"),  # xi_Lambda = 0.5 below 1, beta above
+        (-0.9, -0.4, 0.4, 5.0, "not checked"),  # validation loss near the uniform guess: nothing learned
+        (-0.9, -0.4, None, 1.0, "not checked"),  # beta_n still at its init 1
+        (-0.9, -0.4, 0.4, 1.0, "not checked"),  # both below 1, as the untrained decoder's
+    ],
+)
+def test_side_verdict_follows_the_sides_of_one_and_its_null(
+    tmp_path, no_plots, xi_alpha, xi_delta, beta_xi, val_loss, verdict
+):
     folder = _hand_folder(tmp_path / "s", xi_alpha=xi_alpha, xi_delta=xi_delta, beta_xi=beta_xi, val_loss=val_loss)
     finding = st.summarize(folder).findings[0]
     assert finding.verdict == verdict, (finding.evidence, finding.reason)
 
 
-@pytest.mark.parametrize(("xi_alpha", "xi_delta", "beta_xi", "best_xi", "verdicts"), [
-    (-0.9, -0.4, 0.4, 0.5, ["reproduced", "reproduced"]),
-    (-0.9, -0.4, 0.4, 1.5, ["reproduced", "not reproduced"]),  # xi*_PPL above 1, xi_hat_Lambda = 0.5 below
-    (-0.9, -0.4, 0.4, 1.0, ["reproduced", "not reproduced"]),  # xi*_PPL at 1: its side is not decided
-    (-0.5, -0.4, 0.2, 0.5, ["not reproduced", "reproduced"]),  # xi_hat_Lambda = 0.9 is 0.7 from xi_hat_beta
-    (-0.5, -1.0, 1.8, 2.0, ["reproduced", "reproduced"]),  # xi_hat_Lambda = 1.5: all above 1
-])
+@pytest.mark.parametrize(
+    ("xi_alpha", "xi_delta", "beta_xi", "best_xi", "verdicts"),
+    [
+        (-0.9, -0.4, 0.4, 0.5, ["reproduced", "reproduced"]),
+        (-0.9, -0.4, 0.4, 1.5, ["reproduced", "not reproduced"]),  # xi*_PPL above 1, xi_hat_Lambda = 0.5 below
+        (-0.9, -0.4, 0.4, 1.0, ["reproduced", "not reproduced"]),  # xi*_PPL at 1: its side is not decided
+        (-0.5, -0.4, 0.2, 0.5, ["not reproduced", "reproduced"]),  # xi_hat_Lambda = 0.9 is 0.7 from xi_hat_beta
+        (-0.5, -1.0, 1.8, 2.0, ["reproduced", "reproduced"]),  # xi_hat_Lambda = 1.5: all above 1
+    ],
+)
 def test_agreement_and_perplexity_verdicts(tmp_path, no_plots, xi_alpha, xi_delta, beta_xi, best_xi, verdicts):
     folder = _hand_folder(tmp_path / "s", xi_alpha=xi_alpha, xi_delta=xi_delta, beta_xi=beta_xi, best_xi=best_xi)
     agreement, ppl = st.summarize(folder).findings[1:3]
@@ -189,9 +258,22 @@ def test_agreement_that_iid_rows_reach_beside_the_trained_multipliers_is_not_che
     trained scores do, agreement does not need the trained scores, and the null passes."""
     beta = [0.38, 0.40, 0.42]
     arms = {"trained": [0.45, 0.50, 0.55], "untrained": [0.70, 0.72, 0.74], tf.ARMS[2]: [0.55, 0.60, 0.65]}
-    table = pd.concat([tf.intervals(pd.DataFrame({
-        "train_seed": range(3), "xi_hat_Lambda": lam, "xi_hat_beta": [0.0] * 3 if arm == "untrained" else beta,
-        tf.DIFFERENCE: np.subtract(lam, [0.0] * 3 if arm == "untrained" else beta)}), arm) for arm, lam in arms.items()])
+    table = pd.concat(
+        [
+            tf.intervals(
+                pd.DataFrame(
+                    {
+                        "train_seed": range(3),
+                        "xi_hat_Lambda": lam,
+                        "xi_hat_beta": [0.0] * 3 if arm == "untrained" else beta,
+                        tf.DIFFERENCE: np.subtract(lam, [0.0] * 3 if arm == "untrained" else beta),
+                    }
+                ),
+                arm,
+            )
+            for arm, lam in arms.items()
+        ]
+    )
     found = tf.agreement_finding(table, None)
     assert found.verdict == "not checked" and found.null.passes and "passes the rule too" in found.reason
     far = table.copy()
@@ -207,11 +289,18 @@ def test_xi_hat_beta_is_invariant_to_the_gauge_of_eq_a1():
     scales = pd.DataFrame({"layer": [0, 0], "head": [0, 1], "s": [1.5, 0.7], "b": [0.2, 0.4]})
     base = tf.head_slopes(beta, scales, GRID)
     for c in (-0.5, 1.0, 4.0):
-        shifted = tf.head_slopes(beta.assign(beta_n=beta["beta_n"] + c), scales.assign(b=scales["b"] - scales["s"] * c),
-                                 GRID)
+        shifted = tf.head_slopes(
+            beta.assign(beta_n=beta["beta_n"] + c), scales.assign(b=scales["b"] - scales["s"] * c), GRID
+        )
         np.testing.assert_allclose(shifted.to_numpy(), base.to_numpy(), rtol=1e-12)
-    vector = [tf.head_slopes(beta.assign(beta_n=beta["beta_n"] + c), pd.DataFrame(
-        {"layer": [0], "head": [0], "s": [1.0], "b": [0.0]}), GRID).iloc[0] for c in (0.0, 4.0)]
+    vector = [
+        tf.head_slopes(
+            beta.assign(beta_n=beta["beta_n"] + c),
+            pd.DataFrame({"layer": [0], "head": [0], "s": [1.0], "b": [0.0]}),
+            GRID,
+        ).iloc[0]
+        for c in (0.0, 4.0)
+    ]
     assert abs(vector[0] - vector[1]) > 0.1
 
 
@@ -223,10 +312,12 @@ def _seeds(rng, **means):
 def test_agreement_and_ppl_rules_fire_at_most_5_percent_under_their_nulls():
     """The agreement rule where the two exponents truly differ by the band's edge (0.5); the perplexity rule where
     xi*_PPL truly sits at 1 (a multiplier that moves nothing): each must rarely fire."""
+
     def agree(rng):
         lam = rng.normal(0.7, 0.05, 3)
-        table = pd.DataFrame({"train_seed": range(3), "xi_hat_Lambda": lam, "xi_hat_beta": lam - 0.5
-                              + rng.normal(0, 0.05, 3)})
+        table = pd.DataFrame(
+            {"train_seed": range(3), "xi_hat_Lambda": lam, "xi_hat_beta": lam - 0.5 + rng.normal(0, 0.05, 3)}
+        )
         return tf.intervals(table.assign(**{tf.DIFFERENCE: table["xi_hat_Lambda"] - table["xi_hat_beta"]}), "x")
 
     def ppl(rng):
@@ -245,7 +336,11 @@ def test_side_rule_fires_at_most_5_percent_when_the_exponent_sits_at_1():
 
 def test_side_of_one():
     assert [tf.side_of_one(*b) for b in ((0.2, 0.9), (1.1, 2), (0.8, 1.2), (math.nan, 1))] == [
-        "below 1", "above 1", "contains 1", "undefined"]
+        "below 1",
+        "above 1",
+        "contains 1",
+        "undefined",
+    ]
 
 
 def test_beta_fit_mse_is_zero_at_the_true_exponent_and_grows_away():
@@ -257,10 +352,17 @@ def test_beta_fit_mse_is_zero_at_the_true_exponent_and_grows_away():
 
 
 def test_representative_row_is_nearest_the_bucket_mean_at_the_largest_n():
-    rows = pd.DataFrame({"n_keys": [8, 8, 8, 4], "lambda_n": [1.0, 2.0, np.inf, 1.0],
-                         "alpha_n": [0.5, 0.2, np.nan, 0.3], "contact_gap": [1.0, 0.4, np.nan, 1.0]})
-    table = pd.DataFrame({"n": [4, 8], "mean log alpha": [0.0, math.log(0.21)],
-                          "mean log Delta": [0.0, math.log(0.41)]})
+    rows = pd.DataFrame(
+        {
+            "n_keys": [8, 8, 8, 4],
+            "lambda_n": [1.0, 2.0, np.inf, 1.0],
+            "alpha_n": [0.5, 0.2, np.nan, 0.3],
+            "contact_gap": [1.0, 0.4, np.nan, 1.0],
+        }
+    )
+    table = pd.DataFrame(
+        {"n": [4, 8], "mean log alpha": [0.0, math.log(0.21)], "mean log Delta": [0.0, math.log(0.41)]}
+    )
     assert ts.representative(rows, table).name == 1
 
 
@@ -269,8 +371,11 @@ def test_sweep_model_scales_the_logits_only_past_the_training_window():
     from attnlab.model.decoder import Decoder
 
     torch.manual_seed(0)
-    model = Decoder(ModelConfig(context=32, vocab=257, layers=1, heads=2, d_model=8, positions="rope",
-                                rope_dynamic=True, scaler="beta_n")).eval()
+    model = Decoder(
+        ModelConfig(
+            context=32, vocab=257, layers=1, heads=2, d_model=8, positions="rope", rope_dynamic=True, scaler="beta_n"
+        )
+    ).eval()
     with torch.no_grad():
         model.layers[0].attn.q_proj.weight.mul_(100)  # scores far from 0, so a multiplier shows
         x = torch.randint(0, 257, (1, 64))
@@ -288,8 +393,9 @@ def tiny_run(tmp_path_factory):
         mp.setitem(tp.BUDGETS, "smoke", TINY)
         mp.setitem(tr.REAL_PLANS, "smoke", REAL_TINY)
         folder = tmp_path_factory.mktemp("temperature") / "run"
-        section = studies.run(studies.StudyConfig(study="temperature", budget="smoke", model=str(checkpoint), seed=0),
-                              folder)
+        section = studies.run(
+            studies.StudyConfig(study="temperature", budget="smoke", model=str(checkpoint), seed=0), folder
+        )
     return folder, section
 
 
@@ -317,7 +423,8 @@ def test_tiny_end_to_end_run_writes_a_section_and_the_raw_pieces(tiny_run):
     assert (sweep["tokens"] == sweep["n_eval"] // 2).all()
     # within the training window m(n; xi) = 1, so every xi scores the same
     inside = sweep[(sweep["n_eval"] == TINY.context) & (sweep["train_seed"] == 0)].pivot(
-        index="window", columns="xi", values="loss_sum")
+        index="window", columns="xi", values="loss_sum"
+    )
     np.testing.assert_allclose(inside[0.0], inside[2.0], rtol=1e-6)
 
 
@@ -348,11 +455,23 @@ def test_contact_rows_are_the_engines_triples_of_the_stored_gaps(tiny_run):
 
 def test_rerun_resumes_without_retraining_or_rewriting(tiny_run):
     folder, _ = tiny_run
-    raw = [tp.PLAN, tp.BETA, tp.HEAD_SCALES, tp.GAPS, tp.ROWS, tp.EXT_ROWS, f"{tp.UNTRAINED}{tp.ROWS}",
-           *(f"sweep_{n}.parquet" for n in TINY.sweep_lengths), f"{tr.REAL}/config.json", f"{tr.REAL}/{tr.REAL_ROWS}"]
+    raw = [
+        tp.PLAN,
+        tp.BETA,
+        tp.HEAD_SCALES,
+        tp.GAPS,
+        tp.ROWS,
+        tp.EXT_ROWS,
+        f"{tp.UNTRAINED}{tp.ROWS}",
+        *(f"sweep_{n}.parquet" for n in TINY.sweep_lengths),
+        f"{tr.REAL}/config.json",
+        f"{tr.REAL}/{tr.REAL_ROWS}",
+    ]
     runs = [folder / "runs" / tp.run_name(k) for k in range(TINY.train_seeds)]
     ckpts = sorted(p for run in runs for p in (run / "checkpoints").rglob("*") if p.is_file())
-    before = {p: p.stat().st_mtime_ns for p in [*(folder / f for f in raw), *ckpts, *(r / "summary.json" for r in runs)]}
+    before = {
+        p: p.stat().st_mtime_ns for p in [*(folder / f for f in raw), *ckpts, *(r / "summary.json" for r in runs)]
+    }
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(tp.BUDGETS, "smoke", TINY)
         st.compute(studies.load_config(folder), folder, progress=False)
@@ -388,8 +507,9 @@ def test_real_part_end_to_end_matches_the_temperature_command_and_resummarizes_i
     assert {t.stem: (folder / f"{t.stem}.csv").read_text() for t in again.tables} == tables
 
 
-def _hand_real(folder: Path, *, xi_lambda: float, spread: float = 0.05, window: int | None = None,
-               past: bool = False) -> None:
+def _hand_real(
+    folder: Path, *, xi_lambda: float, spread: float = 0.05, window: int | None = None, past: bool = False
+) -> None:
     """folder/real as the temperature command writes it, with Lambda_n = c_u (log n)^(xi_lambda + o_u) per unit
     u = (layer, head), the offsets o_u in (spread, 0, -spread) over each layer's heads (so xi_hat_Lambda =
     xi_lambda, over all layers or one); with ``window``, layer 0 sees at most ``window`` keys, as a
@@ -398,9 +518,22 @@ def _hand_real(folder: Path, *, xi_lambda: float, spread: float = 0.05, window: 
     real.mkdir()
     grid = [128, 256, 512, 1024, 2048]
     reading = {"rope": "dynamic", "n_train": 1024} if past else {}
-    io.write_json(real / "config.json", {"model": "hand", "model_type": "llama", "layers": 2, "heads": 3,
-                                         "documents": 2, "n": grid, "n_boot": 50, "seed": 0, "device": "cpu",
-                                         "dtype": "float32", **reading})
+    io.write_json(
+        real / "config.json",
+        {
+            "model": "hand",
+            "model_type": "llama",
+            "layers": 2,
+            "heads": 3,
+            "documents": 2,
+            "n": grid,
+            "n_boot": 50,
+            "seed": 0,
+            "device": "cpu",
+            "dtype": "float32",
+            **reading,
+        },
+    )
     rows = []
     for layer in range(2):
         for head in range(3):
@@ -410,8 +543,19 @@ def _hand_real(folder: Path, *, xi_lambda: float, spread: float = 0.05, window: 
                     keys = min(n, window) if window and layer == 0 else n
                     lam = (1 + 0.1 * head + 0.05 * doc) * math.log(keys) ** xi_u
                     delta = 0.3 * math.log(keys) / lam  # the contact formula (4.4) with alpha_n = 0.3
-                    rows.append({"layer": layer, "head": head, "prompt": doc, "query": n - 1, "n_keys": keys,
-                                 "status": "active", "lambda_n": lam, "alpha_n": 0.3, "contact_gap": delta})
+                    rows.append(
+                        {
+                            "layer": layer,
+                            "head": head,
+                            "prompt": doc,
+                            "query": n - 1,
+                            "n_keys": keys,
+                            "status": "active",
+                            "lambda_n": lam,
+                            "alpha_n": 0.3,
+                            "contact_gap": delta,
+                        }
+                    )
     rows.append({**rows[0], "status": "empty", "lambda_n": math.nan})  # unreadable rows never count
     io.write_parquet(real / tr.REAL_ROWS, pd.DataFrame(rows))
 
@@ -448,12 +592,36 @@ def test_plan_json_reads_back_the_budget_and_a_folder_written_before_plans_were_
     for plan in (*tp.BUDGETS.values(), TINY):
         io.write_json(tmp_path / tp.PLAN, asdict(plan))
         assert tp.read_plan(tmp_path) == plan
-    untyped = {"context": 256, "layers": 2, "heads": 4, "d_model": 64, "steps": 1500, "batch": 16, "accum": 1,
-               "lr": 3e-3, "min_lr": 3e-4, "warmup": 20, "precision": "fp32", "max_tokens": 1_000_000, "every": 375,
-               "n_grid": [16, 32, 64, 128, 192, 256], "n_min": 16, "eval_seeds": 3, "windows": 16, "n_boot": 200,
-               "eps": 1e-6, "xi_max": 3.0, "xi_step": 0.05, "sweep_lengths": [256, 512, 1024],
-               "sweep_xi": [0, 0.5, 1, 1.5, 2, 2.5, 3], "sweep_windows": 32, "sweep_batch": 8, "train_seeds": 3,
-               "ext_grid": [256, 384, 512, 768, 1024], "ext_windows": 4}
+    untyped = {
+        "context": 256,
+        "layers": 2,
+        "heads": 4,
+        "d_model": 64,
+        "steps": 1500,
+        "batch": 16,
+        "accum": 1,
+        "lr": 3e-3,
+        "min_lr": 3e-4,
+        "warmup": 20,
+        "precision": "fp32",
+        "max_tokens": 1_000_000,
+        "every": 375,
+        "n_grid": [16, 32, 64, 128, 192, 256],
+        "n_min": 16,
+        "eval_seeds": 3,
+        "windows": 16,
+        "n_boot": 200,
+        "eps": 1e-6,
+        "xi_max": 3.0,
+        "xi_step": 0.05,
+        "sweep_lengths": [256, 512, 1024],
+        "sweep_xi": [0, 0.5, 1, 1.5, 2, 2.5, 3],
+        "sweep_windows": 32,
+        "sweep_batch": 8,
+        "train_seeds": 3,
+        "ext_grid": [256, 384, 512, 768, 1024],
+        "ext_windows": 4,
+    }
     (tmp_path / tp.PLAN).write_text(json.dumps(untyped))
     assert tp.read_plan(tmp_path) == tp.BUDGETS["smoke"]
     assert json.loads(json.dumps(asdict(tp.BUDGETS["smoke"]))) == untyped  # the same keys and values on disk

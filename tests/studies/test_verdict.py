@@ -16,19 +16,22 @@ FAILS, PASSES, NOT_RUN = Null("untrained", False, "0.7"), Null("untrained", True
 SEES, BLIND, NONE = MDE(0.1, 0.5, "ppl", "t"), MDE(0.5, 0.1, "ppl", "t"), MDE(None, None, "", "qualitative")
 
 
-@pytest.mark.parametrize(("holds", "null", "mde", "precondition", "label"), [
-    (True, FAILS, SEES, None, "reproduced"),
-    (True, FAILS, BLIND, None, "reproduced"),
-    (True, PASSES, SEES, None, "not checked"),
-    (True, NOT_RUN, SEES, None, "not checked"),
-    (False, FAILS, SEES, None, "not reproduced"),
-    (False, FAILS, NONE, None, "not reproduced"),
-    (False, FAILS, BLIND, None, "underpowered"),
-    (False, PASSES, BLIND, None, "underpowered"),
-    (False, NOT_RUN, SEES, None, "not reproduced"),
-    (None, FAILS, SEES, None, "not checked"),
-    (True, FAILS, SEES, "the positive control failed", "not checked"),
-])
+@pytest.mark.parametrize(
+    ("holds", "null", "mde", "precondition", "label"),
+    [
+        (True, FAILS, SEES, None, "reproduced"),
+        (True, FAILS, BLIND, None, "reproduced"),
+        (True, PASSES, SEES, None, "not checked"),
+        (True, NOT_RUN, SEES, None, "not checked"),
+        (False, FAILS, SEES, None, "not reproduced"),
+        (False, FAILS, NONE, None, "not reproduced"),
+        (False, FAILS, BLIND, None, "underpowered"),
+        (False, PASSES, BLIND, None, "underpowered"),
+        (False, NOT_RUN, SEES, None, "not reproduced"),
+        (None, FAILS, SEES, None, "not checked"),
+        (True, FAILS, SEES, "the positive control failed", "not checked"),
+    ],
+)
 def test_the_label_follows_rule_null_and_power(holds, null, mde, precondition, label):
     found = decide("c", rule="r", holds=holds, null=null, mde=mde, evidence="e", precondition=precondition)
     assert found.verdict == label and found.rule == "r" and found.null is null and found.mde is mde
@@ -41,8 +44,9 @@ def test_the_label_follows_rule_null_and_power(holds, null, mde, precondition, l
 
 def test_false_positive_rate_counts_the_rule_firing_under_its_null():
     # "the mean of 10 N(0, 1) draws exceeds 1.96 / sqrt(10)" fires 2.5% of the time
-    rate = false_positive_rate(lambda x: x.mean() > 1.96 / math.sqrt(10), lambda rng: rng.standard_normal(10),
-                               trials=4000)
+    rate = false_positive_rate(
+        lambda x: x.mean() > 1.96 / math.sqrt(10), lambda rng: rng.standard_normal(10), trials=4000
+    )
     assert 0.018 < rate < 0.033
     with pytest.raises(ValueError, match="trials"):
         false_positive_rate(bool, lambda rng: 0, trials=0)

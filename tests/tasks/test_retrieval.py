@@ -13,6 +13,7 @@ from attnlab.tasks.synthetic import TASKS, TaskError, get_task
 
 from .frequencies import N, ROWS, first_scored, freq
 
+
 def test_mqmtar_density_queries_and_vocabulary():
     task = TASKS["mqmtar"]
     assert task.vocab_size == 262 and task.min_length == 51
@@ -22,13 +23,13 @@ def test_mqmtar_density_queries_and_vocabulary():
         c, p = size["context"], size["pairs"]
         assert c == length - 26 and p == int(0.8 * c / 5 + 1e-9)
         batch = task.generate(300, length, seed=6)
-        context = batch.ids[:, 1:1 + c]
+        context = batch.ids[:, 1 : 1 + c]
         assert ((context == sp["kv"]).sum(1) == p).all()
         assert ((context == sp["empty"]).sum(1) == c - 5 * p).all()
         assert ((batch.ids == sp["query"]).sum(1) == 2 * 4).all()  # 4 queries, then 4 teacher-forced answers
         assert ((context <= sp["kv"]) | ((context >= 4) & (context < 4 + 256))).all()
         for row in context.tolist():
-            keys = [tuple(row[i - 2:i]) for i, x in enumerate(row) if x == sp["kv"]]
+            keys = [tuple(row[i - 2 : i]) for i, x in enumerate(row) if x == sp["kv"]]
             assert len(set(keys)) == len(keys)
     # Pairs stop growing at the key vocabulary: 10K distinct keys, the rest of the context empty.
     assert task.sizes(65536)["pairs"] == 10_000
@@ -36,7 +37,7 @@ def test_mqmtar_density_queries_and_vocabulary():
     small = get_task("mqmtar", alphabet=4, kv_vocab=5, queries=2)
     c = small.sizes(60)["context"]
     batch = small.generate(200, 60, seed=7)
-    seen = {tuple(row[i - 2:i]) for row in batch.ids.tolist() for i, x in enumerate(row[:1 + c]) if x == 1}
+    seen = {tuple(row[i - 2 : i]) for row in batch.ids.tolist() for i, x in enumerate(row[: 1 + c]) if x == 1}
     assert len(seen) == 5
 
 
@@ -44,7 +45,7 @@ def _stored_keys(task, length, seed, n=100):
     """The distinct keys the contexts of a batch store (the two tokens before each key-value delimiter)."""
     c = task.sizes(length)["context"]
     ids = task.generate(n, length, seed=seed).ids.tolist()
-    return {tuple(row[i - 2:i]) for row in ids for i, x in enumerate(row[:1 + c]) if x == task.specials["kv"]}
+    return {tuple(row[i - 2 : i]) for row in ids for i, x in enumerate(row[: 1 + c]) if x == task.specials["kv"]}
 
 
 def test_mqmtar_string_vocabulary_belongs_to_the_task_not_the_seed():
@@ -74,14 +75,14 @@ def test_mqmtar_queries_ask_only_for_keys_in_the_context():
         assert row[t0] == sp["sep"] and row.count(sp["sep"]) == 1
         first_query = row.index(sp["query"])
         context = row[1:first_query]
-        keys = {tuple(context[i - kl:i]) for i, x in enumerate(context) if x == sp["kv"]}
+        keys = {tuple(context[i - kl : i]) for i, x in enumerate(context) if x == sp["kv"]}
         block = row[first_query:t0]
         assert len(block) == task.queries * (1 + kl)
-        asked = [tuple(block[i + 1:i + 1 + kl]) for i in range(0, len(block), 1 + kl)]
+        asked = [tuple(block[i + 1 : i + 1 + kl]) for i in range(0, len(block), 1 + kl)]
         assert all(block[i] == sp["query"] for i in range(0, len(block), 1 + kl))
         assert set(asked) <= keys
         # Nothing of the answer region (values, <eos>) precedes the separator.
-        assert sp["eos"] not in row[:t0 + 1] and sp["kv"] not in block
+        assert sp["eos"] not in row[: t0 + 1] and sp["kv"] not in block
 
 
 def test_mqmtar_refuses_an_empty_string_vocabulary():
@@ -96,7 +97,7 @@ def test_mqar_pairs_scale_with_length_and_every_key_is_queried_once():
     for length, pairs in ((64, 4), (128, 8), (1024, 64)):
         assert task.sizes(length)["pairs"] == pairs
         batch = task.generate(100, length, seed=8)
-        keys, values = batch.ids[:, 1:2 * pairs + 1:2], batch.ids[:, 2:2 * pairs + 2:2]
+        keys, values = batch.ids[:, 1 : 2 * pairs + 1 : 2], batch.ids[:, 2 : 2 * pairs + 2 : 2]
         assert int(keys.min()) >= 1 and int(keys.max()) <= k and int(values.min()) > k
         scored = batch.targets != -100
         assert (scored.sum(1) == pairs).all()
@@ -119,8 +120,8 @@ def test_mqar_value_is_not_in_the_query_region_before_it_is_asked():
         asked = [t for t, y in enumerate(targets) if y != -100]
         assert len(asked) == pairs
         for t in asked:
-            assert targets[t] not in row[1 + 2 * pairs:t + 1]
-            assert row[1:1 + 2 * pairs:2].count(row[t]) == 1  # the queried key was stored once
+            assert targets[t] not in row[1 + 2 * pairs : t + 1]
+            assert row[1 : 1 + 2 * pairs : 2].count(row[t]) == 1  # the queried key was stored once
 
 
 def test_mqar_lengths_stop_where_keys_would_repeat():
@@ -142,7 +143,7 @@ def test_max_retrieval_unique_maximum_and_uniform_answer():
     batch = task.generate(N, 35, seed=10)
     m = task.sizes(35)["items"]
     assert m == 16  # the ID size of Table 8
-    prio, cls = batch.ids[:, 1:2 * m + 1:2], batch.ids[:, 2:2 * m + 1:2]
+    prio, cls = batch.ids[:, 1 : 2 * m + 1 : 2], batch.ids[:, 2 : 2 * m + 1 : 2]
     assert int(prio.max()) < p and int(cls.min()) >= p and int(cls.max()) < p + c
     assert all(len(set(row)) == m for row in prio.tolist())
     answers = batch.targets[batch.targets != -100].view(N, 2)
@@ -156,8 +157,8 @@ def test_answer_starts_after_the_single_separator():
     task = TASKS["max_retrieval"]
     batch = task.generate(ROWS, 35, seed=2)
     for row, t0 in zip(batch.ids.tolist(), first_scored(batch.targets)):
-        assert row[t0] == task.specials["sep"] and row[:t0 + 1].count(task.specials["sep"]) == 1
-        assert task.specials["eos"] not in row[:t0 + 1]
+        assert row[t0] == task.specials["sep"] and row[: t0 + 1].count(task.specials["sep"]) == 1
+        assert task.specials["eos"] not in row[: t0 + 1]
 
 
 def test_max_retrieval_longest_row_uses_every_priority_once():
@@ -197,7 +198,7 @@ def test_query_appears_once_before_its_answer(name):
     length = 24
     batch = task.generate(ROWS, length, seed=6)
     for row, t0 in zip(batch.ids.tolist(), first_scored(batch.targets)):
-        assert t0 == length - 2 and row[:t0 + 1].count(row[t0]) == 2
+        assert t0 == length - 2 and row[: t0 + 1].count(row[t0]) == 2
 
 
 @pytest.mark.parametrize("name", ["niah_small", "induction_small"])
@@ -211,25 +212,54 @@ def test_the_planted_bigram_is_repeated_at_the_end(name):
         assert row[-1] == value != key and targets[-3:] == [-100, value, task.specials["eos"]]
 
 
-@pytest.mark.parametrize("name, params, message", [
-    ("mqar", {"num_pairs": 0}, "mqar: keys = 4096, num_pairs = 0; allowed: keys >= 1 and num_pairs None or "
-                               "1 <= num_pairs <= keys (keys are distinct in a row)"),
-    ("mqar", {"keys": 4, "num_pairs": 5}, "mqar: keys = 4, num_pairs = 5; allowed: keys >= 1 and num_pairs None or "
-                                          "1 <= num_pairs <= keys (keys are distinct in a row)"),
-    ("mqmtar", {"alphabet": 1}, "mqmtar: alphabet 1, key_len 2, value_len 2, queries 4; allowed: alphabet >= 2 and "
-                                "key_len, value_len, queries >= 1"),
-    ("mqmtar", {"density": 0}, "mqmtar: density 0; allowed: 0 < density <= 1"),
-    ("mqmtar", {"alphabet": 2 ** 31}, "mqmtar: alphabet ** max(key_len, value_len) = 4611686018427387904; "
-                                      "allowed: below 2 ** 62"),
-    ("mqmtar", {"kv_vocab": 3}, "mqmtar: kv_vocab 3, queries 4; allowed: queries <= kv_vocab (None: all 65536 "
-                                "strings) <= alphabet ** min(key_len, value_len) = 65536"),
-    ("mqmtar", {"alphabet": 4, "kv_vocab": 17}, "mqmtar: kv_vocab 17, queries 4; allowed: queries <= kv_vocab "
-                                                "(None: all 16 strings) <= alphabet ** min(key_len, value_len) = 16"),
-    ("max_retrieval", {"classes": 1}, "max_retrieval: priorities 4096, classes 1; allowed: priorities >= 1, "
-                                      "classes >= 2"),
-    ("niah_small", {"keys": 0}, "niah_small: symbols 16, keys 0; allowed: symbols >= 1 and keys >= 1"),
-    ("induction_small", {"symbols": 1}, "induction_small: symbols 1; allowed: symbols >= 2 (A and B != A)"),
-])
+@pytest.mark.parametrize(
+    "name, params, message",
+    [
+        (
+            "mqar",
+            {"num_pairs": 0},
+            "mqar: keys = 4096, num_pairs = 0; allowed: keys >= 1 and num_pairs None or "
+            "1 <= num_pairs <= keys (keys are distinct in a row)",
+        ),
+        (
+            "mqar",
+            {"keys": 4, "num_pairs": 5},
+            "mqar: keys = 4, num_pairs = 5; allowed: keys >= 1 and num_pairs None or "
+            "1 <= num_pairs <= keys (keys are distinct in a row)",
+        ),
+        (
+            "mqmtar",
+            {"alphabet": 1},
+            "mqmtar: alphabet 1, key_len 2, value_len 2, queries 4; allowed: alphabet >= 2 and "
+            "key_len, value_len, queries >= 1",
+        ),
+        ("mqmtar", {"density": 0}, "mqmtar: density 0; allowed: 0 < density <= 1"),
+        (
+            "mqmtar",
+            {"alphabet": 2**31},
+            "mqmtar: alphabet ** max(key_len, value_len) = 4611686018427387904; allowed: below 2 ** 62",
+        ),
+        (
+            "mqmtar",
+            {"kv_vocab": 3},
+            "mqmtar: kv_vocab 3, queries 4; allowed: queries <= kv_vocab (None: all 65536 "
+            "strings) <= alphabet ** min(key_len, value_len) = 65536",
+        ),
+        (
+            "mqmtar",
+            {"alphabet": 4, "kv_vocab": 17},
+            "mqmtar: kv_vocab 17, queries 4; allowed: queries <= kv_vocab "
+            "(None: all 16 strings) <= alphabet ** min(key_len, value_len) = 16",
+        ),
+        (
+            "max_retrieval",
+            {"classes": 1},
+            "max_retrieval: priorities 4096, classes 1; allowed: priorities >= 1, classes >= 2",
+        ),
+        ("niah_small", {"keys": 0}, "niah_small: symbols 16, keys 0; allowed: symbols >= 1 and keys >= 1"),
+        ("induction_small", {"symbols": 1}, "induction_small: symbols 1; allowed: symbols >= 2 (A and B != A)"),
+    ],
+)
 def test_parameters_outside_their_range_are_refused_with_what_is_allowed(name, params, message):
     with pytest.raises(TaskError, match=f"^{re.escape(message)}$"):
         get_task(name, **params)

@@ -10,8 +10,21 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-from attnlab.tasks.seqtask import (GENERATE, IGNORE, TRAIN, USER_STREAMS, TASKS, Task, TaskError, classification,
-                                   distinct, generative, register, stream_id, task_rng)
+from attnlab.tasks.seqtask import (
+    GENERATE,
+    IGNORE,
+    TRAIN,
+    USER_STREAMS,
+    TASKS,
+    Task,
+    TaskError,
+    classification,
+    distinct,
+    generative,
+    register,
+    stream_id,
+    task_rng,
+)
 from attnlab.tasks.sequences import Copy
 
 
@@ -46,10 +59,16 @@ def test_generators_depend_on_stream_purpose_and_words_only():
         return task_rng(*words).integers(0, 2**31, size=8).tolist()
 
     assert draw("copy", GENERATE, 3) == draw("copy", GENERATE, 3)
-    assert draw("copy", GENERATE, 3) == np.random.default_rng([stream_id("copy"), GENERATE, 3]).integers(
-        0, 2**31, size=8).tolist()
-    others = [draw("reverse", GENERATE, 3), draw("copy", TRAIN, 3), draw("copy", GENERATE, 4),
-              draw("copy", GENERATE, 3, 0, 1)]
+    assert (
+        draw("copy", GENERATE, 3)
+        == np.random.default_rng([stream_id("copy"), GENERATE, 3]).integers(0, 2**31, size=8).tolist()
+    )
+    others = [
+        draw("reverse", GENERATE, 3),
+        draw("copy", TRAIN, 3),
+        draw("copy", GENERATE, 4),
+        draw("copy", GENERATE, 3, 0, 1),
+    ]
     assert all(o != draw("copy", GENERATE, 3) for o in others)
     assert len({stream_id(name) for name in TASKS}) == len(TASKS), "two tasks share a stream"
 
@@ -103,12 +122,15 @@ def test_a_user_task_gets_the_documented_stream_and_a_clash_is_refused():
         TASKS.unregister("tiny_for_test")
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda t: t.generate(2, 7, seed=0), "length 7 does not fit the task with {}; allowed: 2 <= length <= 6"),
-    (lambda t: t.generate(2, 1, seed=0), "allowed: 2 <= length <= 6"),
-    (lambda t: t.generate(0, 4, seed=0), "allowed are n >= 1 and seed >= 0"),
-    (lambda t: t.generate(1, 4, seed=-2), "seed -2"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda t: t.generate(2, 7, seed=0), "length 7 does not fit the task with {}; allowed: 2 <= length <= 6"),
+        (lambda t: t.generate(2, 1, seed=0), "allowed: 2 <= length <= 6"),
+        (lambda t: t.generate(0, 4, seed=0), "allowed are n >= 1 and seed >= 0"),
+        (lambda t: t.generate(1, 4, seed=-2), "seed -2"),
+    ],
+)
 def test_requests_outside_the_task_are_refused_with_what_is_allowed(call, match):
     with pytest.raises(TaskError, match=match.replace("{", r"\{").replace("}", r"\}")):
         call(_Tiny())

@@ -13,6 +13,7 @@ from attnlab.tasks.synthetic import TASKS, TaskError, get_task
 
 from .frequencies import N, ROWS, first_scored, freq
 
+
 @pytest.mark.parametrize("name", ["copy", "reverse", "sort"])
 def test_transduction_sizes_symbols_and_repeats(name):
     task = TASKS[name]
@@ -22,7 +23,7 @@ def test_transduction_sizes_symbols_and_repeats(name):
         batch = task.generate(100, length, seed=1)
         assert task.sizes(length) == {"source_tokens": m}
         assert ((batch.targets != -100).sum(1) == m + 1).all()
-        source = batch.ids[:, 1:m + 1]
+        source = batch.ids[:, 1 : m + 1]
         assert int(source.max()) < 32
         # An odd length leaves one token spare: <eos> is then the last input, its target unscored.
         assert (batch.ids[:, -1] == task.specials["eos"]).all() == bool(length % 2)
@@ -37,8 +38,8 @@ def test_answer_starts_after_the_single_separator(name):
     task = TASKS[name]
     batch = task.generate(ROWS, 24, seed=2)
     for row, t0 in zip(batch.ids.tolist(), first_scored(batch.targets)):
-        assert row[t0] == task.specials["sep"] and row[:t0 + 1].count(task.specials["sep"]) == 1
-        assert task.specials["eos"] not in row[:t0 + 1]
+        assert row[t0] == task.specials["sep"] and row[: t0 + 1].count(task.specials["sep"]) == 1
+        assert task.specials["eos"] not in row[: t0 + 1]
 
 
 @pytest.mark.parametrize("name, order", [("copy", list), ("reverse", lambda x: x[::-1]), ("sort", sorted)])
@@ -133,17 +134,28 @@ def test_the_shortest_flipflop_row_writes_once_then_reads():
 
 
 # The whole message: a user must learn the task, the value given and the allowed range.
-@pytest.mark.parametrize("name, params, message", [
-    ("copy", {"symbols": 1}, "copy: symbols = 1; allowed: symbols >= 2"),
-    ("sort", {"symbols": 0}, "sort: symbols = 0; allowed: symbols >= 2"),
-    ("2back", {"symbols": 1}, "2back: symbols = 1; allowed: symbols >= 2 (the special 0 and more)"),
-    ("local_count", {"symbols": 1}, "local_count: symbols = 1, max_repeat = 4; allowed: symbols >= 2 "
-                                    "(neighbouring clusters differ) and max_repeat >= 1"),
-    ("local_count", {"max_repeat": 0}, "local_count: symbols = 8, max_repeat = 0; allowed: symbols >= 2 "
-                                       "(neighbouring clusters differ) and max_repeat >= 1"),
-    ("flipflop_dense", {"p_write": 0}, "flipflop_dense: p_write = 0; allowed: 0 < p_write < 1"),
-    ("flipflop_sparse", {"p_write": 1.0}, "flipflop_sparse: p_write = 1.0; allowed: 0 < p_write < 1"),
-])
+@pytest.mark.parametrize(
+    "name, params, message",
+    [
+        ("copy", {"symbols": 1}, "copy: symbols = 1; allowed: symbols >= 2"),
+        ("sort", {"symbols": 0}, "sort: symbols = 0; allowed: symbols >= 2"),
+        ("2back", {"symbols": 1}, "2back: symbols = 1; allowed: symbols >= 2 (the special 0 and more)"),
+        (
+            "local_count",
+            {"symbols": 1},
+            "local_count: symbols = 1, max_repeat = 4; allowed: symbols >= 2 "
+            "(neighbouring clusters differ) and max_repeat >= 1",
+        ),
+        (
+            "local_count",
+            {"max_repeat": 0},
+            "local_count: symbols = 8, max_repeat = 0; allowed: symbols >= 2 "
+            "(neighbouring clusters differ) and max_repeat >= 1",
+        ),
+        ("flipflop_dense", {"p_write": 0}, "flipflop_dense: p_write = 0; allowed: 0 < p_write < 1"),
+        ("flipflop_sparse", {"p_write": 1.0}, "flipflop_sparse: p_write = 1.0; allowed: 0 < p_write < 1"),
+    ],
+)
 def test_parameters_outside_their_range_are_refused_with_what_is_allowed(name, params, message):
     with pytest.raises(TaskError, match=f"^{re.escape(message)}$"):
         get_task(name, **params)
@@ -158,10 +170,17 @@ def test_the_shortest_row_is_drawn_and_one_shorter_is_refused(name, shortest):
         task.generate(3, shortest - 1, seed=0)
 
 
-@pytest.mark.parametrize("name, size, per_n", [("copy", "source_tokens", 1), ("reverse", "source_tokens", 1),
-                                               ("sort", "source_tokens", 1), ("2back", "random_tokens", 1),
-                                               ("local_count", "counted_tokens", 1),
-                                               ("flipflop_sparse", "instructions", 0.5)])
+@pytest.mark.parametrize(
+    "name, size, per_n",
+    [
+        ("copy", "source_tokens", 1),
+        ("reverse", "source_tokens", 1),
+        ("sort", "source_tokens", 1),
+        ("2back", "random_tokens", 1),
+        ("local_count", "counted_tokens", 1),
+        ("flipflop_sparse", "instructions", 0.5),
+    ],
+)
 def test_row_length_holds_the_papers_length_in_its_units(name, size, per_n):
     task = TASKS[name]
     for n in (4, 7, 32, 64, 1000):

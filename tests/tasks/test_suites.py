@@ -8,8 +8,17 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.tasks import (SUITES, SuiteError, answer_correct, answer_keys, build_suite, decoy_hit, generic_text,
-                           is_chat, max_new_tokens)
+from attnlab.tasks import (
+    SUITES,
+    SuiteError,
+    answer_correct,
+    answer_keys,
+    build_suite,
+    decoy_hit,
+    generic_text,
+    is_chat,
+    max_new_tokens,
+)
 from attnlab.tasks.suites import parse_passages
 from attnlab.tasks.token_suites import bundled_passages
 from attnlab.tasks.text import lexicon
@@ -29,10 +38,18 @@ and nobody in the house said a word about the broken window or the missing cake.
 Short passages are fine as long as they hold enough tokens: the wind blew over the hill and the sheep
 moved slowly toward the barn where the farmer waited with his lamp and his dog.
 """
-SMALL = {"niah": {"pad": 6}, "passkey_niah": {"pad": 6}, "uuid_niah": {"pad": 6},
-         "induction": {"length": 64}, "mqar": {"length": 64}, "copying": {"pad": 20},
-         "niah_multi": {"pad": 6}, "niah_decoy": {"pad": 6}, "ruler_multikey": {"pad": 6},
-         "literary": {"pad": 20, "passages": PASSAGES}}
+SMALL = {
+    "niah": {"pad": 6},
+    "passkey_niah": {"pad": 6},
+    "uuid_niah": {"pad": 6},
+    "induction": {"length": 64},
+    "mqar": {"length": 64},
+    "copying": {"pad": 20},
+    "niah_multi": {"pad": 6},
+    "niah_decoy": {"pad": 6},
+    "ruler_multikey": {"pad": 6},
+    "literary": {"pad": 20, "passages": PASSAGES},
+}
 
 
 @pytest.fixture(scope="module", params=["word", "bpe"])
@@ -57,7 +74,7 @@ def _ids(tokenizer, text: str) -> list[int]:
 def _find(ids, seq) -> list[int]:
     """Start positions of ``seq`` in ``ids`` by brute force."""
     seq = list(seq)
-    return [i for i in range(len(ids) - len(seq) + 1) if list(ids[i:i + len(seq)]) == seq]
+    return [i for i in range(len(ids) - len(seq) + 1) if list(ids[i : i + len(seq)]) == seq]
 
 
 def _text(tokenizer, ids) -> str:
@@ -90,8 +107,8 @@ def test_same_seed_same_prompts_other_seed_other_prompts(tok, name):
 def test_input_starts_with_the_tokenizers_bos_and_holds_no_special_token(tok, name):
     bos = _bos(tok)
     for p in build_suite(name, tok, 3, **SMALL[name]):
-        assert list(p.input_ids[:len(bos)]) == bos
-        assert not set(p.input_ids[len(bos):]) & set(tok.all_special_ids)
+        assert list(p.input_ids[: len(bos)]) == bos
+        assert not set(p.input_ids[len(bos) :]) & set(tok.all_special_ids)
 
 
 def test_niah_needle_only_where_planted_and_template(tok):
@@ -103,11 +120,11 @@ def test_niah_needle_only_where_planted_and_template(tok):
         ids = list(p.input_ids)
         assert [i for i, t in enumerate(ids) if t == token] == list(p.answer_positions)
         assert p.answer_ids == (token,)
-        assert _text(tok, ids[:p.answer_positions[0]]) == "the secret word is"
+        assert _text(tok, ids[: p.answer_positions[0]]) == "the secret word is"
         whole = _text(tok, ids)
         assert whole.startswith(f"the secret word is {needle}.")
         assert whole.endswith(". the secret word is")
-        haystack = whole[len(f"the secret word is {needle}."):-len("the secret word is")]
+        haystack = whole[len(f"the secret word is {needle}.") : -len("the secret word is")]
         assert haystack.count(".") == 8 == p.meta["pad"]
         assert not any(cue in haystack for cue in CUES)
         assert needle not in re.findall(r"[a-z]+", haystack)
@@ -146,11 +163,15 @@ def test_uuid_niah_value_only_where_planted(tok):
         [k] = _ids(tok, " " + key)
         assert list(p.input_ids).count(k) == 3  # the needle and the question's two mentions
         whole = _text(tok, p.input_ids)
-        assert whole.startswith("some special magic uuids are hidden within the following text. make sure to "
-                                "memorize it. i will quiz you about the uuids afterwards.")
+        assert whole.startswith(
+            "some special magic uuids are hidden within the following text. make sure to "
+            "memorize it. i will quiz you about the uuids afterwards."
+        )
         assert f"one of the special magic uuids for {key} is:" in whole
-        assert whole.endswith(f"what are all the special magic uuids for {key} mentioned in the provided text? "
-                              f"the special magic uuids for {key} mentioned in the provided text are")
+        assert whole.endswith(
+            f"what are all the special magic uuids for {key} mentioned in the provided text? "
+            f"the special magic uuids for {key} mentioned in the provided text are"
+        )
         assert whole.count(".") - 4 == 10 == p.meta["pad"]  # 3 periods in the intro, 1 after the needle
 
 
@@ -174,8 +195,8 @@ def test_induction_answer_is_the_token_after_the_first_occurrence(tok):
     for p in build_suite("induction", tok, 4, length=101):
         ids = list(p.input_ids)
         assert len(ids) == 101
-        body = ids[len(bos):]
-        assert len(set(body[:len(body) // 2 + 1])) == len(body) // 2 + 1  # a segment of distinct tokens
+        body = ids[len(bos) :]
+        assert len(set(body[: len(body) // 2 + 1])) == len(body) // 2 + 1  # a segment of distinct tokens
         first = ids.index(ids[-1])
         assert first < len(ids) - 1
         assert p.answer_ids == (ids[first + 1],) and p.answer_positions == (first + 1,)
@@ -200,11 +221,11 @@ def test_mqar_answer_is_the_value_stored_for_the_last_key(tok):
     for p in build_suite("mqar", tok, 4, length=90):
         ids = list(p.input_ids)
         assert 87 <= len(ids) <= 90
-        body = ids[len(bos):]
+        body = ids[len(bos) :]
         pairs = (len(body) + 1) // 4
-        store = dict(zip(body[0:2 * pairs:2], body[1:2 * pairs:2]))
+        store = dict(zip(body[0 : 2 * pairs : 2], body[1 : 2 * pairs : 2]))
         assert len(store) == pairs and not set(store) & set(store.values())
-        queries = body[2 * pairs:]
+        queries = body[2 * pairs :]
         assert all(store[k] == v for k, v in zip(queries[0::2], queries[1::2]))
         assert sorted(queries[0::2]) == sorted(store)  # every key is queried once
         last = queries[-1]
@@ -219,8 +240,8 @@ def test_copying_repeats_the_passage_start_after_the_padding(tok):
         ids = list(p.input_ids)
         passage = _ids(tok, p.meta["passage"])
         copied = p.meta["copied"]
-        assert ids == bos + passage + ids[len(bos) + len(passage):-copied] + passage[:copied]
-        noise = ids[len(bos) + len(passage):-copied]
+        assert ids == bos + passage + ids[len(bos) + len(passage) : -copied] + passage[:copied]
+        noise = ids[len(bos) + len(passage) : -copied]
         assert len(noise) == 30 and not set(noise) & set(passage)
         assert p.answer_ids == (passage[copied],) and p.answer_positions == (len(bos) + copied,)
         assert ids.count(passage[copied]) == 1
@@ -265,14 +286,17 @@ def test_length_bounds_are_exact(word):
     assert build_suite("niah", word, 1, length=least)[0].meta["pad"] == 0
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"name": "nope"}, "unknown suite 'nope'; choose one of: niah"),
-    ({"n_prompts": 0}, "n_prompts must be an int >= 1"),
-    ({"seed": -1}, "seed must be an int >= 0"),
-    ({"pad": 3, "length": 100}, "pass pad or length, not both"),
-    ({"name": "induction", "pad": 3}, "induction takes length, not pad"),
-    ({"length": 2.5}, "length must be an int"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"name": "nope"}, "unknown suite 'nope'; choose one of: niah"),
+        ({"n_prompts": 0}, "n_prompts must be an int >= 1"),
+        ({"seed": -1}, "seed must be an int >= 0"),
+        ({"pad": 3, "length": 100}, "pass pad or length, not both"),
+        ({"name": "induction", "pad": 3}, "induction takes length, not pad"),
+        ({"length": 2.5}, "length must be an int"),
+    ],
+)
 def test_bad_arguments(word, kwargs, match):
     args = {"name": "niah", "n_prompts": 2} | kwargs
     with pytest.raises(SuiteError, match=match):
@@ -286,8 +310,17 @@ def test_not_a_tokenizer():
 
 def test_max_new_tokens_follow_the_seed():
     assert {n: max_new_tokens(n) for n in SMALL} == {
-        "niah": 1, "induction": 1, "mqar": 1, "copying": 1, "uuid_niah": 56, "passkey_niah": 24, "niah_multi": 1,
-        "niah_decoy": 1, "ruler_multikey": 56, "literary": 1}
+        "niah": 1,
+        "induction": 1,
+        "mqar": 1,
+        "copying": 1,
+        "uuid_niah": 56,
+        "passkey_niah": 24,
+        "niah_multi": 1,
+        "niah_decoy": 1,
+        "ruler_multikey": 56,
+        "literary": 1,
+    }
 
 
 def test_answer_correct_single_token(bpe):
@@ -348,8 +381,17 @@ def test_word_lists_hold_no_cue_and_no_duplicate():
 def test_suite_stream_ids_never_change():
     """A suite's stream id is the second word of every seed it draws: changing one changes every prompt."""
     assert {name: s.stream for name, s in SUITES.items()} == {
-        "niah": 1, "induction": 2, "mqar": 3, "copying": 4, "uuid_niah": 5, "passkey_niah": 6, "niah_multi": 7,
-        "niah_decoy": 8, "ruler_multikey": 9, "literary": 10}
+        "niah": 1,
+        "induction": 2,
+        "mqar": 3,
+        "copying": 4,
+        "uuid_niah": 5,
+        "passkey_niah": 6,
+        "niah_multi": 7,
+        "niah_decoy": 8,
+        "ruler_multikey": 9,
+        "literary": 10,
+    }
 
 
 def test_user_suite_registers_with_its_own_stream(bpe):
@@ -406,8 +448,10 @@ def test_bos_without_a_bos_token_is_refused(bpe):
         build_suite("niah", bpe, 1, pad=2, bos=True)
 
 
-HAYSTACK = " ".join(f"The {w} river runs past the old mill number {i}." for i, w in
-                    enumerate(["quiet", "broad", "cold", "slow", "green", "deep", "long", "dark", "wide", "clear"]))
+HAYSTACK = " ".join(
+    f"The {w} river runs past the old mill number {i}."
+    for i, w in enumerate(["quiet", "broad", "cold", "slow", "green", "deep", "long", "dark", "wide", "clear"])
+)
 
 
 @pytest.mark.parametrize("name", ["niah", "uuid_niah", "passkey_niah"])
@@ -462,8 +506,10 @@ def test_niah_decoy_plants_fake_decoy_and_real_before_the_haystack(tok):
     for p in build_suite("niah_decoy", tok, 8, seed=1, pad=6):
         text = _text(tok, p.input_ids)
         fake, decoy = p.meta["decoys"]
-        assert text.startswith(f"the fake secret word is {fake}. the decoy secret word is {decoy}. "
-                               f"the real secret word is {p.meta['needle']}.")
+        assert text.startswith(
+            f"the fake secret word is {fake}. the decoy secret word is {decoy}. "
+            f"the real secret word is {p.meta['needle']}."
+        )
         assert text.endswith("the real secret word is") and text.count("secret word is") == 4
         assert _text(tok, p.answer_ids).strip() == p.meta["needle"]
         assert len({fake, decoy, p.meta["needle"]}) == 3
@@ -516,8 +562,8 @@ def test_literary_is_padding_then_a_passage_cut_part_way_with_its_next_token_as_
         ids = _ids(tok, texts[p.meta["title"]])
         cut = p.meta["cut"]
         assert len(ids) // 2 <= cut < len(ids)
-        assert list(p.input_ids) == lead + list(p.input_ids[len(lead):len(lead) + 20]) + ids[:cut]
-        assert not set(p.input_ids[len(lead):len(lead) + 20]) & set(ids)  # padding never names the text
+        assert list(p.input_ids) == lead + list(p.input_ids[len(lead) : len(lead) + 20]) + ids[:cut]
+        assert not set(p.input_ids[len(lead) : len(lead) + 20]) & set(ids)  # padding never names the text
         assert p.answer_ids == (ids[cut],) and p.answer_positions == () and answer_keys(p) == {}
         seen.add(p.meta["title"])
     assert seen == set(texts)  # 9 prompts cycle through the 3 passages
@@ -546,8 +592,10 @@ def test_literary_defaults_to_the_bundled_openings_and_refuses_passages_elsewher
 
 # ------------------------------------------------------------------------------------------ chat template
 
-CHAT = ("{% for m in messages %}<s>[{{ m['role'] }}] {{ m['content'] }} [end]{% endfor %}"
-        "{% if add_generation_prompt %} [assistant]{% endif %}")
+CHAT = (
+    "{% for m in messages %}<s>[{{ m['role'] }}] {{ m['content'] }} [end]{% endfor %}"
+    "{% if add_generation_prompt %} [assistant]{% endif %}"
+)
 
 
 @pytest.mark.parametrize("name", ["niah", "copying", "ruler_multikey", "literary"])
@@ -567,7 +615,8 @@ def test_chat_frames_every_prompt_as_a_user_message(word, name):
         assert f.answer_positions == tuple(a + shift for a in p.answer_positions)
         keys = answer_keys(f)
         assert {q - shift: k - shift for q, k in keys.items() if q != len(f.input_ids) - 1} == {
-            q: k for q, k in answer_keys(p).items() if q != len(p.input_ids) - 1}
+            q: k for q, k in answer_keys(p).items() if q != len(p.input_ids) - 1
+        }
     with pytest.raises(SuiteError, match="has no chat template"):
         build_suite("niah", word, 1, pad=2, chat=True)
 
@@ -579,7 +628,7 @@ def test_chat_keeps_inductions_answer_keys_on_the_repeat(word):
     finally:
         word.chat_template = None
     after = _ids(word, " [end] [assistant]")
-    assert list(p.input_ids[-len(after):]) == after and p.meta["trail"] == len(after)
+    assert list(p.input_ids[-len(after) :]) == after and p.meta["trail"] == len(after)
     keys = answer_keys(p)
     repeat = p.meta["repeat"]
     body = len(p.input_ids) - len(after)

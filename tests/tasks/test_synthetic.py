@@ -22,8 +22,21 @@ from attnlab.tasks.synthetic import (
 from attnlab.train.data import Batches, DataError
 
 NAMES = sorted(TASKS)
-EXPECTED = {"mqmtar", "mqar", "max_retrieval", "copy", "reverse", "sort", "2back", "local_count", "flipflop_sparse",
-            "flipflop_dense", "trigger_averaging", "niah_small", "induction_small"}
+EXPECTED = {
+    "mqmtar",
+    "mqar",
+    "max_retrieval",
+    "copy",
+    "reverse",
+    "sort",
+    "2back",
+    "local_count",
+    "flipflop_sparse",
+    "flipflop_dense",
+    "trigger_averaging",
+    "niah_small",
+    "induction_small",
+}
 
 
 def _length(name):
@@ -45,8 +58,12 @@ def test_registry_holds_the_tasks_with_specs_citing_their_papers():
     for name, task in TASKS.items():
         spec = task.describe()
         json.dumps(spec)  # goes into a run's config.json
-        assert spec["task"] == name and spec["source"] and spec["layout"] and spec["kind"] in (
-            "generative", "classification", "vector")
+        assert (
+            spec["task"] == name
+            and spec["source"]
+            and spec["layout"]
+            and spec["kind"] in ("generative", "classification", "vector")
+        )
         assert any(key in task.__doc__ for key in PAPERS), name  # each generator cites its paper and section
     assert TASKS["2back"].kind == TASKS["local_count"].kind == "classification"
     assert (TASKS["flipflop_sparse"].p_write, TASKS["flipflop_dense"].p_write) == (0.1, 0.8)
@@ -65,10 +82,13 @@ def test_batches_are_pinned_across_machines():
     """Fixed numbers: a changed generator or numpy stream shows up here, not as silently different data."""
     assert TASKS["copy"].generate(1, 10, seed=0).ids.tolist() == [[32, 14, 31, 1, 13, 33, 14, 31, 1, 13]]
     assert TASKS["flipflop_dense"].generate(1, 9, seed=0).ids.tolist() == [[5, 2, 1, 2, 0, 3, 0, 4, 0]]
-    assert TASKS["mqar"].generate(1, 16, seed=0).ids.tolist() == [[8193, 1225, 7761, 0, 0, 0, 0, 1225, 7761]
-                                                                   + [0] * 7]
-    torch.testing.assert_close(TASKS["trigger_averaging"].generate(1, 4, seed=0).targets[0, 3, 2:5],
-                               torch.tensor([-0.7582, -0.0672, 0.8254]), atol=1e-4, rtol=0)
+    assert TASKS["mqar"].generate(1, 16, seed=0).ids.tolist() == [[8193, 1225, 7761, 0, 0, 0, 0, 1225, 7761] + [0] * 7]
+    torch.testing.assert_close(
+        TASKS["trigger_averaging"].generate(1, 4, seed=0).targets[0, 3, 2:5],
+        torch.tensor([-0.7582, -0.0672, 0.8254]),
+        atol=1e-4,
+        rtol=0,
+    )
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -121,28 +141,33 @@ def test_a_stream_with_min_length_varies_the_length_per_step_and_validates_at_le
     assert first[0].shape == second[0].shape
     assert all(x.shape[1] == 24 for x, _ in stream.val_batches(4, 3))
     assert stream.describe()["min_length"] == 10
-    assert TaskStream("copy", 24, seed=3).train_batch(5, 4)[0].equal(TaskStream("copy", 24, seed=3).train_batch(5, 4)[0])
+    assert (
+        TaskStream("copy", 24, seed=3).train_batch(5, 4)[0].equal(TaskStream("copy", 24, seed=3).train_batch(5, 4)[0])
+    )
 
 
-@pytest.mark.parametrize("call, words", [
-    (lambda: TaskStream("copy", 24, min_length=30), ["min_length 30 is above length 24"]),
-    (lambda: TaskStream("copy", 24, min_length=2), ["length 2", "4 <= length"]),
-    (lambda: get_task("copyy"), ["unknown task 'copyy'", "copy", "mqmtar", "trigger_averaging"]),
-    (lambda: get_task("copy", vocab=3), ["unknown parameter", "symbols"]),
-    (lambda: get_task("mqmtar", alphabet="16"), ["alphabet must be int", "'16'"]),
-    (lambda: get_task("copy", symbols=True), ["symbols must be int", "True"]),
-    (lambda: get_task("mqmtar", kv_vocab=2.5), ["kv_vocab must be int | None"]),
-    (lambda: get_task("flipflop_dense", p_write=1.5), ["p_write", "0 < p_write < 1"]),
-    (lambda: TASKS["mqmtar"].generate(4, 40, seed=0), ["length 40", "51 <= length"]),
-    (lambda: TASKS["copy"].generate(4, 3, seed=0), ["length 3", "4 <= length"]),
-    (lambda: get_task("max_retrieval", priorities=8).generate(4, 100, seed=0), ["length <= 20"]),
-    (lambda: TASKS["copy"].generate(0, 10, seed=0), ["n >= 1"]),
-    (lambda: TASKS["copy"].generate(2, 10, seed=-1), ["seed >= 0"]),
-    (lambda: TaskStream("sort", 2), ["4 <= length"]),
-    (lambda: TaskStream("sort", 16).train_batch(-1, 4), ["step >= 0"]),
-    (lambda: TaskStream("sort", 16).val_batches(4, 0), ["n_batches >= 1"]),
-    (lambda: get_task("trigger_averaging", dim=4), ["dim >= 5"]),
-])
+@pytest.mark.parametrize(
+    "call, words",
+    [
+        (lambda: TaskStream("copy", 24, min_length=30), ["min_length 30 is above length 24"]),
+        (lambda: TaskStream("copy", 24, min_length=2), ["length 2", "4 <= length"]),
+        (lambda: get_task("copyy"), ["unknown task 'copyy'", "copy", "mqmtar", "trigger_averaging"]),
+        (lambda: get_task("copy", vocab=3), ["unknown parameter", "symbols"]),
+        (lambda: get_task("mqmtar", alphabet="16"), ["alphabet must be int", "'16'"]),
+        (lambda: get_task("copy", symbols=True), ["symbols must be int", "True"]),
+        (lambda: get_task("mqmtar", kv_vocab=2.5), ["kv_vocab must be int | None"]),
+        (lambda: get_task("flipflop_dense", p_write=1.5), ["p_write", "0 < p_write < 1"]),
+        (lambda: TASKS["mqmtar"].generate(4, 40, seed=0), ["length 40", "51 <= length"]),
+        (lambda: TASKS["copy"].generate(4, 3, seed=0), ["length 3", "4 <= length"]),
+        (lambda: get_task("max_retrieval", priorities=8).generate(4, 100, seed=0), ["length <= 20"]),
+        (lambda: TASKS["copy"].generate(0, 10, seed=0), ["n >= 1"]),
+        (lambda: TASKS["copy"].generate(2, 10, seed=-1), ["seed >= 0"]),
+        (lambda: TaskStream("sort", 2), ["4 <= length"]),
+        (lambda: TaskStream("sort", 16).train_batch(-1, 4), ["step >= 0"]),
+        (lambda: TaskStream("sort", 16).val_batches(4, 0), ["n_batches >= 1"]),
+        (lambda: get_task("trigger_averaging", dim=4), ["dim >= 5"]),
+    ],
+)
 def test_bad_requests_name_the_problem_and_what_is_allowed(call, words):
     with pytest.raises(TaskError) as err:
         call()
@@ -181,9 +206,20 @@ def test_stream_ids_never_change():
     from attnlab.tasks.seqtask import stream_id
 
     assert {name: stream_id(name) for name in TASKS} == {
-        "mqmtar": 1, "mqar": 2, "max_retrieval": 3, "copy": 4, "reverse": 5, "sort": 6, "2back": 7,
-        "local_count": 8, "flipflop_sparse": 9, "flipflop_dense": 10, "trigger_averaging": 11, "niah_small": 12,
-        "induction_small": 13}
+        "mqmtar": 1,
+        "mqar": 2,
+        "max_retrieval": 3,
+        "copy": 4,
+        "reverse": 5,
+        "sort": 6,
+        "2back": 7,
+        "local_count": 8,
+        "flipflop_sparse": 9,
+        "flipflop_dense": 10,
+        "trigger_averaging": 11,
+        "niah_small": 12,
+        "induction_small": 13,
+    }
 
 
 def test_user_task_registers_with_its_own_stream():

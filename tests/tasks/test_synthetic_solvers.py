@@ -11,14 +11,26 @@ from attnlab.tasks.synthetic import TASKS, exact_match, get_task, trigger_mask
 
 ROWS = 300
 # Per task: a length whose rows hold several items, and an odd/even sibling to exercise padding.
-LENGTHS = {"mqmtar": (64, 77), "mqar": (64, 50), "max_retrieval": (35, 36), "copy": (24, 25), "reverse": (24, 25),
-           "sort": (24, 25), "2back": (24, 7), "local_count": (40, 9), "flipflop_sparse": (33, 34),
-           "flipflop_dense": (33, 34), "niah_small": (24, 6), "induction_small": (24, 6)}
+LENGTHS = {
+    "mqmtar": (64, 77),
+    "mqar": (64, 50),
+    "max_retrieval": (35, 36),
+    "copy": (24, 25),
+    "reverse": (24, 25),
+    "sort": (24, 25),
+    "2back": (24, 7),
+    "local_count": (40, 9),
+    "flipflop_sparse": (33, 34),
+    "flipflop_dense": (33, 34),
+    "niah_small": (24, 6),
+    "induction_small": (24, 6),
+}
 TOKEN_TASKS = sorted(LENGTHS)
 
 
 # Reference solvers: each reads only ``prefix`` = ids[:t+1], the row length and the task's published
 # specials and parameters, and returns the prediction at position t (next token, or class).
+
 
 def _transduce(order):
     def solve(task, prefix, length):
@@ -26,6 +38,7 @@ def _transduce(order):
         sep = prefix.index(sp["sep"])
         wanted = order(prefix[1:sep]) + [sp["eos"]]
         return wanted[len(prefix) - sep - 1]
+
     return solve
 
 
@@ -54,9 +67,12 @@ def _mqmtar(task, prefix, length):
     sep = prefix.index(sp["sep"])
     before = prefix[:sep]
     first_query = before.index(sp["query"])
-    table = {tuple(before[i - kl:i]): before[i + 1:i + 1 + vl]
-             for i, x in enumerate(before[:first_query]) if x == sp["kv"]}
-    asked = [tuple(before[i + 1:i + 1 + kl]) for i, x in enumerate(before) if x == sp["query"]]
+    table = {
+        tuple(before[i - kl : i]): before[i + 1 : i + 1 + vl]
+        for i, x in enumerate(before[:first_query])
+        if x == sp["kv"]
+    }
+    asked = [tuple(before[i + 1 : i + 1 + kl]) for i, x in enumerate(before) if x == sp["query"]]
     wanted = [tok for key in asked for tok in [sp["query"], *table[key]]] + [sp["eos"]]
     return wanted[len(prefix) - sep - 1]
 
@@ -81,10 +97,20 @@ def _max_retrieval(task, prefix, length):
     return items[2 * best + 1]
 
 
-SOLVERS = {"copy": _transduce(list), "reverse": _transduce(lambda x: x[::-1]), "sort": _transduce(sorted),
-           "2back": _two_back, "local_count": _local_count, "flipflop_sparse": _flipflop,
-           "flipflop_dense": _flipflop, "mqmtar": _mqmtar, "mqar": _first_follower, "niah_small": _planted,
-           "induction_small": _planted, "max_retrieval": _max_retrieval}
+SOLVERS = {
+    "copy": _transduce(list),
+    "reverse": _transduce(lambda x: x[::-1]),
+    "sort": _transduce(sorted),
+    "2back": _two_back,
+    "local_count": _local_count,
+    "flipflop_sparse": _flipflop,
+    "flipflop_dense": _flipflop,
+    "mqmtar": _mqmtar,
+    "mqar": _first_follower,
+    "niah_small": _planted,
+    "induction_small": _planted,
+    "max_retrieval": _max_retrieval,
+}
 
 
 def _solve(name, batch):
@@ -93,7 +119,7 @@ def _solve(name, batch):
     ids, targets = batch.ids.tolist(), batch.targets
     predictions = torch.full_like(targets, -1)
     for r, t in (targets != -100).nonzero().tolist():
-        predictions[r, t] = SOLVERS[name](task, ids[r][:t + 1], targets.shape[1])
+        predictions[r, t] = SOLVERS[name](task, ids[r][: t + 1], targets.shape[1])
     return predictions
 
 
@@ -147,4 +173,4 @@ def test_trigger_averaging_target_is_the_mean_of_strictly_preceding_tokens():
         assert torch.allclose(y[r, j], expected, atol=1e-6)
         assert y[r][~batch.mask[r]].abs().sum() == 0
         # The trigger itself and later tokens are not in the average.
-        assert not torch.allclose(x[r, 1:j + 1].mean(0), expected)
+        assert not torch.allclose(x[r, 1 : j + 1].mean(0), expected)

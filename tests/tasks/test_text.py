@@ -51,10 +51,17 @@ def test_generic_text_has_exactly_n_words_and_grows_by_prefix(seed):
         assert generic_text(n, seed).split() == long[:n]
 
 
-@pytest.mark.parametrize("n_words, seed, match", [
-    (0, 0, "n_words must be a positive int"), (True, 0, "n_words"), (2.0, 0, "n_words"),
-    (5, -1, "seed must be a non-negative int"), (5, False, "seed"), (5, 1.5, "seed"),
-])
+@pytest.mark.parametrize(
+    "n_words, seed, match",
+    [
+        (0, 0, "n_words must be a positive int"),
+        (True, 0, "n_words"),
+        (2.0, 0, "n_words"),
+        (5, -1, "seed must be a non-negative int"),
+        (5, False, "seed"),
+        (5, 1.5, "seed"),
+    ],
+)
 def test_generic_text_refuses_bad_arguments(n_words, seed, match):
     with pytest.raises(ValueError, match=match):
         generic_text(n_words, seed)

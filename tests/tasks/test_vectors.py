@@ -50,12 +50,15 @@ def test_same_seed_same_rows_other_seed_other_rows():
     assert not torch.equal(a.inputs, c.inputs)
 
 
-@pytest.mark.parametrize("make, match", [
-    (lambda: TriggerAveraging(dim=4), "dim >= 5"),
-    (lambda: TriggerAveraging(trigger=2), "1-based index >= 3"),
-    (lambda: TriggerAveraging(trigger=8).generate(2, 7, seed=0), "8 <= length"),
-    (lambda: TriggerAveraging().generate(2, 3, seed=0), "4 <= length"),
-])
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda: TriggerAveraging(dim=4), "dim >= 5"),
+        (lambda: TriggerAveraging(trigger=2), "1-based index >= 3"),
+        (lambda: TriggerAveraging(trigger=8).generate(2, 7, seed=0), "8 <= length"),
+        (lambda: TriggerAveraging().generate(2, 3, seed=0), "4 <= length"),
+    ],
+)
 def test_settings_outside_the_paper_are_refused(make, match):
     with pytest.raises(TaskError, match=match):
         make()

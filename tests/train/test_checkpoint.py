@@ -13,8 +13,15 @@ import torch
 from torch import nn
 
 from attnlab.train import checkpoint as ck
-from attnlab.train.checkpoint import (CheckpointError, capture_rng, check_compatible, latest_checkpoint,
-                                      load_checkpoint, restore_rng, save_checkpoint)
+from attnlab.train.checkpoint import (
+    CheckpointError,
+    capture_rng,
+    check_compatible,
+    latest_checkpoint,
+    load_checkpoint,
+    restore_rng,
+    save_checkpoint,
+)
 
 
 class Tiny(nn.Module):
@@ -35,8 +42,14 @@ class Tiny(nn.Module):
 def _optimizer(model):
     decay = [p for n, p in model.named_parameters() if n.endswith("weight") and "norm" not in n]
     rest = [p for n, p in model.named_parameters() if not (n.endswith("weight") and "norm" not in n)]
-    return torch.optim.AdamW([{"params": decay, "name": "decay", "weight_decay": 0.1},
-                              {"params": rest, "name": "no_decay", "weight_decay": 0.0}], lr=1e-2, betas=(0.9, 0.95))
+    return torch.optim.AdamW(
+        [
+            {"params": decay, "name": "decay", "weight_decay": 0.1},
+            {"params": rest, "name": "no_decay", "weight_decay": 0.0},
+        ],
+        lr=1e-2,
+        betas=(0.9, 0.95),
+    )
 
 
 def _train(model, optimizer, steps, seed):
@@ -52,8 +65,15 @@ def _train(model, optimizer, steps, seed):
 def _save(run_dir, step, meta=None, keep=None, model=None):
     model = model or Tiny()
     optimizer = _optimizer(model)
-    return save_checkpoint(run_dir, step, model_state=model.state_dict(), optimizer_state=optimizer.state_dict(),
-                           meta=meta or {"step": step}, rng=capture_rng(), keep=keep)
+    return save_checkpoint(
+        run_dir,
+        step,
+        model_state=model.state_dict(),
+        optimizer_state=optimizer.state_dict(),
+        meta=meta or {"step": step},
+        rng=capture_rng(),
+        keep=keep,
+    )
 
 
 def test_training_resumes_bit_for_bit(tmp_path):
@@ -131,12 +151,17 @@ def test_no_file_is_a_pickle(tmp_path):
             json.loads(data)
 
 
-@pytest.mark.parametrize("damage, message", [
-    (lambda f: f.write_bytes(f.read_bytes()[:-3]), r"model\.safetensors: truncated: \d+ of \d+ bytes"),
-    (lambda f: f.write_bytes(f.read_bytes()[:-1] + bytes([f.read_bytes()[-1] ^ 1])),
-     r"model\.safetensors: sha256 mismatch: the file was changed or corrupted"),
-    (lambda f: f.unlink(), r"model\.safetensors: missing"),
-])
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda f: f.write_bytes(f.read_bytes()[:-3]), r"model\.safetensors: truncated: \d+ of \d+ bytes"),
+        (
+            lambda f: f.write_bytes(f.read_bytes()[:-1] + bytes([f.read_bytes()[-1] ^ 1])),
+            r"model\.safetensors: sha256 mismatch: the file was changed or corrupted",
+        ),
+        (lambda f: f.unlink(), r"model\.safetensors: missing"),
+    ],
+)
 def test_damaged_model_file_is_named(tmp_path, damage, message):
     path = _save(tmp_path, 4)
     damage(path / ck.MODEL_FILE)
@@ -198,7 +223,7 @@ def _fail_in_serialiser(monkeypatch):
 def _fail_disk_full(monkeypatch):
     def write(path, data):
         if path.name == ck.OPTIMIZER_FILE:
-            path.write_bytes(data[:len(data) // 2])
+            path.write_bytes(data[: len(data) // 2])
             raise OSError(errno.ENOSPC, "No space left on device")
         real(path, data)
 
@@ -258,6 +283,5 @@ def test_bad_inputs_fail_before_the_disk(tmp_path):
     with pytest.raises(TypeError, match="meta must be JSON-able"):
         _save(tmp_path, 1, meta={"path": tmp_path})
     with pytest.raises(ValueError, match="unknown keys.*allowed: torch, cuda, numpy, python"):
-        save_checkpoint(tmp_path, 1, model_state={}, optimizer_state={"state": {}, "param_groups": []},
-                        rng={"jax": 1})
+        save_checkpoint(tmp_path, 1, model_state={}, optimizer_state={"state": {}, "param_groups": []}, rng={"jax": 1})
     assert not (tmp_path / "checkpoints").exists()

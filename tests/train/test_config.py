@@ -42,8 +42,16 @@ def test_yaml_and_toml_give_the_same_config(tmp_path):
 
 def test_overrides_are_typed_and_create_tables(tmp_path):
     (tmp_path / "a.yaml").write_text(YAML)
-    cfg = load(tmp_path / "a.yaml", ["train.lr=3e-4", "train.precision=bf16", "model.rowmap=[relu_p4_b1, softmax]",
-                                     "intervention.release=fixed", "data.folder=/tmp"])
+    cfg = load(
+        tmp_path / "a.yaml",
+        [
+            "train.lr=3e-4",
+            "train.precision=bf16",
+            "model.rowmap=[relu_p4_b1, softmax]",
+            "intervention.release=fixed",
+            "data.folder=/tmp",
+        ],
+    )
     assert cfg.train.lr == 3e-4 and cfg.train.precision == "bf16" and cfg.model.rowmap == ("relu_p4_b1", "softmax")
     assert cfg.intervention.release == "fixed" and cfg.data.folder == "/tmp"
     assert load(None, ["model.context=8"]).model.context == 8
@@ -58,22 +66,25 @@ def test_vocab_comes_from_the_tokenizer_or_is_checked_against_it():
         load(None, ["model.context=8", "data.tokenizer=/no/such/tokenizer"])
 
 
-@pytest.mark.parametrize("overrides, match", [
-    (["train.steps=0"], r"train.steps must be an int >= 1, got 0"),
-    (["train.lr=-1"], r"train.lr must be a finite number in \(0, inf\], got -1"),
-    (["train.min_lr=1"], r"train.min_lr must be a finite number in \[0, 0.003\]"),
-    (["train.precision=fp16"], r"train.precision must be one of fp32, bf16, got 'fp16'"),
-    (["train.batch=10", "train.accum=4"], r"train.batch \(10\) must be a multiple of train.accum \(4\)"),
-    (["train.betas=[0.9]"], r"train.betas must be two numbers"),
-    (["train.stepz=3"], r"unknown train field\(s\) \['stepz'\]; known: "),
-    (["intervention.release=late"], r"intervention.release must be one of rule, fixed, never"),
-    (["intervention.forced=0.01"], r"intervention.forced \(0.01\) must be >= intervention.earliest"),
-    (["intervention.h0=2"], r"intervention.h0 must be a finite number in \[0, 1\]"),
-    (["data.val_fraction=0.9"], r"data.val_fraction must be a finite number in \(0, 0.5\]"),
-    (["data.patterns=[]"], r"data.patterns must be a list of file-name globs"),
-    (["model.positions=sinusoid"], r"model.positions must be one of none, learned, rope, alibi, nape"),
-    (["optim.lr=1"], r"unknown table\(s\) \['optim'\]"),
-])
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        (["train.steps=0"], r"train.steps must be an int >= 1, got 0"),
+        (["train.lr=-1"], r"train.lr must be a finite number in \(0, inf\], got -1"),
+        (["train.min_lr=1"], r"train.min_lr must be a finite number in \[0, 0.003\]"),
+        (["train.precision=fp16"], r"train.precision must be one of fp32, bf16, got 'fp16'"),
+        (["train.batch=10", "train.accum=4"], r"train.batch \(10\) must be a multiple of train.accum \(4\)"),
+        (["train.betas=[0.9]"], r"train.betas must be two numbers"),
+        (["train.stepz=3"], r"unknown train field\(s\) \['stepz'\]; known: "),
+        (["intervention.release=late"], r"intervention.release must be one of rule, fixed, never"),
+        (["intervention.forced=0.01"], r"intervention.forced \(0.01\) must be >= intervention.earliest"),
+        (["intervention.h0=2"], r"intervention.h0 must be a finite number in \[0, 1\]"),
+        (["data.val_fraction=0.9"], r"data.val_fraction must be a finite number in \(0, 0.5\]"),
+        (["data.patterns=[]"], r"data.patterns must be a list of file-name globs"),
+        (["model.positions=sinusoid"], r"model.positions must be one of none, learned, rope, alibi, nape"),
+        (["optim.lr=1"], r"unknown table\(s\) \['optim'\]"),
+    ],
+)
 def test_bad_fields_are_named(overrides, match):
     with pytest.raises(ConfigError, match=match):
         load(None, ["model.context=8", *overrides])

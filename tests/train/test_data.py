@@ -96,7 +96,7 @@ def test_train_batch_is_a_slice_at_the_documented_offsets(tmp_path):
     flat = _flat(tmp_path, stream.train_files)
     inputs, targets = stream.train_batch(step=5, batch=6)
     starts = np.random.default_rng([3, 5]).integers(0, len(flat) - T, size=6)
-    expected = torch.tensor(np.stack([flat[s:s + T + 1] for s in starts]))
+    expected = torch.tensor(np.stack([flat[s : s + T + 1] for s in starts]))
     assert inputs.dtype == targets.dtype == torch.long and inputs.shape == (6, T)
     assert torch.equal(inputs, expected[:, :-1]) and torch.equal(targets, expected[:, 1:])
     assert torch.equal(inputs[:, 1:], targets[:, :-1])
@@ -128,7 +128,7 @@ def _val_starts(stream, batches):
     for inputs, targets in batches:
         assert torch.equal(inputs[:, 1:], targets[:, :-1])
         for row in torch.cat([inputs, targets[:, -1:]], dim=1).numpy():
-            starts += [s for s in range(len(flat) - T) if (flat[s:s + T + 1] == row).all()]
+            starts += [s for s in range(len(flat) - T) if (flat[s : s + T + 1] == row).all()]
     return starts
 
 
@@ -209,10 +209,10 @@ def test_local_hf_tokenizer_by_path(tmp_path):
     docs = ["the cat sat on the mat", "def main(): return 0", "the dog ran"]
     raw = Tokenizer(models.BPE(unk_token="<unk>"))
     raw.pre_tokenizer = pre_tokenizers.Whitespace()
-    raw.train_from_iterator(docs * 5, trainers.BpeTrainer(vocab_size=80, special_tokens=["<unk>", "</s>"],
-                                                          show_progress=False))
-    PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="</s>", unk_token="<unk>").save_pretrained(
-        tmp_path / "tok")
+    raw.train_from_iterator(
+        docs * 5, trainers.BpeTrainer(vocab_size=80, special_tokens=["<unk>", "</s>"], show_progress=False)
+    )
+    PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="</s>", unk_token="<unk>").save_pretrained(tmp_path / "tok")
     tok = load_tokenizer(str(tmp_path / "tok"))
     assert tok.eos_id == 1 and tok.vocab_size == raw.get_vocab_size() and tok.name == str(tmp_path / "tok")
     assert tok.decode(tok.encode("the cat sat")) == "the cat sat"

@@ -19,10 +19,12 @@ def _model(layers=4, bias=True):
 
 
 def test_upper_qk_names_are_the_upper_half_query_and_key_projections():
-    assert upper_qk_names(_model(4)) == [f"layers.{i}.attn.{p}.{w}" for i in (2, 3)
-                                         for p in ("q_proj", "k_proj") for w in ("weight", "bias")]
-    assert upper_qk_names(_model(3, bias=False)) == [f"layers.{i}.attn.{p}.weight" for i in (1, 2)
-                                                     for p in ("q_proj", "k_proj")]
+    assert upper_qk_names(_model(4)) == [
+        f"layers.{i}.attn.{p}.{w}" for i in (2, 3) for p in ("q_proj", "k_proj") for w in ("weight", "bias")
+    ]
+    assert upper_qk_names(_model(3, bias=False)) == [
+        f"layers.{i}.attn.{p}.weight" for i in (1, 2) for p in ("q_proj", "k_proj")
+    ]
 
 
 def test_groups_cover_every_parameter_once_with_decay_on_matrices_only():

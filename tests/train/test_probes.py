@@ -15,8 +15,7 @@ from attnlab.model.config import ModelConfig
 from attnlab.model.decoder import Decoder, loss
 from attnlab.train import probes
 
-IDS = torch.tensor([[1, 3, 5, 3, 7, 1, 3, 9, 2, 5, 5, 0],
-                    [4, 4, 8, 2, 10, 8, 6, 4, 2, 1, 0, 3]])
+IDS = torch.tensor([[1, 3, 5, 3, 7, 1, 3, 9, 2, 5, 5, 0], [4, 4, 8, 2, 10, 8, 6, 4, 2, 1, 0, 3]])
 TARGETS = torch.roll(IDS, -1, dims=1)
 
 
@@ -62,8 +61,8 @@ def _entropy_and_logit(z: torch.Tensor, w: torch.Tensor) -> tuple[float, float]:
     for bi in range(b):
         for hi in range(h):
             for i in range(t):
-                row = w[bi, hi, i, :i + 1].tolist()
-                squares += [s * s for s in z[bi, hi, i, :i + 1].tolist()]
+                row = w[bi, hi, i, : i + 1].tolist()
+                squares += [s * s for s in z[bi, hi, i, : i + 1].tolist()]
                 if i >= 1:
                     entropies.append(-sum(p * math.log(p) for p in row if p > 0) / math.log(i + 1))
     return sum(entropies) / len(entropies), math.sqrt(sum(squares) / len(squares))
@@ -72,7 +71,7 @@ def _entropy_and_logit(z: torch.Tensor, w: torch.Tensor) -> tuple[float, float]:
 def _forms(wq: torch.Tensor, wk: torch.Tensor, heads: int) -> list[np.ndarray]:
     """Each head's W_Q,h^T W_K,h from the (out, in) rows of that head."""
     rows = wq.shape[0] // heads
-    return [wq[h * rows:(h + 1) * rows].T.numpy() @ wk[h * rows:(h + 1) * rows].numpy() for h in range(heads)]
+    return [wq[h * rows : (h + 1) * rows].T.numpy() @ wk[h * rows : (h + 1) * rows].numpy() for h in range(heads)]
 
 
 def _largest_sigma(matrices: list[np.ndarray]) -> float:
@@ -119,8 +118,10 @@ def test_a_sparse_row_map_gives_entropies_of_its_weights_with_zeros_contributing
 
 def _brute_lower_copy(model: Decoder, ids: torch.Tensor) -> float:
     blocks = {}
-    with torch.no_grad(), model.observed(lambda blk: blocks.setdefault(blk.layer, []).append(blk.weights),
-                                         weights=True):
+    with (
+        torch.no_grad(),
+        model.observed(lambda blk: blocks.setdefault(blk.layer, []).append(blk.weights), weights=True),
+    ):
         model(ids)
     weights = {layer: torch.cat(parts, 2) for layer, parts in blocks.items()}
     masses = []
@@ -166,8 +167,11 @@ def test_zeroed_upper_q_k_give_uniform_upper_rows_and_the_perplexity_of_a_zeroed
     model = _model(layers=2)
     projections = probes.PROJECTIONS[which]
     upper = []
-    with torch.no_grad(), probes.zeroed(model, [1], projections), \
-            model.observed(lambda blk: upper.append(blk.weights) if blk.layer == 1 else None, weights=True):
+    with (
+        torch.no_grad(),
+        probes.zeroed(model, [1], projections),
+        model.observed(lambda blk: upper.append(blk.weights) if blk.layer == 1 else None, weights=True),
+    ):
         model(IDS)
     causal = torch.ones(12, 12, dtype=torch.bool).tril()
     uniform = causal / causal.sum(-1, keepdim=True)
@@ -192,11 +196,18 @@ def test_initial_weights_equal_to_the_current_ones_give_zero_shift_for_every_upp
     assert record["qk_sigma_shift/2"] == record["qk_sigma_shift/3"] == record["upper_qk_sigma_shift"] == 0.0
     assert record["upper_qk_sigma_max"] > 0
     upper_names = {f"layers.{i}.attn.{p}.weight" for i in (2, 3) for p in ("q_proj", "k_proj")}
-    assert math.isfinite(probes.probe(model, IDS, TARGETS, initial={
-        k: v for k, v in model.state_dict().items() if k in upper_names})["upper_qk_sigma_shift"])
+    assert math.isfinite(
+        probes.probe(model, IDS, TARGETS, initial={k: v for k, v in model.state_dict().items() if k in upper_names})[
+            "upper_qk_sigma_shift"
+        ]
+    )
     with pytest.raises(ValueError, match="layers.3.attn.k_proj.weight"):
-        probes.probe(model, IDS, TARGETS, initial={k: v for k, v in model.state_dict().items()
-                                                   if k != "layers.3.attn.k_proj.weight"})
+        probes.probe(
+            model,
+            IDS,
+            TARGETS,
+            initial={k: v for k, v in model.state_dict().items() if k != "layers.3.attn.k_proj.weight"},
+        )
 
 
 @pytest.mark.parametrize("rowmap", ["softmax", "entmax_a1.5"])
@@ -234,9 +245,11 @@ def test_models_without_an_ffn_skip_the_write_and_vector_models_are_refused():
     assert not any(k.startswith(("ffn_write_rms", "upper_ffn")) for k in record)
     assert math.isfinite(record["upper_lower_logit_ratio"]) and record["upper_lower_logit_ratio"] > 0
     vectors = Decoder(ModelConfig(inputs="vectors", context=8, layers=2, heads=2, d_model=8))
-    for call in (lambda: probes.probe(vectors, torch.zeros(1, 4, 8), None),
-                 lambda: probes.lower_copy_score(vectors, IDS),
-                 lambda: probes.upper_entropy_tracker(vectors).__enter__()):
+    for call in (
+        lambda: probes.probe(vectors, torch.zeros(1, 4, 8), None),
+        lambda: probes.lower_copy_score(vectors, IDS),
+        lambda: probes.upper_entropy_tracker(vectors).__enter__(),
+    ):
         with pytest.raises(ValueError, match="token-mode"):
             call()
 

@@ -13,8 +13,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnlab.train.config import InterventionConfig
-from attnlab.train.release import (TABLE8_RULES, Release, cadence_warnings, maturity, reading_interval, reads_score,
-                                   replay, table8)
+from attnlab.train.release import (
+    TABLE8_RULES,
+    Release,
+    cadence_warnings,
+    maturity,
+    reading_interval,
+    reads_score,
+    replay,
+    table8,
+)
 
 STEPS = 1000
 
@@ -38,7 +46,7 @@ def _reference(cfg: InterventionConfig, trace: dict[int, float], steps: int = ST
     for i, step in enumerate(evals):
         if step >= forced:
             break
-        window = [trace[s] for s in evals[max(0, i - cfg.patience + 1):i + 1]]
+        window = [trace[s] for s in evals[max(0, i - cfg.patience + 1) : i + 1]]
         if step >= earliest and len(window) == cfg.patience and all(v >= cfg.threshold for v in window):
             return step, "rule"
     return forced, "forced"
@@ -105,9 +113,13 @@ def test_state_round_trips_so_a_resumed_run_releases_alike():
 
 
 @settings(max_examples=150, deadline=None)
-@given(scores=st.lists(st.sampled_from([0.0, 0.004, 0.005, 0.02, math.nan]), min_size=5, max_size=40),
-       every=st.integers(1, 8), patience=st.integers(1, 4), threshold=st.sampled_from([0.005, 0.01]),
-       count_early=st.booleans())
+@given(
+    scores=st.lists(st.sampled_from([0.0, 0.004, 0.005, 0.02, math.nan]), min_size=5, max_size=40),
+    every=st.integers(1, 8),
+    patience=st.integers(1, 4),
+    threshold=st.sampled_from([0.005, 0.01]),
+    count_early=st.booleans(),
+)
 def test_rule_matches_the_brute_force_reading_on_random_traces(scores, every, patience, threshold, count_early):
     cfg = InterventionConfig(upper_qk_lr=0.25, patience=patience, threshold=threshold, count_early=count_early)
     steps = 200
@@ -123,8 +135,11 @@ def test_nothing_is_released_when_no_intervention_is_on():
 
 def test_evaluations_before_the_earliest_step_count_only_when_asked():
     trace = {10: 0.01, 20: 0.01, 30: 0.01, 40: 0.01, 50: 0.01}
-    assert _replay(InterventionConfig(upper_qk_lr=0.25), trace).released_at == 50 == _reference(
-        InterventionConfig(upper_qk_lr=0.25), trace)[0]
+    assert (
+        _replay(InterventionConfig(upper_qk_lr=0.25), trace).released_at
+        == 50
+        == _reference(InterventionConfig(upper_qk_lr=0.25), trace)[0]
+    )
     early = InterventionConfig(upper_qk_lr=0.25, count_early=True)
     assert _replay(early, trace).released_at == 30 == _reference(early, trace)[0]
 
@@ -146,8 +161,11 @@ def test_the_excess_score_subtracts_uniform_attention_s_score():
 
 def test_replay_of_logged_scores_releases_where_the_trainer_s_order_of_calls_does():
     trace = {s: (0.001 if s < 70 else 0.01) for s in range(10, STEPS, 10)}
-    for cfg in (InterventionConfig(upper_qk_lr=0.25), InterventionConfig(upper_qk_lr=0.25, threshold=0.5),
-                InterventionConfig(upper_qk_lr=0.25, release="fixed", release_at=0.055)):
+    for cfg in (
+        InterventionConfig(upper_qk_lr=0.25),
+        InterventionConfig(upper_qk_lr=0.25, threshold=0.5),
+        InterventionConfig(upper_qk_lr=0.25, release="fixed", release_at=0.055),
+    ):
         logged = [(s, v, 0.0) for s, v in trace.items()]
         expected = _replay(cfg, trace)
         # the trainer observes the evaluation after step s before it trains step s

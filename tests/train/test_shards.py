@@ -63,15 +63,19 @@ def _check_equal(text: TextStream, shards: ShardStream) -> None:
             _same(shards.train_batch(step, 4, rank=rank, world=2), text.train_batch(step, 4, rank=rank, world=2))
     for batches in ((2,), (2, 2), (1, 3)):
         for rank in range(2):
-            a, b = shards.val_batches(2 * batches[0], *batches[1:], rank=rank, world=2), text.val_batches(
-                2 * batches[0], *batches[1:], rank=rank, world=2)
+            a, b = (
+                shards.val_batches(2 * batches[0], *batches[1:], rank=rank, world=2),
+                text.val_batches(2 * batches[0], *batches[1:], rank=rank, world=2),
+            )
             assert len(a) == len(b)
             for x, y in zip(a, b):
                 _same(x, y)
     shown = shards.describe()
     assert shown.pop("shards") == str(shards.folder)
-    assert shown.pop("sha256") == {split: hashlib.sha256((shards.folder / name).read_bytes()).hexdigest()
-                                   for split, name in shard_module.BINS.items()}
+    assert shown.pop("sha256") == {
+        split: hashlib.sha256((shards.folder / name).read_bytes()).hexdigest()
+        for split, name in shard_module.BINS.items()
+    }
     assert shown == text.describe()
 
 
@@ -81,8 +85,9 @@ def test_shard_batches_equal_text_stream_batches(tmp_path, spec, max_tokens, req
     spec = request.getfixturevalue("hf_tokenizer") if spec == "hf" else spec
     folder = _corpus(tmp_path / "corpus")
     meta = prepare(tmp_path / "shards", folder=folder, tokenizer=spec, val_fraction=0.3, max_tokens=max_tokens)
-    text = TextStream(text_files(folder), load_tokenizer(spec), context=T, seed=SEED, val_fraction=0.3,
-                      max_tokens=max_tokens)
+    text = TextStream(
+        text_files(folder), load_tokenizer(spec), context=T, seed=SEED, val_fraction=0.3, max_tokens=max_tokens
+    )
     _check_equal(text, ShardStream(tmp_path / "shards", context=T, seed=SEED))
     assert meta == read_meta(tmp_path / "shards") and meta["dtype"] == "uint16"
     assert meta["tokens"] == {"train": text.n_train_tokens, "val": text.n_val_tokens}
@@ -242,22 +247,39 @@ def test_config_takes_the_shards_vocab_and_refuses_what_conflicts_with_them(tmp_
     vocab = load_tokenizer(hf_tokenizer).vocab_size
     assert load(None, ["model.context=8", f"data.shards={out}"]).model.vocab == vocab
     assert load(None, ["model.context=8", f"data.shards={out}", f"model.vocab={vocab + 7}"]).model.vocab == vocab + 7
-    with pytest.raises(ConfigError, match=rf"model.vocab \({vocab - 1}\) is smaller than the vocabulary of the shards "
-                                          rf"in {re.escape(str(out))} \({vocab}, .*allowed: model.vocab >= {vocab}"):
+    with pytest.raises(
+        ConfigError,
+        match=rf"model.vocab \({vocab - 1}\) is smaller than the vocabulary of the shards "
+        rf"in {re.escape(str(out))} \({vocab}, .*allowed: model.vocab >= {vocab}",
+    ):
         load(None, ["model.context=8", f"data.shards={out}", f"model.vocab={vocab - 1}"])
     with pytest.raises(ConfigError, match=r"data.shards: shard folder .*missing' does not exist"):
         load(None, ["model.context=8", f"data.shards={tmp_path / 'missing'}"])
-    for extra, named in (("data.folder=/tmp", "data.folder"), ("data.patterns=['*.py']", "data.patterns"),
-                         (f"data.tokenizer={hf_tokenizer}", "data.tokenizer")):
+    for extra, named in (
+        ("data.folder=/tmp", "data.folder"),
+        ("data.patterns=['*.py']", "data.patterns"),
+        (f"data.tokenizer={hf_tokenizer}", "data.tokenizer"),
+    ):
         with pytest.raises(ConfigError, match=rf"{named} cannot be set with it .*allowed: data.shards without them"):
             load(None, ["model.context=8", f"data.shards={out}", extra])
     with pytest.raises(ConfigError, match="data.shards must be a folder written by `attnlab prepare`"):
         load(None, ["model.context=8", "data.shards=''"])
 
 
-TINY = ["model.context=32", "model.layers=2", "model.heads=2", "model.d_model=32", "model.ffn_width=64",
-        "train.batch=8", "train.warmup=2", "train.tensorboard=false", "train.steps=4", "train.eval_every=2",
-        "train.checkpoint_every=2", "train.probes=false"]
+TINY = [
+    "model.context=32",
+    "model.layers=2",
+    "model.heads=2",
+    "model.d_model=32",
+    "model.ffn_width=64",
+    "train.batch=8",
+    "train.warmup=2",
+    "train.tensorboard=false",
+    "train.steps=4",
+    "train.eval_every=2",
+    "train.checkpoint_every=2",
+    "train.probes=false",
+]
 
 
 def test_a_run_on_shards_trains_and_resumes_as_on_text_without_tokenizing(tmp_path, monkeypatch):
@@ -289,8 +311,10 @@ def test_a_run_on_shards_trains_and_resumes_as_on_text_without_tokenizing(tmp_pa
     resumed.run()
     a, b = (load_file(ckpt.latest_checkpoint(tmp_path / name) / "model.safetensors") for name in ("text", "run"))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    losses = [[(r["kind"], r["step"], r.get("loss"), r.get("val_loss")) for r in read_metrics(tmp_path / name)]
-              for name in ("text", "run")]
+    losses = [
+        [(r["kind"], r["step"], r.get("loss"), r.get("val_loss")) for r in read_metrics(tmp_path / name)]
+        for name in ("text", "run")
+    ]
     assert losses[0] == losses[1] and len(losses[0]) == 6  # 4 train and 2 eval records
     saved = json.loads((tmp_path / "run" / "config.json").read_text())
     assert saved["data"]["shards"] == str(shards) and saved["data_stream"]["shards"] == str(shards)
@@ -312,9 +336,12 @@ def test_a_resume_on_shards_prepared_again_with_other_content_is_refused(tmp_pat
     prepare(shards, folder=write(corpus, "b"), val_fraction=0.25, overwrite=True)
     after = read_meta(shards)
     assert after["tokens"] == before["tokens"] and after["sha256"] != before["sha256"]
-    with pytest.raises(ckpt.CheckpointError, match=r"training data differs from the checkpoint's in 2 field\(s\):\n"
-                                                   r"  sha256.train: saved '[0-9a-f]{64}', current '[0-9a-f]{64}'\n"
-                                                   r"  sha256.val: saved"):
+    with pytest.raises(
+        ckpt.CheckpointError,
+        match=r"training data differs from the checkpoint's in 2 field\(s\):\n"
+        r"  sha256.train: saved '[0-9a-f]{64}', current '[0-9a-f]{64}'\n"
+        r"  sha256.val: saved",
+    ):
         Trainer(cfg, run, resume=True, progress=False)
     prepare(shards, folder=write(corpus, "a"), val_fraction=0.25, overwrite=True)
     assert Trainer(cfg, run, resume=True, progress=False).step == 2  # the same content again: resumable

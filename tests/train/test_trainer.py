@@ -28,8 +28,17 @@ from attnlab.train.metrics import outcome, read_metrics
 from attnlab.train.trainer import TrainError, Trainer, train
 
 REPO = Path(__file__).resolve().parents[2]
-TINY = ["model.context=32", "model.layers=2", "model.heads=2", "model.d_model=32", "model.ffn_width=64",
-        "data.max_tokens=60000", "train.batch=8", "train.warmup=2", "train.tensorboard=false"]
+TINY = [
+    "model.context=32",
+    "model.layers=2",
+    "model.heads=2",
+    "model.d_model=32",
+    "model.ffn_width=64",
+    "data.max_tokens=60000",
+    "train.batch=8",
+    "train.warmup=2",
+    "train.tensorboard=false",
+]
 
 
 def _cfg(*more):
@@ -45,8 +54,11 @@ def _losses(out: Path) -> list[tuple[int, float]]:
 
 
 def test_a_run_learns_and_writes_metrics_probes_and_checkpoints(tmp_path):
-    summary = train(_cfg("train.steps=40", "train.eval_every=20", "train.checkpoint_every=20",
-                         "train.lr=1e-2"), tmp_path, progress=False)
+    summary = train(
+        _cfg("train.steps=40", "train.eval_every=20", "train.checkpoint_every=20", "train.lr=1e-2"),
+        tmp_path,
+        progress=False,
+    )
     losses = [loss for _, loss in _losses(tmp_path)]
     assert len(losses) == 40 and summary["steps"] == 40
     assert sum(losses[-5:]) / 5 < 0.75 * sum(losses[:5]) / 5
@@ -72,9 +84,19 @@ def test_accumulation_and_bf16_train_the_same_batch(tmp_path):
 
 
 def test_the_intervention_slows_upper_qk_until_release(tmp_path):
-    train(_cfg("train.steps=50", "train.eval_every=2", "train.probes=false", "train.checkpoint_every=0",
-               "intervention.upper_qk_lr=0.25", "intervention.entropy_floor=0.1", "intervention.ramp=0.1"),
-          tmp_path, progress=False)
+    train(
+        _cfg(
+            "train.steps=50",
+            "train.eval_every=2",
+            "train.probes=false",
+            "train.checkpoint_every=0",
+            "intervention.upper_qk_lr=0.25",
+            "intervention.entropy_floor=0.1",
+            "intervention.ramp=0.1",
+        ),
+        tmp_path,
+        progress=False,
+    )
     records = [r for r in read_metrics(tmp_path) if r["kind"] == "train"]
     summary = json.loads((tmp_path / "summary.json").read_text())
     released = summary["released_at"]
@@ -87,12 +109,27 @@ def test_the_intervention_slows_upper_qk_until_release(tmp_path):
 
 
 def _cli(out: Path, *more: str) -> list[str]:
-    return [sys.executable, "-m", "attnlab", "train", "--no-progress", "--out", str(out),
-            *(f"--set={s}" for s in [*TINY, *more])]
+    return [
+        sys.executable,
+        "-m",
+        "attnlab",
+        "train",
+        "--no-progress",
+        "--out",
+        str(out),
+        *(f"--set={s}" for s in [*TINY, *more]),
+    ]
 
 
-KILL = ["train.steps=400", "train.eval_every=50", "train.probes=false", "train.checkpoint_every=20",
-        "model.d_model=16", "model.ffn_width=32", "model.dropout=0.1"]
+KILL = [
+    "train.steps=400",
+    "train.eval_every=50",
+    "train.probes=false",
+    "train.checkpoint_every=20",
+    "model.d_model=16",
+    "model.ffn_width=32",
+    "model.dropout=0.1",
+]
 
 
 def test_resuming_a_finished_run_keeps_its_summary(tmp_path):
@@ -128,8 +165,17 @@ def test_two_torchrun_processes_match_one(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     run = ["train.steps=6", "train.eval_every=6", "train.probes=false", "train.checkpoint_every=0"]
     subprocess.run(_cli(tmp_path / "one", *run), check=True, env=env, capture_output=True)
-    two = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           "-m", "attnlab", *_cli(tmp_path / "two", *run)[3:]]
+    two = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "attnlab",
+        *_cli(tmp_path / "two", *run)[3:],
+    ]
     done = subprocess.run(two, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     one, pair = _losses(tmp_path / "one"), _losses(tmp_path / "two")
@@ -186,8 +232,7 @@ def test_a_killed_saves_half_written_checkpoint_is_removed_on_the_next_start(tmp
 def test_resuming_with_another_config_names_the_fields(tmp_path):
     train(_cfg("train.steps=2", "train.probes=false"), tmp_path, progress=False)
     with pytest.raises(ckpt.CheckpointError, match=r"model.d_model.*32.*48"):
-        Trainer(_cfg("train.steps=4", "train.probes=false", "model.d_model=48"), tmp_path, resume=True,
-                progress=False)
+        Trainer(_cfg("train.steps=4", "train.probes=false", "model.d_model=48"), tmp_path, resume=True, progress=False)
 
 
 def test_a_checkpoint_saved_before_a_field_existed_resumes_under_its_default_only():
@@ -211,8 +256,7 @@ def test_a_corrupt_checkpoint_stops_the_resume_and_stays_for_inspection(tmp_path
 
 
 def test_a_failed_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
-    trainer = Trainer(_cfg("train.steps=4", "train.probes=false", "train.checkpoint_every=2"), tmp_path,
-                      progress=False)
+    trainer = Trainer(_cfg("train.steps=4", "train.probes=false", "train.checkpoint_every=2"), tmp_path, progress=False)
     calls = []
 
     def failing(*args, **kwargs):
@@ -245,13 +289,41 @@ def test_batch_must_split_over_accumulation_and_processes():
 
 
 def test_the_cli_trains_the_tiny_example_and_reports_bad_configs(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "attnlab", "train", str(REPO / "examples" / "tiny.yaml"),
-                          "--set", "train.steps=3", "--set", "train.eval_every=3", "--no-progress",
-                          "--out", str(tmp_path / "tiny")], capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attnlab",
+            "train",
+            str(REPO / "examples" / "tiny.yaml"),
+            "--set",
+            "train.steps=3",
+            "--set",
+            "train.eval_every=3",
+            "--no-progress",
+            "--out",
+            str(tmp_path / "tiny"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
     assert "training 4-layer 128-wide decoder" in out.stdout and "val_ppl=" in out.stdout
-    bad = subprocess.run([sys.executable, "-m", "attnlab", "train", str(REPO / "examples" / "tiny.yaml"),
-                          "--set", "train.precision=fp8", "--out", str(tmp_path / "bad")], capture_output=True, text=True)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attnlab",
+            "train",
+            str(REPO / "examples" / "tiny.yaml"),
+            "--set",
+            "train.precision=fp8",
+            "--out",
+            str(tmp_path / "bad"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 1
     assert "train.precision must be one of fp32, bf16, got 'fp8'" in bad.stderr and "Traceback" not in bad.stderr
 
@@ -289,9 +361,22 @@ class _Averaging:
         return {"task": "trigger averaging", "dim": self.dim, "length": self.length}
 
 
-VECTORS = ["model.inputs=vectors", "model.context=12", "model.d_model=8", "model.layers=1", "model.heads=1",
-           "model.positions=none", "model.ffn=none", "model.norm=none", "model.residual=false", "model.bias=false",
-           "model.rowmap=reluattn", "train.lr=3e-2", "train.warmup=1", "train.tensorboard=false"]
+VECTORS = [
+    "model.inputs=vectors",
+    "model.context=12",
+    "model.d_model=8",
+    "model.layers=1",
+    "model.heads=1",
+    "model.positions=none",
+    "model.ffn=none",
+    "model.norm=none",
+    "model.residual=false",
+    "model.bias=false",
+    "model.rowmap=reluattn",
+    "train.lr=3e-2",
+    "train.warmup=1",
+    "train.tensorboard=false",
+]
 
 
 def test_a_vector_stream_trains_the_seed_004_model_with_eval_hooks(tmp_path):
@@ -303,16 +388,21 @@ def test_a_vector_stream_trains_the_seed_004_model_with_eval_hooks(tmp_path):
     evals = [r for r in read_metrics(tmp_path) if r["kind"] == "eval"]
     assert [r["steps_seen"] for r in evals] == [50.0, 100.0] and "val_ppl" not in evals[0]
     with pytest.raises(ConfigError, match="needs model.inputs tokens"):
-        Trainer(load(None, [*VECTORS, "intervention.upper_qk_lr=0.25"]), tmp_path / "x", stream=_Averaging(8, 12),
-                progress=False)
+        Trainer(
+            load(None, [*VECTORS, "intervention.upper_qk_lr=0.25"]),
+            tmp_path / "x",
+            stream=_Averaging(8, 12),
+            progress=False,
+        )
 
 
 def _batch_linf(model, x, y) -> float:
     """The l-inf loss by hand: the largest per-position l2 error, in plain loops."""
     with torch.no_grad():
         out = model(x)
-    return max(float(torch.sqrt(((out[r, i] - y[r, i]) ** 2).sum())) for r in range(x.shape[0])
-               for i in range(x.shape[1]))
+    return max(
+        float(torch.sqrt(((out[r, i] - y[r, i]) ** 2).sum())) for r in range(x.shape[0]) for i in range(x.shape[1])
+    )
 
 
 def test_stop_linf_stops_at_the_first_batch_under_it_without_updating(tmp_path):
@@ -362,9 +452,16 @@ def test_stop_linf_needs_a_vector_stream(tmp_path):
 
 def test_a_run_resumed_inside_the_release_window_reads_and_releases_as_the_uninterrupted_one(tmp_path):
     # readings every 2 steps up to the forced 12; the run resumes from step 4, before its release
-    more = ("train.steps=100", "train.eval_every=50", "train.probes=false", "train.checkpoint_every=4",
-            "train.keep=100", "intervention.upper_qk_lr=0.25", "intervention.score=excess",
-            "intervention.score_every=0.02")
+    more = (
+        "train.steps=100",
+        "train.eval_every=50",
+        "train.probes=false",
+        "train.checkpoint_every=4",
+        "train.keep=100",
+        "intervention.upper_qk_lr=0.25",
+        "intervention.score=excess",
+        "intervention.score_every=0.02",
+    )
     whole, cut = tmp_path / "whole", tmp_path / "cut"
     first = train(_cfg(*more), whole, progress=False)
     train(_cfg(*more), cut, progress=False)

@@ -36,9 +36,12 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser of every subcommand; the flags of the one ``argv`` names (of all, without ``argv``)."""
     from .. import __version__
 
-    ap = Parser(prog="attnlab", description="How concentrated is attention, and what happens when the row "
-                                            "map that turns scores into weights is changed.",
-                epilog="Run 'attnlab COMMAND --help' for a command's options.")
+    ap = Parser(
+        prog="attnlab",
+        description="How concentrated is attention, and what happens when the row "
+        "map that turns scores into weights is changed.",
+        epilog="Run 'attnlab COMMAND --help' for a command's options.",
+    )
     ap.add_argument("--version", action="version", version=f"attnlab {__version__}")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND", required=True)
     chosen = None if argv is None else _chosen(argv)
@@ -47,10 +50,15 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         if argv is None or cmd.name == chosen:
             for config in cmd.config_classes():
                 add_options(p, config)
-        p.add_argument("--threads", type=options.bounded(options.count, "threads"), default=None, metavar="N",
-                       help="torch CPU threads (default: the cores other processes leave free, read at start; on "
-                            "a loaded machine more threads than free cores can run a small model tens of times "
-                            "slower)")
+        p.add_argument(
+            "--threads",
+            type=options.bounded(options.count, "threads"),
+            default=None,
+            metavar="N",
+            help="torch CPU threads (default: the cores other processes leave free, read at start; on "
+            "a loaded machine more threads than free cores can run a small model tens of times "
+            "slower)",
+        )
     return ap
 
 

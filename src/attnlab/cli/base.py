@@ -67,6 +67,7 @@ COMMANDS: Registry[Command] = Registry("command")
 
 def command(name: str, help: str, description: str, *configs: Config) -> Callable:
     """Declare the decorated handler as subcommand ``name`` taking ``configs``."""
+
     def add(run: Callable[..., int]) -> Callable[..., int]:
         COMMANDS.register(name, Command(name, help, description, configs, run))
         return run
@@ -107,8 +108,9 @@ def add_options(parser: argparse.ArgumentParser, cls: type) -> None:
         if kind is bool and not meta["positional"]:
             kw["action"] = "store_true"
         else:
-            kw["type"] = bounded(meta["type"] or (path if kind is Path else kind if kind in (int, float) else str),
-                                 field.name)
+            kw["type"] = bounded(
+                meta["type"] or (path if kind is Path else kind if kind in (int, float) else str), field.name
+            )
             if several and kw.get("action") != "append":
                 kw.setdefault("nargs", "+")
             choices = meta["choices"]
@@ -120,8 +122,9 @@ def add_options(parser: argparse.ArgumentParser, cls: type) -> None:
         if meta["positional"]:
             if default is not dataclasses.MISSING and "nargs" not in kw:
                 kw["nargs"] = "?"
-            parser.add_argument(field.name, help=help_text, default=None if default is dataclasses.MISSING
-                                else default, **kw)
+            parser.add_argument(
+                field.name, help=help_text, default=None if default is dataclasses.MISSING else default, **kw
+            )
         else:
             if default is dataclasses.MISSING:
                 kw["required"] = True
@@ -156,8 +159,7 @@ def check_writable(out: Path) -> None:
 
 def aligned(head: Sequence[str], rows: Sequence[Sequence[str]], wrap: Sequence[int | None]) -> str:
     """A plain-text table; cells of a column with a wrap width are wrapped onto extra lines."""
-    cells = [[textwrap.wrap(c, w, break_on_hyphens=False) or [""] if w else [c] for c, w in zip(r, wrap)]
-             for r in rows]
+    cells = [[textwrap.wrap(c, w, break_on_hyphens=False) or [""] if w else [c] for c, w in zip(r, wrap)] for r in rows]
     widths = [max(len(head[i]), *(len(line) for r in cells for line in r[i])) for i in range(len(head))]
 
     def line(parts):

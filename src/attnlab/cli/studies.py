@@ -13,7 +13,6 @@ from ..options import option
 from .base import PROGRESS_HELP, UserError, check_writable, command
 
 
-
 def _print_section(section, folder: Path) -> None:
     print(f"== {section.title} ({folder})")
     for f in section.findings:
@@ -44,10 +43,14 @@ class StudyOutput:
     no_progress: bool = option(False, PROGRESS_HELP)
 
 
-@command("study", "run one study (one per paper) and write its tables, figures and report",
-         "Run one study into --out: its raw results (Parquet/CSV/JSON), tables (CSV, Markdown), figures (PNG, "
-         "SVG), section.json and index.html. Rerunning the same command resumes an interrupted study.",
-         "attnlab.studies.runner:StudyConfig", StudyOutput)
+@command(
+    "study",
+    "run one study (one per paper) and write its tables, figures and report",
+    "Run one study into --out: its raw results (Parquet/CSV/JSON), tables (CSV, Markdown), figures (PNG, "
+    "SVG), section.json and index.html. Rerunning the same command resumes an interrupted study.",
+    "attnlab.studies.runner:StudyConfig",
+    StudyOutput,
+)
 def study(cfg, opts: StudyOutput) -> int:
     from .. import studies
 
@@ -60,21 +63,29 @@ def study(cfg, opts: StudyOutput) -> int:
 
 @dataclass(frozen=True)
 class ReportOptions:
-    folders: tuple[Path, ...] = option(help="study or demo folders, folders that audit, substitute, ablate, matched, "
-                                            "heads, lengths, temperature, xi-sweep or fit-xi wrote, or folders "
-                                            "holding them", positional=True,
-                                       metavar="RUN_DIR")
-    out: Path | None = option(None, "the HTML file (default: RUN_DIR/index.html when one folder is given)",
-                              metavar="FILE")
+    folders: tuple[Path, ...] = option(
+        help="study or demo folders, folders that audit, substitute, ablate, matched, "
+        "heads, lengths, temperature, xi-sweep or fit-xi wrote, or folders "
+        "holding them",
+        positional=True,
+        metavar="RUN_DIR",
+    )
+    out: Path | None = option(
+        None, "the HTML file (default: RUN_DIR/index.html when one folder is given)", metavar="FILE"
+    )
     overwrite: bool = option(False, "replace --out even if it is a file attnlab did not write")
 
 
-@command("report", "recompute study sections from their folders and write one HTML page",
-         "Recompute every section from the files of each study folder (or of each study folder inside a demo "
-         "folder) and of each folder a checkpoint command wrote (its tables, and the analyses Polynomial "
-         "Concentration draws from them: an audit's bound validation (Table 8) and Figs. 1-2, an ablation's curves "
-         "(Figs. 3-4), a length sweep's Fig. 5, several audits side by side), and write one self-contained HTML "
-         "page.", ReportOptions)
+@command(
+    "report",
+    "recompute study sections from their folders and write one HTML page",
+    "Recompute every section from the files of each study folder (or of each study folder inside a demo "
+    "folder) and of each folder a checkpoint command wrote (its tables, and the analyses Polynomial "
+    "Concentration draws from them: an audit's bound validation (Table 8) and Figs. 1-2, an ablation's curves "
+    "(Figs. 3-4), a length sweep's Fig. 5, several audits side by side), and write one self-contained HTML "
+    "page.",
+    ReportOptions,
+)
 def report(opts: ReportOptions) -> int:
     from .. import studies
 
@@ -89,12 +100,15 @@ def report(opts: ReportOptions) -> int:
 class DemoOptions:
     out: Path = option(Path("runs/demo"), "output folder", metavar="DIR")
     seed: int = option(0, "seed of data and training", metavar="N", type=options.seed)
-    studies: tuple[str, ...] | None = option(None, "run only these studies (default: all, in this order: "
-                                                   "%(choices)s)", metavar="NAME", choices=_study_names)
+    studies: tuple[str, ...] | None = option(
+        None, "run only these studies (default: all, in this order: %(choices)s)", metavar="NAME", choices=_study_names
+    )
     models: tuple[str, ...] | None = option(
-        None, "pretrained models for the real-model sections: the first one's in every study that takes one, "
-              "the concentration study on each of them (default: every fetched named model; 'none' for none)",
-        metavar="MODEL")
+        None,
+        "pretrained models for the real-model sections: the first one's in every study that takes one, "
+        "the concentration study on each of them (default: every fetched named model; 'none' for none)",
+        metavar="MODEL",
+    )
     no_progress: bool = option(False, PROGRESS_HELP)
 
 
@@ -119,11 +133,15 @@ def demo_models(given: tuple[str, ...] | list[str] | None) -> list[str]:
     return models
 
 
-@command("demo", "run every study at the smoke budget and write one HTML report",
-         "Run every study (attnlab study NAME) at --budget smoke (--budget demo, a reduced smoke run, for the "
-         "studies that have one) on this machine, each into DIR/<study>/, and "
-         "write the report DIR/index.html. Rerunning the same command resumes unfinished studies and reuses "
-         "finished ones.", DemoOptions)
+@command(
+    "demo",
+    "run every study at the smoke budget and write one HTML report",
+    "Run every study (attnlab study NAME) at --budget smoke (--budget demo, a reduced smoke run, for the "
+    "studies that have one) on this machine, each into DIR/<study>/, and "
+    "write the report DIR/index.html. Rerunning the same command resumes unfinished studies and reuses "
+    "finished ones.",
+    DemoOptions,
+)
 def demo(opts: DemoOptions) -> int:
     from .. import studies
 

@@ -29,8 +29,22 @@ from ..report.plot_concentration import plot_ablation
 from ..report.sections import Figure, Section, Table
 from .heads import head_type_table
 from .readout import QUERIES_HELP, check_queries, prompt_reading, read_rows
-from .runs import (RunError, SuiteRun, biases, calibration_record, check_count, load, model_record, parse_biases,
-                   prompt_record, recipe_b_auto, run_prompts, settings, staged_output, suite_prompts)
+from .runs import (
+    RunError,
+    SuiteRun,
+    biases,
+    calibration_record,
+    check_count,
+    load,
+    model_record,
+    parse_biases,
+    prompt_record,
+    recipe_b_auto,
+    run_prompts,
+    settings,
+    staged_output,
+    suite_prompts,
+)
 from .substitute import BASELINE, accuracy, as_warning, baseline_warning, check_recipes, score
 from .sections import register
 
@@ -50,12 +64,20 @@ class AblateConfig(SuiteRun):
     rank_prompts: int = option(20, "prompts of the ranking pass", metavar="N")
     rank_length: int | None = option(None, "prompt length of the ranking pass")
     queries: str = option("every:16", f"the ranking pass's {QUERIES_HELP}", metavar="SPEC")
-    single: int = option(0, "also give the recipe to each of the first N ranked heads alone and correlate the "
-                            "change in accuracy with the heads' ranking statistic (Polynomial Concentration App. "
-                            "AE, Table 26); 0: none", metavar="N")
-    types: str | None = option(None, "an attnlab heads folder of the same model: composition.csv then gives the "
-                                     "head types of the top-K and bottom-K sets (Polynomial Concentration App. U, "
-                                     "Table 16)", metavar="DIR")
+    single: int = option(
+        0,
+        "also give the recipe to each of the first N ranked heads alone and correlate the "
+        "change in accuracy with the heads' ranking statistic (Polynomial Concentration App. "
+        "AE, Table 26); 0: none",
+        metavar="N",
+    )
+    types: str | None = option(
+        None,
+        "an attnlab heads folder of the same model: composition.csv then gives the "
+        "head types of the top-K and bottom-K sets (Polynomial Concentration App. U, "
+        "Table 16)",
+        metavar="DIR",
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -85,10 +107,12 @@ def rank_heads(rows: pd.DataFrame, column: str) -> pd.DataFrame:
     stats = aggregate(rows, medians=[column])
     stats = stats.rename(columns={f"{column}_median": f"median {column}", "n_used": "active rows"})
     stats = stats[["layer", "head", f"median {column}", "active rows"]]
-    ranked = stats.sort_values([f"median {column}", "layer", "head"], ascending=[False, True, True],
-                               na_position="last", kind="stable")
-    return ranked.assign(rank=np.arange(1, len(ranked) + 1),
-                         ranked=ranked[f"median {column}"].notna()).reset_index(drop=True)
+    ranked = stats.sort_values(
+        [f"median {column}", "layer", "head"], ascending=[False, True, True], na_position="last", kind="stable"
+    )
+    return ranked.assign(rank=np.arange(1, len(ranked) + 1), ranked=ranked[f"median {column}"].notna()).reset_index(
+        drop=True
+    )
 
 
 def subsets(ranking: pd.DataFrame, k: int, draws: int) -> list[tuple[str, int, list[Head]]]:
@@ -124,22 +148,40 @@ def single_heads(cell_table: pd.DataFrame, ranking: pd.DataFrame, column: str) -
     "undefined" in the paper, when every delta is the same)."""
     single = cell_table[cell_table["subset"] == "single"].sort_values("draw")
     ranked = ranking[ranking["ranked"].astype(bool)].iloc[single["draw"].to_numpy()]
-    table = pd.DataFrame({"layer": ranked["layer"].to_numpy(), "head": ranked["head"].to_numpy(),
-                          "rank": ranked["rank"].to_numpy(), f"median {column}": ranked[f"median {column}"].to_numpy(),
-                          "accuracy %": single["accuracy %"].to_numpy(), "delta pp": single["delta pp"].to_numpy()})
+    table = pd.DataFrame(
+        {
+            "layer": ranked["layer"].to_numpy(),
+            "head": ranked["head"].to_numpy(),
+            "rank": ranked["rank"].to_numpy(),
+            f"median {column}": ranked[f"median {column}"].to_numpy(),
+            "accuracy %": single["accuracy %"].to_numpy(),
+            "delta pp": single["delta pp"].to_numpy(),
+        }
+    )
     delta, stat = table["delta pp"], table[f"median {column}"]
     varies = delta.nunique() > 1 and stat.nunique() > 1
-    summary = pd.DataFrame([{"heads tested": len(table), "nonzero delta": int((delta != 0).sum()),
-                             "pearson r": float(delta.corr(stat)) if varies else np.nan,
-                             "spearman rho": float(delta.rank().corr(stat.rank())) if varies else np.nan}])
+    summary = pd.DataFrame(
+        [
+            {
+                "heads tested": len(table),
+                "nonzero delta": int((delta != 0).sum()),
+                "pearson r": float(delta.corr(stat)) if varies else np.nan,
+                "spearman rho": float(delta.rank().corr(stat.rank())) if varies else np.nan,
+            }
+        ]
+    )
     return table, summary
 
 
 def cells(answers: pd.DataFrame) -> pd.DataFrame:
     """One line per (K, subset, draw): correct/n, accuracy % with Wilson 95% interval, delta pp."""
     base = answers[answers["subset"] == BASELINE]["correct"].mean() * 100
-    return pd.DataFrame([{"k": k, "subset": subset, "draw": draw, **accuracy(ok, base)} for (k, subset, draw), ok
-                         in answers.groupby(["k", "subset", "draw"], sort=False)["correct"]])
+    return pd.DataFrame(
+        [
+            {"k": k, "subset": subset, "draw": draw, **accuracy(ok, base)}
+            for (k, subset, draw), ok in answers.groupby(["k", "subset", "draw"], sort=False)["correct"]
+        ]
+    )
 
 
 def decisive_table(cell_table: pd.DataFrame) -> pd.DataFrame:
@@ -150,12 +192,19 @@ def decisive_table(cell_table: pd.DataFrame) -> pd.DataFrame:
     for k, group in groups.groupby("k", sort=False):
         delta = {s: group[group["subset"] == s]["delta pp"] for s in ("top", "bottom", "random")}
         top = float(delta["top"].iloc[0])
-        lines.append({"k": int(k), "top pp": top, "bottom pp": float(delta["bottom"].iloc[0]),
-                      "random mean pp": float(delta["random"].mean()),
-                      "random sd pp": float(delta["random"].std(ddof=0)),
-                      "random worst pp": float(delta["random"].min()), "draws": len(delta["random"]),
-                      "draws above top": int((delta["random"] > top).sum()),
-                      "decisive": bool((top < delta["random"]).all())})
+        lines.append(
+            {
+                "k": int(k),
+                "top pp": top,
+                "bottom pp": float(delta["bottom"].iloc[0]),
+                "random mean pp": float(delta["random"].mean()),
+                "random sd pp": float(delta["random"].std(ddof=0)),
+                "random worst pp": float(delta["random"].min()),
+                "draws": len(delta["random"]),
+                "draws above top": int((delta["random"] > top).sum()),
+                "decisive": bool((top < delta["random"]).all()),
+            }
+        )
     return pd.DataFrame(lines)
 
 
@@ -165,8 +214,16 @@ def run(cfg: AblateConfig, out: str | Path, *, progress: bool = True, overwrite:
     types = None if cfg.types is None else head_type_table(cfg.types, cfg.model)
     check_output(out, settings(cfg), overwrite=overwrite, what="attnlab ablate")
     model, tokenizer = load(cfg.model, cfg.device, cfg.dtype)
-    rank_prompts = suite_prompts(model, tokenizer, cfg.rank_suite, cfg.rank_prompts, seed=cfg.seed,
-                                 length=cfg.rank_length, bos=cfg.bos, chat=cfg.chat)
+    rank_prompts = suite_prompts(
+        model,
+        tokenizer,
+        cfg.rank_suite,
+        cfg.rank_prompts,
+        seed=cfg.seed,
+        length=cfg.rank_length,
+        bos=cfg.bos,
+        chat=cfg.chat,
+    )
     prompts = run_prompts(model, tokenizer, cfg)
     (bias,), b_auto = biases(model, tokenizer, [cfg.b], cfg.device, cfg.b_auto, cfg.calibration)
     b_auto = recipe_b_auto(model, tokenizer, [cfg.recipe], cfg.device, b_auto, cfg.calibration)
@@ -174,28 +231,49 @@ def run(cfg: AblateConfig, out: str | Path, *, progress: bool = True, overwrite:
     if max(cfg.k) > n_layers * n_heads:
         raise RunError(f"--k {max(cfg.k)} exceeds the model's {n_layers * n_heads} heads")
     column = f"s_p{cfg.p:g}" if cfg.rank_by == "s_p" else "entropy"
-    config = {**asdict(cfg), "b_auto": b_auto, **calibration_record(model, tokenizer, cfg, b_auto),
-              "b value": bias.value, "rank column": column,
-              "recipe resolved": hooks.resolve(cfg.recipe, b_auto).name, "layers": n_layers, "heads": n_heads,
-              "model_type": model.config.model_type, **model_record(cfg, model),
-              **prompt_record(prompts, cfg.suite, cfg.pad, cfg.length)}
+    config = {
+        **asdict(cfg),
+        "b_auto": b_auto,
+        **calibration_record(model, tokenizer, cfg, b_auto),
+        "b value": bias.value,
+        "rank column": column,
+        "recipe resolved": hooks.resolve(cfg.recipe, b_auto).name,
+        "layers": n_layers,
+        "heads": n_heads,
+        "model_type": model.config.model_type,
+        **model_record(cfg, model),
+        **prompt_record(prompts, cfg.suite, cfg.pad, cfg.length),
+    }
     with staged_output(out) as stage:
         readings = [prompt_reading(p, cfg.queries) for p in rank_prompts]
-        paths = read_rows(model, readings, {"rank": RowOptions.make(p=cfg.p, b=bias.value)}, stage,
-                          config=config, device=cfg.device, block=cfg.block, desc="rank", progress=progress)
+        paths = read_rows(
+            model,
+            readings,
+            {"rank": RowOptions.make(p=cfg.p, b=bias.value)},
+            stage,
+            config=config,
+            device=cfg.device,
+            block=cfg.block,
+            desc="rank",
+            progress=progress,
+        )
         ranking = rank_heads(pd.read_parquet(paths["rank"], columns=["layer", "head", "status", column]), column)
         plan = [(k, *s) for k in cfg.k for s in subsets(ranking, k, cfg.random_draws)]
         if cfg.single > int(ranking["ranked"].sum()):
             raise RunError(f"--single {cfg.single} exceeds the {int(ranking['ranked'].sum())} heads with a ranking")
         ranked = subsets(ranking, cfg.single, 0)[0][2] if cfg.single else []
         plan += [(1, "single", i, [head]) for i, head in enumerate(ranked)]
-        records = [{**r, "k": 0, "subset": BASELINE, "draw": 0, "heads": ""}
-                   for r in score(model, tokenizer, prompts, cfg.suite, cfg.device, BASELINE, progress)]
+        records = [
+            {**r, "k": 0, "subset": BASELINE, "draw": 0, "heads": ""}
+            for r in score(model, tokenizer, prompts, cfg.suite, cfg.device, BASELINE, progress)
+        ]
         for k, subset, draw, chosen in progress_of(plan, desc="ablate", unit="subset", enabled=progress):
             with hooks.substituted(model, cfg.recipe, heads=chosen, b_auto=b_auto, block=cfg.block):
                 label = f"{subset}-{k}" + (f"#{draw}" if subset in ("random", "single") else "")
-                records += [{**r, "k": k, "subset": subset, "draw": draw, "heads": _heads_text(chosen)}
-                            for r in score(model, tokenizer, prompts, cfg.suite, cfg.device, label, progress)]
+                records += [
+                    {**r, "k": k, "subset": subset, "draw": draw, "heads": _heads_text(chosen)}
+                    for r in score(model, tokenizer, prompts, cfg.suite, cfg.device, label, progress)
+                ]
         answers = pd.DataFrame(records)
         cell_table = cells(answers)
         table = decisive_table(cell_table)
@@ -212,14 +290,26 @@ def run(cfg: AblateConfig, out: str | Path, *, progress: bool = True, overwrite:
         write_json(stage / "config.json", json.loads(json.dumps(config, default=str)))
     final = Path(out)
     base = float(cell_table.loc[cell_table["subset"] == BASELINE, "accuracy %"].iloc[0])
-    return {"table": table, "cells": cell_table, "ranking": ranking, "b_auto": b_auto,
-            "summary": as_warning(baseline_warning(base, cfg.suite)),
-            "paths": {k: final / f for k, f in (("ablate", "ablate.csv"), ("cells", "cells.csv"),
-                                               ("ranking", "ranking.csv"), ("rows", paths["rank"].name),
-                                               ("answers", "answers.parquet"), ("config", "config.json"),
-                                               *((("composition", "composition.csv"),) if types is not None else ()),
-                                               *((("single", "single.csv"), ("single_summary", "single_summary.csv"))
-                                                 if cfg.single else ()))}}
+    return {
+        "table": table,
+        "cells": cell_table,
+        "ranking": ranking,
+        "b_auto": b_auto,
+        "summary": as_warning(baseline_warning(base, cfg.suite)),
+        "paths": {
+            k: final / f
+            for k, f in (
+                ("ablate", "ablate.csv"),
+                ("cells", "cells.csv"),
+                ("ranking", "ranking.csv"),
+                ("rows", paths["rank"].name),
+                ("answers", "answers.parquet"),
+                ("config", "config.json"),
+                *((("composition", "composition.csv"),) if types is not None else ()),
+                *((("single", "single.csv"), ("single_summary", "single_summary.csv")) if cfg.single else ()),
+            )
+        },
+    }
 
 
 def _heads_text(heads: Sequence[Head]) -> str:
@@ -232,22 +322,41 @@ def report_section(folder: Path, config: dict) -> Section:
     cells_table = pd.read_csv(folder / "cells.csv")
     base = float(cells_table.loc[cells_table["subset"] == BASELINE, "accuracy %"].iloc[0])
     warning = baseline_warning(base, config["suite"])
-    tables = [Table("ablate", "Per K: the change in accuracy (pp from softmax) when the top-K, bottom-K and "
-                              "random-K heads by the ranking get the recipe; decisive = top below every draw."),
-              Table("cells", "Every subset and draw: accuracy % with its Wilson 95% interval."),
-              Table("ranking", "Every head's rank by its median statistic over the ranking pass's active rows.")]
+    tables = [
+        Table(
+            "ablate",
+            "Per K: the change in accuracy (pp from softmax) when the top-K, bottom-K and "
+            "random-K heads by the ranking get the recipe; decisive = top below every draw.",
+        ),
+        Table("cells", "Every subset and draw: accuracy % with its Wilson 95% interval."),
+        Table("ranking", "Every head's rank by its median statistic over the ranking pass's active rows."),
+    ]
     if (folder / "composition.csv").is_file():
         tables.append(Table("composition", "Head types of the top-K and bottom-K heads (App. U, Table 16)."))
     if (folder / "single.csv").is_file():
-        tables += [Table("single_summary", "Heads given the recipe one at a time (App. AE, Table 26): how many "
-                                           "changed accuracy, and the correlations of the change with the "
-                                           "ranking statistic."),
-                   Table("single", "Every head given the recipe alone: its rank, statistic, accuracy and delta.")]
+        tables += [
+            Table(
+                "single_summary",
+                "Heads given the recipe one at a time (App. AE, Table 26): how many "
+                "changed accuracy, and the correlations of the change with the "
+                "ranking statistic.",
+            ),
+            Table("single", "Every head given the recipe alone: its rank, statistic, accuracy and delta."),
+        ]
     plot_ablation(pd.read_csv(folder / "ablate.csv"), folder / "ablation")
     return Section(
-        study="ablate", title=f"Group ablation on {config['model']}", source="Polynomial Concentration",
-        question="Does substituting the heads the diagnostic ranks highest hurt more than substituting random "
-                 "heads?", command=command_line("ablate", AblateConfig, config, str(folder)), tables=tuple(tables),
-        figures=(Figure("ablation", "Accuracy change against K for the top-K, bottom-K and random-K heads (mean "
-                                    "+- sd band, worst draw dotted); Polynomial Concentration Figs. 3-4."),),
-        warnings=() if warning is None else (warning,))
+        study="ablate",
+        title=f"Group ablation on {config['model']}",
+        source="Polynomial Concentration",
+        question="Does substituting the heads the diagnostic ranks highest hurt more than substituting random heads?",
+        command=command_line("ablate", AblateConfig, config, str(folder)),
+        tables=tuple(tables),
+        figures=(
+            Figure(
+                "ablation",
+                "Accuracy change against K for the top-K, bottom-K and random-K heads (mean "
+                "+- sd band, worst draw dotted); Polynomial Concentration Figs. 3-4.",
+            ),
+        ),
+        warnings=() if warning is None else (warning,),
+    )

@@ -21,8 +21,9 @@ def unsafe_interval(active: pd.DataFrame, column: str) -> tuple[float, float]:
     flags = active[["prompt", "status", column]].dropna(subset=[column])
     if flags.empty:
         return np.nan, np.nan
-    _, lo, hi = bootstrap_fraction(flags.assign(**{column: flags[column].astype(bool)}), column, unit="prompt",
-                                   n_boot=BOOTSTRAP)
+    _, lo, hi = bootstrap_fraction(
+        flags.assign(**{column: flags[column].astype(bool)}), column, unit="prompt", n_boot=BOOTSTRAP
+    )
     return 100 * (1 - hi), 100 * (1 - lo)
 
 
@@ -38,11 +39,16 @@ def prevalence(rows: pd.DataFrame, p: tuple[float, ...], b: Bias, *, answer: boo
     readable = rows[~rows["status"].isin(SPECIAL)]
     active = readable[readable["status"] == "active"]
     lam = readable["lambda_n"].astype(float)
-    gaps = {"med lambda_n": _median(lam[np.isfinite(lam)]), "ties": int(np.isinf(lam).sum()),
-            "med alpha_n": _median(readable["alpha_n"]), "med contact_gap": _median(readable["contact_gap"])}
+    gaps = {
+        "med lambda_n": _median(lam[np.isfinite(lam)]),
+        "ties": int(np.isinf(lam).sum()),
+        "med alpha_n": _median(readable["alpha_n"]),
+        "med contact_gap": _median(readable["contact_gap"]),
+    }
     if answer:
-        gaps["answer is argmax %"] = (100 * float(readable["target_is_max"].astype(bool).mean())
-                                      if len(readable) else np.nan)
+        gaps["answer is argmax %"] = (
+            100 * float(readable["target_is_max"].astype(bool).mean()) if len(readable) else np.nan
+        )
     if "s_sigmoid" in rows:
         sigma = readable["s_sigmoid"].dropna().astype(float)
         gaps["sigma safe %"] = 100 * float((sigma < 1).mean()) if len(sigma) else np.nan
@@ -53,17 +59,27 @@ def prevalence(rows: pd.DataFrame, p: tuple[float, ...], b: Bias, *, answer: boo
         unsafe = int((~safe).sum())
         lo, hi = wilson(unsafe, len(safe)) if len(safe) else (np.nan, np.nan)
         boot_lo, boot_hi = unsafe_interval(active, f"safe_p{d}")
-        lines.append({
-            "b": b.label, "b value": b.value, "p": q, "rows": len(readable), "active": len(active),
-            "prompts": int(active["prompt"].nunique()),
-            "unsafe %": 100 * unsafe / len(safe) if len(safe) else np.nan,
-            "unsafe lo": boot_lo, "unsafe hi": boot_hi, "row wilson lo": 100 * lo, "row wilson hi": 100 * hi,
-            "med rho": _median(active["rho"]), "med a_act": _median(active["a_act"]),
-            "med s_p": _median(active[f"s_p{d}"]),
-            "dead %": 100 * float((readable["status"] == "dead").mean()) if len(readable) else np.nan,
-            "saturated %": 100 * float((readable["status"] == "saturated").mean()) if len(readable) else np.nan,
-            **gaps,
-        })
+        lines.append(
+            {
+                "b": b.label,
+                "b value": b.value,
+                "p": q,
+                "rows": len(readable),
+                "active": len(active),
+                "prompts": int(active["prompt"].nunique()),
+                "unsafe %": 100 * unsafe / len(safe) if len(safe) else np.nan,
+                "unsafe lo": boot_lo,
+                "unsafe hi": boot_hi,
+                "row wilson lo": 100 * lo,
+                "row wilson hi": 100 * hi,
+                "med rho": _median(active["rho"]),
+                "med a_act": _median(active["a_act"]),
+                "med s_p": _median(active[f"s_p{d}"]),
+                "dead %": 100 * float((readable["status"] == "dead").mean()) if len(readable) else np.nan,
+                "saturated %": 100 * float((readable["status"] == "saturated").mean()) if len(readable) else np.nan,
+                **gaps,
+            }
+        )
     return lines
 
 
@@ -73,9 +89,17 @@ def head_medians(rows: dict[str, pd.DataFrame], p: tuple[float, ...]) -> pd.Data
     lines = []
     for b, r in rows.items():
         for (layer, head), g in r.groupby(["layer", "head"]):
-            lines.append({"b": b, "layer": int(layer), "head": int(head), "active rows": len(g),
-                          "med rho": float(g["rho"].median()), "med a_act": float(g["a_act"].median()),
-                          **{f"safe% p{q:g}": percent(g[f"safe_p{q:g}"]) for q in p}})
+            lines.append(
+                {
+                    "b": b,
+                    "layer": int(layer),
+                    "head": int(head),
+                    "active rows": len(g),
+                    "med rho": float(g["rho"].median()),
+                    "med a_act": float(g["a_act"].median()),
+                    **{f"safe% p{q:g}": percent(g[f"safe_p{q:g}"]) for q in p},
+                }
+            )
     return pd.DataFrame(lines)
 
 
@@ -95,11 +119,21 @@ def bound_validation(rows: dict[str, pd.DataFrame], p: tuple[float, ...]) -> pd.
             pred, meas, eps = (known[f"{k}_p{d}"] for k in ("pred_safe", "safe", "safe_eps"))
             fn, fp = int((pred & ~meas).sum()), int((~pred & meas).sum())
             unsafe, safe = int((~meas).sum()), int(meas.sum())
-            lines.append({"b": b, "p": q, "rows": len(known), "pred-safe %": percent(pred),
-                          "measured-safe %": percent(meas), "agree %": percent(pred == meas),
-                          "FN": fn, "FN rate %": 100 * fn / unsafe if unsafe else np.nan,
-                          "FN eps": int((pred & ~eps).sum()),
-                          "FP": fp, "FP rate %": 100 * fp / safe if safe else np.nan})
+            lines.append(
+                {
+                    "b": b,
+                    "p": q,
+                    "rows": len(known),
+                    "pred-safe %": percent(pred),
+                    "measured-safe %": percent(meas),
+                    "agree %": percent(pred == meas),
+                    "FN": fn,
+                    "FN rate %": 100 * fn / unsafe if unsafe else np.nan,
+                    "FN eps": int((pred & ~eps).sum()),
+                    "FP": fp,
+                    "FP rate %": 100 * fp / safe if safe else np.nan,
+                }
+            )
     return pd.DataFrame(lines)
 
 

@@ -33,15 +33,18 @@ class DiagnoseConfig:
     beta: float = option(1.0, "inverse temperature for entropy and sink mass", type=options.finite)
     sink: int = option(0, "sink = the N-th allowed key (0: the first)")
     rowmap: str = option("softmax", "normalized row map for entropy/support/sink mass")
-    sigmoid: bool = option(False, "also measure S_sigma, the sigmoid's analogue of S_p (Polynomial Concentration "
-                                  "App. T)")
+    sigmoid: bool = option(
+        False, "also measure S_sigma, the sigmoid's analogue of S_p (Polynomial Concentration App. T)"
+    )
     out: Path | None = option(None, "also keep every row here", metavar="FILE.parquet")
     overwrite: bool = option(False, "replace --out even when another command wrote it")
 
     def settings(self) -> dict[str, str]:
         """What a rerun must match to replace --out without --overwrite."""
-        return {"command": "diagnose", **{k: str(list(v) if isinstance(v, tuple) else v)
-                                          for k, v in asdict(self).items() if k != "overwrite"}}
+        return {
+            "command": "diagnose",
+            **{k: str(list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items() if k != "overwrite"},
+        }
 
 
 def causal_mask(q: int, k: int):
@@ -69,8 +72,10 @@ def check_out(cfg: DiagnoseConfig) -> None:
     except (OSError, ValueError):  # pyarrow's ArrowInvalid is a ValueError: an unreadable file is not ours
         meta = {}
     if meta.get("command") != "diagnose" or meta.get("args") != cfg.settings():
-        raise DiagnoseError(f"--out {out} exists and was not written by this diagnose command; pass --overwrite "
-                            "to replace it, or choose another file")
+        raise DiagnoseError(
+            f"--out {out} exists and was not written by this diagnose command; pass --overwrite "
+            "to replace it, or choose another file"
+        )
 
 
 def run(cfg: DiagnoseConfig) -> tuple[tuple[int, ...], int, pd.DataFrame]:
@@ -93,14 +98,25 @@ def run(cfg: DiagnoseConfig) -> tuple[tuple[int, ...], int, pd.DataFrame]:
     frames = []
     for b in cfg.b:
         try:
-            df = row_stats(scores, mask, p=cfg.p, b=b, tau=cfg.tau, eps=cfg.eps, beta=cfg.beta, sink=cfg.sink,
-                           rowmap=cfg.rowmap, sigmoid=cfg.sigmoid)
+            df = row_stats(
+                scores,
+                mask,
+                p=cfg.p,
+                b=b,
+                tau=cfg.tau,
+                eps=cfg.eps,
+                beta=cfg.beta,
+                sink=cfg.sink,
+                rowmap=cfg.rowmap,
+                sigmoid=cfg.sigmoid,
+            )
         except (TypeError, ValueError) as exc:
             raise DiagnoseError(str(exc)) from None
         frames.append(df.assign(b=b, row=range(len(df))))
     rows = pd.concat(frames, ignore_index=True)
     summary = summarize(rows, p=cfg.p, by="b")
     if cfg.out is not None:
-        write_parquet(cfg.out, rows, metadata={"command": "diagnose", "scores": str(cfg.scores),
-                                               "args": cfg.settings()})
+        write_parquet(
+            cfg.out, rows, metadata={"command": "diagnose", "scores": str(cfg.scores), "args": cfg.settings()}
+        )
     return tuple(scores.shape), len(frames[0]), summary

@@ -39,18 +39,26 @@ from .temperature import EXPONENTS_CAPTION, TRIPLE, cor49_note, exponents, per_n
 
 @dataclass(frozen=True, kw_only=True)
 class FitXiConfig:
-    scores: tuple[Path, ...] = option(help="score tensor files (.npy, .safetensors, .pt), keys on the last axis",
-                                      positional=True, metavar="FILE")
+    scores: tuple[Path, ...] = option(
+        help="score tensor files (.npy, .safetensors, .pt), keys on the last axis", positional=True, metavar="FILE"
+    )
     key: str | None = option(None, "tensor name inside files holding several")
-    mask_key: str | None = option(None, "name of a boolean tensor in each file, True where a key may be attended, "
-                                        "broadcasting to its scores")
-    causal: bool = option(False, "allow only causal keys on the last two axes (of Q queries and K keys, query i "
-                                 "sees keys 0 .. K - Q + i)")
-    n: tuple[int, ...] = option((), "fit on the rows of these lengths only (default: every n >= 2 among the rows)",
-                                metavar="N")
-    unit_axes: tuple[int, ...] = option((), "leading axes whose indices name the bootstrap unit, e.g. 0 1 for the "
-                                            "(layer, head) of (layers, heads, queries, keys) scores (default: each "
-                                            "row its own unit)", metavar="AXIS")
+    mask_key: str | None = option(
+        None, "name of a boolean tensor in each file, True where a key may be attended, broadcasting to its scores"
+    )
+    causal: bool = option(
+        False, "allow only causal keys on the last two axes (of Q queries and K keys, query i sees keys 0 .. K - Q + i)"
+    )
+    n: tuple[int, ...] = option(
+        (), "fit on the rows of these lengths only (default: every n >= 2 among the rows)", metavar="N"
+    )
+    unit_axes: tuple[int, ...] = option(
+        (),
+        "leading axes whose indices name the bootstrap unit, e.g. 0 1 for the "
+        "(layer, head) of (layers, heads, queries, keys) scores (default: each "
+        "row its own unit)",
+        metavar="AXIS",
+    )
     eps: float = option(1e-6, "tolerance of the contact gap", type=options.finite)
     n_boot: int = option(200, "bootstrap resamples", metavar="B")
     seed: int = option(0, "bootstrap seed", metavar="N", type=options.seed)
@@ -64,7 +72,8 @@ class FitXiConfig:
         if len(self.n) == 1:
             raise RunError(f"--n takes at least two row lengths (a slope needs two), got {list(self.n)}")
         if not all(isinstance(a, int) and a >= 0 for a in self.unit_axes) or len(set(self.unit_axes)) != len(
-                self.unit_axes):
+            self.unit_axes
+        ):
             raise RunError(f"--unit-axes takes distinct axis indices >= 0, got {list(self.unit_axes)}")
         if not (math.isfinite(self.eps) and self.eps >= 0):
             raise RunError(f"--eps must be a finite number >= 0, got {self.eps!r}")
@@ -88,16 +97,21 @@ def file_rows(path: Path, file: int, cfg: FitXiConfig) -> pd.DataFrame:
     except (FileNotFoundError, KeyError, TypeError, ValueError) as exc:
         raise RunError(str(exc).strip("'\"")) from None
     if not scores.is_floating_point() or scores.dim() < 1:
-        raise RunError(f"{path}: scores must be a floating-point tensor with keys on the last axis, got "
-                       f"{scores.dtype} of shape {tuple(scores.shape)}")
+        raise RunError(
+            f"{path}: scores must be a floating-point tensor with keys on the last axis, got "
+            f"{scores.dtype} of shape {tuple(scores.shape)}"
+        )
     if mask is not None and mask.dtype != torch.bool:
-        raise RunError(f"{path}: --mask-key {cfg.mask_key} must name a boolean tensor (True = key allowed), "
-                       f"got {mask.dtype}")
+        raise RunError(
+            f"{path}: --mask-key {cfg.mask_key} must name a boolean tensor (True = key allowed), got {mask.dtype}"
+        )
     lead = tuple(scores.shape[:-1])
     beyond = [a for a in cfg.unit_axes if a >= len(lead)]
     if beyond:
-        raise RunError(f"--unit-axes {beyond} out of range for {path}: its scores of shape {tuple(scores.shape)} "
-                       f"have {len(lead)} leading axes before the keys")
+        raise RunError(
+            f"--unit-axes {beyond} out of range for {path}: its scores of shape {tuple(scores.shape)} "
+            f"have {len(lead)} leading axes before the keys"
+        )
     if cfg.causal:
         if scores.dim() < 2:
             raise RunError(f"--causal needs scores of shape (..., queries, keys); {path} has {tuple(scores.shape)}")
@@ -125,9 +139,11 @@ def on_grid(rows: pd.DataFrame, n: tuple[int, ...]) -> pd.DataFrame:
         raise RunError(f"--n {missing}: no readable row has that many allowed keys; the rows have n in {shown}")
     grid = list(n) or [x for x in have if x >= 2]
     if len(grid) < 2:
-        raise RunError(f"fit-xi needs readable rows of at least two lengths n >= 2 (n = allowed keys of a row), "
-                       f"got n in {shown}; mark disallowed keys with -inf, --mask-key or --causal, or pass files "
-                       "of other lengths")
+        raise RunError(
+            f"fit-xi needs readable rows of at least two lengths n >= 2 (n = allowed keys of a row), "
+            f"got n in {shown}; mark disallowed keys with -inf, --mask-key or --causal, or pass files "
+            "of other lengths"
+        )
     return readable[readable["n_keys"].isin(grid)].reset_index(drop=True)
 
 
@@ -141,8 +157,13 @@ def run(cfg: FitXiConfig, out: str | Path, *, progress: bool = True, overwrite: 
     rows = on_grid(read, cfg.n)
     table = per_n(rows)
     fits, cor49 = exponents(rows, cfg.n_boot, cfg.seed, unit=cfg.unit)
-    config = {**asdict(cfg), "rows read": len(read), "rows fitted": len(rows),
-              "unreadable": int(read["status"].isin(UNREADABLE).sum()), "cor49": cor49}
+    config = {
+        **asdict(cfg),
+        "rows read": len(read),
+        "rows fitted": len(rows),
+        "unreadable": int(read["status"].isin(UNREADABLE).sum()),
+        "cor49": cor49,
+    }
     config = json.loads(json.dumps(config, default=str))
     with staged_output(out) as stage:
         write_parquet(stage / "rows_contact.parquet", rows, metadata=config)
@@ -150,13 +171,28 @@ def run(cfg: FitXiConfig, out: str | Path, *, progress: bool = True, overwrite: 
         write_table(stage / "exponents", fits)
         write_json(stage / "config.json", config)
     left = len(read) - len(rows)
-    summary = (f"{summary_line(fits, cor49, cfg.n_boot, cfg.unit)}\n{len(rows)} of {len(read)} rows fitted "
-               f"over n = {' '.join(str(int(n)) for n in table['n'])}" + (
-                   f" ({left} unreadable or off the grid)" if left else ""))
+    summary = (
+        f"{summary_line(fits, cor49, cfg.n_boot, cfg.unit)}\n{len(rows)} of {len(read)} rows fitted "
+        f"over n = {' '.join(str(int(n)) for n in table['n'])}"
+        + (f" ({left} unreadable or off the grid)" if left else "")
+    )
     final = Path(out)
-    return {"table": fits, "per_n": table, "cor49": cor49, "summary": summary, "b_auto": None,
-            "paths": {k: final / f for k, f in (("exponents", "exponents.csv"), ("per_n", "fit_xi.csv"),
-                                               ("rows", "rows_contact.parquet"), ("config", "config.json"))}}
+    return {
+        "table": fits,
+        "per_n": table,
+        "cor49": cor49,
+        "summary": summary,
+        "b_auto": None,
+        "paths": {
+            k: final / f
+            for k, f in (
+                ("exponents", "exponents.csv"),
+                ("per_n", "fit_xi.csv"),
+                ("rows", "rows_contact.parquet"),
+                ("config", "config.json"),
+            )
+        },
+    }
 
 
 @register("fit-xi", "fit_xi.csv")
@@ -164,12 +200,21 @@ def report_section(folder: Path, config: dict) -> Section:
     """The contact exponents of saved score rows (Hayase & Karakida 2026 §4.5.1)."""
     unit = [f"axis{a}" for a in config["unit_axes"]] or ["file", "row"]
     return Section(
-        study="fit-xi", title=f"Contact exponents of {len(config['scores'])} score file(s)",
+        study="fit-xi",
+        title=f"Contact exponents of {len(config['scores'])} score file(s)",
         source="Hayase & Karakida 2026",
         question="How fast do Lambda_n, alpha_n and Delta_n of the saved score rows grow with log n?",
         command=command_line("fit-xi", FitXiConfig, config, str(folder)),
-        tables=(Table("exponents", f"{EXPONENTS_CAPTION} ({', '.join(unit)})."),
-                Table("fit_xi", "Per n: rows, exact ties, and the bucket means of log Lambda_n, log alpha_n and "
-                                "log Delta_n over the non-tied rows.")),
-        notes=(f"{config['rows fitted']} of {config['rows read']} rows fitted ({config['unreadable']} unreadable).",
-               cor49_note(config)))
+        tables=(
+            Table("exponents", f"{EXPONENTS_CAPTION} ({', '.join(unit)})."),
+            Table(
+                "fit_xi",
+                "Per n: rows, exact ties, and the bucket means of log Lambda_n, log alpha_n and "
+                "log Delta_n over the non-tied rows.",
+            ),
+        ),
+        notes=(
+            f"{config['rows fitted']} of {config['rows read']} rows fitted ({config['unreadable']} unreadable).",
+            cor49_note(config),
+        ),
+    )

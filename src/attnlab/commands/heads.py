@@ -26,8 +26,17 @@ from ..options import command_line, option
 from ..report.sections import Section, Table
 from ..site import DEFAULT_BLOCK
 from .readout import FLAGS, QUERIES_HELP, check_queries, prompt_reading, read_tables
-from .runs import (CheckpointRun, RunError, check_count, load, model_record, prompt_record, settings, staged_output,
-                   suite_prompts)
+from .runs import (
+    CheckpointRun,
+    RunError,
+    check_count,
+    load,
+    model_record,
+    prompt_record,
+    settings,
+    staged_output,
+    suite_prompts,
+)
 from .sections import register
 
 SUITE = "induction"
@@ -40,9 +49,13 @@ class HeadsConfig(CheckpointRun):
     prompts: int = option(80, "induction prompts", metavar="N")
     length: int = option(1024, "prompt length in tokens")
     queries: str = option("every:16", QUERIES_HELP, metavar="SPEC")
-    rule: str = option("labels", "labels: count a head under every type whose test holds (an induction head may "
-                                 "also be a sink); paper: only the first that holds, in the order sink, induction, "
-                                 "local (Polynomial Concentration App. H)", choices=RULES)
+    rule: str = option(
+        "labels",
+        "labels: count a head under every type whose test holds (an induction head may "
+        "also be a sink); paper: only the first that holds, in the order sink, induction, "
+        "local (Polynomial Concentration App. H)",
+        choices=RULES,
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -59,8 +72,7 @@ def type_counts(types: pd.DataFrame, rule: str = "paper") -> pd.DataFrame:
     if rule == "paper":
         counts = types["head_type"].value_counts().reindex(list(TYPES), fill_value=0).to_numpy()
     else:
-        counts = np.array([int(types["labels"].str.split("+").map(lambda held, k=k: k in held).sum())
-                           for k in TYPES])
+        counts = np.array([int(types["labels"].str.split("+").map(lambda held, k=k: k in held).sum()) for k in TYPES])
     return pd.DataFrame({"head type": list(TYPES), "heads": counts, "%": 100 * counts / max(len(types), 1)})
 
 
@@ -73,13 +85,16 @@ def head_type_table(folder: str | Path, model: str) -> pd.DataFrame:
         types = pd.read_csv(folder / "heads.csv")
         made_on = json.loads((folder / "config.json").read_text(encoding="utf-8"))["model"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise RunError(f"--types {folder}: cannot read its heads.csv and config.json ({exc}); pass an attnlab "
-                       "heads folder") from None
+        raise RunError(
+            f"--types {folder}: cannot read its heads.csv and config.json ({exc}); pass an attnlab heads folder"
+        ) from None
     if not {"layer", "head", "head_type"} <= set(types.columns):
         raise RunError(f"--types {folder}/heads.csv is not an attnlab heads table (needs layer, head, head_type)")
     if not _same_model(str(made_on), model):
-        raise RunError(f"--types {folder} holds the head types of {made_on}, not of {model}; pass an attnlab heads "
-                       "folder of the same model")
+        raise RunError(
+            f"--types {folder} holds the head types of {made_on}, not of {model}; pass an attnlab heads "
+            "folder of the same model"
+        )
     return types
 
 
@@ -92,19 +107,35 @@ def _same_model(a: str, b: str) -> bool:
     return pa.exists() and pb.exists() and pa.resolve() == pb.resolve()
 
 
-def read_heads(model, prompts: Sequence[tasks.Prompt], sink: Callable[[RowOptions], RowStatsWriter], *,
-               queries: str = "every:16", device=None, block: int = DEFAULT_BLOCK, progress: bool = True) -> dict:
+def read_heads(
+    model,
+    prompts: Sequence[tasks.Prompt],
+    sink: Callable[[RowOptions], RowStatsWriter],
+    *,
+    queries: str = "every:16",
+    device=None,
+    block: int = DEFAULT_BLOCK,
+    progress: bool = True,
+) -> dict:
     """The one reading path of ``attnlab heads`` and ``attnlab.heads``: the rows ``queries`` chooses from each
     induction prompt, those with a planted B read against it (Polynomial Concentration App. H), into
     ``sink(options)`` (a file writer or an in-memory collector) under the label "heads"; one forward per prompt
     on ``device`` (default: the model's). Returns {"heads": what the sink's close returns}."""
     readings = [prompt_reading(p, queries, "answer", keep_all=True) for p in prompts]
-    return read_tables(model, readings, {"heads": sink(RowOptions.make(p=2))}, device=device, block=block,
-                       desc="heads", progress=progress)
+    return read_tables(
+        model,
+        readings,
+        {"heads": sink(RowOptions.make(p=2))},
+        device=device,
+        block=block,
+        desc="heads",
+        progress=progress,
+    )
 
 
-def classify_heads(rows: pd.DataFrame, thresholds: HeadThresholds = HeadThresholds(),
-                   rule: str = "labels") -> tuple[pd.DataFrame, pd.DataFrame]:
+def classify_heads(
+    rows: pd.DataFrame, thresholds: HeadThresholds = HeadThresholds(), rule: str = "labels"
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per-head features and types, heads per type under ``rule``) from the rows ``read_heads`` read
     (Polynomial Concentration App. H)."""
     rows = rows[COLUMNS].copy()
@@ -123,30 +154,62 @@ def run(cfg: HeadsConfig, out: str | Path, *, progress: bool = True, overwrite: 
     prompts = suite_prompts(model, tokenizer, SUITE, cfg.prompts, seed=cfg.seed, length=cfg.length, bos=cfg.bos)
     n_layers, n_heads = hooks.num_heads(model)
     thresholds = HeadThresholds()
-    config = {**asdict(cfg), "suite": SUITE, "thresholds": asdict(thresholds), "layers": n_layers,
-              "heads": n_heads, "model_type": model.config.model_type, **model_record(cfg, model),
-              **prompt_record(prompts, SUITE, None, cfg.length)}
+    config = {
+        **asdict(cfg),
+        "suite": SUITE,
+        "thresholds": asdict(thresholds),
+        "layers": n_layers,
+        "heads": n_heads,
+        "model_type": model.config.model_type,
+        **model_record(cfg, model),
+        **prompt_record(prompts, SUITE, None, cfg.length),
+    }
     with staged_output(out) as stage:
-        paths = read_heads(model, prompts, lambda opt: RowStatsWriter(Path(stage) / "rows_heads.parquet", opt,
-                                                                      config=config, flags=FLAGS),
-                           queries=cfg.queries, device=cfg.device, block=cfg.block, progress=progress)
+        paths = read_heads(
+            model,
+            prompts,
+            lambda opt: RowStatsWriter(Path(stage) / "rows_heads.parquet", opt, config=config, flags=FLAGS),
+            queries=cfg.queries,
+            device=cfg.device,
+            block=cfg.block,
+            progress=progress,
+        )
         types, table = classify_heads(pd.read_parquet(paths["heads"], columns=COLUMNS), thresholds, cfg.rule)
         write_table(stage / "heads", types)
         write_table(stage / "types", table)
         write_json(stage / "config.json", json.loads(json.dumps(config, default=str)))
     final = Path(out)
-    return {"table": table, "heads": types, "b_auto": None,
-            "paths": {k: final / f for k, f in (("heads", "heads.csv"), ("types", "types.csv"),
-                                               ("rows", paths["heads"].name), ("config", "config.json"))}}
+    return {
+        "table": table,
+        "heads": types,
+        "b_auto": None,
+        "paths": {
+            k: final / f
+            for k, f in (
+                ("heads", "heads.csv"),
+                ("types", "types.csv"),
+                ("rows", paths["heads"].name),
+                ("config", "config.json"),
+            )
+        },
+    }
 
 
 @register("heads", "heads.csv")
 def report_section(folder: Path, config: dict) -> Section:
     """Head types (Polynomial Concentration App. H)."""
     return Section(
-        study="heads", title=f"Head types of {config['model']}", source="Polynomial Concentration",
+        study="heads",
+        title=f"Head types of {config['model']}",
+        source="Polynomial Concentration",
         question="Which heads sink, copy the planted token, attend locally, or spread out?",
         command=command_line("heads", HeadsConfig, config, str(folder)),
-        tables=(Table("types", f"Heads per type ({config.get('rule', 'paper')} rule; App. H)."),
-                Table("heads", "Every head's features (means over the rows where each is defined), labels and "
-                               "App. H's first-match type.")))
+        tables=(
+            Table("types", f"Heads per type ({config.get('rule', 'paper')} rule; App. H)."),
+            Table(
+                "heads",
+                "Every head's features (means over the rows where each is defined), labels and "
+                "App. H's first-match type.",
+            ),
+        ),
+    )

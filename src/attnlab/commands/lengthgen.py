@@ -53,8 +53,11 @@ def _dispersion(layers: int, heads: int, answer: torch.Tensor) -> tuple[Any, dic
     (batch, length) bool), where the task needs the model to find something. Each kind keeps at most
     ``SAMPLED_ROWS`` evenly spaced rows per sequence, which makes the means estimates at long lengths but
     keeps the observer from costing more than the forward. Returns the observer and its sums."""
-    sums = {f"{kind}_{what}": torch.zeros(layers, heads, dtype=torch.float64)
-            for kind in ROWS for what in ("entropy", "support", "rows")}
+    sums = {
+        f"{kind}_{what}": torch.zeros(layers, heads, dtype=torch.float64)
+        for kind in ROWS
+        for what in ("entropy", "support", "rows")
+    }
     kept = {"all": spaced(torch.ones_like(answer), SAMPLED_ROWS), "answer": spaced(answer, SAMPLED_ROWS)}
 
     def observe(block: WeightBlock) -> None:
@@ -66,8 +69,10 @@ def _dispersion(layers: int, heads: int, answer: torch.Tensor) -> tuple[Any, dic
         w = block.weights.detach()[..., local, :]
         allowed = block.allowed[..., local, :] if block.allowed.shape[-2] > 1 else block.allowed
         rows = allowed.sum(-1).expand(w.shape[:-1]) >= 2
-        stats = {"entropy": -torch.special.xlogy(w, w).sum(-1, dtype=torch.float64),
-                 "support": (w > 0).sum(-1).double()}
+        stats = {
+            "entropy": -torch.special.xlogy(w, w).sum(-1, dtype=torch.float64),
+            "support": (w > 0).sum(-1).double(),
+        }
         for kind, mask in masks.items():
             keep = rows & mask[:, local][:, None, :]
             sums[f"{kind}_rows"][block.layer] += keep.sum((0, 2))
@@ -99,8 +104,8 @@ def row_scores(model, task: Task, batch, observe=None) -> tuple[torch.Tensor, to
     for start in range(0, rows, chunk):
         watched = observe is not None and start == 0
         with model.observed(observe, weights=True) if watched else contextlib.nullcontext():
-            logits = model(batch.ids[start:start + chunk])
-        targets = batch.targets[start:start + chunk]
+            logits = model(batch.ids[start : start + chunk])
+        targets = batch.targets[start : start + chunk]
         scores.append(right(logits, targets).double())
         tokens.append(scored_accuracy(logits, targets).double())
     return torch.cat(scores), torch.cat(tokens)
@@ -119,10 +124,15 @@ def score(model, task: Task, length: int, samples: int, seed: int) -> dict[str, 
     heads) and per layer and head, over all rows (``entropy``, ``support``) and over the scored rows
     (``answer_entropy``, ``answer_support``)."""
     batch = task.generate(samples, length, seed)
-    observe, sums = _dispersion(model.cfg.layers, model.cfg.heads, batch.targets[:_chunk(length)] != IGNORE)
+    observe, sums = _dispersion(model.cfg.layers, model.cfg.heads, batch.targets[: _chunk(length)] != IGNORE)
     rows, tokens = row_scores(model, task, batch, observe)
-    result: dict[str, Any] = {"accuracy": float(rows.mean()), "token_accuracy": float(tokens.mean()),
-                              "rows": _rounded(rows), "token_rows": _rounded(tokens), "heads": {}}
+    result: dict[str, Any] = {
+        "accuracy": float(rows.mean()),
+        "token_accuracy": float(tokens.mean()),
+        "rows": _rounded(rows),
+        "token_rows": _rounded(tokens),
+        "heads": {},
+    }
     for kind in ROWS:
         rows = sums[f"{kind}_rows"]
         prefix = "" if kind == "all" else f"{kind}_"
@@ -161,37 +171,59 @@ def select(model, run: Path, cfg: LengthgenConfig, seed: int) -> dict[str, Any]:
     ranked = scores if by != "token accuracy" else tokens
     best = max(ranked, key=lambda step: (ranked[step], step))  # a tie goes to the later step
     model.load_state_dict(ckpt.load_checkpoint(dict(paths)[best]).model_state)
-    return {"multiple": cfg.select_mult, "length": length, "samples": rows, "step": best, "by": by,
-            "score": scores[best], "token_score": tokens[best], "scores": {str(k): v for k, v in scores.items()},
-            "token_scores": {str(k): v for k, v in tokens.items()}}
+    return {
+        "multiple": cfg.select_mult,
+        "length": length,
+        "samples": rows,
+        "step": best,
+        "by": by,
+        "score": scores[best],
+        "token_score": tokens[best],
+        "scores": {str(k): v for k, v in scores.items()},
+        "token_scores": {str(k): v for k, v in tokens.items()},
+    }
 
 
-def run_cell(cfg: LengthgenConfig, name: str, out: Path, progress: bool = False,
-             seed: int | None = None) -> dict[str, Any]:
+def run_cell(
+    cfg: LengthgenConfig, name: str, out: Path, progress: bool = False, seed: int | None = None
+) -> dict[str, Any]:
     """Train (or resume) variant ``name`` under ``seed`` (default ``cfg.seed``), choose its checkpoint
     (``select``) and score that one at every length; reuses a finished cell."""
     seed = cfg.seed if seed is None else seed
     stem = cell_name(name, seed)
     path = out / "cells" / f"{stem}.json"
     # what shapes and scores this one cell: not the other variants and seeds of the run
-    settings = {**{k: v for k, v in asdict(cfg).items() if k not in ("maps", "seeds")}, "variant": name,
-                "cell_seed": seed, "test_rows": TEST_SEED, "select_rows": SELECT_SEED}
+    settings = {
+        **{k: v for k, v in asdict(cfg).items() if k not in ("maps", "seeds")},
+        "variant": name,
+        "cell_seed": seed,
+        "test_rows": TEST_SEED,
+        "select_rows": SELECT_SEED,
+    }
     if path.is_file():
         done = json.loads(path.read_text())
         if done.get("settings") == json.loads(json.dumps(settings)):
             return done
     stream = TaskStream(cfg.task, cfg.train_tokens, seed=seed, min_length=cfg.min_train_tokens, **cfg.params)
     runs = out / "runs" / stem
-    trainer = Trainer(run_config(cfg, name, stream.vocab_size, seed), runs, resume=True, progress=progress,
-                      stream=stream)
+    trainer = Trainer(
+        run_config(cfg, name, stream.vocab_size, seed), runs, resume=True, progress=progress, stream=stream
+    )
     summary = trainer.run()
     chosen = select(trainer.model, runs, cfg, seed)
     lengths = {}
     for length in cfg.lengths:
         n = cfg.samples_at(length)
         lengths[str(length)] = {"samples": n, **score(trainer.model, cfg.task_def, length, n, seed=TEST_SEED)}
-    cell = {"settings": settings, "variant": name, "seed": seed, "train": summary, "selection": chosen,
-            "lengths": lengths, "untrained": untrained_scores(cfg, name, stream.vocab_size, seed)}
+    cell = {
+        "settings": settings,
+        "variant": name,
+        "seed": seed,
+        "train": summary,
+        "selection": chosen,
+        "lengths": lengths,
+        "untrained": untrained_scores(cfg, name, stream.vocab_size, seed),
+    }
     io.write_json(path, cell)
     return cell
 
@@ -226,11 +258,17 @@ def table(cells: Mapping[str, Mapping[str, Any]], cfg: LengthgenConfig) -> pd.Da
     rows = []
     for cell in cells.values():
         chosen = cell["selection"]
-        rows.append({"variant": cell["variant"], "seed": cell["seed"], "selected_step": chosen["step"],
-                     "select_by": chosen["by"], "select_score": 100 * chosen["score"],
-                     "select_token": 100 * chosen["token_score"],
-                     **{mult_label(m): 100 * cell["lengths"][str(cfg.length_at(m))]["accuracy"]
-                        for m in cfg.plan.eval_mult}})
+        rows.append(
+            {
+                "variant": cell["variant"],
+                "seed": cell["seed"],
+                "selected_step": chosen["step"],
+                "select_by": chosen["by"],
+                "select_score": 100 * chosen["score"],
+                "select_token": 100 * chosen["token_score"],
+                **{mult_label(m): 100 * cell["lengths"][str(cfg.length_at(m))]["accuracy"] for m in cfg.plan.eval_mult},
+            }
+        )
     frame = pd.DataFrame(rows)
     scored = frame.groupby("variant").select_score.transform("max") > 0
     frame["rank_by"] = frame.select_score.where(scored, frame.select_token)
@@ -245,7 +283,7 @@ LEARNED = 0.5  # in-distribution score below which a model has not learned the t
 
 
 def not_learned(acc: pd.DataFrame) -> dict[str, float]:
-    """"variant seed N" -> its in-distribution score (%, the 1x column) for every seed's model below
+    """ "variant seed N" -> its in-distribution score (%, the 1x column) for every seed's model below
     ``LEARNED``: its out-of-distribution numbers say nothing about length generalization. Empty without a
     1x column."""
     if "1x" not in acc:
@@ -263,21 +301,41 @@ def rows_table(cells: Mapping[str, Mapping[str, Any]], cfg: LengthgenConfig) -> 
         for mult in cfg.plan.eval_mult:
             length = str(cfg.length_at(mult))
             scored, null = cell["lengths"][length], cell["untrained"][length]
-            frames.append(pd.DataFrame({"variant": cell["variant"], "seed": cell["seed"], "multiple": mult,
-                                        "length": int(length), "row": range(len(scored["rows"])),
-                                        "score": scored["rows"], "token": scored["token_rows"],
-                                        "untrained": null["rows"]}))
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "variant": cell["variant"],
+                        "seed": cell["seed"],
+                        "multiple": mult,
+                        "length": int(length),
+                        "row": range(len(scored["rows"])),
+                        "score": scored["rows"],
+                        "token": scored["token_rows"],
+                        "untrained": null["rows"],
+                    }
+                )
+            )
     return pd.concat(frames, ignore_index=True)
 
 
 def dispersion_table(cells: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
     """Per variant, seed, length, layer and head: mean row entropy (nats) and support size over all rows and
     over the answer rows."""
-    rows = [{"variant": cell["variant"], "seed": cell["seed"], "length": int(length),
-             "log_length": math.log(int(length)), "layer": layer, "head": head,
-             **{key: r["heads"][key][layer][head] for key in r["heads"]}}
-            for cell in cells.values() for length, r in cell["lengths"].items()
-            for layer in range(len(r["entropy"])) for head in range(len(r["heads"]["entropy"][layer]))]
+    rows = [
+        {
+            "variant": cell["variant"],
+            "seed": cell["seed"],
+            "length": int(length),
+            "log_length": math.log(int(length)),
+            "layer": layer,
+            "head": head,
+            **{key: r["heads"][key][layer][head] for key in r["heads"]},
+        }
+        for cell in cells.values()
+        for length, r in cell["lengths"].items()
+        for layer in range(len(r["entropy"]))
+        for head in range(len(r["heads"]["entropy"][layer]))
+    ]
     return pd.DataFrame(rows)
 
 
@@ -288,8 +346,13 @@ def plot(acc: pd.DataFrame, cfg: LengthgenConfig, path: Path) -> tuple[Path, Pat
 
     given = "".join(f", {k}={v}" for k, v in cfg.params.items())
     best = acc[acc["best"]].set_index("variant")[[mult_label(m) for m in cfg.plan.eval_mult]]
-    return plot_run_accuracy(best, cfg.lengths, f"{metric(cfg.task_def)[0]} (%)",
-                             f"{cfg.task}{given}, trained at {cfg.trained_at}, {cfg.pe}", path)
+    return plot_run_accuracy(
+        best,
+        cfg.lengths,
+        f"{metric(cfg.task_def)[0]} (%)",
+        f"{cfg.task}{given}, trained at {cfg.trained_at}, {cfg.pe}",
+        path,
+    )
 
 
 def _run_cells(cfg: LengthgenConfig, out: Path, progress: bool, jobs: int) -> dict[str, dict[str, Any]]:
@@ -306,8 +369,18 @@ def _run_cells(cfg: LengthgenConfig, out: Path, progress: bool, jobs: int) -> di
 # other setting, and the plan it resolves to, shapes the model of each variant (trained in its own folder).
 SCORING = ("maps", "eval_mult", "samples", "seeds", "select_mult")
 # Everything a run writes into its folder: what --overwrite removes, leaving any other file there.
-WRITES = ("config.json", "cells", "runs", "accuracy.csv", "accuracy.md", "accuracy.png", "accuracy.svg",
-          "dispersion.csv", "dispersion.md", "rows.csv")
+WRITES = (
+    "config.json",
+    "cells",
+    "runs",
+    "accuracy.csv",
+    "accuracy.md",
+    "accuracy.png",
+    "accuracy.svg",
+    "dispersion.csv",
+    "dispersion.md",
+    "rows.csv",
+)
 
 
 # What the decoder computes for the same settings: a folder trained by another version holds checkpoints whose
@@ -363,18 +436,20 @@ def prepare(cfg: LengthgenConfig, out: Path, overwrite: bool = False) -> None:
         return
     retry = "pass --overwrite to start clean, or choose another --out"
     if "config.json" not in found:
-        raise FolderError(f"{out} holds lengthgen results ({', '.join(found)}) but no config.json saying how "
-                          f"they were made; {retry}")
+        raise FolderError(
+            f"{out} holds lengthgen results ({', '.join(found)}) but no config.json saying how they were made; {retry}"
+        )
     there, now = trained_settings(*_saved(out / "config.json", retry)), trained_settings(cfg, cfg.plan)
-    differ = [f"{k}: {there.get(k)!r} there, {now.get(k)!r} now" for k in {**now, **there}
-              if there.get(k) != now.get(k)]
+    differ = [
+        f"{k}: {there.get(k)!r} there, {now.get(k)!r} now" for k in {**now, **there} if there.get(k) != now.get(k)
+    ]
     if differ:
-        raise FolderError(f"{out} holds a lengthgen run trained with other settings ({'; '.join(differ)}); "
-                          f"{retry}")
+        raise FolderError(f"{out} holds a lengthgen run trained with other settings ({'; '.join(differ)}); {retry}")
 
 
-def run(cfg: LengthgenConfig, out: str | Path, progress: bool = False, jobs: int = 1,
-        overwrite: bool = False) -> dict[str, Any]:
+def run(
+    cfg: LengthgenConfig, out: str | Path, progress: bool = False, jobs: int = 1, overwrite: bool = False
+) -> dict[str, Any]:
     """Train and score every variant (``jobs`` cells at once, see ``_run_cells``), then write the config,
     the accuracy and dispersion tables and the plot into ``out``; ``out`` is checked (or, with
     ``overwrite``, cleared) first, see ``prepare``."""
@@ -386,10 +461,11 @@ def run(cfg: LengthgenConfig, out: str | Path, progress: bool = False, jobs: int
         cells = _run_cells(cfg, out, progress, jobs)
         acc = table(cells, cfg)
         rows = rows_table(cells, cfg)
-        paths = {**io.write_table(out / "accuracy", acc),
-                 "rows": io.atomic_write(out / "rows.csv", lambda tmp: rows.to_csv(tmp, index=False)),
-                 **{f"dispersion_{k}": v
-                    for k, v in io.write_table(out / "dispersion", dispersion_table(cells)).items()}}
+        paths = {
+            **io.write_table(out / "accuracy", acc),
+            "rows": io.atomic_write(out / "rows.csv", lambda tmp: rows.to_csv(tmp, index=False)),
+            **{f"dispersion_{k}": v for k, v in io.write_table(out / "dispersion", dispersion_table(cells)).items()},
+        }
         png, svg = plot(acc, cfg, out / "accuracy")
     paths.update(png=png, svg=svg)
     return {"table": acc, "cells": cells, "paths": paths}

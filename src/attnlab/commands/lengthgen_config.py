@@ -42,8 +42,10 @@ def register_variant(name: str, model_fields: Mapping[str, Any], *, replace: boo
 
     known = {f.name for f in fields(ModelConfig)}
     if stray := sorted(set(model_fields) - known):
-        raise ValueError(f"variant {name!r} sets {', '.join(stray)}, which are not model fields; choose from "
-                         f"{', '.join(sorted(known))}")
+        raise ValueError(
+            f"variant {name!r} sets {', '.join(stray)}, which are not model fields; choose from "
+            f"{', '.join(sorted(known))}"
+        )
     if name in RENAMED:
         raise ValueError(f"variant name {name!r} is retired (it was renamed {RENAMED[name]!r}); pick another")
     try:
@@ -63,8 +65,10 @@ register_variant("sentmax", {"scaler": "direct", "rowmap": "entmax_a1.5"})
 # the entmax, s, the bound on |gamma|, and g, a fixed gamma (beta alone learned, Table 8); e.g.
 # asentmax_a2_s0.5, sentmax_a1.25, asentmax_g1, asentmax_g-0.5.
 _NUMBER = r"[0-9]+(?:\.[0-9]+)?"
-SCALED_ENTMAX = re.compile(rf"(?P<kind>asentmax|sentmax)(?:_a(?P<alpha>{_NUMBER}))?(?:_s(?P<s>{_NUMBER}))?"
-                           rf"(?:_g(?P<g>-?{_NUMBER}))?")
+SCALED_ENTMAX = re.compile(
+    rf"(?P<kind>asentmax|sentmax)(?:_a(?P<alpha>{_NUMBER}))?(?:_s(?P<s>{_NUMBER}))?"
+    rf"(?:_g(?P<g>-?{_NUMBER}))?"
+)
 
 
 @dataclass(frozen=True)
@@ -96,10 +100,34 @@ class Plan:
 
 # The smoke budget stops at 16x: one 65,536-token row of an entmax model takes minutes on two CPU cores.
 BUDGETS: dict[str, Plan] = {
-    "smoke": Plan(steps=2000, layers=2, heads=4, d_model=64, ffn="gelu", ffn_width=None, batch=32, lr=3e-3,
-                  samples=200, eval_mult=(1, 2, 4, 8, 16), checkpoints=4, select_samples=64),
-    "full": Plan(steps=20000, layers=4, heads=8, d_model=256, ffn="gelu", ffn_width=1024, batch=128, lr=3e-3,
-                 samples=1000, eval_mult=(1, 2, 4, 16, 64, 256, 1024), checkpoints=10, select_samples=1000),
+    "smoke": Plan(
+        steps=2000,
+        layers=2,
+        heads=4,
+        d_model=64,
+        ffn="gelu",
+        ffn_width=None,
+        batch=32,
+        lr=3e-3,
+        samples=200,
+        eval_mult=(1, 2, 4, 8, 16),
+        checkpoints=4,
+        select_samples=64,
+    ),
+    "full": Plan(
+        steps=20000,
+        layers=4,
+        heads=8,
+        d_model=256,
+        ffn="gelu",
+        ffn_width=1024,
+        batch=128,
+        lr=3e-3,
+        samples=1000,
+        eval_mult=(1, 2, 4, 16, 64, 256, 1024),
+        checkpoints=10,
+        select_samples=1000,
+    ),
 }
 # Smoke plans of the tasks that the defaults above do not teach in minutes on two CPU cores. MQMTAR's
 # first answer token needs two hops (to the query's key 3 * queries + 1 tokens back, then to the pair), a
@@ -115,9 +143,14 @@ SMOKE_TASKS: dict[str, Plan] = {
 # Vasylenko et al. 2025 App. G.2, Table 5: (heads, layers, hidden, intermediate) per task; the full budget takes them
 # (batch 128 for all), and its defaults above for the tasks the table does not list.
 TABLE5 = {
-    "2back": (8, 2, 256, 512), "local_count": (8, 3, 128, 512), "flipflop_sparse": (8, 4, 256, 512),
-    "flipflop_dense": (8, 4, 256, 512), "copy": (16, 2, 256, 1024), "reverse": (8, 6, 256, 512),
-    "mqmtar": (16, 4, 512, 1024), "sort": (8, 2, 256, 1024),
+    "2back": (8, 2, 256, 512),
+    "local_count": (8, 3, 128, 512),
+    "flipflop_sparse": (8, 4, 256, 512),
+    "flipflop_dense": (8, 4, 256, 512),
+    "copy": (16, 2, 256, 1024),
+    "reverse": (8, 6, 256, 512),
+    "mqmtar": (16, 4, 512, 1024),
+    "sort": (8, 2, 256, 1024),
 }
 # Table 5's data per task: training samples (the full budget's steps are samples / batch 128), the training
 # lengths in the paper's units (App. G.1; give them as --units paper --min-train-len --train-len) and the task
@@ -126,16 +159,24 @@ TABLE5 = {
 TABLE5_DATA: dict[str, tuple[int, tuple[int, int], dict[str, Any]]] = {
     "2back": (10_000_000, (32, 64), {"symbols": 16}),
     "local_count": (10_000_000, (64, 128), {"symbols": 16, "max_repeat": 48}),
-    "flipflop_sparse": (10_000_000, (32, 64), {}), "flipflop_dense": (10_000_000, (32, 64), {}),
-    "copy": (20_000_000, (32, 64), {"symbols": 32}), "reverse": (30_000_000, (32, 64), {"symbols": 32}),
+    "flipflop_sparse": (10_000_000, (32, 64), {}),
+    "flipflop_dense": (10_000_000, (32, 64), {}),
+    "copy": (20_000_000, (32, 64), {"symbols": 32}),
+    "reverse": (30_000_000, (32, 64), {"symbols": 32}),
     "mqmtar": (50_000_000, (32, 64), {"alphabet": 256, "kv_vocab": 10_000}),
     "sort": (40_000_000, (32, 64), {"symbols": 32}),
 }
 # Each budget's plan per task; a task not listed takes the budget's own.
 TASK_PLANS: dict[str, dict[str, Plan]] = {
     "smoke": SMOKE_TASKS,
-    "full": {task: replace(BUDGETS["full"], **dict(zip(("heads", "layers", "d_model", "ffn_width"), row)),
-                           steps=TABLE5_DATA[task][0] // BUDGETS["full"].batch) for task, row in TABLE5.items()},
+    "full": {
+        task: replace(
+            BUDGETS["full"],
+            **dict(zip(("heads", "layers", "d_model", "ffn_width"), row)),
+            steps=TABLE5_DATA[task][0] // BUDGETS["full"].batch,
+        )
+        for task, row in TABLE5.items()
+    },
 }
 
 
@@ -161,16 +202,22 @@ def variant(name: str) -> dict[str, Any]:
             fields["scaler_gamma"] = float(match["g"])
         return fields
     if name in RENAMED:
-        raise ValueError(f"variant {name!r} was renamed {RENAMED[name]!r} (the learned SSMax scale); "
-                         f"{name} now names only the row maps {name}_s<s>, e.g. {name}_s0.43")
+        raise ValueError(
+            f"variant {name!r} was renamed {RENAMED[name]!r} (the learned SSMax scale); "
+            f"{name} now names only the row maps {name}_s<s>, e.g. {name}_s0.43"
+        )
     try:
         rowmap = rowmaps.get(name)
     except ValueError as exc:
-        raise ValueError(f"unknown variant {name!r}: {exc}; or one of {', '.join(VARIANTS)} (ASEntmax and "
-                         f"SEntmax take options: asentmax_a<alpha>_s<s>_g<gamma>)") from None
+        raise ValueError(
+            f"unknown variant {name!r}: {exc}; or one of {', '.join(VARIANTS)} (ASEntmax and "
+            f"SEntmax take options: asentmax_a<alpha>_s<s>_g<gamma>)"
+        ) from None
     if rowmap.needs_bias:  # what a model config would refuse after the folder is claimed: refused before
-        raise ValueError(f"variant {name!r} has b=auto, a zero-shot calibration that a trained model does not take; "
-                         "give b as a number, e.g. relu_p2_b0")
+        raise ValueError(
+            f"variant {name!r} has b=auto, a zero-shot calibration that a trained model does not take; "
+            "give b as a number, e.g. relu_p2_b0"
+        )
     return {"rowmap": name}
 
 
@@ -182,48 +229,79 @@ def task_params(items: list[str] | None) -> dict[str, Any]:
 @dataclass(frozen=True)
 class LengthgenConfig:
     task: str = option("mqmtar", "a token task (attnlab tasks lists them)")
-    maps: tuple[str, ...] = option(("softmax", "entmax_a1.5"), "variants: registry row maps, or ssmax_learned, "
-                                                              "assmax, asentmax and sentmax (options in the name: "
-                                                              "asentmax_a2_s0.5 = alpha 2, |gamma| <= 0.5; "
-                                                              "asentmax_g1 = gamma fixed at 1)",
-                                   metavar="NAME")
+    maps: tuple[str, ...] = option(
+        ("softmax", "entmax_a1.5"),
+        "variants: registry row maps, or ssmax_learned, "
+        "assmax, asentmax and sentmax (options in the name: "
+        "asentmax_a2_s0.5 = alpha 2, |gamma| <= 0.5; "
+        "asentmax_g1 = gamma fixed at 1)",
+        metavar="NAME",
+    )
     pe: str = option("nape", "positions", choices=("none", "learned", "rope", "alibi", "nape"))
-    rope_scaling: float | None = option(None, "with --pe rope: Llama 3's RoPE scaling by this factor over the "
-                                              "training length (Vasylenko et al. 2025 App. G.2 uses 16)",
-                                        metavar="FACTOR", type=options.positive)
+    rope_scaling: float | None = option(
+        None,
+        "with --pe rope: Llama 3's RoPE scaling by this factor over the "
+        "training length (Vasylenko et al. 2025 App. G.2 uses 16)",
+        metavar="FACTOR",
+        type=options.positive,
+    )
     train_len: int = option(64, "training length, in --units", type=options.count)
-    min_train_len: int | None = option(None, "train on lengths drawn per step from N..--train-len (Vasylenko et "
-                                             "al. 2025: 32-64); scores stay multiples of --train-len", metavar="N",
-                                       type=options.count)
-    units: str = option("tokens", "what --train-len, --min-train-len and their multiples count: tokens of a row, or "
-                                  "the paper's units for the task (Vasylenko et al. 2025 App. G.1: Copy's source "
-                                  "tokens, MQMTAR's context...; attnlab tasks NAME says which)",
-                        choices=("tokens", "paper"))
-    eval_mult: tuple[float, ...] | None = option(None, "evaluation lengths as multiples of --train-len, "
-                                                       "fractions allowed, e.g. 1 1.5 2 4 as in Vasylenko et al. "
-                                                       "2025 Table 1 (default: smoke 1 2 4 8 16, full 1 2 4 16 64 "
-                                                       "256 1024)", metavar="M", type=options.positive)
+    min_train_len: int | None = option(
+        None,
+        "train on lengths drawn per step from N..--train-len (Vasylenko et "
+        "al. 2025: 32-64); scores stay multiples of --train-len",
+        metavar="N",
+        type=options.count,
+    )
+    units: str = option(
+        "tokens",
+        "what --train-len, --min-train-len and their multiples count: tokens of a row, or "
+        "the paper's units for the task (Vasylenko et al. 2025 App. G.1: Copy's source "
+        "tokens, MQMTAR's context...; attnlab tasks NAME says which)",
+        choices=("tokens", "paper"),
+    )
+    eval_mult: tuple[float, ...] | None = option(
+        None,
+        "evaluation lengths as multiples of --train-len, "
+        "fractions allowed, e.g. 1 1.5 2 4 as in Vasylenko et al. "
+        "2025 Table 1 (default: smoke 1 2 4 8 16, full 1 2 4 16 64 "
+        "256 1024)",
+        metavar="M",
+        type=options.positive,
+    )
     budget: str = option("smoke", "steps, model size and samples", choices=tuple(BUDGETS))
     steps: int | None = option(None, "override the budget's training steps", type=options.count)
     samples: int | None = option(None, "override the budget's samples per length", type=options.count)
     seed: int = option(0, "seed of data and initialization", metavar="N", type=options.seed)
-    seeds: int = option(1, "train each variant with seeds --seed .. --seed + N - 1, every one scored; the one "
-                           "best at --select-mult is the variant's pick (Vasylenko et al. 2025 App. G.2: best of 3)",
-                        metavar="N", type=options.count)
-    select_mult: float = option(8.0, "choose each seed's checkpoint, and the variant's best seed, by the score at "
-                                     "this multiple of --train-len on held-out rows (Vasylenko et al. 2025 App. "
-                                     "G.2: 8x), by token accuracy where none scores there", metavar="M",
-                                type=options.positive)
+    seeds: int = option(
+        1,
+        "train each variant with seeds --seed .. --seed + N - 1, every one scored; the one "
+        "best at --select-mult is the variant's pick (Vasylenko et al. 2025 App. G.2: best of 3)",
+        metavar="N",
+        type=options.count,
+    )
+    select_mult: float = option(
+        8.0,
+        "choose each seed's checkpoint, and the variant's best seed, by the score at "
+        "this multiple of --train-len on held-out rows (Vasylenko et al. 2025 App. "
+        "G.2: 8x), by token accuracy where none scores there",
+        metavar="M",
+        type=options.positive,
+    )
     lr: float | None = option(None, "override the budget's peak learning rate", type=options.positive)
-    params: Mapping[str, Any] = option(help="a task parameter, e.g. --param alphabet=16 (repeatable; attnlab tasks "
-                                            "NAME lists them)", flag="--param", metavar="KEY=VALUE",
-                                       action="append", convert=task_params, default_factory=dict)
+    params: Mapping[str, Any] = option(
+        help="a task parameter, e.g. --param alphabet=16 (repeatable; attnlab tasks NAME lists them)",
+        flag="--param",
+        metavar="KEY=VALUE",
+        action="append",
+        convert=task_params,
+        default_factory=dict,
+    )
 
     def __post_init__(self) -> None:
         if self.task not in TASKS or TASKS[self.task].kind == "vector":
             tokens = ", ".join(n for n, t in TASKS.items() if t.kind != "vector")
-            raise ValueError(f"task must be a token task: {tokens}; "
-                             f"got {self.task!r}")
+            raise ValueError(f"task must be a token task: {tokens}; got {self.task!r}")
         if self.budget not in BUDGETS:
             raise ValueError(f"budget must be one of {', '.join(BUDGETS)}, got {self.budget!r}")
         if not self.maps:
@@ -234,8 +312,9 @@ class LengthgenConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value}")
-        if self.rope_scaling is not None and (self.pe != "rope" or not math.isfinite(self.rope_scaling)
-                                              or self.rope_scaling < 1):
+        if self.rope_scaling is not None and (
+            self.pe != "rope" or not math.isfinite(self.rope_scaling) or self.rope_scaling < 1
+        ):
             raise ValueError(f"rope_scaling {self.rope_scaling} needs --pe rope (got {self.pe!r}) and a factor >= 1")
         if self.seeds < 1:
             raise ValueError(f"seeds must be an integer >= 1, got {self.seeds}")
@@ -245,14 +324,18 @@ class LengthgenConfig:
             raise ValueError(f"units must be one of {', '.join(UNITS)}, got {self.units!r}")
         task = self.task_def
         if self.units == "paper" and task.paper_units is None:
-            raise ValueError(f"units 'paper': the paper's length units of task {self.task!r} are not known; use "
-                             f"units tokens, or one of the tasks that have them: "
-                             f"{', '.join(n for n, t in TASKS.items() if t.paper_units is not None)}")
+            raise ValueError(
+                f"units 'paper': the paper's length units of task {self.task!r} are not known; use "
+                f"units tokens, or one of the tasks that have them: "
+                f"{', '.join(n for n, t in TASKS.items() if t.paper_units is not None)}"
+            )
         if self.eval_mult is not None and (not self.eval_mult or any(m < 1 for m in self.eval_mult)):
             raise ValueError(f"eval_mult must be non-empty multiples >= 1, got {self.eval_mult}")
         if self.eval_mult is not None and len({self.length_at(m) for m in self.eval_mult}) != len(self.eval_mult):
-            raise ValueError(f"eval_mult {list(self.eval_mult)} gives the same length twice at --train-len "
-                             f"{self.train_len}; give distinct multiples")
+            raise ValueError(
+                f"eval_mult {list(self.eval_mult)} gives the same length twice at --train-len "
+                f"{self.train_len}; give distinct multiples"
+            )
         for name in self.maps:
             variant(name)
         task.check_length(self.train_tokens)
@@ -325,13 +408,31 @@ def run_config(cfg: LengthgenConfig, name: str, vocab: int, seed: int | None = N
     """The run of variant ``name`` under ``seed`` (default ``cfg.seed``): the plan's model and optimizer, a
     checkpoint every ``steps / checkpoints`` steps, all kept for the selection at ``select_mult``."""
     plan = cfg.plan
-    model = {"context": cfg.train_tokens, "vocab": vocab, "layers": plan.layers, "heads": plan.heads,
-             "d_model": plan.d_model, "ffn": plan.ffn, "ffn_width": plan.ffn_width, "positions": cfg.pe,
-             **({} if cfg.rope_scaling is None else {"rope_type": "llama3", "rope_scaling": cfg.rope_scaling}),
-             **variant(name)}
-    train = {"steps": plan.steps, "batch": plan.batch, "lr": plan.lr, "min_lr": plan.lr / 10,
-             "warmup": max(1, plan.steps // 20), "weight_decay": 0.0, "seed": cfg.seed if seed is None else seed,
-             "eval_every": max(1, plan.steps // 4), "eval_batches": 1, "probes": False,
-             "checkpoint_every": max(1, plan.steps // plan.checkpoints), "keep": plan.checkpoints + 1,
-             "tensorboard": False}
+    model = {
+        "context": cfg.train_tokens,
+        "vocab": vocab,
+        "layers": plan.layers,
+        "heads": plan.heads,
+        "d_model": plan.d_model,
+        "ffn": plan.ffn,
+        "ffn_width": plan.ffn_width,
+        "positions": cfg.pe,
+        **({} if cfg.rope_scaling is None else {"rope_type": "llama3", "rope_scaling": cfg.rope_scaling}),
+        **variant(name),
+    }
+    train = {
+        "steps": plan.steps,
+        "batch": plan.batch,
+        "lr": plan.lr,
+        "min_lr": plan.lr / 10,
+        "warmup": max(1, plan.steps // 20),
+        "weight_decay": 0.0,
+        "seed": cfg.seed if seed is None else seed,
+        "eval_every": max(1, plan.steps // 4),
+        "eval_batches": 1,
+        "probes": False,
+        "checkpoint_every": max(1, plan.steps // plan.checkpoints),
+        "keep": plan.checkpoints + 1,
+        "tensorboard": False,
+    }
     return RunConfig.from_dict({"model": model, "train": train})

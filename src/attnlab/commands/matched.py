@@ -27,8 +27,19 @@ from ..io import check_output, write_json, write_table
 from ..options import command_line, option
 from ..report.sections import Section, Table
 from .readout import prompt_reading, read_rows
-from .runs import (RunError, SuiteRun, biases, calibration_record, check_count, load, model_record, prompt_record,
-                   run_prompts, settings, staged_output)
+from .runs import (
+    RunError,
+    SuiteRun,
+    biases,
+    calibration_record,
+    check_count,
+    load,
+    model_record,
+    prompt_record,
+    run_prompts,
+    settings,
+    staged_output,
+)
 from .sections import register
 
 Head = tuple[int, int]
@@ -65,8 +76,9 @@ def ranked_heads(folder: str | Path, k: int) -> list[Head]:
     try:
         ranking = pd.read_csv(path)
     except (OSError, ValueError) as exc:
-        raise RunError(f"--ranking {folder}: cannot read its ranking.csv ({exc}); pass an attnlab ablate folder") \
-            from None
+        raise RunError(
+            f"--ranking {folder}: cannot read its ranking.csv ({exc}); pass an attnlab ablate folder"
+        ) from None
     if not {"layer", "head", "rank", "ranked"} <= set(ranking.columns):
         raise RunError(f"--ranking {path} is not an attnlab ablate ranking (needs layer, head, rank, ranked)")
     ranked = ranking[ranking["ranked"].astype(bool)].sort_values("rank")
@@ -80,21 +92,33 @@ K = 40  # Table 5's head-set size
 
 @dataclass(frozen=True, kw_only=True)
 class MatchedConfig(SuiteRun):
-    ranking: str | None = option(None, "an attnlab ablate folder whose ranking fixes the head set: its top --k heads",
-                                 metavar="DIR")
-    heads: tuple[str, ...] = option((), "the head set by hand, as LAYER.HEAD pairs, instead of --ranking",
-                                    metavar="L.H")
-    k: int | None = option(None, f"K, the size of the head set taken from --ranking (default {K}); not with --heads",
-                           metavar="K")
+    ranking: str | None = option(
+        None, "an attnlab ablate folder whose ranking fixes the head set: its top --k heads", metavar="DIR"
+    )
+    heads: tuple[str, ...] = option(
+        (), "the head set by hand, as LAYER.HEAD pairs, instead of --ranking", metavar="L.H"
+    )
+    k: int | None = option(
+        None, f"K, the size of the head set taken from --ranking (default {K}); not with --heads", metavar="K"
+    )
     recipes: tuple[str, ...] = option(RECIPES, "ReLU recipes relu_p<p>_b<b>, one (p, b) cell each", metavar="NAME")
-    substitution: str | None = option(None, "an attnlab substitute folder on the same model and suite: each "
-                                            "recipe's accuracy and delta go beside its cell", metavar="DIR")
-    recipe_matched: bool = option(False, "add App. Q's recipe-matched head set: the K heads with the highest "
-                                         "median S_p at each recipe's own (p, b) on these rows")
-    target: str = option("argmax", "the key S_p is measured for: each row's argmax (Table 5), or the planted answer "
-                                   "(App. S, Table 14: rows then split into all, argmax-only and top-K "
-                                   "argmax-only, beside the answer's top-1 and dead shares)",
-                         choices=("argmax", "answer"))
+    substitution: str | None = option(
+        None,
+        "an attnlab substitute folder on the same model and suite: each recipe's accuracy and delta go beside its cell",
+        metavar="DIR",
+    )
+    recipe_matched: bool = option(
+        False,
+        "add App. Q's recipe-matched head set: the K heads with the highest "
+        "median S_p at each recipe's own (p, b) on these rows",
+    )
+    target: str = option(
+        "argmax",
+        "the key S_p is measured for: each row's argmax (Table 5), or the planted answer "
+        "(App. S, Table 14: rows then split into all, argmax-only and top-K "
+        "argmax-only, beside the answer's top-1 and dead shares)",
+        choices=("argmax", "answer"),
+    )
     eps: float = option(1e-6, "tolerance of the eps-relaxed columns (App. P)", type=options.finite)
     n_boot: int = option(1000, "prompt-level bootstrap resamples (App. R)", metavar="B")
 
@@ -103,8 +127,10 @@ class MatchedConfig(SuiteRun):
         if (self.ranking is None) == (not self.heads):
             raise RunError("give the head set by --ranking ABLATE_DIR or by --heads L.H ..., one of them")
         if self.heads and self.k is not None:
-            raise RunError(f"--k {self.k} sizes the head set taken from --ranking; with --heads the set is the "
-                           f"{len(self.heads)} pairs given: drop --k")
+            raise RunError(
+                f"--k {self.k} sizes the head set taken from --ranking; with --heads the set is the "
+                f"{len(self.heads)} pairs given: drop --k"
+            )
         if self.k is None and self.ranking is not None:
             object.__setattr__(self, "k", K)
         if self.k is not None:
@@ -145,8 +171,16 @@ def in_heads(rows: pd.DataFrame, heads: list[Head]) -> np.ndarray:
     return pd.MultiIndex.from_frame(rows[["layer", "head"]]).isin(pd.MultiIndex.from_tuples(heads))
 
 
-def matched_table(rows: dict[str, pd.DataFrame], recipes: tuple[str, ...], heads: list[Head], *, n_boot: int,
-                  seed: int = 0, recipe_matched: bool = False, answer: bool = False) -> pd.DataFrame:
+def matched_table(
+    rows: dict[str, pd.DataFrame],
+    recipes: tuple[str, ...],
+    heads: list[Head],
+    *,
+    n_boot: int,
+    seed: int = 0,
+    recipe_matched: bool = False,
+    answer: bool = False,
+) -> pd.DataFrame:
     """One line per recipe and row set over the final-query rows of each bias label in ``rows`` (readable
     rows; the shares count the active ones). Read against the argmax: "all", "top-K" and, on request, App.
     Q's "recipe-matched top-K". Read against the answer (``answer``, App. S, Table 14): "all", "argmax-only"
@@ -160,15 +194,19 @@ def matched_table(rows: dict[str, pd.DataFrame], recipes: tuple[str, ...], heads
         if answer:
             top1 = r[r["target_is_max"].astype(bool)]
             sets = [("all", r), ("argmax-only", top1), (f"top-{len(heads)} argmax-only", top1[in_heads(top1, heads)])]
-            extra = {"top-1 %": 100 * float(readable["target_is_max"].astype(bool).mean()),
-                     "ans-dead %": 100 * float((readable["status"] == "dead").mean())}
+            extra = {
+                "top-1 %": 100 * float(readable["target_is_max"].astype(bool).mean()),
+                "ans-dead %": 100 * float((readable["status"] == "dead").mean()),
+            }
         else:
             sets = [("all", r), (f"top-{len(heads)}", r[in_heads(r, heads)])]
             if recipe_matched:
                 sets.append((f"recipe-matched top-{len(heads)}", r[in_heads(r, top_by_median(r, p, len(heads)))]))
             extra = {}
-        lines += [{"recipe": name, "p": p, "b": b, "rows": label, **extra, **shares(sub, p, n_boot, seed)}
-                  for label, sub in sets]
+        lines += [
+            {"recipe": name, "p": p, "b": b, "rows": label, **extra, **shares(sub, p, n_boot, seed)}
+            for label, sub in sets
+        ]
     return pd.DataFrame(lines)
 
 
@@ -182,8 +220,9 @@ def with_substitution(table: pd.DataFrame, folder: str | Path) -> pd.DataFrame:
     missing = sorted(set(table["recipe"]) - set(sub.index))
     if missing:
         raise RunError(f"--substitution {path} has no line for {', '.join(missing)}; run substitute with them")
-    return table.assign(**{"accuracy %": table["recipe"].map(sub["accuracy %"]),
-                           "delta pp": table["recipe"].map(sub["delta pp"])})
+    return table.assign(
+        **{"accuracy %": table["recipe"].map(sub["accuracy %"]), "delta pp": table["recipe"].map(sub["delta pp"])}
+    )
 
 
 def run(cfg: MatchedConfig, out: str | Path, *, progress: bool = True, overwrite: bool = False) -> dict:
@@ -199,38 +238,72 @@ def run(cfg: MatchedConfig, out: str | Path, *, progress: bool = True, overwrite
     labels = list(dict.fromkeys(relu_cell(name)[1] for name in cfg.recipes))
     bias_list, b_auto = biases(model, tokenizer, labels, cfg.device, cfg.b_auto, cfg.calibration)
     degrees = tuple(sorted({relu_cell(name)[0] for name in cfg.recipes}))
-    config = {**asdict(cfg), "b_auto": b_auto, **calibration_record(model, tokenizer, cfg, b_auto),
-              "biases": {b.label: b.value for b in bias_list}, "head set": [f"{l}.{h}" for l, h in heads],
-              "layers": n_layers, "heads per layer": n_heads, "model_type": model.config.model_type,
-              **model_record(cfg, model), **prompt_record(prompts, cfg.suite, cfg.pad, cfg.length)}
+    config = {
+        **asdict(cfg),
+        "b_auto": b_auto,
+        **calibration_record(model, tokenizer, cfg, b_auto),
+        "biases": {b.label: b.value for b in bias_list},
+        "head set": [f"{l}.{h}" for l, h in heads],
+        "layers": n_layers,
+        "heads per layer": n_heads,
+        "model_type": model.config.model_type,
+        **model_record(cfg, model),
+        **prompt_record(prompts, cfg.suite, cfg.pad, cfg.length),
+    }
     with staged_output(out) as stage:
         readings = [prompt_reading(prompt, "last", cfg.target) for prompt in prompts]
         options_by_b = {f"b{b.label}": RowOptions.make(p=degrees, b=b.value, eps=cfg.eps) for b in bias_list}
-        paths = read_rows(model, readings, options_by_b, stage, config=config, device=cfg.device, block=cfg.block,
-                          desc="matched", progress=progress)
+        paths = read_rows(
+            model,
+            readings,
+            options_by_b,
+            stage,
+            config=config,
+            device=cfg.device,
+            block=cfg.block,
+            desc="matched",
+            progress=progress,
+        )
         rows = {b.label: pd.read_parquet(paths[f"b{b.label}"]) for b in bias_list}
-        table = matched_table(rows, cfg.recipes, heads, n_boot=cfg.n_boot, seed=cfg.seed,
-                              recipe_matched=cfg.recipe_matched, answer=cfg.target == "answer")
+        table = matched_table(
+            rows,
+            cfg.recipes,
+            heads,
+            n_boot=cfg.n_boot,
+            seed=cfg.seed,
+            recipe_matched=cfg.recipe_matched,
+            answer=cfg.target == "answer",
+        )
         if cfg.substitution is not None:
             table = with_substitution(table, cfg.substitution)
         write_table(stage / "matched", table)
         write_json(stage / "config.json", json.loads(json.dumps(config, default=str)))
     final = Path(out)
-    return {"table": table, "b_auto": b_auto,
-            "paths": {**{f"rows_{k}": final / v.name for k, v in paths.items()},
-                      **{k: final / f for k, f in (("csv", "matched.csv"), ("md", "matched.md"),
-                                                   ("config", "config.json"))}}}
-
+    return {
+        "table": table,
+        "b_auto": b_auto,
+        "paths": {
+            **{f"rows_{k}": final / v.name for k, v in paths.items()},
+            **{k: final / f for k, f in (("csv", "matched.csv"), ("md", "matched.md"), ("config", "config.json"))},
+        },
+    }
 
 
 @register("matched", "matched.csv")
 def report_section(folder: Path, config: dict) -> Section:
     """The matched diagnostic (Polynomial Concentration Tables 4-5, 12-13)."""
     return Section(
-        study="matched", title=f"Matched diagnostic of {config['model']} on {config['suite']}",
+        study="matched",
+        title=f"Matched diagnostic of {config['model']} on {config['suite']}",
         source="Polynomial Concentration",
         question="On the rows that answer, how many are measured safe over all heads and over the causal head "
-                 "set, and does the bound pass any unsafe one?",
+        "set, and does the bound pass any unsafe one?",
         command=command_line("matched", MatchedConfig, config, str(folder)),
-        tables=(Table("matched", "Per recipe and head set: measured-safe, predicted-safe (p >= p*) and eps-safe % "
-                                 "with prompt-bootstrap intervals, and FN (predicted safe, S_p >= 1)."),))
+        tables=(
+            Table(
+                "matched",
+                "Per recipe and head set: measured-safe, predicted-safe (p >= p*) and eps-safe % "
+                "with prompt-bootstrap intervals, and FN (predicted safe, S_p >= 1).",
+            ),
+        ),
+    )

@@ -38,8 +38,10 @@ class Reading:
             raise ValueError(f"answer keys given for unread queries {stray[:5]}")
 
 
-QUERIES_HELP = ("which query rows to read: last (the one that answers), every:N (the queries that see N, 2N, ... "
-                "keys, and the last) or all")
+QUERIES_HELP = (
+    "which query rows to read: last (the one that answers), every:N (the queries that see N, 2N, ... "
+    "keys, and the last) or all"
+)
 
 
 def check_queries(spec: str) -> str:
@@ -61,8 +63,7 @@ def select_queries(spec: str, length: int) -> tuple[int, ...]:
     return tuple(sorted({*range(step - 1, length, step), length - 1}))
 
 
-def prompt_reading(prompt: tasks.Prompt, queries: str, target: str = "argmax", *,
-                   keep_all: bool = False) -> Reading:
+def prompt_reading(prompt: tasks.Prompt, queries: str, target: str = "argmax", *, keep_all: bool = False) -> Reading:
     """The rows of a suite prompt that ``queries`` selects (``select_queries``). target "argmax" reads them
     all against their argmax; "answer" reads those with an answer key (``tasks.answer_keys``) against it,
     and the others only with ``keep_all`` (against their argmax)."""
@@ -107,8 +108,15 @@ class _Observer:
                 scores, mask = scores.index_select(2, index), mask.index_select(2, index)
             target = self.key_of[part].view(1, 1, -1) if is_answer else None
             for writer in self.writers:
-                writer.add(scores, mask, layer=block.layer, prompt=self.prompt, query_ids=part.tolist(),
-                           target=target, flags={"answer_key": is_answer})
+                writer.add(
+                    scores,
+                    mask,
+                    layer=block.layer,
+                    prompt=self.prompt,
+                    query_ids=part.tolist(),
+                    target=target,
+                    flags={"answer_key": is_answer},
+                )
 
 
 def model_device(model) -> torch.device:
@@ -119,9 +127,16 @@ def model_device(model) -> torch.device:
         return torch.device("cpu")
 
 
-def read_tables(model, readings: Sequence[Reading], sinks: Mapping[str, RowStatsWriter], *,
-                device: str | torch.device | None = None, block: int = DEFAULT_BLOCK, desc: str = "rows",
-                progress: bool = True) -> dict:
+def read_tables(
+    model,
+    readings: Sequence[Reading],
+    sinks: Mapping[str, RowStatsWriter],
+    *,
+    device: str | torch.device | None = None,
+    block: int = DEFAULT_BLOCK,
+    desc: str = "rows",
+    progress: bool = True,
+) -> dict:
     """Read rows into any row sinks: one forward per reading (on ``device``, default the model's),
     the chosen rows of every layer's score blocks added to each sink (label -> a ``RowStatsWriter`` writing a
     file, or a ``RowStatsCollector`` keeping the rows in memory). Returns label -> what each sink's close
@@ -142,12 +157,23 @@ def read_tables(model, readings: Sequence[Reading], sinks: Mapping[str, RowStats
         raise
 
 
-def read_rows(model, readings: Sequence[Reading], options: Mapping[str, RowOptions], stage: str | os.PathLike,
-              *, config: dict, device: str, block: int = DEFAULT_BLOCK, desc: str = "rows",
-              progress: bool = True) -> dict[str, Path]:
+def read_rows(
+    model,
+    readings: Sequence[Reading],
+    options: Mapping[str, RowOptions],
+    stage: str | os.PathLike,
+    *,
+    config: dict,
+    device: str,
+    block: int = DEFAULT_BLOCK,
+    desc: str = "rows",
+    progress: bool = True,
+) -> dict[str, Path]:
     """One forward per reading; the rows go to ``stage``/rows_<label>.parquet, one table per entry of
     ``options`` (label -> row options), each with ``config`` in its metadata. Returns label -> path.
     A failure drops every partial table."""
-    writers = {label: RowStatsWriter(Path(stage) / f"rows_{label}.parquet", opt, config=config, flags=FLAGS)
-               for label, opt in options.items()}
+    writers = {
+        label: RowStatsWriter(Path(stage) / f"rows_{label}.parquet", opt, config=config, flags=FLAGS)
+        for label, opt in options.items()
+    }
     return read_tables(model, readings, writers, device=device, block=block, desc=desc, progress=progress)

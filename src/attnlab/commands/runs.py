@@ -63,11 +63,15 @@ class CheckpointRun:
     model: str = option(help=f"{MODEL_HELP}, with its tokenizer", metavar="MODEL")
     seed: int = option(0, "prompt seed", metavar="N", type=options.seed)
     device: str = option("cpu", "cpu or cuda[:i]")
-    dtype: str | None = option(None, "default: float32 on CPU, bfloat16 on a GPU that supports it",
-                               choices=("float32", "bfloat16", "float16"))
-    bos: bool = option(False, "start every prompt with the tokenizer's BOS token even where it adds none "
-                              "(SmolLM2), so that position 0, where attention sinks, holds the same kind of token "
-                              "for every model")
+    dtype: str | None = option(
+        None, "default: float32 on CPU, bfloat16 on a GPU that supports it", choices=("float32", "bfloat16", "float16")
+    )
+    bos: bool = option(
+        False,
+        "start every prompt with the tokenizer's BOS token even where it adds none "
+        "(SmolLM2), so that position 0, where attention sinks, holds the same kind of token "
+        "for every model",
+    )
     block: int = DEFAULT_BLOCK
 
     def __post_init__(self) -> None:
@@ -78,25 +82,45 @@ class CheckpointRun:
 class SuiteRun(CheckpointRun):
     """A command that runs a prompt suite (``tasks.build_suite``) on a checkpoint."""
 
-    suite: str = option("niah", "prompt suite: niah, niah_multi, niah_decoy, uuid_niah, passkey_niah, "
-                                "ruler_multikey, induction, mqar, copying, literary (attnlab tasks lists them)")
+    suite: str = option(
+        "niah",
+        "prompt suite: niah, niah_multi, niah_decoy, uuid_niah, passkey_niah, "
+        "ruler_multikey, induction, mqar, copying, literary (attnlab tasks lists them)",
+    )
     prompts: int = option(20, "prompts in the suite", metavar="N")
     pad: int | None = option(None, "haystack sentences (NIAH suites), random padding tokens (copying, literary)")
     length: int | None = option(None, "target prompt length in tokens")
-    b_auto: float | None = option(None, "use this b_auto instead of calibrating: a number, or an earlier run's "
-                                        "folder (or its config.json) whose b_auto to reuse", metavar="B|RUN",
-                                  type=stored_b_auto)
-    calibration: str | None = option(None, "held-out UTF-8 text that b_auto is calibrated on, cut to 1024 tokens "
-                                           "(default: generated generic text)", metavar="FILE")
-    haystack: str | None = option(None, "UTF-8 text whose sentences fill the haystacks of niah, uuid_niah and "
-                                        "passkey_niah instead of generated ones, e.g. text written after the "
-                                        "model's training cutoff", metavar="FILE")
-    passages: str | None = option(None, "UTF-8 text of passages separated by blank lines that literary opens "
-                                        "instead of the bundled novel openings: a text the model has not seen "
-                                        "tells reading from memory ('## title' lines name passages)",
-                                  metavar="FILE")
-    chat: bool = option(False, "frame every prompt as one user message of the tokenizer's chat template, with its "
-                               "generation prompt after it (instruction-tuned models)")
+    b_auto: float | None = option(
+        None,
+        "use this b_auto instead of calibrating: a number, or an earlier run's "
+        "folder (or its config.json) whose b_auto to reuse",
+        metavar="B|RUN",
+        type=stored_b_auto,
+    )
+    calibration: str | None = option(
+        None,
+        "held-out UTF-8 text that b_auto is calibrated on, cut to 1024 tokens (default: generated generic text)",
+        metavar="FILE",
+    )
+    haystack: str | None = option(
+        None,
+        "UTF-8 text whose sentences fill the haystacks of niah, uuid_niah and "
+        "passkey_niah instead of generated ones, e.g. text written after the "
+        "model's training cutoff",
+        metavar="FILE",
+    )
+    passages: str | None = option(
+        None,
+        "UTF-8 text of passages separated by blank lines that literary opens "
+        "instead of the bundled novel openings: a text the model has not seen "
+        "tells reading from memory ('## title' lines name passages)",
+        metavar="FILE",
+    )
+    chat: bool = option(
+        False,
+        "frame every prompt as one user message of the tokenizer's chat template, with its "
+        "generation prompt after it (instruction-tuned models)",
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -157,8 +181,9 @@ def default_dtype(device: str) -> str:
 
 def load(path: str, device: str = "cpu", dtype: str | None = None, trust_remote_code: bool = False):
     """(model, tokenizer) ready for the hooks; every failure is a one-line LoadError/UnsupportedModel."""
-    model, tokenizer = hooks.load_model(path, device=device, dtype=dtype or default_dtype(device),
-                                        trust_remote_code=trust_remote_code, log=print)
+    model, tokenizer = hooks.load_model(
+        path, device=device, dtype=dtype or default_dtype(device), trust_remote_code=trust_remote_code, log=print
+    )
     hooks.num_heads(model)  # unsupported architectures fail here, before any work
     return model, tokenizer
 
@@ -182,7 +207,7 @@ def context_length(model) -> int | None:
 
 
 def overrun(model, longest: int) -> str | None:
-    """"reach N tokens but the model's context is L" when ``longest`` tokens pass the model's context, else None."""
+    """ "reach N tokens but the model's context is L" when ``longest`` tokens pass the model's context, else None."""
     limit = context_length(model)
     return None if limit is None or longest <= limit else f"reach {longest} tokens but the model's context is {limit}"
 
@@ -199,14 +224,35 @@ def with_bos(tokenizer, ids: list[int], bos: bool) -> list[int]:
 def run_prompts(model, tokenizer, run: SuiteRun, **override) -> list[tasks.Prompt]:
     """``suite_prompts`` with a run's settings (suite, prompts, seed, pad, length, bos, haystack, passages,
     chat); ``override`` replaces some of them, e.g. ``suite=`` for a second suite."""
-    given = {"suite": run.suite, "n_prompts": run.prompts, "seed": run.seed, "pad": run.pad, "length": run.length,
-             "bos": run.bos, "haystack": run.haystack, "passages": run.passages, "chat": run.chat, **override}
+    given = {
+        "suite": run.suite,
+        "n_prompts": run.prompts,
+        "seed": run.seed,
+        "pad": run.pad,
+        "length": run.length,
+        "bos": run.bos,
+        "haystack": run.haystack,
+        "passages": run.passages,
+        "chat": run.chat,
+        **override,
+    }
     return suite_prompts(model, tokenizer, given.pop("suite"), given.pop("n_prompts"), **given)
 
 
-def suite_prompts(model, tokenizer, suite: str, n_prompts: int, *, seed: int = 0, pad: int | None = None,
-                  length: int | None = None, bos: bool = False, haystack: str | None = None,
-                  passages: str | None = None, chat: bool = False) -> list[tasks.Prompt]:
+def suite_prompts(
+    model,
+    tokenizer,
+    suite: str,
+    n_prompts: int,
+    *,
+    seed: int = 0,
+    pad: int | None = None,
+    length: int | None = None,
+    bos: bool = False,
+    haystack: str | None = None,
+    passages: str | None = None,
+    chat: bool = False,
+) -> list[tasks.Prompt]:
     """The suite's prompts for this tokenizer, checked against the model's context length; ``haystack``
     names a text file whose sentences fill NIAH haystacks, ``passages`` one whose passages literary opens."""
     if suite not in tasks.SUITES:
@@ -214,8 +260,18 @@ def suite_prompts(model, tokenizer, suite: str, n_prompts: int, *, seed: int = 0
     try:
         text = None if haystack is None else read_text(haystack, "--haystack")
         texts = None if passages is None else read_text(passages, "--passages")
-        prompts = tasks.build_suite(suite, tokenizer, n_prompts, seed=seed, pad=pad, length=length, bos=bos,
-                                    haystack=text, passages=texts, chat=chat)
+        prompts = tasks.build_suite(
+            suite,
+            tokenizer,
+            n_prompts,
+            seed=seed,
+            pad=pad,
+            length=length,
+            bos=bos,
+            haystack=text,
+            passages=texts,
+            chat=chat,
+        )
     except tasks.SuiteError as exc:
         raise RunError(str(exc)) from exc
     if over := overrun(model, max(len(p.input_ids) + len(p.answer_ids) for p in prompts)):
@@ -238,8 +294,11 @@ def calibration_ids(model, tokenizer, device: str, text_file: str | None = None)
     """Polynomial Concentration App. B's held-out generic input, cut to 1024 tokens (or the model's
     context): the user's ``text_file``, else generated text."""
     limit = min(CALIBRATION_TOKENS, context_length(model) or CALIBRATION_TOKENS)
-    text = tasks.generic_text(4 * limit, seed=CALIBRATION_SEED) if text_file is None else read_text(
-        text_file, "--calibration")
+    text = (
+        tasks.generic_text(4 * limit, seed=CALIBRATION_SEED)
+        if text_file is None
+        else read_text(text_file, "--calibration")
+    )
     ids = tokenizer(text, add_special_tokens=True)["input_ids"][:limit]
     if len(ids) < 2:
         raise RunError("the tokenizer turned the calibration text into fewer than 2 tokens")
@@ -251,8 +310,10 @@ def calibration_record(model, tokenizer, run: SuiteRun, b_auto: float | None) ->
     if b_auto is None or run.b_auto is not None:
         return {}
     ids = calibration_ids(model, tokenizer, "cpu", run.calibration)
-    return {"calibration text": run.calibration or f"generated generic text (seed {CALIBRATION_SEED})",
-            "calibration tokens": int(ids.shape[1])}
+    return {
+        "calibration text": run.calibration or f"generated generic text (seed {CALIBRATION_SEED})",
+        "calibration tokens": int(ids.shape[1]),
+    }
 
 
 @dataclass(frozen=True)
@@ -280,8 +341,9 @@ def parse_biases(specs: Sequence[str]) -> list[float | None]:
     return values
 
 
-def biases(model, tokenizer, specs: Sequence[str], device: str, b_auto: float | None = None,
-           calibration: str | None = None) -> tuple[list[Bias], float | None]:
+def biases(
+    model, tokenizer, specs: Sequence[str], device: str, b_auto: float | None = None, calibration: str | None = None
+) -> tuple[list[Bias], float | None]:
     """The biases b to audit at, with "auto" resolved to ``b_auto`` when given, else by calibration on
     the ``calibration`` text file or generated text (returned as b_auto: the given one, the calibrated
     one, or None)."""
@@ -291,8 +353,9 @@ def biases(model, tokenizer, specs: Sequence[str], device: str, b_auto: float | 
     return [Bias(spec, b_auto if value is None else value) for spec, value in zip(specs, values, strict=True)], b_auto
 
 
-def recipe_b_auto(model, tokenizer, recipes: Sequence[str], device: str, b_auto: float | None = None,
-                  calibration: str | None = None) -> float | None:
+def recipe_b_auto(
+    model, tokenizer, recipes: Sequence[str], device: str, b_auto: float | None = None, calibration: str | None = None
+) -> float | None:
     """``b_auto`` if given, else calibrated (on the ``calibration`` text file or generated text) when a
     recipe is a ``_bauto`` name, else None."""
     if b_auto is None and any(n.endswith("_bauto") for n in recipes):

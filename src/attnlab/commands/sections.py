@@ -38,6 +38,7 @@ SECTIONS: Registry[FolderSection] = Registry("command folder")
 
 def register(name: str, marker: str) -> Callable[[Callable[[Path, dict], Section]], Callable[[Path, dict], Section]]:
     """Declare the decorated ``build(folder, config) -> Section`` as the report of command ``name``'s folders."""
+
     def add(build: Callable[[Path, dict], Section]) -> Callable[[Path, dict], Section]:
         SECTIONS.register(name, FolderSection(name, marker, build))
         return build
@@ -47,6 +48,7 @@ def register(name: str, marker: str) -> Callable[[Callable[[Path, dict], Section
 
 def compares(name: str) -> Callable[[Callable[[list[Path], Path], Section]], Callable[[list[Path], Path], Section]]:
     """Declare the decorated ``compare(folders, into) -> Section`` as the cross-folder section of ``name``."""
+
     def add(compare: Callable[[list[Path], Path], Section]) -> Callable[[list[Path], Path], Section]:
         SECTIONS.register(name, dataclasses.replace(SECTIONS.find(name), compare=compare), replace=True)
         return compare

@@ -24,23 +24,40 @@ from ..options import command_line, option
 from ..progress import progress as progress_of
 from ..report.sections import Section, Table
 from .readout import model_device
-from .runs import (RunError, SuiteRun, calibration_record, load, model_record, prompt_record, recipe_b_auto,
-                   run_prompts, settings, staged_output)
+from .runs import (
+    RunError,
+    SuiteRun,
+    calibration_record,
+    load,
+    model_record,
+    prompt_record,
+    recipe_b_auto,
+    run_prompts,
+    settings,
+    staged_output,
+)
 from .sections import register
 
 BASELINE = "softmax"
 # Polynomial Concentration §5.3, Tables 2-3: ReLU^p at p = 2, 4, 8, 16 with b = 0 and b_auto, the normalized
 # sigmoid at both, and Wortsman et al.'s four un-normalized maps; --recipes paper names them all.
-PAPER_RECIPES = (*(f"relu_p{p}_b{b}" for p in (2, 4, 8, 16) for b in ("0", "auto")), "sigmoid_b0", "sigmoid_bauto",
-                 *(f"wortsman_p{p}_{d}" for p in (1, 2) for d in ("L", "sqrtL")))
+PAPER_RECIPES = (
+    *(f"relu_p{p}_b{b}" for p in (2, 4, 8, 16) for b in ("0", "auto")),
+    "sigmoid_b0",
+    "sigmoid_bauto",
+    *(f"wortsman_p{p}_{d}" for p in (1, 2) for d in ("L", "sqrtL")),
+)
 READ_DELTAS_FROM = 80.0  # Polynomial Concentration App. X: no recipe-vs-softmax delta is read below this softmax %
 
 
 @dataclass(frozen=True, kw_only=True)
 class SubstituteConfig(SuiteRun):
-    recipes: tuple[str, ...] = option(help="row-map names, e.g. relu_p4_bauto relu_p8_bauto sigmoid_b0 "
-                                           "wortsman_p2_L, or 'paper' for Polynomial Concentration's 14 recipes",
-                                      metavar="NAME", convert=lambda names: expand_recipes(tuple(names)))
+    recipes: tuple[str, ...] = option(
+        help="row-map names, e.g. relu_p4_bauto relu_p8_bauto sigmoid_b0 "
+        "wortsman_p2_L, or 'paper' for Polynomial Concentration's 14 recipes",
+        metavar="NAME",
+        convert=lambda names: expand_recipes(tuple(names)),
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -71,26 +88,35 @@ def greedy(model, prompt: tasks.Prompt, n_new: int, device: str, pad_id: int | N
     with torch.no_grad():
         if n_new == 1:
             return [int(model(input_ids=ids).logits[0, -1].argmax())]
-        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n_new, do_sample=False,
-                             pad_token_id=pad_id)
-    return out[0, ids.shape[1]:].tolist()
+        out = model.generate(
+            ids, attention_mask=torch.ones_like(ids), max_new_tokens=n_new, do_sample=False, pad_token_id=pad_id
+        )
+    return out[0, ids.shape[1] :].tolist()
 
 
-def score(model, tokenizer, prompts: Sequence[tasks.Prompt], suite: str, device: str, label: str,
-          progress: bool) -> list[dict]:
+def score(
+    model, tokenizer, prompts: Sequence[tasks.Prompt], suite: str, device: str, label: str, progress: bool
+) -> list[dict]:
     n_new = tasks.max_new_tokens(suite, chat=any(tasks.is_chat(p) for p in prompts))
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     records = []
     # inside the recipe loop: a bar on a terminal only, the recipes' lines being the log's
-    for prompt in progress_of(prompts, desc=label, unit="prompt", enabled=progress and sys.stderr.isatty(),
-                              leave=False):
+    for prompt in progress_of(
+        prompts, desc=label, unit="prompt", enabled=progress and sys.stderr.isatty(), leave=False
+    ):
         generated = greedy(model, prompt, n_new, device, pad_id)
         correct = bool(tasks.answer_correct(prompt, generated, tokenizer))
         decoy = tasks.decoy_hit(prompt, generated, tokenizer)
-        records.append({"recipe": label, "prompt": prompt.index, "correct": correct,
-                        # None: the suite plants no decoy; a right answer is never counted as decoy-tricked
-                        "decoy": None if decoy is None else decoy and not correct,
-                        "generated": tokenizer.decode(generated)})
+        records.append(
+            {
+                "recipe": label,
+                "prompt": prompt.index,
+                "correct": correct,
+                # None: the suite plants no decoy; a right answer is never counted as decoy-tricked
+                "decoy": None if decoy is None else decoy and not correct,
+                "generated": tokenizer.decode(generated),
+            }
+        )
     return records
 
 
@@ -107,8 +133,10 @@ def baseline_warning(base: float, suite: str) -> str | None:
     deltas from it are then not read (Polynomial Concentration App. X, Table 19); None otherwise."""
     if base >= READ_DELTAS_FROM:
         return None
-    return (f"softmax itself scores {base:.1f}% (< {READ_DELTAS_FROM:g}%) on {suite}: the model cannot do the task "
-            "reliably, so the deltas from softmax are not read (Polynomial Concentration App. X)")
+    return (
+        f"softmax itself scores {base:.1f}% (< {READ_DELTAS_FROM:g}%) on {suite}: the model cannot do the task "
+        "reliably, so the deltas from softmax are not read (Polynomial Concentration App. X)"
+    )
 
 
 def as_warning(text: str | None) -> str | None:
@@ -135,9 +163,17 @@ def accuracy_table(records: pd.DataFrame, order: Sequence[str], resolved: dict[s
     return pd.DataFrame(lines)
 
 
-def substitution(model, tokenizer, prompts: Sequence[tasks.Prompt], suite: str, recipes: Sequence[str],
-                 b_auto: float | None, *, device=None, progress: bool = True
-                 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str]]:
+def substitution(
+    model,
+    tokenizer,
+    prompts: Sequence[tasks.Prompt],
+    suite: str,
+    recipes: Sequence[str],
+    b_auto: float | None,
+    *,
+    device=None,
+    progress: bool = True,
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, str]]:
     """The one scoring path of ``attnlab substitute`` and ``attnlab.substitute`` (Polynomial Concentration §5.3):
     softmax, then each recipe on every head, scored by exact match of the greedy continuation on ``device``
     (default: the model's). Returns (answers: one row per recipe and prompt, the accuracy table, recipe ->
@@ -162,19 +198,37 @@ def run(cfg: SubstituteConfig, out: str | Path, *, progress: bool = True, overwr
     prompts = run_prompts(model, tokenizer, cfg)
     b_auto = recipe_b_auto(model, tokenizer, cfg.recipes, cfg.device, cfg.b_auto, cfg.calibration)
     with staged_output(out) as stage:
-        answers, table, resolved = substitution(model, tokenizer, prompts, cfg.suite, cfg.recipes, b_auto,
-                                                device=cfg.device, progress=progress)
-        config = {**asdict(cfg), "b_auto": b_auto, **calibration_record(model, tokenizer, cfg, b_auto),
-                  "resolved": resolved, **model_record(cfg, model),
-                  **prompt_record(prompts, cfg.suite, cfg.pad, cfg.length)}
+        answers, table, resolved = substitution(
+            model, tokenizer, prompts, cfg.suite, cfg.recipes, b_auto, device=cfg.device, progress=progress
+        )
+        config = {
+            **asdict(cfg),
+            "b_auto": b_auto,
+            **calibration_record(model, tokenizer, cfg, b_auto),
+            "resolved": resolved,
+            **model_record(cfg, model),
+            **prompt_record(prompts, cfg.suite, cfg.pad, cfg.length),
+        }
         write_parquet(stage / "answers.parquet", answers, metadata=config)
         write_table(stage / "substitute", table)
         write_json(stage / "config.json", json.loads(json.dumps(config, default=str)))
     final = Path(out)
     warning = as_warning(baseline_warning(float(table["accuracy %"].iloc[0]), cfg.suite))
-    return {"table": table, "b_auto": b_auto, "answers": answers, "summary": warning,
-            "paths": {k: final / v for k, v in {"answers": "answers.parquet", "csv": "substitute.csv",
-                                                 "md": "substitute.md", "config": "config.json"}.items()}}
+    return {
+        "table": table,
+        "b_auto": b_auto,
+        "answers": answers,
+        "summary": warning,
+        "paths": {
+            k: final / v
+            for k, v in {
+                "answers": "answers.parquet",
+                "csv": "substitute.csv",
+                "md": "substitute.md",
+                "config": "config.json",
+            }.items()
+        },
+    }
 
 
 @register("substitute", "substitute.csv")
@@ -183,12 +237,19 @@ def report_section(folder: Path, config: dict) -> Section:
     table = pd.read_csv(folder / "substitute.csv")
     warning = baseline_warning(float(table["accuracy %"].iloc[0]), config["suite"])
     return Section(
-        study="substitute", title=f"Substitution on {config['model']}, {config['suite']}",
-        source="Polynomial Concentration", question="How much accuracy does each row map keep when it replaces "
-                                                    "softmax on every head, without training?",
+        study="substitute",
+        title=f"Substitution on {config['model']}, {config['suite']}",
+        source="Polynomial Concentration",
+        question="How much accuracy does each row map keep when it replaces softmax on every head, without training?",
         command=command_line("substitute", SubstituteConfig, config, str(folder)),
-        tables=(Table("substitute", "Exact-match accuracy % per recipe with its Wilson 95% interval, and the "
-                                    "difference from softmax in percentage points; on a suite with decoys, the "
-                                    "wrong answers naming a planted decoy (decoy) or nothing planted (neither), "
-                                    "as Polynomial Concentration App. Z tracks them."),),
-        warnings=() if warning is None else (warning,))
+        tables=(
+            Table(
+                "substitute",
+                "Exact-match accuracy % per recipe with its Wilson 95% interval, and the "
+                "difference from softmax in percentage points; on a suite with decoys, the "
+                "wrong answers naming a planted decoy (decoy) or nothing planted (neither), "
+                "as Polynomial Concentration App. Z tracks them.",
+            ),
+        ),
+        warnings=() if warning is None else (warning,),
+    )

@@ -5,7 +5,8 @@ As Hayase & Karakida 2026 App. G.1 acquires rows: one forward per document of ma
 and head one score row at each context length n of the grid, the query at position n - 1 (which sees n
 keys). With ``--rope dynamic`` the forward runs under dynamic-NTK RoPE at n_eval = max(n), the base rescaled once
 for the window and held fixed inside it (App. A.2), so the grid may pass the model's training window as App. G.1
-reads Qwen (n = n_eval x {1/4, 1/2, 3/4, 1}, one fit per n_eval). Each row gives the contact triple (Lambda_n, alpha_n, Delta_n) of Definitions 4.3 to 4.5 at
+reads Qwen (n = n_eval x {1/4, 1/2, 3/4, 1}, one fit per n_eval). Each row gives the contact triple (Lambda_n, alpha_n,
+Delta_n) of Definitions 4.3 to 4.5 at
 tolerance eps. Per n the table gives the bucket means of log Lambda_n, log alpha_n and log Delta_n over
 non-tied rows (exact ties, log10 Lambda_n > 5, are excluded and counted); xi_hat_X is the OLS slope of
 those bucket means on log log n, with half the IQR of B bootstrap resamples over (layer, head) (§4.5.1),
@@ -30,8 +31,19 @@ from ..io import check_output, write_json, write_table
 from ..options import command_line, option
 from ..report.sections import Section, Table
 from .readout import Reading, read_rows
-from .runs import (CheckpointRun, RunError, check_count, context_length, load, model_record, read_text, settings,
-                   staged_output, suite_prompts, with_bos)
+from .runs import (
+    CheckpointRun,
+    RunError,
+    check_count,
+    context_length,
+    load,
+    model_record,
+    read_text,
+    settings,
+    staged_output,
+    suite_prompts,
+    with_bos,
+)
 from .sections import register
 
 TEXT = "text"
@@ -43,11 +55,17 @@ TRIPLE = {"Lambda": "lambda_n", "alpha": "alpha_n", "Delta": "contact_gap"}
 @dataclass(frozen=True, kw_only=True)
 class TemperatureConfig(CheckpointRun):
     n: tuple[int, ...] = option((128, 256, 512, 1024), "context lengths of the grid", metavar="N")
-    suite: str = option(TEXT, "text (generated, or --text FILE), novel (the bundled public-domain novel, cut into "
-                              "documents) or a suite with exact lengths (induction, copying)")
-    rope: str = option("plain", "plain (the model's own RoPE; n within its context) or dynamic (dynamic-NTK RoPE at "
-                                "n_eval = max(n), Hayase & Karakida 2026 App. A.2: n may pass the context)",
-                       choices=ROPES)
+    suite: str = option(
+        TEXT,
+        "text (generated, or --text FILE), novel (the bundled public-domain novel, cut into "
+        "documents) or a suite with exact lengths (induction, copying)",
+    )
+    rope: str = option(
+        "plain",
+        "plain (the model's own RoPE; n within its context) or dynamic (dynamic-NTK RoPE at "
+        "n_eval = max(n), Hayase & Karakida 2026 App. A.2: n may pass the context)",
+        choices=ROPES,
+    )
     text: str | None = option(None, "UTF-8 text file cut into documents of max(n) tokens", metavar="FILE")
     docs: int = option(4, "documents", metavar="N")
     eps: float = option(1e-6, "tolerance of the contact gap", type=options.finite)
@@ -74,38 +92,45 @@ def documents(model, tokenizer, cfg: TemperatureConfig) -> list[tuple[int, ...]]
     need = max(cfg.n)
     limit = context_length(model)
     if cfg.rope == "plain" and limit is not None and need > limit:
-        raise RunError(f"--n reaches {need} tokens but the model's context is {limit}; lower --n, or pass --rope "
-                       "dynamic to read past the context under dynamic-NTK RoPE")
+        raise RunError(
+            f"--n reaches {need} tokens but the model's context is {limit}; lower --n, or pass --rope "
+            "dynamic to read past the context under dynamic-NTK RoPE"
+        )
     if cfg.suite == NOVEL:
         return token_windows(tokenizer, need, cfg.docs, seed=cfg.seed, bos=cfg.bos, text=tasks.novel_path())
     if cfg.suite != TEXT:
         prompts = suite_prompts(model, tokenizer, cfg.suite, cfg.docs, seed=cfg.seed, length=need, bos=cfg.bos)
         short = min(len(p.input_ids) for p in prompts)
         if short < need:
-            raise RunError(f"suite {cfg.suite} built a {short}-token prompt for --n {need}; use --suite text, "
-                           "induction or copying (exact lengths)")
+            raise RunError(
+                f"suite {cfg.suite} built a {short}-token prompt for --n {need}; use --suite text, "
+                "induction or copying (exact lengths)"
+            )
         return [p.input_ids[:need] for p in prompts]
     return token_windows(tokenizer, need, cfg.docs, seed=cfg.seed, bos=cfg.bos, text=cfg.text)
 
 
-def token_windows(tokenizer, length: int, count: int, *, seed: int, bos: bool,
-                  text: str | None) -> list[tuple[int, ...]]:
+def token_windows(
+    tokenizer, length: int, count: int, *, seed: int, bos: bool, text: str | None
+) -> list[tuple[int, ...]]:
     """Up to ``count`` sequences of ``length`` tokens: the first non-overlapping windows of the ``text`` file
     (fewer when the file is short), else ``count`` generated documents, one seed each from ``seed``; with
     ``bos`` each starts with the BOS token."""
     if text is None:
         texts = [tasks.generic_text(2 * length, seed=seed + i) for i in range(count)]
-        ids = [tuple(with_bos(tokenizer, tokenizer(t, add_special_tokens=True)["input_ids"], bos)[:length])
-               for t in texts]
+        ids = [
+            tuple(with_bos(tokenizer, tokenizer(t, add_special_tokens=True)["input_ids"], bos)[:length]) for t in texts
+        ]
         if min(map(len, ids)) < length:
-            raise RunError(f"the tokenizer made fewer than {length} tokens of {2 * length} generated words; "
-                           "pass --text FILE")
+            raise RunError(
+                f"the tokenizer made fewer than {length} tokens of {2 * length} generated words; pass --text FILE"
+            )
         return ids
     ids = tokenizer(read_text(text, "--text"), add_special_tokens=True)["input_ids"]
     if bos:  # every window, not only the file's first, starts with the BOS token
         ids = with_bos(tokenizer, ids, True)[1:]
     step = length - bos
-    windows = [tuple(with_bos(tokenizer, ids[i:i + step], bos)) for i in range(0, len(ids) - step + 1, step)]
+    windows = [tuple(with_bos(tokenizer, ids[i : i + step], bos)) for i in range(0, len(ids) - step + 1, step)]
     if not windows:
         raise RunError(f"--text {text} has {len(ids)} tokens, fewer than the {length} of one window")
     return windows[:count]
@@ -125,26 +150,41 @@ def per_n(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
-def exponents(rows: pd.DataFrame, n_boot: int, seed: int,
-              unit: tuple[str, ...] = ("layer", "head")) -> tuple[pd.DataFrame, dict]:
+def exponents(
+    rows: pd.DataFrame, n_boot: int, seed: int, unit: tuple[str, ...] = ("layer", "head")
+) -> tuple[pd.DataFrame, dict]:
     """xi_hat of Lambda, alpha and Delta with bootstrap half-IQRs over the ``unit`` columns ((layer, head), as
     Hayase & Karakida 2026 §4.5.1 resamples a pretrained model's rows), and Cor. 4.9."""
     tie = tie_mask(rows["lambda_n"])
-    fits = {name: exponent(rows["n_keys"], rows[col], exclude=tie, unit=rows[list(unit)], n_boot=n_boot,
-                           seed=seed) for name, col in TRIPLE.items()}
-    table = pd.DataFrame([{"exponent": f"xi_{name}", "xi_hat": f["xi_hat"], "half_iqr": f["half_iqr"],
-                           "buckets": f["n_buckets"], "rows used": int(sum(f["bucket_count"])),
-                           "excluded (ties)": f["n_excluded"], "invalid": f["n_invalid"]}
-                          for name, f in fits.items()])
+    fits = {
+        name: exponent(rows["n_keys"], rows[col], exclude=tie, unit=rows[list(unit)], n_boot=n_boot, seed=seed)
+        for name, col in TRIPLE.items()
+    }
+    table = pd.DataFrame(
+        [
+            {
+                "exponent": f"xi_{name}",
+                "xi_hat": f["xi_hat"],
+                "half_iqr": f["half_iqr"],
+                "buckets": f["n_buckets"],
+                "rows used": int(sum(f["bucket_count"])),
+                "excluded (ties)": f["n_excluded"],
+                "invalid": f["n_invalid"],
+            }
+            for name, f in fits.items()
+        ]
+    )
     return table, check_cor49(fits["Lambda"], fits["alpha"], fits["Delta"])
 
 
 def summary_line(fits: pd.DataFrame, cor49: dict, n_boot: int, unit: tuple[str, ...]) -> str:
     """xi_hat_Lambda with its half-IQR and Cor. 4.9's xi_alpha - xi_Delta + 1, in one line."""
     xi = fits.set_index("exponent")
-    return (f"xi_hat_Lambda = {xi.loc['xi_Lambda', 'xi_hat']:.3f} +- {xi.loc['xi_Lambda', 'half_iqr']:.3f} "
-            f"(half-IQR, B = {n_boot} over ({', '.join(unit)})); xi_alpha - xi_Delta + 1 = "
-            f"{cor49['predicted']:.3f}, residual {cor49['residual']:.2e}")
+    return (
+        f"xi_hat_Lambda = {xi.loc['xi_Lambda', 'xi_hat']:.3f} +- {xi.loc['xi_Lambda', 'half_iqr']:.3f} "
+        f"(half-IQR, B = {n_boot} over ({', '.join(unit)})); xi_alpha - xi_Delta + 1 = "
+        f"{cor49['predicted']:.3f}, residual {cor49['residual']:.2e}"
+    )
 
 
 def run(cfg: TemperatureConfig, out: str | Path, *, progress: bool = True, overwrite: bool = False) -> dict:
@@ -157,16 +197,33 @@ def run(cfg: TemperatureConfig, out: str | Path, *, progress: bool = True, overw
     n_layers, n_heads = hooks.num_heads(model)
     n_train = context_length(model)
     if cfg.rope == "dynamic" and n_train is None:
-        raise RunError("--rope dynamic rescales RoPE past the training window, and the model's config has no "
-                       "max_position_embeddings to give it")
-    config = {**asdict(cfg), "layers": n_layers, "heads": n_heads, "model_type": model.config.model_type,
-              "documents": len(docs), "n_train": n_train, **model_record(cfg, model)}
-    positions = (hooks.dynamic_ntk(model, n_train, max(cfg.n)) if cfg.rope == "dynamic"
-                 else contextlib.nullcontext())
+        raise RunError(
+            "--rope dynamic rescales RoPE past the training window, and the model's config has no "
+            "max_position_embeddings to give it"
+        )
+    config = {
+        **asdict(cfg),
+        "layers": n_layers,
+        "heads": n_heads,
+        "model_type": model.config.model_type,
+        "documents": len(docs),
+        "n_train": n_train,
+        **model_record(cfg, model),
+    }
+    positions = hooks.dynamic_ntk(model, n_train, max(cfg.n)) if cfg.rope == "dynamic" else contextlib.nullcontext()
     with staged_output(out) as stage, positions:
         readings = [Reading(ids, queries) for ids in docs]
-        paths = read_rows(model, readings, {"contact": RowOptions.make(p=2, eps=cfg.eps)}, stage, config=config,
-                          device=cfg.device, block=cfg.block, desc="temperature", progress=progress)
+        paths = read_rows(
+            model,
+            readings,
+            {"contact": RowOptions.make(p=2, eps=cfg.eps)},
+            stage,
+            config=config,
+            device=cfg.device,
+            block=cfg.block,
+            desc="temperature",
+            progress=progress,
+        )
         rows = pd.read_parquet(paths["contact"], columns=["layer", "head", "n_keys", "status", *TRIPLE.values()])
         rows = rows[~rows["status"].isin(UNREADABLE)]
         table = per_n(rows)
@@ -177,34 +234,62 @@ def run(cfg: TemperatureConfig, out: str | Path, *, progress: bool = True, overw
         write_json(stage / "config.json", json.loads(json.dumps(config, default=str)))
     summary = summary_line(fits, cor49, cfg.n_boot, ("layer", "head"))
     final = Path(out)
-    return {"table": table, "exponents": fits, "cor49": cor49, "summary": summary, "b_auto": None,
-            "paths": {k: final / f for k, f in (("table", "temperature.csv"), ("exponents", "exponents.csv"),
-                                               ("rows", paths["contact"].name), ("config", "config.json"))}}
+    return {
+        "table": table,
+        "exponents": fits,
+        "cor49": cor49,
+        "summary": summary,
+        "b_auto": None,
+        "paths": {
+            k: final / f
+            for k, f in (
+                ("table", "temperature.csv"),
+                ("exponents", "exponents.csv"),
+                ("rows", paths["contact"].name),
+                ("config", "config.json"),
+            )
+        },
+    }
 
 
-EXPONENTS_CAPTION = ("xi_hat_Lambda, xi_hat_alpha, xi_hat_Delta: OLS slopes of the bucket means of log X on log log n "
-                     "(Hayase & Karakida 2026 §4.5.1), with the half-IQR of B bootstrap resamples over the units")
+EXPONENTS_CAPTION = (
+    "xi_hat_Lambda, xi_hat_alpha, xi_hat_Delta: OLS slopes of the bucket means of log X on log log n "
+    "(Hayase & Karakida 2026 §4.5.1), with the half-IQR of B bootstrap resamples over the units"
+)
 
 
 def cor49_note(config: dict) -> str:
     """Cor. 4.9's check as a report note, from a folder's config.json."""
     cor = config["cor49"]
-    return (f"Cor. 4.9 (Hayase & Karakida 2026): xi_alpha - xi_Delta + 1 = {cor['predicted']:.3f}, residual "
-            f"{cor['residual']:.2e} from xi_hat_Lambda.")
+    return (
+        f"Cor. 4.9 (Hayase & Karakida 2026): xi_alpha - xi_Delta + 1 = {cor['predicted']:.3f}, residual "
+        f"{cor['residual']:.2e} from xi_hat_Lambda."
+    )
 
 
 @register("temperature", "temperature.csv")
 def report_section(folder: Path, config: dict) -> Section:
     """The contact exponents of a checkpoint's own rows (Hayase & Karakida 2026 §4.5.1)."""
     return Section(
-        study="temperature", title=f"Contact exponents of {config['model']}", source="Hayase & Karakida 2026",
+        study="temperature",
+        title=f"Contact exponents of {config['model']}",
+        source="Hayase & Karakida 2026",
         question="How fast do Lambda_n, alpha_n and Delta_n of the checkpoint's own score rows grow with log n?",
         command=command_line("temperature", TemperatureConfig, config, str(folder)),
-        tables=(Table("exponents", f"{EXPONENTS_CAPTION} (layer, head)."),
-                Table("temperature", "Per n: rows, exact ties, and the bucket means of log Lambda_n, log alpha_n "
-                                     "and log Delta_n over the non-tied rows.")),
-        notes=(f"{config['documents']} documents; per layer and head ({config['layers']} x {config['heads']}) the "
-               f"query at n - 1 for n = {config['n']}; {positions_words(config)}.", cor49_note(config)))
+        tables=(
+            Table("exponents", f"{EXPONENTS_CAPTION} (layer, head)."),
+            Table(
+                "temperature",
+                "Per n: rows, exact ties, and the bucket means of log Lambda_n, log alpha_n "
+                "and log Delta_n over the non-tied rows.",
+            ),
+        ),
+        notes=(
+            f"{config['documents']} documents; per layer and head ({config['layers']} x {config['heads']}) the "
+            f"query at n - 1 for n = {config['n']}; {positions_words(config)}.",
+            cor49_note(config),
+        ),
+    )
 
 
 def positions_words(config: dict) -> str:
@@ -213,5 +298,7 @@ def positions_words(config: dict) -> str:
     if config.get("rope", "plain") == "plain":
         return "the model's own positions"
     n_eval, n_train = max(config["n"]), config["n_train"]
-    return (f"dynamic-NTK RoPE at n_eval = {n_eval} = {n_eval / n_train:.3g} x the training window {n_train} "
-            "(Hayase & Karakida 2026 App. A.2)")
+    return (
+        f"dynamic-NTK RoPE at n_eval = {n_eval} = {n_eval / n_train:.3g} x the training window {n_train} "
+        "(Hayase & Karakida 2026 App. A.2)"
+    )

@@ -34,8 +34,17 @@ from ..options import command_line, option
 from ..progress import progress as progress_of
 from ..report.sections import Section, Table
 from ..site import DEFAULT_BLOCK
-from .runs import (CheckpointRun, RunError, check_count, context_length, load, model_record, read_text, settings,
-                   staged_output)
+from .runs import (
+    CheckpointRun,
+    RunError,
+    check_count,
+    context_length,
+    load,
+    model_record,
+    read_text,
+    settings,
+    staged_output,
+)
 from .sections import register
 from .temperature import token_windows
 
@@ -45,18 +54,36 @@ MIN_WINDOW = 4  # the shortest window whose back half holds two scored tokens
 
 @dataclass(frozen=True, kw_only=True)
 class XiSweepConfig(CheckpointRun):
-    xi: tuple[float, ...] = option((0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0),
-                                   "exponents xi of the multiplier m(n; xi) = max(1, log n / log n_train)^xi",
-                                   metavar="XI", type=options.finite)
-    ratios: tuple[float, ...] = option((1.0, 2.0, 4.0), "window lengths n_eval as multiples of n_train (rounded "
-                                                        "to whole tokens)", metavar="R", type=options.positive)
-    n_train: int | None = option(None, "the training context n_train where m(n; xi) and the dynamic RoPE start "
-                                       "(default: the config's max_position_embeddings)", metavar="N")
-    rope: tuple[str, ...] = option(("plain",), "plain (the model's own RoPE) and/or dynamic (dynamic-NTK RoPE: "
-                                               "the base rescaled per n_eval, Hayase & Karakida 2026 App. A.2)",
-                                   choices=ROPES)
-    text: str | None = option(None, "UTF-8 text file cut into non-overlapping windows of n_eval tokens (default: "
-                                    "generated text, one document per window)", metavar="FILE")
+    xi: tuple[float, ...] = option(
+        (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0),
+        "exponents xi of the multiplier m(n; xi) = max(1, log n / log n_train)^xi",
+        metavar="XI",
+        type=options.finite,
+    )
+    ratios: tuple[float, ...] = option(
+        (1.0, 2.0, 4.0),
+        "window lengths n_eval as multiples of n_train (rounded to whole tokens)",
+        metavar="R",
+        type=options.positive,
+    )
+    n_train: int | None = option(
+        None,
+        "the training context n_train where m(n; xi) and the dynamic RoPE start "
+        "(default: the config's max_position_embeddings)",
+        metavar="N",
+    )
+    rope: tuple[str, ...] = option(
+        ("plain",),
+        "plain (the model's own RoPE) and/or dynamic (dynamic-NTK RoPE: "
+        "the base rescaled per n_eval, Hayase & Karakida 2026 App. A.2)",
+        choices=ROPES,
+    )
+    text: str | None = option(
+        None,
+        "UTF-8 text file cut into non-overlapping windows of n_eval tokens (default: "
+        "generated text, one document per window)",
+        metavar="FILE",
+    )
     windows: int = option(4, "windows per n_eval", metavar="N")
 
     def __post_init__(self) -> None:
@@ -91,11 +118,14 @@ def eval_lengths(ratios: Sequence[float], n_train: int) -> list[int]:
     lengths = [round(r * n_train) for r in ratios]
     short = [f"{r:g}" for r, n in zip(ratios, lengths, strict=True) if n < MIN_WINDOW]
     if short:
-        raise RunError(f"--ratios {' '.join(short)} x n_train {n_train} give windows shorter than {MIN_WINDOW} "
-                       "tokens; raise them")
+        raise RunError(
+            f"--ratios {' '.join(short)} x n_train {n_train} give windows shorter than {MIN_WINDOW} tokens; raise them"
+        )
     if len(set(lengths)) != len(lengths):
-        raise RunError(f"--ratios give the window lengths {lengths} at n_train {n_train}, with repeats; pass ratios "
-                       "that round to distinct lengths")
+        raise RunError(
+            f"--ratios give the window lengths {lengths} at n_train {n_train}, with repeats; pass ratios "
+            "that round to distinct lengths"
+        )
     return lengths
 
 
@@ -120,8 +150,17 @@ def _setting(n_eval: int, rope: str, xi: float, n_train: int) -> tuple[int, str,
     return (n_eval, rope, xi) if n_eval > n_train else (n_eval, "plain", 0.0)
 
 
-def sweep(model, windows: Mapping[int, Sequence[Sequence[int]]], xis: Sequence[float], ropes: Sequence[str],
-          n_train: int, *, device: str = "cpu", block: int = DEFAULT_BLOCK, progress: bool = False) -> pd.DataFrame:
+def sweep(
+    model,
+    windows: Mapping[int, Sequence[Sequence[int]]],
+    xis: Sequence[float],
+    ropes: Sequence[str],
+    n_train: int,
+    *,
+    device: str = "cpu",
+    block: int = DEFAULT_BLOCK,
+    progress: bool = False,
+) -> pd.DataFrame:
     """One record per (n_eval, rope, xi, window): the back-half loss sum and token count of the window with
     m(n; xi) on every attention layer (and dynamic-NTK RoPE for rope "dynamic"); ``windows`` maps n_eval to
     its token windows."""
@@ -132,8 +171,9 @@ def sweep(model, windows: Mapping[int, Sequence[Sequence[int]]], xis: Sequence[f
         setting = _setting(n_eval, rope, xi, n_train)
         if setting not in done:
             scale = hooks.LengthScale(setting[2], n_train)
-            positions = (hooks.dynamic_ntk(model, n_train, n_eval) if setting[1] == "dynamic"
-                         else contextlib.nullcontext())
+            positions = (
+                hooks.dynamic_ntk(model, n_train, n_eval) if setting[1] == "dynamic" else contextlib.nullcontext()
+            )
             with positions, hooks.substituted(model, None, length_scale=scale, block=block):
                 done[setting] = back_half_losses(model, windows[n_eval], device)
         records += [{"n_eval": n_eval, "rope": rope, "xi": xi, **r} for r in done[setting]]
@@ -145,8 +185,11 @@ def sweep_table(per_window: pd.DataFrame) -> pd.DataFrame:
     Hayase & Karakida 2026 App. A.2), its perplexity exp(loss), the loss's standard error over windows, and the
     windows and scored tokens behind it."""
     nll = per_window.assign(nll=per_window["loss_sum"] / per_window["tokens"])
-    table = nll.groupby(["n_eval", "rope", "xi"], sort=False).agg(
-        loss=("nll", "mean"), se=("nll", "sem"), windows=("nll", "size"), tokens=("tokens", "sum")).reset_index()
+    table = (
+        nll.groupby(["n_eval", "rope", "xi"], sort=False)
+        .agg(loss=("nll", "mean"), se=("nll", "sem"), windows=("nll", "size"), tokens=("tokens", "sum"))
+        .reset_index()
+    )
     table.insert(4, "ppl", np.exp(table["loss"]))
     return table.rename(columns={"loss": "back-half loss", "se": "loss se"})
 
@@ -157,7 +200,7 @@ def parabola_min(xi: np.ndarray, loss: np.ndarray) -> float:
     i = int(np.argmin(loss))
     if not 0 < i < len(xi) - 1 or np.ptp(loss) == 0:
         return math.nan
-    a, b, _ = np.polyfit(xi[i - 1:i + 2], loss[i - 1:i + 2], 2)
+    a, b, _ = np.polyfit(xi[i - 1 : i + 2], loss[i - 1 : i + 2], 2)
     return float(-b / (2 * a))
 
 
@@ -171,10 +214,16 @@ def best_xi(table: pd.DataFrame) -> pd.DataFrame:
         tied = np.ptp(loss) == 0
         at = g.iloc[int(np.argmin(loss))]
         zero = g.loc[g["xi"] == 0, "ppl"]
-        lines.append({"n_eval": n_eval, "rope": rope, "best xi": math.nan if tied else float(at["xi"]),
-                      "ppl at best": float(at["ppl"]),
-                      "ppl at best / at xi=0": float(at["ppl"] / zero.iloc[0]) if len(zero) else math.nan,
-                      "xi* (parabola)": parabola_min(xi, loss)})
+        lines.append(
+            {
+                "n_eval": n_eval,
+                "rope": rope,
+                "best xi": math.nan if tied else float(at["xi"]),
+                "ppl at best": float(at["ppl"]),
+                "ppl at best / at xi=0": float(at["ppl"] / zero.iloc[0]) if len(zero) else math.nan,
+                "xi* (parabola)": parabola_min(xi, loss),
+            }
+        )
     return pd.DataFrame(lines)
 
 
@@ -185,10 +234,12 @@ def summary_lines(best: pd.DataFrame, n_train: int) -> str:
         if math.isnan(r["best xi"]):
             continue
         gain, vertex = r["ppl at best / at xi=0"], r["xi* (parabola)"]
-        lines.append(f"n_eval {int(r['n_eval'])} ({r['rope']} RoPE): best xi {r['best xi']:g} on the grid"
-                     + (" (its edge)" if math.isnan(vertex) else f", xi* {vertex:.2f} (parabola)")
-                     + f", ppl {r['ppl at best']:.3f}"
-                     + ("" if math.isnan(gain) else f" = {gain:.4f} x its ppl at xi = 0"))
+        lines.append(
+            f"n_eval {int(r['n_eval'])} ({r['rope']} RoPE): best xi {r['best xi']:g} on the grid"
+            + (" (its edge)" if math.isnan(vertex) else f", xi* {vertex:.2f} (parabola)")
+            + f", ppl {r['ppl at best']:.3f}"
+            + ("" if math.isnan(gain) else f" = {gain:.4f} x its ppl at xi = 0")
+        )
     return "\n".join(lines)
 
 
@@ -201,13 +252,19 @@ def run(cfg: XiSweepConfig, out: str | Path, *, progress: bool = True, overwrite
     lengths = eval_lengths(cfg.ratios, n_train)
     if "dynamic" in cfg.rope:
         hooks.rope_tables(model)  # a model without plain RoPE fails here, before any forward
-    windows = {n: token_windows(tokenizer, n, cfg.windows, seed=cfg.seed, bos=cfg.bos, text=cfg.text)
-               for n in lengths}
-    config = {**asdict(cfg), "n_train_used": n_train, "n_eval": lengths, "model_type": model.config.model_type,
-              "windows_per_n_eval": {n: len(w) for n, w in windows.items()}, **model_record(cfg, model)}
+    windows = {n: token_windows(tokenizer, n, cfg.windows, seed=cfg.seed, bos=cfg.bos, text=cfg.text) for n in lengths}
+    config = {
+        **asdict(cfg),
+        "n_train_used": n_train,
+        "n_eval": lengths,
+        "model_type": model.config.model_type,
+        "windows_per_n_eval": {n: len(w) for n, w in windows.items()},
+        **model_record(cfg, model),
+    }
     with staged_output(out) as stage:
-        per_window = sweep(model, windows, cfg.xi, cfg.rope, n_train, device=cfg.device, block=cfg.block,
-                           progress=progress)
+        per_window = sweep(
+            model, windows, cfg.xi, cfg.rope, n_train, device=cfg.device, block=cfg.block, progress=progress
+        )
         table = sweep_table(per_window)
         best = best_xi(table)
         write_parquet(stage / "windows.parquet", per_window, metadata=json.loads(json.dumps(config, default=str)))
@@ -215,21 +272,44 @@ def run(cfg: XiSweepConfig, out: str | Path, *, progress: bool = True, overwrite
         write_table(stage / "best_xi", best)
         write_json(stage / "config.json", json.loads(json.dumps(config, default=str)))
     final = Path(out)
-    return {"table": table, "best": best, "summary": summary_lines(best, n_train), "b_auto": None,
-            "paths": {k: final / f for k, f in (("table", "xi_sweep.csv"), ("best", "best_xi.csv"),
-                                               ("windows", "windows.parquet"), ("config", "config.json"))}}
+    return {
+        "table": table,
+        "best": best,
+        "summary": summary_lines(best, n_train),
+        "b_auto": None,
+        "paths": {
+            k: final / f
+            for k, f in (
+                ("table", "xi_sweep.csv"),
+                ("best", "best_xi.csv"),
+                ("windows", "windows.parquet"),
+                ("config", "config.json"),
+            )
+        },
+    }
 
 
 @register("xi-sweep", "xi_sweep.csv")
 def report_section(folder: Path, config: dict) -> Section:
     """The back-half perplexity sweep over xi (Hayase & Karakida 2026 §3, Fig. 1a-b, App. A.2)."""
     return Section(
-        study="xi-sweep", title=f"Inverse-temperature sweep of {config['model']}", source="Hayase & Karakida 2026",
+        study="xi-sweep",
+        title=f"Inverse-temperature sweep of {config['model']}",
+        source="Hayase & Karakida 2026",
         question="Which exponent xi of the length multiplier m(n; xi) = max(1, log n / log n_train)^xi minimizes "
-                 "back-half perplexity past the training length?",
+        "back-half perplexity past the training length?",
         command=command_line("xi-sweep", XiSweepConfig, config, str(folder)),
-        tables=(Table("best_xi", "Per n_eval and RoPE: the grid argmin xi, its perplexity against xi = 0's, and "
-                                 "xi* of the parabola through the argmin and its neighbours."),
-                Table("xi_sweep", "Per n_eval, RoPE and xi: back-half loss (mean over windows), perplexity, the "
-                                  "loss's standard error over windows, windows and scored tokens.")),
-        notes=(f"n_train = {config['n_train_used']}; windows per n_eval: {config['windows_per_n_eval']}.",))
+        tables=(
+            Table(
+                "best_xi",
+                "Per n_eval and RoPE: the grid argmin xi, its perplexity against xi = 0's, and "
+                "xi* of the parabola through the argmin and its neighbours.",
+            ),
+            Table(
+                "xi_sweep",
+                "Per n_eval, RoPE and xi: back-half loss (mean over windows), perplexity, the "
+                "loss's standard error over windows, windows and scored tokens.",
+            ),
+        ),
+        notes=(f"n_train = {config['n_train_used']}; windows per n_eval: {config['windows_per_n_eval']}.",),
+    )

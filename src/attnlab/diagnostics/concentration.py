@@ -21,8 +21,9 @@ SQUARED_BELOW = 2**21
 P_STAR_RHO_MAX = 0.99  # App. P: the clip of rho that caps log(1 / (1 - rho))
 
 
-def margins(zm: torch.Tensor, target: torch.Tensor, b: float,
-            rest_max: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+def margins(
+    zm: torch.Tensor, target: torch.Tensor, b: float, rest_max: torch.Tensor | None = None
+) -> dict[str, torch.Tensor]:
     """Delta, u_* and rho of Polynomial Concentration §3, and whether the target is score-maximal (Delta >= 0).
 
     ``zm`` holds -inf at masked keys; ``rest_max``, the largest score other than the target's, is
@@ -51,8 +52,7 @@ def status(u_star: torch.Tensor, tau: float | None) -> torch.Tensor:
     return code
 
 
-def ratios(zm: torch.Tensor, target: torch.Tensor, b: float,
-           tau: float | None) -> tuple[torch.Tensor, torch.Tensor]:
+def ratios(zm: torch.Tensor, target: torch.Tensor, b: float, tau: float | None) -> tuple[torch.Tensor, torch.Tensor]:
     """(r_j / r_*) over the distractors (0 at the target and at masked keys, where ``zm`` is -inf) and
     A_act = #{j != *: r_j > 0}.
 

@@ -22,9 +22,7 @@ def weights(zm: torch.Tensor, rowmap: RowMap, beta: float) -> torch.Tensor:
     the registry's row checks, which cost about a softmax pass of their own.
     """
     if not rowmap.normalized:
-        raise ValueError(
-            f"dispersion needs a normalized row map (weights on the simplex); {rowmap.name!r} is not"
-        )
+        raise ValueError(f"dispersion needs a normalized row map (weights on the simplex); {rowmap.name!r} is not")
     if rowmap.name == "softmax":
         # softmax(beta (z - max z)): scaling first rounds beta z to its ulp (float64 at 1e15: 0.125)
         return torch.softmax((zm - zm.amax(-1, keepdim=True)).mul_(beta), -1)
@@ -36,8 +34,15 @@ def normalized_entropy(entropy: torch.Tensor, n_keys: torch.Tensor) -> torch.Ten
     return entropy / torch.where(n_keys > 1, n_keys.to(entropy.dtype).log(), math.nan)
 
 
-def dispersion(w: torch.Tensor, zm: torch.Tensor, first: torch.Tensor, second: torch.Tensor,
-               n_keys: torch.Tensor, beta: float, softmax: bool) -> dict[str, torch.Tensor]:
+def dispersion(
+    w: torch.Tensor,
+    zm: torch.Tensor,
+    first: torch.Tensor,
+    second: torch.Tensor,
+    n_keys: torch.Tensor,
+    beta: float,
+    softmax: bool,
+) -> dict[str, torch.Tensor]:
     """Shannon entropy, entropy / log L (L = allowed keys; NaN when L = 1), support (weights > 0),
     max weight and top-two weight gap of each row (Vasylenko et al. 2025 §3.2, Hayase & Karakida 2026 Def. 4.1).
 

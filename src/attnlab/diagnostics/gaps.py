@@ -42,8 +42,9 @@ def resolution(n_keys: torch.Tensor, r: float | str) -> torch.Tensor:
     return torch.full(n_keys.shape, float(r), dtype=torch.float64)
 
 
-def gap_stats(zm: torch.Tensor, n_keys: torch.Tensor, *, eps: float = 1e-6,
-              r: float | str | None = None) -> dict[str, torch.Tensor]:
+def gap_stats(
+    zm: torch.Tensor, n_keys: torch.Tensor, *, eps: float = 1e-6, r: float | str | None = None
+) -> dict[str, torch.Tensor]:
     """lambda_n, tie, contact_gap, contact_count, alpha_n, contact_entropy and, when ``r`` is given,
     lambda_resolved per row (Hayase & Karakida 2026 §4.2, Lemma C.1, Cor. C.2, Def. D.3).
 
@@ -64,8 +65,7 @@ KEYS_PER_BIN = 8  # bins per row: n / 8, at most MAX_BINS (finer bins prune more
 MAX_BINS = 1024
 
 
-def _binned_candidates(g: torch.Tensor, eps: float,
-                       res: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+def _binned_candidates(g: torch.Tensor, eps: float, res: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """Ascending gaps of each row up to where they can matter (+inf padded), found without a full sort.
 
     A full sort costs ~100 softmax passes at 8192 keys. Instead the gaps of each row go into n / 8 (at
@@ -116,8 +116,9 @@ def _binned_candidates(g: torch.Tensor, eps: float,
     return gs, counts(gs)
 
 
-def _from_sorted(gs: torch.Tensor, count: torch.Tensor, n_keys: torch.Tensor, eps: float,
-                 res: torch.Tensor | None) -> dict[str, torch.Tensor]:
+def _from_sorted(
+    gs: torch.Tensor, count: torch.Tensor, n_keys: torch.Tensor, eps: float, res: torch.Tensor | None
+) -> dict[str, torch.Tensor]:
     """The statistics from each row's ascending gaps (those that can matter, +inf after) and N_n there."""
     log_count = count.to(torch.float64).log()
     positive = (gs > 0) & (gs < math.inf)
@@ -157,7 +158,7 @@ def p_star_n(zm: torch.Tensor, betas: Sequence[float] | torch.Tensor) -> torch.T
     beta = beta.expand(zm.shape[0], -1) if beta.dim() == 1 else beta
     out = []
     for k in range(beta.shape[-1]):
-        b = beta[:, k: k + 1]
+        b = beta[:, k : k + 1]
         # exp(-beta g) with beta = inf is 1 at the maximum and 0 elsewhere; masked keys (g = inf) give 0.
         terms = torch.where(g == 0, 1.0, torch.exp(-b * g))
         out.append(1.0 / terms.sum(-1))

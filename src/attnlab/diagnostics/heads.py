@@ -27,8 +27,11 @@ class HeadThresholds:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
                 raise ValueError(f"threshold {name} is a share of weight in [0, 1], got {value!r}")
-        if isinstance(self.local_distance, bool) or not isinstance(self.local_distance, (int, float)) \
-                or not 0 < self.local_distance < float("inf"):
+        if (
+            isinstance(self.local_distance, bool)
+            or not isinstance(self.local_distance, (int, float))
+            or not 0 < self.local_distance < float("inf")
+        ):
             raise ValueError(f"threshold local_distance is a finite distance > 0 in keys, got {self.local_distance!r}")
 
 
@@ -41,25 +44,32 @@ def head_features(rows: pd.DataFrame) -> pd.DataFrame:
     """
     need = [*HEAD_KEYS, "query", "argmax", "target_mass", "entropy", "sink_mass", "status"]
     if not isinstance(rows, pd.DataFrame):
-        raise TypeError(f"head_features takes a pandas DataFrame of rows (row_stats' table), "
-                        f"got {type(rows).__name__}")
+        raise TypeError(f"head_features takes a pandas DataFrame of rows (row_stats' table), got {type(rows).__name__}")
     missing = [c for c in need if c not in rows.columns]
     if missing:
         raise ValueError(f"head_features needs columns {missing}; the table has {list(rows.columns)}")
     ok = rows[~rows["status"].isin(("nan", "inf", "empty"))]
-    frame = pd.DataFrame({
-        "layer": ok["layer"], "head": ok["head"],
-        "induction": ok["target_mass"], "entropy": ok["entropy"],
-        "locality": (ok["query"] - ok["argmax"]).astype(np.float64), "sink": ok["sink_mass"],
-    })
+    frame = pd.DataFrame(
+        {
+            "layer": ok["layer"],
+            "head": ok["head"],
+            "induction": ok["target_mass"],
+            "entropy": ok["entropy"],
+            "locality": (ok["query"] - ok["argmax"]).astype(np.float64),
+            "sink": ok["sink_mass"],
+        }
+    )
     return frame.groupby(list(HEAD_KEYS), sort=True).mean().reset_index()
 
 
 def _tests(features: pd.DataFrame, t: HeadThresholds) -> list[pd.Series]:
     """Whether each head passes the sink, induction and local tests of Polynomial Concentration App. H. Each
     feature is a mean over the rows where it is defined (induction: the rows with a planted B)."""
-    return [features["sink"] > t.sink, features["induction"] > t.induction,
-            (features["locality"] < t.local_distance) & (features["induction"] < t.local_induction)]
+    return [
+        features["sink"] > t.sink,
+        features["induction"] > t.induction,
+        (features["locality"] < t.local_distance) & (features["induction"] < t.local_induction),
+    ]
 
 
 def classify(features: pd.DataFrame, thresholds: HeadThresholds = HeadThresholds()) -> pd.Series:

@@ -27,17 +27,41 @@ class Kernel:
         lib.diag_rows_f64.restype = _I
         self.lib = lib
 
-    def diag_rows(self, zm: torch.Tensor, target: torch.Tensor | None, b: float, tau: float | None,
-                  degrees: torch.Tensor, betas: torch.Tensor, sink: int, eps: float, r_mode: int,
-                  r: float) -> torch.Tensor:
+    def diag_rows(
+        self,
+        zm: torch.Tensor,
+        target: torch.Tensor | None,
+        b: float,
+        tau: float | None,
+        degrees: torch.Tensor,
+        betas: torch.Tensor,
+        sink: int,
+        eps: float,
+        r_mode: int,
+        r: float,
+    ) -> torch.Tensor:
         """The diagnostics bundle of contiguous float64 rows zm (see ``_rows.c``): a (columns, rows) table,
         columns OUT_* then S_p per degree then DIAG_PER_BETA per beta."""
         rows, n = zm.shape
         out = torch.empty(DIAG_FIXED + len(degrees) + DIAG_PER_BETA * len(betas), rows, dtype=torch.float64)
         failed = self.lib.diag_rows_f64(
-            zm.data_ptr(), rows, n, None if target is None else target.data_ptr(), b,
-            math.inf if tau is None else tau, degrees.data_ptr(), len(degrees), betas.data_ptr(), len(betas),
-            sink, eps, r_mode, r, out.data_ptr(), torch.get_num_threads())
+            zm.data_ptr(),
+            rows,
+            n,
+            None if target is None else target.data_ptr(),
+            b,
+            math.inf if tau is None else tau,
+            degrees.data_ptr(),
+            len(degrees),
+            betas.data_ptr(),
+            len(betas),
+            sink,
+            eps,
+            r_mode,
+            r,
+            out.data_ptr(),
+            torch.get_num_threads(),
+        )
         if failed:
             raise MemoryError(f"the diagnostics kernel could not allocate its {n}-key scratch rows")
         return out

@@ -19,16 +19,49 @@ import torch
 from .. import rowmaps
 from ..rowmaps.registry import RowMap
 from .nondispersion_theory import (
-    _alpha, _count, _positive, _prop3_rate, bounded_logits, lemma1_bmax, lemma2_gap, lemma2_support, prop3_limit,
-    prop3_predicted_gap, prop3_range, prop3_sequences, softmax_entropy_floor, softmax_required_gap,
-    softmax_weight_bounds, two_level_logits, two_level_threshold, two_level_weights,
+    _alpha,
+    _count,
+    _positive,
+    _prop3_rate,
+    bounded_logits,
+    lemma1_bmax,
+    lemma2_gap,
+    lemma2_support,
+    prop3_limit,
+    prop3_predicted_gap,
+    prop3_range,
+    prop3_sequences,
+    softmax_entropy_floor,
+    softmax_required_gap,
+    softmax_weight_bounds,
+    two_level_logits,
+    two_level_threshold,
+    two_level_weights,
 )
 
 __all__ = [
-    "ALPHAS", "EPS", "LENGTHS", "bounded_logits", "lemma1_bmax", "lemma2_gap", "lemma2_support", "prop1_rows",
-    "prop3_gap", "prop3_limit", "prop3_predicted_gap", "prop3_range", "prop3_sequences", "rowmap_for",
-    "softmax_entropy_floor", "softmax_required_gap", "softmax_weight_bounds", "theory_checks", "two_level_logits",
-    "two_level_threshold", "two_level_weights", "weight_tolerance",
+    "ALPHAS",
+    "EPS",
+    "LENGTHS",
+    "bounded_logits",
+    "lemma1_bmax",
+    "lemma2_gap",
+    "lemma2_support",
+    "prop1_rows",
+    "prop3_gap",
+    "prop3_limit",
+    "prop3_predicted_gap",
+    "prop3_range",
+    "prop3_sequences",
+    "rowmap_for",
+    "softmax_entropy_floor",
+    "softmax_required_gap",
+    "softmax_weight_bounds",
+    "theory_checks",
+    "two_level_logits",
+    "two_level_threshold",
+    "two_level_weights",
+    "weight_tolerance",
 ]
 
 EPS = torch.finfo(torch.float64).eps
@@ -45,12 +78,23 @@ def rowmap_for(alpha: float) -> RowMap:
 def _profile(w: torch.Tensor) -> dict[str, float]:
     entropy = float(-torch.special.xlogy(w, w).sum())
     n = w.shape[-1]
-    return {"support": int((w > 0).sum()), "max_weight": float(w.max()), "min_weight": float(w.min()),
-            "entropy": entropy, "entropy_norm": entropy / math.log(n) if n > 1 else math.nan}
+    return {
+        "support": int((w > 0).sum()),
+        "max_weight": float(w.max()),
+        "min_weight": float(w.min()),
+        "entropy": entropy,
+        "entropy_norm": entropy / math.log(n) if n > 1 else math.nan,
+    }
 
 
-def prop1_rows(lengths: Sequence[int] = LENGTHS, alphas: Sequence[float] = (1.5,), k: int = 2,
-               spread: float = 4.0, theta: float = 1.0, beta: float = 0.5) -> pd.DataFrame:
+def prop1_rows(
+    lengths: Sequence[int] = LENGTHS,
+    alphas: Sequence[float] = (1.5,),
+    k: int = 2,
+    spread: float = 4.0,
+    theta: float = 1.0,
+    beta: float = 0.5,
+) -> pd.DataFrame:
     """Support, max and min weight, entropy and entropy / log n of the rows Prop. 1 (ii)-(iii) speaks of, one
     record per map, logits and n (Vasylenko et al. 2025 Prop. 1, §3.2, App. C). Columns: map, alpha, logits, n,
     k (top tokens; NaN for the bounded rows), support, max_weight, min_weight, entropy, entropy_norm.
@@ -68,14 +112,31 @@ def prop1_rows(lengths: Sequence[int] = LENGTHS, alphas: Sequence[float] = (1.5,
     if k >= lengths[0]:
         raise ValueError(f"k must be below every length, got k={k} and length {lengths[0]}")
     softmax = rowmap_for(1.0)
-    records = [{"map": "softmax", "alpha": 1.0, "logits": "bounded", "n": n, "k": math.nan,
-                **_profile(softmax(bounded_logits(n, spread) / theta))} for n in lengths]
+    records = [
+        {
+            "map": "softmax",
+            "alpha": 1.0,
+            "logits": "bounded",
+            "n": n,
+            "k": math.nan,
+            **_profile(softmax(bounded_logits(n, spread) / theta)),
+        }
+        for n in lengths
+    ]
     for alpha in alphas:
         entmax, delta = rowmap_for(alpha), 2 * lemma2_gap(1, alpha)
         for n in lengths:
             for logits, top in (("two-level", k), ("sublinear", math.floor(n**beta))):
-                records.append({"map": entmax.name, "alpha": float(alpha), "logits": logits, "n": n, "k": top,
-                                **_profile(entmax(two_level_logits(n, top, delta)))})
+                records.append(
+                    {
+                        "map": entmax.name,
+                        "alpha": float(alpha),
+                        "logits": logits,
+                        "n": n,
+                        "k": top,
+                        **_profile(entmax(two_level_logits(n, top, delta))),
+                    }
+                )
     return pd.DataFrame(records)
 
 
@@ -123,13 +184,31 @@ def _error(relation: str, predicted: float, measured: float) -> float:
     return 0.0 if (measured > predicted if relation == ">" else measured < predicted) else math.inf
 
 
-def _row(statement: str, setting: str, relation: str, predicted: float, measured: float, tolerance: float,
-         n: int, alpha: float, error: float | None = None) -> dict:
+def _row(
+    statement: str,
+    setting: str,
+    relation: str,
+    predicted: float,
+    measured: float,
+    tolerance: float,
+    n: int,
+    alpha: float,
+    error: float | None = None,
+) -> dict:
     """One check; ``error`` overrides the one measured and predicted give (a whole row's worst deviation)."""
     error = _error(relation, predicted, measured) if error is None else error
-    return {"statement": statement, "setting": setting, "n": n, "alpha": alpha, "relation": relation,
-            "predicted": float(predicted), "measured": float(measured), "error": error,
-            "tolerance": tolerance, "holds": bool(error <= tolerance)}
+    return {
+        "statement": statement,
+        "setting": setting,
+        "n": n,
+        "alpha": alpha,
+        "relation": relation,
+        "predicted": float(predicted),
+        "measured": float(measured),
+        "error": error,
+        "tolerance": tolerance,
+        "holds": bool(error <= tolerance),
+    }
 
 
 def _lemma2_checks(lengths: list[int], alphas: Sequence[float]) -> list[dict]:
@@ -145,17 +224,47 @@ def _lemma2_checks(lengths: list[int], alphas: Sequence[float]) -> list[dict]:
                     exact = torch.full((n,), p_low, dtype=torch.float64)
                     exact[:k] = p_top
                     setting = f"n={n} k={k} alpha={alpha:g} Delta={delta:.6g} ({factor:g} x gap)"
-                    rows.append(_row("Lemma 2 (i): support is k iff Delta >= k^-(alpha-1)/(alpha-1)", setting, "==",
-                                     lemma2_support(n, k, delta, alpha), int((w > 0).sum()), 0, n, alpha))
-                    rows.append(_row("Lemma 2 (i): top weight (1/k above the gap, eq. 75-78 below; max error "
-                                     "over the row)", setting, "==", p_top, float(w[0]), weight_tolerance(n, alpha),
-                                     n, alpha, error=float((w - exact).abs().max())))
+                    rows.append(
+                        _row(
+                            "Lemma 2 (i): support is k iff Delta >= k^-(alpha-1)/(alpha-1)",
+                            setting,
+                            "==",
+                            lemma2_support(n, k, delta, alpha),
+                            int((w > 0).sum()),
+                            0,
+                            n,
+                            alpha,
+                        )
+                    )
+                    rows.append(
+                        _row(
+                            "Lemma 2 (i): top weight (1/k above the gap, eq. 75-78 below; max error over the row)",
+                            setting,
+                            "==",
+                            p_top,
+                            float(w[0]),
+                            weight_tolerance(n, alpha),
+                            n,
+                            alpha,
+                            error=float((w - exact).abs().max()),
+                        )
+                    )
     softmax, k, c = rowmap_for(1.0), 4, 0.5
     for n in lengths:
         delta = softmax_required_gap(n, k, c)
         mass = float(softmax(two_level_logits(n, k, delta))[:k].sum())
-        rows.append(_row("Lemma 2 (ii): softmax top-k mass = c at Delta = ln((n-k)/k c/(1-c))",
-                         f"n={n} k={k} c={c:g} theta=1 Delta={delta:.6g}", "==", c, mass, 1e-12, n, 1.0))
+        rows.append(
+            _row(
+                "Lemma 2 (ii): softmax top-k mass = c at Delta = ln((n-k)/k c/(1-c))",
+                f"n={n} k={k} c={c:g} theta=1 Delta={delta:.6g}",
+                "==",
+                c,
+                mass,
+                1e-12,
+                n,
+                1.0,
+            )
+        )
     return rows
 
 
@@ -171,40 +280,123 @@ def _prop1_checks(lengths: list[int], alphas: Sequence[float]) -> list[dict]:
         z = two_level_logits(n0, k, delta)
         b_max = lemma1_bmax(n0, k, delta, alpha)
         setting = f"n={n0} -> N={n_max} k={k} alpha={alpha:g} Delta={delta:.6g} b_max={b_max:.6g}"
-        for side, shift, relation in (("at b_max - 1e-3: old weights unchanged", -1e-3, "=="),
-                                      ("at b_max + 1e-3: old weights change", 1e-3, ">")):
+        for side, shift, relation in (
+            ("at b_max - 1e-3: old weights unchanged", -1e-3, "=="),
+            ("at b_max + 1e-3: old weights change", 1e-3, ">"),
+        ):
             extended = torch.cat([z, torch.full((n_max - n0,), b_max + shift, dtype=torch.float64)])
             change = float((rowmap(z) - rowmap(extended)[:n0]).abs().max())
             tolerance = weight_tolerance(n_max, alpha) if relation == "==" else 0.0
-            rows.append(_row(f"Prop. 1 (i) / Lemma 1: keys appended {side}", setting, relation, 0.0, change,
-                             tolerance, n_max, alpha))
+            rows.append(
+                _row(
+                    f"Prop. 1 (i) / Lemma 1: keys appended {side}",
+                    setting,
+                    relation,
+                    0.0,
+                    change,
+                    tolerance,
+                    n_max,
+                    alpha,
+                )
+            )
     z = bounded_logits(n0, spread)
     rise = float((softmax(torch.cat([z, bounded_logits(n_max, spread)[n0:]]))[:n0] - softmax(z)).max())
-    rows.append(_row("Prop. 1 (i): softmax leaks, every old weight drops when keys are appended",
-                     f"n={n0} -> N={n_max} bounded logits in [0, {spread:g})", "<", 0.0, rise, 0.0, n_max, 1.0))
+    rows.append(
+        _row(
+            "Prop. 1 (i): softmax leaks, every old weight drops when keys are appended",
+            f"n={n0} -> N={n_max} bounded logits in [0, {spread:g})",
+            "<",
+            0.0,
+            rise,
+            0.0,
+            n_max,
+            1.0,
+        )
+    )
     # (ii) softmax on bounded logits.
     for r in table[table.logits == "bounded"].itertuples():
         low, high = softmax_weight_bounds(r.n, spread)
         setting = f"n={r.n} bounded logits in [0, {spread:g}) theta=1"
-        rows.append(_row("Prop. 1 (ii): softmax max weight <= e^Delta / n (eq. 45)", setting, "<=", high,
-                         r.max_weight, 1e-15, r.n, 1.0))
-        rows.append(_row("Prop. 1 (ii): softmax min weight >= e^-Delta / n (eq. 45)", setting, ">=", low,
-                         r.min_weight, 1e-15, r.n, 1.0))
-        rows.append(_row("Prop. 1 (ii): softmax entropy >= log n - Delta, H/log n -> 1 (eq. 46)", setting, ">=",
-                         softmax_entropy_floor(r.n, spread), r.entropy, 1e-12, r.n, 1.0))
+        rows.append(
+            _row(
+                "Prop. 1 (ii): softmax max weight <= e^Delta / n (eq. 45)",
+                setting,
+                "<=",
+                high,
+                r.max_weight,
+                1e-15,
+                r.n,
+                1.0,
+            )
+        )
+        rows.append(
+            _row(
+                "Prop. 1 (ii): softmax min weight >= e^-Delta / n (eq. 45)",
+                setting,
+                ">=",
+                low,
+                r.min_weight,
+                1e-15,
+                r.n,
+                1.0,
+            )
+        )
+        rows.append(
+            _row(
+                "Prop. 1 (ii): softmax entropy >= log n - Delta, H/log n -> 1 (eq. 46)",
+                setting,
+                ">=",
+                softmax_entropy_floor(r.n, spread),
+                r.entropy,
+                1e-12,
+                r.n,
+                1.0,
+            )
+        )
     # (iii) alpha-entmax on two-level logits above the gap.
     for r in table[table.logits == "two-level"].itertuples():
         setting = f"n={r.n} k={r.k:.0f} alpha={r.alpha:g} Delta={2 * lemma2_gap(1, r.alpha):.6g}"
-        rows.append(_row("Prop. 1 (iii): entmax support stays k (eq. 47)", setting, "==", r.k, r.support, 0,
-                         r.n, r.alpha))
-        rows.append(_row("Prop. 1 (iii): entmax max weight stays 1/k (eq. 47)", setting, "==", 1 / r.k,
-                         r.max_weight, 1e-12, r.n, r.alpha))
-        rows.append(_row("Prop. 1 (iii): entmax entropy stays log k, H/log n -> 0 (eq. 48-49)", setting, "==",
-                         math.log(r.k), r.entropy, 1e-12, r.n, r.alpha))
+        rows.append(
+            _row("Prop. 1 (iii): entmax support stays k (eq. 47)", setting, "==", r.k, r.support, 0, r.n, r.alpha)
+        )
+        rows.append(
+            _row(
+                "Prop. 1 (iii): entmax max weight stays 1/k (eq. 47)",
+                setting,
+                "==",
+                1 / r.k,
+                r.max_weight,
+                1e-12,
+                r.n,
+                r.alpha,
+            )
+        )
+        rows.append(
+            _row(
+                "Prop. 1 (iii): entmax entropy stays log k, H/log n -> 0 (eq. 48-49)",
+                setting,
+                "==",
+                math.log(r.k),
+                r.entropy,
+                1e-12,
+                r.n,
+                r.alpha,
+            )
+        )
     for r in table[table.logits == "sublinear"].itertuples():
         setting = f"n={r.n} k=floor(n^{beta:g})={r.k:.0f} alpha={r.alpha:g}"
-        rows.append(_row("Prop. 1 (iii): entmax H/log n <= beta for support n^beta (eq. 50-51)", setting, "<=",
-                         beta, r.entropy_norm, 1e-12, r.n, r.alpha))
+        rows.append(
+            _row(
+                "Prop. 1 (iii): entmax H/log n <= beta for support n^beta (eq. 50-51)",
+                setting,
+                "<=",
+                beta,
+                r.entropy_norm,
+                1e-12,
+                r.n,
+                r.alpha,
+            )
+        )
     return rows
 
 
@@ -217,15 +409,37 @@ def _prop3_checks(lengths: list[int], alphas: Sequence[float]) -> list[dict]:
     for alpha, phi, b, d in cases:
         setting = f"alpha={alpha:g} phi={phi:.6g} b={b:g} d={d}"
         for n in lengths:
-            rows.append(_row("Prop. 3: L1 gap of the last outputs = (q - p_n)||v_bar - v_a||_1 (eq. 73, 79)",
-                             f"n={n} {setting}", "==", prop3_predicted_gap(n, alpha, phi, b, d),
-                             prop3_gap(n, alpha, phi, b, d), weight_tolerance(n + 1, alpha), n, alpha))
+            rows.append(
+                _row(
+                    "Prop. 3: L1 gap of the last outputs = (q - p_n)||v_bar - v_a||_1 (eq. 73, 79)",
+                    f"n={n} {setting}",
+                    "==",
+                    prop3_predicted_gap(n, alpha, phi, b, d),
+                    prop3_gap(n, alpha, phi, b, d),
+                    weight_tolerance(n + 1, alpha),
+                    n,
+                    alpha,
+                )
+            )
         n = lengths[-1]
         limit = prop3_limit(alpha, phi, b, d)
-        statement = ("Prop. 3: softmax gap -> 0, within e^Delta/(n-1)||v_bar - v_a||_1 (collapse)" if alpha == 1
-                     else "Prop. 3: entmax gap -> (1-p*)||v_bar - v_a||_1 > 0 (eq. 82; 0.354 in eq. 67)")
-        rows.append(_row(statement, f"n={n} {setting}", "==", limit, prop3_gap(n, alpha, phi, b, d),
-                         _prop3_rate(n, alpha, phi, b, d) + weight_tolerance(n + 1, alpha), n, alpha))
+        statement = (
+            "Prop. 3: softmax gap -> 0, within e^Delta/(n-1)||v_bar - v_a||_1 (collapse)"
+            if alpha == 1
+            else "Prop. 3: entmax gap -> (1-p*)||v_bar - v_a||_1 > 0 (eq. 82; 0.354 in eq. 67)"
+        )
+        rows.append(
+            _row(
+                statement,
+                f"n={n} {setting}",
+                "==",
+                limit,
+                prop3_gap(n, alpha, phi, b, d),
+                _prop3_rate(n, alpha, phi, b, d) + weight_tolerance(n + 1, alpha),
+                n,
+                alpha,
+            )
+        )
     return rows
 
 

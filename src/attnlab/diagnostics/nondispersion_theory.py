@@ -92,7 +92,8 @@ def two_level_weights(n: int, k: int, delta: float, alpha: float) -> tuple[float
     """(p_M, p_m): the weight of each top and each low token of two-level logits (Vasylenko et al. 2025 Lemma 2,
     App. C).
 
-    alpha = 1: softmax at temperature 1 (eq. 34; pass Delta / theta for another). alpha > 1 with Delta >= lemma2_gap: (1/k, 0), eq. 33. Below the gap every token
+    alpha = 1: softmax at temperature 1 (eq. 34; pass Delta / theta for another). alpha > 1 with Delta >= lemma2_gap:
+    (1/k, 0), eq. 33. Below the gap every token
     is in the support and eq. 75-78, written for k = 1 in App. D.2, give for any k
     p_M^(alpha-1) - p_m^(alpha-1) = (alpha-1) Delta with k p_M + (n-k) p_m = 1, solved here for p_m by bisection
     to the last float (the left side falls from k^-(alpha-1) - (alpha-1) Delta > 0 at p_m = 0 to
@@ -219,8 +220,10 @@ def prop3_limit(alpha: float, phi: float, b: float, d: int = 2) -> float:
         return 0.0
     low, high = prop3_range(alpha)
     if not low <= phi - b < high:
-        raise ValueError(f"phi - b must lie in [{low:.6g}, {high:.6g}) for alpha={alpha:g} (eq. 74: dense "
-                         f"without the repeat, sparse with it), got {phi - b:.6g}")
+        raise ValueError(
+            f"phi - b must lie in [{low:.6g}, {high:.6g}) for alpha={alpha:g} (eq. 74: dense "
+            f"without the repeat, sparse with it), got {phi - b:.6g}"
+        )
     p_star = ((alpha - 1) * (phi - b)) ** (1 / (alpha - 1))
     return (1 - p_star) * _prop3_spread(phi, b, d)
 

@@ -63,8 +63,9 @@ class RowOptions:
         if isinstance(self.sink, bool) or not (isinstance(self.sink, int) and self.sink >= 0):
             raise ValueError(f"sink must be an int >= 0 (0 = the first allowed key), got {self.sink!r}")
         if not (self.r is None or self.r == "auto" or (_finite(self.r) and self.r >= 0)):
-            raise ValueError(f"r must be None (no lambda_resolved), 'auto' (log(1 + log n)) or a finite "
-                             f"number >= 0, got {self.r!r}")
+            raise ValueError(
+                f"r must be None (no lambda_resolved), 'auto' (log(1 + log n)) or a finite number >= 0, got {self.r!r}"
+            )
         if not all(_finite(x) and x > 0 for x in self.gamma):
             raise ValueError(f"gamma must be a list of finite numbers > 0 (beta = gamma Lambda_n), got {self.gamma!r}")
         rm = rowmaps.get(self.rowmap)
@@ -72,10 +73,32 @@ class RowOptions:
             raise ValueError(f"rowmap must be a normalized map with its parameters resolved, got {self.rowmap!r}")
 
     @classmethod
-    def make(cls, *, p=(2, 4, 8, 16), b=0.0, tau=None, eps=1e-6, beta=1.0, sink=0, rowmap="softmax",
-             sigmoid=False, r=None, gamma=()) -> RowOptions:
-        return cls(p=_several(p), b=b, tau=tau, eps=eps, beta=_several(beta), sink=sink, rowmap=rowmap,
-                   sigmoid=bool(sigmoid), r=r, gamma=_several(gamma))
+    def make(
+        cls,
+        *,
+        p=(2, 4, 8, 16),
+        b=0.0,
+        tau=None,
+        eps=1e-6,
+        beta=1.0,
+        sink=0,
+        rowmap="softmax",
+        sigmoid=False,
+        r=None,
+        gamma=(),
+    ) -> RowOptions:
+        return cls(
+            p=_several(p),
+            b=b,
+            tau=tau,
+            eps=eps,
+            beta=_several(beta),
+            sink=sink,
+            rowmap=rowmap,
+            sigmoid=bool(sigmoid),
+            r=r,
+            gamma=_several(gamma),
+        )
 
     def beta_suffix(self, beta: float) -> str:
         return "" if len(self.beta) == 1 else f"_beta{beta:g}"
@@ -110,19 +133,21 @@ def flat_rows(scores, mask=None, target=None):
     try:
         target = torch.as_tensor(target)
     except (TypeError, ValueError, RuntimeError):  # strings, ragged lists, objects: torch names none of them
-        raise TypeError(f"target must hold integer key indices (a tensor, array or list of ints), got "
-                        f"{type(target).__name__} {str(target)[:40]!r}") from None
+        raise TypeError(
+            f"target must hold integer key indices (a tensor, array or list of ints), got "
+            f"{type(target).__name__} {str(target)[:40]!r}"
+        ) from None
     if target.is_floating_point() or target.dtype == torch.bool or target.is_complex():
         raise TypeError(f"target must hold integer key indices, got dtype {target.dtype}")
     lead = scores.shape[:-1]
     try:
         target = target.to("cpu", torch.int64).expand(lead).reshape(-1)
     except RuntimeError:
-        raise ValueError(f"target shape {tuple(target.shape)} does not broadcast to the rows' shape "
-                         f"{tuple(lead)}") from None
+        raise ValueError(
+            f"target shape {tuple(target.shape)} does not broadcast to the rows' shape {tuple(lead)}"
+        ) from None
     if ((target < 0) | (target >= n)).any():
-        raise ValueError(f"target indices must lie in [0, {n}); got min {int(target.min())}, "
-                         f"max {int(target.max())}")
+        raise ValueError(f"target indices must lie in [0, {n}); got min {int(target.min())}, max {int(target.max())}")
     return rows, mask, target
 
 
@@ -155,9 +180,17 @@ def _torch_basics(zm: torch.Tensor, target: torch.Tensor | None, opt: RowOptions
     ratio, a_act = conc.ratios(zm, first if target is None else target, opt.b, opt.tau)
     s = conc.s_p(ratio, opt.p)
     del ratio
-    return {"n_keys": n_keys, "first": first, "second": second, "rest": rest.values, "a_act": a_act, "s_p": s,
-            "sink": sink_index(zm, n_keys, opt.sink, full), "softmax": None,
-            "gaps": gap_stats(zm, n_keys, eps=opt.eps, r=opt.r)}
+    return {
+        "n_keys": n_keys,
+        "first": first,
+        "second": second,
+        "rest": rest.values,
+        "a_act": a_act,
+        "s_p": s,
+        "sink": sink_index(zm, n_keys, opt.sink, full),
+        "softmax": None,
+        "gaps": gap_stats(zm, n_keys, eps=opt.eps, r=opt.r),
+    }
 
 
 R_MODES = {None: 0, "auto": 2}
@@ -168,27 +201,55 @@ def _kernel_basics(k, zm: torch.Tensor, target: torch.Tensor | None, opt: RowOpt
     is in cache; softmax's dispersion comes with it when the row map is softmax."""
     softmax = opt.rowmap == "softmax"
     betas = torch.tensor(opt.beta if softmax else (), dtype=torch.float64)
-    table = k.diag_rows(zm, None if target is None else target.contiguous(), opt.b, opt.tau,
-                        torch.tensor(opt.p, dtype=torch.float64), betas, opt.sink, opt.eps,
-                        R_MODES.get(opt.r, 1), 0.0 if opt.r in R_MODES else float(opt.r))
-    (n_keys, first, second, rest, a_act, sink, lam, tie, cgap, ccount, alpha, cent,
-     lam_r) = table[:kernel.DIAG_FIXED]
-    gaps = {"lambda_n": lam, "tie": tie > 0, "contact_gap": cgap, "contact_count": ccount, "alpha_n": alpha,
-            "contact_entropy": cent}
+    table = k.diag_rows(
+        zm,
+        None if target is None else target.contiguous(),
+        opt.b,
+        opt.tau,
+        torch.tensor(opt.p, dtype=torch.float64),
+        betas,
+        opt.sink,
+        opt.eps,
+        R_MODES.get(opt.r, 1),
+        0.0 if opt.r in R_MODES else float(opt.r),
+    )
+    (n_keys, first, second, rest, a_act, sink, lam, tie, cgap, ccount, alpha, cent, lam_r) = table[: kernel.DIAG_FIXED]
+    gaps = {
+        "lambda_n": lam,
+        "tie": tie > 0,
+        "contact_gap": cgap,
+        "contact_count": ccount,
+        "alpha_n": alpha,
+        "contact_entropy": cent,
+    }
     if opt.r is not None:
         gaps["lambda_resolved"] = lam_r
-    s_cols = table[kernel.DIAG_FIXED:kernel.DIAG_FIXED + len(opt.p)]
-    per_beta = table[kernel.DIAG_FIXED + len(opt.p):].reshape(len(betas), kernel.DIAG_PER_BETA, zm.shape[0])
+    s_cols = table[kernel.DIAG_FIXED : kernel.DIAG_FIXED + len(opt.p)]
+    per_beta = table[kernel.DIAG_FIXED + len(opt.p) :].reshape(len(betas), kernel.DIAG_PER_BETA, zm.shape[0])
     n_keys = n_keys.long()
-    return {"n_keys": n_keys, "first": first.long(), "second": second.long(), "rest": rest,
-            "a_act": a_act.long(), "s_p": dict(zip(opt.p, s_cols)), "sink": sink.long(),
-            "softmax": [_softmax_columns(*cols, n_keys) for cols in per_beta] if softmax else None, "gaps": gaps}
+    return {
+        "n_keys": n_keys,
+        "first": first.long(),
+        "second": second.long(),
+        "rest": rest,
+        "a_act": a_act.long(),
+        "s_p": dict(zip(opt.p, s_cols)),
+        "sink": sink.long(),
+        "softmax": [_softmax_columns(*cols, n_keys) for cols in per_beta] if softmax else None,
+        "gaps": gaps,
+    }
 
 
 def _softmax_columns(entropy, support, max_weight, top2_gap, target_mass, sink_mass, n_keys) -> dict:
-    return {"entropy": entropy, "entropy_norm": normalized_entropy(entropy, n_keys),
-            "support": support.long(), "max_weight": max_weight, "top2_gap": top2_gap,
-            "target_mass": target_mass, "sink_mass": sink_mass}
+    return {
+        "entropy": entropy,
+        "entropy_norm": normalized_entropy(entropy, n_keys),
+        "support": support.long(),
+        "max_weight": max_weight,
+        "top2_gap": top2_gap,
+        "target_mass": target_mass,
+        "sink_mass": sink_mass,
+    }
 
 
 def _readable_stats(zm: torch.Tensor, target: torch.Tensor | None, opt: RowOptions) -> dict[str, object]:
@@ -205,8 +266,14 @@ def _readable_stats(zm: torch.Tensor, target: torch.Tensor | None, opt: RowOptio
         target = first
     m = conc.margins(zm, target, opt.b, rest_max=rest)
     out: dict[str, object] = {
-        "status": conc.status(m["u_star"], opt.tau), "target": target, "target_is_max": m["target_is_max"],
-        "n_keys": n_keys, "a_act": basics["a_act"], "delta": m["delta"], "u_star": m["u_star"], "rho": m["rho"],
+        "status": conc.status(m["u_star"], opt.tau),
+        "target": target,
+        "target_is_max": m["target_is_max"],
+        "n_keys": n_keys,
+        "a_act": basics["a_act"],
+        "delta": m["delta"],
+        "u_star": m["u_star"],
+        "rho": m["rho"],
     }
     for p in opt.p:
         out[f"s_p{_deg(p)}"] = basics["s_p"][p]
@@ -228,8 +295,9 @@ def _readable_stats(zm: torch.Tensor, target: torch.Tensor | None, opt: RowOptio
         for name, v in cols.items():
             out[name + suffix] = v
         # p*_n(beta) is softmax's largest weight (Hayase & Karakida 2026 App. D): already at hand for softmax.
-        out["p_star_n" + suffix] = (out["max_weight" + suffix] if opt.rowmap == "softmax"
-                                    else p_star_n(zm, (beta,))[:, 0])
+        out["p_star_n" + suffix] = (
+            out["max_weight" + suffix] if opt.rowmap == "softmax" else p_star_n(zm, (beta,))[:, 0]
+        )
     out.update(basics["gaps"])
     if opt.gamma:
         gammas = torch.tensor(opt.gamma, dtype=zm.dtype)
@@ -264,14 +332,19 @@ def _column(name: str, values: torch.Tensor, code: torch.Tensor, readable: np.nd
     return pd.arrays.IntegerArray(v.astype(np.int64), missing)
 
 
-def blocks(rows: torch.Tensor, mask: torch.Tensor | None, target: torch.Tensor | None, opt: RowOptions,
-           chunk_values: int | None = None) -> Iterator[tuple[int, pd.DataFrame]]:
+def blocks(
+    rows: torch.Tensor,
+    mask: torch.Tensor | None,
+    target: torch.Tensor | None,
+    opt: RowOptions,
+    chunk_values: int | None = None,
+) -> Iterator[tuple[int, pd.DataFrame]]:
     """(first row, records) for successive blocks of rows from ``flat_rows``: the float64 copies and
     temporaries stay O(chunk_values) scores (default CHUNK_VALUES) however many rows come."""
     step = max(1, (CHUNK_VALUES if chunk_values is None else chunk_values) // rows.shape[-1])
     for i in range(0, max(rows.shape[0], 1), step):
-        zm = masked_float64(rows[i:i + step], None if mask is None else mask[i:i + step])
-        yield i, stats_frame(zm, None if target is None else target[i:i + step], opt)
+        zm = masked_float64(rows[i : i + step], None if mask is None else mask[i : i + step])
+        yield i, stats_frame(zm, None if target is None else target[i : i + step], opt)
 
 
 def stats_frame(zm: torch.Tensor, target: torch.Tensor | None, opt: RowOptions) -> pd.DataFrame:
@@ -296,11 +369,22 @@ def _flag(values: np.ndarray, known: np.ndarray) -> pd.arrays.BooleanArray:
     return pd.arrays.BooleanArray(values & known, ~known)
 
 
-def row_stats(scores, mask=None, *, p: float | Sequence[float] = (2, 4, 8, 16), b: float = 0.0,
-              tau: float | None = None, target=None, eps: float = 1e-6,
-              beta: float | Sequence[float] = 1.0, sink: int = 0, rowmap: str = "softmax",
-              sigmoid: bool = False, r: float | str | None = None,
-              gamma: float | Sequence[float] = ()) -> pd.DataFrame:
+def row_stats(
+    scores,
+    mask=None,
+    *,
+    p: float | Sequence[float] = (2, 4, 8, 16),
+    b: float = 0.0,
+    tau: float | None = None,
+    target=None,
+    eps: float = 1e-6,
+    beta: float | Sequence[float] = 1.0,
+    sink: int = 0,
+    rowmap: str = "softmax",
+    sigmoid: bool = False,
+    r: float | str | None = None,
+    gamma: float | Sequence[float] = (),
+) -> pd.DataFrame:
     """One record per score row (leading dims of ``scores`` flattened in C order), in float64.
 
     scores: (..., n) floating tensor or array, keys last. mask: bool, True = key may be attended,
@@ -321,7 +405,8 @@ def row_stats(scores, mask=None, *, p: float | Sequence[float] = (2, 4, 8, 16), 
     (S_p < 1), safe_eps_p<p> (S_p < 1 + eps), pred_safe_p<p> (p >= p_star); boolean columns are NA
     where their statistic is undefined.
     """
-    opt = RowOptions.make(p=p, b=b, tau=tau, eps=eps, beta=beta, sink=sink, rowmap=rowmap, sigmoid=sigmoid,
-                          r=r, gamma=gamma)
+    opt = RowOptions.make(
+        p=p, b=b, tau=tau, eps=eps, beta=beta, sink=sink, rowmap=rowmap, sigmoid=sigmoid, r=r, gamma=gamma
+    )
     frames = [frame for _, frame in blocks(*flat_rows(scores, mask, target), opt)]
     return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)

@@ -138,8 +138,9 @@ def _group_codes(df: pd.DataFrame, by: tuple[str, ...]) -> tuple[np.ndarray, pd.
     return g.ngroup().to_numpy(dtype=np.int64), keys
 
 
-def aggregate(df: pd.DataFrame, by=("layer", "head"), *, fractions=(), medians=(), where=active_rows,
-              drop_inf=True) -> pd.DataFrame:
+def aggregate(
+    df: pd.DataFrame, by=("layer", "head"), *, fractions=(), medians=(), where=active_rows, drop_inf=True
+) -> pd.DataFrame:
     """Per group of `by` (sorted; () = the whole table as one group): counts, Wilson-bounded fractions
     of boolean columns and medians of float columns.
 
@@ -167,8 +168,9 @@ def aggregate(df: pd.DataFrame, by=("layer", "head"), *, fractions=(), medians=(
     else:
         drop_cols = set(_names(drop_inf))
         if not drop_cols <= set(medians):
-            raise ValueError(f"drop_inf names {sorted(drop_cols - set(medians))}, which are not in medians "
-                             f"{list(medians)}")
+            raise ValueError(
+                f"drop_inf names {sorted(drop_cols - set(medians))}, which are not in medians {list(medians)}"
+            )
     codes, out = _group_codes(df, by)
     n_groups = len(out)
 
@@ -242,8 +244,15 @@ def _check_level(level: float) -> None:
         raise ValueError(f"level must lie in (0, 1), got {level!r}")
 
 
-def bootstrap_ci(df: pd.DataFrame, statistic: Callable[[pd.DataFrame], float], *, unit="prompt",
-                 n_boot: int = 1000, level: float = 0.95, seed=0) -> tuple[float, float, float]:
+def bootstrap_ci(
+    df: pd.DataFrame,
+    statistic: Callable[[pd.DataFrame], float],
+    *,
+    unit="prompt",
+    n_boot: int = 1000,
+    level: float = 0.95,
+    seed=0,
+) -> tuple[float, float, float]:
     """(point, lo, hi): statistic(df) and its percentile bootstrap interval over `unit` (Polynomial Concentration
     App. R).
 
@@ -272,8 +281,9 @@ def bootstrap_ci(df: pd.DataFrame, statistic: Callable[[pd.DataFrame], float], *
     return point, lo, hi
 
 
-def bootstrap_fraction(df: pd.DataFrame, column: str, *, unit="prompt", where=active_rows,
-                       n_boot: int = 1000, level: float = 0.95, seed=0) -> tuple[float, float, float]:
+def bootstrap_fraction(
+    df: pd.DataFrame, column: str, *, unit="prompt", where=active_rows, n_boot: int = 1000, level: float = 0.95, seed=0
+) -> tuple[float, float, float]:
     """``bootstrap_ci`` for the pooled fraction of True in a boolean `column`, fast.
 
     The fraction is (True rows) / (counted rows) over all rows of the resample, counted rows being
@@ -364,11 +374,20 @@ def exponent(n, x, *, exclude=None, buckets=None, unit=None, n_boot: int = 200, 
     t = np.log(np.log(grid[fit]))
     mean = sums[fit] / counts[fit]
     result = {
-        "xi_hat": float(_ols_slopes(t, mean)), "half_iqr": np.nan, "lo": np.nan, "hi": np.nan,
+        "xi_hat": float(_ols_slopes(t, mean)),
+        "half_iqr": np.nan,
+        "lo": np.nan,
+        "hi": np.nan,
         "n_buckets": int(fit.sum()),
-        "grid": grid[fit].tolist(), "bucket_mean": mean.tolist(), "bucket_count": counts[fit].tolist(),
-        "n_rows": len(n_arr), "n_excluded": int(excluded.sum()), "n_invalid": int((~excluded & ~valid).sum()),
-        "n_off_grid": int((~excluded & valid & ~on_grid).sum()), "n_units": 0, "n_boot_valid": 0,
+        "grid": grid[fit].tolist(),
+        "bucket_mean": mean.tolist(),
+        "bucket_count": counts[fit].tolist(),
+        "n_rows": len(n_arr),
+        "n_excluded": int(excluded.sum()),
+        "n_invalid": int((~excluded & ~valid).sum()),
+        "n_off_grid": int((~excluded & valid & ~on_grid).sum()),
+        "n_units": 0,
+        "n_boot_valid": 0,
     }
     if unit is None:
         return result
@@ -421,8 +440,7 @@ def check_cor49(xi_lambda, xi_alpha, xi_delta, *, half_iqrs=None, atol: float = 
 
     Returns a dict: residual, predicted (xi_alpha - xi_delta + 1), tolerance, holds.
     """
-    estimates = [_estimate(v, k) for v, k in ((xi_lambda, "xi_lambda"), (xi_alpha, "xi_alpha"),
-                                               (xi_delta, "xi_delta"))]
+    estimates = [_estimate(v, k) for v, k in ((xi_lambda, "xi_lambda"), (xi_alpha, "xi_alpha"), (xi_delta, "xi_delta"))]
     if half_iqrs is not None:
         widths = [float(h) for h in half_iqrs]
         if len(widths) != 3:

@@ -67,9 +67,17 @@ class RowStatsWriter:
                 w.add(scores, mask, layer=layer, prompt=0, query_offset=q0)
     """
 
-    def __init__(self, path: str | os.PathLike, options: RowOptions = RowOptions(), *,
-                 config: dict | None = None, every: int = 1, positions: Sequence[int] | None = None,
-                 chunk_values: int = 1 << 21, flags: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        options: RowOptions = RowOptions(),
+        *,
+        config: dict | None = None,
+        every: int = 1,
+        positions: Sequence[int] | None = None,
+        chunk_values: int = 1 << 21,
+        flags: Sequence[str] = (),
+    ) -> None:
         if not (isinstance(every, int) and every >= 1):
             raise ValueError(f"every must be an int >= 1, got {every!r}")
         if chunk_values < 1:
@@ -83,8 +91,12 @@ class RowStatsWriter:
         self.flags = tuple(flags)
         if clash := set(self.flags) & {*LOCATION, *_no_rows(options).columns}:
             raise ValueError(f"flags {sorted(clash)} would shadow the table's own columns")
-        meta = {"options": {k: getattr(options, k) for k in options.__dataclass_fields__},
-                "config": config or {}, "every": every, "positions": self.positions}
+        meta = {
+            "options": {k: getattr(options, k) for k in options.__dataclass_fields__},
+            "config": config or {},
+            "every": every,
+            "positions": self.positions,
+        }
         self._meta = json.dumps(meta, default=str).encode()
         self._tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         self._writer: pq.ParquetWriter | None = None
@@ -95,10 +107,19 @@ class RowStatsWriter:
         self.rows_written = 0
         self.status_counts: dict[str, int] = {}
 
-    def add(self, scores: torch.Tensor, mask: torch.Tensor | None = None, *, layer: int,
-            prompt: int | Sequence[int] = 0, query_offset: int = 0, target: torch.Tensor | None = None,
-            heads: Sequence[int] | None = None, query_ids: Sequence[int] | None = None,
-            flags: dict[str, bool] | None = None) -> int:
+    def add(
+        self,
+        scores: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        *,
+        layer: int,
+        prompt: int | Sequence[int] = 0,
+        query_offset: int = 0,
+        target: torch.Tensor | None = None,
+        heads: Sequence[int] | None = None,
+        query_ids: Sequence[int] | None = None,
+        flags: dict[str, bool] | None = None,
+    ) -> int:
         """Diagnose a block of scores (heads, queries, keys) or (batch, heads, queries, keys).
 
         ``prompt`` labels the batch entries (an int for a single prompt, or one id per batch entry);
@@ -115,16 +136,22 @@ class RowStatsWriter:
         if scores.dim() == 3:
             scores = scores.unsqueeze(0)
         if scores.dim() != 4:
-            raise ValueError(f"scores must be (heads, queries, keys) or (batch, heads, queries, keys), "
-                             f"got shape {tuple(scores.shape)}")
+            raise ValueError(
+                f"scores must be (heads, queries, keys) or (batch, heads, queries, keys), "
+                f"got shape {tuple(scores.shape)}"
+            )
         bsz, n_heads, n_q, _ = scores.shape
         prompts = [prompt] * bsz if isinstance(prompt, int) else list(prompt)
         head_ids = list(range(n_heads)) if heads is None else list(heads)
         if len(prompts) != bsz or len(head_ids) != n_heads:
-            raise ValueError(f"got {len(prompts)} prompt ids for batch {bsz} and {len(head_ids)} head ids "
-                             f"for {n_heads} heads")
-        absolute = (torch.arange(query_offset, query_offset + n_q) if query_ids is None
-                    else torch.as_tensor(list(query_ids), dtype=torch.int64))
+            raise ValueError(
+                f"got {len(prompts)} prompt ids for batch {bsz} and {len(head_ids)} head ids for {n_heads} heads"
+            )
+        absolute = (
+            torch.arange(query_offset, query_offset + n_q)
+            if query_ids is None
+            else torch.as_tensor(list(query_ids), dtype=torch.int64)
+        )
         if absolute.numel() != n_q:
             raise ValueError(f"got {absolute.numel()} query ids for {n_q} queries")
         keep = query_sample(absolute, every=self.every, positions=self.positions)
@@ -141,7 +168,7 @@ class RowStatsWriter:
             **{k: np.full(rows.shape[0], bool(flags[k])) for k in self.flags},
         }
         for r0, frame in blocks(rows, mask, target, self.options, self.chunk_values):
-            where = {k: v[r0:r0 + len(frame)] for k, v in loc.items()}
+            where = {k: v[r0 : r0 + len(frame)] for k, v in loc.items()}
             self._buffer(pd.concat([pd.DataFrame(where), frame], axis=1))
         self._untrimmed += rows.numel()
         if self._untrimmed >= TRIM_VALUES:
@@ -151,8 +178,10 @@ class RowStatsWriter:
 
     def _refuse_if_ended(self, action: str) -> None:
         if self._ended is not None:
-            raise ValueError(f"cannot {action}: the RowStatsWriter for {self.path} is already {self._ended}; "
-                             f"rows can be added only before close() or abort()")
+            raise ValueError(
+                f"cannot {action}: the RowStatsWriter for {self.path} is already {self._ended}; "
+                f"rows can be added only before close() or abort()"
+            )
 
     def _buffer(self, frame: pd.DataFrame) -> None:
         self._pending.append(frame)
@@ -180,8 +209,9 @@ class RowStatsWriter:
 
     def _empty(self) -> pd.DataFrame:
         """The table's columns with no rows."""
-        loc = pd.DataFrame({**{k: np.zeros(0, dtype=np.int64) for k in LOCATION},
-                            **{k: np.zeros(0, dtype=bool) for k in self.flags}})
+        loc = pd.DataFrame(
+            {**{k: np.zeros(0, dtype=np.int64) for k in LOCATION}, **{k: np.zeros(0, dtype=bool) for k in self.flags}}
+        )
         return pd.concat([loc, _no_rows(self.options)], axis=1)
 
     def close(self) -> Path:
@@ -228,12 +258,21 @@ class RowStatsCollector(RowStatsWriter):
     ``path`` is only the name in messages; nothing is written.
     """
 
-    def __init__(self, options: RowOptions = RowOptions(), *, every: int = 1, positions: Sequence[int] | None = None,
-                 chunk_values: int = 1 << 21, flags: Sequence[str] = (), path: str = "<memory>") -> None:
+    def __init__(
+        self,
+        options: RowOptions = RowOptions(),
+        *,
+        every: int = 1,
+        positions: Sequence[int] | None = None,
+        chunk_values: int = 1 << 21,
+        flags: Sequence[str] = (),
+        path: str = "<memory>",
+    ) -> None:
         self._frames: list[pd.DataFrame] = []
         self._result: pd.DataFrame | None = None
-        super().__init__(Path.cwd() / path, options, every=every, positions=positions, chunk_values=chunk_values,
-                         flags=flags)
+        super().__init__(
+            Path.cwd() / path, options, every=every, positions=positions, chunk_values=chunk_values, flags=flags
+        )
 
     def _emit(self, frame: pd.DataFrame) -> None:
         self._frames.append(frame)

@@ -12,7 +12,7 @@ from .stats import wilson
 
 
 def _pct(flags: pd.Series) -> str:
-    """"x% [lo, hi]": the fraction of True among known flags with its Wilson 95% interval (Polynomial
+    """ "x% [lo, hi]": the fraction of True among known flags with its Wilson 95% interval (Polynomial
     Concentration App. B)."""
     known = flags.dropna()
     if len(known) == 0:
@@ -35,9 +35,15 @@ def summarize(rows: pd.DataFrame, p: Sequence[float], by: str | None = None) -> 
         status = g["status"].value_counts()
         active = g[g["status"] == "active"]
         line = {} if by is None else {by: key[0] if isinstance(key, tuple) else key}
-        line.update({"rows": len(g), "active": int(status.get("active", 0)), "dead": int(status.get("dead", 0)),
-                     "saturated": int(status.get("saturated", 0)),
-                     "unreadable": int(sum(status.get(s, 0) for s in SPECIAL))})
+        line.update(
+            {
+                "rows": len(g),
+                "active": int(status.get("active", 0)),
+                "dead": int(status.get("dead", 0)),
+                "saturated": int(status.get("saturated", 0)),
+                "unreadable": int(sum(status.get(s, 0) for s in SPECIAL)),
+            }
+        )
         for q in p:
             d = f"{q:g}"
             line[f"safe% p{d}"] = _pct(active[f"safe_p{d}"])

@@ -35,29 +35,33 @@ def resolve(name: str, b_auto: float | None) -> RowMap:
     rowmap = rowmaps.get(name)
     if rowmap.needs_bias:
         if b_auto is None:
-            raise ValueError(f"recipe {name!r} needs b_auto: calibrate it first "
-                             "(attnlab.hooks.calibrate_b_auto) and pass b_auto=")
+            raise ValueError(
+                f"recipe {name!r} needs b_auto: calibrate it first (attnlab.hooks.calibrate_b_auto) and pass b_auto="
+            )
         rowmap = rowmap.with_bias(b_auto)
     return rowmap
 
 
-def head_maps(model: nn.Module, recipe: Recipe, heads: Iterable[tuple[int, int]] | None = None, *,
-              b_auto: float | None = None) -> dict[int, dict[int, RowMap]]:
+def head_maps(
+    model: nn.Module, recipe: Recipe, heads: Iterable[tuple[int, int]] | None = None, *, b_auto: float | None = None
+) -> dict[int, dict[int, RowMap]]:
     """layer -> {head -> row map} for a recipe: one name for ``heads`` (None = every head), or a dict
     from (layer, head) to name."""
     n_layers, n_heads = num_heads(model)
     if isinstance(recipe, str):
         rowmap = resolve(recipe, b_auto)
-        pairs = ([(layer, head) for layer in range(n_layers) for head in range(n_heads)] if heads is None
-                 else [tuple(p) for p in heads])
+        pairs = (
+            [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
+            if heads is None
+            else [tuple(p) for p in heads]
+        )
         chosen = {pair: rowmap for pair in pairs}
     elif isinstance(recipe, Mapping):
         if heads is not None:
             raise ValueError("give heads either as the recipe's keys or as heads=, not both")
         chosen = {tuple(pair): resolve(name, b_auto) for pair, name in recipe.items()}
     else:
-        raise TypeError(f"recipe must be a row-map name or a dict (layer, head) -> name, got "
-                        f"{type(recipe).__name__}")
+        raise TypeError(f"recipe must be a row-map name or a dict (layer, head) -> name, got {type(recipe).__name__}")
     out: dict[int, dict[int, RowMap]] = {}
     for pair, rowmap in chosen.items():
         if len(pair) != 2 or not all(isinstance(x, int) for x in pair):
@@ -70,9 +74,15 @@ def head_maps(model: nn.Module, recipe: Recipe, heads: Iterable[tuple[int, int]]
 
 
 @contextlib.contextmanager
-def substituted(model: nn.Module, recipe: Recipe | None, heads: Iterable[tuple[int, int]] | None = None, *,
-                b_auto: float | None = None, length_scale: LengthScale | None = None,
-                block: int = DEFAULT_BLOCK) -> Iterator[None]:
+def substituted(
+    model: nn.Module,
+    recipe: Recipe | None,
+    heads: Iterable[tuple[int, int]] | None = None,
+    *,
+    b_auto: float | None = None,
+    length_scale: LengthScale | None = None,
+    block: int = DEFAULT_BLOCK,
+) -> Iterator[None]:
     """Replace softmax by ``recipe`` on ``heads`` (None = every head) while the context is open.
 
     ``recipe``: a row-map name (``relu_p4_bauto``, ``sigmoid_b0``, ``entmax_a1.5`` ...) or a dict from
@@ -82,14 +92,33 @@ def substituted(model: nn.Module, recipe: Recipe | None, heads: Iterable[tuple[i
     """
     maps = {} if recipe is None else head_maps(model, recipe, heads, b_auto=b_auto)
     n_layers, _ = num_heads(model)
-    plans = {layer: Plan(maps=maps.get(layer, {}), length_scale=length_scale, block=block)
-             for layer in range(n_layers) if layer in maps or length_scale is not None}
+    plans = {
+        layer: Plan(maps=maps.get(layer, {}), length_scale=length_scale, block=block)
+        for layer in range(n_layers)
+        if layer in maps or length_scale is not None
+    }
     with routed(model, plans):
         yield
 
 
 __all__ = [
-    "LengthScale", "LoadError", "Observer", "Plan", "ScoreBlock", "UnsupportedModel", "attention_modules",
-    "calibrate_b_auto", "dynamic_inv_freq", "dynamic_ntk", "head_maps", "load_model", "num_heads", "observed",
-    "provenance", "register_attention", "resolve", "rope_tables", "substituted",
+    "LengthScale",
+    "LoadError",
+    "Observer",
+    "Plan",
+    "ScoreBlock",
+    "UnsupportedModel",
+    "attention_modules",
+    "calibrate_b_auto",
+    "dynamic_inv_freq",
+    "dynamic_ntk",
+    "head_maps",
+    "load_model",
+    "num_heads",
+    "observed",
+    "provenance",
+    "register_attention",
+    "resolve",
+    "rope_tables",
+    "substituted",
 ]

@@ -75,8 +75,9 @@ def calibrate_b_auto(model: nn.Module, input_ids: torch.Tensor, *, budget: float
     if not 0 < budget < 1:
         raise ValueError(f"mass budget must be in (0, 1), got {budget!r}")
     if input_ids.dim() != 2 or input_ids.shape[1] < 2:
-        raise ValueError(f"calibration input must be (batch, tokens) with at least 2 tokens, "
-                         f"got shape {tuple(input_ids.shape)}")
+        raise ValueError(
+            f"calibration input must be (batch, tokens) with at least 2 tokens, got shape {tuple(input_ids.shape)}"
+        )
     first = _Pass(None)
     _forward(model, input_ids, first)
     if first.rows == 0:
@@ -93,8 +94,9 @@ def calibrate_b_auto(model: nn.Module, input_ids: torch.Tensor, *, budget: float
     values, weights = values[order], weights[order]
     distinct, inverse = torch.unique_consecutive(values, return_inverse=True)
     per_value = torch.zeros(len(distinct), dtype=torch.float64).index_add_(0, inverse, weights)
-    crossing = int(torch.searchsorted(below + torch.cumsum(per_value, 0),
-                                      torch.tensor([budget], dtype=torch.float64), right=True))
+    crossing = int(
+        torch.searchsorted(below + torch.cumsum(per_value, 0), torch.tensor([budget], dtype=torch.float64), right=True)
+    )
     crossing = min(crossing, len(distinct) - 1)
     b = -float(distinct[crossing])
     if not math.isfinite(b):

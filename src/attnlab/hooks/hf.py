@@ -29,8 +29,20 @@ from ..site import DEFAULT_BLOCK, Observer, Plan, Scores, attend
 from .implementations import registered_map
 
 ATTN_NAME = "attnlab"
-SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "gpt_neox", "phi", "phi3",
-             "olmo", "olmo2")
+SUPPORTED = (
+    "llama",
+    "mistral",
+    "qwen2",
+    "qwen3",
+    "gemma",
+    "gemma2",
+    "gemma3",
+    "gpt_neox",
+    "phi",
+    "phi3",
+    "olmo",
+    "olmo2",
+)
 _ROUTE = "_attnlab_route"
 _STATE = "_attnlab_state"
 
@@ -54,15 +66,25 @@ class _State:
     base: dict[int, RowMap] = field(default_factory=dict)  # a lasting implementation's map on every head
 
 
-def _attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-               attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
-               softcap: float | None = None, **_: object) -> tuple[torch.Tensor, None]:
+def _attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    softcap: float | None = None,
+    **_: object,
+) -> tuple[torch.Tensor, None]:
     route: Route | None = getattr(module, _ROUTE, None)
     if route is None:
-        raise RuntimeError(f"{type(module).__name__} uses attn_implementation='{ATTN_NAME}' outside an "
-                           "attnlab.hooks context; open attnlab.hooks.observed(...) or substituted(...)")
+        raise RuntimeError(
+            f"{type(module).__name__} uses attn_implementation='{ATTN_NAME}' outside an "
+            "attnlab.hooks context; open attnlab.hooks.observed(...) or substituted(...)"
+        )
     if scaling is None:  # Gemma's eager default
-        scaling = module.head_dim ** -0.5
+        scaling = module.head_dim**-0.5
     plan = dataclasses.replace(route.plan, dropout=dropout) if dropout and module.training else route.plan
     out = attend(query, key, value, Scores(scaling, softcap=softcap), attention_mask, plan)
     return out, None
@@ -84,19 +106,24 @@ def _check_supported(model: nn.Module) -> None:
         raise UnsupportedModel(f"{type(model).__name__} is not a transformers PreTrainedModel; {what}")
     name = type(model).__name__
     if not type(model).__module__.startswith("transformers."):
-        raise UnsupportedModel(f"{name} comes from custom modeling code ({type(model).__module__}), which "
-                               f"attnlab cannot route; {what}")
+        raise UnsupportedModel(
+            f"{name} comes from custom modeling code ({type(model).__module__}), which attnlab cannot route; {what}"
+        )
     if not (model._supports_attention_backend and model._can_set_attn_implementation()):
-        raise UnsupportedModel(f"{name} computes attention itself instead of through transformers' "
-                               f"attention-function interface; {what}")
+        raise UnsupportedModel(
+            f"{name} computes attention itself instead of through transformers' attention-function interface; {what}"
+        )
 
 
 def attention_modules(model: nn.Module) -> list[nn.Module]:
     """The model's attention modules in layer order: those carrying a ``layer_idx`` that call the
     attention-function interface (transformers' ``*Attention`` classes)."""
     _check_supported(model)
-    found = [m for m in model.modules()
-             if type(m).__name__.endswith("Attention") and hasattr(m, "layer_idx") and hasattr(m, "config")]
+    found = [
+        m
+        for m in model.modules()
+        if type(m).__name__.endswith("Attention") and hasattr(m, "layer_idx") and hasattr(m, "config")
+    ]
     if not found:
         raise UnsupportedModel(f"found no attention module with a layer index in {type(model).__name__}")
     layers = [m.layer_idx for m in found]
@@ -125,8 +152,13 @@ def _merge(plans: list[dict[int, Plan]], layer: int, base: dict[int, RowMap]) ->
         observers.extend(plan.observers)
         length_scale = plan.length_scale or length_scale
         block = plan.block if block is None else min(block, plan.block)
-    return Plan(maps=maps, observers=tuple(observers), length_scale=length_scale, layer=layer,
-                **({} if block is None else {"block": block}))
+    return Plan(
+        maps=maps,
+        observers=tuple(observers),
+        length_scale=length_scale,
+        layer=layer,
+        **({} if block is None else {"block": block}),
+    )
 
 
 def _install(model: nn.Module) -> _State:
@@ -182,8 +214,9 @@ def routed(model: nn.Module, plans: dict[int, Plan]) -> Iterator[dict[int, Route
 
 
 @contextlib.contextmanager
-def observed(model: nn.Module, observer: Observer, *, layers: Iterable[int] | None = None,
-             block: int = DEFAULT_BLOCK) -> Iterator[None]:
+def observed(
+    model: nn.Module, observer: Observer, *, layers: Iterable[int] | None = None, block: int = DEFAULT_BLOCK
+) -> Iterator[None]:
     """Call ``observer(ScoreBlock)`` on every block of pre-map scores of ``layers`` (default all) while
     the context is open; the forward itself is unchanged."""
     n_layers, _ = num_heads(model)

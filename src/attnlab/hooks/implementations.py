@@ -55,15 +55,18 @@ _MAPS: dict[str, RowMap | None] = {}  # registered name -> its row map (None: so
 def _rowmap(recipe: str, b_auto: float | None) -> RowMap:
     # attnlab.hooks.resolve's rule, here because attnlab.hooks imports this module
     if not isinstance(recipe, str):
-        raise TypeError(f"recipe must be a row-map name such as 'softmax', 'entmax_a1.5', 'relu_p4_b0' or "
-                        f"'sigmoid_bauto' (attnlab maps lists them), got {type(recipe).__name__}")
+        raise TypeError(
+            f"recipe must be a row-map name such as 'softmax', 'entmax_a1.5', 'relu_p4_b0' or "
+            f"'sigmoid_bauto' (attnlab maps lists them), got {type(recipe).__name__}"
+        )
     if b_auto is not None and (isinstance(b_auto, bool) or not isinstance(b_auto, numbers.Real)):
         raise TypeError(f"b_auto must be a number (attnlab.hooks.calibrate_b_auto), got {type(b_auto).__name__}")
     rowmap = rowmaps.get(recipe)
     if rowmap.needs_bias:
         if b_auto is None:
-            raise ValueError(f"recipe {recipe!r} needs b_auto: calibrate it first "
-                             "(attnlab.hooks.calibrate_b_auto) and pass b_auto=")
+            raise ValueError(
+                f"recipe {recipe!r} needs b_auto: calibrate it first (attnlab.hooks.calibrate_b_auto) and pass b_auto="
+            )
         rowmap = rowmap.with_bias(float(b_auto))
     return rowmap
 
@@ -72,9 +75,17 @@ def _forward(rowmap: RowMap | None) -> Callable[..., tuple[torch.Tensor, None]]:
     """The attention function for ``rowmap`` on every head (None: the plain plan, eager's softmax)."""
     plans: dict[tuple[int, int], Plan] = {}
 
-    def attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                  attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
-                  softcap: float | None = None, **_: object) -> tuple[torch.Tensor, None]:
+    def attention(
+        module: nn.Module,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        scaling: float | None = None,
+        dropout: float = 0.0,
+        softcap: float | None = None,
+        **_: object,
+    ) -> tuple[torch.Tensor, None]:
         layer, n_heads = getattr(module, "layer_idx", None) or 0, query.shape[1]
         plan = plans.get((layer, n_heads))
         if plan is None:
@@ -104,8 +115,10 @@ def register_attention(recipe: str, *, b_auto: float | None = None) -> str:
     rowmap = _rowmap(recipe, b_auto)
     name = PREFIX + rowmap.name
     if not _VALID.fullmatch(name) or any(word in name for word in _RESERVED):
-        raise ValueError(f"row map {rowmap.name!r} cannot name a transformers attention implementation: a name "
-                         f"may hold only letters, digits and _ . + - and none of {', '.join(_RESERVED)}")
+        raise ValueError(
+            f"row map {rowmap.name!r} cannot name a transformers attention implementation: a name "
+            f"may hold only letters, digits and _ . + - and none of {', '.join(_RESERVED)}"
+        )
     plain = None if rowmap.name == "softmax" else rowmap
     if name in _MAPS and _MAPS[name] == plain:
         return name

@@ -26,8 +26,10 @@ def resolve_dtype(name: str, device: str) -> torch.dtype:
 
 
 # ``org/name`` or ``org/name@revision``: what a Hub id looks like (huggingface_hub's own check runs as well)
-HUB_ID = re.compile(r"(?P<repo>[A-Za-z0-9_](?:[\w.-]{0,94}[\w])?/[A-Za-z0-9_](?:[\w.-]{0,94}[\w])?)"
-                    r"(?:@(?P<revision>[^\s@]+))?")
+HUB_ID = re.compile(
+    r"(?P<repo>[A-Za-z0-9_](?:[\w.-]{0,94}[\w])?/[A-Za-z0-9_](?:[\w.-]{0,94}[\w])?)"
+    r"(?:@(?P<revision>[^\s@]+))?"
+)
 
 
 def hub_cache() -> Path:
@@ -46,8 +48,9 @@ def _hub_cli() -> str:
     from importlib import metadata
 
     try:
-        scripts = {ep.name for ep in metadata.distribution("huggingface_hub").entry_points
-                   if ep.group == "console_scripts"}
+        scripts = {
+            ep.name for ep in metadata.distribution("huggingface_hub").entry_points if ep.group == "console_scripts"
+        }
     except metadata.PackageNotFoundError:
         return "hf"
     return "huggingface-cli" if "hf" not in scripts and "huggingface-cli" in scripts else "hf"
@@ -76,11 +79,13 @@ def hub_snapshot(spec: str | os.PathLike) -> Path | None:
         import shlex
 
         command = f"{_hub_cli()} download {shlex.quote(repo)}" + (
-            f" --revision {shlex.quote(revision)}" if revision else "")
+            f" --revision {shlex.quote(revision)}" if revision else ""
+        )
         incomplete = isinstance(exc, getattr(errors, "IncompleteSnapshotError", ()))
         where = "is incomplete in" if incomplete else "is neither a local path nor in"
-        raise LoadError(f"model {spec!r} {where} the Hugging Face cache ({cache}); download it with: {command}") \
-            from None
+        raise LoadError(
+            f"model {spec!r} {where} the Hugging Face cache ({cache}); download it with: {command}"
+        ) from None
     return Path(found)
 
 
@@ -109,8 +114,9 @@ def resolve_checkpoint(spec: str | os.PathLike, *, log=None) -> Path:
         if len(ggufs) == 1:
             return convert.converted(ggufs[0], log=log)
         if ggufs:
-            raise LoadError(f"{path} holds {len(ggufs)} .gguf files ({', '.join(p.name for p in ggufs)}); "
-                            "pass one of them")
+            raise LoadError(
+                f"{path} holds {len(ggufs)} .gguf files ({', '.join(p.name for p in ggufs)}); pass one of them"
+            )
     return check_checkpoint(path)
 
 
@@ -131,8 +137,7 @@ def provenance(spec: str | os.PathLike) -> dict[str, str]:
     path = path.resolve()
     if path.is_file():
         return {"model_path": str(path), "model_sha256": fetch.digest(path)}
-    files = sorted(p for p in path.iterdir()
-                   if p.is_file() and p.suffix in (".safetensors", ".bin", ".gguf", ".json"))
+    files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in (".safetensors", ".bin", ".gguf", ".json"))
     combined = hashlib.sha256("".join(f"{p.name}:{fetch.digest(p)}\n" for p in files).encode()).hexdigest()
     return {"model_path": str(path), "model_sha256": combined}
 
@@ -146,13 +151,22 @@ def check_checkpoint(path: str | os.PathLike) -> Path:
     if not (folder / "config.json").is_file():
         raise LoadError(f"{folder} has no config.json and no .gguf file; pass {MODEL_HELP}")
     if not any(any(folder.glob(pattern)) for pattern in WEIGHT_FILES):
-        raise LoadError(f"{folder} has no weights (model.safetensors or pytorch_model.bin); "
-                        "save the model with save_pretrained or download its weight files there")
+        raise LoadError(
+            f"{folder} has no weights (model.safetensors or pytorch_model.bin); "
+            "save the model with save_pretrained or download its weight files there"
+        )
     return folder
 
 
-def load_model(path: str | os.PathLike, *, device: str = "cpu", dtype: str = "float32",
-               trust_remote_code: bool = False, tokenizer: bool = True, log=None):
+def load_model(
+    path: str | os.PathLike,
+    *,
+    device: str = "cpu",
+    dtype: str = "float32",
+    trust_remote_code: bool = False,
+    tokenizer: bool = True,
+    log=None,
+):
     """(model, tokenizer or None) from a local folder, a GGUF file, a fetched model's name or a Hub id in the
     local Hugging Face cache (``resolve_checkpoint``), in eval mode with eager attention; offline only.
 
@@ -170,8 +184,12 @@ def _load(folder: Path, device: str, torch_dtype: torch.dtype, trust_remote_code
 
     try:
         model = AutoModelForCausalLM.from_pretrained(
-            folder, dtype=torch_dtype, attn_implementation="eager", local_files_only=True,
-            trust_remote_code=trust_remote_code)
+            folder,
+            dtype=torch_dtype,
+            attn_implementation="eager",
+            local_files_only=True,
+            trust_remote_code=trust_remote_code,
+        )
     except (OSError, ValueError, KeyError, SafetensorError, pickle.UnpicklingError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if isinstance(exc, pickle.UnpicklingError):
@@ -189,8 +207,9 @@ def load_tokenizer(folder: Path, trust_remote_code: bool = False):
         with quiet_transformers():
             return AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise LoadError(f"{folder} has no usable tokenizer ({type(exc).__name__}); save one there with "
-                        "tokenizer.save_pretrained") from None
+        raise LoadError(
+            f"{folder} has no usable tokenizer ({type(exc).__name__}); save one there with tokenizer.save_pretrained"
+        ) from None
 
 
 def check_model(spec: str | os.PathLike) -> Path:

@@ -41,16 +41,17 @@ def rope_tables(model: nn.Module) -> list[tuple[nn.Module, str, str | None]]:
             if kind != "default":
                 raise UnsupportedModel(
                     f"dynamic-NTK RoPE rescales plain RoPE (rope type 'default'); {type(model).__name__}'s "
-                    f"{layer_type or 'RoPE'} table has rope type {kind!r} already; use --rope plain")
+                    f"{layer_type or 'RoPE'} table has rope type {kind!r} already; use --rope plain"
+                )
             found.append((module, name, layer_type))
     if not found:
-        raise UnsupportedModel(f"{type(model).__name__} has no rotary position embedding to rescale; "
-                               "use --rope plain")
+        raise UnsupportedModel(f"{type(model).__name__} has no rotary position embedding to rescale; use --rope plain")
     return found
 
 
-def dynamic_inv_freq(config, layer_type: str | None, n_train: int, n_eval: int,
-                     device: torch.device | None = None) -> torch.Tensor:
+def dynamic_inv_freq(
+    config, layer_type: str | None, n_train: int, n_eval: int, device: torch.device | None = None
+) -> torch.Tensor:
     """The inverse frequencies of dynamic-NTK RoPE at window n_eval for a model trained at n_train
     (Hayase & Karakida 2026 App. A.2), from transformers' own "dynamic" rope type (see the module docstring)."""
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
@@ -58,8 +59,11 @@ def dynamic_inv_freq(config, layer_type: str | None, n_train: int, n_eval: int,
     flat = copy.deepcopy(config)
     own = config.rope_parameters if layer_type is None else config.rope_parameters[layer_type]
     # a flat (not per-layer-type) parameter set: the function reads it as the model's only one
-    flat.rope_parameters = {**{k: v for k, v in own.items() if k in ("rope_theta", "partial_rotary_factor")},
-                            "rope_type": "dynamic", "factor": 1.0}
+    flat.rope_parameters = {
+        **{k: v for k, v in own.items() if k in ("rope_theta", "partial_rotary_factor")},
+        "rope_type": "dynamic",
+        "factor": 1.0,
+    }
     flat.max_position_embeddings = n_train
     inv_freq, _ = ROPE_INIT_FUNCTIONS["dynamic"](flat, device, seq_len=n_eval)
     return inv_freq
@@ -78,8 +82,9 @@ def dynamic_ntk(model: nn.Module, n_train: int, n_eval: int) -> Iterator[None]:
     try:
         for module, name, layer_type in tables:
             own = getattr(module, name)
-            setattr(module, name, dynamic_inv_freq(module.config, layer_type, n_train, n_eval,
-                                                   own.device).to(own.dtype))
+            setattr(
+                module, name, dynamic_inv_freq(module.config, layer_type, n_train, n_eval, own.device).to(own.dtype)
+            )
         yield
     finally:
         for module, name, own in saved:

@@ -54,7 +54,8 @@ class ModelConfig:
     d_model (a multiple of heads), ffn_width (the GELU-equivalent width, default 4 d_model; gated FFNs
     get the matched width of Zhu et al. 2026 §4 when ffn_matched). positions: none, learned, rope (rope_base,
     rope_scaling = the factor of rope_type linear (position interpolation) or llama3 (Llama 3's per-frequency
-    scaling over ``context``, Vasylenko et al. 2025 App. G.2), rope_dynamic = the dynamic NTK base of Hayase & Karakida 2026 App. A.2 beyond ``context``), alibi or
+    scaling over ``context``, Vasylenko et al. 2025 App. G.2), rope_dynamic = the dynamic NTK base of Hayase & Karakida
+    2026 App. A.2 beyond ``context``), alibi or
     nape (half the heads NoPE, half ALiBi, Vasylenko et al. 2025 §4.2), with alibi_slopes geometric or inverse (1/h);
     unset, each kind takes its source's slopes: geometric for alibi (Press et al.), 1/h for nape (Vasylenko et al. 2025
     App. G.2).
@@ -118,8 +119,9 @@ class ModelConfig:
                 raise ConfigError("model.vocab is required for inputs tokens")
             _int("vocab", self.vocab, 2)
         elif self.vocab is not None:
-            raise ConfigError(f"model.vocab must be unset for inputs vectors (vectors are d_model wide), "
-                              f"got {self.vocab!r}")
+            raise ConfigError(
+                f"model.vocab must be unset for inputs vectors (vectors are d_model wide), got {self.vocab!r}"
+            )
         _int("context", self.context, 1)
         _int("layers", self.layers, 1)
         _int("heads", self.heads, 1)
@@ -146,24 +148,30 @@ class ModelConfig:
             raise ConfigError(f"model.dropout must be in [0, 1), got {self.dropout!r}")
         _int("block", self.block, 32)
         if self.scaler == "ssmax":
-            raise ConfigError("model.scaler 'ssmax' is now called 'log_n' (ssmax names only the fixed-s row map "
-                              "ssmax_s{s}); set model.scaler = \"log_n\"")
+            raise ConfigError(
+                "model.scaler 'ssmax' is now called 'log_n' (ssmax names only the fixed-s row map "
+                'ssmax_s{s}); set model.scaler = "log_n"'
+            )
         _choice("scaler", self.scaler, ("none", *SCALERS))
         _number("scaler_delta", self.scaler_delta, low=float("-inf"))
         _number("scaler_bound", self.scaler_bound, low=0.0)
         if self.scaler_gamma is not None:
             _number("scaler_gamma", self.scaler_gamma, low=float("-inf"))
             if self.scaler not in FIXED_GAMMA_SCALERS:
-                raise ConfigError(f"model.scaler_gamma fixes the gamma of the scalers "
-                                  f"{' and '.join(FIXED_GAMMA_SCALERS)}; model.scaler is {self.scaler!r}")
+                raise ConfigError(
+                    f"model.scaler_gamma fixes the gamma of the scalers "
+                    f"{' and '.join(FIXED_GAMMA_SCALERS)}; model.scaler is {self.scaler!r}"
+                )
         for name in ("rope_dynamic", "ffn_matched", "bias", "tie_embeddings", "residual"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"model.{name} must be true or false, got {getattr(self, name)!r}")
         _choice("readout", self.readout, READOUTS)
         if self.readout == "writes" and (self.inputs != "vectors" or not self.residual):
-            raise ConfigError(f"model.readout writes (h_D - h_0, the sum of the layers' residual writes) needs "
-                              f"model.inputs vectors and model.residual true, got inputs {self.inputs!r} and "
-                              f"residual {self.residual!r}")
+            raise ConfigError(
+                f"model.readout writes (h_D - h_0, the sum of the layers' residual writes) needs "
+                f"model.inputs vectors and model.residual true, got inputs {self.inputs!r} and "
+                f"residual {self.residual!r}"
+            )
         object.__setattr__(self, "rowmap", _freeze(self.rowmap))
         self.head_maps()
 
@@ -199,8 +207,10 @@ class ModelConfig:
                 except (ValueError, TypeError) as exc:
                     raise ConfigError(f"model.rowmap: {exc}") from None
                 if rowmap.needs_bias:
-                    raise ConfigError(f"model.rowmap {name!r} has b=auto, which is a zero-shot calibration; "
-                                      "give b as a number for training")
+                    raise ConfigError(
+                        f"model.rowmap {name!r} has b=auto, which is a zero-shot calibration; "
+                        "give b as a number for training"
+                    )
         return names
 
     @classmethod

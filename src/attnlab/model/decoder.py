@@ -48,26 +48,30 @@ class Attention(nn.Module):
         names = cfg.head_maps()[layer]
         self.maps = {h: rowmaps.get(name) for h, name in enumerate(names) if name != "softmax"}
         self.register_buffer("slopes", slopes, persistent=False)
-        self.scaler = make_scaler(cfg.scaler, cfg.heads, d, delta=cfg.scaler_delta, bound=cfg.scaler_bound,
-                                  gamma=cfg.scaler_gamma)
+        self.scaler = make_scaler(
+            cfg.scaler, cfg.heads, d, delta=cfg.scaler_delta, bound=cfg.scaler_bound, gamma=cfg.scaler_gamma
+        )
         scaled = scaled_heads(cfg.scaler, slopes, cfg.positions, cfg.heads)
         # None when every head is scaled, so that the common case adds no select to the forward
         self.register_buffer("unscaled", None if bool(scaled.all()) else ~scaled, persistent=False)
         self.observers: tuple[Observer, ...] = ()
         self.weight_observers: tuple[WeightObserver, ...] = ()
 
-    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None,
-                beta: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None, beta: torch.Tensor | None = None
+    ) -> torch.Tensor:
         b, t, _ = x.shape
         h, hd = self.cfg.heads, self.cfg.head_dim
         q, k, v = (proj(x).view(b, t, h, hd).transpose(1, 2) for proj in (self.q_proj, self.k_proj, self.v_proj))
         if rope is not None:
             q, k = pe.apply_rope(q, *rope), pe.apply_rope(k, *rope)
-        if not (self.maps or self.observers or self.weight_observers or self.scaler is not None
-                or self.slopes is not None):
+        if not (
+            self.maps or self.observers or self.weight_observers or self.scaler is not None or self.slopes is not None
+        ):
             # plain softmax that nobody reads: PyTorch's fused kernel, which never holds the score matrix
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=hd ** -0.5,
-                                                 dropout_p=self.cfg.dropout if self.training else 0.0)
+            out = F.scaled_dot_product_attention(
+                q, k, v, is_causal=True, scale=hd**-0.5, dropout_p=self.cfg.dropout if self.training else 0.0
+            )
             return self.o_proj(out.transpose(1, 2).reshape(b, t, h * hd))
         scale = None
         if self.scaler is not None:
@@ -75,17 +79,21 @@ class Attention(nn.Module):
             scale = self.scaler(x, torch.arange(1, t + 1, device=x.device), beta).to(q.dtype)
             if self.unscaled is not None:
                 scale = scale.masked_fill(self.unscaled[:, None, None], 1.0)
-        plan = Plan(maps=self.maps, observers=self.observers, weight_observers=self.weight_observers,
-                    block=block_rows(self.cfg.block, b, h, t), layer=self.layer,
-                    dropout=self.cfg.dropout if self.training else 0.0)
-        scores = Scores(hd ** -0.5, bias=None if self.slopes is None else Slopes(self.slopes), scale=scale)
+        plan = Plan(
+            maps=self.maps,
+            observers=self.observers,
+            weight_observers=self.weight_observers,
+            block=block_rows(self.cfg.block, b, h, t),
+            layer=self.layer,
+            dropout=self.cfg.dropout if self.training else 0.0,
+        )
+        scores = Scores(hd**-0.5, bias=None if self.slopes is None else Slopes(self.slopes), scale=scale)
         out = attend(q, k, v, scores, Causal(), plan)
         return self.o_proj(out.reshape(b, t, h * hd))
 
 
 def _norm(cfg: ModelConfig) -> nn.Module:
-    return nn.Identity() if cfg.norm == "none" else make_norm(cfg.norm, cfg.d_model, bias=cfg.bias,
-                                                              eps=cfg.norm_eps)
+    return nn.Identity() if cfg.norm == "none" else make_norm(cfg.norm, cfg.d_model, bias=cfg.bias, eps=cfg.norm_eps)
 
 
 class Block(nn.Module):
@@ -141,14 +149,19 @@ class Decoder(nn.Module):
         if self.cfg.positions != "rope":
             return None
         cfg = self.cfg
-        base = pe.dynamic_ntk_base(cfg.rope_base, cfg.head_dim, t, cfg.context, cfg.rope_scaling) \
-            if cfg.rope_dynamic else cfg.rope_base
+        base = (
+            pe.dynamic_ntk_base(cfg.rope_base, cfg.head_dim, t, cfg.context, cfg.rope_scaling)
+            if cfg.rope_dynamic
+            else cfg.rope_base
+        )
         if cfg.rope_type == "llama3":
-            inv_freq = pe.llama3_frequencies(pe.rope_frequencies(cfg.head_dim, base=base), cfg.rope_scaling,
-                                             cfg.context)
+            inv_freq = pe.llama3_frequencies(
+                pe.rope_frequencies(cfg.head_dim, base=base), cfg.rope_scaling, cfg.context
+            )
         else:
-            inv_freq = pe.rope_frequencies(cfg.head_dim, base=base,
-                                           scaling=1.0 if cfg.rope_dynamic else cfg.rope_scaling)
+            inv_freq = pe.rope_frequencies(
+                cfg.head_dim, base=base, scaling=1.0 if cfg.rope_dynamic else cfg.rope_scaling
+            )
         return pe.rope_angles(torch.arange(t, device=device), inv_freq.to(device))
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
@@ -158,8 +171,9 @@ class Decoder(nn.Module):
             x = self.embed(inputs)
         else:
             if inputs.dim() != 3 or inputs.shape[-1] != self.cfg.d_model:
-                raise ValueError(f"vectors must be (batch, tokens, d_model={self.cfg.d_model}), "
-                                 f"got shape {tuple(inputs.shape)}")
+                raise ValueError(
+                    f"vectors must be (batch, tokens, d_model={self.cfg.d_model}), got shape {tuple(inputs.shape)}"
+                )
             x = inputs
         t = inputs.shape[1]
         if self.positions is not None:

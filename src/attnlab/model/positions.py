@@ -61,8 +61,12 @@ class LearnedPositions(nn.Module):
             if positions < 0:
                 raise ValueError(f"positions as a token count must be >= 0, got {positions}")
             positions = torch.arange(positions, device=self.table.weight.device)
-        elif not isinstance(positions, Tensor) or positions.dtype.is_floating_point or positions.dtype.is_complex \
-                or positions.dtype == torch.bool:
+        elif (
+            not isinstance(positions, Tensor)
+            or positions.dtype.is_floating_point
+            or positions.dtype.is_complex
+            or positions.dtype == torch.bool
+        ):
             got = f"dtype {positions.dtype}" if isinstance(positions, Tensor) else repr(positions)
             raise ValueError(f"positions must be an int token count or an integer tensor, got {got}")
         if positions.numel():
@@ -90,8 +94,9 @@ def rope_frequencies(head_dim: int, base: float = 10000.0, scaling: float = 1.0)
     return 1.0 / (base**exponents) / scaling
 
 
-def llama3_frequencies(inv_freq: Tensor, factor: float, original_context: int, low_freq_factor: float = 1.0,
-                       high_freq_factor: float = 4.0) -> Tensor:
+def llama3_frequencies(
+    inv_freq: Tensor, factor: float, original_context: int, low_freq_factor: float = 1.0, high_freq_factor: float = 4.0
+) -> Tensor:
     """Llama 3's RoPE scaling of inverse frequencies, as Hugging Face's ``_compute_llama3_parameters`` builds
     them (the "Llama 3 RoPE scaling" Vasylenko et al. 2025 App. G.2 uses, factor 16): wavelengths longer than
     ``original_context / low_freq_factor`` are divided by ``factor``, ones shorter than ``original_context /

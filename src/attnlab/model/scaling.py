@@ -116,8 +116,9 @@ def scaled_heads(kind: str, slopes: torch.Tensor | None, positions: str, heads: 
     return torch.ones(heads, dtype=torch.bool)
 
 
-def make_scaler(kind: str, heads: int, dim: int, *, delta: float, bound: float,
-                gamma: float | None = None) -> nn.Module | None:
+def make_scaler(
+    kind: str, heads: int, dim: int, *, delta: float, bound: float, gamma: float | None = None
+) -> nn.Module | None:
     """The scaler module of one attention layer, or None for unscaled rows (``kind`` "none"); ``gamma``
     fixes the exponent of a scaler in ``FIXED_GAMMA_SCALERS`` (None learns it)."""
     if kind == "none":

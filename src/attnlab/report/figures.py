@@ -22,8 +22,10 @@ def save_figure(fig: "plt.Figure", path: str | Path, dpi: int = 120) -> tuple[Pa
     """Write ``fig`` to ``path`` as .png and beside it as .svg, each atomically, then close it."""
     path = Path(path)
     try:
-        png, svg = (atomic_write(path.with_suffix(s), lambda tmp, s=s: fig.savefig(tmp, format=s[1:], dpi=dpi))
-                    for s in (".png", ".svg"))
+        png, svg = (
+            atomic_write(path.with_suffix(s), lambda tmp, s=s: fig.savefig(tmp, format=s[1:], dpi=dpi))
+            for s in (".png", ".svg")
+        )
     finally:
         plt.close(fig)
     return png, svg
@@ -34,8 +36,13 @@ def _shade(ax, keys, label: str | None = None) -> None:
         ax.axvspan(k - 0.45, k + 0.45, color="tab:red", alpha=0.15, lw=0, label=label if i == 0 else None)
 
 
-def plot_row_weights(row: Sequence[float], weights: Mapping[str, Sequence[float]], path: str | Path,
-                     masked: Sequence[bool] | None = None, cols: int = 3) -> tuple[Path, Path]:
+def plot_row_weights(
+    row: Sequence[float],
+    weights: Mapping[str, Sequence[float]],
+    path: str | Path,
+    masked: Sequence[bool] | None = None,
+    cols: int = 3,
+) -> tuple[Path, Path]:
     """One bar panel per row map: the weight each map gives each key of one score row.
 
     The top panel shows the scores; masked keys are shaded red everywhere (their score is drawn

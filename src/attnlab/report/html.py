@@ -94,13 +94,19 @@ def table_html(csv: Path) -> str:
     shown = frame.head(MAX_ROWS)
     text = [not pd.api.types.is_numeric_dtype(t) or pd.api.types.is_bool_dtype(t) for t in frame.dtypes]
     head = "".join(f'<th class="{"text" if t else "num"}">{_esc(c)}</th>' for c, t in zip(frame.columns, text))
-    body = "".join("<tr>" + "".join(f'<td class="{"text" if t else "num"}">{_cell(v)}</td>'
-                                    for v, t in zip(row, text)) + "</tr>"
-                   for row in shown.itertuples(index=False))
-    cut = (f'<p class="meta">first {MAX_ROWS} of {len(frame)} rows; all of them are in '
-           f"<code>{_esc(csv.name)}</code></p>" if len(frame) > MAX_ROWS else "")
-    return (f'<div class="scroll"><table class="sortable"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{body}</tbody></table></div>{cut}")
+    body = "".join(
+        "<tr>" + "".join(f'<td class="{"text" if t else "num"}">{_cell(v)}</td>' for v, t in zip(row, text)) + "</tr>"
+        for row in shown.itertuples(index=False)
+    )
+    cut = (
+        f'<p class="meta">first {MAX_ROWS} of {len(frame)} rows; all of them are in <code>{_esc(csv.name)}</code></p>'
+        if len(frame) > MAX_ROWS
+        else ""
+    )
+    return (
+        f'<div class="scroll"><table class="sortable"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table></div>{cut}"
+    )
 
 
 def _image(png: Path) -> str:
@@ -116,15 +122,19 @@ def finding_html(f: Finding) -> str:
     if f.rule:
         lines.append(f"<li><strong>rule</strong>: {_esc(f.rule)}</li>")
     if f.null is not None:
-        lines.append(f"<li><strong>null control</strong>: {_esc(f.null.control)}: <strong>{_esc(f.null.result)}</strong>"
-                     f"{': ' + _esc(f.null.outcome) if f.null.outcome else ''}</li>")
+        lines.append(
+            f"<li><strong>null control</strong>: {_esc(f.null.control)}: <strong>{_esc(f.null.result)}</strong>"
+            f"{': ' + _esc(f.null.outcome) if f.null.outcome else ''}</li>"
+        )
     if f.mde is not None:
         lines.append(f"<li><strong>MDE</strong>: {_esc(f.mde.words())}</li>")
     if f.reason:
         lines.append(f"<li><strong>why {_esc(f.verdict)}</strong>: {_esc(f.reason)}</li>")
     listed = f'<ul class="discipline">{"".join(lines)}</ul>' if lines else ""
-    return (f'<div class="finding {kind}"><span class="verdict">{_esc(f.verdict)}</span>: '
-            f"{_esc(f.claim)}<br>{_esc(f.evidence)}{listed}</div>")
+    return (
+        f'<div class="finding {kind}"><span class="verdict">{_esc(f.verdict)}</span>: '
+        f"{_esc(f.claim)}<br>{_esc(f.evidence)}{listed}</div>"
+    )
 
 
 def label_counts(findings: Sequence[Finding]) -> dict[str, int]:
@@ -134,12 +144,13 @@ def label_counts(findings: Sequence[Finding]) -> dict[str, int]:
 
 
 def section_html(section: Section, folder: Path, anchor: str) -> str:
-    parts = [f'<h2 id="{anchor}">{_esc(section.title)}</h2>',
-             f'<p class="source">source <code>{_esc(section.source)}</code> &middot; folder '
-             f"<code>{_esc(folder)}</code></p>",
-             f"<p>{_esc(section.question)}</p>",
-             f'<p class="cmd">made by <code>{_esc(section.command)}</code>; every number below is recomputed '
-             f"from the folder's files by <code>attnlab report {_esc(folder)}</code></p>"]
+    parts = [
+        f'<h2 id="{anchor}">{_esc(section.title)}</h2>',
+        f'<p class="source">source <code>{_esc(section.source)}</code> &middot; folder <code>{_esc(folder)}</code></p>',
+        f"<p>{_esc(section.question)}</p>",
+        f'<p class="cmd">made by <code>{_esc(section.command)}</code>; every number below is recomputed '
+        f"from the folder's files by <code>attnlab report {_esc(folder)}</code></p>",
+    ]
     for warning in section.warnings:
         parts.append(f'<div class="warning">warning: {_esc(warning)}</div>')
     claims = [f for f in section.findings if not f.is_check]
@@ -158,9 +169,11 @@ def section_html(section: Section, folder: Path, anchor: str) -> str:
         parts.append(f'<p class="meta">file: <code>{_esc(csv)}</code></p>')
     for fig in section.figures:
         png = folder / f"{fig.stem}.png"
-        parts.append(f"<figure>{_image(png)}<figcaption>{_esc(fig.caption)}"
-                     f'<br><span class="cmd">{_esc(png)} (and .svg), made by <code>{_esc(section.command)}</code>'
-                     "</span></figcaption></figure>")
+        parts.append(
+            f"<figure>{_image(png)}<figcaption>{_esc(fig.caption)}"
+            f'<br><span class="cmd">{_esc(png)} (and .svg), made by <code>{_esc(section.command)}</code>'
+            "</span></figcaption></figure>"
+        )
     return "\n".join(parts)
 
 
@@ -172,15 +185,24 @@ def _verdict_cell(finding: Finding) -> str:
 
 
 def _summary_table(sections, anchors, pick, head: str) -> str:
-    """The page's table of the findings ``pick`` selects, each linked to its section, with its null's outcome and MDE."""
-    rows = "".join(f'<tr><td class="text"><a href="#{a}">{_esc(s.study)}</a></td>{_verdict_cell(f)}'
-                   f'<td class="text">{_esc(f.claim)}</td>'
-                   f'<td class="text">{_esc(f.null.result if f.null is not None else "")}</td>'
-                   f'<td class="text">{_esc(f.mde.words() if f.mde is not None else "")}</td></tr>'
-                   for (s, _), a in zip(sections, anchors) for f in s.findings if pick(f))
-    return (f'<h3>{head}</h3><table class="sortable"><thead><tr><th class="text">study</th>'
-            '<th class="text">verdict</th><th class="text">finding checked</th><th class="text">null control</th>'
-            f'<th class="text">MDE</th></tr></thead><tbody>{rows}</tbody></table>' if rows else "")
+    """The page's table of the findings ``pick`` selects, each linked to its section, with its null's outcome and
+    MDE."""
+    rows = "".join(
+        f'<tr><td class="text"><a href="#{a}">{_esc(s.study)}</a></td>{_verdict_cell(f)}'
+        f'<td class="text">{_esc(f.claim)}</td>'
+        f'<td class="text">{_esc(f.null.result if f.null is not None else "")}</td>'
+        f'<td class="text">{_esc(f.mde.words() if f.mde is not None else "")}</td></tr>'
+        for (s, _), a in zip(sections, anchors)
+        for f in s.findings
+        if pick(f)
+    )
+    return (
+        f'<h3>{head}</h3><table class="sortable"><thead><tr><th class="text">study</th>'
+        '<th class="text">verdict</th><th class="text">finding checked</th><th class="text">null control</th>'
+        f'<th class="text">MDE</th></tr></thead><tbody>{rows}</tbody></table>'
+        if rows
+        else ""
+    )
 
 
 def render(sections: Sequence[tuple[Section, Path]], title: str = "attnlab report") -> str:
@@ -191,11 +213,15 @@ def render(sections: Sequence[tuple[Section, Path]], title: str = "attnlab repor
     toc = "".join(f'<li><a href="#{a}">{_esc(s.title)}</a></li>' for (s, _), a in zip(sections, anchors))
     every = [f for s, _ in sections for f in s.findings]
     counts = "".join(f"<span><strong>{n}</strong> {_esc(v)}</span>" for v, n in label_counts(every).items())
-    summary = ((f'<p class="counts">{counts}</p>' if counts else "")
-               + _summary_table(sections, anchors, lambda f: not f.is_check, "Findings")
-               + _summary_table(sections, anchors, lambda f: f.is_check, "Software checks"))
+    summary = (
+        (f'<p class="counts">{counts}</p>' if counts else "")
+        + _summary_table(sections, anchors, lambda f: not f.is_check, "Findings")
+        + _summary_table(sections, anchors, lambda f: f.is_check, "Software checks")
+    )
     body = "\n".join(section_html(s, folder, a) for (s, folder), a in zip(sections, anchors))
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">{GENERATOR}<title>{_esc(title)}</title>'
-            f"<style>{_STYLE}</style></head><body>\n<h1>{_esc(title)}</h1>"
-            f'<p class="meta">written {stamp}</p><nav><ul>{toc}</ul></nav>{summary}\n{body}\n'
-            f"<script>{_SORT}</script></body></html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">{GENERATOR}<title>{_esc(title)}</title>'
+        f"<style>{_STYLE}</style></head><body>\n<h1>{_esc(title)}</h1>"
+        f'<p class="meta">written {stamp}</p><nav><ul>{toc}</ul></nav>{summary}\n{body}\n'
+        f"<script>{_SORT}</script></body></html>\n"
+    )

@@ -20,15 +20,21 @@ from .figures import plt, save_figure
 
 # (colour, marker) of Polynomial Concentration App. H's head types, a head the types table lacks being "untyped";
 # the colours are not among the first four of the cycle, which the boundary curves take
-TYPE_STYLES = {"sink": ("tab:purple", "s"), "induction": ("tab:brown", "^"), "local": ("tab:olive", "D"),
-               "diffuse": ("tab:cyan", "o"), "untyped": ("0.5", "x")}
+TYPE_STYLES = {
+    "sink": ("tab:purple", "s"),
+    "induction": ("tab:brown", "^"),
+    "local": ("tab:olive", "D"),
+    "diffuse": ("tab:cyan", "o"),
+    "untyped": ("0.5", "x"),
+}
 LABELLED_HEADS = 64  # beyond this many heads in a panel their layer.head labels hide the points
 MAX_POINTS = 20_000  # rows drawn per panel of the predicted-vs-measured scatter; the counts cover every row
 QUADRANTS = {"certified safe": "tab:green", "FN": "tab:red", "FP": "tab:orange", "agree unsafe": "0.45"}
 
 
-def plot_phase(heads: pd.DataFrame, degrees: Sequence[float], path: str | Path,
-               types: Mapping[tuple[int, int], str] | None = None) -> tuple[Path, Path]:
+def plot_phase(
+    heads: pd.DataFrame, degrees: Sequence[float], path: str | Path, types: Mapping[tuple[int, int], str] | None = None
+) -> tuple[Path, Path]:
     """One panel per bias b: a point per head at its median (rho, A_act), labelled layer.head while a panel has
     at most LABELLED_HEADS heads, and the curves A = (1 - rho)^-p (Thm. 4.1's boundary: above the curve S_p may
     reach 1). ``types`` gives each (layer, head) its App. H type, and the points take the type's colour
@@ -44,18 +50,34 @@ def plot_phase(heads: pd.DataFrame, degrees: Sequence[float], path: str | Path,
         if types is None:
             ax.scatter(part["med rho"], part["med a_act"], color="k", s=18, zorder=3, label="head median")
         else:
-            kind = np.array([types.get((int(layer), int(head)), "untyped")
-                             for layer, head in zip(part["layer"], part["head"], strict=True)])
+            kind = np.array(
+                [
+                    types.get((int(layer), int(head)), "untyped")
+                    for layer, head in zip(part["layer"], part["head"], strict=True)
+                ]
+            )
             for name in dict.fromkeys([*TYPE_STYLES, *kind]):
                 chosen = part[kind == name]
                 if len(chosen):
                     colour, marker = TYPE_STYLES.get(name, ("k", "o"))
-                    ax.scatter(chosen["med rho"], chosen["med a_act"], color=colour, marker=marker, s=18, zorder=3,
-                               label=f"{name} head")
+                    ax.scatter(
+                        chosen["med rho"],
+                        chosen["med a_act"],
+                        color=colour,
+                        marker=marker,
+                        s=18,
+                        zorder=3,
+                        label=f"{name} head",
+                    )
         if len(part) <= LABELLED_HEADS:
             for _, h in part.iterrows():
-                ax.annotate(f"{h['layer']:.0f}.{h['head']:.0f}", (h["med rho"], h["med a_act"]), fontsize=6,
-                            xytext=(2, 2), textcoords="offset points")
+                ax.annotate(
+                    f"{h['layer']:.0f}.{h['head']:.0f}",
+                    (h["med rho"], h["med a_act"]),
+                    fontsize=6,
+                    xytext=(2, 2),
+                    textcoords="offset points",
+                )
         ax.set_yscale("log")
         ax.set_ylim(0.8, top)
         ax.set_xlim(0, 1)
@@ -82,8 +104,17 @@ def plot_p_star(p_star: Mapping[str, np.ndarray], degrees: Sequence[float], path
             ax.hist(np.log2(finite), bins=30, color="tab:blue", alpha=0.8)
         for p in degrees:
             ax.axvline(np.log2(p), color="tab:red", ls="--", lw=1)
-            ax.text(np.log2(p), 0.97, f"p={p:g} ", transform=ax.get_xaxis_transform(), fontsize=7, va="top",
-                    ha="right", rotation=90, color="tab:red")
+            ax.text(
+                np.log2(p),
+                0.97,
+                f"p={p:g} ",
+                transform=ax.get_xaxis_transform(),
+                fontsize=7,
+                va="top",
+                ha="right",
+                rotation=90,
+                color="tab:red",
+            )
         ax.set_xlabel("log2 p*")
         ax.set_ylabel("active rows")
         ax.set_title(f"b = {b}: {len(finite)} rows shown; {zero} at p* = 0, {inf} at p* = inf", fontsize=9)
@@ -98,20 +129,34 @@ def bound_quadrants(p_star: np.ndarray, s_p: np.ndarray, p: float) -> dict[str, 
     p_star, s_p = np.asarray(p_star, dtype=float), np.asarray(s_p, dtype=float)
     known = ~np.isnan(p_star) & ~np.isnan(s_p)
     pred, meas = p >= p_star[known], s_p[known] < 1
-    return {"certified safe": int((pred & meas).sum()), "FN": int((pred & ~meas).sum()),
-            "FP": int((~pred & meas).sum()), "agree unsafe": int((~pred & ~meas).sum())}
+    return {
+        "certified safe": int((pred & meas).sum()),
+        "FN": int((pred & ~meas).sum()),
+        "FP": int((~pred & meas).sum()),
+        "agree unsafe": int((~pred & ~meas).sum()),
+    }
 
 
-def plot_bound(p_star: Mapping[str, np.ndarray], s_p: Mapping[str, np.ndarray], p: float, path: str | Path,
-               max_points: int = MAX_POINTS, seed: int = 0) -> tuple[Path, Path]:
+def plot_bound(
+    p_star: Mapping[str, np.ndarray],
+    s_p: Mapping[str, np.ndarray],
+    p: float,
+    path: str | Path,
+    max_points: int = MAX_POINTS,
+    seed: int = 0,
+) -> tuple[Path, Path]:
     """Polynomial Concentration Fig. 1b (App. M, Fig. 6b): per bias, each row's p* (x) against its measured S_p
     (y) on log axes, split by the lines x = p and y = 1 into the four cells of ``bound_quadrants``, each corner
     labelled with its count over every row. At most ``max_points`` rows per panel are drawn, a uniform sample
     under numpy seed ``seed``, so that an audit of millions of rows stays drawable; the title counts the rows
     at p* = 0, p* = inf and S_p = 0 or inf, which log axes cannot show."""
     fig, axes = plt.subplots(1, len(p_star), figsize=(4.6 * len(p_star), 4.4), squeeze=False)
-    corners = {"certified safe": (0.02, 0.02, "left", "bottom"), "FN": (0.02, 0.98, "left", "top"),
-               "FP": (0.98, 0.02, "right", "bottom"), "agree unsafe": (0.98, 0.98, "right", "top")}
+    corners = {
+        "certified safe": (0.02, 0.02, "left", "bottom"),
+        "FN": (0.02, 0.98, "left", "top"),
+        "FP": (0.98, 0.02, "right", "bottom"),
+        "agree unsafe": (0.98, 0.98, "right", "top"),
+    }
     for ax, b in zip(axes[0], p_star, strict=True):
         x, y = np.asarray(p_star[b], dtype=float), np.asarray(s_p[b], dtype=float)
         known = ~np.isnan(x) & ~np.isnan(y)
@@ -131,12 +176,14 @@ def plot_bound(p_star: Mapping[str, np.ndarray], s_p: Mapping[str, np.ndarray], 
         ax.set_ylim(min(y[shown].min(initial=1.0), 1.0) / 2, max(y[shown].max(initial=1.0), 1.0) * 2)
         for name, count in bound_quadrants(x, y, p).items():
             cx, cy, ha, va = corners[name]
-            ax.text(cx, cy, f"{name}\n{count}", transform=ax.transAxes, ha=ha, va=va, fontsize=7,
-                    color=QUADRANTS[name])
+            ax.text(cx, cy, f"{name}\n{count}", transform=ax.transAxes, ha=ha, va=va, fontsize=7, color=QUADRANTS[name])
         zero, inf = int((x == 0).sum()), int(np.isinf(x).sum())
         sample = f" (a random {len(shown)} of {int(drawable.sum())})" if drawable.sum() > len(shown) else ""
-        ax.set_title(f"b = {b}: {len(shown)} rows drawn{sample}\noff the log axes: {zero} at p* = 0, {inf} at "
-                     f"p* = inf, {len(x) - int(drawable.sum()) - zero - inf} at S_p = 0 or inf", fontsize=8)
+        ax.set_title(
+            f"b = {b}: {len(shown)} rows drawn{sample}\noff the log axes: {zero} at p* = 0, {inf} at "
+            f"p* = inf, {len(x) - int(drawable.sum()) - zero - inf} at S_p = 0 or inf",
+            fontsize=8,
+        )
         ax.set_xlabel("p* (predicted minimum safe degree)")
         ax.set_ylabel(f"measured S_{p:g}")
     fig.tight_layout()

@@ -17,8 +17,9 @@ import pandas as pd
 from .figures import plt, save_figure
 
 
-def plot_run_accuracy(acc: pd.DataFrame, lengths: Sequence[int], ylabel: str, title: str,
-                      path: str | Path) -> tuple[Path, Path]:
+def plot_run_accuracy(
+    acc: pd.DataFrame, lengths: Sequence[int], ylabel: str, title: str, path: str | Path
+) -> tuple[Path, Path]:
     """One curve per variant (``acc``: a row per variant, a score column per evaluation length, in the
     order of ``lengths``) against the evaluation length, log2 axis."""
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -90,32 +91,50 @@ def plot_head_dispersion(table: pd.DataFrame, path: str | Path, title: str) -> t
     (Vasylenko et al. 2025 §3.2). Panels in a row share their y axis, so variants compare directly."""
     missing = [c for c in HEAD_COLUMNS if c not in table.columns]
     if missing:
-        raise ValueError(f"head dispersion table lacks columns {missing}; it needs {list(HEAD_COLUMNS)} "
-                         "(and optionally seed), as commands.lengthgen.dispersion_table writes them")
+        raise ValueError(
+            f"head dispersion table lacks columns {missing}; it needs {list(HEAD_COLUMNS)} "
+            "(and optionally seed), as commands.lengthgen.dispersion_table writes them"
+        )
     if table.empty:
         raise ValueError("head dispersion table has no rows: nothing to draw")
     seeds = "seed" in table.columns
     key = ["variant", *(["seed"] if seeds else []), "layer", "head"]
     repeated = table.duplicated([*key, "length"])
     if repeated.any():
-        raise ValueError(f"head dispersion table has more than one row for {key + ['length']} = "
-                         f"{table.loc[repeated, key + ['length']].iloc[0].tolist()}; it needs one per head and length")
+        raise ValueError(
+            f"head dispersion table has more than one row for {key + ['length']} = "
+            f"{table.loc[repeated, key + ['length']].iloc[0].tolist()}; it needs one per head and length"
+        )
     variants = list(table.variant.unique())
     heads = sorted(set(zip(table["layer"], table["head"])))
     colors = {h: tuple(c) for h, c in zip(heads, plt.get_cmap("viridis")(np.linspace(0, 0.92, len(heads))))}
-    styles = {s: _SEED_STYLES[i % len(_SEED_STYLES)]
-              for i, s in enumerate(sorted(table.seed.unique()) if seeds else [None])}
+    styles = {
+        s: _SEED_STYLES[i % len(_SEED_STYLES)] for i, s in enumerate(sorted(table.seed.unique()) if seeds else [None])
+    }
     lengths = np.array(sorted(table.length.unique()), dtype=float)
 
-    fig, axes = plt.subplots(2, len(variants), figsize=(4.2 * len(variants) + 1.6, 6.4), squeeze=False,
-                             sharex=True, sharey="row", layout="constrained")
+    fig, axes = plt.subplots(
+        2,
+        len(variants),
+        figsize=(4.2 * len(variants) + 1.6, 6.4),
+        squeeze=False,
+        sharex=True,
+        sharey="row",
+        layout="constrained",
+    )
     for col, variant in enumerate(variants):
         top, bottom = axes[0][col], axes[1][col]
         for group, rows in table[table.variant == variant].groupby(key[1:], sort=True):
             seed, layer, head = group if seeds else (None, *group)
             rows = rows.sort_values("length")
-            style = {"color": colors[(layer, head)], "ls": styles[seed], "marker": "o", "ms": 3, "lw": 1.2,
-                     "label": f"{'' if seed is None else f'seed {seed} '}L{layer} H{head}"}
+            style = {
+                "color": colors[(layer, head)],
+                "ls": styles[seed],
+                "marker": "o",
+                "ms": 3,
+                "lw": 1.2,
+                "label": f"{'' if seed is None else f'seed {seed} '}L{layer} H{head}",
+            }
             top.plot(rows.length, rows.answer_entropy, **style)
             bottom.plot(rows.length, rows.answer_support, **style)
         top.plot(lengths, [math.log(n) for n in lengths], color="0.55", ls=":", lw=1, label="log L (all keys)")

@@ -16,25 +16,47 @@ import numpy as np
 from .figures import plt, save_figure
 
 
-def plot_heatmaps(maps: Mapping[tuple[str, str], np.ndarray], rows: Sequence[str], cols: Sequence[str],
-                  trigger: int, path: str | Path, title: str) -> tuple[Path, Path]:
+def plot_heatmaps(
+    maps: Mapping[tuple[str, str], np.ndarray],
+    rows: Sequence[str],
+    cols: Sequence[str],
+    trigger: int,
+    path: str | Path,
+    title: str,
+) -> tuple[Path, Path]:
     """A grid of (query x key) heat maps, ``maps[(row, col)]`` an (L, L) array indexed from 0 and drawn
     with 1-based positions as in Attention Sinks Essential's figures. Columns whose label ends in "std" share one colour
     scale and the other columns another (0 up to at least 1), each with its colour bar. The BOS key
     (position 1) and the trigger query (``trigger``, 1-based) are outlined so the sink can be read off."""
     kinds = ["std" if c.endswith("std") else "mean" for c in cols]
-    top = {k: max([float(np.nanmax(maps[(r, c)])) for r in rows for c, kc in zip(cols, kinds) if kc == k]
-                  + [1.0 if k == "mean" else 1e-6]) for k in set(kinds)}
-    fig, axes = plt.subplots(len(rows), len(cols), figsize=(2.9 * len(cols) + 0.8, 2.7 * len(rows) + 0.6),
-                             squeeze=False, layout="constrained")
+    top = {
+        k: max(
+            [float(np.nanmax(maps[(r, c)])) for r in rows for c, kc in zip(cols, kinds) if kc == k]
+            + [1.0 if k == "mean" else 1e-6]
+        )
+        for k in set(kinds)
+    }
+    fig, axes = plt.subplots(
+        len(rows),
+        len(cols),
+        figsize=(2.9 * len(cols) + 0.8, 2.7 * len(rows) + 0.6),
+        squeeze=False,
+        layout="constrained",
+    )
     images = {}
     for i, r in enumerate(rows):
         for j, (c, kind) in enumerate(zip(cols, kinds)):
             ax = axes[i, j]
             data = maps[(r, c)]
             length = data.shape[0]
-            images[kind] = ax.imshow(data, cmap="viridis" if kind == "mean" else "magma", vmin=0.0, vmax=top[kind],
-                                     extent=(0.5, length + 0.5, length + 0.5, 0.5), interpolation="nearest")
+            images[kind] = ax.imshow(
+                data,
+                cmap="viridis" if kind == "mean" else "magma",
+                vmin=0.0,
+                vmax=top[kind],
+                extent=(0.5, length + 0.5, length + 0.5, 0.5),
+                interpolation="nearest",
+            )
             ax.add_patch(plt.Rectangle((0.5, 0.5), 1, length, fill=False, ec="tab:cyan", lw=1.2))
             ax.add_patch(plt.Rectangle((0.5, trigger - 0.5), length, 1, fill=False, ec="tab:red", lw=1.2))
             ax.set_title(f"{r}\n{c}", fontsize=8.5)
@@ -53,8 +75,7 @@ def plot_heatmaps(maps: Mapping[tuple[str, str], np.ndarray], rows: Sequence[str
     return save_figure(fig, path)
 
 
-def plot_heat_mosaic(blocks: Mapping[str, np.ndarray], trigger: int, path: str | Path,
-                     title: str) -> tuple[Path, Path]:
+def plot_heat_mosaic(blocks: Mapping[str, np.ndarray], trigger: int, path: str | Path, title: str) -> tuple[Path, Path]:
     """One panel per ``blocks`` entry, a (layers, heads, L, L) array of (query x key) maps drawn as a mosaic:
     layer d's maps along row d, head h's down column h, one blank cell between maps, so a deep model's maps
     cost one image per panel instead of one axes each. Panels whose name ends in "std" share one colour scale
@@ -62,30 +83,40 @@ def plot_heat_mosaic(blocks: Mapping[str, np.ndarray], trigger: int, path: str |
     (``trigger``, 1-based) are outlined, as in ``plot_heatmaps``."""
     names = list(blocks)
     kinds = ["std" if n.endswith("std") else "mean" for n in names]
-    top = {k: max([float(np.nanmax(blocks[n])) for n, kn in zip(names, kinds) if kn == k]
-                  + [1.0 if k == "mean" else 1e-6]) for k in set(kinds)}
+    top = {
+        k: max([float(np.nanmax(blocks[n])) for n, kn in zip(names, kinds) if kn == k] + [1.0 if k == "mean" else 1e-6])
+        for k in set(kinds)
+    }
     layers, heads, length, _ = np.shape(blocks[names[0]])
     step = length + 1
-    fig, axes = plt.subplots(1, len(names), figsize=(len(names) * (1.1 * heads + 0.9) + 1.2, 1.1 * layers + 1.4),
-                             squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(
+        1,
+        len(names),
+        figsize=(len(names) * (1.1 * heads + 0.9) + 1.2, 1.1 * layers + 1.4),
+        squeeze=False,
+        layout="constrained",
+    )
     images = {}
     for ax, name, kind in zip(axes[0], names, kinds):
         data = np.asarray(blocks[name], dtype=float)
         tile = np.full((layers * step - 1, heads * step - 1), np.nan)
         for d in range(layers):
             for h in range(heads):
-                tile[d * step:d * step + length, h * step:h * step + length] = data[d, h]
-        images[kind] = ax.imshow(tile, cmap="viridis" if kind == "mean" else "magma", vmin=0.0, vmax=top[kind],
-                                 interpolation="nearest")
+                tile[d * step : d * step + length, h * step : h * step + length] = data[d, h]
+        images[kind] = ax.imshow(
+            tile, cmap="viridis" if kind == "mean" else "magma", vmin=0.0, vmax=top[kind], interpolation="nearest"
+        )
         for d in range(layers):
             for h in range(heads):
                 x, y = h * step - 0.5, d * step - 0.5
                 ax.add_patch(plt.Rectangle((x, y), 1, length, fill=False, ec="tab:cyan", lw=0.8))
                 ax.add_patch(plt.Rectangle((x, y + trigger - 1), length, 1, fill=False, ec="tab:red", lw=0.8))
-        ax.set_xticks([h * step + (length - 1) / 2 for h in range(heads)], [f"head {h + 1}" for h in range(heads)],
-                      fontsize=7)
-        ax.set_yticks([d * step + (length - 1) / 2 for d in range(layers)], [f"layer {d + 1}" for d in range(layers)],
-                      fontsize=7)
+        ax.set_xticks(
+            [h * step + (length - 1) / 2 for h in range(heads)], [f"head {h + 1}" for h in range(heads)], fontsize=7
+        )
+        ax.set_yticks(
+            [d * step + (length - 1) / 2 for d in range(layers)], [f"layer {d + 1}" for d in range(layers)], fontsize=7
+        )
         ax.set_title(name, fontsize=9)
     for kind, image in images.items():
         owners = [ax for ax, k in zip(axes[0], kinds) if k == kind]
@@ -94,9 +125,15 @@ def plot_heat_mosaic(blocks: Mapping[str, np.ndarray], trigger: int, path: str |
     return save_figure(fig, path)
 
 
-def plot_bos_mass(labels: Sequence[str], mass: Sequence[float], groups: Sequence[str], high: float, low: float,
-                  path: str | Path, title: str = "BOS mass before the trigger (j = 8, L = 16), per run, layer and head"
-                  ) -> tuple[Path, Path]:
+def plot_bos_mass(
+    labels: Sequence[str],
+    mass: Sequence[float],
+    groups: Sequence[str],
+    high: float,
+    low: float,
+    path: str | Path,
+    title: str = "BOS mass before the trigger (j = 8, L = 16), per run, layer and head",
+) -> tuple[Path, Path]:
     """One bar per label (a run, layer and head, or any grouping the caller chose): its mean weight on BOS
     over the pre-trigger queries, coloured by ``groups`` (the attention kind), on a log axis with the
     ``high`` and ``low`` thresholds drawn."""
@@ -121,9 +158,15 @@ def plot_bos_mass(labels: Sequence[str], mass: Sequence[float], groups: Sequence
     return save_figure(fig, path)
 
 
-
-def plot_masking(labels: Sequence[str], loss: Sequence[float], masked: Sequence[float], zero: Sequence[float],
-                 tolerance: float, path: str | Path, title: str) -> tuple[Path, Path]:
+def plot_masking(
+    labels: Sequence[str],
+    loss: Sequence[float],
+    masked: Sequence[float],
+    zero: Sequence[float],
+    tolerance: float,
+    path: str | Path,
+    title: str,
+) -> tuple[Path, Path]:
     """Per label (a run), its held-out loss with BOS and with BOS masked as a pair of bars on a log axis, values
     printed, and per run the all-zeros predictor's loss as a black tick across its pair (``tolerance`` x it as a
     grey one: the bound under which masking counts as costing nothing)."""
@@ -147,8 +190,13 @@ def plot_masking(labels: Sequence[str], loss: Sequence[float], masked: Sequence[
     return save_figure(fig, path)
 
 
-def plot_positions(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], nulls: Mapping[str, tuple[np.ndarray,
-                   np.ndarray]], threshold: float, path: str | Path, title: str) -> tuple[Path, Path]:
+def plot_positions(
+    curves: Mapping[str, tuple[np.ndarray, np.ndarray]],
+    nulls: Mapping[str, tuple[np.ndarray, np.ndarray]],
+    threshold: float,
+    path: str | Path,
+    title: str,
+) -> tuple[Path, Path]:
     """Per run, a line of the fraction of inputs with a sink at each 1-based query position (``curves[run]`` =
     positions, fractions), solid; the same run's null (``nulls``, e.g. its untrained model) dashed in its
     colour; the verdict's ``threshold`` as a dashed black line."""
@@ -167,8 +215,10 @@ def plot_positions(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], nulls: M
     ax.set_title(title, fontsize=10)
     return save_figure(fig, path)
 
-def plot_loss_curves(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], zero: float,
-                     path: str | Path) -> tuple[Path, Path]:
+
+def plot_loss_curves(
+    curves: Mapping[str, tuple[np.ndarray, np.ndarray]], zero: float, path: str | Path
+) -> tuple[Path, Path]:
     """Training loss against step for each run (log axis), with the all-zeros predictor's loss."""
     fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
     for name, (step, loss) in curves.items():
@@ -182,8 +232,9 @@ def plot_loss_curves(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], zero: 
     return save_figure(fig, path)
 
 
-def plot_linf_curves(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], target: float,
-                     path: str | Path) -> tuple[Path, Path]:
+def plot_linf_curves(
+    curves: Mapping[str, tuple[np.ndarray, np.ndarray]], target: float, path: str | Path
+) -> tuple[Path, Path]:
     """Training batch l-inf loss against step for each run (log axis), with the stopping ``target``."""
     fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
     for name, (step, linf) in curves.items():
@@ -197,18 +248,38 @@ def plot_linf_curves(curves: Mapping[str, tuple[np.ndarray, np.ndarray]], target
     return save_figure(fig, path)
 
 
-def plot_first_token_mass(mass: np.ndarray, lines: Mapping[str, np.ndarray], uniform: np.ndarray, threshold: float,
-                          skip: int, path: str | Path, title: str) -> tuple[Path, Path]:
+def plot_first_token_mass(
+    mass: np.ndarray,
+    lines: Mapping[str, np.ndarray],
+    uniform: np.ndarray,
+    threshold: float,
+    skip: int,
+    path: str | Path,
+    title: str,
+) -> tuple[Path, Path]:
     """A pretrained model's first-token mass: a (layers x heads) heat map on a 0-1 scale, values printed,
     and beside it, per layer, the ``lines`` (e.g. the median and largest head) against the ``threshold``
     and the ``uniform`` share; layers 0..skip-1 are shaded (left out of the verdict)."""
     n_layers, n_heads = mass.shape
-    fig, (ax, side) = plt.subplots(1, 2, figsize=(3.2 + 0.55 * n_heads + 3.2, 1.4 + 0.3 * n_layers), sharey=True,
-                                   gridspec_kw={"width_ratios": [max(n_heads, 2), 5]}, layout="constrained")
+    fig, (ax, side) = plt.subplots(
+        1,
+        2,
+        figsize=(3.2 + 0.55 * n_heads + 3.2, 1.4 + 0.3 * n_layers),
+        sharey=True,
+        gridspec_kw={"width_ratios": [max(n_heads, 2), 5]},
+        layout="constrained",
+    )
     image = ax.imshow(mass, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
     for (layer, head), value in np.ndenumerate(mass):
-        ax.text(head, layer, f"{value:.2f}", ha="center", va="center", fontsize=6.5,
-                color="black" if value > 0.6 else "white")
+        ax.text(
+            head,
+            layer,
+            f"{value:.2f}",
+            ha="center",
+            va="center",
+            fontsize=6.5,
+            color="black" if value > 0.6 else "white",
+        )
     ax.set_xticks(range(n_heads))
     ax.set_yticks(range(n_layers))
     ax.tick_params(labelsize=7)

@@ -14,16 +14,26 @@ import pandas as pd
 
 from .figures import plt, save_figure
 
-LABELS = {"val_loss": "validation loss (nats/byte)", "upper_entropy": "upper entropy (normalized)",
-          "upper_logit": "upper logit magnitude", "upper_qk_sigma_max": "upper W_Q^T W_K top singular value",
-          "dppl_zero_qk": "perplexity rise, upper Q/K zeroed", "lower_copy": "lower-copy score",
-          "lower_copy_excess": "lower-copy score minus uniform attention's"}
+LABELS = {
+    "val_loss": "validation loss (nats/byte)",
+    "upper_entropy": "upper entropy (normalized)",
+    "upper_logit": "upper logit magnitude",
+    "upper_qk_sigma_max": "upper W_Q^T W_K top singular value",
+    "dppl_zero_qk": "perplexity rise, upper Q/K zeroed",
+    "lower_copy": "lower-copy score",
+    "lower_copy_excess": "lower-copy score minus uniform attention's",
+}
 STYLES = {"control": "-", "intervention": "--"}
 COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
 
 
-def plot_probe_curves(curves: pd.DataFrame, probes: Sequence[str], released: Mapping[str, int],
-                      path: str | Path, readings: pd.DataFrame | None = None) -> tuple[Path, Path]:
+def plot_probe_curves(
+    curves: pd.DataFrame,
+    probes: Sequence[str],
+    released: Mapping[str, int],
+    path: str | Path,
+    readings: pd.DataFrame | None = None,
+) -> tuple[Path, Path]:
     """A 2 x 3 grid, one panel per probe (a column of ``curves``, which has a row per run and step and the
     run's ``arch`` and ``arm``, control or intervention): each run's curve over steps, and a dotted line at
     the step where the intervention of architecture ``arch`` was released (``released``: arch -> step).
@@ -39,8 +49,15 @@ def plot_probe_curves(curves: pd.DataFrame, probes: Sequence[str], released: Map
             ax.axvline(step, color=color[arch], ls=":", lw=1)
         if key == "lower_copy_excess" and readings is not None:
             for (arch, arm), rows in readings.groupby(["arch", "arm"], sort=False):
-                ax.plot(rows.step, rows.lower_copy - rows.lower_copy_chance, ".", ms=3 if arm == "control" else 5,
-                        color=color.get(arch, "black"), ls="none", label="_readings")
+                ax.plot(
+                    rows.step,
+                    rows.lower_copy - rows.lower_copy_chance,
+                    ".",
+                    ms=3 if arm == "control" else 5,
+                    color=color.get(arch, "black"),
+                    ls="none",
+                    label="_readings",
+                )
         ax.set_title(LABELS[key], fontsize=10)
         ax.set_xlabel("step")
     axes[0][0].legend(fontsize=8)

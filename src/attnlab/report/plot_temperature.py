@@ -29,8 +29,13 @@ def plot_beta_fit(beta: pd.DataFrame, fit: pd.DataFrame, n_min: int, path: Path)
     grid = np.linspace(max(n_min, 2), n.max(), 200)
     for xi, style in ((float(best["xi"]), "-"), (1.0, "--")):
         a1 = float(fit.loc[(fit["xi"] - xi).abs().idxmin(), "a1"])
-        left.plot(grid, a1 * np.log(grid) ** xi, style, color="tab:red" if style == "-" else "0.3",
-                  label=f"a1 (log n)^{xi:g}, a1 = {a1:.3f}")
+        left.plot(
+            grid,
+            a1 * np.log(grid) ** xi,
+            style,
+            color="tab:red" if style == "-" else "0.3",
+            label=f"a1 (log n)^{xi:g}, a1 = {a1:.3f}",
+        )
     left.set_xscale("log", base=2)
     left.set_xlabel("position n (keys the query sees)")
     left.set_ylabel("beta_n")
@@ -69,8 +74,9 @@ def plot_bucket_means(table: pd.DataFrame, fits: dict[str, dict], path: Path) ->
 
 def _n_axis(ax, n: np.ndarray) -> None:
     """A top axis in n over the log log n axis, ticked at the grid."""
-    top = ax.secondary_xaxis("top", functions=(lambda u: np.exp(np.exp(u)), lambda m: np.log(np.log(
-        np.clip(m, 1.0001, None)))))
+    top = ax.secondary_xaxis(
+        "top", functions=(lambda u: np.exp(np.exp(u)), lambda m: np.log(np.log(np.clip(m, 1.0001, None))))
+    )
     top.set_xticks(n)
     top.tick_params(labelsize=7, labelrotation=60)
 
@@ -86,8 +92,13 @@ def plot_real_lambda(table: pd.DataFrame, xi_hat: float, half_iqr: float, model:
     if ok.sum() >= 2:
         t0, y0 = t[ok].mean(), y[ok].mean()
         if math.isfinite(xi_hat):
-            ax.plot(t, y0 + xi_hat * (t - t0), "-", color="tab:blue",
-                    label=f"OLS, slope xi_hat_Lambda = {xi_hat:.3f} +- {half_iqr:.3f}")
+            ax.plot(
+                t,
+                y0 + xi_hat * (t - t0),
+                "-",
+                color="tab:blue",
+                label=f"OLS, slope xi_hat_Lambda = {xi_hat:.3f} +- {half_iqr:.3f}",
+            )
         ax.plot(t, y0 + (t - t0), ":", color="0.3", label="slope 1 (the finding's threshold)")
     ax.set_xlabel("log log n")
     ax.set_ylabel("bucket mean of log Lambda_n")
@@ -112,8 +123,9 @@ def plot_counting(gaps: np.ndarray, lam: float, delta: float, n: int, label: str
     env = np.exp(lam * span)
     keep = env <= 2 * n
     ax.plot(span[keep], env[keep], "--", color="0.3", label=f"envelope e^(Lambda t), Lambda = {lam:.3f}")
-    ax.plot([delta], [n_delta], "*", color="tab:red", ms=15, zorder=5,
-            label=f"contact (Delta = {delta:.3f}, N = {n_delta})")
+    ax.plot(
+        [delta], [n_delta], "*", color="tab:red", ms=15, zorder=5, label=f"contact (Delta = {delta:.3f}, N = {n_delta})"
+    )
     ax.set_yscale("log")
     low, high = 0.8, 2 * n
     ax.set_ylim(low, high)
@@ -137,8 +149,14 @@ def plot_sweep(ppl: pd.DataFrame, n_train: int, path: Path) -> tuple[Path, Path]
     for _, row in ppl.iterrows():
         y = row[cols].to_numpy(float)
         ref = int(row["n_eval"]) <= n_train
-        line, = ax.plot(xis, y, marker="o", ms=4, ls=":" if ref else "-",
-                        label=f"n_eval = {int(row['n_eval'])}" + (" (training window)" if ref else ""))
+        (line,) = ax.plot(
+            xis,
+            y,
+            marker="o",
+            ms=4,
+            ls=":" if ref else "-",
+            label=f"n_eval = {int(row['n_eval'])}" + (" (training window)" if ref else ""),
+        )
         if not ref:  # in the training window m = 1 for every xi: a flat line has no minimum to mark
             i = int(np.nanargmin(y))
             ax.plot([xis[i]], [y[i]], "*", ms=14, color=line.get_color())

@@ -100,11 +100,15 @@ class Finding:
         if self.verdict not in VERDICTS:
             raise ValueError(f"verdict must be one of {', '.join(VERDICTS)}, got {self.verdict!r}")
         if not self.is_check and not (self.rule and self.null is not None and self.mde is not None):
-            raise ValueError(f"{self.claim!r}: a paper's claim states its rule, null control and MDE (build it with "
-                             "attnlab.studies.verdict.decide); an identity of attnlab's is a check")
+            raise ValueError(
+                f"{self.claim!r}: a paper's claim states its rule, null control and MDE (build it with "
+                "attnlab.studies.verdict.decide); an identity of attnlab's is a check"
+            )
         if self.verdict == "reproduced" and self.null.passes is not False:
-            raise ValueError(f"{self.claim!r}: reproduced needs its null control to fail the rule; "
-                             f"{self.null.control} {self.null.result}")
+            raise ValueError(
+                f"{self.claim!r}: reproduced needs its null control to fail the rule; "
+                f"{self.null.control} {self.null.result}"
+            )
         if self.verdict == "underpowered" and self.mde.adequate is not False:
             raise ValueError(f"{self.claim!r}: underpowered needs an MDE larger than the paper's effect")
         if self.verdict in ("not checked", "underpowered") and not self.reason:
@@ -118,8 +122,9 @@ class Finding:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Finding:
         null, mde = data.get("null"), data.get("mde")
-        return cls(**{**data, "null": None if null is None else Null(**null),
-                      "mde": None if mde is None else MDE(**mde)})
+        return cls(
+            **{**data, "null": None if null is None else Null(**null), "mde": None if mde is None else MDE(**mde)}
+        )
 
 
 @dataclass(frozen=True)
@@ -164,9 +169,13 @@ class Section:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Section:
-        return cls(**{**data,
-                      "findings": tuple(Finding.from_dict(f) for f in data.get("findings", ())),
-                      "tables": tuple(Table(**t) for t in data.get("tables", ())),
-                      "figures": tuple(Figure(**f) for f in data.get("figures", ())),
-                      "notes": tuple(data.get("notes", ())),
-                      "warnings": tuple(data.get("warnings", ()))})
+        return cls(
+            **{
+                **data,
+                "findings": tuple(Finding.from_dict(f) for f in data.get("findings", ())),
+                "tables": tuple(Table(**t) for t in data.get("tables", ())),
+                "figures": tuple(Figure(**f) for f in data.get("figures", ())),
+                "notes": tuple(data.get("notes", ())),
+                "warnings": tuple(data.get("warnings", ())),
+            }
+        )

@@ -14,6 +14,7 @@ from torch import nn
 
 from ._rows import check_rows
 from .registry import FAMILIES, Family, RowMap, family_of, get, register
+
 # The modules below declare their families on import, in the order ``attnlab maps`` lists them.
 from .softmax import length_multiplier
 from .entmax import entmax
@@ -36,7 +37,21 @@ class RowMapLayer(nn.Module):
 
 
 __all__ = [
-    "FAMILIES", "ASEntmax", "ASSMax", "AdaptiveScale", "Family", "RowMap", "RowMapLayer", "check_rows", "entmax",
-    "family_of", "get", "length_multiplier", "register", "relu_attention", "relu_power", "sigmoid_normalized",
+    "FAMILIES",
+    "ASEntmax",
+    "ASSMax",
+    "AdaptiveScale",
+    "Family",
+    "RowMap",
+    "RowMapLayer",
+    "check_rows",
+    "entmax",
+    "family_of",
+    "get",
+    "length_multiplier",
+    "register",
+    "relu_attention",
+    "relu_power",
+    "sigmoid_normalized",
     "wortsman",
 ]

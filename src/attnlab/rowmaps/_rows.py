@@ -30,9 +30,7 @@ def check_rows(scores: torch.Tensor, mask: torch.Tensor | None, dim: int) -> int
     if not isinstance(scores, torch.Tensor):
         raise TypeError(f"scores must be a torch.Tensor, got {type(scores).__name__}")
     if scores.dtype not in FLOAT_DTYPES:
-        raise TypeError(
-            f"scores has dtype {scores.dtype}; allowed: float16, bfloat16, float32, float64"
-        )
+        raise TypeError(f"scores has dtype {scores.dtype}; allowed: float16, bfloat16, float32, float64")
     if scores.dim() == 0:
         raise ValueError("scores must have at least one dimension (the key axis)")
     if isinstance(dim, bool) or not isinstance(dim, numbers.Integral):
@@ -50,17 +48,12 @@ def check_rows(scores: torch.Tensor, mask: torch.Tensor | None, dim: int) -> int
                 f"mask shape {tuple(mask.shape)} does not broadcast to scores shape {tuple(scores.shape)}"
             ) from None
         if torch.broadcast_shapes(mask.shape, scores.shape) != scores.shape:
-            raise ValueError(
-                f"mask shape {tuple(mask.shape)} would enlarge scores shape {tuple(scores.shape)}"
-            )
+            raise ValueError(f"mask shape {tuple(mask.shape)} would enlarge scores shape {tuple(scores.shape)}")
     return dim % scores.dim()
 
 
 def apply_rows(
-    scores: torch.Tensor,
-    mask: torch.Tensor | None,
-    dim: int,
-    fn: Callable[[torch.Tensor], torch.Tensor],
+    scores: torch.Tensor, mask: torch.Tensor | None, dim: int, fn: Callable[[torch.Tensor], torch.Tensor]
 ) -> torch.Tensor:
     """Validate, move ``dim`` last, upcast, mask with -inf, run ``fn`` on the rows, restore."""
     dim = check_rows(scores, mask, dim)
@@ -101,9 +94,7 @@ def _nan_rows(p: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
     return torch.where(torch.isnan(m), torch.full((), float("nan"), dtype=p.dtype), p)
 
 
-def normalized_rows(
-    z: torch.Tensor, weights: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-) -> torch.Tensor:
+def normalized_rows(z: torch.Tensor, weights: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> torch.Tensor:
     """Run a normalized map ``weights(rows, row_max)`` under the special-row rules.
 
     Rows whose maximum is not finite are computed on zeros (so no NaN reaches the map's arithmetic or

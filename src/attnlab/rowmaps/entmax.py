@@ -76,8 +76,7 @@ def _sums(r: torch.Tensor, tmp: torch.Tensor, k: int):
     return g, r.mul_(tmp).sum(-1, keepdim=True), m2
 
 
-def _step(g: torch.Tensor, d: torch.Tensor, k: int, target: float,
-          m2: torch.Tensor | None = None) -> torch.Tensor:
+def _step(g: torch.Tensor, d: torch.Tensor, k: int, target: float, m2: torch.Tensor | None = None) -> torch.Tensor:
     """Step on h = ||r||_k - target from G = ||r||_k, d = sum r^(k-1) and, when given, m2 = sum r^(k-2).
 
     Newton: h' = -d / G^(k-1), so the step is (G - target) G^(k-1) / d. Given m2, Halley's correction:
@@ -99,8 +98,9 @@ def _step(g: torch.Tensor, d: torch.Tensor, k: int, target: float,
     return newton.div_(c.neg_().add_(1.0))
 
 
-def _fast_step(z: torch.Tensor, t: torch.Tensor, r: torch.Tensor, tmp: torch.Tensor, k: int,
-               target: float, halley: bool) -> torch.Tensor:
+def _fast_step(
+    z: torch.Tensor, t: torch.Tensor, r: torch.Tensor, tmp: torch.Tensor, k: int, target: float, halley: bool
+) -> torch.Tensor:
     """Step on h(t) = ||[z - t]_+||_k - target (target = 1/(alpha-1)) for k in FAST_K (see _step).
 
     ``r`` and ``tmp`` are scratch of z's shape (``tmp`` is used for k = 4 only).
@@ -123,8 +123,9 @@ def _fast_newton(z, t, r, tmp, k: int, target: float, tol: float, halley: bool) 
     return t
 
 
-def _fast_threshold(z: torch.Tensor, m: torch.Tensor, k: int, alpha: float, r: torch.Tensor,
-                    tmp: torch.Tensor) -> torch.Tensor:
+def _fast_threshold(
+    z: torch.Tensor, m: torch.Tensor, k: int, alpha: float, r: torch.Tensor, tmp: torch.Tensor
+) -> torch.Tensor:
     """alpha-entmax's threshold t (z units) to within ~_LOOSE (module doc)."""
     target = 1.0 / (alpha - 1.0)
     t = m - target
@@ -134,7 +135,7 @@ def _fast_threshold(z: torch.Tensor, m: torch.Tensor, k: int, alpha: float, r: t
         # a separate allocation each call costs page faults (see the module doc).
         shape = z.shape[:-1] + (_GROUPS,)
         size = math.prod(shape)
-        part = [r.view(-1)[i * size: (i + 1) * size].view(shape) for i in range(3)]
+        part = [r.view(-1)[i * size : (i + 1) * size].view(shape) for i in range(3)]
         torch.amax(z[..., : n - n % _GROUPS].unflatten(-1, (-1, _GROUPS)), -2, out=part[0])
         # Iterates on a subset of the row must stay lower bounds of the row's root: Newton only.
         _fast_newton(part[0], t, part[1], part[2], k, target, _SMALL * target, halley=False)
@@ -227,8 +228,7 @@ def _power_sum(r: torch.Tensor, r2: torch.Tensor, k: int) -> torch.Tensor:
     return torch.linalg.vector_norm(r if k == 2 else r2, 2, dim=-1, keepdim=True).square_()
 
 
-def _fast_weights(r: torch.Tensor, r2: torch.Tensor, total: torch.Tensor, k: int, a: float,
-                  need_s: bool):
+def _fast_weights(r: torch.Tensor, r2: torch.Tensor, total: torch.Tensor, k: int, a: float, need_s: bool):
     """p = r^k / total and, when needed, s = p^(2-alpha) = (a r)^(k-1), from r = [z - t]_+.
 
     On the solution a r (a = alpha - 1) is the x-unit residual with sum (a r)^k = 1. For k = 4, r2
@@ -268,8 +268,9 @@ class _Entmax(torch.autograd.Function):
         if method == "newton" and _is_int(k) and round(k) in FAST_K:
             fused = kernel.for_rows(z, m)
             if fused is not None:
-                p, s = fused.forward(z, m, round(k), alpha - 1.0, denormal_floor(round(k), z.shape[-1], z.dtype),
-                                     need_s)
+                p, s = fused.forward(
+                    z, m, round(k), alpha - 1.0, denormal_floor(round(k), z.shape[-1], z.dtype), need_s
+                )
             else:
                 p, s = _fast_forward(z, m, round(k), alpha, need_s)
         else:
@@ -301,10 +302,13 @@ ALPHA_MAX = 4.0
 
 def check(alpha: float, method: str) -> None:
     """Raise ValueError unless 1 <= alpha <= ``ALPHA_MAX`` and ``method`` exists for it."""
-    if isinstance(alpha, bool) or not (isinstance(alpha, (int, float)) and math.isfinite(alpha)
-                                       and 1 <= alpha <= ALPHA_MAX):
-        raise ValueError(f"alpha must be a number in [1, {ALPHA_MAX:g}] (alpha = 1 is softmax; past {ALPHA_MAX:g} "
-                         f"float64 cannot resolve the threshold), got {alpha!r}")
+    if isinstance(alpha, bool) or not (
+        isinstance(alpha, (int, float)) and math.isfinite(alpha) and 1 <= alpha <= ALPHA_MAX
+    ):
+        raise ValueError(
+            f"alpha must be a number in [1, {ALPHA_MAX:g}] (alpha = 1 is softmax; past {ALPHA_MAX:g} "
+            f"float64 cannot resolve the threshold), got {alpha!r}"
+        )
     if method not in ("newton", "sort"):
         raise ValueError(f"method must be 'newton' or 'sort', got {method!r}")
     if method == "sort" and alpha not in (1.5, 2.0):
@@ -342,16 +346,27 @@ def _entmax_map(name: str, alpha: float, method: str):
     return {"alpha": alpha, "method": method}, lambda z: entmax(z, alpha, method)
 
 
-@register("entmax", pattern=rf"entmax_a({NUM})", example="entmax_a1.5",
-          formula="[(alpha-1) z_i - tau]_+^(1/(alpha-1)), tau so the row sums to 1",
-          params="1 <= alpha <= 4 (1 = softmax, 2 = sparsemax; float64 resolves the threshold up to 4); "
-                 "option method=newton|sort",
-          source="Vasylenko et al. 2025 §2.2, App. A", options=("method",))
+@register(
+    "entmax",
+    pattern=rf"entmax_a({NUM})",
+    example="entmax_a1.5",
+    formula="[(alpha-1) z_i - tau]_+^(1/(alpha-1)), tau so the row sums to 1",
+    params="1 <= alpha <= 4 (1 = softmax, 2 = sparsemax; float64 resolves the threshold up to 4); "
+    "option method=newton|sort",
+    source="Vasylenko et al. 2025 §2.2, App. A",
+    options=("method",),
+)
 def _entmax_family(name, m, method="newton"):
     return _entmax_map(name, float(m[1]), method)
 
 
-@register("sparsemax", formula="[z_i - tau]_+ (alpha-entmax at alpha = 2)", params="option method=newton|sort",
-          source="Vasylenko et al. 2025 App. A", options=("method",), family="entmax")
+@register(
+    "sparsemax",
+    formula="[z_i - tau]_+ (alpha-entmax at alpha = 2)",
+    params="option method=newton|sort",
+    source="Vasylenko et al. 2025 App. A",
+    options=("method",),
+    family="entmax",
+)
 def _sparsemax_family(name, m, method="newton"):
     return _entmax_map(name, 2.0, method)

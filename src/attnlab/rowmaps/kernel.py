@@ -28,11 +28,13 @@ class Kernel:
 
     def __init__(self, lib: ctypes.CDLL) -> None:
         _I, _D = ctypes.c_int, ctypes.c_double
-        signatures = {"entmax_{}_forward": ([_P, _P, _P, _P, _N, _N, _I, _D, _D, _I], _I),
-                      "entmax_{}_backward": ([_P, _P, _P, _N, _N, _I], None),
-                      "relu_power_{}_forward": ([_P, _P, _P, _P, _N, _N, _I, _D, _D, _I], None),
-                      "relu_power_{}_backward": ([_P, _P, _P, _P, _P, _N, _N, _D, _D, _I], None),
-                      "sigmoid_{}_backward": ([_P, _P, _P, _P, _N, _N, _I], None)}
+        signatures = {
+            "entmax_{}_forward": ([_P, _P, _P, _P, _N, _N, _I, _D, _D, _I], _I),
+            "entmax_{}_backward": ([_P, _P, _P, _N, _N, _I], None),
+            "relu_power_{}_forward": ([_P, _P, _P, _P, _N, _N, _I, _D, _D, _I], None),
+            "relu_power_{}_backward": ([_P, _P, _P, _P, _P, _N, _N, _D, _D, _I], None),
+            "sigmoid_{}_backward": ([_P, _P, _P, _P, _N, _N, _I], None),
+        }
         for tag in _TYPES.values():
             for name, (args, result) in signatures.items():
                 fn = getattr(lib, name.format(tag))
@@ -42,16 +44,26 @@ class Kernel:
     def _fn(self, name: str, t: torch.Tensor):
         return getattr(self.lib, name.format(_TYPES[t.dtype]))
 
-    def forward(self, z: torch.Tensor, m: torch.Tensor, k: int, a: float, floor: float,
-                need_s: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self, z: torch.Tensor, m: torch.Tensor, k: int, a: float, floor: float, need_s: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """alpha-entmax weights p of contiguous CPU rows z with maxima m (a = alpha - 1, k = 1/a in
         {1, 2, 4}) and, when ``need_s``, s = p^(2-alpha) for the backward."""
         n = z.shape[-1]
         p = torch.empty_like(z)
         s = torch.empty_like(z) if need_s else None
         failed = self._fn("entmax_{}_forward", z)(
-            z.data_ptr(), m.data_ptr(), p.data_ptr(), None if s is None else s.data_ptr(), z.numel() // n, n, k,
-            a, floor, torch.get_num_threads())
+            z.data_ptr(),
+            m.data_ptr(),
+            p.data_ptr(),
+            None if s is None else s.data_ptr(),
+            z.numel() // n,
+            n,
+            k,
+            a,
+            floor,
+            torch.get_num_threads(),
+        )
         if failed:
             raise MemoryError(f"the entmax kernel could not allocate its {n}-key scratch row")
         return p, s
@@ -60,37 +72,60 @@ class Kernel:
         """dz = s * (dp - <s, dp> / sum s) for contiguous CPU rows of one dtype."""
         n = s.shape[-1]
         dz = torch.empty_like(s)
-        self._fn("entmax_{}_backward", s)(s.data_ptr(), dp.data_ptr(), dz.data_ptr(), s.numel() // n, n,
-                                          torch.get_num_threads())
+        self._fn("entmax_{}_backward", s)(
+            s.data_ptr(), dp.data_ptr(), dz.data_ptr(), s.numel() // n, n, torch.get_num_threads()
+        )
         return dz
 
-    def relu_power_forward(self, z: torch.Tensor, rmax: torch.Tensor, p: int, b: float, floor: float,
-                           keep_q: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def relu_power_forward(
+        self, z: torch.Tensor, rmax: torch.Tensor, p: int, b: float, floor: float, keep_q: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Normalized ReLU^p of contiguous CPU rows z divided by their r_max (one per row, > 0), p a power of
         two up to 16, and, when ``keep_q``, q = [(z + b) / r_max]_+ for the backward."""
         n = z.shape[-1]
         y = torch.empty_like(z)
         q = torch.empty_like(z) if keep_q else None
-        self._fn("relu_power_{}_forward", z)(z.data_ptr(), rmax.data_ptr(), y.data_ptr(),
-                                             None if q is None else q.data_ptr(), z.numel() // n, n,
-                                             p.bit_length() - 1, b, floor, torch.get_num_threads())
+        self._fn("relu_power_{}_forward", z)(
+            z.data_ptr(),
+            rmax.data_ptr(),
+            y.data_ptr(),
+            None if q is None else q.data_ptr(),
+            z.numel() // n,
+            n,
+            p.bit_length() - 1,
+            b,
+            floor,
+            torch.get_num_threads(),
+        )
         return y, q
 
-    def relu_power_backward(self, y: torch.Tensor, q: torch.Tensor, rmax: torch.Tensor, dy: torch.Tensor,
-                            p: float, floor: float) -> torch.Tensor:
+    def relu_power_backward(
+        self, y: torch.Tensor, q: torch.Tensor, rmax: torch.Tensor, dy: torch.Tensor, p: float, floor: float
+    ) -> torch.Tensor:
         """dz = (p / r_max) y (dy - <dy, y>) / max(q, floor) for contiguous CPU rows of one dtype."""
         n = y.shape[-1]
         dz = torch.empty_like(y)
-        self._fn("relu_power_{}_backward", y)(y.data_ptr(), q.data_ptr(), rmax.data_ptr(), dy.data_ptr(),
-                                              dz.data_ptr(), y.numel() // n, n, p, floor, torch.get_num_threads())
+        self._fn("relu_power_{}_backward", y)(
+            y.data_ptr(),
+            q.data_ptr(),
+            rmax.data_ptr(),
+            dy.data_ptr(),
+            dz.data_ptr(),
+            y.numel() // n,
+            n,
+            p,
+            floor,
+            torch.get_num_threads(),
+        )
         return dz
 
     def sigmoid_backward(self, y: torch.Tensor, total: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
         """du = y (1 - y S) (dy - <dy, y>) for normalized sigmoid rows y with sums of sigma S."""
         n = y.shape[-1]
         du = torch.empty_like(y)
-        self._fn("sigmoid_{}_backward", y)(y.data_ptr(), total.data_ptr(), dy.data_ptr(), du.data_ptr(),
-                                           y.numel() // n, n, torch.get_num_threads())
+        self._fn("sigmoid_{}_backward", y)(
+            y.data_ptr(), total.data_ptr(), dy.data_ptr(), du.data_ptr(), y.numel() // n, n, torch.get_num_threads()
+        )
         return du
 
 

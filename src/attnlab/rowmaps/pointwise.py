@@ -182,11 +182,15 @@ def relu_attention(z: torch.Tensor) -> torch.Tensor:
     return pointwise_rows(z, rows)
 
 
-@register("relu_p", pattern=rf"relu_p({NUM})_b({NUM}|auto)", example="relu_p4_b3.55",
-          formula="ReLU(z_i + b)^p / sum_j ReLU(z_j + b)^p",
-          params="p in (0, 256]; b in [-1e4, 1e4] or 'auto' (resolved by the caller); "
-                 "option dead=zeros|uniform|softmax",
-          source="Polynomial Concentration §5.3, Alg. 1", options=("dead",))
+@register(
+    "relu_p",
+    pattern=rf"relu_p({NUM})_b({NUM}|auto)",
+    example="relu_p4_b3.55",
+    formula="ReLU(z_i + b)^p / sum_j ReLU(z_j + b)^p",
+    params="p in (0, 256]; b in [-1e4, 1e4] or 'auto' (resolved by the caller); option dead=zeros|uniform|softmax",
+    source="Polynomial Concentration §5.3, Alg. 1",
+    options=("dead",),
+)
 def _relu_family(name, m, dead="zeros"):
     p, b = degree(name, float(m[1])), bias(name, m[2])
     if dead not in DEAD_RULES:
@@ -194,23 +198,39 @@ def _relu_family(name, m, dead="zeros"):
     return {"p": p, "b": b, "dead": dead}, None if b is None else (lambda z: relu_power(z, p, b, dead))
 
 
-@register("sigmoid", pattern=rf"sigmoid_b({NUM}|auto)", example="sigmoid_b0",
-          formula="sigmoid(z_i + b) / sum_j sigmoid(z_j + b)", params="b in [-1e4, 1e4]: bias, or 'auto'",
-          source="Polynomial Concentration §5.3, App. T")
+@register(
+    "sigmoid",
+    pattern=rf"sigmoid_b({NUM}|auto)",
+    example="sigmoid_b0",
+    formula="sigmoid(z_i + b) / sum_j sigmoid(z_j + b)",
+    params="b in [-1e4, 1e4]: bias, or 'auto'",
+    source="Polynomial Concentration §5.3, App. T",
+)
 def _sigmoid_family(name, m):
     b = bias(name, m[1])
     return {"b": b}, None if b is None else (lambda z: sigmoid_normalized(z, b))
 
 
-@register("wortsman", pattern=rf"wortsman_p({NUM})_(L|sqrtL)", example="wortsman_p2_sqrtL",
-          formula="ReLU(z_i)^p / L or / sqrt(L)", params="p in (0, 256]; L = allowed keys; not normalized",
-          source="Polynomial Concentration §5.3 (Wortsman et al. 2023)", normalized=False)
+@register(
+    "wortsman",
+    pattern=rf"wortsman_p({NUM})_(L|sqrtL)",
+    example="wortsman_p2_sqrtL",
+    formula="ReLU(z_i)^p / L or / sqrt(L)",
+    params="p in (0, 256]; L = allowed keys; not normalized",
+    source="Polynomial Concentration §5.3 (Wortsman et al. 2023)",
+    normalized=False,
+)
 def _wortsman_family(name, m):
     p, by = degree(name, float(m[1])), m[2]
     return {"p": p, "by": by}, lambda z: wortsman(z, p, by)
 
 
-@register("reluattn", formula="ReLU(z_i) / max(L - 2, 1)", params="L = allowed keys; not normalized",
-          source="Attention Sinks Essential §3.4", normalized=False)
+@register(
+    "reluattn",
+    formula="ReLU(z_i) / max(L - 2, 1)",
+    params="L = allowed keys; not normalized",
+    source="Attention Sinks Essential §3.4",
+    normalized=False,
+)
 def _reluattn_family(name, m):
     return {}, relu_attention

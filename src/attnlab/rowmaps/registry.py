@@ -51,9 +51,7 @@ class RowMap:
         """True for ``..._bauto`` names: the caller must resolve b (Polynomial Concentration App. B, J) first."""
         return self.rows is None
 
-    def __call__(
-        self, scores: torch.Tensor, mask: torch.Tensor | None = None, *, dim: int = -1
-    ) -> torch.Tensor:
+    def __call__(self, scores: torch.Tensor, mask: torch.Tensor | None = None, *, dim: int = -1) -> torch.Tensor:
         if self.rows is None:
             raise ValueError(
                 f"row map {self.name!r} has b=auto: resolve it first with .with_bias(b) "
@@ -114,9 +112,19 @@ class Family:
 FAMILIES: Registry[Family] = Registry("row map family")
 
 
-def register(key: str, *, formula: str, source: str, pattern: str | None = None, example: str | None = None,
-             params: str = "-", options: tuple[str, ...] = (), normalized: bool = True, family: str = "",
-             replace: bool = False) -> Callable[[Build], Build]:
+def register(
+    key: str,
+    *,
+    formula: str,
+    source: str,
+    pattern: str | None = None,
+    example: str | None = None,
+    params: str = "-",
+    options: tuple[str, ...] = (),
+    normalized: bool = True,
+    family: str = "",
+    replace: bool = False,
+) -> Callable[[Build], Build]:
     """Declare a family of row maps on its builder, in the manner of transformers' ``AttentionInterface``:
 
         >>> @rowmaps.register("cubic", formula="ReLU(z_i)^3 / sum_j ReLU(z_j)^3", source="my notes")
@@ -128,10 +136,24 @@ def register(key: str, *, formula: str, source: str, pattern: str | None = None,
     ``match``. The row function receives rows over the last dimension with masked keys at -inf
     (``attnlab.rowmaps.apply_rows`` gives the rules for empty, NaN and infinite rows).
     """
+
     def add(build: Build) -> Build:
-        FAMILIES.register(key, Family(key, re.escape(key) if pattern is None else pattern,
-                                      key if example is None else example, formula, params, source, build,
-                                      tuple(options), normalized, family), replace=replace)
+        FAMILIES.register(
+            key,
+            Family(
+                key,
+                re.escape(key) if pattern is None else pattern,
+                key if example is None else example,
+                formula,
+                params,
+                source,
+                build,
+                tuple(options),
+                normalized,
+                family,
+            ),
+            replace=replace,
+        )
         return build
 
     return add

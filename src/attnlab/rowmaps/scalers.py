@@ -35,8 +35,16 @@ class AdaptiveScale(nn.Module):
     weight 1 on it under any normalized map whatever the scale.
     """
 
-    def __init__(self, n_heads: int, dim: int, *, delta: float = 1.0, s: float = 1.0,
-                 row_map: str = "softmax", gamma: float | None = None) -> None:
+    def __init__(
+        self,
+        n_heads: int,
+        dim: int,
+        *,
+        delta: float = 1.0,
+        s: float = 1.0,
+        row_map: str = "softmax",
+        gamma: float | None = None,
+    ) -> None:
         super().__init__()
         if n_heads < 1 or dim < 1:
             raise ValueError(f"n_heads and dim must be positive, got {n_heads}, {dim}")
@@ -73,8 +81,7 @@ class AdaptiveScale(nn.Module):
             return (x * w[:, None, :]).sum(-1)
         return torch.einsum("...qd,hd->...hq", x, w)
 
-    def forward(self, scores: torch.Tensor, x: torch.Tensor,
-                mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, scores: torch.Tensor, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Scaled scores (..., H, Q, K); n counts the allowed keys of each row under ``mask``."""
         if scores.dim() < 3 or scores.shape[-3] != self.n_heads:
             raise ValueError(f"scores must be (..., H={self.n_heads}, Q, K), got {tuple(scores.shape)}")
@@ -89,11 +96,11 @@ class AdaptiveScale(nn.Module):
         else:
             raise ValueError(
                 f"x must be (..., Q, d) shared by the heads or (..., H, Q, d) per head for scores "
-                f"{tuple(scores.shape)}, got {tuple(x.shape)}")
+                f"{tuple(scores.shape)}, got {tuple(x.shape)}"
+            )
         return scores * self.multiplier(x, n, per_head).to(scores.dtype)
 
-    def attend(self, scores: torch.Tensor, x: torch.Tensor,
-               mask: torch.Tensor | None = None) -> torch.Tensor:
+    def attend(self, scores: torch.Tensor, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Weights: the module's row map applied to the scaled scores."""
         return self.row_map(self(scores, x, mask), mask)
 
@@ -101,8 +108,7 @@ class AdaptiveScale(nn.Module):
 class ASEntmax(AdaptiveScale):
     """Adaptive-Scalable alpha-entmax (Vasylenko et al. 2025 §4.1): AdaptiveScale followed by alpha-entmax."""
 
-    def __init__(self, n_heads: int, dim: int, *, alpha: float = 1.5, delta: float = 1.0,
-                 s: float = 1.0) -> None:
+    def __init__(self, n_heads: int, dim: int, *, alpha: float = 1.5, delta: float = 1.0, s: float = 1.0) -> None:
         super().__init__(n_heads, dim, delta=delta, s=s, row_map=f"entmax_a{alpha:g}")
 
 

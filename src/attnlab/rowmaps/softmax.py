@@ -41,6 +41,7 @@ def ssmax(z: torch.Tensor, s: float) -> torch.Tensor:
 
     Vasylenko et al. 2025 (Long-Context Generalization with Sparse Attention) §5 baselines, after Nakanishi (2025).
     """
+
     def rows(c: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
         # L is clamped to 2: a row with one allowed key is one-hot under any positive factor, and a
         # zero factor would turn its masked -inf keys into NaN.
@@ -58,14 +59,16 @@ def length_multiplier(n: torch.Tensor, xi: float, n_train: float) -> torch.Tenso
         raise TypeError(f"length_multiplier: n must be a tensor of key counts, got {type(n).__name__}")
     within("length_multiplier", "xi", xi, XI_RANGE)
     if isinstance(n_train, bool) or not isinstance(n_train, (int, float)) or not 2 <= n_train < math.inf:
-        raise ValueError(f"length_multiplier: n_train must be a finite number >= 2 (the training length), "
-                         f"got {n_train!r}")
+        raise ValueError(
+            f"length_multiplier: n_train must be a finite number >= 2 (the training length), got {n_train!r}"
+        )
     ratio = torch.log(n.clamp_min(1)) / math.log(n_train)
     return ratio.clamp_min(1.0).pow(xi)
 
 
 def logn_softmax(z: torch.Tensor, xi: float, n_train: float) -> torch.Tensor:
     """softmax(m(n; xi) z) with n = allowed keys of the row (Hayase & Karakida 2026 App. A.2)."""
+
     def rows(c: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
         return _scaled_softmax(c, m, length_multiplier(allowed_count(c), xi, n_train))
 
@@ -78,6 +81,7 @@ def topk_softmax(z: torch.Tensor, k: int) -> torch.Tensor:
     Keys tied with the k-th largest score are all kept, so the result does not depend on key order.
     Vasylenko et al. 2025 §5 (top-K baseline).
     """
+
     def rows(c: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
         kk = min(k, c.shape[-1])
         kth = torch.topk(c.detach(), kk, dim=-1).values[..., -1:]
@@ -91,24 +95,41 @@ def _softmax_family(name, m):
     return {}, softmax
 
 
-@register("softmax_t", pattern=rf"softmax_t({NUM})", example="softmax_t0.5", formula="softmax(z / t)",
-          params="t in [1e-4, 1e4]: temperature", source="Hayase & Karakida 2026 §2", family="softmax")
+@register(
+    "softmax_t",
+    pattern=rf"softmax_t({NUM})",
+    example="softmax_t0.5",
+    formula="softmax(z / t)",
+    params="t in [1e-4, 1e4]: temperature",
+    source="Hayase & Karakida 2026 §2",
+    family="softmax",
+)
 def _temperature_family(name, m):
     t = within(name, "temperature t", float(m[1]), SCALE_RANGE)
     return {"t": t}, lambda z: softmax_temperature(z, t)
 
 
-@register("ssmax", pattern=rf"ssmax_s({NUM})", example="ssmax_s0.43", formula="softmax(s log(L) z)",
-          params="s in [1e-4, 1e4]; L = allowed keys", source="Vasylenko et al. 2025 §5 (Scalable-Softmax)")
+@register(
+    "ssmax",
+    pattern=rf"ssmax_s({NUM})",
+    example="ssmax_s0.43",
+    formula="softmax(s log(L) z)",
+    params="s in [1e-4, 1e4]; L = allowed keys",
+    source="Vasylenko et al. 2025 §5 (Scalable-Softmax)",
+)
 def _ssmax_family(name, m):
     s = within(name, "scale s", float(m[1]), SCALE_RANGE)
     return {"s": s}, lambda z: ssmax(z, s)
 
 
-@register("logn", pattern=rf"logn_xi({NUM})_n(\d+)", example="logn_xi2_n8192",
-          formula="softmax(max(1, log L / log n_train)^xi z)",
-          params="xi in [-8, 8]: exponent; n_train >= 2: training length; L = allowed keys",
-          source="Hayase & Karakida 2026 App. A.2")
+@register(
+    "logn",
+    pattern=rf"logn_xi({NUM})_n(\d+)",
+    example="logn_xi2_n8192",
+    formula="softmax(max(1, log L / log n_train)^xi z)",
+    params="xi in [-8, 8]: exponent; n_train >= 2: training length; L = allowed keys",
+    source="Hayase & Karakida 2026 App. A.2",
+)
 def _logn_family(name, m):
     xi, n_train = within(name, "xi", float(m[1]), XI_RANGE), float(m[2])
     if not (math.isfinite(n_train) and n_train >= 2):
@@ -116,8 +137,14 @@ def _logn_family(name, m):
     return {"xi": xi, "n_train": n_train}, lambda z: logn_softmax(z, xi, n_train)
 
 
-@register("topk", pattern=r"topk_k(\d+)", example="topk_k32", formula="softmax over the k largest scores (ties kept)",
-          params="k >= 1", source="Vasylenko et al. 2025 §5 (top-K)")
+@register(
+    "topk",
+    pattern=r"topk_k(\d+)",
+    example="topk_k32",
+    formula="softmax over the k largest scores (ties kept)",
+    params="k >= 1",
+    source="Vasylenko et al. 2025 §5 (top-K)",
+)
 def _topk_family(name, m):
     k = int(m[1])
     if k < 1:

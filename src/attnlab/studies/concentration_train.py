@@ -27,8 +27,15 @@ def _tokenizer():
     from ..tasks import suites as templates
     from ..tasks.text import lexicon
 
-    fixed = " ".join([templates.NIAH_CUE, templates.PASSKEY_CUE, templates.RULER_INTRO, templates.RULER_NEEDLE,
-                      templates.RULER_QUESTION])
+    fixed = " ".join(
+        [
+            templates.NIAH_CUE,
+            templates.PASSKEY_CUE,
+            templates.RULER_INTRO,
+            templates.RULER_NEEDLE,
+            templates.RULER_QUESTION,
+        ]
+    )
     words = sorted({w for ws in lexicon().values() for w in ws} | set(re.findall(r"[a-z]+", fixed.lower())))
     vocab = ["<unk>", "<s>", *string.punctuation, *words]
     tok = Tokenizer(models.WordLevel({t: i for i, t in enumerate(vocab)}, unk_token="<unk>"))
@@ -56,20 +63,27 @@ def train(plan: Plan, seed: int, out: Path, progress: bool, device: str = "cpu")
     from transformers import LlamaConfig, LlamaForCausalLM
 
     spec, tok = plan.train, _tokenizer()
-    prompts = tasks.build_suite(SUITE, tok, spec.steps * spec.batch, seed=TRAIN_SEED_OFFSET + seed,
-                                length=plan.length)
+    prompts = tasks.build_suite(SUITE, tok, spec.steps * spec.batch, seed=TRAIN_SEED_OFFSET + seed, length=plan.length)
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=len(tok), hidden_size=spec.hidden, intermediate_size=spec.ffn,
-                         num_hidden_layers=spec.layers, num_attention_heads=spec.heads,
-                         num_key_value_heads=spec.heads, max_position_embeddings=spec.context,
-                         bos_token_id=tok.bos_token_id, eos_token_id=tok.bos_token_id,
-                         pad_token_id=tok.pad_token_id, tie_word_embeddings=False)
+    config = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=spec.hidden,
+        intermediate_size=spec.ffn,
+        num_hidden_layers=spec.layers,
+        num_attention_heads=spec.heads,
+        num_key_value_heads=spec.heads,
+        max_position_embeddings=spec.context,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.bos_token_id,
+        pad_token_id=tok.pad_token_id,
+        tie_word_embeddings=False,
+    )
     model = LlamaForCausalLM(config).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=spec.lr, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=spec.lr, total_steps=spec.steps, pct_start=0.1)
     log, start = [], time.time()
     for step in range(spec.steps):
-        ids, labels = (t.to(device) for t in _batch(prompts[step * spec.batch:(step + 1) * spec.batch]))
+        ids, labels = (t.to(device) for t in _batch(prompts[step * spec.batch : (step + 1) * spec.batch]))
         logits = model(input_ids=ids).logits
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
         opt.zero_grad()

@@ -80,8 +80,9 @@ def design_mde(deltas: Sequence[np.ndarray], arm_sd: float) -> float:
     return paired_mde(se * math.sqrt(seeds), seeds, alpha=2 * ALPHA / len(deltas), power=POWER)
 
 
-def draw_no_difference(rng: np.random.Generator, *, seeds: int, multiples: int, rows: int,
-                       shape: str = "spread", rho: float = 0.7) -> list[np.ndarray]:
+def draw_no_difference(
+    rng: np.random.Generator, *, seeds: int, multiples: int, rows: int, shape: str = "spread", rho: float = 0.7
+) -> list[np.ndarray]:
     """One family of comparisons in which the two maps do not differ: 2 x ``seeds`` models drawn alike, each
     with a quality q (``shape``: "spread" Beta(2, 2), "bimodal" Beta(0.5, 0.5), seeds that generalize or
     not, "zero" 0 half the time else uniform: the smoke runs' spread) and accuracy q^(1 + c) at the c-th

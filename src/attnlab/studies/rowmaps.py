@@ -25,14 +25,25 @@ from ..report.sections import Figure, Finding, Section, Table
 from .runner import Study, StudyConfig, register, section
 
 MAPS = (
-    "softmax", "softmax_t0.5", "ssmax_s0.43", "logn_xi2_n8", "topk_k4", "entmax_a1.25",
-    "entmax_a1.5", "sparsemax", "relu_p2_b0", "relu_p4_b1", "relu_p16_b1", "sigmoid_b0",
-    "wortsman_p2_sqrtL", "reluattn",
+    "softmax",
+    "softmax_t0.5",
+    "ssmax_s0.43",
+    "logn_xi2_n8",
+    "topk_k4",
+    "entmax_a1.25",
+    "entmax_a1.5",
+    "sparsemax",
+    "relu_p2_b0",
+    "relu_p4_b1",
+    "relu_p16_b1",
+    "sigmoid_b0",
+    "wortsman_p2_sqrtL",
+    "reluattn",
 )
 KEYS = 24
 MASKED_KEY = 20
-LARGE = (4.0, 3.2, 2.4)      # the winner and two runners-up
-MASKED_SCORE = 3.6           # high on purpose: a map that ignored the mask would put weight here
+LARGE = (4.0, 3.2, 2.4)  # the winner and two runners-up
+MASKED_SCORE = 3.6  # high on purpose: a map that ignored the mask would put weight here
 COLUMNS = ("name", "family", "normalized", "sum", "support", "max_weight", "entropy", "argmax_weight")
 
 
@@ -66,8 +77,9 @@ def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
     """Save the sample row; everything else is derived from it in ``summarize``."""
     if not (folder / "row.json").is_file():
         z, mask = sample_row(cfg.seed)
-        io.write_json(folder / "row.json", {"seed": cfg.seed, "maps": list(MAPS), "row": z.tolist(),
-                                            "mask": mask.tolist()})
+        io.write_json(
+            folder / "row.json", {"seed": cfg.seed, "maps": list(MAPS), "row": z.tolist(), "mask": mask.tolist()}
+        )
 
 
 def entropy(w: np.ndarray) -> float:
@@ -88,16 +100,18 @@ def map_table(z: torch.Tensor, mask: torch.Tensor, names=MAPS) -> tuple[pd.DataF
         rm = rowmaps.get(name)
         w = rm(z, mask).numpy()
         weights[rm.name] = w
-        records.append({
-            "name": rm.name,
-            "family": rm.family,
-            "normalized": rm.normalized,
-            "sum": float(w.sum(dtype=np.float64)),
-            "support": int(np.count_nonzero(w)),
-            "max_weight": float(w.max()),
-            "entropy": entropy(w) if rm.normalized else float("nan"),
-            "argmax_weight": float(w[star]),
-        })
+        records.append(
+            {
+                "name": rm.name,
+                "family": rm.family,
+                "normalized": rm.normalized,
+                "sum": float(w.sum(dtype=np.float64)),
+                "support": int(np.count_nonzero(w)),
+                "max_weight": float(w.max()),
+                "entropy": entropy(w) if rm.normalized else float("nan"),
+                "argmax_weight": float(w[star]),
+            }
+        )
     return pd.DataFrame.from_records(records, columns=list(COLUMNS)), weights
 
 
@@ -108,10 +122,12 @@ def finding(table: pd.DataFrame, weights: dict[str, np.ndarray], mask: np.ndarra
     worst = float(np.abs(normalized["sum"] - 1).max())
     masked_weight = max(float(w[~mask].max()) for w in weights.values())
     ok = worst <= 1e-5 and masked_weight == 0
-    return Finding("normalized maps put their weight on the simplex of allowed keys, and no map puts "
-                   "weight on a masked key", "check passed" if ok else "check failed",
-                   f"largest |sum - 1| over the {len(normalized)} normalized maps: {worst:.2g}; largest "
-                   f"weight on the masked key over all maps: {masked_weight:.2g}")
+    return Finding(
+        "normalized maps put their weight on the simplex of allowed keys, and no map puts weight on a masked key",
+        "check passed" if ok else "check failed",
+        f"largest |sum - 1| over the {len(normalized)} normalized maps: {worst:.2g}; largest "
+        f"weight on the masked key over all maps: {masked_weight:.2g}",
+    )
 
 
 def summarize(folder: Path) -> Section:
@@ -121,18 +137,35 @@ def summarize(folder: Path) -> Section:
     io.write_table(folder / "rowmaps", table)
     plot_row_weights(z.numpy(), weights, folder / "rowmaps.png", masked=(~mask).numpy())
     return section(
-        "rowmaps", folder,
+        "rowmaps",
+        folder,
         question="How does each registered row map turn the same score row into weights: how many keys keep "
-                 "weight, and how much goes to the largest score?",
+        "weight, and how much goes to the largest score?",
         findings=(finding(table, weights, mask.numpy()),),
-        tables=(Table("rowmaps", "One line per map: its sum, support (nonzero weights), largest weight, entropy "
-                                 "(nats, normalized maps only) and the weight on the largest allowed score."),),
-        figures=(Figure("rowmaps", "The score row (top; the hatched red bar is a masked key with a high score) and "
-                                   "each map's weights key by key; grey ticks mark allowed keys with weight exactly "
-                                   "0, so sparse maps stand out."),))
+        tables=(
+            Table(
+                "rowmaps",
+                "One line per map: its sum, support (nonzero weights), largest weight, entropy "
+                "(nats, normalized maps only) and the weight on the largest allowed score.",
+            ),
+        ),
+        figures=(
+            Figure(
+                "rowmaps",
+                "The score row (top; the hatched red bar is a masked key with a high score) and "
+                "each map's weights key by key; grey ticks mark allowed keys with weight exactly "
+                "0, so sparse maps stand out.",
+            ),
+        ),
+    )
 
 
-STUDY = register(Study(
-    name="rowmaps", title="Row maps on one score row",
-    source="Polynomial Concentration, Vasylenko et al. 2025, Hayase & Karakida 2026, Attention Sinks Essential",
-    compute=compute, summarize=summarize))
+STUDY = register(
+    Study(
+        name="rowmaps",
+        title="Row maps on one score row",
+        source="Polynomial Concentration, Vasylenko et al. 2025, Hayase & Karakida 2026, Attention Sinks Essential",
+        compute=compute,
+        summarize=summarize,
+    )
+)

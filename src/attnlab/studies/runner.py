@@ -50,14 +50,21 @@ class StudyConfig:
     temperature studies add a real-model section on it; seed."""
 
     study: str = option(help="one of: %(choices)s", positional=True, metavar="NAME", choices=lambda: list(STUDIES))
-    budget: str = option("smoke", "smoke: minutes on a CPU; full: the paper's scale, for a GPU; demo: the reduced "
-                                  "smoke run attnlab demo makes, for the studies that have one",
-                         choices=(*BUDGETS, DEMO))
+    budget: str = option(
+        "smoke",
+        "smoke: minutes on a CPU; full: the paper's scale, for a GPU; demo: the reduced "
+        "smoke run attnlab demo makes, for the studies that have one",
+        choices=(*BUDGETS, DEMO),
+    )
     model: str | None = option(None, f"for the studies that read one: {MODEL_HELP}", metavar="MODEL")
     seed: int = option(0, "seed of data and training", metavar="N", type=options.seed)
-    data: str | None = option(None, "for the studies that train on text: a token-shard folder written by "
-                                    "attnlab prepare (your corpus and tokenizer; default: bytes of the Python "
-                                    "standard library)", metavar="SHARDS")
+    data: str | None = option(
+        None,
+        "for the studies that train on text: a token-shard folder written by "
+        "attnlab prepare (your corpus and tokenizer; default: bytes of the Python "
+        "standard library)",
+        metavar="SHARDS",
+    )
 
     def __post_init__(self) -> None:
         if self.study not in STUDIES:
@@ -65,18 +72,24 @@ class StudyConfig:
         if self.budget not in (*BUDGETS, DEMO):
             raise StudyError(f"--budget must be one of {', '.join((*BUDGETS, DEMO))}, got {self.budget!r}")
         if self.budget == DEMO and not STUDIES[self.study].demo:
-            raise StudyError(f"study {self.study!r} has no demo budget (its demo runs smoke); the studies with one: "
-                             f"{', '.join(n for n, s in STUDIES.items() if s.demo) or 'none'}")
+            raise StudyError(
+                f"study {self.study!r} has no demo budget (its demo runs smoke); the studies with one: "
+                f"{', '.join(n for n, s in STUDIES.items() if s.demo) or 'none'}"
+            )
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise StudyError(f"--seed must be an int >= 0, got {self.seed!r}")
         if self.model is not None and not STUDIES[self.study].takes_model:
-            raise StudyError(f"study {self.study!r} trains its own models and takes no --model; "
-                             f"--model is for {', '.join(n for n, s in STUDIES.items() if s.takes_model)}")
+            raise StudyError(
+                f"study {self.study!r} trains its own models and takes no --model; "
+                f"--model is for {', '.join(n for n, s in STUDIES.items() if s.takes_model)}"
+            )
         if self.model is not None and (not isinstance(self.model, str) or not self.model):
             raise StudyError(f"--model must be a model name or path, got {self.model!r}")
         if self.data is not None and not STUDIES[self.study].takes_data:
-            raise StudyError(f"study {self.study!r} takes no --data; --data is for "
-                             f"{', '.join(n for n, s in STUDIES.items() if s.takes_data) or 'no study'}")
+            raise StudyError(
+                f"study {self.study!r} takes no --data; --data is for "
+                f"{', '.join(n for n, s in STUDIES.items() if s.takes_data) or 'no study'}"
+            )
 
     def command(self, folder: Path) -> str:
         """The command line that makes this folder."""
@@ -110,8 +123,10 @@ class Study:
     def __post_init__(self) -> None:
         unknown = [key for key in self.source.split(", ") if key not in papers.PAPERS]
         if unknown:
-            raise ValueError(f"study {self.name!r} cites {', '.join(map(repr, unknown))}, not a paper key; "
-                             "source names papers by their keys (attnlab.papers.register adds one)")
+            raise ValueError(
+                f"study {self.name!r} cites {', '.join(map(repr, unknown))}, not a paper key; "
+                "source names papers by their keys (attnlab.papers.register adds one)"
+            )
         for step in ("compute", "summarize"):
             if not callable(getattr(self, step)):
                 raise ValueError(f"study {self.name!r}: {step} must be a function")
@@ -173,8 +188,10 @@ def _claim(cfg: StudyConfig, folder: Path) -> None:
     if (folder / CONFIG).is_file():
         saved = load_config(folder)
         if saved != cfg:
-            raise StudyError(f"{folder} holds a run made with {saved.command(folder)}; resume with that "
-                             "command, or pass another --out")
+            raise StudyError(
+                f"{folder} holds a run made with {saved.command(folder)}; resume with that "
+                "command, or pass another --out"
+            )
         return
     if folder.exists() and any(not e.name.startswith(".") for e in folder.iterdir()):  # hidden: locks, leftovers
         raise StudyError(f"{folder} is not empty and holds no study; pass an empty or new --out")
@@ -189,8 +206,9 @@ def _claim(cfg: StudyConfig, folder: Path) -> None:
 def section(name: str, folder: Path, **fields: Any) -> Section:
     """Study ``name``'s section with the registry's title and source and the command that made ``folder``."""
     study = STUDIES[name]
-    return Section(study=name, title=study.title, source=study.source,
-                   command=load_config(folder).command(folder), **fields)
+    return Section(
+        study=name, title=study.title, source=study.source, command=load_config(folder).command(folder), **fields
+    )
 
 
 def summarize(folder: Path) -> Section:
@@ -202,9 +220,11 @@ def summarize(folder: Path) -> Section:
     except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
         # A file of the folder is missing, torn or edited: say which folder and how to rebuild it, in one line.
         detail = (str(exc).strip().splitlines() or [""])[0][:300]
-        raise StudyError(f"{folder}: cannot rebuild the {name} section from its files ({type(exc).__name__}: "
-                         f"{detail}); remove the damaged file and rerun "
-                         f"{load_config(folder).command(folder)}") from None
+        raise StudyError(
+            f"{folder}: cannot rebuild the {name} section from its files ({type(exc).__name__}: "
+            f"{detail}); remove the damaged file and rerun "
+            f"{load_config(folder).command(folder)}"
+        ) from None
     io.write_json(folder / SECTION, section.to_dict())
     return section
 
@@ -272,8 +292,7 @@ def study_folders(path: str | Path, *, required: bool = True) -> list[Path]:
     return [sub for _, sub in sorted(found, key=lambda pair: order.index(pair[0]))]
 
 
-def write_page(sections: list[tuple[Section, Path]], out: str | Path, title: str, *,
-               overwrite: bool = False) -> Path:
+def write_page(sections: list[tuple[Section, Path]], out: str | Path, title: str, *, overwrite: bool = False) -> Path:
     """One HTML page of (section, its folder) pairs, written to ``out``: a new file, or a page attnlab wrote
     before; any other file there is refused (StudyError) unless ``overwrite``."""
     from ..report.html import render
@@ -290,8 +309,9 @@ def check_page(out: str | Path, overwrite: bool) -> None:
     if out.is_dir():
         raise StudyError(f"--out {out} is a folder; give the HTML file to write")
     if out.exists() and not (overwrite or is_ours(out)):
-        raise StudyError(f"{out} is a file attnlab did not write; pass --overwrite to replace it, or choose "
-                         "another --out")
+        raise StudyError(
+            f"{out} is a file attnlab did not write; pass --overwrite to replace it, or choose another --out"
+        )
 
 
 COMPARED = ".attnlab-compare"  # marks a compare_* folder that attnlab report wrote, which a later report replaces
@@ -302,11 +322,14 @@ def check_comparison_folders(into: Path, overwrite: bool) -> None:
     """Refuse (StudyError) a compare_* entry beside the page that attnlab report did not write, unless ``overwrite``:
     the cross-folder tables are written there and replace what has their names."""
     for entry in sorted(Path(into).glob("compare_*")):
-        ours = entry.is_dir() and ((entry / COMPARED).is_file() or all(
-            f.is_file() and f.suffix in TABLE_FILES for f in entry.iterdir()))
+        ours = entry.is_dir() and (
+            (entry / COMPARED).is_file() or all(f.is_file() and f.suffix in TABLE_FILES for f in entry.iterdir())
+        )
         if not (ours or overwrite):
-            raise StudyError(f"{entry} is not a comparison attnlab report wrote, and the report writes its "
-                             "cross-folder tables there; pass --overwrite to replace it, or choose another --out")
+            raise StudyError(
+                f"{entry} is not a comparison attnlab report wrote, and the report writes its "
+                "cross-folder tables there; pass --overwrite to replace it, or choose another --out"
+            )
 
 
 def check_demo_folder(out: str | Path, plan: list[tuple[str, str | None, Path]]) -> None:
@@ -321,22 +344,27 @@ def check_demo_folder(out: str | Path, plan: list[tuple[str, str | None, Path]])
     if not out.is_dir():
         raise StudyError(f"--out {out} is a file; pass a folder")
     if _is_study(out):
-        raise StudyError(f"{out} is the folder of one study; the demo writes one folder per study inside its --out: "
-                         "choose another --out")
+        raise StudyError(
+            f"{out} is the folder of one study; the demo writes one folder per study inside its --out: "
+            "choose another --out"
+        )
     planned = {folder.name for _, _, folder in plan}
     foreign = []
     for entry in sorted(out.iterdir()):
         if entry.is_dir():
             ours = entry.name.startswith("compare_") or (
-                entry.name in planned and (_is_study(entry) or not any(entry.iterdir())))
+                entry.name in planned and (_is_study(entry) or not any(entry.iterdir()))
+            )
         else:
             ours = is_ours(entry)  # its page, or another that attnlab report rendered there
         if not (ours or entry.name.startswith(".")):
             foreign.append(entry.name)
     if foreign:
         more = ", ..." if len(foreign) > 4 else ""
-        raise StudyError(f"{out} holds files the demo did not write ({', '.join(foreign[:4])}{more}); choose "
-                         "another --out (a new folder, or an earlier demo's to resume it)")
+        raise StudyError(
+            f"{out} holds files the demo did not write ({', '.join(foreign[:4])}{more}); choose "
+            "another --out (a new folder, or an earlier demo's to resume it)"
+        )
 
 
 def comparisons(folders: list[Path], into: Path) -> list[tuple[Section, Path]]:
@@ -370,8 +398,7 @@ def command_folders(path: str | Path) -> list[Path]:
     return [sub for sub in sorted(path.iterdir()) if sub.is_dir() and command(sub)] if path.is_dir() else []
 
 
-def report(paths: list[str | Path], out: str | Path, title: str = "attnlab report", *,
-           overwrite: bool = False) -> Path:
+def report(paths: list[str | Path], out: str | Path, title: str = "attnlab report", *, overwrite: bool = False) -> Path:
     """Recompute every section from its folder's files and write one HTML page to ``out``, with the
     cross-folder comparisons (written beside it, in ``compare_<study>/``) first. A path may name study
     folders or the folders of checkpoint commands (``commands.sections``), or a folder holding either."""

@@ -56,11 +56,37 @@ from ..tasks import TaskStream
 from ..tasks.vectors import TriggerAveraging
 from ..train.trainer import Trainer, vector_linf
 from .runner import Study, StudyConfig, StudyError, load_config, register, section
-from .sinks_findings import (bos_table, finding, layer_finding, masking_finding, masking_table, position_table,
-                             run_table, sink_head_table, theorem3_finding)
-from .sinks_measures import (ARCHS, DELTA, DIM, EPS, EPS_VERDICT, LENGTH, LINF_TARGET, TRIGGER, attention_maps,
-                             attention_weights, layer_writes, losses, masking, position_fractions, sink_fractions,
-                             theorem3_check, untrained)
+from .sinks_findings import (
+    bos_table,
+    finding,
+    layer_finding,
+    masking_finding,
+    masking_table,
+    position_table,
+    run_table,
+    sink_head_table,
+    theorem3_finding,
+)
+from .sinks_measures import (
+    ARCHS,
+    DELTA,
+    DIM,
+    EPS,
+    EPS_VERDICT,
+    LENGTH,
+    LINF_TARGET,
+    TRIGGER,
+    attention_maps,
+    attention_weights,
+    layer_writes,
+    losses,
+    masking,
+    position_fractions,
+    sink_fractions,
+    theorem3_check,
+    untrained,
+)
+
 # Re-exported: the guide and the Theorem 3 table's caption cite it as attnlab.studies.sinks.theorem3_model.
 from .sinks_measures import theorem3_model  # noqa: F401
 from .sinks_plan import BUDGETS, RAW_KINDS, Plan, _parts, run_config, runs
@@ -87,13 +113,23 @@ def _sink_rows(model: Decoder, batch, ids: dict[str, Any]) -> tuple[list[dict], 
         got = sink_fractions(weights, triggers, eps)
         for layer in range(layers):
             for head in range(heads):
-                sinks.append({**ids, "layer": layer + 1, "head": head + 1, "eps": eps,
-                              "positions": float(got["positions"][layer, head]),
-                              "inputs_all": float(got["inputs_all"][layer, head]),
-                              "inputs_exists": float(got["inputs_exists"])})
+                sinks.append(
+                    {
+                        **ids,
+                        "layer": layer + 1,
+                        "head": head + 1,
+                        "eps": eps,
+                        "positions": float(got["positions"][layer, head]),
+                        "inputs_all": float(got["inputs_all"][layer, head]),
+                        "inputs_exists": float(got["inputs_exists"]),
+                    }
+                )
         frac, count = position_fractions(weights, triggers, eps)
-        positions += [{**ids, "eps": eps, "position": i + 1, "fraction": float(frac[i]), "inputs": int(count[i])}
-                      for i in range(len(frac)) if count[i] > 0]
+        positions += [
+            {**ids, "eps": eps, "position": i + 1, "fraction": float(frac[i]), "inputs": int(count[i])}
+            for i in range(len(frac))
+            if count[i] > 0
+        ]
     return sinks, positions
 
 
@@ -110,8 +146,15 @@ def run_piece(run: str, plan: Plan, seed: int, folder: Path, progress: bool) -> 
     attention, arch, k = _parts(run)
     cfg = run_config(run, plan, seed)
     stream = TaskStream("trigger_averaging", LENGTH, seed=cfg.train.seed, dim=DIM)
-    trainer = Trainer(cfg, folder / "runs" / run, resume=True, progress=progress, stream=stream,
-                      eval_hooks=(_linf_hook,), stop_linf=LINF_TARGET)
+    trainer = Trainer(
+        cfg,
+        folder / "runs" / run,
+        resume=True,
+        progress=progress,
+        stream=stream,
+        eval_hooks=(_linf_hook,),
+        stop_linf=LINF_TARGET,
+    )
     summary = trainer.run()
     model, null = trainer.model, untrained(cfg)
     # Held-out inputs apart from the stream's: the training distribution (j uniform over 3..L) for the
@@ -128,27 +171,57 @@ def run_piece(run: str, plan: Plan, seed: int, folder: Path, progress: bool) -> 
         mean, std = attention_maps(model, fixed.inputs)
         layers, heads = mean.shape[:2]
         index = np.indices((layers, heads, LENGTH, LENGTH)).reshape(4, -1)
-        frame = pd.DataFrame({**ids, "layer": index[0] + 1, "head": index[1] + 1, "query": index[2] + 1,
-                              "key": index[3] + 1, "mean": mean.reshape(-1).numpy(), "std": std.reshape(-1).numpy()})
-        io.write_parquet(raw / f"{run}_attention.parquet", frame,
-                         metadata={"samples": plan.samples, "trigger": TRIGGER, "length": LENGTH,
-                                   "seed": 20_000 + cfg.train.seed})
+        frame = pd.DataFrame(
+            {
+                **ids,
+                "layer": index[0] + 1,
+                "head": index[1] + 1,
+                "query": index[2] + 1,
+                "key": index[3] + 1,
+                "mean": mean.reshape(-1).numpy(),
+                "std": std.reshape(-1).numpy(),
+            }
+        )
+        io.write_parquet(
+            raw / f"{run}_attention.parquet",
+            frame,
+            metadata={"samples": plan.samples, "trigger": TRIGGER, "length": LENGTH, "seed": 20_000 + cfg.train.seed},
+        )
     trained_sinks, trained_positions = _sink_rows(model, uniform, ids)
     null_sinks, null_positions = _sink_rows(null, uniform, ids)
     write("_sinks.csv", pd.DataFrame(trained_sinks))
     write("_writes.csv", pd.DataFrame([{**ids, **row} for row in layer_writes(model, uniform.inputs, uniform.mask)]))
     write("_untrained_sinks.csv", pd.DataFrame(null_sinks))
-    write("_positions.csv", pd.DataFrame([{**row, "model": "trained"} for row in trained_positions]
-                                         + [{**row, "model": "untrained"} for row in null_positions]))
-    write("_masking.csv", pd.DataFrame([{**ids, "model": name, **masking(m, uniform.inputs, uniform.targets)}
-                                        for name, m in (("trained", model), ("untrained", null))]))
+    write(
+        "_positions.csv",
+        pd.DataFrame(
+            [{**row, "model": "trained"} for row in trained_positions]
+            + [{**row, "model": "untrained"} for row in null_positions]
+        ),
+    )
+    write(
+        "_masking.csv",
+        pd.DataFrame(
+            [
+                {**ids, "model": name, **masking(m, uniform.inputs, uniform.targets)}
+                for name, m in (("trained", model), ("untrained", null))
+            ]
+        ),
+    )
     train = pd.read_csv(folder / "runs" / run / "train.csv")
-    row = {**ids, "cap": cfg.train.steps, "steps": summary["steps"], "met_linf": summary["stopped"],
-           # the stop's batch is scored on the final model; without a stop, the last logged batch (before its update)
-           "batch_linf": summary["stop_batch_linf"] if summary["stopped"] else float(train["linf"].iloc[-1]),
-           "lr": cfg.train.lr, "train_loss": summary["loss"], "train_seconds": summary["seconds"],
-           **{f"uniform_{k}": v for k, v in losses(model, uniform.inputs, uniform.targets).items()},
-           **{f"fixed_{k}": v for k, v in losses(model, fixed.inputs, fixed.targets).items()}}
+    row = {
+        **ids,
+        "cap": cfg.train.steps,
+        "steps": summary["steps"],
+        "met_linf": summary["stopped"],
+        # the stop's batch is scored on the final model; without a stop, the last logged batch (before its update)
+        "batch_linf": summary["stop_batch_linf"] if summary["stopped"] else float(train["linf"].iloc[-1]),
+        "lr": cfg.train.lr,
+        "train_loss": summary["loss"],
+        "train_seconds": summary["seconds"],
+        **{f"uniform_{k}": v for k, v in losses(model, uniform.inputs, uniform.targets).items()},
+        **{f"fixed_{k}": v for k, v in losses(model, fixed.inputs, fixed.targets).items()},
+    }
     write("_loss.csv", pd.DataFrame([row]))
 
 
@@ -158,8 +231,10 @@ def theorem3_piece(plan: Plan, seed: int, folder: Path) -> None:
     if path.is_file():
         return
     batch = TriggerAveraging(dim=DIM).generate(plan.samples, LENGTH, seed=30_000 + seed)
-    io.write_table(path.with_suffix(""), pd.DataFrame([{"samples": plan.samples,
-                                                        **theorem3_check(batch.inputs, batch.targets, batch.mask)}]))
+    io.write_table(
+        path.with_suffix(""),
+        pd.DataFrame([{"samples": plan.samples, **theorem3_check(batch.inputs, batch.targets, batch.mask)}]),
+    )
 
 
 def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
@@ -180,6 +255,7 @@ def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
 
 
 # ----------------------------------------------------------------------------------------------- summary
+
 
 @dataclass(frozen=True)
 class Raw:
@@ -203,24 +279,36 @@ def _read(folder: Path, names: list[str]) -> Raw:
     missing = [run for run in names if not all((raw / f"{run}{kind}").is_file() for kind in RAW_KINDS)]
     missing += [] if (raw / "theorem3.csv").is_file() else ["theorem3"]
     if missing:
-        raise StudyError(f"{folder} lacks the raw results of {', '.join(missing)}; run "
-                         f"`{load_config(folder).command(folder)}` to finish it")
+        raise StudyError(
+            f"{folder} lacks the raw results of {', '.join(missing)}; run "
+            f"`{load_config(folder).command(folder)}` to finish it"
+        )
 
     def read(kind: str) -> pd.DataFrame:
         reader = pd.read_parquet if kind.endswith(".parquet") else pd.read_csv
         return pd.concat([reader(raw / f"{run}{kind}") for run in names], ignore_index=True)
 
-    return Raw(read("_attention.parquet"), read("_sinks.csv"), read("_loss.csv"), read("_writes.csv"),
-               pd.read_csv(raw / "theorem3.csv"), read("_untrained_sinks.csv"), read("_positions.csv"),
-               read("_masking.csv"))
+    return Raw(
+        read("_attention.parquet"),
+        read("_sinks.csv"),
+        read("_loss.csv"),
+        read("_writes.csv"),
+        pd.read_csv(raw / "theorem3.csv"),
+        read("_untrained_sinks.csv"),
+        read("_positions.csv"),
+        read("_masking.csv"),
+    )
 
 
 def _notes(cfg: StudyConfig) -> list[str]:
     """The budget against App. A's, and where the models here differ from the paper's."""
     plan = BUDGETS[cfg.budget]
     samples = plan.samples
-    faster = "" if set(plan.lr.values()) == {1e-3} else (
-        " Where the lr is above App. A's 1e-3, it is so that the budget fits a few minutes on a CPU.")
+    faster = (
+        ""
+        if set(plan.lr.values()) == {1e-3}
+        else (" Where the lr is above App. A's 1e-3, it is so that the budget fits a few minutes on a CPU.")
+    )
     return [
         f"Budget {cfg.budget}: seeds {plan.seeds} (seed {cfg.seed} + k), step caps {plan.cap}, lr {plan.lr}, "
         f"batch {plan.batch} (App. A: Adam, lr 1e-3, batch 128, trained until the l-inf loss of a batch is "
@@ -253,8 +341,9 @@ def summarize(folder: Path) -> Section:
     raw = _read(folder, runs(plan))
     real = folder / REAL
     if cfg.model is not None and not (real / "config.json").is_file():
-        raise StudyError(f"{folder} lacks the real-model results on {cfg.model}; run "
-                         f"`{cfg.command(folder)}` to finish it")
+        raise StudyError(
+            f"{folder} lacks the real-model results on {cfg.model}; run `{cfg.command(folder)}` to finish it"
+        )
     samples = plan.samples
     table = run_table(raw.loss, raw.sinks)
     heads = sink_head_table(bos_table(raw.maps), raw.sinks)
@@ -267,10 +356,15 @@ def summarize(folder: Path) -> Section:
     io.write_table(folder / "table_theorem3", raw.theorem3)
     figures = draw_figures(raw.maps, heads, table, masked, raw.positions, folder, samples)
     notes = _notes(cfg)
-    findings = ([finding(arch, table, heads, raw.untrained, raw.positions, samples) for arch in ARCHS]
-                + [layer_finding(arch, table, heads, raw.writes, raw.untrained, samples)
-                   for arch, shape in ARCHS.items() if shape["layers"] > 1]
-                + [masking_finding(masked, samples), theorem3_finding(raw.theorem3)])
+    findings = (
+        [finding(arch, table, heads, raw.untrained, raw.positions, samples) for arch in ARCHS]
+        + [
+            layer_finding(arch, table, heads, raw.writes, raw.untrained, samples)
+            for arch, shape in ARCHS.items()
+            if shape["layers"] > 1
+        ]
+        + [masking_finding(masked, samples), theorem3_finding(raw.theorem3)]
+    )
     tables = toy_tables()
     if (real / "config.json").is_file():
         real_finding_, real_table, real_figure, real_note = summarize_real(folder)
@@ -279,15 +373,20 @@ def summarize(folder: Path) -> Section:
         figures.append(real_figure)
         notes.append(real_note)
     else:
-        notes.append("The real-model part (first-token mass of a pretrained softmax LM) was not run: fetch a "
-                     "model and pass it, e.g. `attnlab fetch smollm2` then `attnlab study sinks --model smollm2`.")
+        notes.append(
+            "The real-model part (first-token mass of a pretrained softmax LM) was not run: fetch a "
+            "model and pass it, e.g. `attnlab fetch smollm2` then `attnlab study sinks --model smollm2`."
+        )
     return section(
-        NAME, folder,
-        question=("Does softmax attention trained on trigger-conditional averaging park its mass on BOS at "
-                  "every position before the trigger (one layer), or somewhere (deeper models), while ReLU "
-                  "attention solves the same task without a sink? Do the softmax models need that sink (masking BOS "
-                  "at evaluation) while the ReLU ones do not? And, given --model, does a pretrained softmax LM park "
-                  "its attention on its first token?"),
+        NAME,
+        folder,
+        question=(
+            "Does softmax attention trained on trigger-conditional averaging park its mass on BOS at "
+            "every position before the trigger (one layer), or somewhere (deeper models), while ReLU "
+            "attention solves the same task without a sink? Do the softmax models need that sink (masking BOS "
+            "at evaluation) while the ReLU ones do not? And, given --model, does a pretrained softmax LM park "
+            "its attention on its first token?"
+        ),
         findings=tuple(findings),
         tables=tuple(tables),
         figures=tuple(figures),
@@ -295,7 +394,13 @@ def summarize(folder: Path) -> Section:
     )
 
 
-STUDY = register(Study(
-    name="sinks", title="Attention sinks: softmax vs ReLU attention on trigger-conditional averaging",
-    source="Attention Sinks Essential",
-    compute=compute, summarize=summarize, takes_model=True))
+STUDY = register(
+    Study(
+        name="sinks",
+        title="Attention sinks: softmax vs ReLU attention on trigger-conditional averaging",
+        source="Attention Sinks Essential",
+        compute=compute,
+        summarize=summarize,
+        takes_model=True,
+    )
+)

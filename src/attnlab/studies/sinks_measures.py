@@ -29,9 +29,9 @@ from ..site import WeightBlock
 from ..train.config import RunConfig
 from ..train.trainer import vector_linf, vector_loss
 
-DIM = 16      # the seed's n (App. A)
-LENGTH = 16   # the seed's L (§4)
-TRIGGER = 8   # §4: every figure fixes the trigger at j = 8 (1-based)
+DIM = 16  # the seed's n (App. A)
+LENGTH = 16  # the seed's L (§4)
+TRIGGER = 8  # §4: every figure fixes the trigger at j = 8 (1-based)
 LINF_TARGET = 1e-2  # App. A trains until the l-infinity loss of the batch is below this
 # Theorem 1's eps, the sink threshold alpha_(i,1) >= 1 - eps: the verdicts read EPS_VERDICT, the tables
 # every value here.
@@ -61,8 +61,12 @@ def attention_weights(model, inputs: torch.Tensor) -> torch.Tensor:
     model.eval()
     with model.observed(observe, weights=True):
         model(inputs)
-    return torch.stack([torch.cat([b.weights.detach() for b in sorted(seen[layer], key=lambda b: b.query_start)],
-                                  dim=-2) for layer in sorted(seen)])
+    return torch.stack(
+        [
+            torch.cat([b.weights.detach() for b in sorted(seen[layer], key=lambda b: b.query_start)], dim=-2)
+            for layer in sorted(seen)
+        ]
+    )
 
 
 def attention_maps(model, inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -80,17 +84,22 @@ def sink_fractions(weights: torch.Tensor, triggers: torch.Tensor, eps: float) ->
     if not 0 < eps < 1:
         raise ValueError(f"eps must be in (0, 1), got {eps!r}")
     if weights.dim() != 5 or triggers.shape != weights.shape[1:2]:
-        raise ValueError(f"weights must be (layers, rows, heads, L, L) and triggers (rows,), got "
-                         f"{tuple(weights.shape)} and {tuple(triggers.shape)}")
+        raise ValueError(
+            f"weights must be (layers, rows, heads, L, L) and triggers (rows,), got "
+            f"{tuple(weights.shape)} and {tuple(triggers.shape)}"
+        )
     if int(triggers.min()) < 2:
-        raise ValueError(f"every trigger needs a pre-trigger position (0-based trigger >= 2), got "
-                         f"{int(triggers.min())}")
+        raise ValueError(
+            f"every trigger needs a pre-trigger position (0-based trigger >= 2), got {int(triggers.min())}"
+        )
     i = torch.arange(weights.shape[-1])
     pre = ((i >= 1) & (i < triggers[:, None]))[None, :, None, :]  # (1, rows, 1, L)
-    hit = weights[..., 0] >= 1 - eps                              # (layers, rows, heads, L)
-    return {"positions": (hit & pre).sum((1, 3)).double() / pre.sum(),
-            "inputs_all": (hit | ~pre).all(-1).double().mean(1),
-            "inputs_exists": (hit & pre).any(-1).any(-1).any(0).double().mean()}
+    hit = weights[..., 0] >= 1 - eps  # (layers, rows, heads, L)
+    return {
+        "positions": (hit & pre).sum((1, 3)).double() / pre.sum(),
+        "inputs_all": (hit | ~pre).all(-1).double().mean(1),
+        "inputs_exists": (hit & pre).any(-1).any(-1).any(0).double().mean(),
+    }
 
 
 @torch.no_grad()
@@ -99,8 +108,12 @@ def losses(model, inputs: torch.Tensor, targets: torch.Tensor) -> dict[str, floa
     model.eval()
     out = model(inputs)
     zero = torch.zeros_like(targets)
-    return {"loss": float(vector_loss(out, targets)), "linf": vector_linf(out, targets),
-            "zero_loss": float(vector_loss(zero, targets)), "zero_linf": vector_linf(zero, targets)}
+    return {
+        "loss": float(vector_loss(out, targets)),
+        "linf": vector_linf(out, targets),
+        "zero_loss": float(vector_loss(zero, targets)),
+        "zero_linf": vector_linf(zero, targets),
+    }
 
 
 @torch.no_grad()
@@ -110,8 +123,10 @@ def layer_writes(model, inputs: torch.Tensor, mask: torch.Tensor) -> list[dict[s
     trigger and off it, and off the trigger the mean cosine between layer d's write and the sum of the other
     layers' writes (-1 where layer d cancels them; NaN for one layer)."""
     writes: list[torch.Tensor] = []
-    handles = [block.attn.register_forward_hook(lambda module, args, out: writes.append(out.detach()))
-               for block in model.layers]
+    handles = [
+        block.attn.register_forward_hook(lambda module, args, out: writes.append(out.detach()))
+        for block in model.layers
+    ]
     try:
         model.eval()
         model(inputs)
@@ -123,9 +138,16 @@ def layer_writes(model, inputs: torch.Tensor, mask: torch.Tensor) -> list[dict[s
     for d, w in enumerate(writes):
         others = (total - w)[~mask]
         cos = torch.nn.functional.cosine_similarity(w[~mask], others, dim=-1).mean() if len(writes) > 1 else math.nan
-        rows.append({"layer": d + 1, "write_trigger": float(w[mask].norm(dim=-1).mean()),
-                     "write_elsewhere": float(w[~mask].norm(dim=-1).mean()), "cos_others": float(cos)})
+        rows.append(
+            {
+                "layer": d + 1,
+                "write_trigger": float(w[mask].norm(dim=-1).mean()),
+                "write_elsewhere": float(w[~mask].norm(dim=-1).mean()),
+                "cos_others": float(cos),
+            }
+        )
     return rows
+
 
 def untrained(cfg: RunConfig) -> Decoder:
     """The run's model before its first step: the trainer seeds torch with the run's seed and builds the
@@ -173,7 +195,7 @@ def forward(model: Decoder, inputs: torch.Tensor, *, mask_bos: bool = False) -> 
     for block in model.layers:
         a = block.attn
         q, k, v = (p(x).view(b, t, h, hd).transpose(1, 2) for p in (a.q_proj, a.k_proj, a.v_proj))
-        w = _rows(q @ k.transpose(-1, -2) * hd ** -0.5, cfg.rowmap)
+        w = _rows(q @ k.transpose(-1, -2) * hd**-0.5, cfg.rowmap)
         if mask_bos:
             w = without_bos(w, cfg.rowmap)
         out = a.o_proj((w @ v).transpose(1, 2).reshape(b, t, h * hd))
@@ -185,9 +207,13 @@ def masking(model: Decoder, inputs: torch.Tensor, targets: torch.Tensor) -> dict
     """The squared-l2 loss (the trainer's) and l-inf loss of the model, with BOS and with BOS masked in every
     layer (``forward``), and the all-zeros predictor's loss."""
     plain, masked = forward(model, inputs), forward(model, inputs, mask_bos=True)
-    return {"loss": float(vector_loss(plain, targets)), "masked_loss": float(vector_loss(masked, targets)),
-            "linf": vector_linf(plain, targets), "masked_linf": vector_linf(masked, targets),
-            "zero_loss": float(vector_loss(torch.zeros_like(targets), targets))}
+    return {
+        "loss": float(vector_loss(plain, targets)),
+        "masked_loss": float(vector_loss(masked, targets)),
+        "linf": vector_linf(plain, targets),
+        "masked_linf": vector_linf(masked, targets),
+        "zero_loss": float(vector_loss(torch.zeros_like(targets), targets)),
+    }
 
 
 def position_fractions(weights: torch.Tensor, triggers: torch.Tensor, eps: float) -> tuple[np.ndarray, np.ndarray]:
@@ -198,8 +224,8 @@ def position_fractions(weights: torch.Tensor, triggers: torch.Tensor, eps: float
     if not 0 < eps < 1:
         raise ValueError(f"eps must be in (0, 1), got {eps!r}")
     i = torch.arange(weights.shape[-1])
-    pre = (i >= 1) & (i < triggers[:, None])                    # (rows, L)
-    hit = (weights[..., 0] >= 1 - eps).any(0).any(1)            # (rows, L): some layer and head
+    pre = (i >= 1) & (i < triggers[:, None])  # (rows, L)
+    hit = (weights[..., 0] >= 1 - eps).any(0).any(1)  # (rows, L): some layer and head
     count = pre.sum(0).numpy()
     with np.errstate(invalid="ignore", divide="ignore"):
         frac = (hit & pre).sum(0).numpy() / count
@@ -213,8 +239,19 @@ def theorem3_model(dim: int = DIM, length: int = LENGTH) -> Decoder:
     tokens before it (the bias channel x_n is 0 on BOS and on the trigger), which ReLU(s) / (j - 2) averages.
     nn.Linear computes W x, the transpose of the paper's row vector x W_Q, and the head's 1/sqrt(n) score
     factor is undone by scaling W_Q by sqrt(n)."""
-    cfg = ModelConfig(context=length, inputs="vectors", layers=1, heads=1, d_model=dim, positions="none",
-                      ffn="none", norm="none", bias=False, residual=False, rowmap=ATTENTION["relu"])
+    cfg = ModelConfig(
+        context=length,
+        inputs="vectors",
+        layers=1,
+        heads=1,
+        d_model=dim,
+        positions="none",
+        ffn="none",
+        norm="none",
+        bias=False,
+        residual=False,
+        rowmap=ATTENTION["relu"],
+    )
     model = Decoder(cfg)
     attn = model.layers[0].attn
     with torch.no_grad():
@@ -231,8 +268,11 @@ def theorem3_check(inputs: torch.Tensor, targets: torch.Tensor, mask: torch.Tens
     largest weight of any query other than the trigger (the proof: all zero)."""
     model = theorem3_model(inputs.shape[-1], inputs.shape[1])
     weights = attention_weights(model, inputs)[0, :, 0]  # (rows, L, L)
-    return {**losses(model, inputs, targets), "max_bos_weight": float(weights[..., 0].max()),
-            "max_weight_off_trigger": float(weights[~mask].max())}
+    return {
+        **losses(model, inputs, targets),
+        "max_bos_weight": float(weights[..., 0].max()),
+        "max_weight_off_trigger": float(weights[~mask].max()),
+    }
 
 
 def sink_model(c: float = 20.0, dim: int = DIM, length: int = LENGTH) -> Decoder:
@@ -242,19 +282,30 @@ def sink_model(c: float = 20.0, dim: int = DIM, length: int = LENGTH) -> Decoder
     every token with x_n = 1 (the tokens 2..j-1 it averages) and 0 on BOS and itself; W_V = W_O = I but
     BOS's value 0, so the sink writes nothing. Its l-inf loss falls like e^(-c); masking BOS makes every
     non-trigger query average the tokens before it."""
-    cfg = ModelConfig(context=length, inputs="vectors", layers=1, heads=1, d_model=dim, positions="none",
-                      ffn="none", norm="none", bias=False, residual=False, rowmap=ATTENTION["softmax"])
+    cfg = ModelConfig(
+        context=length,
+        inputs="vectors",
+        layers=1,
+        heads=1,
+        d_model=dim,
+        positions="none",
+        ffn="none",
+        norm="none",
+        bias=False,
+        residual=False,
+        rowmap=ATTENTION["softmax"],
+    )
     model = Decoder(cfg)
     attn = model.layers[0].attn
     root = math.sqrt(dim)  # undoes the head's 1/sqrt(n) score factor
     with torch.no_grad():
         for proj in (attn.q_proj, attn.k_proj):
             proj.weight.zero_()
-        attn.k_proj.weight[0, 0] = 1.0             # k_1 = x_1 (BOS flag)
-        attn.k_proj.weight[1, dim - 1] = 1.0       # k_2 = x_n (bias channel)
+        attn.k_proj.weight[0, 0] = 1.0  # k_1 = x_1 (BOS flag)
+        attn.k_proj.weight[1, dim - 1] = 1.0  # k_2 = x_n (bias channel)
         attn.q_proj.weight[0, dim - 1] = c * root  # non-trigger query -> BOS
-        attn.q_proj.weight[1, 1] = c * root        # trigger query -> the tokens with x_n = 1
+        attn.q_proj.weight[1, 1] = c * root  # trigger query -> the tokens with x_n = 1
         attn.v_proj.weight.copy_(torch.eye(dim))
-        attn.v_proj.weight[0, 0] = 0.0             # BOS writes nothing
+        attn.v_proj.weight[0, 0] = 0.0  # BOS writes nothing
         attn.o_proj.weight.copy_(torch.eye(dim))
     return model.eval()

@@ -13,8 +13,15 @@ from .sinks_measures import ARCHS, ATTENTION, DIM, LENGTH
 # A run's raw files; the loss file is written last. The untrained model's sink fractions, Theorem 2 per position
 # and the BOS-masking losses came after the first measured folders: run_piece adds them to such a folder's runs
 # from their checkpoints, without training.
-RAW_KINDS = ("_attention.parquet", "_sinks.csv", "_writes.csv", "_untrained_sinks.csv", "_positions.csv",
-             "_masking.csv", "_loss.csv")
+RAW_KINDS = (
+    "_attention.parquet",
+    "_sinks.csv",
+    "_writes.csv",
+    "_untrained_sinks.csv",
+    "_positions.csv",
+    "_masking.csv",
+    "_loss.csv",
+)
 
 
 @dataclass(frozen=True)
@@ -34,10 +41,20 @@ class Plan:
 # ReLU 988, 1419, 2832; at 1e-2, softmax 1986, 2029, 2669 and ReLU 182, 346, 2226. "full" keeps App. A's lr
 # 1e-3 with caps about 3x those counts; "smoke" fits a few minutes with lr 1e-2 and one 4x4 seed.
 BUDGETS: dict[str, Plan] = {
-    "smoke": Plan(seeds={"1x1": 2, "2x2": 2, "4x4": 1}, cap={"1x1": 10000, "2x2": 8000, "4x4": 8000},
-                  lr={"1x1": 1e-2, "2x2": 1e-2, "4x4": 1e-2}, batch=128, samples=1000),
-    "full": Plan(seeds={"1x1": 3, "2x2": 3, "4x4": 3}, cap={"1x1": 20000, "2x2": 20000, "4x4": 30000},
-                 lr={"1x1": 1e-3, "2x2": 1e-3, "4x4": 1e-3}, batch=128, samples=1000),
+    "smoke": Plan(
+        seeds={"1x1": 2, "2x2": 2, "4x4": 1},
+        cap={"1x1": 10000, "2x2": 8000, "4x4": 8000},
+        lr={"1x1": 1e-2, "2x2": 1e-2, "4x4": 1e-2},
+        batch=128,
+        samples=1000,
+    ),
+    "full": Plan(
+        seeds={"1x1": 3, "2x2": 3, "4x4": 3},
+        cap={"1x1": 20000, "2x2": 20000, "4x4": 30000},
+        lr={"1x1": 1e-3, "2x2": 1e-3, "4x4": 1e-3},
+        batch=128,
+        samples=1000,
+    ),
 }
 
 
@@ -59,11 +76,34 @@ def run_config(run: str, plan: Plan, seed: int) -> RunConfig:
     attention, arch, k = _parts(run)
     shape = ARCHS[arch]
     cap, lr = plan.cap[arch], plan.lr[arch]
-    model = {"context": LENGTH, "inputs": "vectors", "layers": shape["layers"], "heads": shape["heads"],
-             "d_model": DIM, "positions": "none", "ffn": "none", "norm": "none", "bias": False,
-             "residual": shape["residual"], "readout": "writes" if shape["residual"] else "stream",
-             "rowmap": ATTENTION[attention]}
-    train = {"steps": cap, "batch": plan.batch, "lr": lr, "min_lr": lr, "warmup": 0, "weight_decay": 0.0,
-             "betas": [0.9, 0.999], "clip": 0.0, "seed": seed + k, "eval_every": max(1, cap // 10),
-             "eval_batches": 1, "probes": False, "checkpoint_every": max(1, cap // 8), "tensorboard": False}
+    model = {
+        "context": LENGTH,
+        "inputs": "vectors",
+        "layers": shape["layers"],
+        "heads": shape["heads"],
+        "d_model": DIM,
+        "positions": "none",
+        "ffn": "none",
+        "norm": "none",
+        "bias": False,
+        "residual": shape["residual"],
+        "readout": "writes" if shape["residual"] else "stream",
+        "rowmap": ATTENTION[attention],
+    }
+    train = {
+        "steps": cap,
+        "batch": plan.batch,
+        "lr": lr,
+        "min_lr": lr,
+        "warmup": 0,
+        "weight_decay": 0.0,
+        "betas": [0.9, 0.999],
+        "clip": 0.0,
+        "seed": seed + k,
+        "eval_every": max(1, cap // 10),
+        "eval_batches": 1,
+        "probes": False,
+        "checkpoint_every": max(1, cap // 8),
+        "tensorboard": False,
+    }
     return RunConfig.from_dict({"model": model, "train": train})

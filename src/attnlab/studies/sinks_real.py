@@ -25,6 +25,7 @@ import pandas as pd
 import torch
 
 from .. import hooks, io
+
 # The measurement lives in api_sinks (``attnlab.sinks`` runs it too); re-exported here for the study's callers.
 from ..api_sinks import DOC_SEED, MIN_QUERY, documents, first_key_sums, first_token_mass, head_table  # noqa: F401
 from ..commands.runs import RunError, context_length
@@ -57,8 +58,10 @@ class RealPlan:
     tokens: int
 
 
-REAL_PLANS: dict[str, RealPlan] = {"smoke": RealPlan(documents=4, tokens=256),
-                                   "full": RealPlan(documents=32, tokens=1024)}
+REAL_PLANS: dict[str, RealPlan] = {
+    "smoke": RealPlan(documents=4, tokens=256),
+    "full": RealPlan(documents=32, tokens=1024),
+}
 
 
 def compute_real(cfg: StudyConfig, folder: Path, progress: bool) -> None:
@@ -81,13 +84,22 @@ def compute_real(cfg: StudyConfig, folder: Path, progress: bool) -> None:
     seconds = time.monotonic() - started
     n_layers, n_heads = hooks.num_heads(model)
     bos = tokenizer.bos_token_id
-    config = {"model": cfg.model, "checkpoint": str(checkpoint), "model_type": model.config.model_type,
-              "layers": n_layers, "heads": n_heads, "documents": len(docs), "tokens": tokens,
-              "min_query": MIN_QUERY, "seed": cfg.seed, "device": device,
-              "dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
-              "adds_bos": bos is not None and all(ids[0] == bos for ids in docs),
-              "first_tokens": sorted({tokenizer.convert_ids_to_tokens(ids[0]) for ids in docs}),
-              "seconds": round(seconds, 1)}
+    config = {
+        "model": cfg.model,
+        "checkpoint": str(checkpoint),
+        "model_type": model.config.model_type,
+        "layers": n_layers,
+        "heads": n_heads,
+        "documents": len(docs),
+        "tokens": tokens,
+        "min_query": MIN_QUERY,
+        "seed": cfg.seed,
+        "device": device,
+        "dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
+        "adds_bos": bos is not None and all(ids[0] == bos for ids in docs),
+        "first_tokens": sorted({tokenizer.convert_ids_to_tokens(ids[0]) for ids in docs}),
+        "seconds": round(seconds, 1),
+    }
     io.write_parquet(folder / REAL_TABLE, frame, metadata=config)
     io.write_json(folder / "config.json", config)  # last: a folder holding it is finished
     if progress:
@@ -96,16 +108,19 @@ def compute_real(cfg: StudyConfig, folder: Path, progress: bool) -> None:
 
 # The decision rule, fixed before any number was read, and its null control.
 
+
 def real_sinks(median_mass) -> bool:
     """The real-model rule: in a majority of the layers read, the median head's first-token mass >= SINK_MASS."""
     values = np.asarray(median_mass, dtype=float)
     return bool(values.size and (values >= SINK_MASS).sum() > values.size / 2)
 
 
-RULE_REAL = (f"in a majority of the layers after the first {SKIP_LAYERS}, the median head's first-token mass is "
-             f">= {SINK_MASS:g}")
-NULL_REAL = ("uniform attention over the same queries (the uniform share 1 / (keys attended), per layer) under the "
-             "same rule")
+RULE_REAL = (
+    f"in a majority of the layers after the first {SKIP_LAYERS}, the median head's first-token mass is >= {SINK_MASS:g}"
+)
+NULL_REAL = (
+    "uniform attention over the same queries (the uniform share 1 / (keys attended), per layer) under the same rule"
+)
 
 
 def layer_table(heads: pd.DataFrame) -> pd.DataFrame:
@@ -114,13 +129,17 @@ def layer_table(heads: pd.DataFrame) -> pd.DataFrame:
     layer"
     reads off the max column)."""
     grouped = heads.groupby("layer", sort=True)
-    return pd.DataFrame({
-        "mean": grouped["mass"].mean(), "median": grouped["mass"].median(), "max": grouped["mass"].max(),
-        "heads": grouped["mass"].size(),
-        "heads_over_half": grouped["mass"].apply(lambda m: int((m > HALF).sum())),
-        "sink_heads": grouped["mass"].apply(lambda m: int((m >= SINK_MASS).sum())),
-        "uniform": grouped["uniform"].mean(),
-    }).reset_index()
+    return pd.DataFrame(
+        {
+            "mean": grouped["mass"].mean(),
+            "median": grouped["mass"].median(),
+            "max": grouped["mass"].max(),
+            "heads": grouped["mass"].size(),
+            "heads_over_half": grouped["mass"].apply(lambda m: int((m > HALF).sum())),
+            "sink_heads": grouped["mass"].apply(lambda m: int((m >= SINK_MASS).sum())),
+            "uniform": grouped["uniform"].mean(),
+        }
+    ).reset_index()
 
 
 def real_finding(layers: pd.DataFrame, config: dict) -> Finding:
@@ -128,34 +147,54 @@ def real_finding(layers: pd.DataFrame, config: dict) -> Finding:
     after the first SKIP_LAYERS, the median head puts at least SINK_MASS of its weight on key 0. Null (NULL_REAL):
     a head that spreads its weight evenly, whose first-token mass is the uniform share, under the same rule."""
     key0 = "BOS" if config["adds_bos"] else f"the first text token ({', '.join(config['first_tokens'])})"
-    claim = (f"A pretrained softmax LM ({config['model']}) puts an attention sink on its first token, key 0 = "
-             f"{key0} (Attention Sinks Essential §1-2, §3.5: softmax attention needs a sink to write nothing by "
-             f"default): in a "
-             f"majority of the layers after the first {SKIP_LAYERS}, the median head puts at least {SINK_MASS:g} "
-             f"of its weight on key 0, averaged over queries i >= {config['min_query']}")
+    claim = (
+        f"A pretrained softmax LM ({config['model']}) puts an attention sink on its first token, key 0 = "
+        f"{key0} (Attention Sinks Essential §1-2, §3.5: softmax attention needs a sink to write nothing by "
+        f"default): in a "
+        f"majority of the layers after the first {SKIP_LAYERS}, the median head puts at least {SINK_MASS:g} "
+        f"of its weight on key 0, averaged over queries i >= {config['min_query']}"
+    )
     later = layers[layers["layer"] >= SKIP_LAYERS]
     per_layer = ", ".join(f"L{r.layer} {r.median:.2f}" for r in layers.itertuples())
-    evidence = (f"Median head's first-token mass per layer ({config['documents']} documents x {config['tokens']} "
-                f"tokens): {per_layer}. ")
-    mde = MDE(None, None, "first-token mass", f"none applies: the claim has no effect size; the rule reads each "
-                                              f"layer's median head pooled over {config['documents']} documents "
-                                              "against a fixed threshold")
+    evidence = (
+        f"Median head's first-token mass per layer ({config['documents']} documents x {config['tokens']} "
+        f"tokens): {per_layer}. "
+    )
+    mde = MDE(
+        None,
+        None,
+        "first-token mass",
+        f"none applies: the claim has no effect size; the rule reads each "
+        f"layer's median head pooled over {config['documents']} documents "
+        "against a fixed threshold",
+    )
     if later.empty:
-        return decide(claim, rule=RULE_REAL, holds=None, evidence=evidence, mde=mde,
-                      null=Null(NULL_REAL, None, "no layer to read"),
-                      precondition=f"the model has only {len(layers)} layers, none after the first {SKIP_LAYERS}")
+        return decide(
+            claim,
+            rule=RULE_REAL,
+            holds=None,
+            evidence=evidence,
+            mde=mde,
+            null=Null(NULL_REAL, None, "no layer to read"),
+            precondition=f"the model has only {len(layers)} layers, none after the first {SKIP_LAYERS}",
+        )
     sinking = int((later["median"] >= SINK_MASS).sum())
     uniform = float(later["uniform"].mean())
     total = int(later["heads"].sum())
-    evidence += (f"{sinking} of {len(later)} layers after the first {SKIP_LAYERS} reach {SINK_MASS:g}; there "
-                 f"{int(later['sink_heads'].sum())} of {total} heads put >= {SINK_MASS:g} and "
-                 f"{int(later['heads_over_half'].sum())} put > {HALF:g} on key 0, and the largest head reaches "
-                 f"{SINK_MASS:g} in {int((later['max'] >= SINK_MASS).sum())} of those layers. The "
-                 f"uniform share over the same queries is {uniform:.3g}, so {SINK_MASS:g} is "
-                 f"{SINK_MASS / uniform:.0f}x it.")
-    null = Null(NULL_REAL, real_sinks(later["uniform"]),
-                f"{int((later['uniform'] >= SINK_MASS).sum())} of {len(later)} layers' uniform share reach "
-                f"{SINK_MASS:g} (largest {later['uniform'].max():.3g})")
+    evidence += (
+        f"{sinking} of {len(later)} layers after the first {SKIP_LAYERS} reach {SINK_MASS:g}; there "
+        f"{int(later['sink_heads'].sum())} of {total} heads put >= {SINK_MASS:g} and "
+        f"{int(later['heads_over_half'].sum())} put > {HALF:g} on key 0, and the largest head reaches "
+        f"{SINK_MASS:g} in {int((later['max'] >= SINK_MASS).sum())} of those layers. The "
+        f"uniform share over the same queries is {uniform:.3g}, so {SINK_MASS:g} is "
+        f"{SINK_MASS / uniform:.0f}x it."
+    )
+    null = Null(
+        NULL_REAL,
+        real_sinks(later["uniform"]),
+        f"{int((later['uniform'] >= SINK_MASS).sum())} of {len(later)} layers' uniform share reach "
+        f"{SINK_MASS:g} (largest {later['uniform'].max():.3g})",
+    )
     return decide(claim, rule=RULE_REAL, holds=real_sinks(later["median"]), null=null, evidence=evidence, mde=mde)
 
 
@@ -169,27 +208,42 @@ def summarize_real(folder: Path) -> tuple[Finding, Table, Figure, str]:
     io.write_table(out / "table_real_layers", layers)
     grid = heads.pivot(index="layer", columns="head", values="mass").sort_index().to_numpy()
     key0 = "BOS" if config["adds_bos"] else "first text token"
-    plot_first_token_mass(grid, {"median head": layers["median"].to_numpy(), "largest head": layers["max"].to_numpy()},
-                          layers["uniform"].to_numpy(), SINK_MASS, SKIP_LAYERS, out / "real_first_token_mass",
-                          f"{config['model']}: softmax weight on key 0 ({key0}), mean over queries "
-                          f"i >= {config['min_query']}")
-    table = Table("table_real_layers", (
-        f"{config['model']}, per layer (0-based) over its {config['heads']} heads: mean, median and max first-token "
-        f"mass (softmax weight on key 0 averaged over queries i >= {config['min_query']} of "
-        f"{config['documents']} documents x {config['tokens']} tokens), the heads above {HALF:g} and at or above "
-        f"{SINK_MASS:g}, and the uniform share 1 / (keys attended) averaged over the same queries."))
-    figure = Figure("real_first_token_mass", (
-        f"Left: first-token mass of every head of {config['model']} (rows: layers from 0 at the top; columns: "
-        f"heads, 0-based), on a 0-1 colour scale with the value printed in each cell. Right: the median and "
-        f"largest head per layer; the dashed line is the sink threshold {SINK_MASS:g}, the dotted one the "
-        f"uniform share (the mass of a head that spreads evenly). The shaded layers 0-{SKIP_LAYERS - 1} are "
-        "left out of the verdict."))
-    note = (f"Real-model part: {config['model']} ({config['model_type']}, checkpoint {config['checkpoint']}, "
-            f"{config['layers']} layers x {config['heads']} query heads, {config['dtype']} on {config['device']}); "
-            f"{config['documents']} documents of generic text (attnlab.tasks.generic_text) x {config['tokens']} "
-            f"tokens, one forward each ({config['seconds']:g} s in all). The tokenizer "
-            f"{'adds BOS, so key 0 is BOS' if config['adds_bos'] else 'adds no BOS, so key 0 is the first text token'}"
-            f" ({', '.join(config['first_tokens'])}). The softmax is redone in float64 from the scores the "
-            f"model's own softmax sees (post-softcap, masked keys left out); queries that may not attend key 0 "
-            f"(past a sliding window) are left out.")
+    plot_first_token_mass(
+        grid,
+        {"median head": layers["median"].to_numpy(), "largest head": layers["max"].to_numpy()},
+        layers["uniform"].to_numpy(),
+        SINK_MASS,
+        SKIP_LAYERS,
+        out / "real_first_token_mass",
+        f"{config['model']}: softmax weight on key 0 ({key0}), mean over queries i >= {config['min_query']}",
+    )
+    table = Table(
+        "table_real_layers",
+        (
+            f"{config['model']}, per layer (0-based) over its {config['heads']} heads: mean, median and max "
+            f"first-token mass (softmax weight on key 0 averaged over queries i >= {config['min_query']} of "
+            f"{config['documents']} documents x {config['tokens']} tokens), the heads above {HALF:g} and at or above "
+            f"{SINK_MASS:g}, and the uniform share 1 / (keys attended) averaged over the same queries."
+        ),
+    )
+    figure = Figure(
+        "real_first_token_mass",
+        (
+            f"Left: first-token mass of every head of {config['model']} (rows: layers from 0 at the top; columns: "
+            f"heads, 0-based), on a 0-1 colour scale with the value printed in each cell. Right: the median and "
+            f"largest head per layer; the dashed line is the sink threshold {SINK_MASS:g}, the dotted one the "
+            f"uniform share (the mass of a head that spreads evenly). The shaded layers 0-{SKIP_LAYERS - 1} are "
+            "left out of the verdict."
+        ),
+    )
+    note = (
+        f"Real-model part: {config['model']} ({config['model_type']}, checkpoint {config['checkpoint']}, "
+        f"{config['layers']} layers x {config['heads']} query heads, {config['dtype']} on {config['device']}); "
+        f"{config['documents']} documents of generic text (attnlab.tasks.generic_text) x {config['tokens']} "
+        f"tokens, one forward each ({config['seconds']:g} s in all). The tokenizer "
+        f"{'adds BOS, so key 0 is BOS' if config['adds_bos'] else 'adds no BOS, so key 0 is the first text token'}"
+        f" ({', '.join(config['first_tokens'])}). The softmax is redone in float64 from the scores the "
+        f"model's own softmax sees (post-softcap, masked keys left out); queries that may not attend key 0 "
+        f"(past a sliding window) are left out."
+    )
     return real_finding(layers, config), table, figure, note

@@ -44,8 +44,16 @@ from ..train import probes
 from ..train.trainer import Trainer
 from ..workers import run_all
 from .runner import Study, StudyConfig, StudyError, load_config, register, section
-from .specialization_findings import (_absent, dependence_finding, early_check, gains, headline_finding,
-                                      reliance_finding, routing_finding, shrinkage_finding)
+from .specialization_findings import (
+    _absent,
+    dependence_finding,
+    early_check,
+    gains,
+    headline_finding,
+    reliance_finding,
+    routing_finding,
+    shrinkage_finding,
+)
 from .specialization_plan import BUDGETS, FINAL, Plan, plan_runs, rule_config, run_config, run_name
 from .specialization_tables import delays, early, maturities, pairs, shrinkage, zeroing
 
@@ -61,8 +69,12 @@ def final_loss(model: torch.nn.Module, stream, batch: int, batches: int) -> dict
     model.eval()
     pieces = stream.val_batches(batch, batches)
     value = sum(float(loss(model(x), y)) for x, y in pieces) / len(pieces)
-    return {"val_loss": value, "val_ppl": math.exp(value), "batches": len(pieces),
-            "tokens": int(sum(y.numel() for _, y in pieces))}
+    return {
+        "val_loss": value,
+        "val_ppl": math.exp(value),
+        "batches": len(pieces),
+        "tokens": int(sum(y.numel() for _, y in pieces)),
+    }
 
 
 def untrained_probes(trainer: Trainer) -> dict[str, float]:
@@ -77,8 +89,7 @@ def untrained_probes(trainer: Trainer) -> dict[str, float]:
     return {k: record[k] for k in UNTRAINED}
 
 
-def train_run(plan: Plan, arch: str, arm: str, seed: int, shards: str | None, folder: Path,
-              progress: bool) -> dict:
+def train_run(plan: Plan, arch: str, arm: str, seed: int, shards: str | None, folder: Path, progress: bool) -> dict:
     """Train (or resume) one run, then score its final model on ``final_batches`` validation batches and keep
     that with the run's release reason, throughput, warnings and the untrained model's probes (once: ``FINAL``
     in the run folder, the raw result the summary reads; a run's summary.json may be deleted without changing
@@ -88,24 +99,31 @@ def train_run(plan: Plan, arch: str, arm: str, seed: int, shards: str | None, fo
     trainer = Trainer(run_config(plan, arch, arm, seed, shards), out, resume=True, progress=progress)
     summary = trainer.run()
     if not (out / FINAL).is_file():
-        io.write_json(out / FINAL, {**final_loss(trainer.model, trainer.stream, plan.batch, plan.final_batches),
-                                    **{k: summary[k] for k in ("release_reason", "tokens_per_s", "warnings",
-                                                                "seconds")},
-                                    "untrained": untrained_probes(trainer)})
+        io.write_json(
+            out / FINAL,
+            {
+                **final_loss(trainer.model, trainer.stream, plan.batch, plan.final_batches),
+                **{k: summary[k] for k in ("release_reason", "tokens_per_s", "warnings", "seconds")},
+                "untrained": untrained_probes(trainer),
+            },
+        )
     return summary
 
 
 def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
     plan = BUDGETS[cfg.budget]
     if cfg.budget == "full" and cfg.data is None:
-        raise StudyError("the full budget trains on your corpus (Zhu et al. 2026 App. J: GPT-2-tokenized "
-                         "FineWeb-Edu): write it once with attnlab prepare --folder TEXT --tokenizer TOKENIZER "
-                         "--out SHARDS and pass --data SHARDS")
+        raise StudyError(
+            "the full budget trains on your corpus (Zhu et al. 2026 App. J: GPT-2-tokenized "
+            "FineWeb-Edu): write it once with attnlab prepare --folder TEXT --tokenizer TOKENIZER "
+            "--out SHARDS and pass --data SHARDS"
+        )
     runs = plan_runs(plan, cfg.seed)
     # full-budget runs are GPU-sized: one at a time; smoke runs two (or more) at once on CPU cores
     jobs = 1 if cfg.budget == "full" else max(1, os.cpu_count() or 1)
-    run_all(train_run, [(plan, arch, arm, seed, cfg.data, folder, progress and jobs == 1) for arch, arm, seed in runs],
-            jobs)
+    run_all(
+        train_run, [(plan, arch, arm, seed, cfg.data, folder, progress and jobs == 1) for arch, arm, seed in runs], jobs
+    )
 
 
 def read_runs(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -123,25 +141,43 @@ def read_runs(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
         frame = pd.read_csv(run / "eval.csv")
         released = frame.released_at.iloc[-1]
         released = None if pd.isna(released) else int(released)
-        rows.append({"run": name, "arch": arch, "arm": arm, "seed": seed, "final_val_loss": final["val_loss"],
-                     "final_val_ppl": final["val_ppl"], "final_tokens": final["tokens"],
-                     "last_eval_val_loss": float(frame.val_loss.iloc[-1]), "released_at": released,
-                     "release_reason": final["release_reason"],
-                     "released_fraction": released / plan.steps if released is not None else math.nan,
-                     "lower_copy_chance": float(frame.lower_copy_chance.mean()),
-                     "tokens_per_s": final["tokens_per_s"], "seconds": final.get("seconds", math.nan),
-                     "warnings": len(final["warnings"]),
-                     **{f"untrained_{k}": v for k, v in final.get("untrained", {}).items()}})
-        curves.append(frame.assign(run=name, arch=arch, arm=arm, seed=seed,
-                                   tokens=frame.step * plan.batch * plan.context)
-                      [["run", "arch", "arm", "seed", "step", "tokens", *CURVES, "ppl", "lower_copy",
-                        "lower_copy_chance"]])
+        rows.append(
+            {
+                "run": name,
+                "arch": arch,
+                "arm": arm,
+                "seed": seed,
+                "final_val_loss": final["val_loss"],
+                "final_val_ppl": final["val_ppl"],
+                "final_tokens": final["tokens"],
+                "last_eval_val_loss": float(frame.val_loss.iloc[-1]),
+                "released_at": released,
+                "release_reason": final["release_reason"],
+                "released_fraction": released / plan.steps if released is not None else math.nan,
+                "lower_copy_chance": float(frame.lower_copy_chance.mean()),
+                "tokens_per_s": final["tokens_per_s"],
+                "seconds": final.get("seconds", math.nan),
+                "warnings": len(final["warnings"]),
+                **{f"untrained_{k}": v for k, v in final.get("untrained", {}).items()},
+            }
+        )
+        curves.append(
+            frame.assign(run=name, arch=arch, arm=arm, seed=seed, tokens=frame.step * plan.batch * plan.context)[
+                ["run", "arch", "arm", "seed", "step", "tokens", *CURVES, "ppl", "lower_copy", "lower_copy_chance"]
+            ]
+        )
         if (run / "copy.csv").is_file():
             read = pd.read_csv(run / "copy.csv")
-            readings.append(read.assign(run=name, arch=arch, arm=arm, seed=seed)
-                            [["run", "arch", "arm", "seed", "step", "lower_copy", "lower_copy_chance"]])
-    read = (pd.concat(readings, ignore_index=True) if readings else
-            pd.DataFrame(columns=["run", "arch", "arm", "seed", "step", "lower_copy", "lower_copy_chance"]))
+            readings.append(
+                read.assign(run=name, arch=arch, arm=arm, seed=seed)[
+                    ["run", "arch", "arm", "seed", "step", "lower_copy", "lower_copy_chance"]
+                ]
+            )
+    read = (
+        pd.concat(readings, ignore_index=True)
+        if readings
+        else pd.DataFrame(columns=["run", "arch", "arm", "seed", "step", "lower_copy", "lower_copy_chance"])
+    )
     return pd.DataFrame(rows), pd.concat(curves, ignore_index=True), read
 
 
@@ -156,12 +192,25 @@ def findings(runs: pd.DataFrame, curves: pd.DataFrame, readings: pd.DataFrame, p
     gelu = paired[(paired.arch == "gelu") & (paired.arm == "intervention")]
     dependence = dependence_finding(zeroed[zeroed.arch == "gelu"])
     absent = _absent(dependence)
-    return {"tables": {"pairs": paired, "gains": gained, "shrinkage": shrunk.drop(columns="differences"),
-                       "early": early(runs, curves), "zeroing": zeroed, "maturity": matured, "delays": delayed},
-            "findings": (dependence, headline_finding(gained, list(gelu.ppl_gain), absent),
-                         shrinkage_finding(shrunk, gained, absent),
-                         reliance_finding(zeroed[zeroed.arch == "gelu"], absent),
-                         routing_finding(delayed, matured, steps), early_check(early(runs, curves)))}
+    return {
+        "tables": {
+            "pairs": paired,
+            "gains": gained,
+            "shrinkage": shrunk.drop(columns="differences"),
+            "early": early(runs, curves),
+            "zeroing": zeroed,
+            "maturity": matured,
+            "delays": delayed,
+        },
+        "findings": (
+            dependence,
+            headline_finding(gained, list(gelu.ppl_gain), absent),
+            shrinkage_finding(shrunk, gained, absent),
+            reliance_finding(zeroed[zeroed.arch == "gelu"], absent),
+            routing_finding(delayed, matured, steps),
+            early_check(early(runs, curves)),
+        ),
+    }
 
 
 def summarize(folder: Path) -> Section:
@@ -172,56 +221,105 @@ def summarize(folder: Path) -> Section:
     for name, table in (("runs", runs), ("curves", curves), ("readings", readings), *decided["tables"].items()):
         io.write_table(folder / name, table)
     first = curves[curves.seed == cfg.seed]
-    released = {r.arch: int(r.released_at) for r in runs[(runs.arm == "intervention") & (runs.seed == cfg.seed)
-                                                          & runs.released_at.notna()].itertuples()}
-    plot_probe_curves(first[first.arm.isin(("control", "intervention"))], CURVES, released, folder / "curves",
-                      readings=readings[(readings.seed == cfg.seed) & readings.arm.isin(("control", "intervention"))])
+    released = {
+        r.arch: int(r.released_at)
+        for r in runs[(runs.arm == "intervention") & (runs.seed == cfg.seed) & runs.released_at.notna()].itertuples()
+    }
+    plot_probe_curves(
+        first[first.arm.isin(("control", "intervention"))],
+        CURVES,
+        released,
+        folder / "curves",
+        readings=readings[(readings.seed == cfg.seed) & readings.arm.isin(("control", "intervention"))],
+    )
     intervention = runs[runs.arm == "intervention"]
     seeds = ", ".join(f"{arch} {n}" for arch, n in plan.seeds.items() if arch in plan.archs)
-    notes = [f"{cfg.budget} budget: {plan.layers} layers x {plan.heads} heads x {plan.d_model} wide, context "
-             f"{plan.context}, {plan.steps} steps of {plan.batch} sequences on "
-             f"{'the token shards ' + cfg.data if cfg.data else 'bytes of the Python standard library'}, seeds "
-             f"from {cfg.seed} ({seeds}); the seed trains 270M-parameter models on 2.5B tokens of FineWeb-Edu.",
-             f"Release rule on the {plan.score} lower-copy score (threshold 0.005, patience 3, window 3-12%), read "
-             f"every {plan.score_every:.1%} of training on the first evaluation batch: uniform attention alone "
-             f"scores {runs.lower_copy_chance.mean():.4f} at this context; the interventions released at " + ", ".join(
-                 f"{r.arch} seed {r.seed}: step {r.released_at} ({r.released_fraction:.1%}, {r.release_reason})"
-                 for r in intervention.itertuples()) + "; the paper's Table 8 releases at 4.01%.",
-             f"Throughput: {runs.tokens_per_s.min():,.0f}-{runs.tokens_per_s.max():,.0f} tokens/s per run."]
+    notes = [
+        f"{cfg.budget} budget: {plan.layers} layers x {plan.heads} heads x {plan.d_model} wide, context "
+        f"{plan.context}, {plan.steps} steps of {plan.batch} sequences on "
+        f"{'the token shards ' + cfg.data if cfg.data else 'bytes of the Python standard library'}, seeds "
+        f"from {cfg.seed} ({seeds}); the seed trains 270M-parameter models on 2.5B tokens of FineWeb-Edu.",
+        f"Release rule on the {plan.score} lower-copy score (threshold 0.005, patience 3, window 3-12%), read "
+        f"every {plan.score_every:.1%} of training on the first evaluation batch: uniform attention alone "
+        f"scores {runs.lower_copy_chance.mean():.4f} at this context; the interventions released at "
+        + ", ".join(
+            f"{r.arch} seed {r.seed}: step {r.released_at} ({r.released_fraction:.1%}, {r.release_reason})"
+            for r in intervention.itertuples()
+        )
+        + "; the paper's Table 8 releases at 4.01%.",
+        f"Throughput: {runs.tokens_per_s.min():,.0f}-{runs.tokens_per_s.max():,.0f} tokens/s per run.",
+    ]
     if runs.warnings.sum():
         notes.append(f"{int(runs.warnings.sum())} run warnings (in each run's {FINAL} and summary.json).")
     return section(
-        "specialization", folder,
+        "specialization",
+        folder,
         question="Does slowing the upper layers' W_Q and W_K early in pretraining lower the final loss, paired "
-                 "over seeds, and does a gated FFN shrink the gain? Is the failure it targets (early reliance on "
-                 "upper Q/K) present, and is lower-copy routing left on time?",
+        "over seeds, and does a gated FFN shrink the gain? Is the failure it targets (early reliance on "
+        "upper Q/K) present, and is lower-copy routing left on time?",
         findings=decided["findings"],
-        tables=(Table("gains", "Per architecture and arm: the paired gains control - arm of final validation "
-                               "loss and perplexity over seeds (mean, sd, Student-t 95% interval, MDE)."),
-                Table("shrinkage", "Per gated FFN: GELU's perplexity gain minus its own, paired by seed."),
-                Table("zeroing", "Per architecture and seed: the perplexity rise from zeroing upper Q/K in control "
-                                 "and intervention at the first evaluation from the control's lower-copy maturity "
-                                 "(and 3%) and at the end, and in the untrained model."),
-                Table("maturity", "Every run: the step its lower-copy routing matures on the 0.5% readings, the "
-                                  "release the rule gives on them, and its actual release."),
-                Table("delays", "Per architecture and seed: the intervention's delay of lower-copy maturity behind "
-                                "the control's, and the untrained model's (the null)."),
-                Table("pairs", "Every seed's pair: final losses, perplexities, gains, release step and tokens to "
-                               "the control's final loss."),
-                Table("early", "At the intervention's last evaluation before release: upper logit and entropy of "
-                               "control and intervention, per architecture and seed."),
-                Table("runs", "Every run: final loss, perplexity, release step and reason, uniform attention's "
-                              "lower-copy score, tokens/s, seconds, the untrained model's probes."),
-                Table("readings", "Every run's lower-copy readings (every 0.5% of training up to 12%)."),
-                Table("curves", "Every evaluation of every run: the probes over training.")),
-        figures=(Figure("curves", f"The Zhu et al. 2026 probes over training, seed {cfg.seed} (solid: control, "
-                                  "dashed: intervention). Left of the dotted release line the intervention's upper "
-                                  "logit should sit below and its upper entropy above the control's; dots: the "
-                                  "release rule's lower-copy readings every 0.5% up to 12%."),),
-        notes=tuple(notes))
+        tables=(
+            Table(
+                "gains",
+                "Per architecture and arm: the paired gains control - arm of final validation "
+                "loss and perplexity over seeds (mean, sd, Student-t 95% interval, MDE).",
+            ),
+            Table("shrinkage", "Per gated FFN: GELU's perplexity gain minus its own, paired by seed."),
+            Table(
+                "zeroing",
+                "Per architecture and seed: the perplexity rise from zeroing upper Q/K in control "
+                "and intervention at the first evaluation from the control's lower-copy maturity "
+                "(and 3%) and at the end, and in the untrained model.",
+            ),
+            Table(
+                "maturity",
+                "Every run: the step its lower-copy routing matures on the 0.5% readings, the "
+                "release the rule gives on them, and its actual release.",
+            ),
+            Table(
+                "delays",
+                "Per architecture and seed: the intervention's delay of lower-copy maturity behind "
+                "the control's, and the untrained model's (the null).",
+            ),
+            Table(
+                "pairs",
+                "Every seed's pair: final losses, perplexities, gains, release step and tokens to "
+                "the control's final loss.",
+            ),
+            Table(
+                "early",
+                "At the intervention's last evaluation before release: upper logit and entropy of "
+                "control and intervention, per architecture and seed.",
+            ),
+            Table(
+                "runs",
+                "Every run: final loss, perplexity, release step and reason, uniform attention's "
+                "lower-copy score, tokens/s, seconds, the untrained model's probes.",
+            ),
+            Table("readings", "Every run's lower-copy readings (every 0.5% of training up to 12%)."),
+            Table("curves", "Every evaluation of every run: the probes over training."),
+        ),
+        figures=(
+            Figure(
+                "curves",
+                f"The Zhu et al. 2026 probes over training, seed {cfg.seed} (solid: control, "
+                "dashed: intervention). Left of the dotted release line the intervention's upper "
+                "logit should sit below and its upper entropy above the control's; dots: the "
+                "release rule's lower-copy readings every 0.5% up to 12%.",
+            ),
+        ),
+        notes=tuple(notes),
+    )
 
 
-STUDY = register(Study(
-    name="specialization", title="Premature upper-layer attention specialization",
-    source="Zhu et al. 2026",
-    compute=compute, summarize=summarize, takes_data=True, demo=True))
+STUDY = register(
+    Study(
+        name="specialization",
+        title="Premature upper-layer attention specialization",
+        source="Zhu et al. 2026",
+        compute=compute,
+        summarize=summarize,
+        takes_data=True,
+        demo=True,
+    )
+)

@@ -92,18 +92,56 @@ class Plan:
 # weight decay 0.1, betas (0.9, 0.95), bf16; evaluations every 0.5% of training as the seed's Table 8 cadence
 # implies. seeds: a count per architecture.
 BUDGETS: dict[str, Plan] = {
-    "smoke": Plan(layers=4, heads=4, d_model=64, context=128, steps=1500, batch=16, accum=1, lr=3e-3, min_lr=3e-4,
-                  warmup=30, weight_decay=0.1, betas=(0.9, 0.95), eval_every=45, eval_batches=4, final_batches=64,
-                  max_tokens=2_000_000, precision="fp32", archs=("gelu", "swiglu"), arms=("control", "intervention"),
-                  controls=(), seeds={"gelu": 3, "swiglu": 3}, score="excess", score_every=0.005),
-    "full": Plan(layers=20, heads=15, d_model=960, context=1024, steps=4768, batch=512, accum=16, lr=2.5e-4,
-                 min_lr=2.5e-5, warmup=95, weight_decay=0.1, betas=(0.9, 0.95), eval_every=24, eval_batches=8,
-                 final_batches=32, max_tokens=None, precision="bf16", arms=("control", "intervention"),
-                 archs=("gelu", "swiglu", "geglu", "gelu_rmsnorm", "gelu_biasless", "llama"),
-                 controls=("fixed_3", "fixed_6", "global_lr_half", "entropy_floor", "intervention_m0.5",
-                           "intervention_m0.125"),
-                 seeds=dict.fromkeys(("gelu", "swiglu", "geglu", "gelu_rmsnorm", "gelu_biasless", "llama"), 3),
-                 score="raw", score_every=0.005),
+    "smoke": Plan(
+        layers=4,
+        heads=4,
+        d_model=64,
+        context=128,
+        steps=1500,
+        batch=16,
+        accum=1,
+        lr=3e-3,
+        min_lr=3e-4,
+        warmup=30,
+        weight_decay=0.1,
+        betas=(0.9, 0.95),
+        eval_every=45,
+        eval_batches=4,
+        final_batches=64,
+        max_tokens=2_000_000,
+        precision="fp32",
+        archs=("gelu", "swiglu"),
+        arms=("control", "intervention"),
+        controls=(),
+        seeds={"gelu": 3, "swiglu": 3},
+        score="excess",
+        score_every=0.005,
+    ),
+    "full": Plan(
+        layers=20,
+        heads=15,
+        d_model=960,
+        context=1024,
+        steps=4768,
+        batch=512,
+        accum=16,
+        lr=2.5e-4,
+        min_lr=2.5e-5,
+        warmup=95,
+        weight_decay=0.1,
+        betas=(0.9, 0.95),
+        eval_every=24,
+        eval_batches=8,
+        final_batches=32,
+        max_tokens=None,
+        precision="bf16",
+        arms=("control", "intervention"),
+        archs=("gelu", "swiglu", "geglu", "gelu_rmsnorm", "gelu_biasless", "llama"),
+        controls=("fixed_3", "fixed_6", "global_lr_half", "entropy_floor", "intervention_m0.5", "intervention_m0.125"),
+        seeds=dict.fromkeys(("gelu", "swiglu", "geglu", "gelu_rmsnorm", "gelu_biasless", "llama"), 3),
+        score="raw",
+        score_every=0.005,
+    ),
 }
 # What attnlab demo runs: smoke's pairs over 600 steps, evaluations every 3% (18 steps), and as many pairs as
 # the time of its former 3 + 3 pairs evaluated every 2% allows, 7: 5 GELU pairs, the fewest whose one-sided sign-flip
@@ -118,6 +156,7 @@ def run_name(arch: str, arm: str, seed: int) -> str:
 def plan_runs(plan: Plan, first_seed: int) -> list[tuple[str, str, int]]:
     """(arch, arm, seed) of every run: each architecture's arms over its seeds, and the controls (App. D-G) for
     the first architecture only, as the seed runs them for its GPT-style model."""
+
     def seeds(arch: str) -> list[int]:
         return [first_seed + i for i in range(plan.seeds[arch])]
 
@@ -128,13 +167,30 @@ def plan_runs(plan: Plan, first_seed: int) -> list[tuple[str, str, int]]:
 def run_config(plan: Plan, arch: str, arm: str, seed: int, shards: str | None = None) -> RunConfig:
     changes = ARMS.find(arm)
     scale = changes.get("lr_scale", 1.0)
-    model = {"context": plan.context, "layers": plan.layers, "heads": plan.heads,
-             "d_model": plan.d_model, "positions": "rope", **ARCHS.find(arch)}
-    train = {"steps": plan.steps, "batch": plan.batch, "accum": plan.accum, "lr": plan.lr * scale,
-             "min_lr": plan.min_lr * scale, "warmup": plan.warmup, "weight_decay": plan.weight_decay,
-             "betas": list(plan.betas), "eval_every": plan.eval_every, "eval_batches": plan.eval_batches,
-             "checkpoint_every": plan.eval_every * 10, "tensorboard": False, "seed": seed,
-             "precision": plan.precision}
+    model = {
+        "context": plan.context,
+        "layers": plan.layers,
+        "heads": plan.heads,
+        "d_model": plan.d_model,
+        "positions": "rope",
+        **ARCHS.find(arch),
+    }
+    train = {
+        "steps": plan.steps,
+        "batch": plan.batch,
+        "accum": plan.accum,
+        "lr": plan.lr * scale,
+        "min_lr": plan.min_lr * scale,
+        "warmup": plan.warmup,
+        "weight_decay": plan.weight_decay,
+        "betas": list(plan.betas),
+        "eval_every": plan.eval_every,
+        "eval_batches": plan.eval_batches,
+        "checkpoint_every": plan.eval_every * 10,
+        "tensorboard": False,
+        "seed": seed,
+        "precision": plan.precision,
+    }
     # every arm reads the lower-copy score on the rule's grid, the control included (finding 5 dates both)
     intervention = {"score": plan.score, "score_every": plan.score_every, **changes.get("intervention", {})}
     data = {"shards": shards} if shards is not None else {"max_tokens": plan.max_tokens}
@@ -144,4 +200,3 @@ def run_config(plan: Plan, arch: str, arm: str, seed: int, shards: str | None = 
 def rule_config(plan: Plan) -> InterventionConfig:
     """The intervention arm's release rule: what dates lower-copy maturity in every arm."""
     return run_config(plan, plan.archs[0], "intervention", 0).intervention
-

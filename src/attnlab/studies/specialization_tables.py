@@ -28,11 +28,21 @@ def pairs(runs: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
         ref = control.loc[(r.arch, r.seed)]
         mine = curves[curves.run == r.run]
         reached = mine[mine.val_loss <= ref.last_eval_val_loss]
-        out.append({"arch": r.arch, "arm": r.arm, "seed": r.seed, "control_val_loss": ref.final_val_loss,
-                    "arm_val_loss": r.final_val_loss, "loss_gain": ref.final_val_loss - r.final_val_loss,
-                    "control_val_ppl": ref.final_val_ppl, "arm_val_ppl": r.final_val_ppl,
-                    "ppl_gain": ref.final_val_ppl - r.final_val_ppl, "released_at": r.released_at,
-                    "tokens_to_control_final_loss": float(reached.tokens.iloc[0]) if len(reached) else math.nan})
+        out.append(
+            {
+                "arch": r.arch,
+                "arm": r.arm,
+                "seed": r.seed,
+                "control_val_loss": ref.final_val_loss,
+                "arm_val_loss": r.final_val_loss,
+                "loss_gain": ref.final_val_loss - r.final_val_loss,
+                "control_val_ppl": ref.final_val_ppl,
+                "arm_val_ppl": r.final_val_ppl,
+                "ppl_gain": ref.final_val_ppl - r.final_val_ppl,
+                "released_at": r.released_at,
+                "tokens_to_control_final_loss": float(reached.tokens.iloc[0]) if len(reached) else math.nan,
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -46,11 +56,28 @@ def shrinkage(table: pd.DataFrame) -> pd.DataFrame:
         seeds = sorted(set(mine.loc["gelu"].index) & set(mine.loc[arch].index)) if "gelu" in mine.index else []
         d = [float(mine.loc[("gelu", s)] - mine.loc[(arch, s)]) for s in seeds]
         stats = paired_interval(d)
-        out.append({"arch": arch, "seeds": stats["n"], **{f"shrinkage_{k}": stats[k]
-                                                          for k in ("mean", "sd", "lo", "hi")},
-                    "shrinkage_mde": paired_mde(stats["sd"], stats["n"]), "differences": d})
-    return pd.DataFrame(out, columns=["arch", "seeds", "shrinkage_mean", "shrinkage_sd", "shrinkage_lo",
-                                      "shrinkage_hi", "shrinkage_mde", "differences"])
+        out.append(
+            {
+                "arch": arch,
+                "seeds": stats["n"],
+                **{f"shrinkage_{k}": stats[k] for k in ("mean", "sd", "lo", "hi")},
+                "shrinkage_mde": paired_mde(stats["sd"], stats["n"]),
+                "differences": d,
+            }
+        )
+    return pd.DataFrame(
+        out,
+        columns=[
+            "arch",
+            "seeds",
+            "shrinkage_mean",
+            "shrinkage_sd",
+            "shrinkage_lo",
+            "shrinkage_hi",
+            "shrinkage_mde",
+            "differences",
+        ],
+    )
 
 
 def early(runs: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
@@ -65,14 +92,21 @@ def early(runs: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
             step = int(inside.step.max())
             at = curves[curves.step == step].set_index("run")
             runs_at = {"control": run_name(r.arch, "control", r.seed), "intervention": r.run}
-            row.update(step=step, **{f"{k}_{arm}": float(at.loc[name, k]) for k in ("upper_logit", "upper_entropy")
-                                     for arm, name in runs_at.items()})
+            row.update(
+                step=step,
+                **{
+                    f"{k}_{arm}": float(at.loc[name, k])
+                    for k in ("upper_logit", "upper_entropy")
+                    for arm, name in runs_at.items()
+                },
+            )
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def zeroing(runs: pd.DataFrame, curves: pd.DataFrame, earliest: int,
-            matured: pd.DataFrame | None = None) -> pd.DataFrame:
+def zeroing(
+    runs: pd.DataFrame, curves: pd.DataFrame, earliest: int, matured: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Per (arch, seed): the perplexity rise from zeroing upper Q/K (Zhu et al. 2026 §5.3, on the first
     evaluation batch), relative to the same model's perplexity on that batch, in the control and the
     intervention early and at the final evaluation, and in the untrained model (the null of finding 1).
@@ -103,8 +137,9 @@ def zeroing(runs: pd.DataFrame, curves: pd.DataFrame, earliest: int,
             row["untrained_rel"] = float(control.untrained_dppl_zero_qk.iloc[0] / control.untrained_ppl.iloc[0])
         if {"final_dppl_control", "final_dppl_intervention"} <= row.keys():
             # in units of the control's perplexity on the batch, as the paper's effect is carried over
-            row["final_reliance_gap"] = ((row["final_dppl_control"] - row["final_dppl_intervention"])
-                                         / row["final_ppl_control"])
+            row["final_reliance_gap"] = (row["final_dppl_control"] - row["final_dppl_intervention"]) / row[
+                "final_ppl_control"
+            ]
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -119,13 +154,23 @@ def maturities(runs: pd.DataFrame, readings: pd.DataFrame, rule: InterventionCon
         logged = list(zip(mine.step.astype(int), mine.lower_copy, mine.lower_copy_chance, strict=True))
         matured = maturity(rule, logged)
         replayed = replay(rule, steps, logged)
-        rows.append({"run": r.run, "arch": r.arch, "arm": r.arm, "seed": r.seed, "readings": len(logged),
-                     "last_reading": int(mine.step.max()) if len(mine) else math.nan,
-                     "matured_at": math.nan if matured is None else matured,
-                     "matured_fraction": math.nan if matured is None else matured / steps,
-                     "rule_release": replayed.released_at, "rule_release_fraction": replayed.released_at / steps
-                     if replayed.released_at is not None else math.nan, "rule_reason": replayed.reason,
-                     "released_at": r.released_at, "release_reason": r.release_reason})
+        rows.append(
+            {
+                "run": r.run,
+                "arch": r.arch,
+                "arm": r.arm,
+                "seed": r.seed,
+                "readings": len(logged),
+                "last_reading": int(mine.step.max()) if len(mine) else math.nan,
+                "matured_at": math.nan if matured is None else matured,
+                "matured_fraction": math.nan if matured is None else matured / steps,
+                "rule_release": replayed.released_at,
+                "rule_release_fraction": replayed.released_at / steps if replayed.released_at is not None else math.nan,
+                "rule_reason": replayed.reason,
+                "released_at": r.released_at,
+                "release_reason": r.release_reason,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -141,20 +186,41 @@ def delays(matured: pd.DataFrame, runs: pd.DataFrame, rule: InterventionConfig, 
         if control.empty:
             continue
         c = control.iloc[0]
-        dated = {name: (row.last_reading if math.isnan(row.matured_at) else row.matured_at)
-                 for name, row in (("control", c), ("intervention", r))}
+        dated = {
+            name: (row.last_reading if math.isnan(row.matured_at) else row.matured_at)
+            for name, row in (("control", c), ("intervention", r))
+        }
         runs_c = runs[runs.run == c.run]
         untrained = math.nan
         if "untrained_lower_copy" in runs_c:
-            score = rule_score(rule, float(runs_c.untrained_lower_copy.iloc[0]),
-                               float(runs_c.untrained_lower_copy_chance.iloc[0]))
-            untrained = (reading_interval(rule, steps) if score >= rule.threshold else last) if math.isfinite(last) \
+            score = rule_score(
+                rule, float(runs_c.untrained_lower_copy.iloc[0]), float(runs_c.untrained_lower_copy_chance.iloc[0])
+            )
+            untrained = (
+                (reading_interval(rule, steps) if score >= rule.threshold else last)
+                if math.isfinite(last)
                 else math.nan
-        rows.append({"arch": r.arch, "seed": r.seed, "control_matured_at": c.matured_at,
-                     "intervention_matured_at": r.matured_at,
-                     "delay": (dated["intervention"] - dated["control"]) / steps,
-                     "null_delay": (untrained - dated["control"]) / steps,
-                     "control_censored": bool(math.isnan(c.matured_at))})
-    return pd.DataFrame(rows, columns=["arch", "seed", "control_matured_at", "intervention_matured_at", "delay",
-                                       "null_delay", "control_censored"])
-
+            )
+        rows.append(
+            {
+                "arch": r.arch,
+                "seed": r.seed,
+                "control_matured_at": c.matured_at,
+                "intervention_matured_at": r.matured_at,
+                "delay": (dated["intervention"] - dated["control"]) / steps,
+                "null_delay": (untrained - dated["control"]) / steps,
+                "control_censored": bool(math.isnan(c.matured_at)),
+            }
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "arch",
+            "seed",
+            "control_matured_at",
+            "intervention_matured_at",
+            "delay",
+            "null_delay",
+            "control_censored",
+        ],
+    )

@@ -54,11 +54,35 @@ from .. import io
 from ..report.sections import Section
 from ..train.trainer import Trainer
 from .runner import Study, load_config, register, section
-from .temperature_plan import (BETA, BUDGETS, EXT_ROWS, GAPS, HEAD_SCALES, PLAN, ROWS, UNTRAINED, Plan, read_plan,
-                               run_config, run_name)
+from .temperature_plan import (
+    BETA,
+    BUDGETS,
+    EXT_ROWS,
+    GAPS,
+    HEAD_SCALES,
+    PLAN,
+    ROWS,
+    UNTRAINED,
+    Plan,
+    read_plan,
+    run_config,
+    run_name,
+)
 from .temperature_real import compute_real, real_part
-from .temperature_section import (FIGURES, QUESTION, TABLES, beta_step, budget_notes, comparison_step, contact_step,
-                                  counting_step, findings_step, read_arm, sweep_step, training_step)
+from .temperature_section import (
+    FIGURES,
+    QUESTION,
+    TABLES,
+    beta_step,
+    budget_notes,
+    comparison_step,
+    contact_step,
+    counting_step,
+    findings_step,
+    read_arm,
+    sweep_step,
+    training_step,
+)
 
 
 class _ContactRows:
@@ -89,7 +113,7 @@ def contact_rows(model, tokens: np.ndarray, plan: Plan, seed: int, device) -> tu
     model.eval()
     for s in range(plan.eval_seeds):
         starts = np.random.default_rng([seed, 1000 + s]).integers(0, len(tokens) - need, size=plan.windows)
-        ids = torch.from_numpy(np.stack([tokens[a:a + need] for a in starts]).astype(np.int64)).to(device)
+        ids = torch.from_numpy(np.stack([tokens[a : a + need] for a in starts]).astype(np.int64)).to(device)
         observer = _ContactRows(plan.n_grid)
         with model.observed(observer), torch.no_grad():
             model(ids)
@@ -97,13 +121,24 @@ def contact_rows(model, tokens: np.ndarray, plan: Plan, seed: int, device) -> tu
             docs, heads = z.shape[0], z.shape[1]
             stats = gap_stats(z.reshape(-1, n), torch.full((docs * heads,), n), eps=plan.eps)
             doc, head = np.divmod(np.arange(docs * heads), heads)
-            records.append(pd.DataFrame({
-                "seed": s, "doc": doc, "layer": layer, "head": head, "n_keys": n, "query": n - 1,
-                **{k: v.numpy() for k, v in stats.items()}}))
+            records.append(
+                pd.DataFrame(
+                    {
+                        "seed": s,
+                        "doc": doc,
+                        "layer": layer,
+                        "head": head,
+                        "n_keys": n,
+                        "query": n - 1,
+                        **{k: v.numpy() for k, v in stats.items()},
+                    }
+                )
+            )
             if n == need:
                 gaps = (z.amax(-1, keepdim=True) - z).reshape(-1, n).sort(-1).values.numpy()
-                gap_records.append(pd.DataFrame({"seed": s, "doc": doc, "layer": layer, "head": head,
-                                                 "gaps": list(gaps)}))
+                gap_records.append(
+                    pd.DataFrame({"seed": s, "doc": doc, "layer": layer, "head": head, "gaps": list(gaps)})
+                )
     return pd.concat(records, ignore_index=True), pd.concat(gap_records, ignore_index=True)
 
 
@@ -116,21 +151,26 @@ def back_half_losses(model, tokens: np.ndarray, n_eval: int, windows: int, batch
 
     available = (len(tokens) - 1) // n_eval
     if available < windows:
-        raise ValueError(f"the validation split holds {available} windows of {n_eval} tokens, fewer than "
-                         f"{windows}; lower sweep_windows or sweep_lengths")
+        raise ValueError(
+            f"the validation split holds {available} windows of {n_eval} tokens, fewer than "
+            f"{windows}; lower sweep_windows or sweep_lengths"
+        )
     starts = (np.arange(windows) * available // windows) * n_eval
     half = n_eval // 2
     out = []
     model.eval()
     with torch.no_grad():
         for i in range(0, windows, batch):
-            chunk = np.stack([tokens[a:a + n_eval + 1] for a in starts[i:i + batch]]).astype(np.int64)
+            chunk = np.stack([tokens[a : a + n_eval + 1] for a in starts[i : i + batch]]).astype(np.int64)
             x = torch.from_numpy(chunk).to(device)
             logits = model(x[:, :-1])[:, half:]
-            ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), x[:, 1:][:, half:].reshape(-1),
-                                 reduction="none").view(len(chunk), -1)
-            out += [{"window": i + j, "start": int(starts[i + j]), "loss_sum": float(v), "tokens": n_eval - half}
-                    for j, v in enumerate(ce.sum(-1).tolist())]
+            ce = F.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]).float(), x[:, 1:][:, half:].reshape(-1), reduction="none"
+            ).view(len(chunk), -1)
+            out += [
+                {"window": i + j, "start": int(starts[i + j]), "loss_sum": float(v), "tokens": n_eval - half}
+                for j, v in enumerate(ce.sum(-1).tolist())
+            ]
     return pd.DataFrame(out)
 
 
@@ -164,22 +204,33 @@ def read_model(model, val: np.ndarray, plan: Plan, seed: int, device) -> dict[st
     scalers = [block.attn.scaler for block in model.layers]
     beta = model.beta_n.detach().cpu().double().numpy()
     rows, gaps = contact_rows(model, val, plan, seed, device)
-    ext, _ = contact_rows(model, val, dataclasses.replace(plan, n_grid=plan.ext_grid, windows=plan.ext_windows),
-                          seed, device)
+    ext, _ = contact_rows(
+        model, val, dataclasses.replace(plan, n_grid=plan.ext_grid, windows=plan.ext_windows), seed, device
+    )
     parts = []
     for n_eval in plan.sweep_lengths:
         for xi in plan.sweep_xi:
-            part = back_half_losses(sweep_model(model, xi), val, n_eval, plan.sweep_windows,
-                                    plan.sweep_batch, device)
+            part = back_half_losses(sweep_model(model, xi), val, n_eval, plan.sweep_windows, plan.sweep_batch, device)
             parts.append(part.assign(n_eval=n_eval, xi=float(xi)))
-    return {"beta": pd.DataFrame({"n": np.arange(1, len(beta) + 1), "beta_n": beta}),
-            "scales": pd.DataFrame([{"layer": i, "head": h, "s": float(sc.s[h].detach()), "b": float(sc.b[h].detach())}
-                                    for i, sc in enumerate(scalers) for h in range(len(sc.s))]),
-            "rows": rows, "gaps": gaps, "ext": ext, "sweep": pd.concat(parts, ignore_index=True)}
+    return {
+        "beta": pd.DataFrame({"n": np.arange(1, len(beta) + 1), "beta_n": beta}),
+        "scales": pd.DataFrame(
+            [
+                {"layer": i, "head": h, "s": float(sc.s[h].detach()), "b": float(sc.b[h].detach())}
+                for i, sc in enumerate(scalers)
+                for h in range(len(sc.s))
+            ]
+        ),
+        "rows": rows,
+        "gaps": gaps,
+        "ext": ext,
+        "sweep": pd.concat(parts, ignore_index=True),
+    }
 
 
 def _write(folder: Path, prefix: str, pieces: list[dict[str, pd.DataFrame]], plan: Plan) -> None:
     """The pieces of every training seed, each table with its train_seed column, into the study's files."""
+
     def joined(key):
         return pd.concat([p[key].assign(train_seed=k) for k, p in enumerate(pieces)], ignore_index=True)
 
@@ -209,8 +260,7 @@ def compute(cfg, folder: Path, progress: bool) -> None:
         return
     trained, untrained = [], []
     for k in range(plan.train_seeds):
-        trainer = Trainer(run_config(plan, cfg.seed + k), folder / "runs" / run_name(k), resume=True,
-                          progress=progress)
+        trainer = Trainer(run_config(plan, cfg.seed + k), folder / "runs" / run_name(k), resume=True, progress=progress)
         trainer.run()
         device, val = trainer.world.device, trainer.stream.val_tokens
         trained.append(read_model(trainer.model.eval(), val, plan, cfg.seed, device))
@@ -236,11 +286,24 @@ def summarize(folder: Path) -> Section:
     findings = findings_step(folder, comparison, training, fits, cor49)
     notes = budget_notes(cfg, plan, training, trained["rows"], ppl)
     real_findings, real_tables, real_figures, real_notes = real_part(cfg, folder)
-    return section("temperature", folder, question=QUESTION, findings=(*findings, *real_findings),
-                   tables=(*TABLES, *real_tables), figures=(*FIGURES, *real_figures), notes=(*notes, *real_notes))
+    return section(
+        "temperature",
+        folder,
+        question=QUESTION,
+        findings=(*findings, *real_findings),
+        tables=(*TABLES, *real_tables),
+        figures=(*FIGURES, *real_figures),
+        notes=(*notes, *real_notes),
+    )
 
 
-STUDY = register(Study(
-    name="temperature", title="Critical scaling of the inverse temperature",
-    source="Hayase & Karakida 2026",
-    compute=compute, summarize=summarize, takes_model=True))
+STUDY = register(
+    Study(
+        name="temperature",
+        title="Critical scaling of the inverse temperature",
+        source="Hayase & Karakida 2026",
+        compute=compute,
+        summarize=summarize,
+        takes_model=True,
+    )
+)

@@ -41,13 +41,19 @@ ARMS = ("trained", "untrained", "i.i.d. N(0, 1)")
 
 # The decision rules, fixed before any number is read. Every interval is a 95% Student-t interval over training
 # seeds (the unit of replication); the same rule is run on the untrained decoder of every seed (the null).
-SIDE_RULE = ("xi_hat_Lambda's and xi_hat_beta's 95% intervals over training seeds both lie below 1 (Table 2's "
-             "side for its trained GPT-124M)")
+SIDE_RULE = (
+    "xi_hat_Lambda's and xi_hat_beta's 95% intervals over training seeds both lie below 1 (Table 2's "
+    "side for its trained GPT-124M)"
+)
 AGREE_RULE = f"the 95% interval over training seeds of {DIFFERENCE} lies within +-{AGREE_WITHIN:g}"
-PPL_RULE = ("xi_hat_Lambda read past the training window and xi*_PPL at every window length past it have 95% "
-            "intervals over training seeds on one side of 1, none containing it")
-NULL_CONTROL = ("the same decoder untrained, every training seed; and i.i.d. N(0, 1) rows of the same n beside the "
-                "trained seed's multipliers (the null passes if either passes)")
+PPL_RULE = (
+    "xi_hat_Lambda read past the training window and xi*_PPL at every window length past it have 95% "
+    "intervals over training seeds on one side of 1, none containing it"
+)
+NULL_CONTROL = (
+    "the same decoder untrained, every training seed; and i.i.d. N(0, 1) rows of the same n beside the "
+    "trained seed's multipliers (the null passes if either passes)"
+)
 
 
 # ---------------------------------------------------------------------------------------------- estimates
@@ -66,7 +72,8 @@ def head_slopes(beta: pd.DataFrame, scales: pd.DataFrame, n_grid: Sequence[int])
     for _, h in scales.iterrows():
         m = h["s"] * at + h["b"]
         out[(int(h["layer"]), int(h["head"]))] = (
-            float((np.log(m) - np.log(m).mean()) @ tc / (tc @ tc)) if np.all(m > 0) else math.nan)
+            float((np.log(m) - np.log(m).mean()) @ tc / (tc @ tc)) if np.all(m > 0) else math.nan
+        )
     return pd.Series(out, dtype=float)
 
 
@@ -75,8 +82,10 @@ def contact_exponents(rows: pd.DataFrame, n_boot: int, seed: int) -> dict[str, d
     every training seed, with bootstrap half-IQRs over (training seed, layer, head) (Hayase & Karakida §4.5.1,
     App. F; descriptive: the findings read the per-training-seed estimates)."""
     tie = tie_mask(rows["lambda_n"])
-    return {name: exponent(rows["n_keys"], rows[col], exclude=tie, unit=rows[EXPONENT_UNIT], n_boot=n_boot,
-                           seed=seed) for name, col in TRIPLE.items()}
+    return {
+        name: exponent(rows["n_keys"], rows[col], exclude=tie, unit=rows[EXPONENT_UNIT], n_boot=n_boot, seed=seed)
+        for name, col in TRIPLE.items()
+    }
 
 
 def lambda_slope(rows: pd.DataFrame) -> float:
@@ -107,11 +116,18 @@ def per_seed(pieces: dict[str, pd.DataFrame], plan: Plan) -> pd.DataFrame:
     Student-t intervals over these lines."""
     lines = []
     for k, rows in pieces["rows"].groupby("train_seed"):
-        line = {"train_seed": int(k), "xi_hat_Lambda": lambda_slope(rows),
-                "xi_hat_beta": float(head_slopes(pieces["beta"][pieces["beta"]["train_seed"] == k],
-                                                 pieces["scales"][pieces["scales"]["train_seed"] == k],
-                                                 plan.n_grid).mean()),
-                EXT: lambda_slope(pieces["ext"][pieces["ext"]["train_seed"] == k])}
+        line = {
+            "train_seed": int(k),
+            "xi_hat_Lambda": lambda_slope(rows),
+            "xi_hat_beta": float(
+                head_slopes(
+                    pieces["beta"][pieces["beta"]["train_seed"] == k],
+                    pieces["scales"][pieces["scales"]["train_seed"] == k],
+                    plan.n_grid,
+                ).mean()
+            ),
+            EXT: lambda_slope(pieces["ext"][pieces["ext"]["train_seed"] == k]),
+        }
         line[DIFFERENCE] = line["xi_hat_Lambda"] - line["xi_hat_beta"]
         mine = pieces["sweep"][pieces["sweep"]["train_seed"] == k]
         for n_eval, part in mine[mine["n_eval"] > plan.context].groupby("n_eval"):
@@ -128,8 +144,9 @@ def iid_rows(counts: pd.Series, rng: np.random.Generator) -> pd.DataFrame:
 
     frames = []
     for n, count in counts.items():
-        stats = gap_stats(torch.from_numpy(rng.standard_normal((int(count), int(n)))),
-                          torch.full((int(count),), int(n)))
+        stats = gap_stats(
+            torch.from_numpy(rng.standard_normal((int(count), int(n)))), torch.full((int(count),), int(n))
+        )
         frames.append(pd.DataFrame({"n_keys": int(n), "lambda_n": stats["lambda_n"].numpy()}))
     return pd.concat(frames, ignore_index=True)
 
@@ -138,9 +155,12 @@ def iid_lambda(rows: pd.DataFrame, seed: int) -> pd.DataFrame:
     """The second null control: per training seed, ``iid_rows`` with as many rows at each n as that seed's model
     gave, and their xi_hat_Lambda."""
     rng = np.random.default_rng([seed, 7])
-    return pd.DataFrame([{"train_seed": int(k), "xi_hat_Lambda": lambda_slope(iid_rows(part.groupby("n_keys").size(),
-                                                                                         rng))}
-                         for k, part in rows.groupby("train_seed")])
+    return pd.DataFrame(
+        [
+            {"train_seed": int(k), "xi_hat_Lambda": lambda_slope(iid_rows(part.groupby("n_keys").size(), rng))}
+            for k, part in rows.groupby("train_seed")
+        ]
+    )
 
 
 def side_of_one(lo: float, hi: float) -> str:
@@ -156,9 +176,18 @@ def intervals(table: pd.DataFrame, arm: str) -> pd.DataFrame:
     lines = []
     for col in table.columns.drop("train_seed"):
         got = paired_interval(table[col].to_numpy(float))
-        lines.append({"arm": arm, "estimate": col, "training seeds": got["n"], "value": got["mean"], "sd": got["sd"],
-                      "lo": got["lo"], "hi": got["hi"],
-                      "side of 1": "" if col == DIFFERENCE else side_of_one(got["lo"], got["hi"])})
+        lines.append(
+            {
+                "arm": arm,
+                "estimate": col,
+                "training seeds": got["n"],
+                "value": got["mean"],
+                "sd": got["sd"],
+                "lo": got["lo"],
+                "hi": got["hi"],
+                "side of 1": "" if col == DIFFERENCE else side_of_one(got["lo"], got["hi"]),
+            }
+        )
     return pd.DataFrame(lines)
 
 
@@ -203,8 +232,10 @@ def untestable(table: pd.DataFrame, training: pd.DataFrame, vocab: int) -> str |
         return "a training seed did not learn (validation loss at or above half the uniform guess's log(vocab))"
     beta = _at(table, "trained", "xi_hat_beta")
     if beta["lo"] <= 0 <= beta["hi"]:
-        return (f"the per-head multipliers learned no length dependence: xi_hat_beta's interval "
-                f"[{beta['lo']:.3f}, {beta['hi']:.3f}] contains 0, the slope of their init")
+        return (
+            f"the per-head multipliers learned no length dependence: xi_hat_beta's interval "
+            f"[{beta['lo']:.3f}, {beta['hi']:.3f}] contains 0, the slope of their init"
+        )
     return None
 
 
@@ -226,16 +257,25 @@ def side_finding(table: pd.DataFrame, precondition: str | None) -> Finding:
     return decide(
         "xi_hat_Lambda, read off the attention scores, and the exponent xi_hat_beta of the learned inverse "
         "temperature both lie below 1 (Hayase & Karakida Table 2, nanoGPT rows)",
-        rule=SIDE_RULE, holds=side_holds(table, "trained"),
-        null=Null(NULL_CONTROL, _null_passes(table, side_holds),
-                  f"untrained: xi_hat_Lambda {_interval(n_lam)}, xi_hat_beta {_interval(n_beta)}; i.i.d. rows: "
-                  f"xi_hat_Lambda {_interval(iid)}"),
-        mde=MDE(_half(lam, beta), PAPER_DISTANCE, "in xi",
-                "the wider half-width of the two 95% intervals over training seeds, against the distance of Table "
-                "2's nanoGPT xi_hat_Lambda nearest 1 (0.69)"),
+        rule=SIDE_RULE,
+        holds=side_holds(table, "trained"),
+        null=Null(
+            NULL_CONTROL,
+            _null_passes(table, side_holds),
+            f"untrained: xi_hat_Lambda {_interval(n_lam)}, xi_hat_beta {_interval(n_beta)}; i.i.d. rows: "
+            f"xi_hat_Lambda {_interval(iid)}",
+        ),
+        mde=MDE(
+            _half(lam, beta),
+            PAPER_DISTANCE,
+            "in xi",
+            "the wider half-width of the two 95% intervals over training seeds, against the distance of Table "
+            "2's nanoGPT xi_hat_Lambda nearest 1 (0.69)",
+        ),
         evidence=f"trained: xi_hat_Lambda = {_interval(lam)} ({lam['side of 1']}), xi_hat_beta = {_interval(beta)} "
-                 f"({beta['side of 1']}) over {int(lam['training seeds'])} training seeds.",
-        precondition=precondition)
+        f"({beta['side of 1']}) over {int(lam['training seeds'])} training seeds.",
+        precondition=precondition,
+    )
 
 
 def agreement_finding(table: pd.DataFrame, precondition: str | None) -> Finding:
@@ -246,16 +286,25 @@ def agreement_finding(table: pd.DataFrame, precondition: str | None) -> Finding:
     return decide(
         f"xi_hat_Lambda matches xi_hat_beta to within {AGREE_WITHIN:g} (the 0.5-grid within which Hayase & Karakida "
         "§4.5.2 call the estimates in agreement)",
-        rule=AGREE_RULE, holds=agree_holds(table, "trained"),
-        null=Null(NULL_CONTROL, _null_passes(table, agree_holds),
-                  f"untrained: {DIFFERENCE} = {_interval(_at(table, 'untrained', DIFFERENCE))}; i.i.d. rows: "
-                  f"{_interval(_at(table, ARMS[2], DIFFERENCE))}"),
-        mde=MDE(_half(diff), AGREE_WITHIN, "in xi",
-                f"the half-width of the difference's 95% interval over training seeds: agreement within "
-                f"+-{AGREE_WITHIN:g} can be shown only when it is narrower than the band"),
+        rule=AGREE_RULE,
+        holds=agree_holds(table, "trained"),
+        null=Null(
+            NULL_CONTROL,
+            _null_passes(table, agree_holds),
+            f"untrained: {DIFFERENCE} = {_interval(_at(table, 'untrained', DIFFERENCE))}; i.i.d. rows: "
+            f"{_interval(_at(table, ARMS[2], DIFFERENCE))}",
+        ),
+        mde=MDE(
+            _half(diff),
+            AGREE_WITHIN,
+            "in xi",
+            f"the half-width of the difference's 95% interval over training seeds: agreement within "
+            f"+-{AGREE_WITHIN:g} can be shown only when it is narrower than the band",
+        ),
         evidence=f"{DIFFERENCE} = {_interval(diff)} over {int(diff['training seeds'])} training seeds; Table 2's "
-                 "nanoGPT cells differ by 0.12 to 0.27.",
-        precondition=precondition)
+        "nanoGPT cells differ by 0.12 to 0.27.",
+        precondition=precondition,
+    )
 
 
 def ppl_finding(table: pd.DataFrame, precondition: str | None) -> Finding:
@@ -263,10 +312,12 @@ def ppl_finding(table: pd.DataFrame, precondition: str | None) -> Finding:
     sweep is read, lies on the same side of 1 as the perplexity-optimal multiplier exponent xi*_PPL at every window
     length past training (PPL_RULE). beta_n holds its last entry there, so the multiplier carries all of the inverse
     temperature's growth past the window."""
-    mine = table[(table["arm"] == "trained") & ((table["estimate"] == EXT)
-                                                | table["estimate"].str.startswith("xi*_PPL"))]
-    null = table[(table["arm"] == "untrained") & ((table["estimate"] == EXT)
-                                                  | table["estimate"].str.startswith("xi*_PPL"))]
+    mine = table[
+        (table["arm"] == "trained") & ((table["estimate"] == EXT) | table["estimate"].str.startswith("xi*_PPL"))
+    ]
+    null = table[
+        (table["arm"] == "untrained") & ((table["estimate"] == EXT) | table["estimate"].str.startswith("xi*_PPL"))
+    ]
 
     def words(rows):
         return "; ".join(f"{r['estimate']} = {_interval(r)} ({r['side of 1']})" for _, r in rows.iterrows())
@@ -275,13 +326,19 @@ def ppl_finding(table: pd.DataFrame, precondition: str | None) -> Finding:
         "xi_hat_Lambda read past the training window lands on the same side of 1 as the perplexity-optimal "
         "multiplier exponent xi*_PPL at every window length past training (Hayase & Karakida Table 2 and the §3 "
         "sweep, scored by back-half perplexity)",
-        rule=PPL_RULE, holds=ppl_holds(table, "trained"),
+        rule=PPL_RULE,
+        holds=ppl_holds(table, "trained"),
         null=Null("the same decoder untrained, every training seed", ppl_holds(table, "untrained"), words(null)),
-        mde=MDE(_half(*[r for _, r in mine.iterrows()]), PAPER_DISTANCE, "in xi",
-                "the widest half-width of the 95% intervals over training seeds, against the distance of Table 2's "
-                "nanoGPT xi_hat_Lambda nearest 1 (0.69)"),
+        mde=MDE(
+            _half(*[r for _, r in mine.iterrows()]),
+            PAPER_DISTANCE,
+            "in xi",
+            "the widest half-width of the 95% intervals over training seeds, against the distance of Table 2's "
+            "nanoGPT xi_hat_Lambda nearest 1 (0.69)",
+        ),
         evidence=f"trained: {words(mine)}.",
-        precondition=precondition if not mine.empty else "no window length past training was swept")
+        precondition=precondition if not mine.empty else "no window length past training was swept",
+    )
 
 
 def cor49_finding(fits: dict[str, dict], cor49: dict) -> Finding:
@@ -295,4 +352,5 @@ def cor49_finding(fits: dict[str, dict], cor49: dict) -> Finding:
         f"xi_hat_alpha = {fits['alpha']['xi_hat']:.3f}, xi_hat_Delta = {fits['Delta']['xi_hat']:.3f}, so "
         f"xi_alpha - xi_Delta + 1 = {cor49['predicted']:.3f} against xi_hat_Lambda = {fits['Lambda']['xi_hat']:.3f}: "
         f"residual {cor49['residual']:.2e}, tolerance {cor49['tolerance']:.3f}.",
-        rule="the residual of Cor. 4.9 lies within the sum of the three slopes' half-IQRs")
+        rule="the residual of Cor. 4.9 lies within the sum of the three slopes' half-IQRs",
+    )

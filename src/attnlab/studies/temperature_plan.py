@@ -70,8 +70,10 @@ class Plan:
         plan was typed hold the same keys and read the same way."""
         names = {field.name for field in dataclasses.fields(cls)}
         if set(data) != names:
-            raise ValueError(f"{PLAN} does not hold a temperature budget: missing {sorted(names - set(data))}, "
-                             f"unknown {sorted(set(data) - names)}")
+            raise ValueError(
+                f"{PLAN} does not hold a temperature budget: missing {sorted(names - set(data))}, "
+                f"unknown {sorted(set(data) - names)}"
+            )
         return cls(**{key: tuple(value) if isinstance(value, list) else value for key, value in data.items()})
 
 
@@ -83,17 +85,66 @@ class Plan:
 # sweep over the xi grid of App. G.1 at 1.5-4x the training window (the Qwen ratios of App. A.4).
 # every: the evaluation and checkpoint cadence (App. A.3 keeps a checkpoint every 5000 iterations).
 BUDGETS: dict[str, Plan] = {
-    "smoke": Plan(context=256, layers=2, heads=4, d_model=64, steps=1500, batch=16, accum=1, lr=3e-3, min_lr=3e-4,
-                  warmup=20, precision="fp32", max_tokens=1_000_000, every=375, n_grid=(16, 32, 64, 128, 192, 256),
-                  n_min=16, eval_seeds=3, windows=16, n_boot=200, eps=1e-6, xi_max=3.0, xi_step=0.05,
-                  sweep_lengths=(256, 512, 1024), sweep_xi=(0, 0.5, 1, 1.5, 2, 2.5, 3), sweep_windows=32,
-                  sweep_batch=8, train_seeds=3, ext_grid=(256, 384, 512, 768, 1024), ext_windows=4),
-    "full": Plan(context=1024, layers=12, heads=12, d_model=768, steps=100_000, batch=2048, accum=64, lr=6e-4,
-                 min_lr=6e-5, warmup=1000, precision="bf16", max_tokens=None, every=5000,
-                 n_grid=(64, 128, 256, 512, 768, 1024), n_min=64, eval_seeds=3, windows=16, n_boot=200, eps=1e-6,
-                 xi_max=3.0, xi_step=0.05, sweep_lengths=(1024, 1536, 2048, 3072, 4096),
-                 sweep_xi=(0, 0.5, 1, 1.5, 2, 2.5, 3), sweep_windows=20, sweep_batch=4, train_seeds=3,
-                 ext_grid=(1024, 1536, 2048, 3072, 4096), ext_windows=4),
+    "smoke": Plan(
+        context=256,
+        layers=2,
+        heads=4,
+        d_model=64,
+        steps=1500,
+        batch=16,
+        accum=1,
+        lr=3e-3,
+        min_lr=3e-4,
+        warmup=20,
+        precision="fp32",
+        max_tokens=1_000_000,
+        every=375,
+        n_grid=(16, 32, 64, 128, 192, 256),
+        n_min=16,
+        eval_seeds=3,
+        windows=16,
+        n_boot=200,
+        eps=1e-6,
+        xi_max=3.0,
+        xi_step=0.05,
+        sweep_lengths=(256, 512, 1024),
+        sweep_xi=(0, 0.5, 1, 1.5, 2, 2.5, 3),
+        sweep_windows=32,
+        sweep_batch=8,
+        train_seeds=3,
+        ext_grid=(256, 384, 512, 768, 1024),
+        ext_windows=4,
+    ),
+    "full": Plan(
+        context=1024,
+        layers=12,
+        heads=12,
+        d_model=768,
+        steps=100_000,
+        batch=2048,
+        accum=64,
+        lr=6e-4,
+        min_lr=6e-5,
+        warmup=1000,
+        precision="bf16",
+        max_tokens=None,
+        every=5000,
+        n_grid=(64, 128, 256, 512, 768, 1024),
+        n_min=64,
+        eval_seeds=3,
+        windows=16,
+        n_boot=200,
+        eps=1e-6,
+        xi_max=3.0,
+        xi_step=0.05,
+        sweep_lengths=(1024, 1536, 2048, 3072, 4096),
+        sweep_xi=(0, 0.5, 1, 1.5, 2, 2.5, 3),
+        sweep_windows=20,
+        sweep_batch=4,
+        train_seeds=3,
+        ext_grid=(1024, 1536, 2048, 3072, 4096),
+        ext_windows=4,
+    ),
 }
 
 
@@ -113,13 +164,36 @@ def run_config(plan: Plan, seed: int):
     learned absolute positions, the seed's other choice, have no row past the window to extrapolate to."""
     from ..train.config import RunConfig
 
-    return RunConfig.from_dict({
-        "model": {"context": plan.context, "layers": plan.layers, "heads": plan.heads,
-                  "d_model": plan.d_model, "positions": "rope", "rope_dynamic": True, "scaler": NAME},
-        "data": {"max_tokens": plan.max_tokens},
-        "train": {"steps": plan.steps, "batch": plan.batch, "accum": plan.accum, "lr": plan.lr,
-                  "min_lr": plan.min_lr, "warmup": plan.warmup, "weight_decay": 0.1, "betas": [0.9, 0.95],
-                  "clip": 1.0, "precision": plan.precision, "seed": seed, "eval_every": plan.every,
-                  "eval_batches": 4, "probes": False, "checkpoint_every": plan.every, "keep": 1,
-                  "tensorboard": False},
-    })
+    return RunConfig.from_dict(
+        {
+            "model": {
+                "context": plan.context,
+                "layers": plan.layers,
+                "heads": plan.heads,
+                "d_model": plan.d_model,
+                "positions": "rope",
+                "rope_dynamic": True,
+                "scaler": NAME,
+            },
+            "data": {"max_tokens": plan.max_tokens},
+            "train": {
+                "steps": plan.steps,
+                "batch": plan.batch,
+                "accum": plan.accum,
+                "lr": plan.lr,
+                "min_lr": plan.min_lr,
+                "warmup": plan.warmup,
+                "weight_decay": 0.1,
+                "betas": [0.9, 0.95],
+                "clip": 1.0,
+                "precision": plan.precision,
+                "seed": seed,
+                "eval_every": plan.every,
+                "eval_batches": 4,
+                "probes": False,
+                "checkpoint_every": plan.every,
+                "keep": 1,
+                "tensorboard": False,
+            },
+        }
+    )

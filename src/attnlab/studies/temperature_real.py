@@ -104,9 +104,17 @@ def compute_real(cfg: StudyConfig, folder: Path, progress: bool) -> None:
     rope, grid = real_reading(plan, context_length(model), rope_ok)
     del model
     # float32 on a GPU too: bfloat16 scores tie competitors that float32 tells apart, and ties are dropped
-    run = temperature.TemperatureConfig(model=cfg.model, n=tuple(grid), suite=temperature.NOVEL, rope=rope,
-                                        docs=plan.docs, n_boot=plan.n_boot, seed=cfg.seed, device=device,
-                                        dtype="float32")
+    run = temperature.TemperatureConfig(
+        model=cfg.model,
+        n=tuple(grid),
+        suite=temperature.NOVEL,
+        rope=rope,
+        docs=plan.docs,
+        n_boot=plan.n_boot,
+        seed=cfg.seed,
+        device=device,
+        dtype="float32",
+    )
     start = time.perf_counter()
     temperature.run(run, out, progress=progress)
     io.write_json(out / "elapsed.json", {"seconds": time.perf_counter() - start, "device": device})
@@ -119,8 +127,9 @@ def real_rows(folder: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     """The readable rows of folder/real, the ones ``temperature.run`` fits, and its config.json."""
     real = folder / REAL
     config = json.loads((real / "config.json").read_text())
-    rows = pd.read_parquet(real / REAL_ROWS, columns=["layer", "head", "prompt", "query", "n_keys", "status",
-                                                      *TRIPLE.values()])
+    rows = pd.read_parquet(
+        real / REAL_ROWS, columns=["layer", "head", "prompt", "query", "n_keys", "status", *TRIPLE.values()]
+    )
     return rows[~rows["status"].isin(UNREADABLE)].reset_index(drop=True), config
 
 
@@ -130,8 +139,10 @@ def real_exponents(rows: pd.DataFrame, n_boot: int, seed: int) -> tuple[pd.DataF
     of one forward are not independent), and its Cor. 4.9 check."""
     fits, cor49 = temperature.exponents(rows, n_boot, seed, unit=("prompt",))
     tie = tie_mask(rows["lambda_n"])
-    bounds = [exponent(rows["n_keys"], rows[col], exclude=tie, unit=rows[["prompt"]], n_boot=n_boot, seed=seed)
-              for col in TRIPLE.values()]
+    bounds = [
+        exponent(rows["n_keys"], rows[col], exclude=tie, unit=rows[["prompt"]], n_boot=n_boot, seed=seed)
+        for col in TRIPLE.values()
+    ]
     return fits.assign(lo=[b["lo"] for b in bounds], hi=[b["hi"] for b in bounds]), cor49
 
 
@@ -140,8 +151,14 @@ def iid_real(rows: pd.DataFrame, seed: int, n_boot: int) -> dict[str, float]:
     documents, and their xi_hat_Lambda with its 95% interval over those documents."""
     null = iid_rows(rows.groupby("n_keys").size(), np.random.default_rng([seed, 11]))
     null["prompt"] = np.arange(len(null)) % max(int(rows["prompt"].nunique()), 1)
-    fit = exponent(null["n_keys"], null["lambda_n"], exclude=tie_mask(null["lambda_n"]), unit=null[["prompt"]],
-                   n_boot=n_boot, seed=seed)
+    fit = exponent(
+        null["n_keys"],
+        null["lambda_n"],
+        exclude=tie_mask(null["lambda_n"]),
+        unit=null[["prompt"]],
+        n_boot=n_boot,
+        seed=seed,
+    )
     return {"xi_hat": fit["xi_hat"], "lo": fit["lo"], "hi": fit["hi"]}
 
 
@@ -154,15 +171,19 @@ def windowed_note(rows: pd.DataFrame, n_boot: int, seed: int) -> str | None:
     layers = sorted(int(x) for x in rows.loc[short, "layer"].unique())
     windows = sorted(int(x) for x in rows.loc[short, "n_keys"].unique())
     full = rows[~rows["layer"].isin(layers)]
-    words = (f"{int(short.sum())} of {len(rows)} rows, in layers {layers}, see fewer keys than "
-             f"their n (a sliding window: the query at n - 1 attends its last {windows} keys only). Rows are "
-             "binned by the keys they see, so those rows join the bucket at the window, and every bucket above "
-             "it holds the other layers' rows alone: xi_hat mixes a change of n with a change of layers. ")
+    words = (
+        f"{int(short.sum())} of {len(rows)} rows, in layers {layers}, see fewer keys than "
+        f"their n (a sliding window: the query at n - 1 attends its last {windows} keys only). Rows are "
+        "binned by the keys they see, so those rows join the bucket at the window, and every bucket above "
+        "it holds the other layers' rows alone: xi_hat mixes a change of n with a change of layers. "
+    )
     if full.empty:
         return words + "No layer sees n keys at every n, so no full-attention fit exists here."
     fit = temperature.exponents(full, n_boot, seed)[0].set_index("exponent").loc["xi_Lambda"]
-    return words + (f"On layers {sorted(int(x) for x in full['layer'].unique())} alone, which see n keys at every "
-                    f"n, xi_hat_Lambda = {fit['xi_hat']:.3f} (half-IQR {fit['half_iqr']:.3f}).")
+    return words + (
+        f"On layers {sorted(int(x) for x in full['layer'].unique())} alone, which see n keys at every "
+        f"n, xi_hat_Lambda = {fit['xi_hat']:.3f} (half-IQR {fit['half_iqr']:.3f})."
+    )
 
 
 def reached(config: dict) -> dict[str, Any]:
@@ -172,20 +193,28 @@ def reached(config: dict) -> dict[str, Any]:
     n_eval, n_train = max(config["n"]), config.get("n_train")
     window = f"n_train = {n_train}" if n_train else "no window in its config"
     if config.get("rope", "plain") == "dynamic" and n_train and n_eval > n_train:
-        return {"past": True, "window": window,
-                "words": f"The rows are read under dynamic-NTK RoPE at n_eval = {n_eval}, {n_eval / n_train:.3g} x "
-                         f"the training window {n_train}: past it, the regime of Table 2, at a shorter reach than "
-                         "Table 2's 2 and 4 x."}
-    return {"past": False, "window": window,
-            "words": f"The rows are read with the model's own positions up to n = {n_eval}, inside its training "
-                     f"window ({window}); no row past it is read."}
+        return {
+            "past": True,
+            "window": window,
+            "words": f"The rows are read under dynamic-NTK RoPE at n_eval = {n_eval}, {n_eval / n_train:.3g} x "
+            f"the training window {n_train}: past it, the regime of Table 2, at a shorter reach than "
+            "Table 2's 2 and 4 x.",
+        }
+    return {
+        "past": False,
+        "window": window,
+        "words": f"The rows are read with the model's own positions up to n = {n_eval}, inside its training "
+        f"window ({window}); no row past it is read.",
+    }
 
 
 def source_words(config: dict) -> str:
     """Where the real part's documents come from, in words."""
     if config.get("suite") == temperature.NOVEL:
-        return ("consecutive windows of the bundled novel, Austen's Pride and Prejudice, chapters I-L: "
-                "public-domain long-form prose, as PG-19's books are")
+        return (
+            "consecutive windows of the bundled novel, Austen's Pride and Prejudice, chapters I-L: "
+            "public-domain long-form prose, as PG-19's books are"
+        )
     if config.get("text"):
         return f"windows of {config['text']}"
     return "generated text (tasks.generic_text sentences), not PG-19 or Proof-Pile-2"
@@ -203,12 +232,16 @@ def elapsed_words(folder: Path) -> str:
 def missing_real_note(cfg: StudyConfig, folder: Path) -> str:
     """Why the folder has no real-model section, and the command that adds one."""
     if cfg.model is None:
-        return ("The real-model section (Hayase & Karakida §4.5.1 on a pretrained checkpoint: xi_hat_Lambda from the "
-                "model's own score rows past its training window) was not run, for want of --model. Run `attnlab fetch "
-                "smollm2`, then `attnlab study temperature --model smollm2 --out NEW_FOLDER` (a new folder: this "
-                "one belongs to its own command, and the trained part runs again there).")
-    return (f"The real-model section on {cfg.model} has not finished (no {REAL}/config.json); rerun "
-            f"`{cfg.command(folder)}` to complete it.")
+        return (
+            "The real-model section (Hayase & Karakida §4.5.1 on a pretrained checkpoint: xi_hat_Lambda from the "
+            "model's own score rows past its training window) was not run, for want of --model. Run `attnlab fetch "
+            "smollm2`, then `attnlab study temperature --model smollm2 --out NEW_FOLDER` (a new folder: this "
+            "one belongs to its own command, and the trained part runs again there)."
+        )
+    return (
+        f"The real-model section on {cfg.model} has not finished (no {REAL}/config.json); rerun "
+        f"`{cfg.command(folder)}` to complete it."
+    )
 
 
 def real_part(cfg: StudyConfig, folder: Path) -> tuple[list[Finding], list[Table], list[Figure], list[str]]:
@@ -228,48 +261,85 @@ def real_part(cfg: StudyConfig, folder: Path) -> tuple[list[Finding], list[Table
     plots.plot_real_lambda(table, xi, h, str(config["model"]), folder / "real_lambda")
     null = iid_real(rows, config["seed"], config["n_boot"])
     means = ", ".join(f"{m:.3f} at n = {n}" for n, m in zip(table["n"], table["mean log Lambda"]))
-    evidence = (f"xi_hat_Lambda = {xi:.3f} [{lo:.3f}, {hi:.3f}] (95%, B = {config['n_boot']} over "
-                f"{config['documents']} documents) on {model}: {side_of_one(lo, hi)}; bucket means of log Lambda_n: "
-                f"{means}; Cor. 4.9's xi_alpha - xi_Delta + 1 = {cor49['predicted']:.3f}.")
+    evidence = (
+        f"xi_hat_Lambda = {xi:.3f} [{lo:.3f}, {hi:.3f}] (95%, B = {config['n_boot']} over "
+        f"{config['documents']} documents) on {model}: {side_of_one(lo, hi)}; bucket means of log Lambda_n: "
+        f"{means}; Cor. 4.9's xi_alpha - xi_Delta + 1 = {cor49['predicted']:.3f}."
+    )
     grid = config["n"]
-    claim = ("on a pretrained checkpoint, xi_hat_Lambda read off the model's own score rows lies above 1 (Hayase & "
-             "Karakida §4.5.2, Table 2: all four pretrained Qwen-7B-Chat cells give 1.74 to 2.33, read past the "
-             "training window under dynamic NTK)")
+    claim = (
+        "on a pretrained checkpoint, xi_hat_Lambda read off the model's own score rows lies above 1 (Hayase & "
+        "Karakida §4.5.2, Table 2: all four pretrained Qwen-7B-Chat cells give 1.74 to 2.33, read past the "
+        "training window under dynamic NTK)"
+    )
     reach = reached(config)
     finding = decide(
-        claim, rule=REAL_RULE, holds=bool(lo > 1) if math.isfinite(lo) else None,
-        null=Null("i.i.d. N(0, 1) rows with the model's count of rows at each n", bool(null["lo"] > 1),
-                  f"xi_hat_Lambda = {null['xi_hat']:.3f} [{null['lo']:.3f}, {null['hi']:.3f}]"),
-        mde=MDE((hi - lo) / 2 if math.isfinite(hi - lo) else None, REAL_EFFECT, "in xi",
-                "the half-width of the 95% interval over documents, against the distance of Table 2's nearest "
-                "pretrained cell above 1"),
+        claim,
+        rule=REAL_RULE,
+        holds=bool(lo > 1) if math.isfinite(lo) else None,
+        null=Null(
+            "i.i.d. N(0, 1) rows with the model's count of rows at each n",
+            bool(null["lo"] > 1),
+            f"xi_hat_Lambda = {null['xi_hat']:.3f} [{null['lo']:.3f}, {null['hi']:.3f}]",
+        ),
+        mde=MDE(
+            (hi - lo) / 2 if math.isfinite(hi - lo) else None,
+            REAL_EFFECT,
+            "in xi",
+            "the half-width of the 95% interval over documents, against the distance of Table 2's nearest "
+            "pretrained cell above 1",
+        ),
         evidence=f"{evidence} {reach['words']}",
-        precondition=None if reach["past"] else (
+        precondition=None
+        if reach["past"]
+        else (
             f"the rows are read at n = {min(grid)} .. {max(grid)}, inside {config['model']}'s training window "
             f"({reach['window']}), where Table 2 reads Qwen at 2-4x past its window under dynamic NTK: the regime "
-            "of the claim is not reached"))
+            "of the claim is not reached"
+        ),
+    )
     tie_pct = 100 * float(tie_mask(rows["lambda_n"]).mean())
-    notes = [f"Real-model section: `attnlab temperature` on {model}, {config['documents']} documents of "
-             f"{max(grid)} tokens ({source_words(config)}), one {config['dtype']} forward each on "
-             f"{config['device']}{elapsed_words(folder)}; per layer, head and n = {grid} the query at n - 1; "
-             f"{tie_pct:.1f}% exact ties excluded. {reach['words']} Table 2's Qwen cells are read at n_eval = 16384 "
-             "and 32768, 2 and 4 x Qwen-7B-Chat's n_train = 8192, with rows at n_eval x {1/4, 1/2, 3/4, 1} and "
-             "one fit per n_eval (App. G.1), pooled there over seven multiplier exponents xi_0 of the upstream "
-             "pass; these rows come from the unmodified forward alone (xi_0 = 0)."]
+    notes = [
+        f"Real-model section: `attnlab temperature` on {model}, {config['documents']} documents of "
+        f"{max(grid)} tokens ({source_words(config)}), one {config['dtype']} forward each on "
+        f"{config['device']}{elapsed_words(folder)}; per layer, head and n = {grid} the query at n - 1; "
+        f"{tie_pct:.1f}% exact ties excluded. {reach['words']} Table 2's Qwen cells are read at n_eval = 16384 "
+        "and 32768, 2 and 4 x Qwen-7B-Chat's n_train = 8192, with rows at n_eval x {1/4, 1/2, 3/4, 1} and "
+        "one fit per n_eval (App. G.1), pooled there over seven multiplier exponents xi_0 of the upstream "
+        "pass; these rows come from the unmodified forward alone (xi_0 = 0)."
+    ]
     windowed = windowed_note(rows, config["n_boot"], config["seed"])
     if windowed:
         notes.append(windowed)
-        finding = dataclasses.replace(finding, evidence=finding.evidence + " Sliding-window rows change the layers "
-                                      "behind the buckets above the window (see the notes).")
-    return ([finding],
-            [Table("real_per_n", f"Real model ({config['model']}): per n, rows, exact ties and the bucket means "
-                                 "of log Lambda_n, log alpha_n and log Delta_n over the non-tied rows of all layers "
-                                 "and heads."),
-             Table("real_exponents", f"Real model ({config['model']}): xi_hat_Lambda, xi_hat_alpha, xi_hat_Delta "
-                                     "(bucket-mean OLS slopes on log log n) with the half-IQR and 95% interval of "
-                                     "B bootstrap resamples over documents.")],
-            [Figure("real_lambda", f"Real model ({config['model']}): bucket means of log Lambda_n against log log n "
-                                   "(top axis: n), the OLS line whose slope is xi_hat_Lambda, and the slope-1 line "
-                                   "through the same centroid (dotted), the finding's threshold: a fitted line "
-                                   "steeper than it lands on the side of Table 2's pretrained cells.")],
-            notes)
+        finding = dataclasses.replace(
+            finding,
+            evidence=finding.evidence + " Sliding-window rows change the layers "
+            "behind the buckets above the window (see the notes).",
+        )
+    return (
+        [finding],
+        [
+            Table(
+                "real_per_n",
+                f"Real model ({config['model']}): per n, rows, exact ties and the bucket means "
+                "of log Lambda_n, log alpha_n and log Delta_n over the non-tied rows of all layers "
+                "and heads.",
+            ),
+            Table(
+                "real_exponents",
+                f"Real model ({config['model']}): xi_hat_Lambda, xi_hat_alpha, xi_hat_Delta "
+                "(bucket-mean OLS slopes on log log n) with the half-IQR and 95% interval of "
+                "B bootstrap resamples over documents.",
+            ),
+        ],
+        [
+            Figure(
+                "real_lambda",
+                f"Real model ({config['model']}): bucket means of log Lambda_n against log log n "
+                "(top axis: n), the OLS line whose slope is xi_hat_Lambda, and the slope-1 line "
+                "through the same centroid (dotted), the finding's threshold: a fitted line "
+                "steeper than it lands on the side of Table 2's pretrained cells.",
+            )
+        ],
+        notes,
+    )

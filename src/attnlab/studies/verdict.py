@@ -29,8 +29,9 @@ from ..report.sections import MDE, Finding, Null
 FPR_MAX = 0.05  # the largest false-positive rate a decision rule may have under its null
 
 
-def decide(claim: str, *, rule: str, holds: bool | None, null: Null, mde: MDE, evidence: str,
-           precondition: str | None = None) -> Finding:
+def decide(
+    claim: str, *, rule: str, holds: bool | None, null: Null, mde: MDE, evidence: str, precondition: str | None = None
+) -> Finding:
     """The finding for ``claim``: ``holds`` is the rule's outcome on the data (None: it could not be computed),
     ``null`` the same rule on the null control, ``mde`` the design's power, ``precondition`` the reason the run
     cannot test the claim (None when it can)."""
@@ -41,22 +42,33 @@ def decide(claim: str, *, rule: str, holds: bool | None, null: Null, mde: MDE, e
     elif not holds:
         # the null matters only to a rule that holds: a claim that fails its rule fails whatever the null does
         if mde.adequate is False:
-            verdict, reason = "underpowered", (f"the design detects effects of {mde.value:.4g} {mde.unit} or more; "
-                                               f"the paper's effect is {mde.effect:.4g} {mde.unit}")
+            verdict, reason = (
+                "underpowered",
+                (
+                    f"the design detects effects of {mde.value:.4g} {mde.unit} or more; "
+                    f"the paper's effect is {mde.effect:.4g} {mde.unit}"
+                ),
+            )
         else:
             verdict, reason = "not reproduced", ""
     elif null.passes is None:
         verdict, reason = "not checked", f"the null control ({null.control}) could not be run"
     elif null.passes:
-        verdict, reason = "not checked", (f"the null control ({null.control}) passes the rule too, so the rule "
-                                          "cannot tell the claim from no effect")
+        verdict, reason = (
+            "not checked",
+            (
+                f"the null control ({null.control}) passes the rule too, so the rule "
+                "cannot tell the claim from no effect"
+            ),
+        )
     else:
         verdict, reason = "reproduced", ""
     return Finding(claim, verdict, evidence, rule=rule, null=null, mde=mde, reason=reason)
 
 
-def false_positive_rate(rule: Callable[[Any], bool], draw_null: Callable[[np.random.Generator], Any], *,
-                        trials: int = 2000, seed: int = 0) -> float:
+def false_positive_rate(
+    rule: Callable[[Any], bool], draw_null: Callable[[np.random.Generator], Any], *, trials: int = 2000, seed: int = 0
+) -> float:
     """The share of ``trials`` data sets drawn from the null (``draw_null(rng)``) on which ``rule`` fires."""
     if trials < 1:
         raise ValueError(f"trials must be >= 1, got {trials!r}")

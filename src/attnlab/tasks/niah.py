@@ -10,8 +10,23 @@ from functools import partial
 import numpy as np
 
 from .planting import _boundary, _noun_pool, _plant, _require_known, _ruler_pool, _screened_lexicon, _without
-from .suites import (_PASSKEY_ALPHABET, _PASSKEY_CHARS, DECOY_MODIFIERS, MULTIKEY_PAIRS, NIAH_CUE, NIAH_ORDINALS,
-                     PASSKEY_CUE, RULER_INTRO, RULER_NEEDLE, RULER_QUESTION, Prompt, _cycle, _rng, _Tok, suite)
+from .suites import (
+    _PASSKEY_ALPHABET,
+    _PASSKEY_CHARS,
+    DECOY_MODIFIERS,
+    MULTIKEY_PAIRS,
+    NIAH_CUE,
+    NIAH_ORDINALS,
+    PASSKEY_CUE,
+    RULER_INTRO,
+    RULER_NEEDLE,
+    RULER_QUESTION,
+    Prompt,
+    _cycle,
+    _rng,
+    _Tok,
+    suite,
+)
 
 
 def _cue_layout(cue: str, hay: list[str], depth: int, value: str) -> tuple[str, str]:
@@ -42,21 +57,24 @@ def _ruler_layout(key: str, hay: list[str], depth: int, value: str) -> tuple[str
     return _around(RULER_INTRO + _interleave(hay, [(depth, needle)]) + RULER_QUESTION.format(key=key))
 
 
-def _multikey_layout(key: str, others: Sequence[tuple[str, str, float]], hay: list[str], depth: int,
-                     value: str) -> tuple[str, str]:
+def _multikey_layout(
+    key: str, others: Sequence[tuple[str, str, float]], hay: list[str], depth: int, value: str
+) -> tuple[str, str]:
     # App. AI.4 (RULER niah_multikey_3): every (key, UUID) needle at its own random sentence boundary; the
     # question names one key.
     needles = [(depth, RULER_NEEDLE.format(key=key) + _SLOT + ".")] + [
-        (_boundary(f, hay), RULER_NEEDLE.format(key=k) + f" {v}.") for k, v, f in others]
+        (_boundary(f, hay), RULER_NEEDLE.format(key=k) + f" {v}.") for k, v, f in others
+    ]
     return _around(RULER_INTRO + _interleave(hay, needles) + RULER_QUESTION.format(key=key))
 
 
-def _two_needle_layout(needles: tuple[str, str], asked: int, hay: list[str], depth: int,
-                       value: str) -> tuple[str, str]:
+def _two_needle_layout(needles: tuple[str, str], asked: int, hay: list[str], depth: int, value: str) -> tuple[str, str]:
     # App. X: the first needle opens the prompt, the second sits at a random sentence boundary, and the cue
     # names one of them by its ordinal.
-    said = [f"The {o} secret word is" + (_SLOT if i == asked else f" {w}") + "."
-            for i, (o, w) in enumerate(zip(NIAH_ORDINALS, needles))]
+    said = [
+        f"The {o} secret word is" + (_SLOT if i == asked else f" {w}") + "."
+        for i, (o, w) in enumerate(zip(NIAH_ORDINALS, needles))
+    ]
     body = _interleave(hay, [(depth, said[1])])
     return _around(said[0] + (" " + body if body else "") + f" The {NIAH_ORDINALS[asked]} secret word is")
 
@@ -70,16 +88,29 @@ def _decoy_layout(decoys: tuple[str, str], hay: list[str], depth: int, value: st
 
 # Defaults: pad 128 is the matched NIAH and pass-key setting (App. E/F, AA); copying's pad 500 is Sec. 5.4;
 # length 1024 keeps induction and MQAR in-distribution for every audit model, Pythia's 2048 included.
-@suite("niah", "'The secret word is X. [haystack] The secret word is' with X a one-token noun",
-       "Polynomial Concentration App. E", stream=1, default_pad=128)
+@suite(
+    "niah",
+    "'The secret word is X. [haystack] The secret word is' with X a one-token noun",
+    "Polynomial Concentration App. E",
+    stream=1,
+    default_pad=128,
+)
 def _niah(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
     lex, enc, pool = _noun_pool(tok, "niah", NIAH_CUE, NIAH_CUE)
     prompts = []
     for index, k in enumerate(_cycle(_rng(seed, "niah"), len(pool), n_prompts)):
         needle, token = pool[k]
         built, _, sentences, _ = _plant(
-            tok, "niah", index, _rng(seed, "niah", index), _without(lex, enc, token),
-            lambda rng, needle=needle: needle, partial(_cue_layout, NIAH_CUE), pad, length, {},
+            tok,
+            "niah",
+            index,
+            _rng(seed, "niah", index),
+            _without(lex, enc, token),
+            lambda rng, needle=needle: needle,
+            partial(_cue_layout, NIAH_CUE),
+            pad,
+            length,
+            {},
         )
         prompts.append(Prompt(*built, "niah", index, {"needle": needle, "pad": sentences}))
     return prompts
@@ -89,16 +120,31 @@ def _passkey(rng: np.random.Generator) -> str:
     return "".join(rng.choice(_PASSKEY_ALPHABET, _PASSKEY_CHARS))
 
 
-@suite("passkey_niah", "'The pass key is X. [haystack] The pass key is' with an 8-character key",
-       "Polynomial Concentration App. AA", stream=6, max_new_tokens=24, scoring="substring", default_pad=128)
+@suite(
+    "passkey_niah",
+    "'The pass key is X. [haystack] The pass key is' with an 8-character key",
+    "Polynomial Concentration App. AA",
+    stream=6,
+    max_new_tokens=24,
+    scoring="substring",
+    default_pad=128,
+)
 def _passkey_niah(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
     _require_known(tok, "passkey_niah", PASSKEY_CUE)
     lex, _ = _screened_lexicon(tok, "passkey_niah")
     prompts = []
     for index in range(n_prompts):
         built, value, sentences, _ = _plant(
-            tok, "passkey_niah", index, _rng(seed, "passkey_niah", index), lex, _passkey,
-            partial(_cue_layout, PASSKEY_CUE), pad, length, {},
+            tok,
+            "passkey_niah",
+            index,
+            _rng(seed, "passkey_niah", index),
+            lex,
+            _passkey,
+            partial(_cue_layout, PASSKEY_CUE),
+            pad,
+            length,
+            {},
         )
         prompts.append(Prompt(*built, "passkey_niah", index, {"pass_key": value, "pad": sentences}))
     return prompts
@@ -108,17 +154,31 @@ def _uuid(rng: np.random.Generator) -> str:
     return str(uuid.UUID(bytes=rng.bytes(16), version=4))
 
 
-@suite("uuid_niah", "RULER niah_single_3: recall the UUID planted for a key noun",
-       "Polynomial Concentration App. AI; Hsieh et al. 2024", stream=5, max_new_tokens=56, scoring="substring",
-       default_pad=128)
+@suite(
+    "uuid_niah",
+    "RULER niah_single_3: recall the UUID planted for a key noun",
+    "Polynomial Concentration App. AI; Hsieh et al. 2024",
+    stream=5,
+    max_new_tokens=56,
+    scoring="substring",
+    default_pad=128,
+)
 def _uuid_niah(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
     lex, enc, pool = _ruler_pool(tok, "uuid_niah")
     prompts = []
     for index, k in enumerate(_cycle(_rng(seed, "uuid_niah"), len(pool), n_prompts)):
         key, token = pool[k]
         built, value, sentences, depth = _plant(
-            tok, "uuid_niah", index, _rng(seed, "uuid_niah", index), _without(lex, enc, token), _uuid,
-            partial(_ruler_layout, key), pad, length, {token: 3},
+            tok,
+            "uuid_niah",
+            index,
+            _rng(seed, "uuid_niah", index),
+            _without(lex, enc, token),
+            _uuid,
+            partial(_ruler_layout, key),
+            pad,
+            length,
+            {token: 3},
         )
         meta = {"key": key, "value": value, "depth": depth, "pad": sentences}
         prompts.append(Prompt(*built, "uuid_niah", index, meta))
@@ -129,8 +189,13 @@ def _decoy_meta(tok: _Tok, words: Sequence[str]) -> dict:
     return {"decoys": tuple(words), "decoy_ids": tuple(tok.batch([" " + w for w in words]))}
 
 
-@suite("niah_multi", "two needles, 'The first/second secret word is X.'; the cue asks for one by its ordinal",
-       "Polynomial Concentration App. X", stream=7, default_pad=32)
+@suite(
+    "niah_multi",
+    "two needles, 'The first/second secret word is X.'; the cue asks for one by its ordinal",
+    "Polynomial Concentration App. X",
+    stream=7,
+    default_pad=32,
+)
 def _niah_multi(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
     lex, enc, pool = _noun_pool(tok, "niah_multi", f"{NIAH_CUE} {' '.join(NIAH_ORDINALS)}", NIAH_CUE, 2)
     prompts = []
@@ -141,20 +206,39 @@ def _niah_multi(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: i
         words = (pair[0][0], pair[1][0])
         lex_ = _without(lex, enc, *(t for _, t in pair))
         built, _, sentences, depth = _plant(
-            tok, "niah_multi", index, rng, lex_, lambda rng, w=words[asked]: w,
-            partial(_two_needle_layout, words, asked), pad, length, {pair[1 - asked][1]: 1},
+            tok,
+            "niah_multi",
+            index,
+            rng,
+            lex_,
+            lambda rng, w=words[asked]: w,
+            partial(_two_needle_layout, words, asked),
+            pad,
+            length,
+            {pair[1 - asked][1]: 1},
         )
-        meta = {"needles": words, "asked": NIAH_ORDINALS[asked], "depth": depth, "pad": sentences,
-                **_decoy_meta(tok, [words[1 - asked]])}
+        meta = {
+            "needles": words,
+            "asked": NIAH_ORDINALS[asked],
+            "depth": depth,
+            "pad": sentences,
+            **_decoy_meta(tok, [words[1 - asked]]),
+        }
         prompts.append(Prompt(*built, "niah_multi", index, meta))
     return prompts
 
 
-@suite("niah_decoy", "'The fake/decoy/real secret word is X/Y/Z.', a haystack, then 'The real secret word is'",
-       "Polynomial Concentration App. Z", stream=8, default_pad=128)
+@suite(
+    "niah_decoy",
+    "'The fake/decoy/real secret word is X/Y/Z.', a haystack, then 'The real secret word is'",
+    "Polynomial Concentration App. Z",
+    stream=8,
+    default_pad=128,
+)
 def _niah_decoy(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
-    lex, enc, pool = _noun_pool(tok, "niah_decoy", f"{NIAH_CUE} {' '.join(DECOY_MODIFIERS)}", NIAH_CUE,
-                                len(DECOY_MODIFIERS))
+    lex, enc, pool = _noun_pool(
+        tok, "niah_decoy", f"{NIAH_CUE} {' '.join(DECOY_MODIFIERS)}", NIAH_CUE, len(DECOY_MODIFIERS)
+    )
     prompts = []
     for index in range(n_prompts):
         rng = _rng(seed, "niah_decoy", index)
@@ -162,17 +246,31 @@ def _niah_decoy(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: i
         lex_ = _without(lex, enc, *(t for _, t in (*decoys, real)))
         words = tuple(w for w, _ in decoys)
         built, _, sentences, _ = _plant(
-            tok, "niah_decoy", index, rng, lex_, lambda rng, w=real[0]: w, partial(_decoy_layout, words), pad,
-            length, {t: 1 for _, t in decoys},
+            tok,
+            "niah_decoy",
+            index,
+            rng,
+            lex_,
+            lambda rng, w=real[0]: w,
+            partial(_decoy_layout, words),
+            pad,
+            length,
+            {t: 1 for _, t in decoys},
         )
         meta = {"needle": real[0], "pad": sentences, **_decoy_meta(tok, words)}
         prompts.append(Prompt(*built, "niah_decoy", index, meta))
     return prompts
 
 
-@suite("ruler_multikey", f"RULER niah_multikey_3: {MULTIKEY_PAIRS} (key, UUID) needles; recall the UUID of one key",
-       "Polynomial Concentration App. AI.4; Hsieh et al. 2024", stream=9, max_new_tokens=56, scoring="substring",
-       default_pad=128)
+@suite(
+    "ruler_multikey",
+    f"RULER niah_multikey_3: {MULTIKEY_PAIRS} (key, UUID) needles; recall the UUID of one key",
+    "Polynomial Concentration App. AI.4; Hsieh et al. 2024",
+    stream=9,
+    max_new_tokens=56,
+    scoring="substring",
+    default_pad=128,
+)
 def _ruler_multikey(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
     lex, enc, pool = _ruler_pool(tok, "ruler_multikey", MULTIKEY_PAIRS)
     prompts = []
@@ -182,11 +280,24 @@ def _ruler_multikey(tok: _Tok, n_prompts: int, seed: int, length: int | None, pa
         others = [(k, _uuid(rng), float(rng.random())) for k, _ in rest]
         lex_ = _without(lex, enc, token, *(t for _, t in rest))
         built, value, sentences, depth = _plant(
-            tok, "ruler_multikey", index, rng, lex_, _uuid, partial(_multikey_layout, key, others), pad, length,
+            tok,
+            "ruler_multikey",
+            index,
+            rng,
+            lex_,
+            _uuid,
+            partial(_multikey_layout, key, others),
+            pad,
+            length,
             {token: 3, **{t: 1 for _, t in rest}},
         )
-        meta = {"key": key, "value": value, "depth": depth, "pad": sentences, "keys": (key, *(k for k, _ in rest)),
-                **_decoy_meta(tok, [v for _, v, _ in others])}
+        meta = {
+            "key": key,
+            "value": value,
+            "depth": depth,
+            "pad": sentences,
+            "keys": (key, *(k for k, _ in rest)),
+            **_decoy_meta(tok, [v for _, v, _ in others]),
+        }
         prompts.append(Prompt(*built, "ruler_multikey", index, meta))
     return prompts
-

@@ -55,7 +55,8 @@ def _single_token_nouns(tok: _Tok, suite: str, nouns: Sequence[str], context: st
     base = tok.ids(context)
     outs = tok.batch([f"{context} {noun}" for noun in nouns])
     pool = [
-        (noun, ids[-1]) for noun, ids in zip(nouns, outs)
+        (noun, ids[-1])
+        for noun, ids in zip(nouns, outs)
         if len(ids) == len(base) + 1 and ids[:-1] == base and ids[-1] != tok.unk
     ]
     if not pool:
@@ -66,16 +67,19 @@ def _single_token_nouns(tok: _Tok, suite: str, nouns: Sequence[str], context: st
     return pool
 
 
-def _noun_pool(tok: _Tok, suite: str, template: str, context: str,
-               need: int = 1) -> tuple[Lexicon, dict[str, tuple[int, ...]], list[tuple[str, int]]]:
+def _noun_pool(
+    tok: _Tok, suite: str, template: str, context: str, need: int = 1
+) -> tuple[Lexicon, dict[str, tuple[int, ...]], list[tuple[str, int]]]:
     """What a suite that plants nouns draws from: the screened lexicon, each word's ids, and (noun, token) for
     the nouns that continue ``context`` as one token; a SuiteError when fewer than ``need`` do."""
     _require_known(tok, suite, template)
     lex, enc = _screened_lexicon(tok, suite)
     pool = _single_token_nouns(tok, suite, lex["nouns"], context)
     if len(pool) < need:
-        raise SuiteError(f"{suite}: tokenizer {tok.name!r} encodes {len(pool)} built-in nouns as one token after "
-                         f"{context!r}; the suite plants {need}")
+        raise SuiteError(
+            f"{suite}: tokenizer {tok.name!r} encodes {len(pool)} built-in nouns as one token after "
+            f"{context!r}; the suite plants {need}"
+        )
     return lex, enc, pool
 
 
@@ -94,8 +98,9 @@ def _hay(tok: _Tok, rng: np.random.Generator, lex: Lexicon, n: int) -> list[str]
     return [tok.haystack[(start + i) % len(tok.haystack)] for i in range(n)]
 
 
-def _fill(tok: _Tok, rng: np.random.Generator, lex: Lexicon, base: int, pad: int | None,
-          length: int | None) -> list[str]:
+def _fill(
+    tok: _Tok, rng: np.random.Generator, lex: Lexicon, base: int, pad: int | None, length: int | None
+) -> list[str]:
     """Haystack sentences: exactly ``pad``, or as many as keep ``base`` + their tokens within ``length``."""
     if pad is not None:
         return _hay(tok, rng, lex, pad)
@@ -113,9 +118,9 @@ def _encode_planted(tok: _Tok, head: str, value: str, tail: str):
     """(input_ids, answer_ids, answer_positions) of head+value+tail, or None where the tokenizer splits
     ``value`` differently in place than as the continuation of the whole prompt."""
     h, hv, full, cont = tok.batch([head, head + value, head + value + tail, head + value + tail + value])
-    if hv[:len(h)] != h or full[:len(hv)] != hv or cont[:len(full)] != full:
+    if hv[: len(h)] != h or full[: len(hv)] != hv or cont[: len(full)] != full:
         return None
-    planted, answer = hv[len(h):], cont[len(full):]
+    planted, answer = hv[len(h) :], cont[len(full) :]
     if not answer or planted != answer:
         return None
     start = len(tok.lead) + len(h)
@@ -125,8 +130,18 @@ def _encode_planted(tok: _Tok, head: str, value: str, tail: str):
 Layout = Callable[[list[str], int, str], tuple[str, str]]
 
 
-def _plant(tok: _Tok, suite: str, index: int, rng: np.random.Generator, lex: Lexicon, draw: Callable,
-           layout: Layout, pad: int | None, length: int | None, counts: dict[int, int]):
+def _plant(
+    tok: _Tok,
+    suite: str,
+    index: int,
+    rng: np.random.Generator,
+    lex: Lexicon,
+    draw: Callable,
+    layout: Layout,
+    pad: int | None,
+    length: int | None,
+    counts: dict[int, int],
+):
     """Build one text prompt; returns ((input_ids, answer_ids, positions), value, sentences, depth).
 
     ``layout(haystack, depth, value)`` gives the text before and after " value"; ``counts`` are tokens that

@@ -40,9 +40,11 @@ class MQAR(Task):
     layout: ClassVar[str] = "<bos> (k v)^D then filler 0 with each key queried once as 'k v'; v after a query scored"
 
     def __post_init__(self):
-        need(self.keys >= 1 and (self.num_pairs is None or 1 <= self.num_pairs <= self.keys),
-             f"mqar: keys = {self.keys}, num_pairs = {self.num_pairs}; allowed: keys >= 1 and num_pairs None or "
-             "1 <= num_pairs <= keys (keys are distinct in a row)")
+        need(
+            self.keys >= 1 and (self.num_pairs is None or 1 <= self.num_pairs <= self.keys),
+            f"mqar: keys = {self.keys}, num_pairs = {self.num_pairs}; allowed: keys >= 1 and num_pairs None or "
+            "1 <= num_pairs <= keys (keys are distinct in a row)",
+        )
 
     @property
     def vocab_size(self) -> int:
@@ -71,7 +73,7 @@ class MQAR(Task):
         v = distinct(rng, n, self.keys, d) + self.keys + 1
         seq = np.zeros((n, length + 1), dtype=np.int64)
         seq[:, 0] = self.specials["bos"]
-        seq[:, 1:2 * d + 1:2], seq[:, 2:2 * d + 2:2] = k, v
+        seq[:, 1 : 2 * d + 1 : 2], seq[:, 2 : 2 * d + 2 : 2] = k, v
         pos = 1 + 2 * d + 2 * np.sort(distinct(rng, n, size["query_slots"], d), axis=1)
         order = rng.permuted(np.tile(np.arange(d), (n, 1)), axis=1)
         seq[rows, pos], seq[rows, pos + 1] = np.take_along_axis(k, order, 1), np.take_along_axis(v, order, 1)
@@ -91,7 +93,7 @@ def _strings(alphabet: int, width: int, count: int | None, role: int) -> np.ndar
     if count is None:
         return None
     rng = task_rng("mqmtar", VOCABULARY, role, alphabet, width, count)
-    return _digits(rng.choice(alphabet ** width, size=count, replace=False), alphabet, width)
+    return _digits(rng.choice(alphabet**width, size=count, replace=False), alphabet, width)
 
 
 def _digits(index: np.ndarray, alphabet: int, width: int) -> np.ndarray:
@@ -134,18 +136,24 @@ class MQMTAR(Task):
     paper_units: ClassVar[str] = "context tokens before the queries (the authors' generator: seq_len of them)"
 
     def __post_init__(self):
-        need(self.alphabet >= 2 and self.key_len >= 1 and self.value_len >= 1 and self.queries >= 1,
-             f"mqmtar: alphabet {self.alphabet}, key_len {self.key_len}, value_len {self.value_len}, queries "
-             f"{self.queries}; allowed: alphabet >= 2 and key_len, value_len, queries >= 1")
+        need(
+            self.alphabet >= 2 and self.key_len >= 1 and self.value_len >= 1 and self.queries >= 1,
+            f"mqmtar: alphabet {self.alphabet}, key_len {self.key_len}, value_len {self.value_len}, queries "
+            f"{self.queries}; allowed: alphabet >= 2 and key_len, value_len, queries >= 1",
+        )
         need(0 < self.density <= 1, f"mqmtar: density {self.density}; allowed: 0 < density <= 1")
         # String indices are int64: alphabet ** width must fit.
-        need(self.alphabet ** max(self.key_len, self.value_len) < 2 ** 62,
-             f"mqmtar: alphabet ** max(key_len, value_len) = {self.alphabet ** max(self.key_len, self.value_len)}"
-             "; allowed: below 2 ** 62")
+        need(
+            self.alphabet ** max(self.key_len, self.value_len) < 2**62,
+            f"mqmtar: alphabet ** max(key_len, value_len) = {self.alphabet ** max(self.key_len, self.value_len)}"
+            "; allowed: below 2 ** 62",
+        )
         every = self.alphabet ** min(self.key_len, self.value_len)
-        need(self.queries <= (every if self.kv_vocab is None else self.kv_vocab) <= every,
-             f"mqmtar: kv_vocab {self.kv_vocab}, queries {self.queries}; allowed: queries <= kv_vocab (None: all "
-             f"{every} strings) <= alphabet ** min(key_len, value_len) = {every}")
+        need(
+            self.queries <= (every if self.kv_vocab is None else self.kv_vocab) <= every,
+            f"mqmtar: kv_vocab {self.kv_vocab}, queries {self.queries}; allowed: queries <= kv_vocab (None: all "
+            f"{every} strings) <= alphabet ** min(key_len, value_len) = {every}",
+        )
 
     @property
     def vocab_size(self) -> int:
@@ -203,7 +211,7 @@ class MQMTAR(Task):
         asked = np.concatenate([delim, np.take_along_axis(keys, pick, 1)], axis=2).reshape(n, -1)
         told = np.concatenate([delim, np.take_along_axis(values, pick, 1)], axis=2).reshape(n, -1)
         a0 = 1 + c + q * (1 + kl) + 1
-        seq[:, 1 + c:a0 - 1], seq[:, a0 - 1] = asked, sp["sep"]
+        seq[:, 1 + c : a0 - 1], seq[:, a0 - 1] = asked, sp["sep"]
         seq[:, a0:length], seq[:, length] = told, sp["eos"]
         answer = np.zeros_like(seq, dtype=bool)
         answer[:, a0:] = True
@@ -212,7 +220,7 @@ class MQMTAR(Task):
     def _draw_strings(self, rng: np.random.Generator, n: int, count: int, width: int, role: int) -> np.ndarray:
         """(n, count, width) token ids: ``count`` distinct strings per row from the role's vocabulary."""
         table = _strings(self.alphabet, width, self.kv_vocab, role)
-        pool = self.alphabet ** width if table is None else len(table)
+        pool = self.alphabet**width if table is None else len(table)
         index = distinct(rng, n, pool, count)
         return 4 + (_digits(index, self.alphabet, width) if table is None else table[index])
 
@@ -243,9 +251,11 @@ class MaxRetrieval(Task):
     layout: ClassVar[str] = "<bos> (p c)^m <sep> c_of_max_p <eos>, m = (length - 3) // 2"
 
     def __post_init__(self):
-        need(self.priorities >= 1 and self.classes >= 2,
-             f"max_retrieval: priorities {self.priorities}, classes {self.classes}; allowed: priorities >= 1, "
-             "classes >= 2")
+        need(
+            self.priorities >= 1 and self.classes >= 2,
+            f"max_retrieval: priorities {self.priorities}, classes {self.classes}; allowed: priorities >= 1, "
+            "classes >= 2",
+        )
 
     @property
     def vocab_size(self) -> int:
@@ -273,10 +283,10 @@ class MaxRetrieval(Task):
         cls = self.priorities + rng.integers(0, self.classes, size=(n, m))
         seq = np.full((n, length + 1), sp["eos"], dtype=np.int64)
         seq[:, 0], seq[:, 2 * m + 1] = sp["bos"], sp["sep"]
-        seq[:, 1:2 * m + 1:2], seq[:, 2:2 * m + 1:2] = prio, cls
+        seq[:, 1 : 2 * m + 1 : 2], seq[:, 2 : 2 * m + 1 : 2] = prio, cls
         seq[:, 2 * m + 2] = cls[np.arange(n), prio.argmax(axis=1)]
         answer = np.zeros_like(seq, dtype=bool)
-        answer[:, 2 * m + 2:2 * m + 4] = True
+        answer[:, 2 * m + 2 : 2 * m + 4] = True
         return generative(seq, answer)
 
 
@@ -315,10 +325,11 @@ class _Planted(Task):
         body = np.take_along_axis(stream, np.clip(j - 2 * (j > depth + 1), 0, hay - 1), axis=1)
         body = np.where(j == depth, key[:, None], np.where(j == depth + 1, value[:, None], body))
         sp = self.specials
-        seq = np.concatenate([np.full((n, 1), sp["bos"]), body, key[:, None], value[:, None],
-                              np.full((n, 1), sp["eos"])], axis=1).astype(np.int64)
+        seq = np.concatenate(
+            [np.full((n, 1), sp["bos"]), body, key[:, None], value[:, None], np.full((n, 1), sp["eos"])], axis=1
+        ).astype(np.int64)
         answer = np.zeros_like(seq, dtype=bool)
-        answer[:, length - 1:] = True
+        answer[:, length - 1 :] = True
         return generative(seq, answer)
 
 
@@ -335,8 +346,10 @@ class NIAHSmall(_Planted):
     layout: ClassVar[str] = "<bos> hay[:d] K V hay[d:] K V <eos>; K from key ids, d uniform in 0..length-5"
 
     def __post_init__(self):
-        need(self.symbols >= 1 and self.keys >= 1,
-             f"niah_small: symbols {self.symbols}, keys {self.keys}; allowed: symbols >= 1 and keys >= 1")
+        need(
+            self.symbols >= 1 and self.keys >= 1,
+            f"niah_small: symbols {self.symbols}, keys {self.keys}; allowed: symbols >= 1 and keys >= 1",
+        )
 
     @property
     def vocab_size(self) -> int:

@@ -50,7 +50,7 @@ def _generated(prompt: Prompt, generated_ids: Any) -> list[int]:
     flat = np.asarray(generated_ids.tolist() if hasattr(generated_ids, "tolist") else list(generated_ids))
     if flat.ndim != 1:
         raise SuiteError(f"generated_ids must be one prompt's 1-D token ids, got shape {flat.shape}")
-    return [int(t) for t in flat[:max_new_tokens(prompt.suite, is_chat(prompt))]]
+    return [int(t) for t in flat[: max_new_tokens(prompt.suite, is_chat(prompt))]]
 
 
 def decoy_hit(prompt: Prompt, generated_ids: Any, tokenizer: Any = None) -> bool | None:

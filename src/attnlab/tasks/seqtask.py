@@ -152,8 +152,9 @@ class Task:
         top = self.max_length
         if length < self.min_length or (top is not None and length > top):
             allowed = f"{self.min_length} <= length" + (f" <= {top}" if top is not None else "")
-            raise TaskError(f"{self.name}: length {length} does not fit the task with {self.params()}; "
-                            f"allowed: {allowed}")
+            raise TaskError(
+                f"{self.name}: length {length} does not fit the task with {self.params()}; allowed: {allowed}"
+            )
 
     def generate(self, n: int, length: int, seed: int) -> TaskBatch | VectorBatch:
         """``n`` rows of ``length`` tokens (vectors), a pure function of (task, parameters, n, length, seed)."""
@@ -169,11 +170,23 @@ class Task:
 
     def describe(self) -> dict:
         """The task's specification, for a run's config.json and ``attnlab tasks``."""
-        return {"task": self.name, "kind": self.kind, "source": self.source, "params": self.params(),
-                "vocab_size": self.vocab_size, "specials": self.specials, "layout": self.layout,
-                "min_length": self.min_length, "max_length": self.max_length, "paper_units": self.paper_units,
-                "targets": ("class of each position t >= 1 (position 0 <bos> unscored)" if self.kind == "classification"
-                            else "targets[t] = ids[t + 1] at answer tokens (teacher forcing), -100 elsewhere")}
+        return {
+            "task": self.name,
+            "kind": self.kind,
+            "source": self.source,
+            "params": self.params(),
+            "vocab_size": self.vocab_size,
+            "specials": self.specials,
+            "layout": self.layout,
+            "min_length": self.min_length,
+            "max_length": self.max_length,
+            "paper_units": self.paper_units,
+            "targets": (
+                "class of each position t >= 1 (position 0 <bos> unscored)"
+                if self.kind == "classification"
+                else "targets[t] = ids[t + 1] at answer tokens (teacher forcing), -100 elsewhere"
+            ),
+        }
 
 
 TASKS: Registry[Task] = Registry("task")

@@ -63,9 +63,9 @@ class _Transduction(Task):
         x = rng.integers(0, self.symbols, size=(n, m))
         seq = np.full((n, length + 1), sp["eos"], dtype=np.int64)
         seq[:, 0], seq[:, m + 1] = sp["bos"], sp["sep"]
-        seq[:, 1:m + 1], seq[:, m + 2:2 * m + 2] = x, self.answer(x)
+        seq[:, 1 : m + 1], seq[:, m + 2 : 2 * m + 2] = x, self.answer(x)
         answer = np.zeros_like(seq, dtype=bool)
-        answer[:, m + 2:2 * m + 3] = True
+        answer[:, m + 2 : 2 * m + 3] = True
         return generative(seq, answer)
 
 
@@ -187,9 +187,11 @@ class LocalCount(Task):
     paper_units: ClassVar[str] = "counted tokens (the authors' generator fills about seq_len of them)"
 
     def __post_init__(self):
-        need(self.symbols >= 2 and self.max_repeat >= 1,
-             f"local_count: symbols = {self.symbols}, max_repeat = {self.max_repeat}; allowed: symbols >= 2 "
-             "(neighbouring clusters differ) and max_repeat >= 1")
+        need(
+            self.symbols >= 2 and self.max_repeat >= 1,
+            f"local_count: symbols = {self.symbols}, max_repeat = {self.max_repeat}; allowed: symbols >= 2 "
+            "(neighbouring clusters differ) and max_repeat >= 1",
+        )
 
     @property
     def vocab_size(self) -> int:
@@ -283,11 +285,11 @@ class FlipFlop(Task):
         last_write = k - 1 - np.argmax((cmd == sp["w"])[:, ::-1], axis=1)
         seq = np.full((n, length + 1), sp["eos"], dtype=np.int64)
         seq[:, 0] = sp["bos"]
-        seq[:, 1:2 * k + 1:2], seq[:, 2:2 * k + 1:2] = cmd, bits
+        seq[:, 1 : 2 * k + 1 : 2], seq[:, 2 : 2 * k + 1 : 2] = cmd, bits
         # The slot after r carries the answer, not a fresh bit.
         seq[:, 2 * k] = bits[np.arange(n), last_write]
         answer = np.zeros_like(seq, dtype=bool)
-        answer[:, 2 * k:2 * k + 2] = True
+        answer[:, 2 * k : 2 * k + 2] = True
         return generative(seq, answer)
 
 

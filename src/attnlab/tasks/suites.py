@@ -78,7 +78,6 @@ class SuiteError(Error, ValueError):
     """A suite cannot be built or scored as asked; the message says what is wrong and what to do."""
 
 
-
 @dataclass(frozen=True)
 class Suite:
     """A registered suite; calling it is ``build_suite(name, ...)``.
@@ -99,8 +98,16 @@ class Suite:
     build: Callable[..., list[Prompt]] = field(repr=False)
     stream: int | None = None
 
-    def __call__(self, tokenizer: Any, n_prompts: int, *, seed: int = 0, length: int | None = None,
-                 pad: int | None = None, **options: Any) -> list[Prompt]:
+    def __call__(
+        self,
+        tokenizer: Any,
+        n_prompts: int,
+        *,
+        seed: int = 0,
+        length: int | None = None,
+        pad: int | None = None,
+        **options: Any,
+    ) -> list[Prompt]:
         return build_suite(self.name, tokenizer, n_prompts, seed=seed, length=length, pad=pad, **options)
 
 
@@ -115,21 +122,33 @@ def register_suite(entry: Suite, *, replace: bool = False) -> Suite:
     return SUITES.register(entry.name, dataclasses.replace(entry, stream=stream), replace=replace)
 
 
-def suite(name: str, summary: str, source: str, *, stream: int | None = None, max_new_tokens: int = 1,
-          scoring: str = "first token", default_pad: int | None = None,
-          default_length: int | None = None) -> Callable[[Callable[..., list[Prompt]]], Callable[..., list[Prompt]]]:
+def suite(
+    name: str,
+    summary: str,
+    source: str,
+    *,
+    stream: int | None = None,
+    max_new_tokens: int = 1,
+    scoring: str = "first token",
+    default_pad: int | None = None,
+    default_length: int | None = None,
+) -> Callable[[Callable[..., list[Prompt]]], Callable[..., list[Prompt]]]:
     """Declare the decorated builder ``(tok, n_prompts, seed, length, pad) -> prompts`` as suite ``name``."""
+
     def add(build: Callable[..., list[Prompt]]) -> Callable[..., list[Prompt]]:
-        register_suite(Suite(name, summary, source, max_new_tokens, scoring, default_pad, default_length, build,
-                             stream))
+        register_suite(
+            Suite(name, summary, source, max_new_tokens, scoring, default_pad, default_length, build, stream)
+        )
         return build
 
     return add
 
 
 # Vocabulary padding: ids that exist so that the embedding has a round size, never seen in training.
-PLACEHOLDER = re.compile(r"\[PAD\d+\]|<pad_?\d+>|<extra_id_\d+>|\[unused\d+\]|<unused\d+>|"
-                         r"<\|reserved_special_token_\d+\|>|<\|extra_\d+\|>")
+PLACEHOLDER = re.compile(
+    r"\[PAD\d+\]|<pad_?\d+>|<extra_id_\d+>|\[unused\d+\]|<unused\d+>|"
+    r"<\|reserved_special_token_\d+\|>|<\|extra_\d+\|>"
+)
 
 
 @dataclass(frozen=True)
@@ -159,9 +178,14 @@ class _Tok:
         size = getattr(self.hf, "vocab_size", None) or len(self.hf)
         skip = set(self.hf.all_special_ids) | set(self.hf.get_added_vocab().values())
         names = self.hf.convert_ids_to_tokens(list(range(size)))
-        return np.array([i for i, name in enumerate(names)
-                         if i not in skip and not (isinstance(name, str) and PLACEHOLDER.fullmatch(name))],
-                        dtype=np.int64)
+        return np.array(
+            [
+                i
+                for i, name in enumerate(names)
+                if i not in skip and not (isinstance(name, str) and PLACEHOLDER.fullmatch(name))
+            ],
+            dtype=np.int64,
+        )
 
 
 _CHAT_SLOT = "ATTNLABPROMPT"  # stands for the prompt inside the chat template, to split the template around it
@@ -172,8 +196,9 @@ def _chat_frame(tokenizer: Any, name: str) -> tuple[tuple[int, ...], tuple[int, 
     prompt): every prompt is then read as an instruction-tuned model reads a user's turn."""
     if not getattr(tokenizer, "chat_template", None):
         raise SuiteError(f"chat: tokenizer {name} has no chat template; drop the chat option for a base model")
-    framed = tokenizer.apply_chat_template([{"role": "user", "content": _CHAT_SLOT}], tokenize=False,
-                                           add_generation_prompt=True)
+    framed = tokenizer.apply_chat_template(
+        [{"role": "user", "content": _CHAT_SLOT}], tokenize=False, add_generation_prompt=True
+    )
     if framed.count(_CHAT_SLOT) != 1:
         raise SuiteError(f"chat: the chat template of {name} does not keep a user message as it is")
     before, after = framed.split(_CHAT_SLOT)
@@ -181,8 +206,13 @@ def _chat_frame(tokenizer: Any, name: str) -> tuple[tuple[int, ...], tuple[int, 
     return ids[0], ids[1]
 
 
-def _adapt(tokenizer: Any, bos: bool = False, haystack: tuple[str, ...] = (),
-           passages: tuple[tuple[str, str], ...] = (), chat: bool = False) -> _Tok:
+def _adapt(
+    tokenizer: Any,
+    bos: bool = False,
+    haystack: tuple[str, ...] = (),
+    passages: tuple[tuple[str, str], ...] = (),
+    chat: bool = False,
+) -> _Tok:
     """The tokenizer as the suites use it; ``bos``: start every prompt with its BOS token even where the
     tokenizer adds none itself; ``haystack``: the user's sentences for NIAH haystacks; ``passages``: the
     texts literary completion opens; ``chat``: frame every prompt as a user message of the chat template."""
@@ -195,7 +225,7 @@ def _adapt(tokenizer: Any, bos: bool = False, haystack: tuple[str, ...] = (),
             f"expected a Hugging Face tokenizer (tokenizer(text, add_special_tokens=...) -> input_ids), "
             f"got {type(tokenizer).__name__}: {err}"
         ) from None
-    lead = next((full[:i] for i in range(len(full) - len(bare) + 1) if full[i:i + len(bare)] == bare), [])
+    lead = next((full[:i] for i in range(len(full) - len(bare) + 1) if full[i : i + len(bare)] == bare), [])
     trail: tuple[int, ...] = ()
     if chat:
         lead, trail = _chat_frame(tokenizer, name)
@@ -204,8 +234,9 @@ def _adapt(tokenizer: Any, bos: bool = False, haystack: tuple[str, ...] = (),
         if bos_id is None:
             raise SuiteError(f"bos: tokenizer {name} has no BOS token to start the prompts with")
         lead = [bos_id, *lead]
-    return _Tok(tokenizer, name, tuple(lead), getattr(tokenizer, "unk_token_id", None), haystack, passages,
-                tuple(trail))
+    return _Tok(
+        tokenizer, name, tuple(lead), getattr(tokenizer, "unk_token_id", None), haystack, passages, tuple(trail)
+    )
 
 
 def _rng(seed: int, suite: str, *more: int) -> np.random.Generator:
@@ -219,7 +250,7 @@ def _cycle(rng: np.random.Generator, size: int, n: int) -> np.ndarray:
 
 def _occurrences(ids: Sequence[int], answer: Sequence[int]) -> list[int]:
     n = len(answer)
-    return [i for i, t in enumerate(ids) if t == answer[0] and tuple(ids[i:i + n]) == tuple(answer)]
+    return [i for i, t in enumerate(ids) if t == answer[0] and tuple(ids[i : i + n]) == tuple(answer)]
 
 
 def _planted_only(ids: Sequence[int], answer: Sequence[int], positions: Sequence[int]) -> bool:
@@ -266,9 +297,19 @@ def sizing(name: str, pad: int | None, length: int | None) -> tuple[int | None, 
     return pad, length
 
 
-def build_suite(name: str, tokenizer: Any, n_prompts: int, *, seed: int = 0, length: int | None = None,
-                pad: int | None = None, bos: bool = False, haystack: str | None = None,
-                passages: str | None = None, chat: bool = False) -> list[Prompt]:
+def build_suite(
+    name: str,
+    tokenizer: Any,
+    n_prompts: int,
+    *,
+    seed: int = 0,
+    length: int | None = None,
+    pad: int | None = None,
+    bos: bool = False,
+    haystack: str | None = None,
+    passages: str | None = None,
+    chat: bool = False,
+) -> list[Prompt]:
     """``n_prompts`` prompts of suite ``name`` for a Hugging Face ``tokenizer``.
 
     ``pad`` counts haystack sentences (NIAH suites; Polynomial Concentration uses 0, 8, 32, 128, 512) or random padding
@@ -304,8 +345,7 @@ def build_suite(name: str, tokenizer: Any, n_prompts: int, *, seed: int = 0, len
             raise SuiteError(f"{name} has no haystack; a haystack text fills {', '.join(HAYSTACK_SUITES)}")
         sentences = text.split_sentences(haystack)
         if len(sentences) < MIN_HAYSTACK:
-            raise SuiteError(f"the haystack text has {len(sentences)} sentences; {name} needs at least "
-                             f"{MIN_HAYSTACK}")
+            raise SuiteError(f"the haystack text has {len(sentences)} sentences; {name} needs at least {MIN_HAYSTACK}")
     texts = ()
     if passages is not None:
         if name not in PASSAGE_SUITES:
@@ -316,11 +356,14 @@ def build_suite(name: str, tokenizer: Any, n_prompts: int, *, seed: int = 0, len
     tok = _adapt(tokenizer, bos, sentences, texts, chat)
     prompts = suite.build(tok, int(n_prompts), int(seed), length, pad)
     for prompt in prompts:
-        if prompt.answer_positions and not _planted_only(prompt.input_ids, prompt.answer_ids,
-                                                          prompt.answer_positions):
-            raise SuiteError(f"{name}: prompt {prompt.index} holds its answer outside the planted position; "
-                             "report this with the tokenizer's name")
+        if prompt.answer_positions and not _planted_only(prompt.input_ids, prompt.answer_ids, prompt.answer_positions):
+            raise SuiteError(
+                f"{name}: prompt {prompt.index} holds its answer outside the planted position; "
+                "report this with the tokenizer's name"
+            )
     if tok.trail:
-        prompts = [dataclasses.replace(p, input_ids=p.input_ids + tok.trail, meta={**p.meta, "trail": len(tok.trail)})
-                   for p in prompts]
+        prompts = [
+            dataclasses.replace(p, input_ids=p.input_ids + tok.trail, meta={**p.meta, "trail": len(tok.trail)})
+            for p in prompts
+        ]
     return prompts

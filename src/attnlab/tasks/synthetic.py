@@ -21,10 +21,21 @@ import dataclasses
 import torch
 
 from ..batches import rank_rows  # one rank rule (and message) for every stream the trainer reads
+
 # The task modules register their tasks into TASKS on import, in the order ``attnlab tasks`` lists them.
 from . import retrieval, sequences, vectors  # noqa: F401
 from .seqtask import (
-    IGNORE, TASKS, TRAIN, VALIDATION, Task, TaskBatch, TaskError, VectorBatch, register, stream_id, task_rng,
+    IGNORE,
+    TASKS,
+    TRAIN,
+    VALIDATION,
+    Task,
+    TaskBatch,
+    TaskError,
+    VectorBatch,
+    register,
+    stream_id,
+    task_rng,
 )
 from .vectors import trigger_mask
 
@@ -39,8 +50,9 @@ def get_task(name: str, **params) -> Task:
     task = TASKS[name]
     unknown = sorted(set(params) - set(task.params()))
     if unknown:
-        raise TaskError(f"{name}: unknown parameter(s) {', '.join(unknown)}; allowed: "
-                        f"{', '.join(task.params()) or 'none'}")
+        raise TaskError(
+            f"{name}: unknown parameter(s) {', '.join(unknown)}; allowed: {', '.join(task.params()) or 'none'}"
+        )
     types = {f.name: f.type for f in dataclasses.fields(task)}
     for key, value in params.items():
         if not _is_a(value, types[key]):
@@ -92,8 +104,7 @@ class TaskStream:
         drawn = self.task.draw(rng, batch, length)
         return (drawn.ids, drawn.targets) if isinstance(drawn, TaskBatch) else (drawn.inputs, drawn.targets)
 
-    def train_batch(self, step: int, batch: int, rank: int = 0,
-                    world: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    def train_batch(self, step: int, batch: int, rank: int = 0, world: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
         """Rank ``rank``'s rows of step ``step``'s global batch of ``batch`` rows."""
         if step < 0:
             raise TaskError(f"step {step} is negative; allowed: step >= 0")
@@ -101,8 +112,9 @@ class TaskStream:
         inputs, targets = self._draw(TRAIN, step, batch)
         return inputs[lo:hi], targets[lo:hi]
 
-    def val_batches(self, batch: int, n_batches: int | None = None, rank: int = 0,
-                    world: int = 1) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def val_batches(
+        self, batch: int, n_batches: int | None = None, rank: int = 0, world: int = 1
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """``n_batches`` (``DEFAULT_VAL_BATCHES`` when None) held-out batches, the same on every call."""
         lo, hi = rank_rows(batch, rank, world)
         count = DEFAULT_VAL_BATCHES if n_batches is None else n_batches
@@ -112,18 +124,28 @@ class TaskStream:
 
     def describe(self) -> dict:
         """The task's spec plus this stream's length, sizes and seeds, for a run's config.json."""
-        return {**self.task.describe(), "length": self.length, "min_length": self.min_length,
-                "sizes": self.task.sizes(self.length), "seed": self.seed, "stream_id": stream_id(self.task.name),
-                "rng": {"train": f"default_rng([stream_id, {TRAIN}, seed, step])",
-                        "val": f"default_rng([stream_id, {VALIDATION}, seed, index])"}}
+        return {
+            **self.task.describe(),
+            "length": self.length,
+            "min_length": self.min_length,
+            "sizes": self.task.sizes(self.length),
+            "seed": self.seed,
+            "stream_id": stream_id(self.task.name),
+            "rng": {
+                "train": f"default_rng([stream_id, {TRAIN}, seed, step])",
+                "val": f"default_rng([stream_id, {VALIDATION}, seed, index])",
+            },
+        }
 
 
 def _predictions(logits_or_predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     if logits_or_predictions.dim() == targets.dim() + 1:
         return logits_or_predictions.argmax(-1)
     if logits_or_predictions.shape != targets.shape:
-        raise TaskError(f"predictions of shape {tuple(logits_or_predictions.shape)} do not match targets "
-                        f"{tuple(targets.shape)}; allowed: logits (n, length, vocab) or ids (n, length)")
+        raise TaskError(
+            f"predictions of shape {tuple(logits_or_predictions.shape)} do not match targets "
+            f"{tuple(targets.shape)}; allowed: logits (n, length, vocab) or ids (n, length)"
+        )
     return logits_or_predictions
 
 
@@ -152,11 +174,16 @@ def show(name: str, length: int | None = None, seed: int = 0, **params) -> str:
     if length is None:
         length = max(task.min_length, 8 if task.kind == "vector" else 24)
     if isinstance(length, int) and length > SHOW_MAX:
-        raise TaskError(f"length {length} is too long to print; allowed: up to {SHOW_MAX} (generate longer "
-                        "sequences with the task's generate())")
+        raise TaskError(
+            f"length {length} is too long to print; allowed: up to {SHOW_MAX} (generate longer "
+            "sequences with the task's generate())"
+        )
     batch = task.generate(1, length, seed)
-    head = [f"{name} ({task.source}): {task.kind}, length {length}, seed {seed}, vocab {task.vocab_size}",
-            f"layout: {task.layout}", f"sizes: {task.sizes(length)}, params: {task.params()}"]
+    head = [
+        f"{name} ({task.source}): {task.kind}, length {length}, seed {seed}, vocab {task.vocab_size}",
+        f"layout: {task.layout}",
+        f"sizes: {task.sizes(length)}, params: {task.params()}",
+    ]
     if task.kind == "vector":
         return "\n".join(head + _show_vectors(batch.inputs[0], batch.targets[0], batch.mask[0]))
     return "\n".join(head + _show_tokens(task, batch.ids[0].tolist(), batch.targets[0].tolist()))
@@ -164,14 +191,19 @@ def show(name: str, length: int | None = None, seed: int = 0, **params) -> str:
 
 def _show_tokens(task: Task, ids: list[int], targets: list[int]) -> list[str]:
     label = "class" if task.kind == "classification" else "next"
-    cols = [(str(i), task.token_name(x), "·" if t == IGNORE else task.token_name(t))
-            for i, (x, t) in enumerate(zip(ids, targets))]
-    lines = [f"{sum(t != IGNORE for t in targets)} of {len(ids)} positions scored; row '{label}' is the target "
-             "(· unscored)"]
+    cols = [
+        (str(i), task.token_name(x), "·" if t == IGNORE else task.token_name(t))
+        for i, (x, t) in enumerate(zip(ids, targets))
+    ]
+    lines = [
+        f"{sum(t != IGNORE for t in targets)} of {len(ids)} positions scored; row '{label}' is the target (· unscored)"
+    ]
     for chunk in _chunks(cols, _SHOW_WIDTH - 7):
         widths = [max(map(len, c)) for c in chunk]
-        lines += [f"{title:>6} " + " ".join(c[k].rjust(w) for c, w in zip(chunk, widths))
-                  for k, title in enumerate(("pos", "input", label))] + [""]
+        lines += [
+            f"{title:>6} " + " ".join(c[k].rjust(w) for c, w in zip(chunk, widths))
+            for k, title in enumerate(("pos", "input", label))
+        ] + [""]
     return lines[:-1]
 
 
@@ -202,6 +234,17 @@ def _show_vectors(inputs: torch.Tensor, targets: torch.Tensor, mask: torch.Tenso
 
 
 __all__ = [
-    "DEFAULT_VAL_BATCHES", "TASKS", "Task", "TaskBatch", "TaskError", "TaskStream", "VectorBatch", "exact_match",
-    "get_task", "register", "scored_accuracy", "show", "trigger_mask",
+    "DEFAULT_VAL_BATCHES",
+    "TASKS",
+    "Task",
+    "TaskBatch",
+    "TaskError",
+    "TaskStream",
+    "VectorBatch",
+    "exact_match",
+    "get_task",
+    "register",
+    "scored_accuracy",
+    "show",
+    "trigger_mask",
 ]

@@ -10,12 +10,27 @@ import numpy as np
 
 from . import text
 from .planting import _screened_lexicon
-from .suites import (_PASSAGE_SENTENCES, _TRIES, MIN_PASSAGE_TOKENS, Prompt, SuiteError, _cycle, _rng, _Tok,
-                     parse_passages, suite)
+from .suites import (
+    _PASSAGE_SENTENCES,
+    _TRIES,
+    MIN_PASSAGE_TOKENS,
+    Prompt,
+    SuiteError,
+    _cycle,
+    _rng,
+    _Tok,
+    parse_passages,
+    suite,
+)
 
 
-@suite("induction", "a random-token segment and its repeat; predict the repeat's next token",
-       "Polynomial Concentration App. B; Olsson et al. 2022", stream=2, default_length=1024)
+@suite(
+    "induction",
+    "a random-token segment and its repeat; predict the repeat's next token",
+    "Polynomial Concentration App. B; Olsson et al. 2022",
+    stream=2,
+    default_length=1024,
+)
 def _induction(tok: _Tok, n_prompts: int, seed: int, length: int, pad: None) -> list[Prompt]:
     # Olsson et al.: a random segment, then its repeat cut so that the next token is the segment's own.
     body = length - len(tok.lead)
@@ -35,15 +50,26 @@ def _induction(tok: _Tok, n_prompts: int, seed: int, length: int, pad: None) -> 
     for index in range(n_prompts):
         a = tuple(int(t) for t in _rng(seed, "induction", index).choice(pool, segment, replace=False))
         at = len(tok.lead) + repeat
-        prompts.append(Prompt(
-            tok.lead + a + a[:repeat], (a[repeat],), (at,), "induction", index,
-            {"segment": segment, "repeat": repeat},
-        ))
+        prompts.append(
+            Prompt(
+                tok.lead + a + a[:repeat],
+                (a[repeat],),
+                (at,),
+                "induction",
+                index,
+                {"segment": segment, "repeat": repeat},
+            )
+        )
     return prompts
 
 
-@suite("mqar", "random-token key-value pairs, then queries; predict the last queried value",
-       "Polynomial Concentration App. B; Arora et al. 2023", stream=3, default_length=1024)
+@suite(
+    "mqar",
+    "random-token key-value pairs, then queries; predict the last queried value",
+    "Polynomial Concentration App. B; Arora et al. 2023",
+    stream=3,
+    default_length=1024,
+)
 def _mqar(tok: _Tok, n_prompts: int, seed: int, length: int, pad: None) -> list[Prompt]:
     # Arora et al. (Zoology): key-value pairs, then every key queried once in random order with its value
     # given, except the last query, whose value is the answer; keys and values are disjoint random tokens.
@@ -51,9 +77,7 @@ def _mqar(tok: _Tok, n_prompts: int, seed: int, length: int, pad: None) -> list[
     pairs = (body + 1) // 4
     pool = tok.ordinary()
     if pairs < 1:
-        raise SuiteError(
-            f"mqar: length {length} holds no key-value pair and query; use length >= {3 + len(tok.lead)}"
-        )
+        raise SuiteError(f"mqar: length {length} holds no key-value pair and query; use length >= {3 + len(tok.lead)}")
     if 2 * pairs > pool.size:
         raise SuiteError(
             f"mqar: length {length} needs {2 * pairs} distinct tokens but tokenizer {tok.name!r} has "
@@ -68,9 +92,7 @@ def _mqar(tok: _Tok, n_prompts: int, seed: int, length: int, pad: None) -> list[
         store = tuple(t for j in range(pairs) for t in (keys[j], values[j]))
         queries = tuple(t for j in order[:-1] for t in (keys[j], values[j])) + (keys[order[-1]],)
         at = len(tok.lead) + 2 * order[-1] + 1
-        prompts.append(Prompt(
-            tok.lead + store + queries, (values[order[-1]],), (at,), "mqar", index, {"pairs": pairs},
-        ))
+        prompts.append(Prompt(tok.lead + store + queries, (values[order[-1]],), (at,), "mqar", index, {"pairs": pairs}))
     return prompts
 
 
@@ -80,8 +102,13 @@ def _first_unique(ids: Sequence[int], start: int) -> int | None:
     return next((j for j in range(max(start, 1), len(ids)) if counts[ids[j]] == 1), None)
 
 
-@suite("copying", "a generated passage, random padding, then the passage again; continue it",
-       "Polynomial Concentration App. B, Sec. 5.4", stream=4, default_pad=500)
+@suite(
+    "copying",
+    "a generated passage, random padding, then the passage again; continue it",
+    "Polynomial Concentration App. B, Sec. 5.4",
+    stream=4,
+    default_pad=500,
+)
 def _copying(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
     # Polynomial Concentration App. B's "copying with padding", on a generated passage instead of memorized novel
     # openings:
@@ -127,18 +154,28 @@ def bundled_passages() -> tuple[tuple[str, str], ...]:
     return parse_passages(text.bundled("literary.txt"))
 
 
-@suite("literary", "random padding, then the opening of a known text cut part-way; predict its next token",
-       "Polynomial Concentration App. B, Table 2", stream=10, default_pad=500)
+@suite(
+    "literary",
+    "random padding, then the opening of a known text cut part-way; predict its next token",
+    "Polynomial Concentration App. B, Table 2",
+    stream=10,
+    default_pad=500,
+)
 def _literary(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int | None) -> list[Prompt]:
     # App. B's literary completion: openings of well-known novels after random padding, scored on the next
     # token. A model that has read the text can answer; the prompt itself does not hold the answer, so the
     # suite measures memorized text unless the user passes texts the model cannot have seen.
     texts = tok.passages or bundled_passages()
-    usable = [(title, ids) for (title, _), ids in zip(texts, tok.batch([t for _, t in texts]))
-              if len(ids) >= MIN_PASSAGE_TOKENS and (tok.unk is None or tok.unk not in ids)]
+    usable = [
+        (title, ids)
+        for (title, _), ids in zip(texts, tok.batch([t for _, t in texts]))
+        if len(ids) >= MIN_PASSAGE_TOKENS and (tok.unk is None or tok.unk not in ids)
+    ]
     if not usable:
-        raise SuiteError(f"literary: no passage has {MIN_PASSAGE_TOKENS} tokens without the unknown token of "
-                         f"tokenizer {tok.name!r}; give longer passages, separated by blank lines")
+        raise SuiteError(
+            f"literary: no passage has {MIN_PASSAGE_TOKENS} tokens without the unknown token of "
+            f"tokenizer {tok.name!r}; give longer passages, separated by blank lines"
+        )
     pool = tok.ordinary()
     prompts = []
     for index, k in enumerate(_cycle(_rng(seed, "literary"), len(usable), n_prompts)):
@@ -147,10 +184,11 @@ def _literary(tok: _Tok, n_prompts: int, seed: int, length: int | None, pad: int
         cut = int(rng.integers(len(ids) // 2, len(ids)))
         noise = pad if pad is not None else length - len(tok.lead) - cut
         if noise < 0:
-            raise SuiteError(f"literary: length {length} is shorter than prompt {index}'s opening ({cut} tokens of "
-                             f"{title!r}); use a larger length, or pass pad instead")
+            raise SuiteError(
+                f"literary: length {length} is shorter than prompt {index}'s opening ({cut} tokens of "
+                f"{title!r}); use a larger length, or pass pad instead"
+            )
         padding = tuple(int(t) for t in rng.choice(np.setdiff1d(pool, ids), noise)) if noise else ()
         meta = {"title": title, "cut": cut, "pad": noise}
         prompts.append(Prompt(tok.lead + padding + ids[:cut], (ids[cut],), (), "literary", index, meta))
     return prompts
-

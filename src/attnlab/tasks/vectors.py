@@ -46,8 +46,10 @@ class TriggerAveraging(Task):
 
     def __post_init__(self):
         need(self.dim >= 5, f"trigger_averaging: dim {self.dim}; allowed: dim >= 5 (Attention Sinks Essential §3.1)")
-        need(self.trigger is None or self.trigger >= 3,
-             f"trigger_averaging: trigger {self.trigger}; allowed: None (uniform) or a 1-based index >= 3")
+        need(
+            self.trigger is None or self.trigger >= 3,
+            f"trigger_averaging: trigger {self.trigger}; allowed: None (uniform) or a 1-based index >= 3",
+        )
 
     @property
     def vocab_size(self) -> int:
@@ -83,9 +85,12 @@ class TriggerAveraging(Task):
         return VectorBatch(torch.from_numpy(x).float(), torch.from_numpy(y).float(), torch.from_numpy(mask))
 
     def describe(self) -> dict:
-        return {**super().describe(), "dim": self.dim,
-                "targets": "zero except at the trigger: mean of positions 2..j-1 (1-based); squared l2 loss",
-                "mask": "inputs[..., 1] == 1 marks the trigger position (trigger_mask)"}
+        return {
+            **super().describe(),
+            "dim": self.dim,
+            "targets": "zero except at the trigger: mean of positions 2..j-1 (1-based); squared l2 loss",
+            "mask": "inputs[..., 1] == 1 marks the trigger position (trigger_mask)",
+        }
 
 
 register(TriggerAveraging(), stream=11)

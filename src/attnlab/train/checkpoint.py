@@ -78,9 +78,16 @@ def remove_stale_saves(run_dir: str | os.PathLike) -> list[Path]:
 # ---------------------------------------------------------------------------------------------- saving
 
 
-def save_checkpoint(run_dir: str | os.PathLike, step: int, *, model_state: Mapping[str, torch.Tensor],
-                    optimizer_state: Mapping[str, Any], meta: Mapping[str, Any] | None = None,
-                    rng: Mapping[str, Any] | None = None, keep: int | None = None) -> Path:
+def save_checkpoint(
+    run_dir: str | os.PathLike,
+    step: int,
+    *,
+    model_state: Mapping[str, torch.Tensor],
+    optimizer_state: Mapping[str, Any],
+    meta: Mapping[str, Any] | None = None,
+    rng: Mapping[str, Any] | None = None,
+    keep: int | None = None,
+) -> Path:
     """Save ``run_dir/checkpoints/step-NNNNNNNN``, point ``checkpoints/latest`` at it, and return its path.
 
     ``meta`` must be JSON-able; ``rng`` is ``capture_rng()``'s dict (any of its keys). Everything is
@@ -95,10 +102,18 @@ def save_checkpoint(run_dir: str | os.PathLike, step: int, *, model_state: Mappi
     if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
         raise ValueError(f"keep must be an int >= 1 or None (keep all), got {keep!r}")
     optimizer_tensors, optimizer_json = _split_optimizer_state(optimizer_state)
-    blobs = {MODEL_FILE: safetensors.torch.save(_saveable(model_state, "model_state")),
-             OPTIMIZER_FILE: safetensors.torch.save(_saveable(optimizer_tensors, "optimizer_state"))}
-    state = {"format": FORMAT, "step": step, "files": {name: _describe(data) for name, data in blobs.items()},
-             "optimizer": optimizer_json, "meta": _as_json(dict(meta or {}), "meta"), "rng": _encode_rng(rng or {})}
+    blobs = {
+        MODEL_FILE: safetensors.torch.save(_saveable(model_state, "model_state")),
+        OPTIMIZER_FILE: safetensors.torch.save(_saveable(optimizer_tensors, "optimizer_state")),
+    }
+    state = {
+        "format": FORMAT,
+        "step": step,
+        "files": {name: _describe(data) for name, data in blobs.items()},
+        "optimizer": optimizer_json,
+        "meta": _as_json(dict(meta or {}), "meta"),
+        "rng": _encode_rng(rng or {}),
+    }
     blobs[STATE_FILE] = _dump_state(state)
 
     root = Path(run_dir) / CHECKPOINTS
@@ -144,16 +159,20 @@ def _split_optimizer_state(optimizer_state: Mapping[str, Any]) -> tuple[dict[str
     tensors, plain = {}, {}
     for index, entries in optimizer_state["state"].items():
         if isinstance(index, bool) or not isinstance(index, int):
-            raise TypeError(f"optimizer_state['state'] key {index!r}: allowed: int parameter indices, "
-                            "as Optimizer.state_dict() gives")
+            raise TypeError(
+                f"optimizer_state['state'] key {index!r}: allowed: int parameter indices, "
+                "as Optimizer.state_dict() gives"
+            )
         plain[str(index)] = {}
         for name, value in entries.items():
             if isinstance(value, torch.Tensor):
                 tensors[f"state.{index}.{name}"] = value
             else:
                 plain[str(index)][name] = value
-    return tensors, {"param_groups": _as_json(optimizer_state["param_groups"], "optimizer_state['param_groups']"),
-                     "state": _as_json(plain, "optimizer_state['state'] (its non-tensor values)")}
+    return tensors, {
+        "param_groups": _as_json(optimizer_state["param_groups"], "optimizer_state['param_groups']"),
+        "state": _as_json(plain, "optimizer_state['state'] (its non-tensor values)"),
+    }
 
 
 def _as_json(value: Any, what: str) -> Any:
@@ -203,7 +222,7 @@ def step_dirs(run_dir: str | os.PathLike) -> dict[int, Path]:
 
 def _prune(root: Path, newest: int, keep: int) -> None:
     older = sorted((step, path) for step, path in _step_dirs(root).items() if step < newest)
-    for _, path in older[:max(0, len(older) - (keep - 1))]:
+    for _, path in older[: max(0, len(older) - (keep - 1))]:
         shutil.rmtree(path)
 
 
@@ -222,8 +241,9 @@ def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
     except FileNotFoundError:
         return None
     if not STEP_DIR.fullmatch(name):
-        raise CheckpointError(f"{latest}: holds {name[:60]!r}, not a step directory name; allowed: "
-                              f"step-NNNNNNNN{_others(latest.parent)}")
+        raise CheckpointError(
+            f"{latest}: holds {name[:60]!r}, not a step directory name; allowed: step-NNNNNNNN{_others(latest.parent)}"
+        )
     if not (latest.parent / name).is_dir():
         raise CheckpointError(f"{latest}: names {name}, which is missing{_others(latest.parent)}")
     return latest.parent / name
@@ -241,9 +261,14 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     step_dir = _resolve(Path(path))
     state = _read_state(step_dir)
     model, optimizer = (_read_safetensors(step_dir, name, state["files"]) for name in (MODEL_FILE, OPTIMIZER_FILE))
-    return Checkpoint(path=step_dir, step=state["step"], model_state=model,
-                      optimizer_state=_join_optimizer_state(step_dir, optimizer, state["optimizer"]),
-                      meta=state["meta"], rng=_decode_rng(state["rng"]))
+    return Checkpoint(
+        path=step_dir,
+        step=state["step"],
+        model_state=model,
+        optimizer_state=_join_optimizer_state(step_dir, optimizer, state["optimizer"]),
+        meta=state["meta"],
+        rng=_decode_rng(state["rng"]),
+    )
 
 
 def _resolve(path: Path) -> Path:
@@ -255,8 +280,9 @@ def _resolve(path: Path) -> Path:
     if found is not None:
         return found
     if (path / CHECKPOINTS).is_dir():
-        raise CheckpointError(f"{path}: no checkpoint yet ({CHECKPOINTS}/{LATEST} is missing)"
-                              f"{_others(path / CHECKPOINTS)}")
+        raise CheckpointError(
+            f"{path}: no checkpoint yet ({CHECKPOINTS}/{LATEST} is missing){_others(path / CHECKPOINTS)}"
+        )
     raise CheckpointError(f"{path}: not a checkpoint directory; allowed: {ALLOWED_PATHS}")
 
 
@@ -283,8 +309,9 @@ def _read_state(step_dir: Path) -> dict[str, Any]:
     if state.pop("sha256", None) != _json_digest(state):
         raise _error(step_dir, STATE_FILE, "sha256 mismatch: the file was changed or corrupted")
     if state["step"] != int(STEP_DIR.fullmatch(step_dir.name)[1]):
-        raise _error(step_dir, STATE_FILE,
-                     f"holds step {state['step']}, not the directory's: the directory was renamed")
+        raise _error(
+            step_dir, STATE_FILE, f"holds step {state['step']}, not the directory's: the directory was renamed"
+        )
     return state
 
 
@@ -331,9 +358,11 @@ def restore_rng(rng: Mapping[str, Any]) -> None:
     """Put back the RNG states in ``rng`` (``capture_rng``'s dict, or ``Checkpoint.rng``); absent keys are left."""
     _check_rng_keys(rng)
     if "cuda" in rng and len(rng["cuda"]) > torch.cuda.device_count():
-        raise CheckpointError(f"rng holds CUDA generator states for {len(rng['cuda'])} devices but this process "
-                              f"sees {torch.cuda.device_count()}; allowed: at most as many as are visible "
-                              "(drop rng['cuda'] to restore only the CPU generators)")
+        raise CheckpointError(
+            f"rng holds CUDA generator states for {len(rng['cuda'])} devices but this process "
+            f"sees {torch.cuda.device_count()}; allowed: at most as many as are visible "
+            "(drop rng['cuda'] to restore only the CPU generators)"
+        )
     if "torch" in rng:
         torch.set_rng_state(rng["torch"])
     if "cuda" in rng:
@@ -354,13 +383,23 @@ def _b64_to_tensor(text: str) -> torch.Tensor:
 
 def _numpy_to_json(state: tuple) -> dict[str, Any]:
     kind, keys, pos, has_gauss, cached_gaussian = state
-    return {"kind": kind, "keys": np.asarray(keys).tolist(), "pos": int(pos), "has_gauss": int(has_gauss),
-            "cached_gaussian": float(cached_gaussian)}
+    return {
+        "kind": kind,
+        "keys": np.asarray(keys).tolist(),
+        "pos": int(pos),
+        "has_gauss": int(has_gauss),
+        "cached_gaussian": float(cached_gaussian),
+    }
 
 
 def _json_to_numpy(state: Mapping[str, Any]) -> tuple:
-    return (state["kind"], np.array(state["keys"], dtype=np.uint32), state["pos"], state["has_gauss"],
-            state["cached_gaussian"])
+    return (
+        state["kind"],
+        np.array(state["keys"], dtype=np.uint32),
+        state["pos"],
+        state["has_gauss"],
+        state["cached_gaussian"],
+    )
 
 
 def _python_to_json(state: tuple) -> dict[str, Any]:

@@ -37,8 +37,16 @@ def _check_int(section: str, name: str, value: Any, low: int, high: int | None =
         _fail(section, name, value, f"an int >= {low}" if high is None else f"an int in [{low}, {high}]")
 
 
-def _check_number(section: str, name: str, value: Any, low: float, high: float = math.inf, *,
-                  low_open: bool = False, high_open: bool = False) -> None:
+def _check_number(
+    section: str,
+    name: str,
+    value: Any,
+    low: float,
+    high: float = math.inf,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> None:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     if ok:
         ok = (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
@@ -84,12 +92,17 @@ class DataConfig:
         if self.shards is not None:
             if not (isinstance(self.shards, str) and self.shards):
                 _fail("data", "shards", self.shards, "a folder written by `attnlab prepare`, or unset")
-            given = [f"data.{name}" for name, unset in (("folder", None), ("patterns", None), ("tokenizer", "bytes"))
-                     if getattr(self, name) != unset]
+            given = [
+                f"data.{name}"
+                for name, unset in (("folder", None), ("patterns", None), ("tokenizer", "bytes"))
+                if getattr(self, name) != unset
+            ]
             if given:
-                raise ConfigError(f"data.shards is a corpus tokenized already, so {' and '.join(given)} cannot be "
-                                  "set with it (its meta.json records the corpus and tokenizer it was prepared "
-                                  "from); allowed: data.shards without them, or them without data.shards")
+                raise ConfigError(
+                    f"data.shards is a corpus tokenized already, so {' and '.join(given)} cannot be "
+                    "set with it (its meta.json records the corpus and tokenizer it was prepared "
+                    "from); allowed: data.shards without them, or them without data.shards"
+                )
 
 
 @dataclass(frozen=True)
@@ -120,8 +133,17 @@ class TrainConfig:
     tensorboard: bool = True
 
     def __post_init__(self) -> None:
-        for name, low in (("steps", 1), ("batch", 1), ("accum", 1), ("warmup", 0), ("seed", 0),
-                          ("eval_every", 1), ("eval_batches", 1), ("checkpoint_every", 0), ("keep", 1)):
+        for name, low in (
+            ("steps", 1),
+            ("batch", 1),
+            ("accum", 1),
+            ("warmup", 0),
+            ("seed", 0),
+            ("eval_every", 1),
+            ("eval_batches", 1),
+            ("checkpoint_every", 0),
+            ("keep", 1),
+        ):
             # torch and numpy seed from a 64-bit integer: a larger seed would overflow deep inside them
             _check_int("train", name, getattr(self, name), low, SEED_MAX if name == "seed" else None)
         if self.batch % self.accum:
@@ -188,8 +210,7 @@ class InterventionConfig:
         if not isinstance(self.count_early, bool):
             _fail("intervention", "count_early", self.count_early, "true or false")
         if self.forced < self.earliest:
-            raise ConfigError(f"intervention.forced ({self.forced}) must be >= intervention.earliest "
-                              f"({self.earliest})")
+            raise ConfigError(f"intervention.forced ({self.forced}) must be >= intervention.earliest ({self.earliest})")
 
     @property
     def active(self) -> bool:
@@ -282,9 +303,11 @@ def _with_shards_vocab(model: dict[str, Any], shards: str) -> dict[str, Any]:
         raise ConfigError(f"data.shards: {exc}") from None
     vocab = model.setdefault("vocab", tokenizer["vocab_size"])
     if isinstance(vocab, int) and not isinstance(vocab, bool) and vocab < tokenizer["vocab_size"]:
-        raise ConfigError(f"model.vocab ({vocab}) is smaller than the vocabulary of the shards in {shards} "
-                          f"({tokenizer['vocab_size']}, tokenizer {tokenizer['name']!r}); allowed: model.vocab >= "
-                          f"{tokenizer['vocab_size']}, or unset to take the shards'")
+        raise ConfigError(
+            f"model.vocab ({vocab}) is smaller than the vocabulary of the shards in {shards} "
+            f"({tokenizer['vocab_size']}, tokenizer {tokenizer['name']!r}); allowed: model.vocab >= "
+            f"{tokenizer['vocab_size']}, or unset to take the shards'"
+        )
     return model
 
 

@@ -91,8 +91,10 @@ class HFTokenizer:
     def __init__(self, tokenizer, name: str):
         eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.bos_token_id
         if eos is None:
-            raise DataError(f"tokenizer {name!r} has neither an eos nor a bos token, so documents cannot be "
-                            "separated; use a tokenizer with an eos token, or 'bytes'")
+            raise DataError(
+                f"tokenizer {name!r} has neither an eos nor a bos token, so documents cannot be "
+                "separated; use a tokenizer with an eos token, or 'bytes'"
+            )
         self.tokenizer, self.name, self.eos_id, self.vocab_size = tokenizer, name, int(eos), len(tokenizer)
 
     def encode(self, text: str) -> list[int]:
@@ -113,16 +115,20 @@ def load_tokenizer(spec: str) -> Tokenizer:
     if spec == "bytes":
         return ByteTokenizer()
     if not Path(spec).is_dir():
-        raise DataError(f"tokenizer {spec!r} is neither 'bytes' nor an existing folder; allowed: 'bytes' or a "
-                        "local tokenizer folder written by save_pretrained (nothing is downloaded)")
+        raise DataError(
+            f"tokenizer {spec!r} is neither 'bytes' nor an existing folder; allowed: 'bytes' or a "
+            "local tokenizer folder written by save_pretrained (nothing is downloaded)"
+        )
     # Imported here: transformers takes seconds to import and byte-level runs never need it.
     from transformers import AutoTokenizer
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(spec, local_files_only=True)
     except (OSError, ValueError) as err:
-        raise DataError(f"cannot load a tokenizer from folder {spec!r} ({err}); allowed: 'bytes' or a local "
-                        "tokenizer folder written by save_pretrained") from err
+        raise DataError(
+            f"cannot load a tokenizer from folder {spec!r} ({err}); allowed: 'bytes' or a local "
+            "tokenizer folder written by save_pretrained"
+        ) from err
     return HFTokenizer(tokenizer, spec)
 
 
@@ -152,13 +158,17 @@ def text_files(folder: str | Path | None = None, patterns: str | Sequence[str] |
         root, skip, source, default = Path(folder), frozenset(), str(folder), DEFAULT_PATTERNS
     patterns = default if patterns is None else (patterns,) if isinstance(patterns, str) else tuple(patterns)
     if not root.is_dir():
-        raise DataError(f"corpus folder {str(root)!r} does not exist; allowed: an existing folder of text "
-                        "files, or None for the Python standard library")
+        raise DataError(
+            f"corpus folder {str(root)!r} does not exist; allowed: an existing folder of text "
+            "files, or None for the Python standard library"
+        )
     files = sorted(_walk(root, patterns, skip))
     if not files:
-        raise DataError(f"corpus folder {str(root)!r} has no regular files matching {', '.join(patterns)} "
-                        "(hidden files skipped); allowed: a folder with at least one such file, or other "
-                        "patterns")
+        raise DataError(
+            f"corpus folder {str(root)!r} has no regular files matching {', '.join(patterns)} "
+            "(hidden files skipped); allowed: a folder with at least one such file, or other "
+            "patterns"
+        )
     return Corpus(root, tuple(files), patterns, source)
 
 
@@ -169,8 +179,11 @@ def _walk(root: Path, patterns: tuple[str, ...], skip: frozenset[str]) -> list[s
         dirs[:] = [d for d in dirs if d not in skip and not d.startswith(".")]
         rel = Path(here).relative_to(root)
         for name in names:
-            if (not name.startswith(".") and any(fnmatch.fnmatch(name, p) for p in patterns)
-                    and Path(here, name).is_file()):
+            if (
+                not name.startswith(".")
+                and any(fnmatch.fnmatch(name, p) for p in patterns)
+                and Path(here, name).is_file()
+            ):
                 found.append((rel / name).as_posix())
     return found
 
@@ -208,8 +221,9 @@ def split_corpus(corpus: Corpus, val_fraction: float = DEFAULT_VAL_FRACTION) -> 
     return split_files(corpus.files, val_fraction)
 
 
-def token_pieces(corpus: Corpus, tokenizer: Tokenizer, val_fraction: float = DEFAULT_VAL_FRACTION,
-                 max_tokens: int | None = None) -> Iterator[tuple[str, np.ndarray]]:
+def token_pieces(
+    corpus: Corpus, tokenizer: Tokenizer, val_fraction: float = DEFAULT_VAL_FRACTION, max_tokens: int | None = None
+) -> Iterator[tuple[str, np.ndarray]]:
     """The corpus's tokens as ``("train" | "val", int32 ids)`` pieces, every train piece first; joined per split
     they are the split's flat array.
 
@@ -237,7 +251,7 @@ def _documents(root: Path, files: Sequence[str], tokenizer: Tokenizer, max_token
         if max_tokens is not None and total >= max_tokens:
             return
         ids = tokenizer.encode_bytes((root / rel).read_bytes())
-        piece = (np.concatenate([eos, ids]) if i else ids)[:None if max_tokens is None else max_tokens - total]
+        piece = (np.concatenate([eos, ids]) if i else ids)[: None if max_tokens is None else max_tokens - total]
         total += len(piece)
         yield piece
 
@@ -245,8 +259,10 @@ def _documents(root: Path, files: Sequence[str], tokenizer: Tokenizer, max_token
 def check_request(context: int, seed: int, max_tokens: int | None) -> None:
     """Refuse a window length, seed or cap no stream can serve, before any tokenizing or mapping."""
     if context < 1 or seed < 0 or (max_tokens is not None and max_tokens < 1):
-        raise DataError(f"context {context}, seed {seed}, max_tokens {max_tokens}: allowed are context >= 1, "
-                        "seed >= 0 and max_tokens >= 1 or None")
+        raise DataError(
+            f"context {context}, seed {seed}, max_tokens {max_tokens}: allowed are context >= 1, "
+            "seed >= 0 and max_tokens >= 1 or None"
+        )
 
 
 @runtime_checkable
@@ -257,11 +273,13 @@ class Batches(Protocol):
 
     vocab_size: int
 
-    def train_batch(self, step: int, batch: int, rank: int = 0,
-                    world: int = 1) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def train_batch(
+        self, step: int, batch: int, rank: int = 0, world: int = 1
+    ) -> tuple[torch.Tensor, torch.Tensor]: ...
 
-    def val_batches(self, batch: int, n_batches: int | None = None, rank: int = 0,
-                    world: int = 1) -> list[tuple[torch.Tensor, torch.Tensor]]: ...
+    def val_batches(
+        self, batch: int, n_batches: int | None = None, rank: int = 0, world: int = 1
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]: ...
 
     def describe(self) -> dict: ...
 
@@ -274,15 +292,16 @@ class TokenWindows:
     positions (a read-only ``np.memmap`` included); only the rows a batch takes are read.
     """
 
-    def __init__(self, train_tokens: np.ndarray, val_tokens: np.ndarray, vocab_size: int, context: int,
-                 seed: int):
+    def __init__(self, train_tokens: np.ndarray, val_tokens: np.ndarray, vocab_size: int, context: int, seed: int):
         self.train_tokens, self.val_tokens = train_tokens, val_tokens
         self.vocab_size, self.context, self.seed = vocab_size, context, seed
         for split, tokens in (("train", train_tokens), ("validation", val_tokens)):
             if len(tokens) < context + 1:
-                raise DataError(f"the {split} split has {len(tokens)} tokens, fewer than context + 1 = "
-                                f"{context + 1}; allowed: a shorter context, a larger corpus, val_fraction or "
-                                "max_tokens")
+                raise DataError(
+                    f"the {split} split has {len(tokens)} tokens, fewer than context + 1 = "
+                    f"{context + 1}; allowed: a shorter context, a larger corpus, val_fraction or "
+                    "max_tokens"
+                )
 
     @property
     def n_train_tokens(self) -> int:
@@ -292,8 +311,7 @@ class TokenWindows:
     def n_val_tokens(self) -> int:
         return len(self.val_tokens)
 
-    def train_batch(self, step: int, batch: int, rank: int = 0,
-                    world: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    def train_batch(self, step: int, batch: int, rank: int = 0, world: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
         """Rank ``rank``'s rows of step ``step``'s global batch of ``batch`` windows, starts drawn uniformly
         from ``np.random.default_rng([seed, step])`` over every start with a full window."""
         if step < 0:
@@ -302,8 +320,9 @@ class TokenWindows:
         starts = np.random.default_rng([self.seed, step]).integers(0, self.n_train_tokens - self.context, size=batch)
         return self._windows(self.train_tokens, starts[lo:hi])
 
-    def val_batches(self, batch: int, n_batches: int | None = None, rank: int = 0,
-                    world: int = 1) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def val_batches(
+        self, batch: int, n_batches: int | None = None, rank: int = 0, world: int = 1
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Up to ``n_batches`` (all when None) full batches of disjoint validation windows, rank-sliced.
 
         The split is cut into consecutive windows of ``context + 1`` tokens; the ``n_batches * batch``
@@ -313,9 +332,11 @@ class TokenWindows:
         n_windows = self.n_val_tokens // (self.context + 1)
         available = n_windows // batch
         if available == 0:
-            raise DataError(f"the validation split has {n_windows} windows of context + 1 = {self.context + 1} "
-                            f"tokens, fewer than batch {batch}; allowed: a smaller batch or context, or a larger "
-                            "val_fraction")
+            raise DataError(
+                f"the validation split has {n_windows} windows of context + 1 = {self.context + 1} "
+                f"tokens, fewer than batch {batch}; allowed: a smaller batch or context, or a larger "
+                "val_fraction"
+            )
         count = available if n_batches is None else min(n_batches, available)
         # floor(i * n / k) is strictly increasing for k <= n, so the chosen windows never repeat.
         starts = (np.arange(count * batch) * n_windows // (count * batch)) * (self.context + 1)
@@ -336,8 +357,15 @@ class TextStream(TokenWindows):
     is split by position instead, its last ``val_fraction`` of tokens being validation (``token_pieces``).
     """
 
-    def __init__(self, corpus: Corpus, tokenizer: Tokenizer, context: int, seed: int = 0,
-                 val_fraction: float = DEFAULT_VAL_FRACTION, max_tokens: int | None = None):
+    def __init__(
+        self,
+        corpus: Corpus,
+        tokenizer: Tokenizer,
+        context: int,
+        seed: int = 0,
+        val_fraction: float = DEFAULT_VAL_FRACTION,
+        max_tokens: int | None = None,
+    ):
         check_request(context, seed, max_tokens)
         _check_fraction(val_fraction)
         self.corpus, self.tokenizer = corpus, tokenizer
@@ -352,9 +380,15 @@ class TextStream(TokenWindows):
     def describe(self) -> dict:
         """The stream's settings and sizes, for a run's config.json."""
         return {
-            "folder": self.corpus.source, "root": str(self.corpus.root), "patterns": list(self.corpus.patterns),
-            "tokenizer": self.tokenizer.name, "vocab_size": self.vocab_size, "context": self.context,
-            "seed": self.seed, "val_fraction": self.val_fraction, "max_tokens": self.max_tokens,
+            "folder": self.corpus.source,
+            "root": str(self.corpus.root),
+            "patterns": list(self.corpus.patterns),
+            "tokenizer": self.tokenizer.name,
+            "vocab_size": self.vocab_size,
+            "context": self.context,
+            "seed": self.seed,
+            "val_fraction": self.val_fraction,
+            "max_tokens": self.max_tokens,
             "split": "by position" if len(self.corpus.files) == 1 else "by file",
             "files": {"train": len(self.train_files), "val": len(self.val_files)},
             "tokens": {"train": self.n_train_tokens, "val": self.n_val_tokens},

@@ -64,8 +64,9 @@ def read_metrics(out: Path) -> list[dict[str, Any]]:
         except ValueError:
             record = None
         if not isinstance(record, dict) or not isinstance(record.get("step"), int):
-            raise TrainError(f"{path}, line {number}: not a metrics record; remove the line or start the run anew "
-                           "(--overwrite)")
+            raise TrainError(
+                f"{path}, line {number}: not a metrics record; remove the line or start the run anew (--overwrite)"
+            )
         records.append(record)
     return records
 
@@ -106,5 +107,10 @@ def outcome(out: str | os.PathLike) -> dict[str, Any]:
         return None if value is None or pd.isna(value) else float(value)
 
     released = read("released_at")
-    return {"steps": int(last.step), "loss": float(last.loss), "val_loss": read("val_loss"),
-            "val_ppl": read("val_ppl"), "released_at": None if released is None else int(released)}
+    return {
+        "steps": int(last.step),
+        "loss": float(last.loss),
+        "val_loss": read("val_loss"),
+        "val_ppl": read("val_ppl"),
+        "released_at": None if released is None else int(released),
+    }

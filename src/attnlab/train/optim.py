@@ -36,8 +36,11 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
         prefix = "upper_qk" if name in upper else ""
         key = (prefix or "decay") if decay else (f"{prefix}_no_decay" if prefix else "no_decay")
         buckets[key].append(param)
-    return [{"name": key, "params": params, "weight_decay": weight_decay if key in ("decay", "upper_qk") else 0.0}
-            for key, params in buckets.items() if params]
+    return [
+        {"name": key, "params": params, "weight_decay": weight_decay if key in ("decay", "upper_qk") else 0.0}
+        for key, params in buckets.items()
+        if params
+    ]
 
 
 def make_optimizer(model: nn.Module, lr: float, weight_decay: float, betas: tuple[float, float]) -> torch.optim.AdamW:

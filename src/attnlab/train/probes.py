@@ -159,8 +159,10 @@ def _check_tokens(model: nn.Module) -> None:
     if not isinstance(model, Decoder):
         raise ValueError(f"the Zhu et al. 2026 probes need attnlab's own Decoder, got {type(model).__name__}")
     if model.cfg.inputs != "tokens":
-        raise ValueError(f"the Zhu et al. 2026 probes need a token-mode model (model.inputs tokens: ids in, logits "
-                         f"out), got inputs {model.cfg.inputs!r}")
+        raise ValueError(
+            f"the Zhu et al. 2026 probes need a token-mode model (model.inputs tokens: ids in, logits "
+            f"out), got inputs {model.cfg.inputs!r}"
+        )
 
 
 def _entropy_sum(block: WeightBlock) -> tuple[torch.Tensor, torch.Tensor]:
@@ -189,8 +191,9 @@ class UpperEntropyTracker:
         """Mean normalized entropy over upper layers, heads, batch and rows with >= 2 allowed keys: a
         differentiable scalar (NaN if no row had two keys)."""
         if not self._entropy.sums:
-            raise RuntimeError("the upper-entropy tracker saw no attention weights; run the model's forward "
-                               "inside its context")
+            raise RuntimeError(
+                "the upper-entropy tracker saw no attention weights; run the model's forward inside its context"
+            )
         return torch.stack([self._entropy.mean(i) for i in sorted(self._entropy.sums)]).mean()
 
 
@@ -217,7 +220,8 @@ def zeroed(model: Decoder, layers: Iterable[int], projections: Sequence[str]) ->
         for i in layers:
             for name in projections:
                 handle = getattr(model.layers[i].attn, name).register_forward_hook(
-                    lambda module, inputs, output: torch.zeros_like(output))
+                    lambda module, inputs, output: torch.zeros_like(output)
+                )
                 stack.callback(handle.remove)
         yield
 
@@ -251,8 +255,9 @@ def _ffn_writes(model: Decoder) -> Iterator[_PerLayer]:
         yield writes
 
 
-def _attention_readout(model: Decoder, ids: torch.Tensor, *, entropy: bool, logits: bool,
-                       copy: bool) -> tuple[torch.Tensor, dict[str, _PerLayer], _PerLayer]:
+def _attention_readout(
+    model: Decoder, ids: torch.Tensor, *, entropy: bool, logits: bool, copy: bool
+) -> tuple[torch.Tensor, dict[str, _PerLayer], _PerLayer]:
     """One observed forward: per-layer entropy, score-square and lower-copy sums, and the FFN writes."""
     lower = lower_layers(len(model.layers))
     previous = previous_occurrence(ids) if copy else None
@@ -263,7 +268,9 @@ def _attention_readout(model: Decoder, ids: torch.Tensor, *, entropy: bool, logi
             sums["entropy"].add(block.layer, *_entropy_sum(block))
         if copy and block.layer in lower:
             start = _first_position(block)
-            sums["copy"].add(block.layer, *copy_mass(block.weights, previous[:, start:start + block.weights.shape[2]]))
+            sums["copy"].add(
+                block.layer, *copy_mass(block.weights, previous[:, start : start + block.weights.shape[2]])
+            )
 
     def on_scores(block: ScoreBlock) -> None:
         sums["logit"].add(block.layer, *score_square_sum(block.scores, block.allowed))
@@ -307,8 +314,9 @@ def _qk_spectra(model: Decoder, initial: Mapping[str, torch.Tensor] | None) -> d
     names = [f"layers.{i}.attn.{p}.weight" for i in upper for p in ("q_proj", "k_proj")]
     missing = [n for n in names if initial is not None and n not in initial]
     if missing:
-        raise ValueError(f"initial lacks the upper Q/K weights {missing}; give the model's initial "
-                         "state_dict entries for them")
+        raise ValueError(
+            f"initial lacks the upper Q/K weights {missing}; give the model's initial state_dict entries for them"
+        )
     record: dict[str, float] = {}
     for i in upper:
         attn = model.layers[i].attn
@@ -317,8 +325,11 @@ def _qk_spectra(model: Decoder, initial: Mapping[str, torch.Tensor] | None) -> d
         # its rows first
         record[f"qk_sigma_max/{i}"] = float(torch.linalg.matrix_norm(bilinear, ord=2).max())
         if initial is not None:
-            start = qk_bilinear(initial[f"layers.{i}.attn.q_proj.weight"].to(bilinear.device),
-                                initial[f"layers.{i}.attn.k_proj.weight"].to(bilinear.device), heads)
+            start = qk_bilinear(
+                initial[f"layers.{i}.attn.q_proj.weight"].to(bilinear.device),
+                initial[f"layers.{i}.attn.k_proj.weight"].to(bilinear.device),
+                heads,
+            )
             record[f"qk_sigma_shift/{i}"] = float(torch.linalg.matrix_norm(bilinear - start, ord=2).max())
     for key in ("qk_sigma_max", "qk_sigma_shift"):
         values = [record[f"{key}/{i}"] for i in upper if f"{key}/{i}" in record]
@@ -327,8 +338,9 @@ def _qk_spectra(model: Decoder, initial: Mapping[str, torch.Tensor] | None) -> d
     return record
 
 
-def probe(model: Decoder, ids: torch.Tensor, targets: torch.Tensor, *,
-          initial: Mapping[str, torch.Tensor] | None = None) -> dict[str, float]:
+def probe(
+    model: Decoder, ids: torch.Tensor, targets: torch.Tensor, *, initial: Mapping[str, torch.Tensor] | None = None
+) -> dict[str, float]:
     """Every Zhu et al. 2026 probe on one evaluation batch ids, targets (batch, tokens).
 
     Zhu et al. 2026 §2, §4, §5.3-5.6, App. C, D, G. Keys (upper half L//2 .. L-1, lower half 0 .. L//2-1):
@@ -374,8 +386,9 @@ def probe(model: Decoder, ids: torch.Tensor, targets: torch.Tensor, *,
     record.update({f"logit/{i}": v for i, v in sorted(logit.items())})
     record.update(upper_logit=_half_mean(logit, upper), lower_logit=_half_mean(logit, lower))
     # NaN, not a ZeroDivisionError, when the lower logits are all zero (or there is no lower half)
-    record["upper_lower_logit_ratio"] = (record["upper_logit"] / record["lower_logit"] if record["lower_logit"]
-                                         else math.nan)
+    record["upper_lower_logit_ratio"] = (
+        record["upper_logit"] / record["lower_logit"] if record["lower_logit"] else math.nan
+    )
     record.update({f"ffn_write_rms/{i}": v for i, v in sorted(rms.items())})
     if rms:
         record["upper_ffn_write_rms"] = _half_mean(rms, upper)

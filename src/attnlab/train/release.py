@@ -20,8 +20,12 @@ from .config import InterventionConfig
 
 # App. F, Table 8: the main rule and its neighbours, as InterventionConfig changes.
 TABLE8_RULES: dict[str, dict[str, float]] = {
-    "main rule": {}, "lower threshold": {"threshold": 0.003}, "higher threshold": {"threshold": 0.007},
-    "no patience": {"patience": 1}, "stricter patience": {"patience": 5}, "shorter forced window": {"forced": 0.08},
+    "main rule": {},
+    "lower threshold": {"threshold": 0.003},
+    "higher threshold": {"threshold": 0.007},
+    "no patience": {"patience": 1},
+    "stricter patience": {"patience": 5},
+    "shorter forced window": {"forced": 0.08},
 }
 
 
@@ -80,7 +84,7 @@ class Release:
         if not self.cfg.active or self.released_at is not None or self.cfg.release != "rule" or step < earliest:
             return
         counted = self.scores if self.cfg.count_early else [s for s in self.scores if s[0] >= earliest]
-        recent = [rule_score(self.cfg, raw, chance) for _, raw, chance in counted[-self.cfg.patience:]]
+        recent = [rule_score(self.cfg, raw, chance) for _, raw, chance in counted[-self.cfg.patience :]]
         if len(recent) == self.cfg.patience and all(s >= self.cfg.threshold for s in recent):
             self.released_at, self.reason = step, "rule"
 
@@ -128,8 +132,12 @@ def replay(cfg: InterventionConfig, steps: int, evaluations: Iterable[tuple[int,
     return rule
 
 
-def table8(cfg: InterventionConfig, steps: int, evaluations: Iterable[tuple[int, float, float]],
-           rules: dict[str, dict[str, float]] | None = None) -> list[dict]:
+def table8(
+    cfg: InterventionConfig,
+    steps: int,
+    evaluations: Iterable[tuple[int, float, float]],
+    rules: dict[str, dict[str, float]] | None = None,
+) -> list[dict]:
     """Per rule variant (Table 8's by default, each a change to ``cfg``): its threshold, patience, window and
     the release step and fraction of training the replay gives."""
     evaluations = list(evaluations)
@@ -137,10 +145,18 @@ def table8(cfg: InterventionConfig, steps: int, evaluations: Iterable[tuple[int,
     for name, changes in (TABLE8_RULES if rules is None else rules).items():
         variant = dataclasses.replace(cfg, **changes)
         rule = replay(variant, steps, evaluations)
-        rows.append({"rule": name, "score": variant.score, "threshold": variant.threshold,
-                     "patience": variant.patience, "window": f"{variant.earliest:.0%}-{variant.forced:.0%}",
-                     "released_at": rule.released_at, "fraction": None if rule.released_at is None
-                     else rule.released_at / steps, "reason": rule.reason})
+        rows.append(
+            {
+                "rule": name,
+                "score": variant.score,
+                "threshold": variant.threshold,
+                "patience": variant.patience,
+                "window": f"{variant.earliest:.0%}-{variant.forced:.0%}",
+                "released_at": rule.released_at,
+                "fraction": None if rule.released_at is None else rule.released_at / steps,
+                "reason": rule.reason,
+            }
+        )
     return rows
 
 
@@ -158,13 +174,20 @@ def cadence_warnings(cfg: InterventionConfig, steps: int, eval_every: int, chanc
     inside = [s for s in evals if earliest <= s < forced]
     usable = len([s for s in evals if s < forced]) if cfg.count_early and inside else len(inside)
     if usable < cfg.patience:
-        fix = (f"evaluate at least every {(forced - earliest) // cfg.patience} steps"
-               if forced - earliest >= cfg.patience else "train for more steps")
-        found.append(f"the release rule cannot fire: {len(inside)} evaluations (every {eval_every} steps) fall in "
-                     f"its window, steps {earliest} to {forced - 1} of {steps}, and it needs {cfg.patience} in a "
-                     f"row; it will be forced at step {forced}: {fix}")
+        fix = (
+            f"evaluate at least every {(forced - earliest) // cfg.patience} steps"
+            if forced - earliest >= cfg.patience
+            else "train for more steps"
+        )
+        found.append(
+            f"the release rule cannot fire: {len(inside)} evaluations (every {eval_every} steps) fall in "
+            f"its window, steps {earliest} to {forced - 1} of {steps}, and it needs {cfg.patience} in a "
+            f"row; it will be forced at step {forced}: {fix}"
+        )
     if cfg.score == "raw" and math.isfinite(chance) and chance >= cfg.threshold:
-        found.append(f"uniform attention alone scores {chance:.4f} on the lower-copy metric of this context, at or "
-                     f"above the threshold {cfg.threshold}: the raw rule fires at its first chance whatever the "
-                     f"model learned (it fires at initialization); set intervention.score: excess")
+        found.append(
+            f"uniform attention alone scores {chance:.4f} on the lower-copy metric of this context, at or "
+            f"above the threshold {cfg.threshold}: the raw rule fires at its first chance whatever the "
+            f"model learned (it fires at initialization); set intervention.score: excess"
+        )
     return found

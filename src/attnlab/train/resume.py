@@ -35,8 +35,12 @@ def _flat(config: dict[str, Any]) -> dict[str, Any]:
 
 def _field_defaults() -> dict[str, Any]:
     """Every run-config field that has a default, flat ("model.readout": "stream")."""
-    return {f"{section}.{f.name}": f.default for section, cls in {"model": ModelConfig, **SECTIONS}.items()
-            for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
+    return {
+        f"{section}.{f.name}": f.default
+        for section, cls in {"model": ModelConfig, **SECTIONS}.items()
+        for f in dataclasses.fields(cls)
+        if f.default is not dataclasses.MISSING
+    }
 
 
 def _check_resumable(saved: dict[str, Any], current: dict[str, Any]) -> None:

@@ -6,7 +6,8 @@
 ``prepare`` tokenizes a corpus with ``data.token_pieces``, so with exactly ``TextStream``'s files, split,
 document order and eos placement, and writes a shard folder: ``train.bin`` and ``val.bin`` (each split's
 flat ids, little-endian, uint16 when the vocabulary fits in 16 bits, else uint32) and ``meta.json`` (the
-format, tokenizer, dtype, token and file counts, each file's SHA-256, and the corpus settings used). ``ShardStream`` maps the
+format, tokenizer, dtype, token and file counts, each file's SHA-256, and the corpus settings used). ``ShardStream``
+maps the
 two files read-only and draws windows through ``data.TokenWindows``, so its batches equal ``TextStream``'s
 for the same corpus, tokenizer, context, seed, val_fraction and max_tokens, bit for bit, and a start reads
 only the windows it uses instead of tokenizing the corpus in every process.
@@ -53,9 +54,16 @@ def token_dtype(vocab_size: int) -> str:
     return "uint16" if vocab_size <= 2**16 else "uint32"
 
 
-def prepare(out: str | os.PathLike, *, folder: str | os.PathLike | None = None, tokenizer: str = "bytes",
-            patterns: str | Sequence[str] | None = None, val_fraction: float = DEFAULT_VAL_FRACTION,
-            max_tokens: int | None = None, overwrite: bool = False) -> dict[str, Any]:
+def prepare(
+    out: str | os.PathLike,
+    *,
+    folder: str | os.PathLike | None = None,
+    tokenizer: str = "bytes",
+    patterns: str | Sequence[str] | None = None,
+    val_fraction: float = DEFAULT_VAL_FRACTION,
+    max_tokens: int | None = None,
+    overwrite: bool = False,
+) -> dict[str, Any]:
     """Tokenize the corpus (``data.text_files(folder, patterns)``) once into the shard folder ``out``; returns
     its meta.json.
 
@@ -89,17 +97,22 @@ def _check_target(out: Path, overwrite: bool) -> None:
     if not out.is_dir():
         return
     if not overwrite:
-        raise io.OutputError(f"{out} already exists; pass --overwrite to replace it (it stays intact until the new "
-                             "shards are complete), or choose another --out")
+        raise io.OutputError(
+            f"{out} already exists; pass --overwrite to replace it (it stays intact until the new "
+            "shards are complete), or choose another --out"
+        )
     held = sorted(e.name for e in out.iterdir())
     if held and not (out / META).is_file():
-        raise io.OutputError(f"{out} holds files that prepare did not write ({', '.join(held[:4])}"
-                             f"{', ...' if len(held) > 4 else ''}) and no {META}; --overwrite replaces only "
-                             "an empty folder or a shard folder: choose another --out")
+        raise io.OutputError(
+            f"{out} holds files that prepare did not write ({', '.join(held[:4])}"
+            f"{', ...' if len(held) > 4 else ''}) and no {META}; --overwrite replaces only "
+            "an empty folder or a shard folder: choose another --out"
+        )
 
 
-def _write(folder: Path, corpus: Corpus, tokenizer: Tokenizer, val_fraction: float,
-           max_tokens: int | None) -> dict[str, Any]:
+def _write(
+    folder: Path, corpus: Corpus, tokenizer: Tokenizer, val_fraction: float, max_tokens: int | None
+) -> dict[str, Any]:
     dtype = token_dtype(tokenizer.vocab_size)
     counts = dict.fromkeys(BINS, 0)
     digests = {split: hashlib.sha256() for split in BINS}
@@ -108,8 +121,10 @@ def _write(folder: Path, corpus: Corpus, tokenizer: Tokenizer, val_fraction: flo
         for split, piece in token_pieces(corpus, tokenizer, val_fraction, max_tokens):
             # a wrong id would wrap silently in the narrower dtype, and be a wrong token ever after
             if len(piece) and (piece.min() < 0 or piece.max() >= tokenizer.vocab_size):
-                raise DataError(f"tokenizer {tokenizer.name!r} gave ids outside [0, {tokenizer.vocab_size}) "
-                                f"(min {piece.min()}, max {piece.max()}); allowed: ids below its vocab_size")
+                raise DataError(
+                    f"tokenizer {tokenizer.name!r} gave ids outside [0, {tokenizer.vocab_size}) "
+                    f"(min {piece.min()}, max {piece.max()}); allowed: ids below its vocab_size"
+                )
             data = piece.astype(DTYPES[dtype]).tobytes()
             files[split].write(data)
             digests[split].update(data)
@@ -119,17 +134,28 @@ def _write(folder: Path, corpus: Corpus, tokenizer: Tokenizer, val_fraction: flo
             os.fsync(file.fileno())
     for split, n in counts.items():
         if n < 2:
-            raise DataError(f"the {split} split of {corpus.source!r} has {n} tokens; a window needs at least 2; "
-                            "allowed: a corpus with text on both sides of the split, or a larger val_fraction")
+            raise DataError(
+                f"the {split} split of {corpus.source!r} has {n} tokens; a window needs at least 2; "
+                "allowed: a corpus with text on both sides of the split, or a larger val_fraction"
+            )
     train, val = split_corpus(corpus, val_fraction)
-    meta = {"format": FORMAT,
-            "tokenizer": {"name": tokenizer.name, "vocab_size": tokenizer.vocab_size, "eos_id": tokenizer.eos_id},
-            "dtype": dtype, "byteorder": "little", "tokens": counts,
-            "sha256": {split: digest.hexdigest() for split, digest in digests.items()},
-            "files": {"train": len(train), "val": len(val)},
-            "split": "by position" if len(corpus.files) == 1 else "by file",
-            "corpus": {"folder": corpus.source, "root": str(corpus.root), "patterns": list(corpus.patterns),
-                       "val_fraction": val_fraction, "max_tokens": max_tokens}}
+    meta = {
+        "format": FORMAT,
+        "tokenizer": {"name": tokenizer.name, "vocab_size": tokenizer.vocab_size, "eos_id": tokenizer.eos_id},
+        "dtype": dtype,
+        "byteorder": "little",
+        "tokens": counts,
+        "sha256": {split: digest.hexdigest() for split, digest in digests.items()},
+        "files": {"train": len(train), "val": len(val)},
+        "split": "by position" if len(corpus.files) == 1 else "by file",
+        "corpus": {
+            "folder": corpus.source,
+            "root": str(corpus.root),
+            "patterns": list(corpus.patterns),
+            "val_fraction": val_fraction,
+            "max_tokens": max_tokens,
+        },
+    }
     with open(folder / META, "x", encoding="utf-8") as file:
         file.write(json.dumps(meta, indent=2, sort_keys=True) + "\n")
         file.flush()
@@ -152,8 +178,9 @@ def read_meta(folder: str | os.PathLike) -> dict[str, Any]:
         raise DataError(f"{folder / META} is not readable JSON ({exc}); allowed: {WHAT}") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         found = meta.get("format") if isinstance(meta, dict) else None
-        raise DataError(f"{folder / META} has format {found!r}; this attnlab reads format {FORMAT}: prepare the "
-                        "shards again")
+        raise DataError(
+            f"{folder / META} has format {found!r}; this attnlab reads format {FORMAT}: prepare the shards again"
+        )
     try:
         vocab, eos, dtype = meta["tokenizer"]["vocab_size"], meta["tokenizer"]["eos_id"], meta["dtype"]
         counts, n_files = [meta["tokens"][split] for split in BINS], [meta["files"][split] for split in BINS]
@@ -163,20 +190,32 @@ def read_meta(folder: str | os.PathLike) -> dict[str, Any]:
         raise DataError(f"{folder / META} lacks field {exc}; allowed: {WHAT}") from None
     except TypeError as exc:
         raise DataError(f"{folder / META} is not a shard meta.json ({exc}); allowed: {WHAT}") from None
-    if not (_count(vocab, 1) and _count(eos, 0) and eos < vocab and dtype == token_dtype(vocab)
-            and all(_count(n, 2) for n in counts) and all(_count(n, 1) for n in n_files)
-            and (cap is None or _count(cap, 1)) and _fraction(fraction) and split_by in ("by file", "by position")
-            and all(isinstance(d, str) and len(d) == 64 for d in digests)):
-        raise DataError(f"{folder / META} is inconsistent (vocab_size {vocab!r}, eos_id {eos!r}, dtype {dtype!r}, "
-                        f"tokens {meta['tokens']!r}, files {meta['files']!r}, max_tokens {cap!r}, val_fraction "
-                        f"{fraction!r}, split {split_by!r}, sha256 {meta['sha256']!r}); allowed: {WHAT}")
+    if not (
+        _count(vocab, 1)
+        and _count(eos, 0)
+        and eos < vocab
+        and dtype == token_dtype(vocab)
+        and all(_count(n, 2) for n in counts)
+        and all(_count(n, 1) for n in n_files)
+        and (cap is None or _count(cap, 1))
+        and _fraction(fraction)
+        and split_by in ("by file", "by position")
+        and all(isinstance(d, str) and len(d) == 64 for d in digests)
+    ):
+        raise DataError(
+            f"{folder / META} is inconsistent (vocab_size {vocab!r}, eos_id {eos!r}, dtype {dtype!r}, "
+            f"tokens {meta['tokens']!r}, files {meta['files']!r}, max_tokens {cap!r}, val_fraction "
+            f"{fraction!r}, split {split_by!r}, sha256 {meta['sha256']!r}); allowed: {WHAT}"
+        )
     for split, n in zip(BINS, counts):
         path, expected = folder / BINS[split], n * DTYPES[dtype].itemsize
         size = path.stat().st_size if path.is_file() else None
         if size != expected:
             held = "is missing" if size is None else f"holds {size} bytes"
-            raise DataError(f"{path} {held}, but {META} says {n} {dtype} tokens ({expected} bytes): the folder is "
-                            "incomplete or damaged; prepare it again")
+            raise DataError(
+                f"{path} {held}, but {META} says {n} {dtype} tokens ({expected} bytes): the folder is "
+                "incomplete or damaged; prepare it again"
+            )
     return meta
 
 
@@ -197,25 +236,37 @@ class ShardStream(TokenWindows):
     split; a number must be the one they were prepared with (a split cannot change without tokenizing again).
     """
 
-    def __init__(self, folder: str | os.PathLike, context: int, seed: int = 0, val_fraction: float | None = None,
-                 max_tokens: int | None = None):
+    def __init__(
+        self,
+        folder: str | os.PathLike,
+        context: int,
+        seed: int = 0,
+        val_fraction: float | None = None,
+        max_tokens: int | None = None,
+    ):
         check_request(context, seed, max_tokens)
         self.folder = Path(folder)
         self.meta = meta = read_meta(self.folder)
         prepared = meta["corpus"]
         if val_fraction is not None and val_fraction != prepared["val_fraction"]:
-            raise DataError(f"the shards in {self.folder} were split with val_fraction {prepared['val_fraction']}, "
-                            f"not {val_fraction}; allowed: val_fraction unset or {prepared['val_fraction']}, or "
-                            f"prepare them again with --val-fraction {val_fraction}")
+            raise DataError(
+                f"the shards in {self.folder} were split with val_fraction {prepared['val_fraction']}, "
+                f"not {val_fraction}; allowed: val_fraction unset or {prepared['val_fraction']}, or "
+                f"prepare them again with --val-fraction {val_fraction}"
+            )
         if max_tokens is not None and prepared["max_tokens"] is not None and max_tokens > prepared["max_tokens"]:
-            raise DataError(f"the shards in {self.folder} hold at most {prepared['max_tokens']} tokens per split "
-                            f"(prepared with --max-tokens {prepared['max_tokens']}), fewer than max_tokens "
-                            f"{max_tokens}; allowed: max_tokens <= {prepared['max_tokens']} or unset, or prepare "
-                            "them again with a larger --max-tokens")
+            raise DataError(
+                f"the shards in {self.folder} hold at most {prepared['max_tokens']} tokens per split "
+                f"(prepared with --max-tokens {prepared['max_tokens']}), fewer than max_tokens "
+                f"{max_tokens}; allowed: max_tokens <= {prepared['max_tokens']} or unset, or prepare "
+                "them again with a larger --max-tokens"
+            )
         self.max_tokens = prepared["max_tokens"] if max_tokens is None else max_tokens
         dtype = DTYPES[meta["dtype"]]
-        train, val = (np.memmap(self.folder / BINS[split], dtype=dtype, mode="r", shape=(meta["tokens"][split],))
-                      [:max_tokens] for split in BINS)
+        train, val = (
+            np.memmap(self.folder / BINS[split], dtype=dtype, mode="r", shape=(meta["tokens"][split],))[:max_tokens]
+            for split in BINS
+        )
         super().__init__(train, val, meta["tokenizer"]["vocab_size"], context, seed)
 
     def describe(self) -> dict:
@@ -224,9 +275,18 @@ class ShardStream(TokenWindows):
         the shards were prepared again with other content)."""
         meta, prepared = self.meta, self.meta["corpus"]
         return {
-            "shards": str(self.folder), "folder": prepared["folder"], "root": prepared["root"],
-            "patterns": prepared["patterns"], "tokenizer": meta["tokenizer"]["name"], "vocab_size": self.vocab_size,
-            "context": self.context, "seed": self.seed, "val_fraction": prepared["val_fraction"],
-            "max_tokens": self.max_tokens, "split": meta["split"], "files": meta["files"],
-            "tokens": {"train": self.n_train_tokens, "val": self.n_val_tokens}, "sha256": meta["sha256"],
+            "shards": str(self.folder),
+            "folder": prepared["folder"],
+            "root": prepared["root"],
+            "patterns": prepared["patterns"],
+            "tokenizer": meta["tokenizer"]["name"],
+            "vocab_size": self.vocab_size,
+            "context": self.context,
+            "seed": self.seed,
+            "val_fraction": prepared["val_fraction"],
+            "max_tokens": self.max_tokens,
+            "split": meta["split"],
+            "files": meta["files"],
+            "tokens": {"train": self.n_train_tokens, "val": self.n_val_tokens},
+            "sha256": meta["sha256"],
         }

@@ -55,11 +55,21 @@ def make_stream(cfg: RunConfig) -> TokenWindows:
     if data.shards is not None:
         # a val_fraction left at its default takes the shards' split; another one must be theirs
         fraction = None if data.val_fraction == DEFAULT_VAL_FRACTION else data.val_fraction
-        return ShardStream(data.shards, context=cfg.model.context, seed=cfg.train.seed, val_fraction=fraction,
-                           max_tokens=data.max_tokens)
-    return TextStream(text_files(data.folder, data.patterns), load_tokenizer(data.tokenizer),
-                      context=cfg.model.context, seed=cfg.train.seed, val_fraction=data.val_fraction,
-                      max_tokens=data.max_tokens)
+        return ShardStream(
+            data.shards,
+            context=cfg.model.context,
+            seed=cfg.train.seed,
+            val_fraction=fraction,
+            max_tokens=data.max_tokens,
+        )
+    return TextStream(
+        text_files(data.folder, data.patterns),
+        load_tokenizer(data.tokenizer),
+        context=cfg.model.context,
+        seed=cfg.train.seed,
+        val_fraction=data.val_fraction,
+        max_tokens=data.max_tokens,
+    )
 
 
 def _step_seed(seed: int, step: int, rank: int) -> int:
@@ -90,9 +100,19 @@ class Trainer:
     the updates made. The stop is saved in the checkpoint: a resumed run that had stopped trains no further.
     """
 
-    def __init__(self, cfg: RunConfig, out: str | Path, *, resume: bool = False, overwrite: bool = False,
-                 progress: bool = True, world: World | None = None, stream: Batches | None = None,
-                 eval_hooks: Sequence[EvalHook] = (), stop_linf: float | None = None) -> None:
+    def __init__(
+        self,
+        cfg: RunConfig,
+        out: str | Path,
+        *,
+        resume: bool = False,
+        overwrite: bool = False,
+        progress: bool = True,
+        world: World | None = None,
+        stream: Batches | None = None,
+        eval_hooks: Sequence[EvalHook] = (),
+        stop_linf: float | None = None,
+    ) -> None:
         self.world = world or init_world()
         self.out = Path(out)
         self.progress = progress and self.world.main
@@ -102,22 +122,33 @@ class Trainer:
         self.tokens = cfg.model.inputs == "tokens"
         self.loss = loss if self.tokens else vector_loss
         if self.tokens and self.stream.vocab_size > cfg.model.vocab:
-            raise ConfigError(f"model.vocab ({cfg.model.vocab}) is smaller than the stream's vocabulary "
-                              f"({self.stream.vocab_size})")
+            raise ConfigError(
+                f"model.vocab ({cfg.model.vocab}) is smaller than the stream's vocabulary ({self.stream.vocab_size})"
+            )
         t = cfg.train
         if (t.batch // self.world.size) % t.accum or t.batch % self.world.size:
-            raise ConfigError(f"train.batch ({t.batch}) must split evenly over {self.world.size} processes and then "
-                              f"over train.accum ({t.accum}) micro-batches")
-        if stop_linf is not None and (self.tokens or isinstance(stop_linf, bool)
-                                      or not isinstance(stop_linf, (int, float)) or not 0 < stop_linf < math.inf):
-            raise ConfigError(f"stop_linf must be None or a finite number > 0 with model.inputs vectors (the l-inf "
-                              f"loss is a vector task's), got {stop_linf!r} with inputs {cfg.model.inputs!r}")
+            raise ConfigError(
+                f"train.batch ({t.batch}) must split evenly over {self.world.size} processes and then "
+                f"over train.accum ({t.accum}) micro-batches"
+            )
+        if stop_linf is not None and (
+            self.tokens
+            or isinstance(stop_linf, bool)
+            or not isinstance(stop_linf, (int, float))
+            or not 0 < stop_linf < math.inf
+        ):
+            raise ConfigError(
+                f"stop_linf must be None or a finite number > 0 with model.inputs vectors (the l-inf "
+                f"loss is a vector task's), got {stop_linf!r} with inputs {cfg.model.inputs!r}"
+            )
         self.stop_linf = stop_linf
         # the batch that met the stop rule: {"step", "linf", "loss"}; None while the run has not stopped
         self.stopped: dict[str, Any] | None = None
         if cfg.intervention.active and not self.tokens:
-            raise ConfigError("the intervention table (Zhu et al. 2026) needs model.inputs tokens: its release rule "
-                              "and entropy floor read token repeats and attention rows of a language model")
+            raise ConfigError(
+                "the intervention table (Zhu et al. 2026) needs model.inputs tokens: its release rule "
+                "and entropy floor read token repeats and attention rows of a language model"
+            )
         if cfg.intervention.entropy_floor > 0 and cfg.model.layers < 2:
             raise ConfigError("intervention.entropy_floor needs model.layers >= 2 (it acts on the upper half)")
         torch.manual_seed(t.seed)
@@ -132,7 +163,8 @@ class Trainer:
         self.net: nn.Module = self.model
         if self.world.size > 1:
             self.net = nn.parallel.DistributedDataParallel(
-                self.model, device_ids=[self.world.device.index] if self.world.device.type == "cuda" else None)
+                self.model, device_ids=[self.world.device.index] if self.world.device.type == "cuda" else None
+            )
 
     def _release_warnings(self) -> list[str]:
         """``release.cadence_warnings`` for this run, also issued as RuntimeWarnings (main process only)."""
@@ -157,20 +189,26 @@ class Trainer:
         foreign = [name for name in visible if name not in RUN_FILES]
         if resume:
             if visible and not _is_run(self.out):
-                raise TrainError(f"--resume: {self.out} holds no attnlab run to continue ({', '.join(visible[:4])}"
-                               f"{', ...' if len(visible) > 4 else ''}); choose the run's folder, or a new --out")
+                raise TrainError(
+                    f"--resume: {self.out} holds no attnlab run to continue ({', '.join(visible[:4])}"
+                    f"{', ...' if len(visible) > 4 else ''}); choose the run's folder, or a new --out"
+                )
             return
         if foreign and not present and not overwrite:
-            raise TrainError(f"{self.out} holds files train did not write ({', '.join(foreign[:4])}"
-                           f"{', ...' if len(foreign) > 4 else ''}); pass --overwrite to write beside them, or choose "
-                           "another --out")
+            raise TrainError(
+                f"{self.out} holds files train did not write ({', '.join(foreign[:4])}"
+                f"{', ...' if len(foreign) > 4 else ''}); pass --overwrite to write beside them, or choose "
+                "another --out"
+            )
         if not present:
             return
         if not overwrite:
             found = ckpt.latest_checkpoint(self.out)
             held = f"a run (checkpoint {found.name})" if found is not None else ", ".join(present)
-            raise TrainError(f"{self.out} already holds {held}; pass --resume to continue it, --overwrite to start "
-                           "clean, or choose another --out")
+            raise TrainError(
+                f"{self.out} already holds {held}; pass --resume to continue it, --overwrite to start "
+                "clean, or choose another --out"
+            )
         for name in present:
             io.remove(self.out / name)
 
@@ -186,8 +224,10 @@ class Trainer:
             if "data" in state.meta:  # the same config can name other data: a corpus or shards made again
                 ckpt.check_compatible(state.meta["data"]["stream"], self.stream.describe(), what="training data")
             if state.meta.get("stop_linf") != self.stop_linf:
-                raise TrainError(f"{found} was trained with stop_linf {state.meta.get('stop_linf')!r} and this run "
-                               f"asks {self.stop_linf!r}: resume with the same rule or start anew (--overwrite)")
+                raise TrainError(
+                    f"{found} was trained with stop_linf {state.meta.get('stop_linf')!r} and this run "
+                    f"asks {self.stop_linf!r}: resume with the same rule or start anew (--overwrite)"
+                )
             self.stopped = state.meta.get("stopped")
             self.model.load_state_dict(state.model_state)
             self.optimizer.load_state_dict(state.optimizer_state)
@@ -198,8 +238,15 @@ class Trainer:
             self.out.mkdir(parents=True, exist_ok=True)
             if resume:
                 _truncate_metrics(self.out, self.step)
-            io.write_json(self.out / "config.json", {**self.cfg.to_dict(), "data_stream": self.stream.describe(),
-                                                     "world_size": self.world.size, "stop_linf": self.stop_linf})
+            io.write_json(
+                self.out / "config.json",
+                {
+                    **self.cfg.to_dict(),
+                    "data_stream": self.stream.describe(),
+                    "world_size": self.world.size,
+                    "stop_linf": self.stop_linf,
+                },
+            )
         if self.world.size > 1:
             dist.barrier()
 
@@ -247,8 +294,12 @@ class Trainer:
         else:
             norm = float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params])))
         self.optimizer.step()
-        record = {"loss": _mean(ce_sum / t.accum, self.world), "lr": lr, "upper_qk_lr_multiplier": multiplier,
-                  "grad_norm": norm}
+        record = {
+            "loss": _mean(ce_sum / t.accum, self.world),
+            "lr": lr,
+            "upper_qk_lr_multiplier": multiplier,
+            "grad_norm": norm,
+        }
         if floor > 0:
             record.update(entropy_floor=floor, upper_entropy=_mean(h_sum / t.accum, self.world))
         if not self.tokens:
@@ -289,8 +340,11 @@ class Trainer:
         """Whether this step takes a lower-copy reading of its own (``intervention.score_every``): in every
         token run that logs probes or is released by the rule, so a control is dated on the intervention's grid."""
         i = self.cfg.intervention
-        return (self.tokens and (self.cfg.train.probes or self._rule_reads())
-                and reads_score(i, self.cfg.train.steps, self.step))
+        return (
+            self.tokens
+            and (self.cfg.train.probes or self._rule_reads())
+            and reads_score(i, self.cfg.train.steps, self.step)
+        )
 
     @torch.no_grad()
     def read_copy(self) -> dict[str, float]:
@@ -306,12 +360,23 @@ class Trainer:
 
     def save(self) -> None:
         if self.world.main:
-            meta = {"config": self.cfg.to_dict(), "release": self.release.state_dict(),
-                    "data": {"next_step": self.step, "stream": self.stream.describe()}, "world_size": self.world.size,
-                    "stop_linf": self.stop_linf, "stopped": self.stopped}
-            ckpt.save_checkpoint(self.out, self.step, model_state=self.model.state_dict(),
-                                 optimizer_state=self.optimizer.state_dict(), meta=meta, rng=ckpt.capture_rng(),
-                                 keep=self.cfg.train.keep)
+            meta = {
+                "config": self.cfg.to_dict(),
+                "release": self.release.state_dict(),
+                "data": {"next_step": self.step, "stream": self.stream.describe()},
+                "world_size": self.world.size,
+                "stop_linf": self.stop_linf,
+                "stopped": self.stopped,
+            }
+            ckpt.save_checkpoint(
+                self.out,
+                self.step,
+                model_state=self.model.state_dict(),
+                optimizer_state=self.optimizer.state_dict(),
+                meta=meta,
+                rng=ckpt.capture_rng(),
+                keep=self.cfg.train.keep,
+            )
         if self.world.size > 1:
             dist.barrier()
 
@@ -323,8 +388,9 @@ class Trainer:
             return json.loads(done.read_text())
         metrics = Metrics(self.out, t.tensorboard) if self.world.main else None
         # disable=None: drawn only when stderr is a terminal, so a captured log gets no redrawn bars
-        bar = tqdm(total=t.steps, initial=self.step, disable=None if self.progress else True, unit="step",
-                   dynamic_ncols=True)
+        bar = tqdm(
+            total=t.steps, initial=self.step, disable=None if self.progress else True, unit="step", dynamic_ncols=True
+        )
         tokens_per_step = t.batch * self.cfg.model.context
         started, start_step = time.perf_counter(), self.step
         record: dict[str, Any] = {}
@@ -363,21 +429,30 @@ class Trainer:
                 metrics.close()
         seconds = time.perf_counter() - started
         stopped = self.stopped or {}
-        summary = {"steps": self.step, "loss": stopped.get("loss", record.get("loss")),
-                   "val_loss": evaluated.get("val_loss"),
-                   "val_ppl": evaluated.get("val_ppl"), "released_at": self.release.released_at,
-                   "release_reason": self.release.reason, "world_size": self.world.size,
-                   "seconds": seconds, "tokens_per_s": tokens_per_step * (self.step - start_step) / max(seconds, 1e-9),
-                   "stop_linf": self.stop_linf, "stopped": self.stopped is not None,
-                   "stop_batch_linf": stopped.get("linf"), "warnings": self.warnings}
+        summary = {
+            "steps": self.step,
+            "loss": stopped.get("loss", record.get("loss")),
+            "val_loss": evaluated.get("val_loss"),
+            "val_ppl": evaluated.get("val_ppl"),
+            "released_at": self.release.released_at,
+            "release_reason": self.release.reason,
+            "world_size": self.world.size,
+            "seconds": seconds,
+            "tokens_per_s": tokens_per_step * (self.step - start_step) / max(seconds, 1e-9),
+            "stop_linf": self.stop_linf,
+            "stopped": self.stopped is not None,
+            "stop_batch_linf": stopped.get("linf"),
+            "warnings": self.warnings,
+        }
         if self.world.main:
             write_tables(self.out)
             io.write_json(self.out / "summary.json", summary)
         return summary
 
 
-def train(cfg: RunConfig, out: str | Path, *, resume: bool = False, overwrite: bool = False,
-          progress: bool = True) -> dict[str, Any]:
+def train(
+    cfg: RunConfig, out: str | Path, *, resume: bool = False, overwrite: bool = False, progress: bool = True
+) -> dict[str, Any]:
     """Train ``cfg`` into ``out`` (checkpoints, metrics.jsonl, train.csv, eval.csv, config.json,
     summary.json); with ``resume``, continue from ``out``'s last checkpoint; with ``overwrite``, discard an
     earlier run's files there first."""
