@@ -101,6 +101,10 @@ def _check_call(
         raise TypeError(f"scores must be Scores(scaling, ...), got {describe(scores)}")
     if not isinstance(plan, Plan):
         raise TypeError(f"plan must be a Plan, got {describe(plan)}")
+    for name in ("scaling", "softcap"):
+        number, largest = getattr(scores, name), torch.finfo(query.dtype).max
+        if number is not None and number > largest:  # inf in the scores' dtype: every row NaN
+            raise ValueError(f"{name} {number:g} overflows {query.dtype}: it must be at most {largest:g}")
     if not isinstance(mask, (Causal, torch.Tensor, type(None))):
         raise TypeError(f"mask must be Causal(...), a tensor or None, got {type(mask).__name__}")
     if isinstance(mask, Causal) and query.shape[2] > key.shape[2]:
