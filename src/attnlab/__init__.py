@@ -1,9 +1,10 @@
 """attnlab: how concentrated is attention, and what happens when the row map is changed.
 
 The in-memory API on a model and tokenizer already loaded, each returning a pandas DataFrame (``attnlab.api``):
-``attnlab.audit``, ``attnlab.substitute``, ``attnlab.heads``, ``attnlab.sinks`` and ``attnlab.row_stats``. They
-are imported on first use, so that ``import attnlab`` stays light. ``attnlab.Error`` is the base of every error
-that names what the caller gave wrong.
+``attnlab.audit``, ``attnlab.substitute``, ``attnlab.heads``, ``attnlab.sinks`` and ``attnlab.row_stats``, and
+``attnlab.card``, one checkpoint's card built from them as a dict (``attnlab.cards``). They are imported on first
+use, so that ``import attnlab`` stays light. ``attnlab.Error`` is the base of every error that names what the caller
+gave wrong.
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ from .errors import Error
 
 __version__ = "0.1.0"
 
-API = ("audit", "heads", "row_stats", "sinks", "substitute")
+API = ("audit", "card", "heads", "row_stats", "sinks", "substitute")
 __all__ = ["Error", "__version__", *API]
 
 if TYPE_CHECKING:
-    from .api import audit, heads, row_stats, sinks, substitute  # noqa: F401
+    from .api import audit, card, heads, row_stats, sinks, substitute  # noqa: F401
 
 
 def __getattr__(name: str):

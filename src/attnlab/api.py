@@ -43,7 +43,7 @@ from .diagnostics import rows as _rows
 from .diagnostics.stream import RowStatsCollector
 from .site import DEFAULT_BLOCK
 
-__all__ = ["audit", "heads", "row_stats", "sinks", "substitute"]
+__all__ = ["audit", "card", "heads", "row_stats", "sinks", "substitute"]
 
 
 def _queries(queries) -> str:
@@ -297,6 +297,39 @@ def sinks(
     with evaluating(model):
         raw = first_token_mass(model, docs, min_query)
     return raw if per_document else head_table(raw)
+
+
+def card(
+    model, tokenizer, *, budget: str = "quick", seed: int = 0, progress: bool = False, name: str = "MODEL"
+) -> dict:
+    """One checkpoint's attention on one page, as data: the substitution screen, the best zero-shot recipe and the
+    head map (Polynomial Concentration §5.2-5.5, App. H; Attention Sinks Essential §4 for the first-token mass),
+    from ``audit``, ``substitute``, ``heads`` and ``sinks`` under one budget and one b_auto; as ``attnlab card``.
+
+    Args:
+        model, tokenizer: a transformers causal LM on any device and its tokenizer.
+        budget: a key of ``attnlab.cards.PLANS``: "quick" (minutes for a 135M model on 2 CPU cores) or
+            "standard". seed: the prompt seed of every suite. progress: show progress bars.
+        name: how the commands that reproduce each panel name the model (``attnlab card`` passes MODEL as typed).
+
+    Returns:
+        A JSON-ready dict: model, budget (the plan), b_auto, "substitution" (unsafe % of active rows per suite,
+        b and p with its 95% interval over prompts; the screen's call per ReLU recipe; the recipes' NIAH accuracy
+        with Wilson intervals and the best one against softmax), "heads" (per (layer, head): type, first-token
+        mass, median S_2) and "commands" (one per panel).
+    """
+    from types import SimpleNamespace
+
+    from . import cards
+
+    cfg = cards.plan(budget)
+    check_model(model)
+    check_tokenizer(tokenizer)
+    check_count("seed", seed, 0)
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name takes a non-empty string, got {name!r}")
+    calls = SimpleNamespace(audit=audit, substitute=substitute, heads=heads, sinks=sinks)
+    return cards.build(model, tokenizer, cfg, calls, seed=seed, progress=progress, name=name)
 
 
 def row_stats(

@@ -109,6 +109,11 @@ CASES = {
     "xi-sweep negative xi": (["xi-sweep", "--model", "{w}/model", "--xi", "-1", "--out", "{w}/x"], "--xi"),
     "xi-sweep over a user's folder": (["xi-sweep", "--model", "{w}/model", "--out", "{w}/mine"], "did not write"),
     "fit-xi one length": (["fit-xi", "{w}/scores.npy", "--out", "{w}/x"], "at least two lengths"),
+    "card into a user's folder": (
+        ["card", "{w}/model", "--out", "{w}/mine"],
+        "did not write (audit.csv, rows.parquet)",
+    ),
+    "card missing model": (["card", "{w}/nothing", "--out", "{w}/c"], "neither a path nor"),
     "matched without a head set": (["matched", "--model", "{w}/model", "--out", "{w}/m"], "--ranking ABLATE_DIR"),
     "matched ranking not an ablate folder": (
         ["matched", "--model", "{w}/model", "--ranking", "{w}/mine", "--out", "{w}/m"],

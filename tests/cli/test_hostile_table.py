@@ -38,6 +38,7 @@ BASE = {
     "fit-xi": ["fit-xi", "{w}/scores.npy", "{w}/scores2.npy", "--out", OUT],
     "diagnose": ["diagnose", "{w}/scores.npy"],
     "matched": ["matched", "--model", MODEL, "--heads", "0.0", "--prompts", "2", "--out", OUT],
+    "card": ["card", MODEL, "--out", OUT],
     "study": ["study", "rowmaps", "--out", OUT],
     "report": ["report", "{w}/study"],
     "demo": ["demo", "--studies", "rowmaps", "--out", OUT],

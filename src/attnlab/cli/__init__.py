@@ -17,7 +17,7 @@ import re
 import sys
 from collections.abc import Sequence
 
-from . import catalog, checkpoint, studies, training  # noqa: F401  (each declares its commands)
+from . import card, catalog, checkpoint, studies, training  # noqa: F401  (each declares its commands)
 from .. import options, plugins
 from ..errors import Error
 from ..options import OPTION, flag

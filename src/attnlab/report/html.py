@@ -143,13 +143,19 @@ def label_counts(findings: Sequence[Finding]) -> dict[str, int]:
     return {v: found.count(v) for v in VERDICTS if v in found}
 
 
-def section_html(section: Section, folder: Path, anchor: str) -> str:
+def section_html(section: Section, folder: Path, anchor: str, *, recomputed: bool = True) -> str:
+    """One section; ``recomputed``: its numbers are read back from the folder's files by ``attnlab report`` (a
+    study's), else the page only shows what its command wrote (a card's)."""
+    again = (
+        f"; every number below is recomputed from the folder's files by <code>attnlab report {_esc(folder)}</code>"
+        if recomputed
+        else ""
+    )
     parts = [
         f'<h2 id="{anchor}">{_esc(section.title)}</h2>',
         f'<p class="source">source <code>{_esc(section.source)}</code> &middot; folder <code>{_esc(folder)}</code></p>',
         f"<p>{_esc(section.question)}</p>",
-        f'<p class="cmd">made by <code>{_esc(section.command)}</code>; every number below is recomputed '
-        f"from the folder's files by <code>attnlab report {_esc(folder)}</code></p>",
+        f'<p class="cmd">made by <code>{_esc(section.command)}</code>{again}</p>',
     ]
     for warning in section.warnings:
         parts.append(f'<div class="warning">warning: {_esc(warning)}</div>')
@@ -205,8 +211,8 @@ def _summary_table(sections, anchors, pick, head: str) -> str:
     )
 
 
-def render(sections: Sequence[tuple[Section, Path]], title: str = "attnlab report") -> str:
-    """The whole page: a summary of every finding, then one part per section."""
+def render(sections: Sequence[tuple[Section, Path]], title: str = "attnlab report", *, recomputed: bool = True) -> str:
+    """The whole page: a summary of every finding, then one part per section (``recomputed``: as ``section_html``)."""
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     # A study name is the user's text: only letters, digits, - and _ of it reach an id or href.
     anchors = [f"s{i}-{re.sub(r'[^A-Za-z0-9_-]', '-', s.study)}" for i, (s, _) in enumerate(sections)]
@@ -218,7 +224,7 @@ def render(sections: Sequence[tuple[Section, Path]], title: str = "attnlab repor
         + _summary_table(sections, anchors, lambda f: not f.is_check, "Findings")
         + _summary_table(sections, anchors, lambda f: f.is_check, "Software checks")
     )
-    body = "\n".join(section_html(s, folder, a) for (s, folder), a in zip(sections, anchors))
+    body = "\n".join(section_html(s, folder, a, recomputed=recomputed) for (s, folder), a in zip(sections, anchors))
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">{GENERATOR}<title>{_esc(title)}</title>'
         f"<style>{_STYLE}</style></head><body>\n<h1>{_esc(title)}</h1>"

@@ -1,0 +1,283 @@
+"""One card per checkpoint: the substitution screen, the best zero-shot recipe and the map of head types, in memory.
+
+``attnlab.card(model, tokenizer)`` runs the in-memory API (``attnlab.audit``, ``attnlab.substitute``, ``attnlab.heads``,
+``attnlab.sinks``) under one budget and one b_auto, and returns plain JSON-ready data; ``attnlab card MODEL``
+writes it as card.json and one HTML page. Every panel carries the command that reproduces it on its own.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+
+from .commands.audit_tables import prevalence
+from .commands.runs import Bias
+from .diagnostics.stats import wilson
+from .errors import Error
+from .papers import cite
+
+SUITES = ("niah", "induction")
+DEGREES = (2, 4, 8, 16)
+# Polynomial Concentration §5.5, Tables 4-5: a cell with at most this % of active rows measured safe collapsed
+# there every time, while one with this many safe still lost >= 19 pp once: the safe share screens, not certifies.
+LOW_SAFE = 3.0
+HIGH_SAFE = 66.0
+SCREEN = cite("Polynomial Concentration", "§5.5")
+
+
+class CardError(Error, ValueError):
+    """A card asked for with settings it cannot run (an unknown budget)."""
+
+
+@dataclass(frozen=True)
+class CardPlan:
+    """How much one card reads. prompts: per suite (audit and substitution); pad: NIAH haystack sentences;
+    length: induction prompt length (audit and heads); heads_prompts: induction prompts of the head types;
+    documents x tokens: generic texts of the first-token mass; queries: the audit's rows; recipes: the zero-shot
+    candidates, softmax scored first."""
+
+    name: str
+    prompts: int
+    pad: int | None
+    length: int
+    heads_prompts: int
+    documents: int
+    tokens: int
+    queries: str
+    recipes: tuple[str, ...]
+    about: str
+
+
+PLANS = {
+    "quick": CardPlan(
+        "quick",
+        prompts=8,
+        pad=8,
+        length=256,
+        heads_prompts=8,
+        documents=4,
+        tokens=256,
+        queries="every:16",
+        recipes=("relu_p2_bauto", "relu_p4_bauto", "relu_p8_bauto", "sigmoid_b0"),
+        about="minutes for a 135M model on 2 CPU cores: short prompts, 8 per suite; intervals are wide",
+    ),
+    "standard": CardPlan(
+        "standard",
+        prompts=40,
+        pad=None,
+        length=1024,
+        heads_prompts=40,
+        documents=8,
+        tokens=1024,
+        queries="every:16",
+        recipes=("relu_p2_bauto", "relu_p4_bauto", "relu_p8_bauto", "relu_p16_bauto", "relu_p4_b0", "sigmoid_b0"),
+        about="the suites' default NIAH pad, 1024-token induction prompts, 40 per suite",
+    ),
+}
+
+
+def plan(budget: str) -> CardPlan:
+    """The plan of ``budget``; a CardError naming the budgets otherwise."""
+    if budget not in PLANS:
+        raise CardError(f"budget takes {' or '.join(map(repr, PLANS))}, got {budget!r}")
+    return PLANS[budget]
+
+
+def build(
+    model, tokenizer, cfg: CardPlan, calls, *, seed: int = 0, progress: bool = False, name: str = "MODEL"
+) -> dict:
+    """``attnlab.card``'s data under plan ``cfg``; ``calls`` holds the entry points audit, substitute, heads and
+    sinks (``attnlab.api`` passes its own: this module must not import it, which imports this one)."""
+    from . import hooks
+
+    sizes = {"niah": {"pad": cfg.pad}, "induction": {"length": cfg.length}}
+    audits, b_auto = {}, None
+    for suite in SUITES:
+        audits[suite] = calls.audit(
+            model,
+            tokenizer,
+            suite,
+            n_prompts=cfg.prompts,
+            seed=seed,
+            p=DEGREES,
+            b=(0.0, "auto"),
+            b_auto=b_auto,
+            queries=cfg.queries,
+            sigmoid=True,
+            progress=progress,
+            **sizes[suite],
+        )
+        b_auto = audits[suite].attrs["b_auto"]  # calibrated once, by the first suite's audit
+    unsafe = unsafe_table(audits)
+    table = calls.substitute(
+        model,
+        tokenizer,
+        list(cfg.recipes),
+        "niah",
+        n_prompts=cfg.prompts,
+        seed=seed,
+        pad=cfg.pad,
+        b_auto=b_auto,
+        progress=progress,
+    )
+    types = calls.heads(
+        model,
+        tokenizer,
+        n_prompts=cfg.heads_prompts,
+        length=cfg.length,
+        seed=seed,
+        queries=cfg.queries,
+        progress=progress,
+    )
+    mass = calls.sinks(model, tokenizer, n_documents=cfg.documents, tokens=cfg.tokens, seed=seed)
+    layers, heads = hooks.num_heads(model)
+    return _jsonable(
+        {
+            "model": name,
+            "model_type": getattr(model.config, "model_type", None),
+            "layers": layers,
+            "heads_per_layer": heads,
+            "budget": asdict(cfg),
+            "seed": seed,
+            "b_auto": b_auto,
+            "substitution": {
+                "unsafe": unsafe.to_dict("records"),
+                "screen": screen(unsafe, cfg.recipes),
+                "recipes": recipe_table(table).to_dict("records"),
+                "best": best_recipe(table),
+                "source": SCREEN,
+            },
+            "heads": head_table(types, mass, audits).to_dict("records"),
+            "commands": commands(name, cfg, seed, b_auto, next(model.parameters(), None)),
+        }
+    )
+
+
+def unsafe_table(audits: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per suite, bias and degree: the unsafe share of active rows (S_p >= 1, not ``safe_p<p>``) with its 95%
+    interval over prompts, as ``attnlab audit`` tabulates it (``commands.audit_tables.prevalence``)."""
+    lines = []
+    for suite, rows in audits.items():
+        for label, value in rows.attrs["biases"].items():
+            part = rows[rows["b"] == float(value)]
+            for line in prevalence(part, DEGREES, Bias(label, float(value))):
+                lines.append({"suite": suite, **line})
+    frame = pd.DataFrame(lines)
+    keep = ["suite", "b", "b value", "p", "active", "prompts", "unsafe %", "unsafe lo", "unsafe hi", "med s_p"]
+    return frame[keep + (["sigma safe %"] if "sigma safe %" in frame else [])]
+
+
+def call(safe: float) -> str:
+    """The screen's reading of a measured-safe share (%) (Polynomial Concentration §5.5)."""
+    if not math.isfinite(safe):
+        return "no active rows: not screened"
+    if safe <= LOW_SAFE:
+        return f"fails the screen: <= {LOW_SAFE:g}% safe, expect collapse"
+    if safe >= HIGH_SAFE:
+        return f"passes the screen (>= {HIGH_SAFE:g}% safe), yet not a guarantee: check the accuracy"
+    return "passes the screen, not a guarantee: check the accuracy"
+
+
+def screen(unsafe: pd.DataFrame, recipes: tuple[str, ...]) -> list[dict]:
+    """The screen's call per recipe the audit reads, and suite: a ReLU recipe (relu_p<p>_b0 / _bauto) by its
+    degree's measured-safe share of active rows at its bias, a sigmoid one (sigmoid_b0 / _bauto) by the share of
+    readable rows with S_sigma < 1 (App. T). A screen, not a guarantee (Polynomial Concentration §5.5): a very low
+    share predicts collapse, a high one does not promise preservation. The shares are over the audit's rows (every
+    ``queries`` row of every head), not §5.5's final-query rows; other recipes are left out."""
+    lines = []
+    for recipe in recipes:
+        parts = recipe.split("_")
+        if (parts[0], len(parts)) not in (("relu", 3), ("sigmoid", 2)) or parts[-1] not in ("b0", "bauto"):
+            continue
+        label = "auto" if parts[-1] == "bauto" else "0"
+        p = float(parts[1][1:]) if parts[0] == "relu" else None
+        for suite in SUITES:
+            cell = unsafe[(unsafe["suite"] == suite) & (unsafe["b"] == label)]
+            cell = cell[cell["p"] == p] if p is not None else cell.head(1)
+            if cell.empty or (p is None and "sigma safe %" not in cell):
+                continue
+            safe = 100 - float(cell["unsafe %"].iloc[0]) if p is not None else float(cell["sigma safe %"].iloc[0])
+            lines.append({"recipe": recipe, "suite": suite, "p": p, "b": label, "safe %": safe, "call": call(safe)})
+    return lines
+
+
+def recipe_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The substitution table's accuracy columns: recipe, resolved map, correct of n, accuracy % with its Wilson
+    95% interval, and delta pp from softmax."""
+    return table[["recipe", "map", "correct", "n", "accuracy %", "lo", "hi", "delta pp"]].reset_index(drop=True)
+
+
+def best_recipe(table: pd.DataFrame) -> dict:
+    """The recipe other than softmax with the highest NIAH accuracy (the first listed on a tie), beside softmax's,
+    each with its Wilson 95% interval; ``overlap``: whether the two intervals overlap (then the two are not told
+    apart at this many prompts)."""
+    base = table.iloc[0]
+    others = table.iloc[1:]
+    top = others.loc[others["accuracy %"].idxmax()]
+    lo, hi = wilson(int(top["correct"]), int(top["n"]))
+    base_lo, base_hi = wilson(int(base["correct"]), int(base["n"]))
+    return {
+        "recipe": top["recipe"],
+        "map": top["map"],
+        "accuracy %": float(top["accuracy %"]),
+        "lo": 100 * float(lo),
+        "hi": 100 * float(hi),
+        "softmax %": float(base["accuracy %"]),
+        "softmax lo": 100 * float(base_lo),
+        "softmax hi": 100 * float(base_hi),
+        "delta pp": float(top["accuracy %"] - base["accuracy %"]),
+        "overlap": bool(lo <= base_hi and base_lo <= hi),
+    }
+
+
+def head_table(types: pd.DataFrame, mass: pd.DataFrame, audits: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per (layer, head): its type and labels (``attnlab.heads``), first-token mass and its ratio to the uniform
+    share (``attnlab.sinks``), and the median S_2 of its active rows at b = 0 over both audited suites."""
+    rows = pd.concat([r[(r["b"] == 0.0) & (r["status"] == "active")] for r in audits.values()])
+    s2 = rows.groupby(["layer", "head"])["s_p2"].median().rename("med s_p2").reset_index()
+    out = types[["layer", "head", "head_type", "labels", "induction", "entropy", "locality", "sink"]]
+    out = out.merge(mass[["layer", "head", "mass", "ratio"]], on=["layer", "head"], how="left")
+    out = out.rename(columns={"mass": "first-token mass", "ratio": "mass / uniform"})
+    return out.merge(s2, on=["layer", "head"], how="left").sort_values(["layer", "head"]).reset_index(drop=True)
+
+
+def commands(name: str, cfg: CardPlan, seed: int, b_auto: float | None, weights=None) -> dict[str, str]:
+    """The commands that reproduce each panel on their own: b_auto reused at full precision, so none calibrates
+    again; ``weights`` (a parameter of the model) adds its device and dtype where they are not the CPU's float32."""
+    device, dtype = ("cpu", "float32") if weights is None else (weights.device, weights.dtype)
+    dtype = str(dtype).removeprefix("torch.")
+    place = "" if (str(device), dtype) == ("cpu", "float32") else f" --device {device} --dtype {dtype}"
+    model = shlex.quote(name) + place
+    common = f"--prompts {cfg.prompts} --seed {seed}"
+    reuse = "" if b_auto is None else f" --b-auto {float(b_auto)!r}"
+    niah = f"--suite niah {common}" + ("" if cfg.pad is None else f" --pad {cfg.pad}")
+    induction = f"--suite induction {common} --length {cfg.length}"
+    audit = f"attnlab audit --model {model} --b 0 auto --queries {cfg.queries} --sigmoid{reuse}"
+    return {
+        "audit niah": f"{audit} {niah} --out runs/card-audit-niah",
+        "audit induction": f"{audit} {induction} --out runs/card-audit-induction",
+        "substitute": f"attnlab substitute --model {model} {niah} --recipes {' '.join(cfg.recipes)}{reuse} "
+        "--out runs/card-substitute",
+        "heads": f"attnlab heads --model {model} --prompts {cfg.heads_prompts} --length {cfg.length} --seed {seed} "
+        f"--queries {cfg.queries} --out runs/card-heads",
+        "sinks": f"attnlab.sinks(model, tokenizer, n_documents={cfg.documents}, tokens={cfg.tokens}, seed={seed})",
+    }
+
+
+def _jsonable(value):
+    """Numbers as plain floats and ints (NaN as None), so card.json is strict JSON."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    return value
