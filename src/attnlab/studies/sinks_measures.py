@@ -232,13 +232,9 @@ def position_fractions(weights: torch.Tensor, triggers: torch.Tensor, eps: float
     return np.where(count > 0, frac, np.nan), count
 
 
-def theorem3_model(dim: int = DIM, length: int = LENGTH) -> Decoder:
-    """Attention Sinks Essential App. E (proof of Theorem 3) as the weights of attnlab's one-layer one-head
-    ReLU attention model: W_K = W_V = W_O = I and W_Q = e_2 e_n^T, so s_(i,k) = x_2^(i) x_n^(k). A query
-    other than the trigger has x_2 = 0 and scores 0 on every key; the trigger scores 1 exactly on the non-BOS
-    tokens before it (the bias channel x_n is 0 on BOS and on the trigger), which ReLU(s) / (j - 2) averages.
-    nn.Linear computes W x, the transpose of the paper's row vector x W_Q, and the head's 1/sqrt(n) score
-    factor is undone by scaling W_Q by sqrt(n)."""
+def _one_head(rowmap: str, dim: int, length: int):
+    """The bare one-layer one-head model on input vectors that App. E's constructions set by hand (no positions,
+    FFN, norm, bias or residual), and its attention module."""
     cfg = ModelConfig(
         context=length,
         inputs="vectors",
@@ -250,10 +246,20 @@ def theorem3_model(dim: int = DIM, length: int = LENGTH) -> Decoder:
         norm="none",
         bias=False,
         residual=False,
-        rowmap=ATTENTION["relu"],
+        rowmap=rowmap,
     )
     model = Decoder(cfg)
-    attn = model.layers[0].attn
+    return model, model.layers[0].attn
+
+
+def theorem3_model(dim: int = DIM, length: int = LENGTH) -> Decoder:
+    """Attention Sinks Essential App. E (proof of Theorem 3) as the weights of attnlab's one-layer one-head
+    ReLU attention model: W_K = W_V = W_O = I and W_Q = e_2 e_n^T, so s_(i,k) = x_2^(i) x_n^(k). A query
+    other than the trigger has x_2 = 0 and scores 0 on every key; the trigger scores 1 exactly on the non-BOS
+    tokens before it (the bias channel x_n is 0 on BOS and on the trigger), which ReLU(s) / (j - 2) averages.
+    nn.Linear computes W x, the transpose of the paper's row vector x W_Q, and the head's 1/sqrt(n) score
+    factor is undone by scaling W_Q by sqrt(n)."""
+    model, attn = _one_head(ATTENTION["relu"], dim, length)
     with torch.no_grad():
         for proj in (attn.k_proj, attn.v_proj, attn.o_proj):
             proj.weight.copy_(torch.eye(dim))
@@ -282,21 +288,7 @@ def sink_model(c: float = 20.0, dim: int = DIM, length: int = LENGTH) -> Decoder
     every token with x_n = 1 (the tokens 2..j-1 it averages) and 0 on BOS and itself; W_V = W_O = I but
     BOS's value 0, so the sink writes nothing. Its l-inf loss falls like e^(-c); masking BOS makes every
     non-trigger query average the tokens before it."""
-    cfg = ModelConfig(
-        context=length,
-        inputs="vectors",
-        layers=1,
-        heads=1,
-        d_model=dim,
-        positions="none",
-        ffn="none",
-        norm="none",
-        bias=False,
-        residual=False,
-        rowmap=ATTENTION["softmax"],
-    )
-    model = Decoder(cfg)
-    attn = model.layers[0].attn
+    model, attn = _one_head(ATTENTION["softmax"], dim, length)
     root = math.sqrt(dim)  # undoes the head's 1/sqrt(n) score factor
     with torch.no_grad():
         for proj in (attn.q_proj, attn.k_proj):
