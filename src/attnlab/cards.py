@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
+from . import rowmaps
 from .commands.audit_tables import prevalence
 from .commands.runs import Bias
 from .diagnostics.stats import wilson
@@ -190,11 +191,11 @@ def screen(unsafe: pd.DataFrame, recipes: tuple[str, ...]) -> list[dict]:
     ``queries`` row of every head), not §5.5's final-query rows; other recipes are left out."""
     lines = []
     for recipe in recipes:
-        parts = recipe.split("_")
-        if (parts[0], len(parts)) not in (("relu", 3), ("sigmoid", 2)) or parts[-1] not in ("b0", "bauto"):
+        rm = rowmaps.get(recipe)  # the registry's reading of the name: its family, p, and b (None: auto)
+        if rm.family not in ("relu_p", "sigmoid") or rm.params["b"] not in (0.0, None):
             continue
-        label = "auto" if parts[-1] == "bauto" else "0"
-        p = float(parts[1][1:]) if parts[0] == "relu" else None
+        label = "auto" if rm.params["b"] is None else "0"
+        p = float(rm.params["p"]) if rm.family == "relu_p" else None
         for suite in SUITES:
             cell = unsafe[(unsafe["suite"] == suite) & (unsafe["b"] == label)]
             cell = cell[cell["p"] == p] if p is not None else cell.head(1)
