@@ -18,7 +18,22 @@ from attnlab.diagnostics.rows import SPECIAL
 from attnlab.report.card_page import PANELS
 from checkpoints import save_checkpoint
 
-TINY = {"prompts": 2, "pad": 2, "length": 64, "heads_prompts": 2, "documents": 2, "tokens": 64}
+TINY = {
+    "prompts": 2,
+    "pad": 2,
+    "length": 64,
+    "heads_prompts": 2,
+    "documents": 2,
+    "tokens": 64,
+    "lengths": (32, 64, 1024),  # the tiny model's window (512) cuts the last
+    "length_prompts": 2,
+    "temperature_docs": 2,
+    "inside_tokens": 64,
+    "past_tokens": 1024,  # 1.25 x the window: read past it
+    "n_boot": 50,
+    "ks": (2, 4),
+    "draws": 2,
+}
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +109,21 @@ def test_the_commands_on_the_card_reproduce_its_panels(made, tmp_path):
     assert table["correct"].tolist() == [r["correct"] for r in data["substitution"]["recipes"]]
     heads = pd.read_csv(tmp_path / "card-heads" / "heads.csv")
     assert heads["head_type"].tolist() == [h["head_type"] for h in data["heads"]]
+    ablation = pd.read_csv(tmp_path / "card-ablate" / "ablate.csv")
+    shown = pd.DataFrame(data["ablation"]["rows"])[ablation.columns]
+    pd.testing.assert_frame_equal(ablation, shown, check_dtype=False)
+    lengths = pd.read_csv(tmp_path / "card-lengths" / "lengths.csv")
+    shown = pd.DataFrame(data["length"]["rows"])
+    assert lengths["L"].tolist() == shown["L"].tolist() == [32, 64]
+    np.testing.assert_allclose(lengths["unsafe %"], shown["unsafe %"])
+    np.testing.assert_allclose(lengths[["unsafe lo", "unsafe hi"]], shown[["unsafe lo", "unsafe hi"]])
+    for part in ("inside", "past"):
+        fits = pd.read_csv(tmp_path / f"card-temperature-{part}" / "exponents.csv").set_index("exponent")
+        assert fits.loc["xi_Lambda", "xi_hat"] == pytest.approx(data["temperature"][part]["xi_hat"], abs=1e-9)
+        per_n = pd.read_csv(tmp_path / f"card-temperature-{part}" / "temperature.csv")
+        np.testing.assert_allclose(
+            per_n["mean log Lambda"], [r["mean log Lambda"] for r in data["temperature"][part]["per_n"]]
+        )
 
 
 def test_the_page_names_every_panel_and_the_budget(made):
@@ -103,7 +133,8 @@ def test_the_page_names_every_panel_and_the_budget(made):
     assert "budget quick" in page and "data:image/png;base64," in page
     assert "Polynomial Concentration §5.5" in page and "not a guarantee" in page
     assert ".staging-" not in page and f"<code>{out}</code>" in page  # it names the folder its files are in
-    for name in ("head_types.png", "head_types.svg", "unsafe.csv", "recipes.csv", "heads.csv", "config.json"):
+    figures = ("head_types", "ablation", "length_unsafe", "length_entropy", "temperature_inside", "temperature_past")
+    for name in (*(f + ".png" for f in figures), "unsafe.csv", "recipes.csv", "heads.csv", "config.json"):
         assert (out / name).is_file()
     assert data["budget"]["name"] == "quick" and data["budget"]["prompts"] == 2
 

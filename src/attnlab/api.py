@@ -302,9 +302,11 @@ def sinks(
 def card(
     model, tokenizer, *, budget: str = "quick", seed: int = 0, progress: bool = False, name: str = "MODEL"
 ) -> dict:
-    """One checkpoint's attention on one page, as data: the substitution screen, the best zero-shot recipe and the
-    head map (Polynomial Concentration §5.2-5.5, App. H; Attention Sinks Essential §4 for the first-token mass),
-    from ``audit``, ``substitute``, ``heads`` and ``sinks`` under one budget and one b_auto; as ``attnlab card``.
+    """One checkpoint's attention on one page, as data: the substitution screen, the best zero-shot recipe, the
+    head map and its ablation, the unsafe share and entropy against length, and the temperature exponent
+    (Polynomial Concentration §5.2-5.5, App. C, H; Attention Sinks Essential §4 for the first-token mass; Hayase &
+    Karakida 2026 §4.5, App. A.2), from ``audit``, ``substitute``, ``heads`` and ``sinks`` and the ablate, lengths and
+    temperature commands' pieces under one budget and one b_auto; as ``attnlab card``.
 
     Args:
         model, tokenizer: a transformers causal LM on any device and its tokenizer.
@@ -316,7 +318,11 @@ def card(
         A JSON-ready dict: model, budget (the plan), b_auto, "substitution" (unsafe % of active rows per suite,
         b and p with its 95% interval over prompts; the screen's call per ReLU recipe; the recipes' NIAH accuracy
         with Wilson intervals and the best one against softmax), "heads" (per (layer, head): type, first-token
-        mass, median S_2) and "commands" (one per panel).
+        mass, median S_2), "ablation" (the K sweep of top-, bottom- and random-K heads by S_2, with its finding),
+        "length" (unsafe % and median entropy per prompt length inside the window, with its trend finding),
+        "temperature" (xi_hat_Lambda inside and, where the budget reaches it, past the window, each with its
+        finding; the multiplier m(2 x window; xi_hat)) and "commands" (one per panel). A finding is
+        ``report.sections.Finding`` as a dict: claim, verdict, evidence, rule, null, mde, reason.
     """
     from types import SimpleNamespace
 
@@ -328,7 +334,7 @@ def card(
     check_count("seed", seed, 0)
     if not isinstance(name, str) or not name:
         raise TypeError(f"name takes a non-empty string, got {name!r}")
-    calls = SimpleNamespace(audit=audit, substitute=substitute, heads=heads, sinks=sinks)
+    calls = SimpleNamespace(audit=audit, substitute=substitute, heads=heads, sinks=sinks, prompts=as_prompts)
     return cards.build(model, tokenizer, cfg, calls, seed=seed, progress=progress, name=name)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -64,8 +65,10 @@ def first_token_mass(model, documents: list[list[int]], min_query: int = MIN_QUE
             model(torch.tensor([ids], device=device))
         for layer in sorted(sums):
             mass, uniform, count = (t.cpu().numpy() for t in sums[layer])
+            # a sliding window past which no counted query sees key 0 leaves the head with no measure (NaN)
+            shares = np.divide([mass, uniform], count, out=np.full((2, len(mass)), np.nan), where=count > 0)
             for head in range(len(mass)):
-                rows.append((d, layer, head, int(count[head]), mass[head] / count[head], uniform[head] / count[head]))
+                rows.append((d, layer, head, int(count[head]), shares[0, head], shares[1, head]))
     return pd.DataFrame(rows, columns=["document", "layer", "head", "queries", "mass", "uniform"])
 
 

@@ -39,7 +39,10 @@ class CardPlan:
     """How much one card reads. prompts: per suite (audit and substitution); pad: NIAH haystack sentences;
     length: induction prompt length (audit and heads); heads_prompts: induction prompts of the head types;
     documents x tokens: generic texts of the first-token mass; queries: the audit's rows; recipes: the zero-shot
-    candidates, softmax scored first."""
+    candidates, softmax scored first; lengths x length_prompts: the length sweep's induction prompts;
+    temperature_docs: novel windows read; inside_tokens: the longest temperature reading inside the window,
+    past_tokens: the longest past it (1.25 x the window, else not read); n_boot: its bootstrap; ks x draws: the
+    ablation's K sweep and random draws, with ablation_recipe."""
 
     name: str
     prompts: int
@@ -50,7 +53,16 @@ class CardPlan:
     tokens: int
     queries: str
     recipes: tuple[str, ...]
+    lengths: tuple[int, ...]
+    length_prompts: int
+    temperature_docs: int
+    inside_tokens: int
+    past_tokens: int
+    n_boot: int
+    ks: tuple[int, ...]
+    draws: int
     about: str
+    ablation_recipe: str = "relu_p2_bauto"
 
 
 PLANS = {
@@ -64,6 +76,14 @@ PLANS = {
         tokens=256,
         queries="every:16",
         recipes=("relu_p2_bauto", "relu_p4_bauto", "relu_p8_bauto", "sigmoid_b0"),
+        lengths=(128, 256, 512, 1024),
+        length_prompts=4,
+        temperature_docs=4,
+        inside_tokens=1024,
+        past_tokens=2048,
+        n_boot=200,
+        ks=(4, 16),
+        draws=3,
         about="minutes for a 135M model on 2 CPU cores: short prompts, 8 per suite; intervals are wide",
     ),
     "standard": CardPlan(
@@ -76,6 +96,14 @@ PLANS = {
         tokens=1024,
         queries="every:16",
         recipes=("relu_p2_bauto", "relu_p4_bauto", "relu_p8_bauto", "relu_p16_bauto", "relu_p4_b0", "sigmoid_b0"),
+        lengths=(256, 512, 1024, 2048, 4096),
+        length_prompts=8,
+        temperature_docs=4,
+        inside_tokens=4096,
+        past_tokens=12288,
+        n_boot=200,
+        ks=(5, 10, 20, 40),
+        draws=5,
         about="the suites' default NIAH pad, 1024-token induction prompts, 40 per suite",
     ),
 }
@@ -92,7 +120,9 @@ def build(
     model, tokenizer, cfg: CardPlan, calls, *, seed: int = 0, progress: bool = False, name: str = "MODEL"
 ) -> dict:
     """``attnlab.card``'s data under plan ``cfg``; ``calls`` holds the entry points audit, substitute, heads and
-    sinks (``attnlab.api`` passes its own: this module must not import it, which imports this one)."""
+    sinks, and prompts (a suite's prompts as they build them); ``attnlab.api`` passes its own: this module must not
+    import it, which imports this one."""
+    from . import card_panels as panels
     from . import hooks
 
     sizes = {"niah": {"pad": cfg.pad}, "induction": {"length": cfg.length}}
@@ -135,6 +165,10 @@ def build(
         progress=progress,
     )
     mass = calls.sinks(model, tokenizer, n_documents=cfg.documents, tokens=cfg.tokens, seed=seed)
+    niah = calls.prompts(model, tokenizer, "niah", n_prompts=cfg.prompts, seed=seed, pad=cfg.pad)
+    ablation = panels.ablation_panel(model, tokenizer, cfg, audits["induction"], niah, b_auto=b_auto, progress=progress)
+    length = panels.length_panel(model, tokenizer, cfg, calls.audit, seed=seed, progress=progress)
+    heat = panels.temperature_panel(model, tokenizer, cfg, seed=seed, progress=progress)
     layers, heads = hooks.num_heads(model)
     return _jsonable(
         {
@@ -153,9 +187,24 @@ def build(
                 "source": SCREEN,
             },
             "heads": head_table(types, mass, audits).to_dict("records"),
-            "commands": commands(name, cfg, seed, b_auto, next(model.parameters(), None)),
+            "ablation": ablation,
+            "length": length,
+            "temperature": heat,
+            "commands": commands(
+                name, cfg, seed, b_auto, next(model.parameters(), None), reads(ablation, length, heat)
+            ),
         }
     )
+
+
+def reads(ablation: dict, length: dict, heat: dict) -> dict:
+    """What the length, temperature and ablation panels read, for ``commands``."""
+    parts = {k: heat[k] for k in ("inside", "past") if heat[k] is not None}
+    return {
+        "ks": [int(r["k"]) for r in ablation["rows"]],
+        "lengths": [int(r["L"]) for r in length["rows"]],
+        "temperature": {k: (part["n"], part["rope"]) for k, part in parts.items()},
+    }
 
 
 def unsafe_table(audits: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -246,9 +295,13 @@ def head_table(types: pd.DataFrame, mass: pd.DataFrame, audits: dict[str, pd.Dat
     return out.merge(s2, on=["layer", "head"], how="left").sort_values(["layer", "head"]).reset_index(drop=True)
 
 
-def commands(name: str, cfg: CardPlan, seed: int, b_auto: float | None, weights=None) -> dict[str, str]:
+def commands(
+    name: str, cfg: CardPlan, seed: int, b_auto: float | None, weights=None, reads: dict | None = None
+) -> dict[str, str]:
     """The commands that reproduce each panel on their own: b_auto reused at full precision, so none calibrates
-    again; ``weights`` (a parameter of the model) adds its device and dtype where they are not the CPU's float32."""
+    again; ``weights`` (a parameter of the model) adds its device and dtype where they are not the CPU's float32;
+    ``reads``: what the length, temperature and ablation panels read (lengths, the temperature grids by part, the
+    K sweep), where the model's window cut the plan's."""
     device, dtype = ("cpu", "float32") if weights is None else (weights.device, weights.dtype)
     dtype = str(dtype).removeprefix("torch.")
     place = "" if (str(device), dtype) == ("cpu", "float32") else f" --device {device} --dtype {dtype}"
@@ -258,7 +311,7 @@ def commands(name: str, cfg: CardPlan, seed: int, b_auto: float | None, weights=
     niah = f"--suite niah {common}" + ("" if cfg.pad is None else f" --pad {cfg.pad}")
     induction = f"--suite induction {common} --length {cfg.length}"
     audit = f"attnlab audit --model {model} --b 0 auto --queries {cfg.queries} --sigmoid{reuse}"
-    return {
+    out = {
         "audit niah": f"{audit} {niah} --out runs/card-audit-niah",
         "audit induction": f"{audit} {induction} --out runs/card-audit-induction",
         "substitute": f"attnlab substitute --model {model} {niah} --recipes {' '.join(cfg.recipes)}{reuse} "
@@ -267,6 +320,28 @@ def commands(name: str, cfg: CardPlan, seed: int, b_auto: float | None, weights=
         f"--queries {cfg.queries} --out runs/card-heads",
         "sinks": f"attnlab.sinks(model, tokenizer, n_documents={cfg.documents}, tokens={cfg.tokens}, seed={seed})",
     }
+    reads = reads or {}
+    if reads.get("ks"):
+        out["ablate"] = (
+            f"attnlab ablate --model {model} {niah} --k {_ints(reads['ks'])} --random-draws {cfg.draws} "
+            f"--recipe {cfg.ablation_recipe} --rank-suite induction --rank-prompts {cfg.prompts} "
+            f"--rank-length {cfg.length} --queries {cfg.queries} --p 2 --b auto{reuse} --out runs/card-ablate"
+        )
+    if reads.get("lengths"):
+        out["lengths"] = (
+            f"attnlab lengths --model {model} --suite induction --lengths {_ints(reads['lengths'])} --p 2 --b 0 "
+            f"--prompts {cfg.length_prompts} --seed {seed} --queries {cfg.queries} --out runs/card-lengths"
+        )
+    for part, (grid, rope) in reads.get("temperature", {}).items():
+        out[f"temperature {part}"] = (
+            f"attnlab temperature --model {model} --n {_ints(grid)} --suite novel --rope {rope} "
+            f"--docs {cfg.temperature_docs} --n-boot {cfg.n_boot} --seed {seed} --out runs/card-temperature-{part}"
+        )
+    return out
+
+
+def _ints(values) -> str:
+    return " ".join(str(int(v)) for v in values)
 
 
 def _jsonable(value):

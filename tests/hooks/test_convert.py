@@ -12,7 +12,7 @@ from attnlab import cli
 from attnlab.hooks import LoadError, convert, load_model
 from attnlab.hooks.load import resolve_checkpoint
 
-from .gguf_files import write_llama_gguf
+from .gguf_files import N_HEAD, N_KV, write_llama_gguf, write_qwen2_gguf
 
 pytest.importorskip("gguf")
 
@@ -42,6 +42,33 @@ def test_gguf_loads_bit_identical_with_its_tokenizer(written, cache):
         assert torch.equal(loaded(ids).logits, model(ids).logits)
     assert "messages" in loaded_tok.chat_template
     assert loaded.config._attn_implementation == "eager"
+
+
+@pytest.fixture(scope="module")
+def written_qwen2(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("gguf_qwen2")
+    model, tok = write_qwen2_gguf(folder / "qwen2.gguf")
+    model.config._attn_implementation = "eager"
+    return folder / "qwen2.gguf", model, tok
+
+
+def test_qwen2_gguf_loads_bit_identical_with_its_biases_heads_and_tied_output(written_qwen2, cache):
+    path, model, tok = written_qwen2
+    loaded, loaded_tok = load_model(path)
+    ids = tok(TEXT, return_tensors="pt")["input_ids"]
+    assert torch.equal(loaded_tok(TEXT, return_tensors="pt")["input_ids"], ids)  # digits split one by one, as Qwen2's
+    with torch.no_grad():
+        assert torch.equal(loaded(ids).logits, model(ids).logits)
+    config = loaded.config
+    assert config.model_type == "qwen2" and config._attn_implementation == "eager"
+    assert (config.num_attention_heads, config.num_key_value_heads) == (N_HEAD, N_KV)
+    assert config.rope_parameters["rope_theta"] == model.config.rope_parameters["rope_theta"] == 1e6
+    assert config.tie_word_embeddings and loaded.lm_head.weight is loaded.model.embed_tokens.weight
+    # Qwen2's config has no bias switch (transformers always builds QKV biases): the loaded values are the check
+    for theirs, ours in zip(loaded.model.layers, model.model.layers, strict=True):
+        for name in ("q_proj", "k_proj", "v_proj"):
+            bias = getattr(theirs.self_attn, name).bias
+            assert bias.abs().max() > 0 and torch.equal(bias, getattr(ours.self_attn, name).bias)
 
 
 def test_conversion_draws_no_bar_of_transformers(written, cache, capfd):

@@ -568,12 +568,12 @@ def test_real_finding_is_not_checked_inside_the_window_and_its_iid_null_fails(tm
         _hand_real(folder, xi_lambda=xi_lambda)
         finding = st.summarize(folder).findings[-1]
         assert finding.verdict == "not checked" and "inside" in finding.reason
-        assert finding.null.passes is False and finding.mde.effect == tr.REAL_EFFECT
+        assert finding.null.passes is False and finding.mde.effect == tf.REAL_EFFECT
         exps = pd.read_csv(folder / "real_exponents.csv").set_index("exponent")
         assert exps.loc["xi_Lambda", "xi_hat"] == pytest.approx(xi_lambda, abs=1e-9)
         assert exps.loc["xi_Lambda", "lo"] - 1e-9 <= xi_lambda <= exps.loc["xi_Lambda", "hi"] + 1e-9
         assert f"xi_hat_Lambda = {xi_lambda:.3f} [" in finding.evidence
-    null = tr.iid_real(pd.read_parquet(folder / tr.REAL / tr.REAL_ROWS).query("status == 'active'"), 0, 50)
+    null = tf.iid_real(pd.read_parquet(folder / tr.REAL / tr.REAL_ROWS).query("status == 'active'"), 0, 50)
     assert null["lo"] < 1  # it fails the rule (few rows here, so its interval is wide)
 
 

@@ -96,10 +96,15 @@ class _Observer:
         pos = self.queries[(self.queries >= first) & (self.queries < first + n_q)]
         if pos.numel() == 0:
             return
-        keys = self.key_of[pos]
+        answer = self.key_of[pos] >= 0
+        if answer.any():
+            # a sliding-window layer masks an answer key that has left its window: that row reads as a plain one
+            device = block.allowed.device
+            on = block.allowed[..., (pos[answer] - first).to(device), self.key_of[pos[answer]].to(device)]
+            answer[answer.clone()] = on.reshape(-1, int(answer.sum())).all(0).cpu()
         allowed = block.allowed.expand_as(block.scores)
         for is_answer in (False, True):
-            part = pos[(keys >= 0) == is_answer]
+            part = pos[answer == is_answer]
             if part.numel() == 0:
                 continue
             scores, mask = block.scores, allowed

@@ -17,9 +17,11 @@ from ..diagnostics.heads import TYPES
 from ..io import write_table, write_text
 from .figures import plt, save_figure
 from .html import render
-from .sections import Figure, Section, Table
+from .plot_concentration import plot_ablation, plot_unsafe_by_length
+from .plot_temperature import plot_real_lambda
+from .sections import Figure, Finding, Section, Table
 
-PANELS = ("Substitution screen", "Best zero-shot recipe", "Heads", "Reproduce")
+PANELS = ("Substitution screen", "Best zero-shot recipe", "Heads", "Ablation", "Length", "Temperature", "Reproduce")
 COLORS = ("tab:red", "tab:blue", "tab:green", "0.8")  # sink, induction, local, diffuse, as TYPES orders them
 
 
@@ -52,6 +54,21 @@ def plot_head_types(heads: pd.DataFrame, path: str | Path, title: str) -> tuple[
     return save_figure(fig, path)
 
 
+def plot_entropy_by_length(table: pd.DataFrame, path: str | Path) -> tuple[Path, Path]:
+    """The median row entropy against the prompt length L beside log L, the entropy of uniform attention over L keys
+    (the dispersion Long-Context Generalization with Sparse Attention §3.2 describes grows as log L)."""
+    fig, ax = plt.subplots(figsize=(5.2, 3.6))
+    ax.plot(table["L"], table["med entropy"], "o-", color="tab:purple", label="median row entropy (nats)")
+    ax.plot(table["L"], np.log(table["L"].astype(float)), ":", color="0.4", label="log L (uniform over L keys)")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(table["L"], [str(int(v)) for v in table["L"]])
+    ax.set_xlabel("prompt length L (tokens)")
+    ax.set_ylabel("entropy (nats)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
 def write_card_page(data: dict, folder: str | Path, page: str | Path, shown: str | Path | None = None) -> Path:
     """Write the card's tables (CSV and Markdown) and head-type map into ``folder`` and the page to ``page``;
     ``shown``: the folder the page names instead (where a staged run moves its files)."""
@@ -63,6 +80,25 @@ def write_card_page(data: dict, folder: str | Path, page: str | Path, shown: str
     write_table(folder / "recipes", pd.DataFrame(sub["recipes"]))
     write_table(folder / "heads", heads)
     plot_head_types(heads, folder / "head_types", f"{data['model']}: head types (number: first-token mass)")
+    ablation, length, heat = data["ablation"], data["length"], data["temperature"]
+    write_table(folder / "ablation", pd.DataFrame(ablation["rows"]))
+    write_table(folder / "ablation_cells", pd.DataFrame(ablation["cells"]))
+    write_table(folder / "top_heads", pd.DataFrame(ablation["top"]))
+    if ablation["rows"]:
+        plot_ablation(pd.DataFrame(ablation["rows"]), folder / "ablation")
+    lengths = pd.DataFrame(length["rows"])
+    write_table(folder / "length", lengths)
+    if not lengths.empty:
+        plot_unsafe_by_length(lengths.assign(p=length["p"], b=length["b"]), folder / "length_unsafe")
+        plot_entropy_by_length(lengths, folder / "length_entropy")
+    for part in ("inside", "past"):
+        if heat[part] is not None:
+            fit = heat[part]
+            write_table(folder / f"temperature_{part}", pd.DataFrame(fit["per_n"]))
+            name = f"{data['model']} ({part} the window)"
+            plot_real_lambda(
+                pd.DataFrame(fit["per_n"]), fit["xi_hat"], fit["half_iqr"], name, folder / f"temperature_{part}"
+            )
     text = render([(s, folder) for s in sections(data)], title=f"attnlab card {data['model']}", recomputed=False)
     if shown is not None:  # the page reads its files from the staging folder but must name where they will be
         text = text.replace(escape(str(folder)), escape(str(shown)))
@@ -124,15 +160,107 @@ def sections(data: dict) -> list[Section]:
             figures=(Figure("head_types", "layer x head map of the head types; the number is the first-token mass"),),
             notes=(budget,),
         ),
+        ablation_section(data, budget),
+        length_section(data, budget),
+        temperature_section(data, budget),
         Section(
             study="card-reproduce",
-            title=PANELS[3],
+            title=PANELS[-1],
             source=sub["source"],
             question=f"The commands that reproduce each panel on their own, reusing b_auto = {_num(data['b_auto'])}.",
             command="attnlab card",
             notes=tuple(f"{k}: {v}" for k, v in cmd.items()),
         ),
     ]
+
+
+def ablation_section(data: dict, budget: str) -> Section:
+    """The K sweep: top-K, bottom-K and random-K heads polynomialized, NIAH scored (Polynomial Concentration §5.4)."""
+    ab = data["ablation"]
+    top = ", ".join(f"L{h['layer']}H{h['head']}" for h in ab["top"][:10]) or "none"
+    decisive = [r["k"] for r in ab["rows"] if r["decisive"]]
+    return Section(
+        study="card-ablation",
+        title="Ablation",
+        source="Polynomial Concentration §5.4, App. I",
+        question=f"Which heads does NIAH need? Heads ranked by {ab['rank']}; {ab['recipe']} given to the top-K, "
+        f"bottom-K and random-K heads of K = {[r['k'] for r in ab['rows']]} ({ab['ranked']} heads ranked). Top "
+        f"heads by S_2: {top}. Top-K below every random draw (decisive, a descriptive flag, App. I) at K = "
+        f"{decisive or 'none'}.",
+        command=data["commands"].get("ablate", "not run: no K fits the ranked heads"),
+        findings=(Finding.from_dict(ab["finding"]),),
+        tables=(
+            Table("ablation", "per K: top, bottom and random-K change in accuracy (pp), draws above top, decisive"),
+            Table("top_heads", "the heads of highest median S_2, in rank order"),
+            Table("ablation_cells", "per K, subset and draw: NIAH accuracy with its Wilson 95% interval"),
+        ),
+        figures=(Figure("ablation", "change in NIAH accuracy against K: top, bottom and random-K"),)
+        if ab["rows"]
+        else (),
+        notes=(budget,),
+    )
+
+
+def length_section(data: dict, budget: str) -> Section:
+    """Unsafe share and row entropy against the prompt length (Polynomial Concentration App. C, Fig. 5)."""
+    length = data["length"]
+    cut = [n for n in data["budget"]["lengths"] if n not in {r["L"] for r in length["rows"]}]
+    window = "none in its config" if length["window"] is None else length["window"]
+    return Section(
+        study="card-length",
+        title="Length",
+        source="Polynomial Concentration App. C",
+        question=f"How do the unsafe share of active rows (S_{length['p']:g} >= 1 at b = {length['b']}) and the "
+        f"median row entropy change with the prompt length L on induction prompts ({length['prompts']} per L), "
+        f"inside the model's window ({window})?" + (f" Lengths past the window left out: {cut}." if cut else ""),
+        command=data["commands"].get("lengths", "not run: no length fits the window"),
+        findings=(Finding.from_dict(length["finding"]),),
+        tables=(Table("length", "per L: prompt tokens, active rows, unsafe % with its 95% interval, median entropy"),),
+        figures=(
+            Figure("length_unsafe", "unsafe % of active rows against L, 95% band over prompts"),
+            Figure("length_entropy", "median row entropy against L beside log L"),
+        )
+        if length["rows"]
+        else (),
+        notes=(budget,),
+    )
+
+
+def temperature_section(data: dict, budget: str) -> Section:
+    """xi_hat_Lambda inside and past the window, and the multiplier it suggests (Hayase & Karakida 2026)."""
+    heat, cmd = data["temperature"], data["commands"]
+    parts = [p for p in ("inside", "past") if heat[p] is not None]
+    words = "; ".join(
+        f"{p} the window (n = {heat[p]['n']}): xi_hat_Lambda = {heat[p]['xi_hat']:.3f} [{heat[p]['lo']:.3f}, "
+        f"{heat[p]['hi']:.3f}]"
+        for p in parts
+    )
+    m = heat["multiplier"]
+    advice = (
+        f"m(n; xi) = max(1, log n / log {heat['window']})^xi at n = {m['target']} (twice the window) is "
+        f"{_num(m['m'])} for xi = xi_hat_Lambda = {m['xi']:.3f} ({_num(m['m lo'])} to {_num(m['m hi'])} over its "
+        "interval): a reading of the fitted exponent, not a tuned value (Hayase & Karakida's perplexity sweep puts "
+        "Qwen-7B's best xi at 2 to 2.5, App. A.2)"
+        if m
+        else "no multiplier: no finite exponent or no training window"
+    )
+    notes = [budget, advice]
+    if heat["past"] is None:
+        notes.append(f"Past the window: not read ({heat['past_reason']}).")
+    return Section(
+        study="card-temperature",
+        title="Temperature",
+        source="Hayase & Karakida 2026 §4.5, App. A.2",
+        question="How fast does the upper-tail accumulation scale Lambda_n of the model's own score rows grow with "
+        f"the context n, read on windows of the bundled novel? {words}.",
+        command="; ".join(cmd[f"temperature {p}"] for p in parts),
+        findings=tuple(Finding.from_dict(heat[p]["finding"]) for p in parts),
+        tables=tuple(Table(f"temperature_{p}", f"{p} the window: per n, bucket means of log Lambda_n") for p in parts),
+        figures=tuple(
+            Figure(f"temperature_{p}", f"{p} the window: bucket means of log Lambda_n against log log n") for p in parts
+        ),
+        notes=tuple(notes),
+    )
 
 
 def _num(value) -> str:

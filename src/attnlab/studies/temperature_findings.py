@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from ..commands import temperature
 from ..commands.temperature import TRIPLE
 from ..commands.xi_sweep import parabola_min
 from ..diagnostics.paired import paired_interval
@@ -353,4 +354,67 @@ def cor49_finding(fits: dict[str, dict], cor49: dict) -> Finding:
         f"xi_alpha - xi_Delta + 1 = {cor49['predicted']:.3f} against xi_hat_Lambda = {fits['Lambda']['xi_hat']:.3f}: "
         f"residual {cor49['residual']:.2e}, tolerance {cor49['tolerance']:.3f}.",
         rule="the residual of Cor. 4.9 lies within the sum of the three slopes' half-IQRs",
+    )
+
+
+# Hayase & Karakida Table 2: the pretrained Qwen-7B-Chat cells give xi_hat_Lambda 1.74 to 2.33, read at n up to
+# 16384 and 32768, past Qwen's n_train = 8192 under dynamic NTK.
+REAL_RULE = "xi_hat_Lambda's 95% interval over documents lies above 1"
+REAL_EFFECT = 0.74  # the smallest distance above 1 among Table 2's pretrained cells (1.74)
+
+
+def real_exponents(rows: pd.DataFrame, n_boot: int, seed: int) -> tuple[pd.DataFrame, dict]:
+    """The temperature command's xi_hat table (Hayase & Karakida §4.5.1) with the 95% percentile interval of xi_hat
+    over B resamples of the documents, the unit of replication (rows of one document share its tokens; (layer, head)
+    of one forward are not independent), and its Cor. 4.9 check."""
+    fits, cor49 = temperature.exponents(rows, n_boot, seed, unit=("prompt",))
+    tie = tie_mask(rows["lambda_n"])
+    bounds = [
+        exponent(rows["n_keys"], rows[col], exclude=tie, unit=rows[["prompt"]], n_boot=n_boot, seed=seed)
+        for col in TRIPLE.values()
+    ]
+    return fits.assign(lo=[b["lo"] for b in bounds], hi=[b["hi"] for b in bounds]), cor49
+
+
+def iid_real(rows: pd.DataFrame, seed: int, n_boot: int) -> dict[str, float]:
+    """The pretrained finding's null: ``iid_rows`` with the model's count of rows at each n, split into as many
+    documents, and their xi_hat_Lambda with its 95% interval over those documents."""
+    null = iid_rows(rows.groupby("n_keys").size(), np.random.default_rng([seed, 11]))
+    null["prompt"] = np.arange(len(null)) % max(int(rows["prompt"].nunique()), 1)
+    fit = exponent(
+        null["n_keys"],
+        null["lambda_n"],
+        exclude=tie_mask(null["lambda_n"]),
+        unit=null[["prompt"]],
+        n_boot=n_boot,
+        seed=seed,
+    )
+    return {"xi_hat": fit["xi_hat"], "lo": fit["lo"], "hi": fit["hi"]}
+
+
+def real_finding(exps: pd.DataFrame, null: dict[str, float], *, evidence: str, precondition: str | None) -> Finding:
+    """Hayase & Karakida §4.5.2's pretrained claim decided by REAL_RULE on ``real_exponents``' xi_hat_Lambda
+    interval, against ``iid_real``'s null and the interval's half-width as the design's power."""
+    lam = exps.set_index("exponent").loc["xi_Lambda"]
+    lo, hi = float(lam["lo"]), float(lam["hi"])
+    return decide(
+        "on a pretrained checkpoint, xi_hat_Lambda read off the model's own score rows lies above 1 (Hayase & "
+        "Karakida §4.5.2, Table 2: all four pretrained Qwen-7B-Chat cells give 1.74 to 2.33, read past the "
+        "training window under dynamic NTK)",
+        rule=REAL_RULE,
+        holds=bool(lo > 1) if math.isfinite(lo) else None,
+        null=Null(
+            "i.i.d. N(0, 1) rows with the model's count of rows at each n",
+            bool(null["lo"] > 1),
+            f"xi_hat_Lambda = {null['xi_hat']:.3f} [{null['lo']:.3f}, {null['hi']:.3f}]",
+        ),
+        mde=MDE(
+            (hi - lo) / 2 if math.isfinite(hi - lo) else None,
+            REAL_EFFECT,
+            "in xi",
+            "the half-width of the 95% interval over documents, against the distance of Table 2's nearest "
+            "pretrained cell above 1",
+        ),
+        evidence=evidence,
+        precondition=precondition,
     )

@@ -17,18 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from .. import io
 from ..commands import temperature
 from ..commands.runs import context_length, load
 from ..commands.temperature import TRIPLE, per_n
-from ..diagnostics.stats import UNREADABLE, exponent, tie_mask
-from ..report.sections import MDE, Figure, Finding, Null, Table
+from ..diagnostics.stats import UNREADABLE, tie_mask
+from ..report.sections import Figure, Finding, Table
 from .runner import StudyConfig
-from .temperature_findings import iid_rows, side_of_one
-from .verdict import decide
+from .temperature_findings import iid_real, real_exponents, real_finding, side_of_one
 
 REAL = "real"
 REAL_ROWS = "rows_contact.parquet"  # what ``temperature.run`` names its row table
@@ -58,11 +56,6 @@ REAL_PLANS: dict[str, RealPlan] = {
     "smoke": RealPlan(ratio=1.25, fractions=(0.25, 0.5, 0.75, 1.0), docs=4, n_boot=200, max_tokens=12288),
     "full": RealPlan(ratio=2.0, fractions=(0.25, 0.5, 0.75, 1.0), docs=7, n_boot=200, max_tokens=None),
 }
-
-# Hayase & Karakida Table 2: the pretrained Qwen-7B-Chat cells give xi_hat_Lambda 1.74 to 2.33, read at n up to
-# 16384 and 32768, past Qwen's n_train = 8192 under dynamic NTK.
-REAL_RULE = "xi_hat_Lambda's 95% interval over documents lies above 1"
-REAL_EFFECT = 0.74  # the smallest distance above 1 among Table 2's pretrained cells (1.74)
 
 
 # ----------------------------------------------------------------------------------------------- compute
@@ -131,35 +124,6 @@ def real_rows(folder: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
         real / REAL_ROWS, columns=["layer", "head", "prompt", "query", "n_keys", "status", *TRIPLE.values()]
     )
     return rows[~rows["status"].isin(UNREADABLE)].reset_index(drop=True), config
-
-
-def real_exponents(rows: pd.DataFrame, n_boot: int, seed: int) -> tuple[pd.DataFrame, dict]:
-    """The temperature command's xi_hat table (Hayase & Karakida §4.5.1) with the 95% percentile interval of xi_hat
-    over B resamples of the documents, the unit of replication (rows of one document share its tokens; (layer, head)
-    of one forward are not independent), and its Cor. 4.9 check."""
-    fits, cor49 = temperature.exponents(rows, n_boot, seed, unit=("prompt",))
-    tie = tie_mask(rows["lambda_n"])
-    bounds = [
-        exponent(rows["n_keys"], rows[col], exclude=tie, unit=rows[["prompt"]], n_boot=n_boot, seed=seed)
-        for col in TRIPLE.values()
-    ]
-    return fits.assign(lo=[b["lo"] for b in bounds], hi=[b["hi"] for b in bounds]), cor49
-
-
-def iid_real(rows: pd.DataFrame, seed: int, n_boot: int) -> dict[str, float]:
-    """The pretrained finding's null: ``iid_rows`` with the model's count of rows at each n, split into as many
-    documents, and their xi_hat_Lambda with its 95% interval over those documents."""
-    null = iid_rows(rows.groupby("n_keys").size(), np.random.default_rng([seed, 11]))
-    null["prompt"] = np.arange(len(null)) % max(int(rows["prompt"].nunique()), 1)
-    fit = exponent(
-        null["n_keys"],
-        null["lambda_n"],
-        exclude=tie_mask(null["lambda_n"]),
-        unit=null[["prompt"]],
-        n_boot=n_boot,
-        seed=seed,
-    )
-    return {"xi_hat": fit["xi_hat"], "lo": fit["lo"], "hi": fit["hi"]}
 
 
 def windowed_note(rows: pd.DataFrame, n_boot: int, seed: int) -> str | None:
@@ -267,28 +231,10 @@ def real_part(cfg: StudyConfig, folder: Path) -> tuple[list[Finding], list[Table
         f"{means}; Cor. 4.9's xi_alpha - xi_Delta + 1 = {cor49['predicted']:.3f}."
     )
     grid = config["n"]
-    claim = (
-        "on a pretrained checkpoint, xi_hat_Lambda read off the model's own score rows lies above 1 (Hayase & "
-        "Karakida §4.5.2, Table 2: all four pretrained Qwen-7B-Chat cells give 1.74 to 2.33, read past the "
-        "training window under dynamic NTK)"
-    )
     reach = reached(config)
-    finding = decide(
-        claim,
-        rule=REAL_RULE,
-        holds=bool(lo > 1) if math.isfinite(lo) else None,
-        null=Null(
-            "i.i.d. N(0, 1) rows with the model's count of rows at each n",
-            bool(null["lo"] > 1),
-            f"xi_hat_Lambda = {null['xi_hat']:.3f} [{null['lo']:.3f}, {null['hi']:.3f}]",
-        ),
-        mde=MDE(
-            (hi - lo) / 2 if math.isfinite(hi - lo) else None,
-            REAL_EFFECT,
-            "in xi",
-            "the half-width of the 95% interval over documents, against the distance of Table 2's nearest "
-            "pretrained cell above 1",
-        ),
+    finding = real_finding(
+        exps,
+        null,
         evidence=f"{evidence} {reach['words']}",
         precondition=None
         if reach["past"]
