@@ -300,7 +300,14 @@ def sinks(
 
 
 def card(
-    model, tokenizer, *, budget: str = "quick", seed: int = 0, progress: bool = False, name: str = "MODEL"
+    model,
+    tokenizer,
+    *,
+    budget: str = "quick",
+    seed: int = 0,
+    progress: bool = False,
+    name: str = "MODEL",
+    target_length: int | None = None,
 ) -> dict:
     """One checkpoint's attention on one page, as data: the substitution screen, the best zero-shot recipe, the
     head map and its ablation, the unsafe share and entropy against length, and the temperature exponent
@@ -313,6 +320,8 @@ def card(
         budget: a key of ``attnlab.cards.PLANS``: "quick" (minutes for a 135M model on 2 CPU cores) or
             "standard". seed: the prompt seed of every suite. progress: show progress bars.
         name: how the commands that reproduce each panel name the model (``attnlab card`` passes MODEL as typed).
+        target_length: the context length at which the temperature panel gives the multiplier m(n; xi_hat)
+            (Hayase & Karakida 2026 App. A.2); None: twice the model's window.
 
     Returns:
         A JSON-ready dict: model, budget (the plan), b_auto, "substitution" (unsafe % of active rows per suite,
@@ -321,7 +330,7 @@ def card(
         mass, median S_2), "ablation" (the K sweep of top-, bottom- and random-K heads by S_2, with its finding),
         "length" (unsafe % and median entropy per prompt length inside the window, with its trend finding),
         "temperature" (xi_hat_Lambda inside and, where the budget reaches it, past the window, each with its
-        finding; the multiplier m(2 x window; xi_hat)) and "commands" (one per panel). A finding is
+        finding; the multiplier m(target_length; xi_hat)) and "commands" (one per panel). A finding is
         ``report.sections.Finding`` as a dict: claim, verdict, evidence, rule, null, mde, reason.
     """
     from types import SimpleNamespace
@@ -334,8 +343,10 @@ def card(
     check_count("seed", seed, 0)
     if not isinstance(name, str) or not name:
         raise TypeError(f"name takes a non-empty string, got {name!r}")
+    if target_length is not None:
+        check_count("target_length", target_length, 2)
     calls = SimpleNamespace(audit=audit, substitute=substitute, heads=heads, sinks=sinks, prompts=as_prompts)
-    return cards.build(model, tokenizer, cfg, calls, seed=seed, progress=progress, name=name)
+    return cards.build(model, tokenizer, cfg, calls, seed=seed, progress=progress, name=name, target=target_length)
 
 
 def row_stats(

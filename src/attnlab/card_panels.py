@@ -4,7 +4,7 @@
   row entropy beside the unsafe share (Polynomial Concentration App. C, Fig. 5);
 - temperature: ``attnlab temperature``'s rows and fit (Hayase & Karakida 2026 §4.5.1) inside the model's window and,
   where the budget reaches it, past it under dynamic-NTK RoPE (App. A.2), with the i.i.d. null of the temperature
-  study and the multiplier m(n; xi_hat) for twice the window (App. A.2);
+  study and the multiplier m(n; xi_hat) at a target length (App. A.2), by default twice the window;
 - ablation: ``attnlab ablate``'s ranking, subsets, scoring and decisive flag (Polynomial Concentration §5.4, App. I).
 
 Each panel carries a finding built by ``studies.verdict.decide``: its rule is fixed here before any number is
@@ -33,7 +33,7 @@ from .diagnostics.stream import RowStatsCollector
 from .report.sections import MDE, Null
 from .rowmaps.softmax import length_multiplier
 from .studies.concentration_findings import Z_ALPHA, Z_POWER, accuracy_mde
-from .studies.temperature_findings import iid_real, real_exponents, real_finding, side_of_one
+from .studies.temperature_findings import iid_real, real_exponents, real_finding, side_of_one, windowed_note
 from .studies.verdict import decide
 
 LENGTH_P = 2
@@ -202,15 +202,17 @@ def temperature_fit(rows: pd.DataFrame, grid, *, past: bool, rope: str, seed: in
         "hi": hi,
         "null": null,
         "per_n": temperature.per_n(rows).to_dict("records"),
+        "windowed": windowed_note(rows, n_boot, seed),
         "finding": _finding(finding),
     }
 
 
-def temperature_panel(model, tokenizer, cfg, *, seed: int, progress: bool) -> dict:
+def temperature_panel(model, tokenizer, cfg, *, seed: int, progress: bool, target: int | None = None) -> dict:
     """xi_hat_Lambda inside the window (rows at n = n_eval x {1/4, 1/2, 3/4, 1}, n_eval = min(window,
     ``cfg.inside_tokens``)) and past it (n_eval = 1.25 x window under dynamic NTK) where that is at most
     ``cfg.past_tokens`` and the model has RoPE tables to rescale; documents are windows of the bundled novel, as
-    the temperature study reads them; with the multiplier m(2 x window; xi_hat) of Hayase & Karakida App. A.2."""
+    the temperature study reads them; with the multiplier m(target; xi_hat) of Hayase & Karakida App. A.2 (target
+    None: twice the window)."""
     n_train = context_length(model)
     fractions = (0.25, 0.5, 0.75, 1.0)
     inside = min(n_train or cfg.inside_tokens, cfg.inside_tokens)
@@ -240,18 +242,19 @@ def temperature_panel(model, tokenizer, cfg, *, seed: int, progress: bool) -> di
         "inside": parts["inside"],
         "past": parts["past"],
         "past_reason": why,
-        "multiplier": multiplier(parts["past"] or parts["inside"], n_train),
+        "multiplier": multiplier(parts["past"] or parts["inside"], n_train, target),
     }
 
 
-def multiplier(fit: dict, n_train: int | None) -> dict | None:
-    """m(n; xi) = max(1, log n / log n_train)^xi at n = 2 x n_train for xi = xi_hat_Lambda and its interval's ends
-    (Hayase & Karakida 2026 App. A.2): the logit multiplier the fitted exponent suggests at twice the window."""
+def multiplier(fit: dict, n_train: int | None, target: int | None = None) -> dict | None:
+    """m(n; xi) = max(1, log n / log n_train)^xi at n = ``target`` (None: 2 x n_train) for xi = xi_hat_Lambda and its
+    interval's ends (Hayase & Karakida 2026 App. A.2): the logit multiplier the fitted exponent suggests there; a
+    negative exponent reads as 0, no multiplier."""
     if n_train is None or n_train < 2 or not math.isfinite(fit["xi_hat"]):
         return None
     import torch
 
-    target = 2 * n_train
+    target = 2 * n_train if target is None else target
 
     def m(xi: float) -> float | None:
         if not math.isfinite(xi):

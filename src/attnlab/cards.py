@@ -117,11 +117,19 @@ def plan(budget: str) -> CardPlan:
 
 
 def build(
-    model, tokenizer, cfg: CardPlan, calls, *, seed: int = 0, progress: bool = False, name: str = "MODEL"
+    model,
+    tokenizer,
+    cfg: CardPlan,
+    calls,
+    *,
+    seed: int = 0,
+    progress: bool = False,
+    name: str = "MODEL",
+    target: int | None = None,
 ) -> dict:
     """``attnlab.card``'s data under plan ``cfg``; ``calls`` holds the entry points audit, substitute, heads and
     sinks, and prompts (a suite's prompts as they build them); ``attnlab.api`` passes its own: this module must not
-    import it, which imports this one."""
+    import it, which imports this one. ``target``: the context length of the multiplier (None: twice the window)."""
     from . import card_panels as panels
     from . import hooks
 
@@ -168,7 +176,7 @@ def build(
     niah = calls.prompts(model, tokenizer, "niah", n_prompts=cfg.prompts, seed=seed, pad=cfg.pad)
     ablation = panels.ablation_panel(model, tokenizer, cfg, audits["induction"], niah, b_auto=b_auto, progress=progress)
     length = panels.length_panel(model, tokenizer, cfg, calls.audit, seed=seed, progress=progress)
-    heat = panels.temperature_panel(model, tokenizer, cfg, seed=seed, progress=progress)
+    heat = panels.temperature_panel(model, tokenizer, cfg, seed=seed, progress=progress, target=target)
     layers, heads = hooks.num_heads(model)
     return _jsonable(
         {

@@ -10,9 +10,11 @@ import pytest
 import torch
 
 from attnlab import hooks, tasks
-from attnlab.commands.readout import Reading, check_queries, prompt_reading, read_rows, select_queries
+from attnlab.commands.readout import Reading, _Observer, check_queries, prompt_reading, read_rows, select_queries
 from attnlab.diagnostics import RowOptions, row_stats
+from attnlab.diagnostics.stream import RowStatsCollector
 from attnlab.io import PARQUET_META_KEY
+from attnlab.site_spec import ScoreBlock
 
 from checkpoints import save_checkpoint
 
@@ -149,3 +151,20 @@ def test_a_failed_forward_leaves_no_table(model, tmp_path):
     with pytest.raises(IndexError):
         read_rows(model, readings, {"b0": RowOptions.make(p=P)}, tmp_path, config={}, device="cpu", progress=False)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_answer_key_outside_a_sliding_window_reads_that_row_against_its_argmax():
+    n, window = 12, 4
+    pos = torch.arange(n)
+    allowed = (pos[None, :] <= pos[:, None]) & (pos[None, :] > pos[:, None] - window)  # causal, last 4 keys
+    scores = torch.randn(1, 2, n, n, generator=torch.Generator().manual_seed(0)).masked_fill(~allowed, -torch.inf)
+    # query 11's key 9 is in its window, query 10's key 2 left it: read plain, not raise "masked key"
+    reading = Reading(tuple(range(n)), (5, 10, 11), answer_keys={10: 2, 11: 9})
+    sink = RowStatsCollector(RowOptions.make(p=2), flags=("answer_key",))
+    observer = _Observer([sink])
+    observer.start(0, reading)
+    observer(ScoreBlock(layer=0, scores=scores, allowed=allowed[None, None], query_start=0, n_queries=n))
+    rows = sink.close().set_index(["head", "query"])
+    assert rows["answer_key"].to_dict() == {(h, q): q == 11 for h in (0, 1) for q in (5, 10, 11)}
+    expected = row_stats(scores[0, :, 11], allowed[11], p=2, target=torch.tensor([9, 9]))
+    assert rows.xs(11, level="query")["target_mass"].tolist() == pytest.approx(expected["target_mass"].tolist())

@@ -237,14 +237,15 @@ def temperature_section(data: dict, budget: str) -> Section:
     )
     m = heat["multiplier"]
     advice = (
-        f"m(n; xi) = max(1, log n / log {heat['window']})^xi at n = {m['target']} (twice the window) is "
+        f"m(n; xi) = max(1, log n / log {heat['window']})^xi at the target n = {m['target']} "
+        f"({m['target'] / heat['window']:.3g} x the window) is "
         f"{_num(m['m'])} for xi = xi_hat_Lambda = {m['xi']:.3f} ({_num(m['m lo'])} to {_num(m['m hi'])} over its "
         "interval): a reading of the fitted exponent, not a tuned value (Hayase & Karakida's perplexity sweep puts "
         "Qwen-7B's best xi at 2 to 2.5, App. A.2)"
         if m
         else "no multiplier: no finite exponent or no training window"
     )
-    notes = [budget, advice]
+    notes = [budget, advice, *(f"{p} the window: {heat[p]['windowed']}" for p in parts if heat[p]["windowed"])]
     if heat["past"] is None:
         notes.append(f"Past the window: not read ({heat['past_reason']}).")
     return Section(

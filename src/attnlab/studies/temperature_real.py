@@ -26,7 +26,7 @@ from ..commands.temperature import TRIPLE, per_n
 from ..diagnostics.stats import UNREADABLE, tie_mask
 from ..report.sections import Figure, Finding, Table
 from .runner import StudyConfig
-from .temperature_findings import iid_real, real_exponents, real_finding, side_of_one
+from .temperature_findings import iid_real, real_exponents, real_finding, side_of_one, windowed_note
 
 REAL = "real"
 REAL_ROWS = "rows_contact.parquet"  # what ``temperature.run`` names its row table
@@ -124,30 +124,6 @@ def real_rows(folder: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
         real / REAL_ROWS, columns=["layer", "head", "prompt", "query", "n_keys", "status", *TRIPLE.values()]
     )
     return rows[~rows["status"].isin(UNREADABLE)].reset_index(drop=True), config
-
-
-def windowed_note(rows: pd.DataFrame, n_boot: int, seed: int) -> str | None:
-    """What sliding-window layers do to the buckets: their query at n - 1 sees only its last W keys, so its
-    row lands in the bucket n_keys = W, not n. None when every row sees n keys."""
-    short = rows["n_keys"] < rows["query"] + 1
-    if not short.any():
-        return None
-    layers = sorted(int(x) for x in rows.loc[short, "layer"].unique())
-    windows = sorted(int(x) for x in rows.loc[short, "n_keys"].unique())
-    full = rows[~rows["layer"].isin(layers)]
-    words = (
-        f"{int(short.sum())} of {len(rows)} rows, in layers {layers}, see fewer keys than "
-        f"their n (a sliding window: the query at n - 1 attends its last {windows} keys only). Rows are "
-        "binned by the keys they see, so those rows join the bucket at the window, and every bucket above "
-        "it holds the other layers' rows alone: xi_hat mixes a change of n with a change of layers. "
-    )
-    if full.empty:
-        return words + "No layer sees n keys at every n, so no full-attention fit exists here."
-    fit = temperature.exponents(full, n_boot, seed)[0].set_index("exponent").loc["xi_Lambda"]
-    return words + (
-        f"On layers {sorted(int(x) for x in full['layer'].unique())} alone, which see n keys at every "
-        f"n, xi_hat_Lambda = {fit['xi_hat']:.3f} (half-IQR {fit['half_iqr']:.3f})."
-    )
 
 
 def reached(config: dict) -> dict[str, Any]:
