@@ -43,7 +43,8 @@ def made(tmp_path_factory):
     checkpoint = save_checkpoint(folder / "ckpt")
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(cards.PLANS, "quick", dataclasses.replace(cards.PLANS["quick"], **TINY))
-        assert main(["card", str(checkpoint), "--out", str(folder / "out"), "--no-progress"]) == 0
+        argv = ["card", str(checkpoint), "--target-length", "2048", "--out", str(folder / "out"), "--no-progress"]
+        assert main(argv) == 0
     data = json.loads((folder / "out" / "card.json").read_text(), parse_constant=pytest.fail)
     return checkpoint, folder / "out", data
 
@@ -137,6 +138,8 @@ def test_the_page_names_every_panel_and_the_budget(made):
     for name in (*(f + ".png" for f in figures), "unsafe.csv", "recipes.csv", "heads.csv", "config.json"):
         assert (out / name).is_file()
     assert data["budget"]["name"] == "quick" and data["budget"]["prompts"] == 2
+    multiplier = data["temperature"]["multiplier"]  # --target-length reaches the temperature panel
+    assert multiplier["target"] == 2048 and f"target n = 2048 ({2048 / 512:.3g} x the window)" in page
 
 
 @pytest.mark.parametrize(
@@ -165,3 +168,5 @@ def test_bad_api_arguments_are_named_before_any_forward(loaded):
         attnlab.card(model, tok, seed=-1)
     with pytest.raises(TypeError, match="model"):
         attnlab.card("smollm2", tok)
+    with pytest.raises(ValueError, match="target_length takes an int >= 2"):
+        attnlab.card(model, tok, target_length=1)

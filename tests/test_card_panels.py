@@ -73,3 +73,5 @@ def test_the_multiplier_is_the_closed_form_at_twice_the_window(xi):
     assert got["m"] == pytest.approx((math.log(16384) / math.log(8192)) ** xi, rel=1e-6)
     assert got["m lo"] == pytest.approx((math.log(16384) / math.log(8192)) ** max(xi - 0.5, 0), rel=1e-6)
     assert panels.multiplier({"xi_hat": xi, "lo": 0, "hi": 1}, None) is None
+    at = panels.multiplier({"xi_hat": xi, "lo": xi, "hi": xi}, 8192, target=4096)  # inside the window: no change
+    assert at["target"] == 4096 and at["m"] == pytest.approx(1.0)

@@ -71,10 +71,10 @@ def trend(per_prompt: pd.DataFrame, seed: int) -> dict:
 
 def length_panel(model, tokenizer, cfg, audit, *, seed: int, progress: bool) -> dict:
     """Unsafe % of active rows (S_2 >= 1, b = 0) and the median entropy of the readable rows at each prompt length
-    of ``cfg.lengths`` within the model's window, on induction prompts (Polynomial Concentration App. C), with the
+    of ``cfg.lengths``, on induction prompts (Polynomial Concentration App. C), with the
     trend finding: the slope on log2 L against TREND_RULE, its null the same prompts with their L labels permuted."""
     window = context_length(model)
-    lengths = [n for n in cfg.lengths if window is None or n <= window]
+    lengths = list(cfg.lengths)  # ``cards.within_window`` cut them to the window
     lines, points = [], []
     for n in lengths:
         rows = audit(

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import math
 import shlex
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from . import rowmaps
 from .commands.audit_tables import prevalence
-from .commands.runs import Bias
+from .commands.runs import Bias, context_length
 from .diagnostics.stats import wilson
 from .errors import Error
 from .papers import cite
@@ -133,6 +133,7 @@ def build(
     from . import card_panels as panels
     from . import hooks
 
+    cfg = within_window(cfg, context_length(model))
     sizes = {"niah": {"pad": cfg.pad}, "induction": {"length": cfg.length}}
     audits, b_auto = {}, None
     for suite in SUITES:
@@ -202,6 +203,20 @@ def build(
                 name, cfg, seed, b_auto, next(model.parameters(), None), reads(ablation, length, heat)
             ),
         }
+    )
+
+
+def within_window(cfg: CardPlan, window: int | None) -> CardPlan:
+    """``cfg`` with every prompt and document inside a context of ``window`` tokens: the induction prompts (one
+    token under it, room for a BOS token), the first-token documents and the length sweep cut to it. NIAH's pad
+    is left as it is: a haystack that still overruns is refused by the audit, naming the lengths."""
+    if window is None:
+        return cfg
+    return replace(
+        cfg,
+        length=min(cfg.length, window - 1),
+        tokens=min(cfg.tokens, window),
+        lengths=tuple(n for n in cfg.lengths if n < window),
     )
 
 

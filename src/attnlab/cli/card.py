@@ -1,10 +1,14 @@
-"""``attnlab card MODEL``: one page on a checkpoint's attention (``attnlab.card``), with card.json beside it."""
+"""``attnlab card MODEL [MODEL ...]``: one page on a checkpoint's attention (``attnlab.card``), with card.json beside
+it; given several models, one card folder each and a page comparing them (``report.card_compare``)."""
 
 from __future__ import annotations
 
+import gc
 import json
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 from .. import options
 from ..options import MODEL_HELP, option
@@ -22,7 +26,12 @@ def _budgets() -> list[str]:
 class CardConfig:
     """What ``attnlab card`` takes besides its output folder."""
 
-    model: str = option(help=f"{MODEL_HELP}, with its tokenizer", positional=True, metavar="MODEL")
+    models: tuple[str, ...] = option(
+        help=f"one or more models, each {MODEL_HELP}, with its tokenizer; with two or more, each card goes into "
+        "DIR/<name>/ (the model's last path component) and DIR/index.html compares them",
+        positional=True,
+        metavar="MODEL",
+    )
     budget: str = option(
         "quick",
         "quick: minutes for a 135M model on 2 CPU cores (short prompts, 8 per suite); standard: the suites' "
@@ -30,62 +39,186 @@ class CardConfig:
         choices=_budgets,
     )
     seed: int = option(0, "prompt seed", metavar="N", type=options.seed)
+    target_length: int | None = option(
+        None,
+        "context length n at which the temperature panel gives the logit multiplier m(n; xi_hat) (Hayase & "
+        "Karakida 2026 App. A.2); default: twice the model's window",
+        metavar="N",
+        type=options.count,
+    )
     device: str = option("cpu", "cpu or cuda[:i]")
     dtype: str | None = option(
         None, "default: float32 on CPU, bfloat16 on a GPU that supports it", choices=("float32", "bfloat16", "float16")
     )
 
     def __post_init__(self) -> None:
+        from ..cards import CardError
         from ..commands.runs import check_count
 
         check_count("seed", self.seed, 0)
+        if self.target_length is not None:
+            check_count("target_length", self.target_length, 2)
+        if isinstance(self.models, str) or not self.models:
+            raise CardError(f"MODEL takes one or more model names, got {self.models!r}")
+        seen = set()
+        for model in self.models:
+            if os.path.normpath(model) in seen:  # ckpt and ./ckpt/ are one model
+                raise CardError(f"MODEL {model!r} is given twice; name each model once")
+            seen.add(os.path.normpath(model))
+
+    def settings(self, model: str | None = None) -> dict:
+        """What config.json records: of one card (``model``, as one model's run always has), or of the comparison."""
+        rest = {k: v for k, v in asdict(self).items() if k != "models"}
+        return {"model": model, **rest} if model is not None else {"models": list(self.models), **rest}
 
 
 def run(cfg: CardConfig, out: str | Path, *, overwrite: bool = False, progress: bool = True) -> dict:
-    """Load ``cfg.model``, compute its card and write card.json, index.html, the panels' tables and the head-type
-    map into ``out`` (staged: a failed run leaves the folder as it was). Returns the card's data and the paths."""
-    from ..api import card
-    from ..cards import plan
-    from ..commands.runs import load, model_record, staged_output
-    from ..io import check_output, check_writable, write_json
-    from ..report.card_page import write_card_page
+    """One model: load it, compute its card and write card.json, index.html, the panels' tables and the head-type
+    map into ``out``; returns the card's data and the paths. Two or more: ``run_several``. Staged either way: a
+    failed run leaves the folder as it was."""
+    from ..commands.runs import staged_output
+    from ..io import check_output, check_writable
 
-    plan(cfg.budget)  # an unknown budget is refused before the model loads
-    settings = asdict(cfg)
+    if len(cfg.models) > 1:
+        return run_several(cfg, out, overwrite=overwrite, progress=progress)
+    (name,) = cfg.models
+    settings = cfg.settings(name)
+    _plan(cfg)
     check_writable(out)
     check_output(out, settings, overwrite=overwrite, what="attnlab card")
-    model, tokenizer = load(cfg.model, cfg.device, cfg.dtype)
-    data = card(model, tokenizer, budget=cfg.budget, seed=cfg.seed, progress=progress, name=cfg.model)
-    data["provenance"] = json.loads(json.dumps(model_record(cfg, model), default=str))
+    data = _card(cfg, name, progress)
     with staged_output(out) as stage:
-        write_json(stage / "card.json", data)
-        write_card_page(data, stage, stage / "index.html", shown=Path(out))
-        write_json(stage / "config.json", {**settings, "b_auto": data["b_auto"]})
+        _write_card(data, settings, stage, Path(out))
     final = Path(out)
     return {"card": data, "paths": {"card": final / "card.json", "page": final / "index.html"}}
 
 
+def run_several(cfg: CardConfig, out: str | Path, *, overwrite: bool = False, progress: bool = True) -> dict:
+    """Each model's card into ``out``/<slug>/ (as one model's run writes it), computed one model at a time, and
+    the comparison (``report.card_compare``) as ``out``/index.html, compare.csv/.md and config.json; staged: a
+    failed run leaves the folder as it was. Returns the cards by slug, the comparison table and the paths."""
+    from ..commands.runs import staged_output
+    from ..hooks.load import resolve_checkpoint
+    from ..io import check_output, check_writable, swap_in, write_json
+    from ..report.card_compare import compare, slugs, write_compare_page
+
+    settings = cfg.settings()
+    _plan(cfg)
+    check_writable(out)
+    check_output(out, settings, overwrite=overwrite, what="attnlab card")
+    for name in cfg.models:  # a mistyped last model is named before the first one's card is computed
+        resolve_checkpoint(name, log=print)
+    names = slugs(cfg.models)
+    cards = {}
+    for i, (slug, name) in enumerate(zip(names, cfg.models), 1):
+        print(f"card {i}/{len(names)}: {name}")
+        cards[slug] = _card(cfg, name, progress)
+    final = Path(out)
+    with staged_output(out) as stage:
+        for slug, name in zip(names, cfg.models):
+            _write_card(cards[slug], cfg.settings(name), stage / slug, final / slug)
+        links = [f"{slug}/index.html" for slug in names]
+        write_compare_page(list(cards.values()), stage, stage / "index.html", links=links, shown=final)
+        write_json(stage / "config.json", {**settings, "folders": dict(zip(names, cfg.models))})
+        # staged_output moves files into place, but a folder cannot be renamed over a non-empty one (a rerun's)
+        for slug in names:
+            swap_in(stage / slug, final / slug)
+    return {
+        "cards": cards,
+        "table": compare(list(cards.values())),
+        "paths": {"page": final / "index.html", "table": final / "compare.csv"}
+        | {slug: final / slug / "card.json" for slug in names},
+    }
+
+
+def _plan(cfg: CardConfig) -> None:
+    from ..cards import plan
+
+    plan(cfg.budget)  # an unknown budget is refused before any model loads
+
+
+def _card(cfg: CardConfig, name: str, progress: bool) -> dict:
+    """The card of model ``name``, with its provenance; the model is freed on return (gc, the CUDA cache), so a
+    comparison holds one model at a time."""
+    import torch
+
+    from ..api import card
+    from ..commands.runs import load, model_record
+
+    model, tokenizer = load(name, cfg.device, cfg.dtype)
+    try:
+        data = card(
+            model,
+            tokenizer,
+            budget=cfg.budget,
+            seed=cfg.seed,
+            progress=progress,
+            name=name,
+            target_length=cfg.target_length,
+        )
+        # model_record reads only the run's model name
+        data["provenance"] = json.loads(json.dumps(model_record(SimpleNamespace(model=name), model), default=str))
+    finally:
+        del model, tokenizer
+        gc.collect()  # weights held in reference cycles would otherwise wait for the next collection
+        if torch.cuda.is_initialized():
+            torch.cuda.empty_cache()
+    return data
+
+
+def _write_card(data: dict, settings: dict, folder: Path, shown: Path) -> None:
+    """card.json, the card's page and tables, and config.json into ``folder``, the page naming ``shown``."""
+    from ..io import write_json
+    from ..report.card_page import write_card_page
+
+    folder.mkdir(exist_ok=True)
+    write_json(folder / "card.json", data)
+    write_card_page(data, folder, folder / "index.html", shown=shown)
+    write_json(folder / "config.json", {**settings, "b_auto": data["b_auto"]})
+
+
 @command(
     "card",
-    "one page on a checkpoint's attention: substitution screen, best recipe, head map",
+    "one page on the attention of one or more checkpoints: substitution, heads, ablation, length, temperature",
     "Audit NIAH and induction prompts at p = 2, 4, 8, 16 and b = 0, b_auto; screen the ReLU recipes by their "
     "measured-safe share (Polynomial Concentration §5.5: a screen, not a guarantee); score a few zero-shot recipes "
-    "against softmax on NIAH; type every head and measure its first-token mass. Writes card.json and index.html.",
+    "against softmax on NIAH; type every head and measure its first-token mass; ablate the heads of highest S_2 "
+    "against random and bottom ones (§5.4); read the unsafe share and entropy against prompt length (App. C) and "
+    "xi_hat_Lambda inside and past the window with the multiplier it suggests (Hayase & Karakida 2026 §4.5, App. "
+    "A.2), each finding with its rule and null control. Writes card.json and index.html. "
+    "Given two or more models, computes their cards one model at a time, each into DIR/<name>/, and writes a page "
+    "comparing them, one row per model as Polynomial Concentration Table 1 (DIR/index.html, compare.csv).",
     CardConfig,
     output("card"),
 )
 def card_command(cfg: CardConfig, out) -> int:
     result = run(cfg, out.out, overwrite=out.overwrite, progress=not out.no_progress)
-    data = result["card"]
-    best = data["substitution"]["best"]
-    print(f"card of {cfg.model} (budget {cfg.budget}); b_auto = {data['b_auto']:.6g}")
-    for line in data["substitution"]["unsafe"]:
-        if line["p"] == 2:
-            print(f"  {line['suite']}, b = {line['b']}, p = 2: {_pct(line['unsafe %'])} unsafe")
-    print(
-        f"  best recipe {best['recipe']}: {best['accuracy %']:.1f}% [{best['lo']:.1f}, {best['hi']:.1f}] against "
-        f"softmax {best['softmax %']:.1f}% [{best['softmax lo']:.1f}, {best['softmax hi']:.1f}] on NIAH"
-    )
+    if len(cfg.models) > 1:
+        print(f"cards of {len(cfg.models)} models (budget {cfg.budget})")
+        for slug, data in result["cards"].items():
+            best = data["substitution"]["best"]
+            print(
+                f"  {slug}: {data['model']}; b_auto = {data['b_auto']:.6g}; best recipe {best['recipe']} "
+                f"{best['accuracy %']:.1f}% against softmax {best['softmax %']:.1f}% on NIAH"
+            )
+    else:
+        data = result["card"]
+        best = data["substitution"]["best"]
+        print(f"card of {cfg.models[0]} (budget {cfg.budget}); b_auto = {data['b_auto']:.6g}")
+        for line in data["substitution"]["unsafe"]:
+            if line["p"] == 2:
+                print(f"  {line['suite']}, b = {line['b']}, p = 2: {_pct(line['unsafe %'])} unsafe")
+        print(
+            f"  best recipe {best['recipe']}: {best['accuracy %']:.1f}% [{best['lo']:.1f}, {best['hi']:.1f}] "
+            f"against softmax {best['softmax %']:.1f}% [{best['softmax lo']:.1f}, {best['softmax hi']:.1f}] on NIAH"
+        )
+        heat = data["temperature"]
+        for panel, finding in (
+            ("ablation", data["ablation"]["finding"]),
+            ("length", data["length"]["finding"]),
+            *((f"temperature {p}", heat[p]["finding"]) for p in ("inside", "past") if heat[p] is not None),
+        ):
+            print(f"  {panel}: {finding['verdict']}")
     print("wrote:")
     for path in result["paths"].values():
         print(f"  {path}")

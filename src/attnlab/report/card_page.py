@@ -13,6 +13,7 @@ import pandas as pd
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch, Rectangle
 
+from ..cards import PLANS
 from ..diagnostics.heads import TYPES
 from ..io import write_table, write_text
 from .figures import plt, save_figure
@@ -204,7 +205,8 @@ def ablation_section(data: dict, budget: str) -> Section:
 def length_section(data: dict, budget: str) -> Section:
     """Unsafe share and row entropy against the prompt length (Polynomial Concentration App. C, Fig. 5)."""
     length = data["length"]
-    cut = [n for n in data["budget"]["lengths"] if n not in {r["L"] for r in length["rows"]}]
+    planned = PLANS[data["budget"]["name"]].lengths if data["budget"]["name"] in PLANS else ()
+    cut = [n for n in planned if n not in {r["L"] for r in length["rows"]}]
     window = "none in its config" if length["window"] is None else length["window"]
     return Section(
         study="card-length",
@@ -212,7 +214,8 @@ def length_section(data: dict, budget: str) -> Section:
         source="Polynomial Concentration App. C",
         question=f"How do the unsafe share of active rows (S_{length['p']:g} >= 1 at b = {length['b']}) and the "
         f"median row entropy change with the prompt length L on induction prompts ({length['prompts']} per L), "
-        f"inside the model's window ({window})?" + (f" Lengths past the window left out: {cut}." if cut else ""),
+        f"inside the model's window ({window})?"
+        + (f" Lengths the window leaves no room for (a BOS token included): {cut}." if cut else ""),
         command=data["commands"].get("lengths", "not run: no length fits the window"),
         findings=(Finding.from_dict(length["finding"]),),
         tables=(Table("length", "per L: prompt tokens, active rows, unsafe % with its 95% interval, median entropy"),),
