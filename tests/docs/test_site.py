@@ -18,12 +18,12 @@ ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 # .ci/run runs the test command verbatim; the main command and the demo are what the README's timings were measured on.
 MAIN = (
-    "python3 -m venv .venv && .venv/bin/pip install -e '.[gguf]' && .venv/bin/attnlab fetch smollm2 && "
+    "python3 -m venv .venv && .venv/bin/pip install -e '.[gguf]' -c cpu-constraints.txt && .venv/bin/attnlab fetch smollm2 && "
     ".venv/bin/attnlab card smollm2 --out runs/card"
 )
 DEMO = ".venv/bin/attnlab demo --out runs/demo"
 TESTS = (
-    "python3 -m venv .venv && .venv/bin/pip install -e '.[dev]' && .venv/bin/attnlab fetch smollm2 && "
+    "python3 -m venv .venv && .venv/bin/pip install -e '.[dev]' -c cpu-constraints.txt && .venv/bin/attnlab fetch smollm2 && "
     ".venv/bin/python -m pytest -q"
 )
 
