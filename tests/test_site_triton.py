@@ -29,18 +29,7 @@ F32 = TOL[torch.float32]
 
 @pytest.fixture(autouse=True, scope="module")
 def _interpreter():
-    """Triton 3.6's interpreter converts a loop bound to int with int() of a one-element array, which NumPy 2.4
-    refuses (triton-lang/triton#9171): the fix made upstream, for this module's tests."""
-    from triton.runtime import interpreter
-
-    original = interpreter._patch_lang_tensor
-
-    def patch(tensor, scope):
-        original(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(())))
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(interpreter, "_patch_lang_tensor", patch)
+    with site_triton_kernels.interpreter_loop_bounds():
         yield
 
 

@@ -9,6 +9,7 @@ attnlab does not require triton: without it this module still imports (the kerne
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 
@@ -26,6 +27,26 @@ INTERPRETED = triton is not None and bool(triton.knobs.runtime.interpret)
 
 def _jit(fn):
     return fn if triton is None else triton.jit(fn)
+
+
+@contextlib.contextmanager
+def interpreter_loop_bounds():
+    """Triton 3.6's interpreter turns a run-time loop bound into an int with int() of a one-element array, which
+    NumPy 2.4 refuses (triton-lang/triton#9171); inside this context its tensors take the upstream fix, so the
+    kernels run on CPU tensors under TRITON_INTERPRET=1. Nothing changes on a GPU."""
+    from triton.runtime import interpreter
+
+    original = interpreter._patch_lang_tensor
+
+    def patch(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(())))
+
+    interpreter._patch_lang_tensor = patch
+    try:
+        yield
+    finally:
+        interpreter._patch_lang_tensor = original
 
 
 @_jit
