@@ -28,6 +28,7 @@ KERNELS = {
     "relu_p4_b0": dict(family="relu_p", p=4.0, b=0.0),
     "relu_p2_b0.5": dict(family="relu_p", p=2.0, b=0.5),
     "sigmoid_b0": dict(family="sigmoid", b=0.0),
+    "entmax_a1.5": dict(alpha=1.5),
 }
 MASKS = {"causal": dict(), "window 5": dict(window=5), "ALiBi slopes": dict(slopes=True)}
 NOT_BUILT = ("one optimizer step of each study's full-budget model", "a short Reverse run (Vasylenko et al. 2025)")
@@ -35,9 +36,12 @@ NOT_BUILT = ("one optimizer step of each study's full-budget model", "a short Re
 
 def _fused(name: str):
     from attnlab.site_triton import relu_sigmoid_attention
+    from attnlab.site_triton_entmax import entmax_attention
+
+    fn = entmax_attention if "alpha" in KERNELS[name] else relu_sigmoid_attention
 
     def run(q, k, v, **mask):
-        return relu_sigmoid_attention(q, k, v, **KERNELS[name], **mask)
+        return fn(q, k, v, **KERNELS[name], **mask)
 
     return run
 

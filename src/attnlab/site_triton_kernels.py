@@ -358,7 +358,7 @@ class Launch:
             BLOCK_K=self.block_k,
             BLOCK_D=_block(q.shape[-1]),
             BLOCK_DV=_block(v.shape[-1]),
-            MMA=_mma_dtype(q.dtype),
+            MMA=mma_dtype(q.dtype),
             # float32 products in full precision: TF32 would round the scores to 10 bits
             PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         )
@@ -373,7 +373,7 @@ def _block(width: int) -> int:
     return max(16, triton.next_power_of_2(width))
 
 
-def _mma_dtype(dtype: torch.dtype):
+def mma_dtype(dtype: torch.dtype):
     """The dtype the matrix products take their operands in: the input's own, except that Triton's
     interpreter multiplies bfloat16 bit patterns as integers (triton-lang/triton#11584), so there bfloat16
     operands go in as float32, whose products of bfloat16 values are exact."""

@@ -24,8 +24,8 @@ def test_the_dry_run_checks_every_kernel_and_times_it_against_sdpa(tmp_path):
     result = json.loads(out.read_text())
     assert result["dry"] and result["device"].startswith("cpu")
     checks = result["exactness"]
-    assert len(checks) == 9 and all(max(c[k] for k in ("out", "dq", "dk", "dv")) < 1e-5 for c in checks)
+    assert len(checks) == 12 and all(max(c[k] for k in ("out", "dq", "dk", "dv")) < 1e-5 for c in checks)
     speed = result["speed"]
-    assert [r["variant"] for r in speed] == ["SDPA", "relu_p4_b0", "relu_p2_b0.5", "sigmoid_b0"]
+    assert [r["variant"] for r in speed] == ["SDPA", "relu_p4_b0", "relu_p2_b0.5", "sigmoid_b0", "entmax_a1.5"]
     assert speed[0]["forward ratio"] == 1.0 and all(r["forward+backward s"] > 0 for r in speed)
     assert result["not built"]  # the parts still missing are recorded, not silently skipped
