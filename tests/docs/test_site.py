@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import functools
-import http.server
 import os
 import re
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
+
+from browser import NEEDS_CHROMIUM, browser, served
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -116,48 +115,22 @@ def test_license_and_changelog():
     assert "## 0.1.0" in (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
 
 
-def _chromium() -> str | None:
-    return next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
-
-
-@pytest.fixture()
-def served(site):
-    """The built site over HTTP (its search index is fetched, which a file:// page may not do)."""
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(
-    _chromium() is None or shutil.which("chromedriver") is None,
-    reason="no Chromium and chromedriver on this machine (Debian: chromium chromium-driver)",
-)
-def test_pages_render_without_console_errors_and_search_finds_a_map(served):
-    webdriver = pytest.importorskip("selenium.webdriver", reason="pip install selenium")
+@NEEDS_CHROMIUM
+def test_pages_render_without_console_errors_and_search_finds_a_map(site):
+    pytest.importorskip("selenium", reason="pip install selenium")
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    options = webdriver.ChromeOptions()
-    options.binary_location = _chromium()
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1000"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(shutil.which("chromedriver")))
-    try:
+    with served(site) as address, browser() as driver:
         for page in ("", "guides/sinks/", "guides/concentration/", "reference/cli/", "reference/rowmaps/"):
-            driver.get(f"{served}/{page}")
+            driver.get(f"{address}/{page}")
             assert driver.find_element(By.CSS_SELECTOR, "article h1").text, page
             severe = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
             assert severe == [], (page, severe)
-        driver.get(f"{served}/")
+        driver.get(f"{address}/")
         box = driver.find_element(By.CSS_SELECTOR, "input.md-search__input")
         box.click()
         box.send_keys("entmax")
         WebDriverWait(driver, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, ".md-search-result__item"))
         assert "entmax" in driver.find_element(By.CSS_SELECTOR, ".md-search-result").text.lower()
-    finally:
-        driver.quit()

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
-import http.server
 import json
-import shutil
-import threading
 
 import pytest
 
 from attnlab import cards
 from attnlab.cli import main
 from attnlab.report import card_page
+from browser import NEEDS_CHROMIUM, browser, served
 from checkpoints import save_checkpoint
 from test_card import TINY
 
@@ -33,10 +30,6 @@ return Array.from(document.querySelectorAll('h2')).map(h => {
 """
 
 
-def _chromium() -> str | None:
-    return next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
-
-
 @pytest.fixture(scope="module")
 def card(tmp_path_factory):
     """The folder of a tiny checkpoint's card, written by the command under the TINY plan."""
@@ -48,34 +41,12 @@ def card(tmp_path_factory):
     return folder / "out"
 
 
-@pytest.fixture()
-def served(card):
-    """The card's folder over HTTP."""
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(card))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(
-    _chromium() is None or shutil.which("chromedriver") is None,
-    reason="no Chromium and chromedriver on this machine (Debian: chromium chromium-driver)",
-)
-def test_every_panel_figure_and_table_of_the_card_is_on_the_rendered_page(card, served):
-    webdriver = pytest.importorskip("selenium.webdriver", reason="pip install selenium")
-
+@NEEDS_CHROMIUM
+def test_every_panel_figure_and_table_of_the_card_is_on_the_rendered_page(card):
     sections = card_page.sections(json.loads((card / "card.json").read_text(encoding="utf-8")))
-    options = webdriver.ChromeOptions()
-    options.binary_location = _chromium()
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1000"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(shutil.which("chromedriver")))
-    try:
-        driver.get(f"{served}/index.html")
+    with served(card) as address, browser() as driver:
+        driver.get(f"{address}/index.html")
         parts = driver.execute_script(PARTS)
         broken = driver.execute_script(
             "return [...document.images].filter(i => !i.complete || !i.naturalWidth).map(i => i.alt)"
@@ -83,8 +54,6 @@ def test_every_panel_figure_and_table_of_the_card_is_on_the_rendered_page(card, 
         # the browser asks the server for /favicon.ico on its own; the page names no file it does not carry
         logs = driver.get_log("browser")
         severe = [e["message"] for e in logs if e["level"] == "SEVERE" and "/favicon.ico " not in e["message"]]
-    finally:
-        driver.quit()
     assert [p["title"] for p in parts] == [s.title for s in sections]
     assert set(card_page.PANELS) <= {p["title"] for p in parts}
     for section, part in zip(sections, parts):
