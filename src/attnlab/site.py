@@ -15,7 +15,9 @@ outputs are bit-identical to the eager forward (float64 inputs get a float64 sof
 
 Where nothing needs a block of scores (no observer, no gradient, no dropout) and the attention is causal,
 a row-map plan or a position bias takes the fused path instead (:mod:`attnlab.site_fused`), which computes
-only the scores a query may attend and equals the block-materializing path to float rounding.
+only the scores a query may attend and equals the block-materializing path to float rounding. On CUDA (or
+wherever ``Plan.kernel="triton"`` asks), a call whose every head has one ReLU^p, sigmoid or alpha-entmax map and
+nothing else to do goes to the fused Triton kernels instead (:mod:`attnlab.site_route` says which calls).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from .site_fused import _attend_fused, _fusable
+from .site_route import triton_call
 from .site_spec import (
     DEFAULT_BLOCK,
     MIN_BLOCK,
@@ -171,6 +174,11 @@ def attend(
     bad = [h for h in plan.maps if not 0 <= h < n_heads]
     if bad:
         raise ValueError(f"layer {layer}: heads {bad} out of range for {n_heads} heads")
+    routed = triton_call(query, key, scores, mask, plan)
+    if routed is not None:
+        kernel, args = routed
+        # contiguous, as the torch paths' output, for callers that view it as (batch, queries, hidden)
+        return kernel(query, key, value, **args).transpose(1, 2).contiguous()
     groups = n_heads // key.shape[1]
     key_t = _repeat_kv(key, groups).transpose(2, 3)
     value = _repeat_kv(value, groups)

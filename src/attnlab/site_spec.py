@@ -15,6 +15,7 @@ from .rowmaps import RowMap
 
 MIN_BLOCK = 32
 DEFAULT_BLOCK = 512
+KERNELS = ("auto", "triton", "torch")
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,9 @@ class Plan:
     """What the site does in one layer besides attending: per-head row maps (heads not listed keep the
     model's softmax), observers of the scores and of the weights, an optional length multiplier, the
     query block size, the layer's index and dropout on the weights. ``fused=False`` keeps the
-    block-materializing path even where the fused one applies (to compare the two)."""
+    block-materializing path even where the fused one applies (to compare the two). ``kernel`` says where the
+    fused Triton attention (:mod:`attnlab.site_route`) may serve the layer: "auto" on CUDA tensors, "triton" on
+    any device (on the CPU under Triton's interpreter, for tests), "torch" nowhere."""
 
     maps: Mapping[int, RowMap] = field(default_factory=dict)
     observers: Sequence[Observer] = ()
@@ -95,6 +98,7 @@ class Plan:
     fused: bool = True
     layer: int = 0  # the layer's index, which observers receive
     dropout: float = 0.0  # dropout on the weights: the caller sets it in training only
+    kernel: str = "auto"
 
     def __post_init__(self) -> None:
         if not (isinstance(self.block, int) and self.block >= MIN_BLOCK):
@@ -103,6 +107,8 @@ class Plan:
             raise ValueError(f"dropout must be a probability in [0, 1), got {self.dropout!r}")
         if not isinstance(self.fused, bool):
             raise ValueError(f"fused must be True or False, got {self.fused!r}")
+        if self.kernel not in KERNELS:
+            raise ValueError(f"kernel must be one of {KERNELS}, got {self.kernel!r}")
         for head, rowmap in self.maps.items():
             if not isinstance(rowmap, RowMap) or isinstance(head, bool) or not isinstance(head, int):
                 raise TypeError(
