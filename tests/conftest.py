@@ -5,6 +5,10 @@ import shutil
 
 import pytest
 
+# Triton fixes its interpreter mode when it is first imported, and transformers may import it while the test modules
+# are collected: the suite runs Triton kernels only on CPU tensors, under the interpreter, so it is chosen first.
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
 
 @pytest.fixture(autouse=True)
 def _threads_kept():
