@@ -115,7 +115,7 @@ def test_the_commands_on_the_card_reproduce_its_panels(made, tmp_path):
     pd.testing.assert_frame_equal(ablation, shown, check_dtype=False)
     lengths = pd.read_csv(tmp_path / "card-lengths" / "lengths.csv")
     shown = pd.DataFrame(data["length"]["rows"])
-    assert lengths["L"].tolist() == shown["L"].tolist() == [32, 64]
+    assert lengths["L"].tolist() == shown["L"].tolist() == [32, 64] and data["length"]["cut"] == [1024]
     np.testing.assert_allclose(lengths["unsafe %"], shown["unsafe %"])
     np.testing.assert_allclose(lengths[["unsafe lo", "unsafe hi"]], shown[["unsafe lo", "unsafe hi"]])
     for part in ("inside", "past"):
@@ -138,6 +138,7 @@ def test_the_page_names_every_panel_and_the_budget(made):
     for name in (*(f + ".png" for f in figures), "unsafe.csv", "recipes.csv", "heads.csv", "config.json"):
         assert (out / name).is_file()
     assert data["budget"]["name"] == "quick" and data["budget"]["prompts"] == 2
+    assert "no room for (a BOS token included): [1024]" in page  # the length the window cut is named
     multiplier = data["temperature"]["multiplier"]  # --target-length reaches the temperature panel
     assert multiplier["target"] == 2048 and f"target n = 2048 ({2048 / 512:.3g} x the window)" in page
 

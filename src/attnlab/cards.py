@@ -133,7 +133,7 @@ def build(
     from . import card_panels as panels
     from . import hooks
 
-    cfg = within_window(cfg, context_length(model))
+    planned, cfg = cfg.lengths, within_window(cfg, context_length(model))
     sizes = {"niah": {"pad": cfg.pad}, "induction": {"length": cfg.length}}
     audits, b_auto = {}, None
     for suite in SUITES:
@@ -197,7 +197,7 @@ def build(
             },
             "heads": head_table(types, mass, audits).to_dict("records"),
             "ablation": ablation,
-            "length": length,
+            "length": {**length, "cut": [n for n in planned if n not in cfg.lengths]},
             "temperature": heat,
             "commands": commands(
                 name, cfg, seed, b_auto, next(model.parameters(), None), reads(ablation, length, heat)

@@ -13,7 +13,6 @@ import pandas as pd
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch, Rectangle
 
-from ..cards import PLANS
 from ..diagnostics.heads import TYPES
 from ..io import write_table, write_text
 from .figures import plt, save_figure
@@ -205,8 +204,7 @@ def ablation_section(data: dict, budget: str) -> Section:
 def length_section(data: dict, budget: str) -> Section:
     """Unsafe share and row entropy against the prompt length (Polynomial Concentration App. C, Fig. 5)."""
     length = data["length"]
-    planned = PLANS[data["budget"]["name"]].lengths if data["budget"]["name"] in PLANS else ()
-    cut = [n for n in planned if n not in {r["L"] for r in length["rows"]}]
+    cut = length.get("cut", [])  # the plan's lengths the window left no room for
     window = "none in its config" if length["window"] is None else length["window"]
     return Section(
         study="card-length",
