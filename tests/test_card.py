@@ -111,6 +111,11 @@ def test_the_commands_on_the_card_reproduce_its_panels(made, tmp_path):
     heads = pd.read_csv(tmp_path / "card-heads" / "heads.csv")
     assert heads["head_type"].tolist() == [h["head_type"] for h in data["heads"]]
     ablation = pd.read_csv(tmp_path / "card-ablate" / "ablate.csv")
+    # the tiny model answers no NIAH prompt: the ablation has no loss to read, whatever the heads
+    assert (
+        data["ablation"]["finding"]["verdict"] == "not checked"
+        and "cannot do the task" in data["ablation"]["finding"]["reason"]
+    )
     shown = pd.DataFrame(data["ablation"]["rows"])[ablation.columns]
     pd.testing.assert_frame_equal(ablation, shown, check_dtype=False)
     lengths = pd.read_csv(tmp_path / "card-lengths" / "lengths.csv")

@@ -264,20 +264,20 @@ def multiplier(fit: dict, n_train: int | None, target: int | None = None) -> dic
     return {"target": target, "xi": fit["xi_hat"], "m": m(fit["xi_hat"]), "m lo": m(fit["lo"]), "m hi": m(fit["hi"])}
 
 
-def ablation_panel(model, tokenizer, cfg, induction: pd.DataFrame, prompts, *, b_auto: float, progress: bool) -> dict:
+def ablation_panel(
+    model, tokenizer, cfg, induction: pd.DataFrame, prompts, baseline: list[dict], *, b_auto: float, progress: bool
+) -> dict:
     """``attnlab ablate``'s K sweep in memory: heads ranked by their median S_2 at b_auto over the induction audit's
-    active rows, relu_p2_bauto given to the top-K, bottom-K and ``cfg.draws`` random-K heads of each K, NIAH scored
-    by exact match against softmax; the decisive flag per K (App. I) and the finding (ABLATION_RULE, bottom-K as its
-    null)."""
+    active rows, relu_p2_bauto given to the top-K, bottom-K and ``cfg.draws`` random-K heads of each K, NIAH
+    ``prompts`` scored by exact match against softmax's answers on them (``baseline``, ``commands.substitute.score``'s
+    records, as the substitution scored them); the decisive flag per K (App. I) and the finding (ABLATION_RULE,
+    bottom-K as its null)."""
     column = f"s_p{LENGTH_P}"
     ranking = ablate.rank_heads(induction[induction["b"] == float(b_auto)], column)
     ranked = int(ranking["ranked"].sum())
     ks = [k for k in cfg.ks if k <= ranked]
     device = str(model_device(model))
-    records = [
-        {**r, "k": 0, "subset": BASELINE, "draw": 0}
-        for r in score(model, tokenizer, prompts, "niah", device, BASELINE, False)
-    ]
+    records = [{**r, "k": 0, "subset": BASELINE, "draw": 0} for r in baseline]
     for k in ks:
         for subset, draw, chosen in ablate.subsets(ranking, k, cfg.draws):
             with hooks.substituted(model, cfg.ablation_recipe, heads=chosen, b_auto=b_auto):

@@ -17,6 +17,7 @@ import pandas as pd
 from . import rowmaps
 from .commands.audit_tables import prevalence
 from .commands.runs import Bias, context_length
+from .commands.substitute import BASELINE
 from .diagnostics.stats import wilson
 from .errors import Error
 from .papers import cite
@@ -153,16 +154,10 @@ def build(
         )
         b_auto = audits[suite].attrs["b_auto"]  # calibrated once, by the first suite's audit
     unsafe = unsafe_table(audits)
-    table = calls.substitute(
-        model,
-        tokenizer,
-        list(cfg.recipes),
-        "niah",
-        n_prompts=cfg.prompts,
-        seed=seed,
-        pad=cfg.pad,
-        b_auto=b_auto,
-        progress=progress,
+    # one NIAH suite for the substitution and the ablation, whose softmax baseline is the substitution's own
+    niah = calls.prompts(model, tokenizer, "niah", n_prompts=cfg.prompts, seed=seed, pad=cfg.pad)
+    table, answers = calls.substitute(
+        model, tokenizer, list(cfg.recipes), niah, b_auto=b_auto, progress=progress, answers=True
     )
     types = calls.heads(
         model,
@@ -174,8 +169,10 @@ def build(
         progress=progress,
     )
     mass = calls.sinks(model, tokenizer, n_documents=cfg.documents, tokens=cfg.tokens, seed=seed)
-    niah = calls.prompts(model, tokenizer, "niah", n_prompts=cfg.prompts, seed=seed, pad=cfg.pad)
-    ablation = panels.ablation_panel(model, tokenizer, cfg, audits["induction"], niah, b_auto=b_auto, progress=progress)
+    baseline = answers[answers["recipe"] == BASELINE].to_dict("records")
+    ablation = panels.ablation_panel(
+        model, tokenizer, cfg, audits["induction"], niah, baseline, b_auto=b_auto, progress=progress
+    )
     length = panels.length_panel(model, tokenizer, cfg, calls.audit, seed=seed, progress=progress)
     heat = panels.temperature_panel(model, tokenizer, cfg, seed=seed, progress=progress, target=target)
     layers, heads = hooks.num_heads(model)
