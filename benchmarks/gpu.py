@@ -1,16 +1,20 @@
-"""The GPU check: every Triton fused attention kernel against the row maps in float64, then forward and
-forward+backward time and peak memory against ``scaled_dot_product_attention`` in the same run.
+"""The GPU check: every Triton fused attention kernel against the row maps in float64; forward and
+forward+backward time and peak memory against ``scaled_dot_product_attention`` in the same run; one optimizer
+step of each study's full-budget model; and, with the time left, a short Reverse run (``gpu_train``). Between them,
+the commands whose device paths the tests run only on the CPU, run on the GPU against the CPU (``gpu_paths``).
 
-    python benchmarks/gpu.py [--lengths 4096,16384,65536] [--out benchmarks/results/gpu.json]
+    python benchmarks/gpu.py [--lengths 4096,16384,65536] [--budget-seconds 420] [--out benchmarks/results/gpu.json]
     python benchmarks/gpu.py --dry            # CPU, Triton's interpreter, tiny shapes (the suite runs this)
 
-Uses only the machine's own torch and triton and the working tree: no download, no model file. Exactness: each
-kernel on random q, k, v (causal, a sliding window, GQA, ALiBi slopes) against ``attnlab.rowmaps`` applied to the
-masked float64 scores, outputs and gradients, as the largest error over the largest reference entry. Speed: per
-length, bfloat16, batch 1, 8 query / 2 KV heads of 64 (GQA), causal, the median of ``--repeats`` timed calls after
-one warm-up, and the peak of ``torch.cuda.max_memory_allocated`` over the call, as ratios to SDPA (flash on a GPU)
-on the same tensors in the same run. The training-step and Reverse parts of the full check are not built yet and
-are recorded as such. The dry run's times are the interpreter's: they check the script, not the kernels' speed.
+Uses only the machine's own torch, triton and transformers and the working tree: no download, no model file.
+Exactness: each kernel on random q, k, v (causal, a sliding window, GQA, ALiBi slopes) against ``attnlab.rowmaps``
+applied to the masked float64 scores, outputs and gradients, as the largest error over the largest reference entry.
+Speed: per length, bfloat16, batch 1, 8 query / 2 KV heads of 64 (GQA), causal, the median of ``--repeats`` timed
+calls after one warm-up, and the peak of ``torch.cuda.max_memory_allocated`` over the call, as ratios to SDPA (flash
+on a GPU) on the same tensors in the same run; NAPE softmax (Vasylenko et al. 2025 §4.2: half the heads NoPE, half
+ALiBi) goes through the site as the decoder calls it. Every part checks one deadline, ``--budget-seconds`` from the
+start, and records what it left out; the Reverse run gets at least its share of it. The dry run's times are the
+interpreter's and the CPU's at shrunk shapes: they check the script, not the speed.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ KERNELS = {
     "entmax_a1.5": dict(alpha=1.5),
 }
 MASKS = {"causal": dict(), "window 5": dict(window=5), "ALiBi slopes": dict(slopes=True)}
-NOT_BUILT = ("one optimizer step of each study's full-budget model", "a short Reverse run (Vasylenko et al. 2025)")
+NAPE = "NAPE softmax"
 
 
 def _fused(name: str):
@@ -44,6 +48,17 @@ def _fused(name: str):
         return fn(q, k, v, **KERNELS[name], **mask)
 
     return run
+
+
+def _nape(q, k, v):
+    """Softmax under NAPE's slopes through the site, with the query block the decoder would choose."""
+    from attnlab.model.decoder import block_rows
+    from attnlab.model.positions import nape_slopes
+    from attnlab.site import DEFAULT_BLOCK, Causal, Plan, Scores, Slopes, attend
+
+    slopes = Slopes(nape_slopes(q.shape[1]).to(q.device))
+    plan = Plan(block=block_rows(DEFAULT_BLOCK, q.shape[0], q.shape[1], k.shape[2]))
+    return attend(q, k, v, Scores(q.shape[-1] ** -0.5, bias=slopes), Causal(), plan)
 
 
 def exactness(device, dry: bool) -> list[dict]:
@@ -108,8 +123,9 @@ def _timed(fn, repeats: int, device) -> tuple[float, float | None]:
     return statistics.median(seconds), torch.cuda.max_memory_allocated() / 2**20 if cuda else None
 
 
-def speed(lengths: list[int], device, dtype, repeats: int) -> list[dict]:
-    """Forward and forward+backward of each kernel and of SDPA on the same tensors; ratios to SDPA."""
+def speed(lengths: list[int], device, dtype, repeats: int, clock) -> list[dict]:
+    """Forward and forward+backward of each kernel, of NAPE softmax and of SDPA on the same tensors; ratios to
+    SDPA. A variant the deadline or the memory does not allow is recorded as such."""
     import torch
     import torch.nn.functional as F
 
@@ -120,10 +136,15 @@ def speed(lengths: list[int], device, dtype, repeats: int) -> list[dict]:
         k, v = (torch.randn(1, 2, n, 64, generator=g, device=device, dtype=dtype, requires_grad=True) for _ in "kv")
         variants = {"SDPA": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)}
         variants |= {name: (lambda name=name: _fused(name)(q, k, v)) for name in KERNELS}
+        variants[NAPE] = lambda: _nape(q, k, v)
         base = {}
         for name, fn in variants.items():
-            fwd, fwd_mem = _timed(lambda fn=fn: _no_grad(fn), repeats, device)
-            both, both_mem = _timed(lambda fn=fn: fn().sum().backward(), repeats, device)
+            got = _measured(fn, repeats, device, clock) if base or name == "SDPA" else "SDPA did not run"
+            if isinstance(got, str):
+                rows.append({"tokens": n, "variant": name, "skipped": got})
+                print(f"| {n} | {name} | {got} | | | |", flush=True)
+                continue
+            (fwd, fwd_mem), (both, both_mem) = got
             base = base or {"fwd": fwd, "both": both}
             row = {
                 "tokens": n,
@@ -144,6 +165,20 @@ def speed(lengths: list[int], device, dtype, repeats: int) -> list[dict]:
     return rows
 
 
+def _measured(fn, repeats: int, device, clock):
+    """Forward and forward+backward (seconds, peak MiB) of ``fn``, or why they were not measured: the deadline,
+    or the memory."""
+    import torch
+
+    if clock.left(reserve=True) <= 0:
+        return "deadline"
+    try:
+        return _timed(lambda: _no_grad(fn), repeats, device), _timed(lambda: fn().sum().backward(), repeats, device)
+    except torch.cuda.OutOfMemoryError:
+        torch.cuda.empty_cache()
+        return "out of memory"
+
+
 def _no_grad(fn):
     import torch
 
@@ -160,8 +195,13 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--dry", action="store_true", help="CPU tensors under Triton's interpreter, tiny shapes")
     ap.add_argument("--lengths", default=None, help="comma-separated token counts (default 4096,16384,65536)")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--budget-seconds", type=float, default=420.0, help="the whole check's deadline (default 420)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/gpu.json"))
     args = ap.parse_args(argv)
+    import gpu_paths
+    import gpu_train
+
+    clock = gpu_train.Clock(args.budget_seconds)  # before the imports, which take seconds of the budget too
     if args.dry:  # read when @triton.jit decorates: before the kernels' module is imported
         os.environ["TRITON_INTERPRET"] = "1"
     import torch
@@ -181,7 +221,13 @@ def main(argv: list[str] | None = None) -> dict:
         print("| kernel | mask | out | dq | dk | dv |")
         checks = exactness(device, args.dry)
         print("| tokens | variant | forward | forward+backward | forward peak | forward+backward peak |")
-        timings = speed(lengths, device, dtype, 1 if args.dry else args.repeats)
+        timings = speed(lengths, device, dtype, 1 if args.dry else args.repeats, clock)
+    print("| command | largest difference from the CPU | status |")
+    paths = gpu_paths.commands(device, clock)
+    print("| study | run | parameters | tokens per step | precision | step | tokens/s | peak | status |")
+    steps = gpu_train.training_steps(device, args.dry, clock)
+    print("| Reverse arm | steps | training | " + " | ".join(f"{m:g}x" for m in gpu_train.MULTIPLES) + " | status |")
+    reverse = gpu_train.reverse(device, args.dry, clock)
     result = {
         "date": datetime.date.today().isoformat(),
         "dry": args.dry,
@@ -191,7 +237,13 @@ def main(argv: list[str] | None = None) -> dict:
         "dtype": str(dtype).removeprefix("torch."),
         "exactness": checks,
         "speed": timings,
-        "not built": list(NOT_BUILT),
+        "commands": paths,
+        "training step": steps,
+        "reverse": reverse,
+        "budget seconds": args.budget_seconds,
+        "seconds": clock.elapsed(),
+        "dry shapes": gpu_train.dry_shapes() if args.dry else None,
+        "not built": [],
     }
     write_json(args.out, result)
     print(f"wrote {args.out}")

@@ -36,7 +36,8 @@ from .api_checks import (
 from .api_sinks import MIN_QUERY, first_token_mass, head_table, sink_documents
 from .commands.audit import TARGETS, read_audit
 from .commands.heads import RULES, SUITE, classify_heads, read_heads
-from .commands.readout import FLAGS, check_queries, model_device
+from .commands.readout import FLAGS, check_queries
+from .devices import model_device
 from .commands.runs import recipe_b_auto
 from .commands.substitute import expand_recipes, substitution
 from .diagnostics import rows as _rows

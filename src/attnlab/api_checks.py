@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from . import hooks, tasks
-from .commands.readout import model_device
+from .devices import model_device
 from .commands.runs import Bias, calibration_ids, overrun
 
 

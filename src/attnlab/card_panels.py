@@ -23,7 +23,8 @@ import pandas as pd
 from . import hooks, tasks
 from .commands import ablate, temperature
 from .commands.audit_tables import prevalence
-from .commands.readout import FLAGS, Reading, model_device, read_tables
+from .commands.readout import FLAGS, Reading, read_tables
+from .devices import model_device
 from .commands.runs import Bias, context_length
 from .commands.substitute import BASELINE, baseline_warning, score
 from .diagnostics import RowOptions

@@ -144,3 +144,26 @@ def test_a_refused_config_value_ends_in_one_line(capsys):
     assert main(["lengthgen", "--maps", "nosuchmap"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("attnlab lengthgen: error: ") and err.count("\n") == 1
+
+
+# The commands that compute nothing with tensors: listings, downloads, tokenizing, re-rendering, arithmetic on logs.
+NO_TENSORS = {"maps", "papers", "tasks", "fetch", "report", "prepare", "release-replay"}
+
+
+def test_every_command_that_computes_takes_device_and_dtype(capsys):
+    for name in COMMANDS:
+        with pytest.raises(SystemExit):
+            build_parser([name, "--help"]).parse_args([name, "--help"])
+        text = capsys.readouterr().out
+        has = {"--device" in text, "--dtype" in text}
+        assert has == {name not in NO_TENSORS}, name
+        if name not in NO_TENSORS:
+            assert "auto (CUDA when present, else the CPU), cpu, cuda or cuda:N" in " ".join(text.split()), name
+
+
+def test_a_device_that_is_not_here_is_one_line_before_any_work(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["diagnose", "no-such-scores.npy", "--device", "cuda:1"])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and err.count("\n") == 1
+    assert "argument --device: device 'cuda:1' is not available: this torch sees no CUDA device" in err

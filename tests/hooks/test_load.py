@@ -14,8 +14,8 @@ from attnlab.hooks.load import (
     check_model,
     load_model,
     load_tokenizer,
+    placement,
     quiet_transformers,
-    resolve_dtype,
 )
 from offline import build_tokenizer
 
@@ -121,15 +121,34 @@ def test_a_config_of_no_causal_lm_is_one_line(tmp_path):
 @pytest.mark.parametrize(
     "dtype, device, match",
     [
-        ("float64", "cpu", "unknown dtype 'float64'; use one of float32, bfloat16, float16"),
-        ("float32", "mps", "device 'mps' is not available here; use --device cpu"),
+        ("float64", "cpu", "unknown dtype 'float64'; use one of auto, float32, bfloat16, float16"),
+        ("float32", "mps", "unknown device 'mps'; use auto .*, cpu, cuda or cuda:N"),
+        ("float32", "cuda:0", "device 'cuda:0' is not available: this torch sees no CUDA device"),
     ],
 )
 def test_dtype_and_device_are_checked_first(dtype, device, match):
     with pytest.raises(LoadError, match=match):
-        resolve_dtype(dtype, device)
+        placement(device, dtype)
     with pytest.raises(LoadError, match=match):
         load_model("no-such-folder", dtype=dtype, device=device)
+
+
+def test_auto_places_the_whole_model_on_the_cpu_here():
+    assert placement("auto", "auto") == (torch.device("cpu"), torch.float32, None)
+    assert placement("cpu", "bfloat16") == (torch.device("cpu"), torch.bfloat16, None)
+
+
+def test_the_device_map_path_gives_the_same_model(saved):
+    """What ``--device auto`` does on a CUDA machine (accelerate's ``device_map="auto"``), taken here on the CPU,
+    where accelerate puts every layer: the same logits as the plain load, bit for bit."""
+    from attnlab.hooks.load import _load
+
+    folder, model, tok = saved
+    spread, _ = _load(folder, torch.device("cpu"), torch.float32, False, False, device_map="auto")
+    ids = tok(TEXT, return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        assert torch.equal(spread(ids).logits, model(ids).logits)
+    assert not spread.training and spread.device.type == "cpu"
 
 
 def test_transformers_logging_is_restored_even_after_an_error():

@@ -141,6 +141,19 @@ def test_command_line_rebuilds_the_config(tmp_path):
     cfg = StudyConfig(study="temperature", budget="full", seed=3)
     out = tmp_path / "my x"
     assert cfg.command(out) == f"attnlab study temperature --budget full --seed 3 --out '{out}'"
+    precise = StudyConfig(study="temperature", budget="full", seed=3, dtype="float32", device="cpu")
+    assert precise.command(out) == f"attnlab study temperature --budget full --seed 3 --dtype float32 --out '{out}'"
+
+
+def test_a_study_resumes_on_another_device_or_launcher_but_not_in_another_dtype(tmp_path):
+    folder = tmp_path / "rm"
+    first = studies.run(StudyConfig(study="rowmaps"), folder)
+    moved = StudyConfig(study="rowmaps", device="cpu", launcher="submitit", submitit={"timeout_min": 5})
+    assert studies.run(moved, folder) == first
+    with pytest.raises(StudyError, match="resume with that command"):
+        studies.run(StudyConfig(study="rowmaps", dtype="bfloat16"), folder)
+    saved = json.loads((folder / "config.json").read_text())
+    assert (saved["device"], saved["dtype"], saved["launcher"]) == ("auto", "auto", "local")
 
 
 def test_rerun_resumes_and_a_different_config_or_foreign_folder_is_refused(tmp_path):

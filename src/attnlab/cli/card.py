@@ -11,6 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from .. import options
+from ..devices import Placement
 from ..options import MODEL_HELP, option
 from .base import command
 from .checkpoint import output
@@ -23,7 +24,7 @@ def _budgets() -> list[str]:
 
 
 @dataclass(frozen=True)
-class CardConfig:
+class CardConfig(Placement):
     """What ``attnlab card`` takes besides its output folder."""
 
     models: tuple[str, ...] = option(
@@ -46,12 +47,9 @@ class CardConfig:
         metavar="N",
         type=options.count,
     )
-    device: str = option("cpu", "cpu or cuda[:i]")
-    dtype: str | None = option(
-        None, "default: float32 on CPU, bfloat16 on a GPU that supports it", choices=("float32", "bfloat16", "float16")
-    )
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         from ..cards import CardError
         from ..commands.runs import check_count
 

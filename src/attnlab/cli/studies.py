@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import options
+from ..devices import Placement
 from ..options import option
 from .base import PROGRESS_HELP, UserError, check_writable, command
 
@@ -97,7 +98,7 @@ def report(opts: ReportOptions) -> int:
 
 
 @dataclass(frozen=True)
-class DemoOptions:
+class DemoOptions(Placement):
     out: Path = option(Path("runs/demo"), "output folder", metavar="DIR")
     seed: int = option(0, "seed of data and training", metavar="N", type=options.seed)
     studies: tuple[str, ...] | None = option(
@@ -155,7 +156,14 @@ def demo(opts: DemoOptions) -> int:
     started, failed, done = time.monotonic(), [], []
     for name, model, folder in plan:
         try:
-            cfg = studies.StudyConfig(study=name, budget=studies.demo_budget(name), seed=opts.seed, model=model)
+            cfg = studies.StudyConfig(
+                study=name,
+                budget=studies.demo_budget(name),
+                seed=opts.seed,
+                model=model,
+                device=opts.device,
+                dtype=opts.dtype,
+            )
             done.append((_run_study(cfg, folder, progress=not opts.no_progress), folder))
         except studies.StudyError as exc:
             raise UserError(str(exc)) from None

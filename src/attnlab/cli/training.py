@@ -5,13 +5,16 @@ decoder from a config file), ``release-replay`` (the release rule's variants on 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import io, options
+from .. import devices, io, options
+from ..devices import Placement
+from ..workers import Launch
 from ..options import option
 from .base import PROGRESS_HELP, UserError, check_writable, command
 
@@ -81,7 +84,7 @@ def prepare(opts: PrepareOptions) -> int:
 
 
 @dataclass(frozen=True)
-class TrainOptions:
+class TrainOptions(Placement):
     config: Path | None = option(
         None, "run config (.yaml/.yml/.toml), e.g. examples/tiny.yaml; omit to give all by --set", positional=True
     )
@@ -114,6 +117,9 @@ def train(opts: TrainOptions) -> int:
     from ..train.trainer import Trainer
 
     cfg = run_config.load(opts.config, list(opts.set))
+    if opts.dtype != "auto":  # the config's train.precision is the user's own choice; an explicit --dtype overrides it
+        precision = devices.precision(opts.dtype, opts.device)
+        cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision=precision))
     out = opts.out or Path("runs/train") / (opts.config.stem if opts.config else "run")
     if opts.resume and not out.is_dir():
         raise UserError(f"--resume: {out} does not exist; drop --resume to start a new run there")
@@ -125,7 +131,9 @@ def train(opts: TrainOptions) -> int:
         )
     # one lock for the run, held by the launching process (torchrun's rank 0): its other ranks write with it
     with io.locked(out) if os.environ.get("RANK", "0") == "0" else contextlib.nullcontext():
-        trainer = Trainer(cfg, out, resume=opts.resume, overwrite=opts.overwrite, progress=not opts.no_progress)
+        trainer = Trainer(
+            cfg, out, resume=opts.resume, overwrite=opts.overwrite, progress=not opts.no_progress, device=opts.device
+        )
         if trainer.world.main:
             state = f"resuming at step {trainer.step}" if trainer.step else "starting"
             print(
@@ -218,7 +226,7 @@ def release_replay(opts: ReplayOptions) -> int:
 
 
 @dataclass(frozen=True)
-class LengthgenRun:
+class LengthgenRun(Placement, Launch):
     """How a lengthgen run is carried out, apart from what it computes."""
 
     jobs: int = option(
@@ -239,6 +247,8 @@ class LengthgenRun:
     def __post_init__(self) -> None:
         from ..commands.lengthgen import check_jobs
 
+        Placement.__post_init__(self)
+        Launch.__post_init__(self)
         check_jobs(self.jobs)
 
 
@@ -254,7 +264,16 @@ class LengthgenRun:
 def lengthgen(cfg, opts: LengthgenRun) -> int:
     from ..commands import lengthgen as lg
 
-    result = lg.run(cfg, opts.out, progress=not opts.no_progress, jobs=opts.jobs, overwrite=opts.overwrite)
+    result = lg.run(
+        cfg,
+        opts.out,
+        progress=not opts.no_progress,
+        jobs=opts.jobs,
+        overwrite=opts.overwrite,
+        device=opts.device,
+        dtype=opts.dtype,
+        launch=Launch(launcher=opts.launcher, submitit=opts.submitit),
+    )
     print(
         f"{lg.metric(cfg.task_def)[0]} (%) on {cfg.task}, trained at {cfg.trained_at} tokens with {cfg.pe}, "
         f"{cfg.plan.samples} samples per length ({cfg.budget} budget, {cfg.plan.steps} steps)"

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..devices import model_device
 from .. import hooks, options
 from ..diagnostics import RowOptions
 from ..diagnostics.heads import TYPES
@@ -225,8 +226,8 @@ def run(cfg: AblateConfig, out: str | Path, *, progress: bool = True, overwrite:
         chat=cfg.chat,
     )
     prompts = run_prompts(model, tokenizer, cfg)
-    (bias,), b_auto = biases(model, tokenizer, [cfg.b], cfg.device, cfg.b_auto, cfg.calibration)
-    b_auto = recipe_b_auto(model, tokenizer, [cfg.recipe], cfg.device, b_auto, cfg.calibration)
+    (bias,), b_auto = biases(model, tokenizer, [cfg.b], model_device(model), cfg.b_auto, cfg.calibration)
+    b_auto = recipe_b_auto(model, tokenizer, [cfg.recipe], model_device(model), b_auto, cfg.calibration)
     n_layers, n_heads = hooks.num_heads(model)
     if max(cfg.k) > n_layers * n_heads:
         raise RunError(f"--k {max(cfg.k)} exceeds the model's {n_layers * n_heads} heads")
@@ -252,7 +253,7 @@ def run(cfg: AblateConfig, out: str | Path, *, progress: bool = True, overwrite:
             {"rank": RowOptions.make(p=cfg.p, b=bias.value)},
             stage,
             config=config,
-            device=cfg.device,
+            device=model_device(model),
             block=cfg.block,
             desc="rank",
             progress=progress,
@@ -265,14 +266,14 @@ def run(cfg: AblateConfig, out: str | Path, *, progress: bool = True, overwrite:
         plan += [(1, "single", i, [head]) for i, head in enumerate(ranked)]
         records = [
             {**r, "k": 0, "subset": BASELINE, "draw": 0, "heads": ""}
-            for r in score(model, tokenizer, prompts, cfg.suite, cfg.device, BASELINE, progress)
+            for r in score(model, tokenizer, prompts, cfg.suite, model_device(model), BASELINE, progress)
         ]
         for k, subset, draw, chosen in progress_of(plan, desc="ablate", unit="subset", enabled=progress):
             with hooks.substituted(model, cfg.recipe, heads=chosen, b_auto=b_auto, block=cfg.block):
                 label = f"{subset}-{k}" + (f"#{draw}" if subset in ("random", "single") else "")
                 records += [
                     {**r, "k": k, "subset": subset, "draw": draw, "heads": _heads_text(chosen)}
-                    for r in score(model, tokenizer, prompts, cfg.suite, cfg.device, label, progress)
+                    for r in score(model, tokenizer, prompts, cfg.suite, model_device(model), label, progress)
                 ]
         answers = pd.DataFrame(records)
         cell_table = cells(answers)

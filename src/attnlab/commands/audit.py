@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..devices import model_device
 from .. import hooks, options, tasks
 from ..diagnostics import RowOptions
 from ..diagnostics.stream import RowStatsWriter
@@ -178,7 +179,7 @@ def audit_rows(
         target=cfg.target,
         tau=cfg.tau,
         sigmoid=cfg.sigmoid,
-        device=cfg.device,
+        device=model_device(model),
         block=cfg.block,
         prefix=prefix,
         progress=progress,
@@ -217,7 +218,7 @@ def run(cfg: AuditConfig, out: str | Path, *, progress: bool = True, overwrite: 
 
 def calibrated(model, tokenizer, cfg: AuditOptions) -> tuple[list[Bias], float | None, dict]:
     """The run's biases (b_auto calibrated once, or reused) and the config.json of a run that reads rows."""
-    bias_list, b_auto = biases(model, tokenizer, cfg.b, cfg.device, cfg.b_auto, cfg.calibration)
+    bias_list, b_auto = biases(model, tokenizer, cfg.b, model_device(model), cfg.b_auto, cfg.calibration)
     n_layers, n_heads = hooks.num_heads(model)
     config = {
         **asdict(cfg),

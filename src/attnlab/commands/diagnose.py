@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import options
+from .. import devices, options
+from ..devices import Placement
 from ..errors import Error
 from ..io import PARQUET_META_KEY, OutputError, check_writable, load_tensor, write_parquet
 from ..options import option
@@ -20,7 +21,7 @@ class DiagnoseError(Error, ValueError):
 
 
 @dataclass(frozen=True)
-class DiagnoseConfig:
+class DiagnoseConfig(Placement):
     scores: Path = option(help="score tensor file: .npy, .safetensors or .pt", positional=True)
     key: str | None = option(None, "tensor name inside a .safetensors/.pt file holding several")
     mask: Path | None = option(None, "bool mask file (True = key may be attended), broadcasting to scores")
@@ -88,10 +89,12 @@ def run(cfg: DiagnoseConfig) -> tuple[tuple[int, ...], int, pd.DataFrame]:
         mask = None if cfg.mask is None else load_tensor(cfg.mask, key=cfg.mask_key)
     except (FileNotFoundError, KeyError, TypeError, ValueError) as exc:
         raise DiagnoseError(str(exc).strip("'\"")) from None
+    scores = devices.place(scores, cfg.device, cfg.dtype)
+    mask = None if mask is None else devices.place(mask, cfg.device)
     if cfg.causal:
         if scores.dim() < 2:
             raise DiagnoseError(f"--causal needs scores of shape (..., queries, keys); got {tuple(scores.shape)}")
-        causal = causal_mask(*scores.shape[-2:])
+        causal = causal_mask(*scores.shape[-2:]).to(scores.device)
         mask = causal if mask is None else mask & causal
     if cfg.out is not None:
         check_out(cfg)

@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import options
+from .. import devices, options
+from ..devices import Placement
 from ..diagnostics.stats import UNREADABLE
 from ..io import check_output, load_tensor, write_json, write_parquet, write_table
 from ..options import command_line, option
@@ -38,7 +39,7 @@ from .temperature import EXPONENTS_CAPTION, TRIPLE, cor49_note, exponents, per_n
 
 
 @dataclass(frozen=True, kw_only=True)
-class FitXiConfig:
+class FitXiConfig(Placement):
     scores: tuple[Path, ...] = option(
         help="score tensor files (.npy, .safetensors, .pt), keys on the last axis", positional=True, metavar="FILE"
     )
@@ -64,6 +65,7 @@ class FitXiConfig:
     seed: int = option(0, "bootstrap seed", metavar="N", type=options.seed)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if not self.scores:
             raise RunError("fit-xi needs at least one score file")
         check_count("n_boot", self.n_boot)
@@ -105,6 +107,8 @@ def file_rows(path: Path, file: int, cfg: FitXiConfig) -> pd.DataFrame:
         raise RunError(
             f"{path}: --mask-key {cfg.mask_key} must name a boolean tensor (True = key allowed), got {mask.dtype}"
         )
+    scores = devices.place(scores, cfg.device, cfg.dtype)
+    mask = None if mask is None else devices.place(mask, cfg.device)
     lead = tuple(scores.shape[:-1])
     beyond = [a for a in cfg.unit_axes if a >= len(lead)]
     if beyond:
@@ -115,7 +119,7 @@ def file_rows(path: Path, file: int, cfg: FitXiConfig) -> pd.DataFrame:
     if cfg.causal:
         if scores.dim() < 2:
             raise RunError(f"--causal needs scores of shape (..., queries, keys); {path} has {tuple(scores.shape)}")
-        causal = causal_mask(*scores.shape[-2:])
+        causal = causal_mask(*scores.shape[-2:]).to(scores.device)
         mask = causal if mask is None else mask & causal
     try:
         stats = row_stats(scores, mask, p=2, eps=cfg.eps)

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..devices import model_device
 from .. import hooks, tasks
 from ..diagnostics import RowOptions
 from ..diagnostics.heads import TYPES, HeadThresholds, head_types
@@ -170,7 +171,7 @@ def run(cfg: HeadsConfig, out: str | Path, *, progress: bool = True, overwrite: 
             prompts,
             lambda opt: RowStatsWriter(Path(stage) / "rows_heads.parquet", opt, config=config, flags=FLAGS),
             queries=cfg.queries,
-            device=cfg.device,
+            device=model_device(model),
             block=cfg.block,
             progress=progress,
         )

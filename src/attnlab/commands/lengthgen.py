@@ -19,21 +19,21 @@ import contextlib
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import torch
 
-from .. import io
+from .. import devices, io
 from ..errors import Error
 from ..site import WeightBlock
 from ..tasks import TaskStream, exact_match, scored_accuracy
 from ..tasks.seqtask import IGNORE, Task
 from ..train import checkpoint as ckpt
 from ..train.trainer import Trainer
-from ..workers import check_jobs, run_all
+from ..workers import Launch, check_jobs, in_process, spread
 from .lengthgen_config import SELECT_SEED, TEST_SEED, LengthgenConfig, Plan, run_config
 
 ROWS = ("all", "answer")
@@ -68,10 +68,11 @@ def _dispersion(layers: int, heads: int, answer: torch.Tensor) -> tuple[Any, dic
             return
         w = block.weights.detach()[..., local, :]
         allowed = block.allowed[..., local, :] if block.allowed.shape[-2] > 1 else block.allowed
-        rows = allowed.sum(-1).expand(w.shape[:-1]) >= 2
+        # the sums stay on the CPU, beside the masks, wherever the model runs
+        rows = (allowed.sum(-1).expand(w.shape[:-1]) >= 2).cpu()
         stats = {
-            "entropy": -torch.special.xlogy(w, w).sum(-1, dtype=torch.float64),
-            "support": (w > 0).sum(-1).double(),
+            "entropy": -torch.special.xlogy(w, w).sum(-1, dtype=torch.float64).cpu(),
+            "support": (w > 0).sum(-1).double().cpu(),
         }
         for kind, mask in masks.items():
             keep = rows & mask[:, local][:, None, :]
@@ -100,14 +101,15 @@ def row_scores(model, task: Task, batch, observe=None) -> tuple[torch.Tensor, to
     observer ``observe`` when one is given."""
     model.eval()
     rows, chunk, right = batch.ids.shape[0], _chunk(batch.ids.shape[1]), metric(task)[1]
+    device = devices.model_device(model)
     scores, tokens = [], []
     for start in range(0, rows, chunk):
         watched = observe is not None and start == 0
         with model.observed(observe, weights=True) if watched else contextlib.nullcontext():
-            logits = model(batch.ids[start : start + chunk])
-        targets = batch.targets[start : start + chunk]
-        scores.append(right(logits, targets).double())
-        tokens.append(scored_accuracy(logits, targets).double())
+            logits = model(batch.ids[start : start + chunk].to(device))
+        targets = batch.targets[start : start + chunk].to(device)
+        scores.append(right(logits, targets).double().cpu())
+        tokens.append(scored_accuracy(logits, targets).double().cpu())
     return torch.cat(scores), torch.cat(tokens)
 
 
@@ -185,10 +187,17 @@ def select(model, run: Path, cfg: LengthgenConfig, seed: int) -> dict[str, Any]:
 
 
 def run_cell(
-    cfg: LengthgenConfig, name: str, out: Path, progress: bool = False, seed: int | None = None
+    cfg: LengthgenConfig,
+    name: str,
+    out: Path,
+    progress: bool = False,
+    seed: int | None = None,
+    device: str = "auto",
+    precision: str = "fp32",
 ) -> dict[str, Any]:
-    """Train (or resume) variant ``name`` under ``seed`` (default ``cfg.seed``), choose its checkpoint
-    (``select``) and score that one at every length; reuses a finished cell."""
+    """Train (or resume) variant ``name`` under ``seed`` (default ``cfg.seed``) on ``device`` in ``precision``
+    (the trainer's fp32 or bf16 autocast), choose its checkpoint (``select``) and score that one at every
+    length; reuses a finished cell."""
     seed = cfg.seed if seed is None else seed
     stem = cell_name(name, seed)
     path = out / "cells" / f"{stem}.json"
@@ -199,6 +208,8 @@ def run_cell(
         "cell_seed": seed,
         "test_rows": TEST_SEED,
         "select_rows": SELECT_SEED,
+        # only where it is not fp32, so that the cells made before precision was a setting stay reusable
+        **({} if precision == "fp32" else {"precision": precision}),
     }
     if path.is_file():
         done = json.loads(path.read_text())
@@ -206,9 +217,9 @@ def run_cell(
             return done
     stream = TaskStream(cfg.task, cfg.train_tokens, seed=seed, min_length=cfg.min_train_tokens, **cfg.params)
     runs = out / "runs" / stem
-    trainer = Trainer(
-        run_config(cfg, name, stream.vocab_size, seed), runs, resume=True, progress=progress, stream=stream
-    )
+    run = run_config(cfg, name, stream.vocab_size, seed)
+    run = replace(run, train=replace(run.train, precision=precision))
+    trainer = Trainer(run, runs, resume=True, progress=progress, stream=stream, device=device)
     summary = trainer.run()
     chosen = select(trainer.model, runs, cfg, seed)
     lengths = {}
@@ -222,20 +233,21 @@ def run_cell(
         "train": summary,
         "selection": chosen,
         "lengths": lengths,
-        "untrained": untrained_scores(cfg, name, stream.vocab_size, seed),
+        "untrained": untrained_scores(cfg, name, stream.vocab_size, seed, trainer.world.device),
     }
     io.write_json(path, cell)
     return cell
 
 
 @torch.no_grad()
-def untrained_scores(cfg: LengthgenConfig, name: str, vocab: int, seed: int) -> dict[str, Any]:
+def untrained_scores(cfg: LengthgenConfig, name: str, vocab: int, seed: int, device: str = "cpu") -> dict[str, Any]:
     """The null control of a cell: the same variant at its initialization under ``seed`` (before any step),
-    scored on the same test rows at every length: length -> the metric per row (``rows``) and its mean."""
+    scored on ``device`` on the same test rows at every length: length -> the metric per row (``rows``) and
+    its mean."""
     from ..model.decoder import Decoder
 
     torch.manual_seed(seed)
-    model = Decoder(run_config(cfg, name, vocab, seed).model)
+    model = Decoder(run_config(cfg, name, vocab, seed).model).to(device)
     out = {}
     for length in cfg.lengths:
         batch = cfg.task_def.generate(cfg.samples_at(length), length, TEST_SEED)
@@ -355,13 +367,16 @@ def plot(acc: pd.DataFrame, cfg: LengthgenConfig, path: Path) -> tuple[Path, Pat
     )
 
 
-def _run_cells(cfg: LengthgenConfig, out: Path, progress: bool, jobs: int) -> dict[str, dict[str, Any]]:
-    """Every (variant, seed) cell, ``jobs`` at a time (``workers.run_all``), keyed by ``cell_name``; each cell
-    writes its own JSON, so a failed cell leaves the others."""
+def _run_cells(
+    cfg: LengthgenConfig, out: Path, progress: bool, jobs: int, device: str, precision: str, launch: Launch
+) -> dict[str, dict[str, Any]]:
+    """Every (variant, seed) cell, spread as ``launch`` says (``workers.spread``: ``jobs`` at a time on the
+    CPU, one per GPU, or one submitit job each), keyed by ``cell_name``; each cell writes its own JSON, so a
+    failed cell leaves the others."""
     todo = [(name, seed) for name in cfg.maps for seed in cfg.seed_list]
-    if min(jobs, len(todo)) == 1:
-        return {cell_name(n, s): run_cell(cfg, n, out, progress, seed=s) for n, s in todo}
-    cells = run_all(run_cell, [(cfg, n, out, False, s) for n, s in todo], jobs)
+    shown = progress and in_process(len(todo), jobs=jobs, device=device, launch=launch)
+    calls = [(cfg, n, out, shown, s, device, precision) for n, s in todo]
+    cells = spread(run_cell, calls, jobs=jobs, device=device, launch=launch, folder=out)
     return {cell_name(n, s): cell for (n, s), cell in zip(todo, cells)}
 
 
@@ -370,6 +385,7 @@ def _run_cells(cfg: LengthgenConfig, out: Path, progress: bool, jobs: int) -> di
 SCORING = ("maps", "eval_mult", "samples", "seeds", "select_mult")
 # Everything a run writes into its folder: what --overwrite removes, leaving any other file there.
 WRITES = (
+    ".submitit",
     "config.json",
     "cells",
     "runs",
@@ -448,17 +464,28 @@ def prepare(cfg: LengthgenConfig, out: Path, overwrite: bool = False) -> None:
 
 
 def run(
-    cfg: LengthgenConfig, out: str | Path, progress: bool = False, jobs: int = 1, overwrite: bool = False
+    cfg: LengthgenConfig,
+    out: str | Path,
+    progress: bool = False,
+    jobs: int = 1,
+    overwrite: bool = False,
+    *,
+    device: str = "auto",
+    dtype: str = "auto",
+    launch: Launch | None = None,
 ) -> dict[str, Any]:
-    """Train and score every variant (``jobs`` cells at once, see ``_run_cells``), then write the config,
-    the accuracy and dispersion tables and the plot into ``out``; ``out`` is checked (or, with
-    ``overwrite``, cleared) first, see ``prepare``."""
+    """Train and score every variant on ``device`` in ``dtype`` (``attnlab.devices``: auto trains the full
+    budget in bf16 autocast on a GPU, else in float32), the cells spread as ``launch`` says (default: this
+    machine, ``jobs`` at once on the CPU, see ``_run_cells``), then write the config, the accuracy and
+    dispersion tables and the plot into ``out``; ``out`` is checked (or, with ``overwrite``, cleared) first,
+    see ``prepare``."""
     check_jobs(jobs)
+    precision = devices.precision(dtype, device, "bf16" if cfg.budget == "full" else "fp32")
     out = Path(out)
     prepare(cfg, out, overwrite)
     with io.locked(out):
         io.write_json(out / "config.json", {**asdict(cfg), "plan": asdict(cfg.plan), "model_version": MODEL_VERSION})
-        cells = _run_cells(cfg, out, progress, jobs)
+        cells = _run_cells(cfg, out, progress, jobs, device, precision, launch or Launch())
         acc = table(cells, cfg)
         rows = rows_table(cells, cfg)
         paths = {

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..devices import model_device
 from .. import hooks, options, rowmaps
 from ..diagnostics import RowOptions
 from ..diagnostics.rows import SPECIAL
@@ -236,7 +237,7 @@ def run(cfg: MatchedConfig, out: str | Path, *, progress: bool = True, overwrite
         raise RunError(f"heads {stray[:3]} are not in the model's {n_layers} layers x {n_heads} heads")
     prompts = run_prompts(model, tokenizer, cfg)
     labels = list(dict.fromkeys(relu_cell(name)[1] for name in cfg.recipes))
-    bias_list, b_auto = biases(model, tokenizer, labels, cfg.device, cfg.b_auto, cfg.calibration)
+    bias_list, b_auto = biases(model, tokenizer, labels, model_device(model), cfg.b_auto, cfg.calibration)
     degrees = tuple(sorted({relu_cell(name)[0] for name in cfg.recipes}))
     config = {
         **asdict(cfg),
@@ -259,7 +260,7 @@ def run(cfg: MatchedConfig, out: str | Path, *, progress: bool = True, overwrite
             options_by_b,
             stage,
             config=config,
-            device=cfg.device,
+            device=model_device(model),
             block=cfg.block,
             desc="matched",
             progress=progress,

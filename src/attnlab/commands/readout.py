@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from ..devices import model_device
 from .. import hooks, tasks
 from ..diagnostics import RowOptions
 from ..diagnostics.stream import RowStatsWriter
@@ -122,14 +123,6 @@ class _Observer:
                     target=target,
                     flags={"answer_key": is_answer},
                 )
-
-
-def model_device(model) -> torch.device:
-    """The device of the model's first parameter: where its inputs go."""
-    try:
-        return next(model.parameters()).device
-    except StopIteration:
-        return torch.device("cpu")
 
 
 def read_tables(

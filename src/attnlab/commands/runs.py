@@ -21,6 +21,7 @@ import torch
 
 from .. import hooks, io, options, tasks
 from ..errors import Error
+from ..devices import Placement, model_device
 from ..options import MODEL_HELP, option
 from ..site import DEFAULT_BLOCK
 
@@ -57,15 +58,11 @@ def stored_b_auto(text: str) -> float:
 
 
 @dataclass(frozen=True, kw_only=True)
-class CheckpointRun:
+class CheckpointRun(Placement):
     """What every command on a checkpoint takes."""
 
     model: str = option(help=f"{MODEL_HELP}, with its tokenizer", metavar="MODEL")
     seed: int = option(0, "prompt seed", metavar="N", type=options.seed)
-    device: str = option("cpu", "cpu or cuda[:i]")
-    dtype: str | None = option(
-        None, "default: float32 on CPU, bfloat16 on a GPU that supports it", choices=("float32", "bfloat16", "float16")
-    )
     bos: bool = option(
         False,
         "start every prompt with the tokenizer's BOS token even where it adds none "
@@ -75,6 +72,7 @@ class CheckpointRun:
     block: int = DEFAULT_BLOCK
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         check_count("seed", self.seed, 0)
 
 
@@ -172,17 +170,12 @@ def staged_output(out: str | os.PathLike) -> Iterator[Path]:
         staging.rmdir()
 
 
-def default_dtype(device: str) -> str:
-    """float32 on CPU; bfloat16 where the device supports it (Polynomial Concentration loads in bfloat16)."""
-    if device.startswith("cuda") and torch.cuda.is_available() and torch.cuda.is_bf16_supported():
-        return "bfloat16"
-    return "float32"
-
-
-def load(path: str, device: str = "cpu", dtype: str | None = None, trust_remote_code: bool = False):
-    """(model, tokenizer) ready for the hooks; every failure is a one-line LoadError/UnsupportedModel."""
+def load(path: str, device: str = "auto", dtype: str | None = "auto", trust_remote_code: bool = False):
+    """(model, tokenizer) ready for the hooks, on ``device`` in ``dtype`` (``attnlab.devices``: auto reads in
+    bfloat16 on a GPU that supports it, as Polynomial Concentration loads its models); every failure is a
+    one-line LoadError/UnsupportedModel."""
     model, tokenizer = hooks.load_model(
-        path, device=device, dtype=dtype or default_dtype(device), trust_remote_code=trust_remote_code, log=print
+        path, device=device, dtype=dtype, trust_remote_code=trust_remote_code, log=print
     )
     hooks.num_heads(model)  # unsupported architectures fail here, before any work
     return model, tokenizer
@@ -190,8 +183,13 @@ def load(path: str, device: str = "cpu", dtype: str | None = None, trust_remote_
 
 def model_record(run: CheckpointRun, model) -> dict[str, str]:
     """The provenance a run's config.json keeps beside ``--model`` as typed: the absolute path of what it named,
-    its sha256 (``hooks.provenance``) and the dtype the weights were used in (the --dtype default resolved)."""
-    return {**hooks.provenance(run.model), "dtype_used": str(next(model.parameters()).dtype).removeprefix("torch.")}
+    its sha256 (``hooks.provenance``), and the dtype and device the weights were used in (--dtype and --device
+    resolved)."""
+    return {
+        **hooks.provenance(run.model),
+        "dtype_used": str(next(model.parameters()).dtype).removeprefix("torch."),
+        "device_used": str(model_device(model)),
+    }
 
 
 def prompt_record(prompts: Sequence[tasks.Prompt], suite: str, pad: int | None, length: int | None) -> dict:

@@ -17,13 +17,13 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ..devices import model_device
 from .. import hooks, rowmaps, tasks
 from ..diagnostics.stats import wilson
 from ..io import check_output, write_json, write_parquet, write_table
 from ..options import command_line, option
 from ..progress import progress as progress_of
 from ..report.sections import Section, Table
-from .readout import model_device
 from .runs import (
     RunError,
     SuiteRun,
@@ -196,10 +196,10 @@ def run(cfg: SubstituteConfig, out: str | Path, *, progress: bool = True, overwr
     check_output(out, settings(cfg), overwrite=overwrite, what="attnlab substitute")
     model, tokenizer = load(cfg.model, cfg.device, cfg.dtype)
     prompts = run_prompts(model, tokenizer, cfg)
-    b_auto = recipe_b_auto(model, tokenizer, cfg.recipes, cfg.device, cfg.b_auto, cfg.calibration)
+    b_auto = recipe_b_auto(model, tokenizer, cfg.recipes, model_device(model), cfg.b_auto, cfg.calibration)
     with staged_output(out) as stage:
         answers, table, resolved = substitution(
-            model, tokenizer, prompts, cfg.suite, cfg.recipes, b_auto, device=cfg.device, progress=progress
+            model, tokenizer, prompts, cfg.suite, cfg.recipes, b_auto, device=model_device(model), progress=progress
         )
         config = {
             **asdict(cfg),

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..devices import model_device
 from .. import hooks, options, tasks
 from ..diagnostics import RowOptions
 from ..diagnostics.stats import UNREADABLE, check_cor49, exponent, tie_mask
@@ -219,7 +220,7 @@ def run(cfg: TemperatureConfig, out: str | Path, *, progress: bool = True, overw
             {"contact": RowOptions.make(p=2, eps=cfg.eps)},
             stage,
             config=config,
-            device=cfg.device,
+            device=model_device(model),
             block=cfg.block,
             desc="temperature",
             progress=progress,

@@ -28,6 +28,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from ..devices import model_device
 from .. import hooks, options
 from ..io import check_output, write_json, write_parquet, write_table
 from ..options import command_line, option
@@ -263,7 +264,7 @@ def run(cfg: XiSweepConfig, out: str | Path, *, progress: bool = True, overwrite
     }
     with staged_output(out) as stage:
         per_window = sweep(
-            model, windows, cfg.xi, cfg.rope, n_train, device=cfg.device, block=cfg.block, progress=progress
+            model, windows, cfg.xi, cfg.rope, n_train, device=model_device(model), block=cfg.block, progress=progress
         )
         table = sweep_table(per_window)
         best = best_xi(table)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pickle
 import re
@@ -10,19 +11,25 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError
 
+from .. import devices
 from ..options import MODEL_HELP
 from .common import LoadError, quiet_transformers
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin")
 
 
-def resolve_dtype(name: str, device: str) -> torch.dtype:
-    if name not in DTYPES:
-        raise LoadError(f"unknown dtype {name!r}; use one of {', '.join(DTYPES)}")
-    if device != "cpu" and not (device.startswith("cuda") and torch.cuda.is_available()):
-        raise LoadError(f"device {device!r} is not available here; use --device cpu")
-    return DTYPES[name]
+def placement(device: str, dtype: str | None) -> tuple[torch.device, torch.dtype, str | None]:
+    """(device, dtype, device_map) a checkpoint is loaded with: ``auto`` on a CUDA machine spreads the model
+    with accelerate's ``device_map="auto"`` (whole on the first GPU when it fits there, else over every GPU,
+    then the CPU), a named device takes the whole model. LoadError for a device or dtype that is not allowed
+    or not present."""
+    try:
+        place = devices.resolve(device)
+        torch_dtype = devices.checkpoint_dtype(dtype, place)
+    except devices.DeviceError as exc:
+        raise LoadError(str(exc)) from None
+    spread = str(device).strip().lower() == "auto" and place.type == "cuda"
+    return place, torch_dtype, "auto" if spread else None
 
 
 # ``org/name`` or ``org/name@revision``: what a Hub id looks like (huggingface_hub's own check runs as well)
@@ -162,7 +169,7 @@ def load_model(
     path: str | os.PathLike,
     *,
     device: str = "cpu",
-    dtype: str = "float32",
+    dtype: str | None = "float32",
     trust_remote_code: bool = False,
     tokenizer: bool = True,
     log=None,
@@ -173,15 +180,27 @@ def load_model(
     ``trust_remote_code`` stays off unless asked for: custom modeling code runs only then (and attnlab
     routes only transformers' own architectures anyway).
     """
-    torch_dtype = resolve_dtype(dtype, device)
+    place, torch_dtype, device_map = placement(device, dtype)
     folder = resolve_checkpoint(path, log=log)
     with quiet_transformers():
-        return _load(folder, device, torch_dtype, trust_remote_code, tokenizer)
+        return _load(folder, place, torch_dtype, trust_remote_code, tokenizer, device_map)
 
 
-def _load(folder: Path, device: str, torch_dtype: torch.dtype, trust_remote_code: bool, tokenizer: bool):
+def _load(
+    folder: Path,
+    device: torch.device,
+    torch_dtype: torch.dtype,
+    trust_remote_code: bool,
+    tokenizer: bool,
+    device_map: str | None = None,
+):
     from transformers import AutoModelForCausalLM
 
+    if device_map is not None and importlib.util.find_spec("accelerate") is None:
+        raise LoadError(
+            "--device auto spreads a model over the GPUs with accelerate, which is not installed; "
+            "pip install accelerate, or pass --device cuda:N to load the whole model on one GPU"
+        )
     try:
         model = AutoModelForCausalLM.from_pretrained(
             folder,
@@ -189,13 +208,16 @@ def _load(folder: Path, device: str, torch_dtype: torch.dtype, trust_remote_code
             attn_implementation="eager",
             local_files_only=True,
             trust_remote_code=trust_remote_code,
+            **({"device_map": device_map} if device_map is not None else {}),
         )
     except (OSError, ValueError, KeyError, SafetensorError, pickle.UnpicklingError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if isinstance(exc, pickle.UnpicklingError):
             first = "its weights hold Python objects beyond tensors, which are never unpickled"
         raise LoadError(f"could not load a causal LM from {folder}: {first}") from None
-    model.to(device).eval()
+    if device_map is None:
+        model.to(device)
+    model.eval()
     return model, load_tokenizer(folder, trust_remote_code) if tokenizer else None
 
 

@@ -31,9 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import torch
 
-from .. import io
+from .. import devices, io
 from ..commands import ablate, audit, substitute
 from ..commands import heads as head_types
 from ..report.sections import Figure, Section, Table
@@ -61,12 +60,12 @@ def _done(folder: Path) -> bool:
 def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
     plan = plan_for(cfg)
     model = model_path(cfg, folder)
-    device = "cuda" if torch.cuda.is_available() else "cpu"  # the full budget is meant for a GPU
+    device = str(devices.resolve(cfg.device))  # the full budget is meant for a GPU
     if cfg.model is None and not _done(folder / "model"):
         for stale in folder.glob(".model-*"):
             shutil.rmtree(stale, ignore_errors=True)
         train(plan, cfg.seed, folder / "model", progress, device)
-    common = dict(model=str(model), seed=cfg.seed, device=device)
+    common = dict(model=str(model), seed=cfg.seed, device=cfg.device, dtype=cfg.dtype)
     # The scored suite is audited on the very prompts the sweep scores (the matched diagnostic).
     sized = {
         s: ({"pad": plan.pad} if s == plan.suite and plan.pad is not None else {"length": plan.length})

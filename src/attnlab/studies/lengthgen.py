@@ -147,7 +147,9 @@ def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
     # uses every core).
     jobs = 1 if cfg.budget == "full" else max(1, os.cpu_count() or 1)
     for task, run_cfg in configs(cfg).items():
-        lengthgen.run(run_cfg, folder / task, progress=progress, jobs=jobs)
+        lengthgen.run(
+            run_cfg, folder / task, progress=progress, jobs=jobs, device=cfg.device, dtype=cfg.dtype, launch=cfg
+        )
 
 
 def _read_task(run: Path) -> tuple[lengthgen.LengthgenConfig, pd.DataFrame, pd.DataFrame, pd.DataFrame]:

@@ -22,15 +22,17 @@ import shlex
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from .. import __version__, io, options, papers
+from ..devices import Placement
 from ..errors import Error
 from ..options import MODEL_HELP, option
 from ..registry import Registry
 from ..report.sections import Section
+from ..workers import Launch
 
 BUDGETS = ("smoke", "full")  # every study has these
 DEMO = "demo"  # a reduced budget that attnlab demo runs instead of smoke, for the studies that have one
@@ -43,11 +45,13 @@ class StudyError(Error, ValueError):
 
 
 @dataclass(frozen=True)
-class StudyConfig:
+class StudyConfig(Placement, Launch):
     """study: a registry name; budget: smoke (CPU, minutes) or full (the seed's scale, a GPU);
     model: a pretrained checkpoint for the studies that read one (a fetched model's name, a .gguf file or
     a save_pretrained folder): the concentration study audits it instead of its toy model, the sinks and
-    temperature studies add a real-model section on it; seed."""
+    temperature studies add a real-model section on it; seed; device and dtype (``attnlab.devices``);
+    launcher and submitit: how independent cells run (``workers.Launch``). Where and how a study runs is not
+    part of what it is: a study started on one machine resumes on another."""
 
     study: str = option(help="one of: %(choices)s", positional=True, metavar="NAME", choices=lambda: list(STUDIES))
     budget: str = option(
@@ -67,6 +71,8 @@ class StudyConfig:
     )
 
     def __post_init__(self) -> None:
+        Placement.__post_init__(self)
+        Launch.__post_init__(self)
         if self.study not in STUDIES:
             raise StudyError(f"unknown study {self.study!r}; choose one of {', '.join(STUDIES)}")
         if self.budget not in (*BUDGETS, DEMO):
@@ -98,7 +104,13 @@ class StudyConfig:
             parts += ["--model", self.model]
         if self.data is not None:
             parts += ["--data", self.data]
+        if self.dtype != "auto":
+            parts += ["--dtype", self.dtype]
         return shlex.join([*parts, "--out", str(folder)])
+
+    def identity(self) -> StudyConfig:
+        """This config without where and how it runs (device, launcher): what a resumed study must match."""
+        return replace(self, device="auto", launcher="local", submitit={})
 
 
 @dataclass(frozen=True)
@@ -179,15 +191,18 @@ def read_config(folder: Path) -> dict[str, Any]:
 
 
 def load_config(folder: Path) -> StudyConfig:
+    """The config a study folder was made with, as far as it decides the results (``StudyConfig.identity``);
+    a folder written before --data or --dtype existed made them with their defaults."""
     saved = read_config(folder)
-    return StudyConfig(**{k: saved[k] for k in ("study", "budget", "model", "seed")})
+    given = {k: saved[k] for k in ("study", "budget", "model", "seed")}
+    return StudyConfig(**given, **{k: saved[k] for k in ("data", "dtype") if saved.get(k) is not None})
 
 
 def _claim(cfg: StudyConfig, folder: Path) -> None:
     """Write the config, or check that the folder's own config is this one (resume)."""
     if (folder / CONFIG).is_file():
         saved = load_config(folder)
-        if saved != cfg:
+        if saved != cfg.identity():
             raise StudyError(
                 f"{folder} holds a run made with {saved.command(folder)}; resume with that "
                 "command, or pass another --out"

@@ -154,6 +154,7 @@ def run_piece(run: str, plan: Plan, seed: int, folder: Path, progress: bool) -> 
         stream=stream,
         eval_hooks=(_linf_hook,),
         stop_linf=LINF_TARGET,
+        device="cpu",  # 16 wide, one thread (see compute): a GPU would only add launch latency
     )
     summary = trainer.run()
     model, null = trainer.model, untrained(cfg)

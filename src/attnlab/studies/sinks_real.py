@@ -22,12 +22,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
 
 from .. import hooks, io
 
 # The measurement lives in api_sinks (``attnlab.sinks`` runs it too); re-exported here for the study's callers.
 from ..api_sinks import DOC_SEED, MIN_QUERY, documents, first_key_sums, first_token_mass, head_table  # noqa: F401
+from ..devices import model_device
 from ..commands.runs import RunError, context_length
 from ..commands.runs import load as load_checkpoint
 from ..hooks.load import resolve_checkpoint
@@ -71,10 +71,10 @@ def compute_real(cfg: StudyConfig, folder: Path, progress: bool) -> None:
     if (folder / "config.json").is_file():
         return
     plan = REAL_PLANS[cfg.budget]
-    device = "cuda" if torch.cuda.is_available() else "cpu"
     try:
         checkpoint = resolve_checkpoint(cfg.model, log=print)
-        model, tokenizer = load_checkpoint(str(checkpoint), device)
+        model, tokenizer = load_checkpoint(str(checkpoint), cfg.device, cfg.dtype)
+        device = str(model_device(model))
         tokens = min(plan.tokens, context_length(model) or plan.tokens)
         docs = documents(tokenizer, plan.documents, tokens, cfg.seed)
         started = time.monotonic()

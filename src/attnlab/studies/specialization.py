@@ -36,13 +36,13 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from .. import io
+from .. import devices, io
 from ..model.decoder import Decoder, loss
 from ..report.plot_specialization import plot_probe_curves
 from ..report.sections import Figure, Section, Table
 from ..train import probes
 from ..train.trainer import Trainer
-from ..workers import run_all
+from ..workers import in_process, spread
 from .runner import Study, StudyConfig, StudyError, load_config, register, section
 from .specialization_findings import (
     _absent,
@@ -68,7 +68,8 @@ def final_loss(model: torch.nn.Module, stream, batch: int, batches: int) -> dict
     fewer), and its perplexity: the final figure of a run, on more text than each evaluation reads."""
     model.eval()
     pieces = stream.val_batches(batch, batches)
-    value = sum(float(loss(model(x), y)) for x, y in pieces) / len(pieces)
+    device = devices.model_device(model)
+    value = sum(float(loss(model(x.to(device)), y.to(device))) for x, y in pieces) / len(pieces)
     return {
         "val_loss": value,
         "val_ppl": math.exp(value),
@@ -89,14 +90,25 @@ def untrained_probes(trainer: Trainer) -> dict[str, float]:
     return {k: record[k] for k in UNTRAINED}
 
 
-def train_run(plan: Plan, arch: str, arm: str, seed: int, shards: str | None, folder: Path, progress: bool) -> dict:
-    """Train (or resume) one run, then score its final model on ``final_batches`` validation batches and keep
-    that with the run's release reason, throughput, warnings and the untrained model's probes (once: ``FINAL``
-    in the run folder, the raw result the summary reads; a run's summary.json may be deleted without changing
-    the report)."""
+def train_run(
+    plan: Plan,
+    arch: str,
+    arm: str,
+    seed: int,
+    shards: str | None,
+    folder: Path,
+    progress: bool,
+    device: str = "auto",
+    dtype: str = "auto",
+) -> dict:
+    """Train (or resume) one run on ``device`` in ``dtype`` (``attnlab.devices``), then score its final model on
+    ``final_batches`` validation batches and keep that with the run's release reason, throughput, warnings and
+    the untrained model's probes (once: ``FINAL`` in the run folder, the raw result the summary reads; a run's
+    summary.json may be deleted without changing the report)."""
     out = folder / "runs" / run_name(arch, arm, seed)
     # A finished run only loads its last checkpoint and returns its summary.
-    trainer = Trainer(run_config(plan, arch, arm, seed, shards), out, resume=True, progress=progress)
+    run = devices.training(run_config(plan, arch, arm, seed, shards), dtype, device)
+    trainer = Trainer(run, out, resume=True, progress=progress, device=device)
     summary = trainer.run()
     if not (out / FINAL).is_file():
         io.write_json(
@@ -119,11 +131,11 @@ def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
             "--out SHARDS and pass --data SHARDS"
         )
     runs = plan_runs(plan, cfg.seed)
-    # full-budget runs are GPU-sized: one at a time; smoke runs two (or more) at once on CPU cores
+    # on the CPU, full-budget runs one at a time and smoke runs two (or more) at once; on GPUs, one per GPU
     jobs = 1 if cfg.budget == "full" else max(1, os.cpu_count() or 1)
-    run_all(
-        train_run, [(plan, arch, arm, seed, cfg.data, folder, progress and jobs == 1) for arch, arm, seed in runs], jobs
-    )
+    shown = progress and in_process(len(runs), jobs=jobs, device=cfg.device, launch=cfg)
+    calls = [(plan, arch, arm, seed, cfg.data, folder, shown, cfg.device, cfg.dtype) for arch, arm, seed in runs]
+    spread(train_run, calls, jobs=jobs, device=cfg.device, launch=cfg, folder=folder)
 
 
 def read_runs(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:

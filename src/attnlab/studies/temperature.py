@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import io
+from .. import devices, io
 from ..report.sections import Section
 from ..train.trainer import Trainer
 from .runner import Study, load_config, register, section
@@ -260,7 +260,8 @@ def compute(cfg, folder: Path, progress: bool) -> None:
         return
     trained, untrained = [], []
     for k in range(plan.train_seeds):
-        trainer = Trainer(run_config(plan, cfg.seed + k), folder / "runs" / run_name(k), resume=True, progress=progress)
+        run = devices.training(run_config(plan, cfg.seed + k), cfg.dtype, cfg.device)
+        trainer = Trainer(run, folder / "runs" / run_name(k), resume=True, progress=progress, device=cfg.device)
         trainer.run()
         device, val = trainer.world.device, trainer.stream.val_tokens
         trained.append(read_model(trainer.model.eval(), val, plan, cfg.seed, device))

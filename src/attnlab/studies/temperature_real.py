@@ -22,6 +22,7 @@ import pandas as pd
 from .. import io
 from ..commands import temperature
 from ..commands.runs import context_length, load
+from ..devices import model_device
 from ..commands.temperature import TRIPLE, per_n
 from ..diagnostics.stats import UNREADABLE, tie_mask
 from ..report.sections import Figure, Finding, Table
@@ -79,16 +80,16 @@ def compute_real(cfg: StudyConfig, folder: Path, progress: bool) -> None:
     (written last) says it is done; the seconds it took go in real/elapsed.json."""
     import time
 
-    import torch
-
     from ..hooks import UnsupportedModel, rope_tables
 
     out = folder / REAL
     if (out / "config.json").is_file():
         return
     plan = REAL_PLANS[cfg.budget]
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    model, _ = load(cfg.model, device, "float32")
+    # float32 unless --dtype says otherwise: the contact triples are differences of nearby logits
+    dtype = "float32" if cfg.dtype == "auto" else cfg.dtype
+    model, _ = load(cfg.model, cfg.device, dtype)
+    device = str(model_device(model))
     try:
         rope_tables(model)
         rope_ok = True
@@ -106,7 +107,7 @@ def compute_real(cfg: StudyConfig, folder: Path, progress: bool) -> None:
         n_boot=plan.n_boot,
         seed=cfg.seed,
         device=device,
-        dtype="float32",
+        dtype=dtype,
     )
     start = time.perf_counter()
     temperature.run(run, out, progress=progress)

@@ -109,11 +109,12 @@ class Trainer:
         overwrite: bool = False,
         progress: bool = True,
         world: World | None = None,
+        device: str = "auto",
         stream: Batches | None = None,
         eval_hooks: Sequence[EvalHook] = (),
         stop_linf: float | None = None,
     ) -> None:
-        self.world = world or init_world()
+        self.world = world or init_world(device)
         self.out = Path(out)
         self.progress = progress and self.world.main
         self.cfg = cfg

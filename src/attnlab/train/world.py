@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from .. import devices
 from ..workers import world_size
 
 
@@ -24,19 +25,24 @@ class World:
         return self.rank == 0
 
 
-def init_world() -> World:
+def init_world(device: str = "auto") -> World:
     """The process group torchrun describes in the environment (gloo on CPU, nccl on CUDA), or a world of
-    one when run directly."""
+    one when run directly, on ``device`` (``attnlab.devices``): under torchrun a CUDA device is the GPU of
+    the process's LOCAL_RANK, so only auto, cpu and cuda are allowed there."""
     size = world_size()
-    if torch.cuda.is_available():
-        local = int(os.environ.get("LOCAL_RANK", "0"))
-        torch.cuda.set_device(local)
-        device = torch.device("cuda", local)
-    else:
-        device = torch.device("cpu")
+    place = devices.resolve(device)
+    if place.type == "cuda":
+        if size > 1:
+            if str(device).strip().lower() not in ("auto", "cuda"):
+                raise devices.DeviceError(
+                    f"--device {device} under torchrun: each process trains on the GPU of its LOCAL_RANK; "
+                    "use --device auto, cuda or cpu"
+                )
+            place = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(place)
     if size > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    return World(int(os.environ.get("RANK", "0")), size, device)
+        dist.init_process_group("nccl" if place.type == "cuda" else "gloo")
+    return World(int(os.environ.get("RANK", "0")), size, place)
 
 
 def _max(value: float, world: World) -> float:
