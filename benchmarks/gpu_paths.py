@@ -1,12 +1,12 @@
-"""The device part of the GPU check (``benchmarks/gpu.py`` runs it): commands that the tests run only on CPU
-tensors, run on the GPU and on the CPU in the same process, with the largest difference between the two.
+"""The device part of the GPU check (``benchmarks/gpu.py`` runs it): commands that the tests run only on CPU tensors,
+run on the GPU and on the CPU in the same process, with the largest difference between the two.
 
-Each case is one command as a user calls it with ``--device``: ``audit`` and ``substitute`` on an untrained
-Llama saved with attnlab's offline word tokenizer (float32 on both devices, so that the difference is the
-device's arithmetic, not the dtype's), ``diagnose``'s row statistics on random score rows, and a ``lengthgen``
-cell trained on each device. A case that fails is recorded with its error, not raised: the first GPU run is where
-such failures show. Trained cells may differ in their accuracy (float sums in another order), which the table
-shows; the untrained reads must agree to float32 rounding.
+Each case is one command as a user calls it with ``--device``: ``audit`` and ``substitute`` on an untrained Llama
+(the concentration study's build) saved with attnlab's offline word tokenizer (float32 on both devices, so that the
+difference is the device's arithmetic, not the dtype's), ``diagnose``'s row statistics on random score rows, and a
+``lengthgen`` cell trained on each device. A case that fails is recorded with its error, not raised: the first GPU
+run is where such failures show. Trained cells may differ in their accuracy (float sums in another order), which the
+table shows; the untrained reads must agree to float32 rounding.
 """
 
 from __future__ import annotations
@@ -18,27 +18,16 @@ from pathlib import Path
 
 
 def _checkpoint(folder: Path) -> Path:
-    """An untrained 2-layer Llama with GQA and attnlab's word tokenizer, saved as a user would have it."""
+    """The concentration study's smoke model (2 layers x 4 heads x 64), untrained, and its word tokenizer, saved
+    as a user would have it."""
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
 
-    from attnlab.studies.concentration_train import _tokenizer
+    from attnlab.studies import concentration_plan
+    from attnlab.studies.concentration_train import _tokenizer, build
 
     tok = _tokenizer()
-    config = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.bos_token_id,
-        pad_token_id=tok.pad_token_id,
-    )
     torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(folder)
+    build(concentration_plan.BUDGETS["smoke"].train, tok)[0].save_pretrained(folder)
     tok.save_pretrained(folder)
     return folder
 

@@ -5,8 +5,8 @@ Models, batches and optimizers come from the studies' own plans and the project'
 ``Trainer.train_step`` (every micro-batch, clipping, AdamW, the run config's precision) on random tokens for the text
 studies and on the task's own stream for the synthetic ones. A study that trains several shapes is timed on its
 costliest: the sinks study's deepest model, and the lengthgen study's cell of each task (Table 5 gives each task its
-own model) under its headline map. The concentration study trains a Hugging Face Llama in a loop of its own, whose
-body its step repeats. ``Clock`` holds the whole check's deadline; each part asks it before each piece of work and
+own model) under its headline map. The concentration study trains a Hugging Face Llama with a step of its own,
+which is the one timed. ``Clock`` holds the whole check's deadline; each part asks it before each piece of work and
 records what it had to leave out.
 """
 
@@ -93,9 +93,11 @@ def _random_tokens(vocab: int, context: int):
 
 def _decoder(cfg, stream, device, folder: Path):
     """(step, facts) of a run of the own decoder: ``step(i)`` is its ``Trainer``'s optimizer step i."""
+    from attnlab import devices
     from attnlab.train.trainer import Trainer
     from attnlab.train.world import World
 
+    cfg = devices.training(cfg, "auto", device)  # the precision the study's own runs take on this device
     trainer = Trainer(cfg, folder, stream=stream, progress=False, world=World(device=device))
     t = cfg.train
     inputs = stream.train_batch(0, t.batch)[0]
@@ -110,13 +112,13 @@ def _decoder(cfg, stream, device, folder: Path):
 
 
 def _concentration(dry: bool, device, folder: Path):
-    """(step, facts) of the concentration study's toy Llama: its training loop's body on its own induction batch."""
+    """(step, facts) of the concentration study's toy Llama: the study's own optimizer step on an induction batch."""
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
 
     from attnlab import tasks
     from attnlab.studies import concentration_plan
-    from attnlab.studies.concentration_train import TRAIN_SEED_OFFSET, _batch, _tokenizer
+    from attnlab.studies.concentration_train import TRAIN_SEED_OFFSET, _batch, _tokenizer, build
+    from attnlab.studies.concentration_train import step as train_step
 
     plan = concentration_plan.BUDGETS["full"]
     spec, length = plan.train, plan.length
@@ -129,29 +131,10 @@ def _concentration(dry: bool, device, folder: Path):
     prompts = tasks.build_suite(concentration_plan.SUITE, tok, spec.batch, seed=TRAIN_SEED_OFFSET, length=length)
     ids, labels = (t.to(device) for t in _batch(prompts))
     torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=spec.hidden,
-        intermediate_size=spec.ffn,
-        num_hidden_layers=spec.layers,
-        num_attention_heads=spec.heads,
-        num_key_value_heads=spec.heads,
-        max_position_embeddings=spec.context,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.bos_token_id,
-        pad_token_id=tok.pad_token_id,
-        tie_word_embeddings=False,
-    )
-    model = LlamaForCausalLM(config).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=spec.lr, weight_decay=0.01)
+    model, opt = build(spec, tok, device)
 
     def step(_: int) -> None:
-        logits = model(input_ids=ids).logits
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        train_step(model, opt, ids, labels)
 
     facts = {
         "parameters": sum(p.numel() for p in model.parameters()),
@@ -297,6 +280,7 @@ def reverse(device, dry: bool, clock: Clock) -> dict:
     NAPE, trained at 32-64 source tokens) under each of ``ARMS`` for what the deadline leaves, each arm its share,
     then its final model's exact match and token accuracy at ``MULTIPLES`` of the training length on the same
     held-out rows (lengthgen's ``score``). No checkpoint selection: App. G.2 chooses among a full run's."""
+    from attnlab import devices
     from attnlab.commands.lengthgen import metric, mult_label
     from attnlab.commands.lengthgen_config import run_config
     from attnlab.studies import StudyConfig, lengthgen
@@ -315,7 +299,7 @@ def reverse(device, dry: bool, clock: Clock) -> dict:
         "trained at": cfg.trained_at,
         "model": {"layers": model.layers, "heads": model.heads, "d_model": model.d_model, "ffn width": model.width},
         "batch": run.train.batch,
-        "precision": run.train.precision,
+        "precision": devices.training(run, "auto", device).train.precision,
         "metric": metric(cfg.task_def)[0],
         "multiples": list(MULTIPLES),
         "lengths": {mult_label(m): cfg.length_at(m) for m in MULTIPLES},
@@ -335,6 +319,7 @@ def reverse(device, dry: bool, clock: Clock) -> dict:
 def _reverse_arm(cfg, name: str, share: float, device, dry: bool, clock: Clock, folder: Path) -> dict:
     """One arm: a probe trainer times ``PROBE_STEPS`` steps, the arm's run is sized to ``TRAIN_SHARE`` of what its
     share then leaves, trained by the ``Trainer``, and scored at every multiple while the deadline allows."""
+    from attnlab import devices
     from attnlab.commands.lengthgen import mult_label, score
     from attnlab.commands.lengthgen_config import TEST_SEED, run_config
     from attnlab.tasks import TaskStream
@@ -348,7 +333,7 @@ def _reverse_arm(cfg, name: str, share: float, device, dry: bool, clock: Clock, 
     world = World(device=device)
     stream = TaskStream(cfg.task, cfg.train_tokens, seed=cfg.seed, min_length=cfg.min_train_tokens, **cfg.params)
     probe = Trainer(
-        _shrink(run_config(cfg, name, stream.vocab_size), dry),
+        devices.training(_shrink(run_config(cfg, name, stream.vocab_size), dry), "auto", device),
         folder / "probe",
         stream=stream,
         progress=False,
@@ -364,6 +349,7 @@ def _reverse_arm(cfg, name: str, share: float, device, dry: bool, clock: Clock, 
     if steps < 1:
         return {**out, "status": "deadline: no time to train"}
     run = _shrink(run_config(dataclasses.replace(cfg, steps=steps), name, stream.vocab_size), dry)
+    run = devices.training(run, "auto", device)
     # only the final model is scored: one save at the end instead of the plan's checkpoints for selection
     run = dataclasses.replace(run, train=dataclasses.replace(run.train, checkpoint_every=0))
     trainer = Trainer(run, folder / "run", stream=stream, progress=False, world=world)

@@ -517,3 +517,34 @@ def test_rows_csv_holds_every_cell_s_paired_rows_and_its_untrained_null(tmp_path
             assert part.row.tolist() == list(range(cfg.samples_at(length)))
             assert part.score.tolist() == pytest.approx(cell["lengths"][str(length)]["rows"])
             assert part.untrained.tolist() == pytest.approx(cell["untrained"][str(length)]["rows"])
+
+
+def test_the_full_budget_trains_in_bf16_on_a_gpu_and_in_float32_on_a_cpu(monkeypatch):
+    from attnlab import devices
+
+    full = lengthgen.LengthgenConfig(task="copy", maps=("softmax",), budget="full")
+    smoke = lengthgen.LengthgenConfig(task="copy", maps=("softmax",))
+    planned = lengthgen_config.run_config(full, "softmax", 16)
+    assert (
+        planned.train.precision == "bf16"
+        and lengthgen_config.run_config(smoke, "softmax", 16).train.precision == "fp32"
+    )
+    assert devices.training(planned, "auto", "cpu").train.precision == "fp32"
+    assert devices.training(planned, "bfloat16", "cpu").train.precision == "bf16"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    assert devices.training(planned, "auto", "auto").train.precision == "bf16"
+    assert devices.training(lengthgen_config.run_config(smoke, "softmax", 16), "auto", "auto").train.precision == "fp32"
+
+
+def test_a_cell_trained_in_bf16_says_so_and_is_not_resumed_in_float32(tmp_path):
+    from attnlab.train.checkpoint import CheckpointError
+
+    cfg = _cfg(maps=("softmax",), steps=4)
+    bf16 = lengthgen.run_cell(cfg, "softmax", tmp_path, dtype="bfloat16")
+    assert bf16["settings"]["precision"] == "bf16"
+    with pytest.raises(CheckpointError, match="train.precision: saved 'bf16', current 'fp32'"):
+        lengthgen.run_cell(cfg, "softmax", tmp_path)
+    fp32 = lengthgen.run_cell(cfg, "softmax", tmp_path / "fp32")
+    assert "precision" not in fp32["settings"]  # a float32 cell's settings are those of cells made before dtype existed

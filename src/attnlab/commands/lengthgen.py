@@ -19,7 +19,7 @@ import contextlib
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, fields, replace
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
@@ -193,12 +193,15 @@ def run_cell(
     progress: bool = False,
     seed: int | None = None,
     device: str = "auto",
-    precision: str = "fp32",
+    dtype: str = "auto",
 ) -> dict[str, Any]:
-    """Train (or resume) variant ``name`` under ``seed`` (default ``cfg.seed``) on ``device`` in ``precision``
-    (the trainer's fp32 or bf16 autocast), choose its checkpoint (``select``) and score that one at every
-    length; reuses a finished cell."""
+    """Train (or resume) variant ``name`` under ``seed`` (default ``cfg.seed``) on ``device`` in ``dtype``
+    (``devices.training``: auto is float32 on a CPU and the budget's precision on a GPU), choose its checkpoint
+    (``select``) and score that one at every length; reuses a finished cell."""
     seed = cfg.seed if seed is None else seed
+    stream = TaskStream(cfg.task, cfg.train_tokens, seed=seed, min_length=cfg.min_train_tokens, **cfg.params)
+    run = devices.training(run_config(cfg, name, stream.vocab_size, seed), dtype, device)
+    precision = run.train.precision
     stem = cell_name(name, seed)
     path = out / "cells" / f"{stem}.json"
     # what shapes and scores this one cell: not the other variants and seeds of the run
@@ -215,10 +218,7 @@ def run_cell(
         done = json.loads(path.read_text())
         if done.get("settings") == json.loads(json.dumps(settings)):
             return done
-    stream = TaskStream(cfg.task, cfg.train_tokens, seed=seed, min_length=cfg.min_train_tokens, **cfg.params)
     runs = out / "runs" / stem
-    run = run_config(cfg, name, stream.vocab_size, seed)
-    run = replace(run, train=replace(run.train, precision=precision))
     trainer = Trainer(run, runs, resume=True, progress=progress, stream=stream, device=device)
     summary = trainer.run()
     chosen = select(trainer.model, runs, cfg, seed)
@@ -368,14 +368,14 @@ def plot(acc: pd.DataFrame, cfg: LengthgenConfig, path: Path) -> tuple[Path, Pat
 
 
 def _run_cells(
-    cfg: LengthgenConfig, out: Path, progress: bool, jobs: int, device: str, precision: str, launch: Launch
+    cfg: LengthgenConfig, out: Path, progress: bool, jobs: int, device: str, dtype: str, launch: Launch
 ) -> dict[str, dict[str, Any]]:
     """Every (variant, seed) cell, spread as ``launch`` says (``workers.spread``: ``jobs`` at a time on the
     CPU, one per GPU, or one submitit job each), keyed by ``cell_name``; each cell writes its own JSON, so a
     failed cell leaves the others."""
     todo = [(name, seed) for name in cfg.maps for seed in cfg.seed_list]
     shown = progress and in_process(len(todo), jobs=jobs, device=device, launch=launch)
-    calls = [(cfg, n, out, shown, s, device, precision) for n, s in todo]
+    calls = [(cfg, n, out, shown, s, device, dtype) for n, s in todo]
     cells = spread(run_cell, calls, jobs=jobs, device=device, launch=launch, folder=out)
     return {cell_name(n, s): cell for (n, s), cell in zip(todo, cells)}
 
@@ -474,18 +474,16 @@ def run(
     dtype: str = "auto",
     launch: Launch | None = None,
 ) -> dict[str, Any]:
-    """Train and score every variant on ``device`` in ``dtype`` (``attnlab.devices``: auto trains the full
-    budget in bf16 autocast on a GPU, else in float32), the cells spread as ``launch`` says (default: this
-    machine, ``jobs`` at once on the CPU, see ``_run_cells``), then write the config, the accuracy and
-    dispersion tables and the plot into ``out``; ``out`` is checked (or, with ``overwrite``, cleared) first,
-    see ``prepare``."""
+    """Train and score every variant on ``device`` in ``dtype`` (``attnlab.devices``: auto trains the full budget in
+    bf16 autocast on a GPU, else in float32; see ``run_cell``), the cells spread as ``launch`` says (default: this
+    machine, ``jobs`` at once on the CPU, see ``_run_cells``), then write the config, the accuracy and dispersion
+    tables and the plot into ``out``; ``out`` is checked (or, with ``overwrite``, cleared) first, see ``prepare``."""
     check_jobs(jobs)
-    precision = devices.precision(dtype, device, "bf16" if cfg.budget == "full" else "fp32")
     out = Path(out)
     prepare(cfg, out, overwrite)
     with io.locked(out):
         io.write_json(out / "config.json", {**asdict(cfg), "plan": asdict(cfg.plan), "model_version": MODEL_VERSION})
-        cells = _run_cells(cfg, out, progress, jobs, device, precision, launch or Launch())
+        cells = _run_cells(cfg, out, progress, jobs, device, dtype, launch or Launch())
         acc = table(cells, cfg)
         rows = rows_table(cells, cfg)
         paths = {

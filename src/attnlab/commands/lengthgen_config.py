@@ -406,7 +406,8 @@ class LengthgenConfig:
 
 def run_config(cfg: LengthgenConfig, name: str, vocab: int, seed: int | None = None) -> RunConfig:
     """The run of variant ``name`` under ``seed`` (default ``cfg.seed``): the plan's model and optimizer, a
-    checkpoint every ``steps / checkpoints`` steps, all kept for the selection at ``select_mult``."""
+    checkpoint every ``steps / checkpoints`` steps, all kept for the selection at ``select_mult``, in the
+    budget's precision (bf16 autocast for the full budget)."""
     plan = cfg.plan
     model = {
         "context": cfg.train_tokens,
@@ -434,5 +435,7 @@ def run_config(cfg: LengthgenConfig, name: str, vocab: int, seed: int | None = N
         "checkpoint_every": max(1, plan.steps // plan.checkpoints),
         "keep": plan.checkpoints + 1,
         "tensorboard": False,
+        # the full budget's precision where a GPU trains it (``devices.training`` keeps float32 on a CPU)
+        "precision": "bf16" if cfg.budget == "full" else "fp32",
     }
     return RunConfig.from_dict({"model": model, "train": train})

@@ -56,15 +56,11 @@ def _batch(prompts: list[tasks.Prompt]) -> tuple[torch.Tensor, torch.Tensor]:
     return ids[:, :-1], labels[:, :-1]
 
 
-def train(plan: Plan, seed: int, out: Path, progress: bool, device: str = "cpu") -> None:
-    """Train a softmax Llama on induction prompts and save it with its tokenizer to ``out`` (moved into
-    place only when finished, so a folder holding one is complete), with its loss per step in
-    ``train_loss.csv``. Not resumable mid-run: a smoke model takes seconds, and a half-trained one is discarded."""
+def build(spec, tok, device: str = "cpu"):
+    """(model, optimizer) of the study's toy: a softmax Llama of ``spec``'s shape over ``tok``'s vocabulary, on
+    ``device``, with AdamW at ``spec.lr``."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    spec, tok = plan.train, _tokenizer()
-    prompts = tasks.build_suite(SUITE, tok, spec.steps * spec.batch, seed=TRAIN_SEED_OFFSET + seed, length=plan.length)
-    torch.manual_seed(seed)
     config = LlamaConfig(
         vocab_size=len(tok),
         hidden_size=spec.hidden,
@@ -79,21 +75,38 @@ def train(plan: Plan, seed: int, out: Path, progress: bool, device: str = "cpu")
         tie_word_embeddings=False,
     )
     model = LlamaForCausalLM(config).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=spec.lr, weight_decay=0.01)
+    return model, torch.optim.AdamW(model.parameters(), lr=spec.lr, weight_decay=0.01)
+
+
+def step(model, opt, ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """One optimizer step on a batch of induction prompts (``_batch``): cross-entropy on the answer positions,
+    gradients clipped to norm 1; returns the loss."""
+    logits = model(input_ids=ids).logits
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+    opt.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    return loss
+
+
+def train(plan: Plan, seed: int, out: Path, progress: bool, device: str = "cpu") -> None:
+    """Train a softmax Llama on induction prompts and save it with its tokenizer to ``out`` (moved into
+    place only when finished, so a folder holding one is complete), with its loss per step in
+    ``train_loss.csv``. Not resumable mid-run: a smoke model takes seconds, and a half-trained one is discarded."""
+    spec, tok = plan.train, _tokenizer()
+    prompts = tasks.build_suite(SUITE, tok, spec.steps * spec.batch, seed=TRAIN_SEED_OFFSET + seed, length=plan.length)
+    torch.manual_seed(seed)
+    model, opt = build(spec, tok, device)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=spec.lr, total_steps=spec.steps, pct_start=0.1)
     log, start = [], time.time()
-    for step in range(spec.steps):
-        ids, labels = (t.to(device) for t in _batch(prompts[step * spec.batch : (step + 1) * spec.batch]))
-        logits = model(input_ids=ids).logits
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+    for i in range(spec.steps):
+        ids, labels = (t.to(device) for t in _batch(prompts[i * spec.batch : (i + 1) * spec.batch]))
+        loss = step(model, opt, ids, labels)
         sched.step()
-        log.append({"step": step, "loss": loss.item()})
-        if progress and (step % 50 == 0 or step == spec.steps - 1):
-            print(f"concentration train step {step} loss {loss.item():.3f} ({time.time() - start:.0f}s)", flush=True)
+        log.append({"step": i, "loss": loss.item()})
+        if progress and (i % 50 == 0 or i == spec.steps - 1):
+            print(f"concentration train step {i} loss {loss.item():.3f} ({time.time() - start:.0f}s)", flush=True)
     stage = Path(tempfile.mkdtemp(prefix=".model-", dir=out.parent))
     with quiet_transformers():
         model.cpu().save_pretrained(stage)
