@@ -1,6 +1,6 @@
 """A study's cells run the same wherever they are spread: one process per GPU sees only its own GPU, a
-machine with several GPUs gets one process each, and submitit's local executor gives the cells that this
-process gives, bit for bit."""
+machine with several GPUs gets one process each, submitit's local executor gives the cells that this process
+gives, bit for bit, and its jobs get a day's time limit (not submitit's 5 minutes) unless told otherwise."""
 
 from __future__ import annotations
 
@@ -85,3 +85,13 @@ def test_submitit_local_executor_gives_the_cells_this_process_gives(tmp_path, mo
     assert {k: v["lengths"] for k, v in here["cells"].items()} == {k: v["lengths"] for k, v in there["cells"].items()}
     logs = list((tmp_path / "there" / ".submitit").glob("*_log.out"))
     assert len(logs) == 2  # one job per cell, its log kept beside the run
+
+
+def test_submitit_jobs_get_a_day_unless_told_and_a_gpu_only_where_there_is_one(tmp_path, monkeypatch):
+    submitit = pytest.importorskip("submitit")
+    given = []
+    monkeypatch.setattr(submitit.AutoExecutor, "update_parameters", lambda self, **kw: given.append(kw))
+    assert workers.spread(print, [], jobs=1, device="cpu", launch=Launch(launcher="submitit"), folder=tmp_path) == []
+    told = Launch(launcher="submitit", submitit={"timeout_min": 30, "slurm_partition": "gpu"})
+    workers.spread(print, [], jobs=1, device="auto", launch=told, folder=tmp_path)
+    assert given == [{"timeout_min": 24 * 60}, {"timeout_min": 30, "slurm_partition": "gpu"}]

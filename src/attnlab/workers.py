@@ -27,6 +27,7 @@ from .errors import Error
 from .options import option
 
 LAUNCHERS = ("local", "submitit")
+TIMEOUT_MIN = 24 * 60  # a submitit job's time limit unless --submitit timeout_min=... says otherwise
 
 
 class LaunchError(Error, ValueError):
@@ -113,7 +114,8 @@ class Launch:
     launcher: str = option("local", "how independent cells run: %(choices)s", choices=LAUNCHERS)
     submitit: dict[str, Any] = option(
         help="a submitit executor parameter for --launcher submitit, e.g. --submitit slurm_partition=gpu "
-        "--submitit timeout_min=720 (repeatable; gpus_per_node defaults to 1 where CUDA is present)",
+        "--submitit timeout_min=720 (repeatable; timeout_min defaults to 1440, gpus_per_node to 1 where CUDA is "
+        "present)",
         metavar="KEY=VALUE",
         action="append",
         convert=executor_parameters,
@@ -172,8 +174,10 @@ def _submitit(fn: Callable[..., Any], calls: Sequence[tuple], device: str, launc
         gpu = str(device).strip().lower() != "cpu"
     else:
         gpu = devices.resolve(device).type == "cuda"
+    # submitit's own default time limit is 5 minutes, shorter than most cells; a cell resumes from its checkpoints
+    parameters = {"timeout_min": TIMEOUT_MIN, **({"gpus_per_node": 1} if gpu else {}), **launch.submitit}
     try:
-        executor.update_parameters(**{"gpus_per_node": 1, **launch.submitit} if gpu else launch.submitit)
+        executor.update_parameters(**parameters)
     except (ValueError, TypeError) as exc:
         raise LaunchError(f"--submitit: {exc}") from None
     jobs = executor.map_array(fn, *zip(*calls)) if calls else []

@@ -1,4 +1,5 @@
-"""`attnlab train` refuses a bad --resume and says when warmup outlasts the run; `prepare` writes shards once;
+"""`attnlab train` refuses a bad --resume, says when warmup outlasts the run and trains where --device and --dtype say
+(the config's precision unless --dtype names one); `prepare` writes shards once;
 `release-replay` recomputes the release rule's variants from a run's logged scores."""
 
 from __future__ import annotations
@@ -35,6 +36,18 @@ def test_a_warmup_longer_than_the_run_is_said_not_silent(tmp_path, capsys):
         == 0
     )
     assert "note: train.warmup (24) exceeds train.steps (2)" in capsys.readouterr().err
+
+
+def test_dtype_overrides_the_configs_precision_only_when_named(tmp_path, capsys):
+    import json
+
+    short = ["--set", "train.steps=1", "--set", "data.max_tokens=4000", "--no-progress"]
+    for dtype, expected in (("auto", "fp32"), ("bfloat16", "bf16")):
+        out = tmp_path / dtype
+        assert main(["train", str(TINY), *short, "--device", "cpu", "--dtype", dtype, "--out", str(out)]) == 0
+        assert json.loads((out / "config.json").read_text())["train"]["precision"] == expected
+    assert main(["train", str(TINY), *short, "--dtype", "float16", "--out", str(tmp_path / "half")]) == 1
+    assert "--dtype float16 cannot train; training takes auto, float32 or bfloat16" in capsys.readouterr().err
 
 
 def test_release_replay_recomputes_table_8_from_a_run_s_logged_scores(tmp_path, capsys):

@@ -145,6 +145,13 @@ def test_command_line_rebuilds_the_config(tmp_path):
     assert precise.command(out) == f"attnlab study temperature --budget full --seed 3 --dtype float32 --out '{out}'"
 
 
+def test_a_study_under_torchrun_is_refused_before_it_claims_its_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(StudyError, match="start it without torchrun, which is for attnlab train"):
+        studies.run(StudyConfig(study="rowmaps"), tmp_path / "rm")
+    assert not (tmp_path / "rm").exists()
+
+
 def test_a_study_resumes_on_another_device_or_launcher_but_not_in_another_dtype(tmp_path):
     folder = tmp_path / "rm"
     first = studies.run(StudyConfig(study="rowmaps"), folder)

@@ -32,7 +32,7 @@ from ..errors import Error
 from ..options import MODEL_HELP, option
 from ..registry import Registry
 from ..report.sections import Section
-from ..workers import Launch
+from ..workers import Launch, world_size
 
 BUDGETS = ("smoke", "full")  # every study has these
 DEMO = "demo"  # a reduced budget that attnlab demo runs instead of smoke, for the studies that have one
@@ -248,6 +248,11 @@ def run(cfg: StudyConfig, folder: str | Path, progress: bool = False) -> Section
     """Run (or resume) a study into ``folder`` and return its section; with ``progress``, one line on
     stderr as it starts and one as it ends."""
     folder = Path(folder)
+    if world_size() > 1:  # every rank would claim the folder and train every cell
+        raise StudyError(
+            "a study spreads its cells over the GPUs itself (one process each); start it without torchrun, "
+            "which is for attnlab train"
+        )
     if folder.exists() and not folder.is_dir():
         raise StudyError(f"--out {folder} is a file; pass a folder")
     if cfg.model is not None:
