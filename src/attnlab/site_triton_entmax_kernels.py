@@ -200,6 +200,20 @@ def _row_stats(ROW_MAX, THETA, NORM, QSCALE, stats, valid):
 
 
 @_jit
+def _dq_tile(
+    q, do, K, V, cols, rows, dims, dims_v, qs, slope, row_max, theta, a, kpow,
+    n_q, n_k, head_dim, value_dim, window, scale,
+    CAUSAL: tl.constexpr, POWER: tl.constexpr, DOT: tl.constexpr,
+):  # fmt: skip
+    """What both sweeps of ``entmax_backward_dq`` read of one block of keys: s (see there), dp = dout . v, the keys."""
+    k = _load(K, cols, n_k, dims, head_dim, DOT)
+    z, allowed = _scores(q, k, rows, cols, qs, slope, n_q, n_k, window, scale, CAUSAL)
+    s, _ = _weights(z, allowed, row_max, theta, a, kpow, POWER)
+    dp = tl.dot(do, tl.trans(_load(V, cols, n_k, dims_v, value_dim, DOT)), input_precision="ieee")
+    return s, dp, k
+
+
+@_jit
 def entmax_backward_dq(
     Q, K, V, DO, DQ, SLOPES, QSCALE, ROW_MAX, THETA, NORM, DELTA,
     n_heads, group, n_q, n_k, head_dim, value_dim, window, scale, a, kpow,
@@ -227,22 +241,20 @@ def entmax_backward_dq(
     s_sum = tl.zeros([BLOCK_Q], tl.float32)
     s_dp = tl.zeros([BLOCK_Q], tl.float32)
     for start in range(lo, hi, BLOCK_K):
-        cols = start + tl.arange(0, BLOCK_K)
-        k = _load(K + k_base, cols, n_k, dims, head_dim, DOT)
-        z, allowed = _scores(q, k, rows, cols, qs, slope, n_q, n_k, window, scale, CAUSAL)
-        s, _ = _weights(z, allowed, row_max, theta, a, kpow, POWER)
-        dp = tl.dot(do, tl.trans(_load(V + v_base, cols, n_k, dims_v, value_dim, DOT)), input_precision="ieee")
+        s, dp, k = _dq_tile(
+            q, do, K + k_base, V + v_base, start + tl.arange(0, BLOCK_K), rows, dims, dims_v, qs, slope, row_max,
+            theta, a, kpow, n_q, n_k, head_dim, value_dim, window, scale, CAUSAL, POWER, DOT,
+        )  # fmt: skip
         s_sum += tl.sum(s, 1)
         s_dp += tl.sum(s * dp, 1)
     delta = s_dp / tl.where(s_sum > 0, s_sum, 1.0)
     tl.store(DELTA + bh * n_q + rows, delta, mask=rows < n_q)
     dq = tl.zeros([BLOCK_Q, BLOCK_D], tl.float32)
     for start in range(lo, hi, BLOCK_K):
-        cols = start + tl.arange(0, BLOCK_K)
-        k = _load(K + k_base, cols, n_k, dims, head_dim, DOT)
-        z, allowed = _scores(q, k, rows, cols, qs, slope, n_q, n_k, window, scale, CAUSAL)
-        s, _ = _weights(z, allowed, row_max, theta, a, kpow, POWER)
-        dp = tl.dot(do, tl.trans(_load(V + v_base, cols, n_k, dims_v, value_dim, DOT)), input_precision="ieee")
+        s, dp, k = _dq_tile(
+            q, do, K + k_base, V + v_base, start + tl.arange(0, BLOCK_K), rows, dims, dims_v, qs, slope, row_max,
+            theta, a, kpow, n_q, n_k, head_dim, value_dim, window, scale, CAUSAL, POWER, DOT,
+        )  # fmt: skip
         dq += tl.dot(s * (dp - delta[:, None]), k.to(tl.float32), input_precision="ieee")
     dq = dq * (qs * scale * tl.exp2((a - 1.0) * tl.log2(norm)))[:, None]
     mask = (rows[:, None] < n_q) & (dims[None, :] < head_dim)
