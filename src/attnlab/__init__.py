@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .errors import Error
+from attnlab.errors import Error
 
 __version__ = "0.1.0"
 
@@ -19,12 +19,12 @@ API = ("audit", "card", "heads", "row_stats", "sinks", "substitute")
 __all__ = ["Error", "__version__", *API]
 
 if TYPE_CHECKING:
-    from .api import audit, card, heads, row_stats, sinks, substitute  # noqa: F401
+    from attnlab.api import audit, card, heads, row_stats, sinks, substitute  # noqa: F401
 
 
 def __getattr__(name: str):
     if name in API:
-        from . import api
+        from attnlab import api
 
         return getattr(api, name)
     raise AttributeError(f"module 'attnlab' has no attribute {name!r}")

@@ -21,28 +21,18 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import rowmaps, tasks
-from .api_checks import (
-    as_prompts,
-    biases,
-    check_biases,
-    check_count,
-    check_model,
-    check_tokenizer,
-    evaluating,
-    locate,
-    suite_prompts,
-)
-from .api_sinks import MIN_QUERY, first_token_mass, head_table, sink_documents
-from .commands.audit import TARGETS, read_audit
-from .commands.heads import RULES, SUITE, classify_heads, read_heads
-from .commands.readout import FLAGS, check_queries
-from .devices import model_device
-from .commands.runs import recipe_b_auto
-from .commands.substitute import expand_recipes, substitution
-from .diagnostics import rows as _rows
-from .diagnostics.stream import RowStatsCollector
-from .site import DEFAULT_BLOCK
+from attnlab import rowmaps, tasks
+from attnlab.api_checks import as_prompts, biases, check_biases, check_count, check_model, check_tokenizer, evaluating, locate, suite_prompts
+from attnlab.api_sinks import MIN_QUERY, first_token_mass, head_table, sink_documents
+from attnlab.commands.audit import TARGETS, read_audit
+from attnlab.commands.heads import RULES, SUITE, classify_heads, read_heads
+from attnlab.commands.readout import FLAGS, check_queries
+from attnlab.devices import model_device
+from attnlab.commands.runs import recipe_b_auto
+from attnlab.commands.substitute import expand_recipes, substitution
+from attnlab.diagnostics import rows as _rows
+from attnlab.diagnostics.stream import RowStatsCollector
+from attnlab.site import DEFAULT_BLOCK
 
 __all__ = ["audit", "card", "heads", "row_stats", "sinks", "substitute"]
 
@@ -336,7 +326,7 @@ def card(
     """
     from types import SimpleNamespace
 
-    from . import cards
+    from attnlab import cards
 
     cfg = cards.plan(budget)
     check_model(model)

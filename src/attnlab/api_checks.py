@@ -11,9 +11,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import hooks, tasks
-from .devices import model_device
-from .commands.runs import Bias, calibration_ids, overrun
+from attnlab import hooks, tasks
+from attnlab.devices import model_device
+from attnlab.commands.runs import Bias, calibration_ids, overrun
 
 
 def check_count(name: str, value, low: int = 1) -> int:

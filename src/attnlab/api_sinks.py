@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import hooks, tasks
-from .api_checks import check_count, check_ids, fits_context
-from .commands.runs import RunError, context_length
-from .site import ScoreBlock
+from attnlab import hooks, tasks
+from attnlab.api_checks import check_count, check_ids, fits_context
+from attnlab.commands.runs import RunError, context_length
+from attnlab.site import ScoreBlock
 
 # Queries before this 0-based position are left out: there the uniform share 1/(i+1) is itself large,
 # so a high weight on key 0 says nothing about a sink.

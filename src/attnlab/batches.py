@@ -4,7 +4,7 @@ A task stream and a text stream thus split a batch across ranks by one rule, wit
 
 from __future__ import annotations
 
-from .errors import Error
+from attnlab.errors import Error
 
 
 class DataError(Error, ValueError):

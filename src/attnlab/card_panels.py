@@ -20,22 +20,22 @@ from dataclasses import asdict
 import numpy as np
 import pandas as pd
 
-from . import hooks, tasks
-from .commands import ablate, temperature
-from .commands.audit_tables import prevalence
-from .commands.readout import FLAGS, Reading, read_tables
-from .devices import model_device
-from .commands.runs import Bias, context_length
-from .commands.substitute import BASELINE, baseline_warning, score
-from .diagnostics import RowOptions
-from .diagnostics.rows import SPECIAL
-from .diagnostics.stats import UNREADABLE, bootstrap_ci
-from .diagnostics.stream import RowStatsCollector
-from .report.sections import MDE, Null
-from .rowmaps.softmax import length_multiplier
-from .studies.concentration_findings import Z_ALPHA, Z_POWER, accuracy_mde
-from .studies.temperature_findings import iid_real, real_exponents, real_finding, side_of_one, windowed_note
-from .studies.verdict import decide
+from attnlab import hooks, tasks
+from attnlab.commands import ablate, temperature
+from attnlab.commands.audit_tables import prevalence
+from attnlab.commands.readout import FLAGS, Reading, read_tables
+from attnlab.devices import model_device
+from attnlab.commands.runs import Bias, context_length
+from attnlab.commands.substitute import BASELINE, baseline_warning, score
+from attnlab.diagnostics import RowOptions
+from attnlab.diagnostics.rows import SPECIAL
+from attnlab.diagnostics.stats import UNREADABLE, bootstrap_ci
+from attnlab.diagnostics.stream import RowStatsCollector
+from attnlab.report.sections import MDE, Null
+from attnlab.rowmaps.softmax import length_multiplier
+from attnlab.studies.concentration_findings import Z_ALPHA, Z_POWER, accuracy_mde
+from attnlab.studies.temperature_findings import iid_real, real_exponents, real_finding, side_of_one, windowed_note
+from attnlab.studies.verdict import decide
 
 LENGTH_P = 2
 # Polynomial Concentration App. C, Fig. 5: Pythia's unsafe share rises from 66% at L = 1024 to 99% at 4096, two

@@ -14,13 +14,13 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 import pandas as pd
 
-from . import rowmaps
-from .commands.audit_tables import prevalence
-from .commands.runs import Bias, context_length
-from .commands.substitute import BASELINE
-from .diagnostics.stats import wilson
-from .errors import Error
-from .papers import cite
+from attnlab import rowmaps
+from attnlab.commands.audit_tables import prevalence
+from attnlab.commands.runs import Bias, context_length
+from attnlab.commands.substitute import BASELINE
+from attnlab.diagnostics.stats import wilson
+from attnlab.errors import Error
+from attnlab.papers import cite
 
 SUITES = ("niah", "induction")
 DEGREES = (2, 4, 8, 16)
@@ -131,8 +131,8 @@ def build(
     """``attnlab.card``'s data under plan ``cfg``; ``calls`` holds the entry points audit, substitute, heads and
     sinks, and prompts (a suite's prompts as they build them); ``attnlab.api`` passes its own: this module must not
     import it, which imports this one. ``target``: the context length of the multiplier (None: twice the window)."""
-    from . import card_panels as panels
-    from . import hooks
+    from attnlab import card_panels as panels
+    from attnlab import hooks
 
     planned, cfg = cfg.lengths, within_window(cfg, context_length(model))
     sizes = {"niah": {"pad": cfg.pad}, "induction": {"length": cfg.length}}

@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .errors import Error
-from .options import option
+from attnlab.errors import Error
+from attnlab.options import option
 
 if TYPE_CHECKING:
     import torch

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .errors import Error
+from attnlab.errors import Error
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:

@@ -40,7 +40,7 @@ from typing import TypeVar
 
 import torch
 
-from .errors import Error
+from attnlab.errors import Error
 
 # One library for every owner: one compile, one cache entry and one load per process.
 SOURCES = (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .registry import Registry
+from attnlab.registry import Registry
 
 
 @dataclass(frozen=True)

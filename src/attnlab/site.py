@@ -28,25 +28,11 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from .site_fused import _attend_fused, _fusable
-from .site_route import triton_call
-from .site_spec import (
-    DEFAULT_BLOCK,
-    MIN_BLOCK,
-    VANILLA,
-    Causal,
-    LengthScale,
-    Observer,
-    Plan,
-    ScoreBlock,
-    Scores,
-    Slopes,
-    WeightBlock,
-    WeightObserver,
-    describe,
-)
-from .site_tiles import allowed_keys, causal_mask, key_span, linear_bias, position_bias, query_blocks
-from .site_weights import _head_groups, _softmax, _weights
+from attnlab.site_fused import _attend_fused, _fusable
+from attnlab.site_route import triton_call
+from attnlab.site_spec import DEFAULT_BLOCK, MIN_BLOCK, VANILLA, Causal, LengthScale, Observer, Plan, ScoreBlock, Scores, Slopes, WeightBlock, WeightObserver, describe
+from attnlab.site_tiles import allowed_keys, causal_mask, key_span, linear_bias, position_bias, query_blocks
+from attnlab.site_weights import _head_groups, _softmax, _weights
 
 __all__ = [
     "DEFAULT_BLOCK",

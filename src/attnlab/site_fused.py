@@ -17,11 +17,11 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from . import site_kernel
-from .rowmaps import length_multiplier
-from .site_spec import LengthScale, Plan
-from .site_tiles import causal_mask, key_span, position_bias, query_blocks
-from .site_weights import _softmax, _weights
+from attnlab import site_kernel
+from attnlab.rowmaps import length_multiplier
+from attnlab.site_spec import LengthScale, Plan
+from attnlab.site_tiles import causal_mask, key_span, position_bias, query_blocks
+from attnlab.site_weights import _softmax, _weights
 
 
 def _fusable(plan: Plan, causal: bool, dropout: bool, slopes: torch.Tensor | None) -> bool:

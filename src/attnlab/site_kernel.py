@@ -19,10 +19,10 @@ import math
 import torch
 import torch.nn.functional as F
 
-from . import native
-from .rowmaps import RowMap
-from .rowmaps._rows import denormal_floor
-from .rowmaps.entmax import FAST_K
+from attnlab import native
+from attnlab.rowmaps import RowMap
+from attnlab.rowmaps._rows import denormal_floor
+from attnlab.rowmaps.entmax import FAST_K
 
 KEY_TILE = 16  # keys per packed tile; _site.c's KT
 ROWS = 32  # query rows per task: 32 rows x 65,536 keys of float32 scores is 8 MiB, within the shared L3

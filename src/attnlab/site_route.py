@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from .site_spec import Causal, Plan, Scores, Slopes
+from attnlab.site_spec import Causal, Plan, Scores, Slopes
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
@@ -58,14 +58,14 @@ def triton_call(
         args = dict(alpha=rowmap.params["alpha"])
     else:
         return None
-    from . import site_triton_kernels  # here, not at import: triton is optional, and slow to import
+    from attnlab import site_triton_kernels  # here, not at import: triton is optional, and slow to import
 
     if site_triton_kernels.triton is None:
         return None
     if "alpha" in args:
-        from .site_triton_entmax import entmax_attention as kernel
+        from attnlab.site_triton_entmax import entmax_attention as kernel
     else:
-        from .site_triton import relu_sigmoid_attention as kernel
+        from attnlab.site_triton import relu_sigmoid_attention as kernel
     causal = isinstance(mask, Causal)
     args.update(
         scale=scores.scaling,

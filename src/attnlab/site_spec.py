@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .rowmaps import RowMap
+from attnlab.rowmaps import RowMap
 
 MIN_BLOCK = 32
 DEFAULT_BLOCK = 512

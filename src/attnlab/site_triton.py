@@ -15,9 +15,9 @@ import numbers
 import torch
 from torch.autograd.function import once_differentiable
 
-from . import site_triton_kernels as kernels
-from .rowmaps.registry import BIAS_RANGE, degree, within
-from .site_spec import describe
+from attnlab import site_triton_kernels as kernels
+from attnlab.rowmaps.registry import BIAS_RANGE, degree, within
+from attnlab.site_spec import describe
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 FAMILIES = ("relu_p", "sigmoid")

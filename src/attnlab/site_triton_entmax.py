@@ -39,8 +39,8 @@ from dataclasses import dataclass
 import torch
 from torch.autograd.function import once_differentiable
 
-from . import site_triton_entmax_kernels as kernels
-from .site_triton_kernels import mma_dtype
+from attnlab import site_triton_entmax_kernels as kernels
+from attnlab.site_triton_kernels import mma_dtype
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # A cap on the threshold sweeps: a block of rows is done after 2-7 (measured, the last one confirming), and stops then.

@@ -20,7 +20,7 @@ attnlab does not require triton: without it this module still imports (the kerne
 from __future__ import annotations
 
 # one import of triton, one interpreter fix and one decorator for every fused kernel of the site
-from .site_triton_kernels import INTERPRETED, _jit, interpreter_loop_bounds, tl, triton  # noqa: F401
+from attnlab.site_triton_kernels import INTERPRETED, _jit, interpreter_loop_bounds, tl, triton  # noqa: F401
 
 
 @_jit

@@ -11,8 +11,8 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from .rowmaps import length_multiplier
-from .site_spec import Plan
+from attnlab.rowmaps import length_multiplier
+from attnlab.site_spec import Plan
 
 
 def _softmax(z: torch.Tensor) -> torch.Tensor:

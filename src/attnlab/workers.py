@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import devices
-from .errors import Error
-from .options import option
+from attnlab import devices
+from attnlab.errors import Error
+from attnlab.options import option
 
 LAUNCHERS = ("local", "submitit")
 TIMEOUT_MIN = 24 * 60  # a submitit job's time limit unless --submitit timeout_min=... says otherwise
@@ -99,7 +99,7 @@ def run_all(fn: Callable[..., Any], calls: Sequence[tuple], jobs: int, gpus: Seq
 
 def executor_parameters(items: Sequence[str] | None) -> dict[str, Any]:
     """--submitit KEY=VALUE items as a dict, each value read as YAML would (timeout_min=720 is a number)."""
-    from .train.config import assignment
+    from attnlab.train.config import assignment
 
     return dict(assignment(item, "--submitit", "timeout_min=720") for item in items or ())
 

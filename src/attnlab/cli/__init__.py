@@ -17,12 +17,12 @@ import re
 import sys
 from collections.abc import Sequence
 
-from . import card, catalog, checkpoint, studies, training  # noqa: F401  (each declares its commands)
-from .. import options, plugins
-from ..errors import Error
-from ..options import OPTION, flag
-from .base import COMMANDS, Parser, UserError, add_options, build
-from .studies import demo_models
+from attnlab.cli import card, catalog, checkpoint, studies, training  # noqa: F401  (each declares its commands)
+from attnlab import options, plugins
+from attnlab.errors import Error
+from attnlab.options import OPTION, flag
+from attnlab.cli.base import COMMANDS, Parser, UserError, add_options, build
+from attnlab.cli.studies import demo_models
 
 __all__ = ["COMMANDS", "UserError", "build_parser", "demo_models", "main"]
 
@@ -34,7 +34,7 @@ def _chosen(argv: Sequence[str]) -> str | None:
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser of every subcommand; the flags of the one ``argv`` names (of all, without ``argv``)."""
-    from .. import __version__
+    from attnlab import __version__
 
     ap = Parser(
         prog="attnlab",
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     plugins.load()  # before the parser: a plugin's studies and tasks are choices of its flags
     args = build_parser(argv).parse_args(argv)
-    from ..perf import set_threads, tune_malloc
+    from attnlab.perf import set_threads, tune_malloc
 
     tune_malloc()
     cmd = COMMANDS[args.command]

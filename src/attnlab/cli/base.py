@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import Error
-from ..options import OPTION, bounded, field_default, flag, path
-from ..registry import Registry
+from attnlab.errors import Error
+from attnlab.options import OPTION, bounded, field_default, flag, path
+from attnlab.registry import Registry
 
 
 class UserError(Error):
@@ -148,8 +148,8 @@ def build(cls: type, args: argparse.Namespace) -> Any:
 
 def check_writable(out: Path) -> None:
     """``io.check_writable`` as a one-line UserError."""
-    from ..io import OutputError
-    from ..io import check_writable as check
+    from attnlab.io import OutputError
+    from attnlab.io import check_writable as check
 
     try:
         check(out)

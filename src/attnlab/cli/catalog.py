@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from .. import options
-from ..options import option
-from .base import UserError, aligned, command
+from attnlab import options
+from attnlab.options import option
+from attnlab.cli.base import UserError, aligned, command
 
 
 @command(
@@ -16,7 +16,7 @@ from .base import UserError, aligned, command
     "List every registered row-map family with an example name, its formula, parameters, source paper and options.",
 )
 def maps() -> int:
-    from ..rowmaps import FAMILIES, kernel
+    from attnlab.rowmaps import FAMILIES, kernel
 
     head = ("name (example)", "formula", "parameters", "source", "options")
     rows = [(f.example, f.formula, f.params, f.source, ", ".join(f.options) or "-") for f in FAMILIES.values()]
@@ -39,7 +39,7 @@ def maps() -> int:
     "its title, authors, year and arXiv id.",
 )
 def papers() -> int:
-    from ..papers import PAPERS
+    from attnlab.papers import PAPERS
 
     rows = [
         (
@@ -57,7 +57,7 @@ def papers() -> int:
 
 def task_params(items: list[str] | None) -> dict:
     """--param KEY=VALUE items as lengthgen reads them."""
-    from ..commands.lengthgen_config import task_params as read
+    from attnlab.commands.lengthgen_config import task_params as read
 
     return read(items)
 
@@ -85,7 +85,7 @@ class TasksOptions:
     TasksOptions,
 )
 def tasks(opts: TasksOptions) -> int:
-    from ..tasks import SUITES, synthetic
+    from attnlab.tasks import SUITES, synthetic
 
     if opts.name is None:
         for name, task in synthetic.TASKS.items():
@@ -122,7 +122,7 @@ class FetchOptions:
     FetchOptions,
 )
 def fetch(opts: FetchOptions) -> int:
-    from ..hooks import fetch as models
+    from attnlab.hooks import fetch as models
 
     if opts.list or not opts.names:
         print(

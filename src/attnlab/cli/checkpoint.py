@@ -9,8 +9,8 @@ from pathlib import Path
 
 import importlib
 
-from ..options import option
-from .base import PROGRESS_HELP, command, print_table
+from attnlab.options import option
+from attnlab.cli.base import PROGRESS_HELP, command, print_table
 
 OVERWRITE_HELP = "replace what --out holds even when it is another run's or not attnlab's"
 
@@ -190,7 +190,7 @@ def fit_xi(cfg) -> str:
     "attnlab.commands.diagnose:DiagnoseConfig",
 )
 def diagnose(cfg) -> int:
-    from ..commands.diagnose import run
+    from attnlab.commands.diagnose import run
 
     shape, rows, summary = run(cfg)
     print(

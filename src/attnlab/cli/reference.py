@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import re
 
-from . import build_parser
+from attnlab.cli import build_parser
 
 # Markdown would read these as emphasis, code, links, HTML or a table's cell border inside a help line.
 _SPECIAL = re.compile(r"([\\`*_\[\]<>|])")

@@ -8,10 +8,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import options
-from ..devices import Placement
-from ..options import option
-from .base import PROGRESS_HELP, UserError, check_writable, command
+from attnlab import options
+from attnlab.devices import Placement
+from attnlab.options import option
+from attnlab.cli.base import PROGRESS_HELP, UserError, check_writable, command
 
 
 def _print_section(section, folder: Path) -> None:
@@ -22,13 +22,13 @@ def _print_section(section, folder: Path) -> None:
 
 
 def _study_names() -> list[str]:
-    from ..studies.runner import STUDIES
+    from attnlab.studies.runner import STUDIES
 
     return list(STUDIES)
 
 
 def _run_study(cfg, folder: Path, progress: bool):
-    from .. import studies
+    from attnlab import studies
 
     check_writable(folder)
     started = time.monotonic()
@@ -53,7 +53,7 @@ class StudyOutput:
     StudyOutput,
 )
 def study(cfg, opts: StudyOutput) -> int:
-    from .. import studies
+    from attnlab import studies
 
     out = opts.out or Path("runs") / cfg.study
     section = _run_study(cfg, out, progress=not opts.no_progress)
@@ -88,7 +88,7 @@ class ReportOptions:
     ReportOptions,
 )
 def report(opts: ReportOptions) -> int:
-    from .. import studies
+    from attnlab import studies
 
     if opts.out is None and len(opts.folders) > 1:
         raise UserError("give --out FILE when reporting on more than one folder")
@@ -116,10 +116,10 @@ class DemoOptions(Placement):
 def demo_models(given: tuple[str, ...] | list[str] | None) -> list[str]:
     """The pretrained models of the demo's real-model sections: the ones given, else every named model
     that is fetched."""
-    from ..hooks import fetch
+    from attnlab.hooks import fetch
 
     if given is not None:
-        from ..hooks.load import LoadError, check_model
+        from attnlab.hooks.load import LoadError, check_model
 
         chosen = [m for m in given if m != "none"]
         for model in chosen:  # before any study runs: a typo must not cost the studies that take no model
@@ -144,7 +144,7 @@ def demo_models(given: tuple[str, ...] | list[str] | None) -> list[str]:
     DemoOptions,
 )
 def demo(opts: DemoOptions) -> int:
-    from .. import studies
+    from attnlab import studies
 
     check_writable(opts.out)
     models = demo_models(opts.models)

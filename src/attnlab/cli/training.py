@@ -12,11 +12,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import devices, io, options
-from ..devices import Placement
-from ..workers import Launch
-from ..options import option
-from .base import PROGRESS_HELP, UserError, check_writable, command
+from attnlab import devices, io, options
+from attnlab.devices import Placement
+from attnlab.workers import Launch
+from attnlab.options import option
+from attnlab.cli.base import PROGRESS_HELP, UserError, check_writable, command
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class PrepareOptions:
     PrepareOptions,
 )
 def prepare(opts: PrepareOptions) -> int:
-    from ..train.shards import prepare as write
+    from attnlab.train.shards import prepare as write
 
     check_writable(opts.out)
     start = time.perf_counter()
@@ -113,8 +113,8 @@ class TrainOptions(Placement):
     TrainOptions,
 )
 def train(opts: TrainOptions) -> int:
-    from ..train import config as run_config
-    from ..train.trainer import Trainer
+    from attnlab.train import config as run_config
+    from attnlab.train.trainer import Trainer
 
     cfg = run_config.load(opts.config, list(opts.set))
     if opts.dtype != "auto":  # the config's train.precision is the user's own choice; an explicit --dtype overrides it
@@ -195,8 +195,8 @@ def release_replay(opts: ReplayOptions) -> int:
 
     import pandas as pd
 
-    from ..train.config import SECTIONS, RunConfig
-    from ..train.release import table8
+    from attnlab.train.config import SECTIONS, RunConfig
+    from attnlab.train.release import table8
 
     files = [opts.run / "config.json", opts.run / "eval.csv"]
     if missing := [str(f) for f in files if not f.is_file()]:
@@ -245,7 +245,7 @@ class LengthgenRun(Placement, Launch):
     )
 
     def __post_init__(self) -> None:
-        from ..commands.lengthgen import check_jobs
+        from attnlab.commands.lengthgen import check_jobs
 
         Placement.__post_init__(self)
         Launch.__post_init__(self)
@@ -262,7 +262,7 @@ class LengthgenRun(Placement, Launch):
     LengthgenRun,
 )
 def lengthgen(cfg, opts: LengthgenRun) -> int:
-    from ..commands import lengthgen as lg
+    from attnlab.commands import lengthgen as lg
 
     result = lg.run(
         cfg,

@@ -18,36 +18,21 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..devices import model_device
-from .. import hooks, options
-from ..diagnostics import RowOptions
-from ..diagnostics.heads import TYPES
-from ..diagnostics.stats import aggregate
-from ..io import check_output, write_json, write_parquet, write_table
-from ..options import command_line, option
-from ..progress import progress as progress_of
-from ..report.plot_concentration import plot_ablation
-from ..report.sections import Figure, Section, Table
-from .heads import head_type_table
-from .readout import QUERIES_HELP, check_queries, prompt_reading, read_rows
-from .runs import (
-    RunError,
-    SuiteRun,
-    biases,
-    calibration_record,
-    check_count,
-    load,
-    model_record,
-    parse_biases,
-    prompt_record,
-    recipe_b_auto,
-    run_prompts,
-    settings,
-    staged_output,
-    suite_prompts,
-)
-from .substitute import BASELINE, accuracy, as_warning, baseline_warning, check_recipes, score
-from .sections import register
+from attnlab.devices import model_device
+from attnlab import hooks, options
+from attnlab.diagnostics import RowOptions
+from attnlab.diagnostics.heads import TYPES
+from attnlab.diagnostics.stats import aggregate
+from attnlab.io import check_output, write_json, write_parquet, write_table
+from attnlab.options import command_line, option
+from attnlab.progress import progress as progress_of
+from attnlab.report.plot_concentration import plot_ablation
+from attnlab.report.sections import Figure, Section, Table
+from attnlab.commands.heads import head_type_table
+from attnlab.commands.readout import QUERIES_HELP, check_queries, prompt_reading, read_rows
+from attnlab.commands.runs import RunError, SuiteRun, biases, calibration_record, check_count, load, model_record, parse_biases, prompt_record, recipe_b_auto, run_prompts, settings, staged_output, suite_prompts
+from attnlab.commands.substitute import BASELINE, accuracy, as_warning, baseline_warning, check_recipes, score
+from attnlab.commands.sections import register
 
 RANKINGS = ("s_p", "entropy")
 Head = tuple[int, int]

@@ -22,35 +22,22 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..devices import model_device
-from .. import hooks, options, tasks
-from ..diagnostics import RowOptions
-from ..diagnostics.stream import RowStatsWriter
-from ..io import check_output, write_json, write_table
-from ..options import command_line, option
-from ..report.plot_concentration import MAX_POINTS, bound_quadrants, plot_bound, plot_p_star, plot_phase
-from ..report.sections import Figure, Section, Table
-from ..site import DEFAULT_BLOCK
+from attnlab.devices import model_device
+from attnlab import hooks, options, tasks
+from attnlab.diagnostics import RowOptions
+from attnlab.diagnostics.stream import RowStatsWriter
+from attnlab.io import check_output, write_json, write_table
+from attnlab.options import command_line, option
+from attnlab.report.plot_concentration import MAX_POINTS, bound_quadrants, plot_bound, plot_p_star, plot_phase
+from attnlab.report.sections import Figure, Section, Table
+from attnlab.site import DEFAULT_BLOCK
 
 # percent too, which the studies read as audit.percent beside the tables it fills
-from .audit_tables import bound_validation, head_medians, percent, prevalence  # noqa: F401
-from .heads import head_type_table
-from .readout import FLAGS, QUERIES_HELP, check_queries, prompt_reading, read_tables
-from .runs import (
-    Bias,
-    RunError,
-    SuiteRun,
-    biases,
-    calibration_record,
-    load,
-    model_record,
-    parse_biases,
-    prompt_record,
-    run_prompts,
-    settings,
-    staged_output,
-)
-from .sections import compares, register
+from attnlab.commands.audit_tables import bound_validation, head_medians, percent, prevalence  # noqa: F401
+from attnlab.commands.heads import head_type_table
+from attnlab.commands.readout import FLAGS, QUERIES_HELP, check_queries, prompt_reading, read_tables
+from attnlab.commands.runs import Bias, RunError, SuiteRun, biases, calibration_record, load, model_record, parse_biases, prompt_record, run_prompts, settings, staged_output
+from attnlab.commands.sections import compares, register
 
 GAP_COLUMNS = ("lambda_n", "alpha_n", "contact_gap")
 TARGETS = ("argmax", "answer")

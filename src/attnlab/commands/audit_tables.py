@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..diagnostics.rows import SPECIAL
-from ..diagnostics.stats import bootstrap_fraction, wilson
-from .runs import Bias
+from attnlab.diagnostics.rows import SPECIAL
+from attnlab.diagnostics.stats import bootstrap_fraction, wilson
+from attnlab.commands.runs import Bias
 
 BOOTSTRAP = 1000  # resamples of the prompts behind each prevalence interval
 

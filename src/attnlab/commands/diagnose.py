@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import devices, options
-from ..devices import Placement
-from ..errors import Error
-from ..io import PARQUET_META_KEY, OutputError, check_writable, load_tensor, write_parquet
-from ..options import option
+from attnlab import devices, options
+from attnlab.devices import Placement
+from attnlab.errors import Error
+from attnlab.io import PARQUET_META_KEY, OutputError, check_writable, load_tensor, write_parquet
+from attnlab.options import option
 
 
 class DiagnoseError(Error, ValueError):
@@ -81,8 +81,8 @@ def check_out(cfg: DiagnoseConfig) -> None:
 
 def run(cfg: DiagnoseConfig) -> tuple[tuple[int, ...], int, pd.DataFrame]:
     """(the scores' shape, its number of rows, the summary per b); every row goes to ``cfg.out`` when set."""
-    from ..diagnostics import row_stats
-    from ..diagnostics.summary import summarize
+    from attnlab.diagnostics import row_stats
+    from attnlab.diagnostics.summary import summarize
 
     try:
         scores = load_tensor(cfg.scores, key=cfg.key)

@@ -26,16 +26,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import devices, options
-from ..devices import Placement
-from ..diagnostics.stats import UNREADABLE
-from ..io import check_output, load_tensor, write_json, write_parquet, write_table
-from ..options import command_line, option
-from ..report.sections import Section, Table
-from .diagnose import causal_mask
-from .runs import RunError, check_count, settings, staged_output
-from .sections import register
-from .temperature import EXPONENTS_CAPTION, TRIPLE, cor49_note, exponents, per_n, summary_line
+from attnlab import devices, options
+from attnlab.devices import Placement
+from attnlab.diagnostics.stats import UNREADABLE
+from attnlab.io import check_output, load_tensor, write_json, write_parquet, write_table
+from attnlab.options import command_line, option
+from attnlab.report.sections import Section, Table
+from attnlab.commands.diagnose import causal_mask
+from attnlab.commands.runs import RunError, check_count, settings, staged_output
+from attnlab.commands.sections import register
+from attnlab.commands.temperature import EXPONENTS_CAPTION, TRIPLE, cor49_note, exponents, per_n, summary_line
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,7 +91,7 @@ def file_rows(path: Path, file: int, cfg: FitXiConfig) -> pd.DataFrame:
     (leading axes in C order) and the indices of its ``--unit-axes``."""
     import torch
 
-    from ..diagnostics import row_stats
+    from attnlab.diagnostics import row_stats
 
     try:
         scores = load_tensor(path, key=cfg.key)

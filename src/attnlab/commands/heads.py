@@ -17,28 +17,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..devices import model_device
-from .. import hooks, tasks
-from ..diagnostics import RowOptions
-from ..diagnostics.heads import TYPES, HeadThresholds, head_types
-from ..diagnostics.stream import RowStatsWriter
-from ..io import check_output, write_json, write_table
-from ..options import command_line, option
-from ..report.sections import Section, Table
-from ..site import DEFAULT_BLOCK
-from .readout import FLAGS, QUERIES_HELP, check_queries, prompt_reading, read_tables
-from .runs import (
-    CheckpointRun,
-    RunError,
-    check_count,
-    load,
-    model_record,
-    prompt_record,
-    settings,
-    staged_output,
-    suite_prompts,
-)
-from .sections import register
+from attnlab.devices import model_device
+from attnlab import hooks, tasks
+from attnlab.diagnostics import RowOptions
+from attnlab.diagnostics.heads import TYPES, HeadThresholds, head_types
+from attnlab.diagnostics.stream import RowStatsWriter
+from attnlab.io import check_output, write_json, write_table
+from attnlab.options import command_line, option
+from attnlab.report.sections import Section, Table
+from attnlab.site import DEFAULT_BLOCK
+from attnlab.commands.readout import FLAGS, QUERIES_HELP, check_queries, prompt_reading, read_tables
+from attnlab.commands.runs import CheckpointRun, RunError, check_count, load, model_record, prompt_record, settings, staged_output, suite_prompts
+from attnlab.commands.sections import register
 
 SUITE = "induction"
 RULES = ("labels", "paper")

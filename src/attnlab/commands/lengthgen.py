@@ -26,15 +26,15 @@ from typing import Any
 import pandas as pd
 import torch
 
-from .. import devices, io
-from ..errors import Error
-from ..site import WeightBlock
-from ..tasks import TaskStream, exact_match, scored_accuracy
-from ..tasks.seqtask import IGNORE, Task
-from ..train import checkpoint as ckpt
-from ..train.trainer import Trainer
-from ..workers import Launch, check_jobs, in_process, spread
-from .lengthgen_config import SELECT_SEED, TEST_SEED, LengthgenConfig, Plan, run_config
+from attnlab import devices, io
+from attnlab.errors import Error
+from attnlab.site import WeightBlock
+from attnlab.tasks import TaskStream, exact_match, scored_accuracy
+from attnlab.tasks.seqtask import IGNORE, Task
+from attnlab.train import checkpoint as ckpt
+from attnlab.train.trainer import Trainer
+from attnlab.workers import Launch, check_jobs, in_process, spread
+from attnlab.commands.lengthgen_config import SELECT_SEED, TEST_SEED, LengthgenConfig, Plan, run_config
 
 ROWS = ("all", "answer")
 SAMPLED_ROWS = 1024  # rows of each kind per sequence whose dispersion is measured
@@ -244,7 +244,7 @@ def untrained_scores(cfg: LengthgenConfig, name: str, vocab: int, seed: int, dev
     """The null control of a cell: the same variant at its initialization under ``seed`` (before any step),
     scored on ``device`` on the same test rows at every length: length -> the metric per row (``rows``) and
     its mean."""
-    from ..model.decoder import Decoder
+    from attnlab.model.decoder import Decoder
 
     torch.manual_seed(seed)
     model = Decoder(run_config(cfg, name, vocab, seed).model).to(device)
@@ -354,7 +354,7 @@ def dispersion_table(cells: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
 def plot(acc: pd.DataFrame, cfg: LengthgenConfig, path: Path) -> tuple[Path, Path]:
     """The run's figure: one curve per variant (its best seed), the task's score against the evaluation
     length."""
-    from ..report.plot_lengthgen import plot_run_accuracy
+    from attnlab.report.plot_lengthgen import plot_run_accuracy
 
     given = "".join(f", {k}={v}" for k, v in cfg.params.items())
     best = acc[acc["best"]].set_index("variant")[[mult_label(m) for m in cfg.plan.eval_mult]]

@@ -12,12 +12,12 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 
-from .. import options, rowmaps
-from ..options import option
-from ..registry import Registry
-from ..tasks import TASKS, get_task
-from ..tasks.seqtask import Task
-from ..train.config import RunConfig, assignment
+from attnlab import options, rowmaps
+from attnlab.options import option
+from attnlab.registry import Registry
+from attnlab.tasks import TASKS, get_task
+from attnlab.tasks.seqtask import Task
+from attnlab.train.config import RunConfig, assignment
 
 # Variants that are a scaler plus a map rather than a registry row map (Vasylenko et al. 2025 §4.1, §5
 # baselines): name -> the model fields they set. Any registered row-map name is a variant as well.
@@ -38,7 +38,7 @@ def register_variant(name: str, model_fields: Mapping[str, Any], *, replace: boo
     """Add a variant that sets ``model_fields`` (e.g. scaler and rowmap) and return them. A name already
     taken raises ValueError unless ``replace``; so does a retired name or a row map's, which the variant
     would hide."""
-    from ..model.config import ModelConfig
+    from attnlab.model.config import ModelConfig
 
     known = {f.name for f in fields(ModelConfig)}
     if stray := sorted(set(model_fields) - known):

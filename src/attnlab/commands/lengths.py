@@ -19,14 +19,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import options, tasks
-from ..io import check_output, write_json, write_table
-from ..options import command_line, option
-from ..report.plot_concentration import plot_unsafe_by_length
-from ..report.sections import Figure, Section, Table
-from .audit import AuditOptions, audit_rows, calibrated, written
-from .runs import RunError, check_count, context_length, load, run_prompts, settings, staged_output
-from .sections import compares, register
+from attnlab import options, tasks
+from attnlab.io import check_output, write_json, write_table
+from attnlab.options import command_line, option
+from attnlab.report.plot_concentration import plot_unsafe_by_length
+from attnlab.report.sections import Figure, Section, Table
+from attnlab.commands.audit import AuditOptions, audit_rows, calibrated, written
+from attnlab.commands.runs import RunError, check_count, context_length, load, run_prompts, settings, staged_output
+from attnlab.commands.sections import compares, register
 
 # what the cross-model table keeps of each sweep's lines
 COLUMNS = ["L", "tokens", "b", "b value", "p", "active", "unsafe %", "unsafe lo", "unsafe hi", "med rho", "med a_act"]

@@ -19,29 +19,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..devices import model_device
-from .. import hooks, options, rowmaps
-from ..diagnostics import RowOptions
-from ..diagnostics.rows import SPECIAL
-from ..diagnostics.stats import bootstrap_fraction
-from ..io import check_output, write_json, write_table
-from ..options import command_line, option
-from ..report.sections import Section, Table
-from .readout import prompt_reading, read_rows
-from .runs import (
-    RunError,
-    SuiteRun,
-    biases,
-    calibration_record,
-    check_count,
-    load,
-    model_record,
-    prompt_record,
-    run_prompts,
-    settings,
-    staged_output,
-)
-from .sections import register
+from attnlab.devices import model_device
+from attnlab import hooks, options, rowmaps
+from attnlab.diagnostics import RowOptions
+from attnlab.diagnostics.rows import SPECIAL
+from attnlab.diagnostics.stats import bootstrap_fraction
+from attnlab.io import check_output, write_json, write_table
+from attnlab.options import command_line, option
+from attnlab.report.sections import Section, Table
+from attnlab.commands.readout import prompt_reading, read_rows
+from attnlab.commands.runs import RunError, SuiteRun, biases, calibration_record, check_count, load, model_record, prompt_record, run_prompts, settings, staged_output
+from attnlab.commands.sections import register
 
 Head = tuple[int, int]
 RECIPES = ("relu_p2_b0", "relu_p2_bauto", "relu_p4_bauto", "relu_p8_bauto")  # Table 5's recipes per model

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import torch
 
-from ..devices import model_device
-from .. import hooks, tasks
-from ..diagnostics import RowOptions
-from ..diagnostics.stream import RowStatsWriter
-from ..progress import progress as progress_of
-from ..site import DEFAULT_BLOCK, ScoreBlock
+from attnlab.devices import model_device
+from attnlab import hooks, tasks
+from attnlab.diagnostics import RowOptions
+from attnlab.diagnostics.stream import RowStatsWriter
+from attnlab.progress import progress as progress_of
+from attnlab.site import DEFAULT_BLOCK, ScoreBlock
 
 FLAGS = ("answer_key",)
 

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import torch
 
-from .. import hooks, io, options, tasks
-from ..errors import Error
-from ..devices import Placement, model_device
-from ..options import MODEL_HELP, option
-from ..site import DEFAULT_BLOCK
+from attnlab import hooks, io, options, tasks
+from attnlab.errors import Error
+from attnlab.devices import Placement, model_device
+from attnlab.options import MODEL_HELP, option
+from attnlab.site import DEFAULT_BLOCK
 
 CALIBRATION_TOKENS = 1024  # Polynomial Concentration App. B: a held-out 1024-token generic-text input
 STAGING = ".staging-"  # a run's hidden staging folder in --out, named with its pid

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..registry import Registry
-from ..report.sections import Section
+from attnlab.registry import Registry
+from attnlab.report.sections import Section
 
 # the modules of the built-in commands, which declare their sections on import
 BUILTIN = ("audit", "lengths", "substitute", "ablate", "matched", "heads", "temperature", "xi_sweep", "fit_xi")

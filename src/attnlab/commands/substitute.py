@@ -17,26 +17,15 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..devices import model_device
-from .. import hooks, rowmaps, tasks
-from ..diagnostics.stats import wilson
-from ..io import check_output, write_json, write_parquet, write_table
-from ..options import command_line, option
-from ..progress import progress as progress_of
-from ..report.sections import Section, Table
-from .runs import (
-    RunError,
-    SuiteRun,
-    calibration_record,
-    load,
-    model_record,
-    prompt_record,
-    recipe_b_auto,
-    run_prompts,
-    settings,
-    staged_output,
-)
-from .sections import register
+from attnlab.devices import model_device
+from attnlab import hooks, rowmaps, tasks
+from attnlab.diagnostics.stats import wilson
+from attnlab.io import check_output, write_json, write_parquet, write_table
+from attnlab.options import command_line, option
+from attnlab.progress import progress as progress_of
+from attnlab.report.sections import Section, Table
+from attnlab.commands.runs import RunError, SuiteRun, calibration_record, load, model_record, prompt_record, recipe_b_auto, run_prompts, settings, staged_output
+from attnlab.commands.sections import register
 
 BASELINE = "softmax"
 # Polynomial Concentration §5.3, Tables 2-3: ReLU^p at p = 2, 4, 8, 16 with b = 0 and b_auto, the normalized

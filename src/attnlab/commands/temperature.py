@@ -24,28 +24,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..devices import model_device
-from .. import hooks, options, tasks
-from ..diagnostics import RowOptions
-from ..diagnostics.stats import UNREADABLE, check_cor49, exponent, tie_mask
-from ..io import check_output, write_json, write_table
-from ..options import command_line, option
-from ..report.sections import Section, Table
-from .readout import Reading, read_rows
-from .runs import (
-    CheckpointRun,
-    RunError,
-    check_count,
-    context_length,
-    load,
-    model_record,
-    read_text,
-    settings,
-    staged_output,
-    suite_prompts,
-    with_bos,
-)
-from .sections import register
+from attnlab.devices import model_device
+from attnlab import hooks, options, tasks
+from attnlab.diagnostics import RowOptions
+from attnlab.diagnostics.stats import UNREADABLE, check_cor49, exponent, tie_mask
+from attnlab.io import check_output, write_json, write_table
+from attnlab.options import command_line, option
+from attnlab.report.sections import Section, Table
+from attnlab.commands.readout import Reading, read_rows
+from attnlab.commands.runs import CheckpointRun, RunError, check_count, context_length, load, model_record, read_text, settings, staged_output, suite_prompts, with_bos
+from attnlab.commands.sections import register
 
 TEXT = "text"
 NOVEL = "novel"

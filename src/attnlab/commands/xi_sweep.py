@@ -28,26 +28,16 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from ..devices import model_device
-from .. import hooks, options
-from ..io import check_output, write_json, write_parquet, write_table
-from ..options import command_line, option
-from ..progress import progress as progress_of
-from ..report.sections import Section, Table
-from ..site import DEFAULT_BLOCK
-from .runs import (
-    CheckpointRun,
-    RunError,
-    check_count,
-    context_length,
-    load,
-    model_record,
-    read_text,
-    settings,
-    staged_output,
-)
-from .sections import register
-from .temperature import token_windows
+from attnlab.devices import model_device
+from attnlab import hooks, options
+from attnlab.io import check_output, write_json, write_parquet, write_table
+from attnlab.options import command_line, option
+from attnlab.progress import progress as progress_of
+from attnlab.report.sections import Section, Table
+from attnlab.site import DEFAULT_BLOCK
+from attnlab.commands.runs import CheckpointRun, RunError, check_count, context_length, load, model_record, read_text, settings, staged_output
+from attnlab.commands.sections import register
+from attnlab.commands.temperature import token_windows
 
 ROPES = ("plain", "dynamic")
 MIN_WINDOW = 4  # the shortest window whose back half holds two scored tokens

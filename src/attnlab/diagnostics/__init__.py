@@ -4,8 +4,8 @@
 measures Vasylenko et al. 2025's non-dispersion results (Lemma 2, Prop. 1, Prop. 3) on synthetic rows.
 """
 
-from .heads import HeadThresholds, head_types
-from .nondispersion import theory_checks
-from .rows import RowOptions, row_stats
+from attnlab.diagnostics.heads import HeadThresholds, head_types
+from attnlab.diagnostics.nondispersion import theory_checks
+from attnlab.diagnostics.rows import RowOptions, row_stats
 
 __all__ = ["HeadThresholds", "RowOptions", "head_types", "row_stats", "theory_checks"]

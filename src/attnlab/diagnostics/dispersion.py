@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from ..rowmaps.registry import RowMap
+from attnlab.rowmaps.registry import RowMap
 
 
 def weights(zm: torch.Tensor, rowmap: RowMap, beta: float) -> torch.Tensor:

@@ -11,8 +11,8 @@ import math
 
 import torch
 
-from .. import native
-from ..native import status
+from attnlab import native
+from attnlab.native import status
 
 DIAG_FIXED = 13  # the OUT_* columns of _rows.c
 DIAG_PER_BETA = 6  # its B_* columns, one set per beta

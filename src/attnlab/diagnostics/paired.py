@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from .stats import _check_level, _float_values
+from attnlab.diagnostics.stats import _check_level, _float_values
 
 
 def _betacf(a: float, b: float, x: float) -> float:

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from .rows import SPECIAL
-from .stats import wilson
+from attnlab.diagnostics.rows import SPECIAL
+from attnlab.diagnostics.stats import wilson
 
 
 def _pct(flags: pd.Series) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from ..errors import Error
+from attnlab.errors import Error
 
 
 class LoadError(Error, ValueError):

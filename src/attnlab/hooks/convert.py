@@ -20,9 +20,9 @@ from unittest import mock
 
 import torch
 
-from .. import io
-from . import fetch
-from .common import LoadError, quiet_transformers
+from attnlab import io
+from attnlab.hooks import fetch
+from attnlab.hooks.common import LoadError, quiet_transformers
 
 EXTRA = "pip install 'attnlab[gguf]'"
 SOURCE = "attnlab_source.json"

@@ -21,9 +21,9 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import io
-from ..errors import Error
-from ..registry import Registry
+from attnlab import io
+from attnlab.errors import Error
+from attnlab.registry import Registry
 
 CHUNK = 1 << 20
 

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from ..errors import Error
-from ..rowmaps import RowMap
-from ..site import DEFAULT_BLOCK, Observer, Plan, Scores, attend
-from .implementations import registered_map
+from attnlab.errors import Error
+from attnlab.rowmaps import RowMap
+from attnlab.site import DEFAULT_BLOCK, Observer, Plan, Scores, attend
+from attnlab.hooks.implementations import registered_map
 
 ATTN_NAME = "attnlab"
 SUPPORTED = (

@@ -38,9 +38,9 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from .. import rowmaps
-from ..rowmaps import RowMap
-from ..site import Plan, Scores, attend
+from attnlab import rowmaps
+from attnlab.rowmaps import RowMap
+from attnlab.site import Plan, Scores, attend
 
 PREFIX = "attnlab_"
 # What transformers 5 reads into an implementation name: "a/b" (optionally "@rev", ":fn") is a Hub kernel

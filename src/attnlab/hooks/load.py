@@ -11,9 +11,9 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError
 
-from .. import devices
-from ..options import MODEL_HELP
-from .common import LoadError, quiet_transformers
+from attnlab import devices
+from attnlab.options import MODEL_HELP
+from attnlab.hooks.common import LoadError, quiet_transformers
 
 WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin")
 
@@ -101,7 +101,7 @@ def resolve_checkpoint(spec: str | os.PathLike, *, log=None) -> Path:
     ``.gguf`` file, or a folder holding one ``.gguf`` and no config.json), else a fetched model's name, else
     a Hub id (``org/name[@revision]``) in the local Hugging Face cache, whose snapshot folder is then read
     as a path is (``hub_snapshot``). GGUF files are converted once (``convert.converted``)."""
-    from . import convert, fetch
+    from attnlab.hooks import convert, fetch
 
     path = Path(spec).expanduser()
     if not path.exists() and str(spec) in fetch.MODELS:
@@ -134,7 +134,7 @@ def provenance(spec: str | os.PathLike) -> dict[str, str]:
     (``fetch.digest``), so this costs a stat once a file has been hashed."""
     import hashlib
 
-    from . import fetch
+    from attnlab.hooks import fetch
 
     path = Path(spec).expanduser()
     if not path.exists() and str(spec) in fetch.MODELS:

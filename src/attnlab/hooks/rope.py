@@ -20,7 +20,7 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
-from .hf import UnsupportedModel
+from attnlab.hooks.hf import UnsupportedModel
 
 
 def rope_tables(model: nn.Module) -> list[tuple[nn.Module, str, str | None]]:

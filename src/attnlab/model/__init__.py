@@ -3,7 +3,7 @@
 Attention goes through ``attnlab.site`` so that diagnostics, probes and substitutions see it.
 """
 
-from .config import ConfigError, ModelConfig
-from .decoder import Decoder, loss
+from attnlab.model.config import ConfigError, ModelConfig
+from attnlab.model.decoder import Decoder, loss
 
 __all__ = ["ConfigError", "Decoder", "ModelConfig", "loss"]

@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from .. import rowmaps
-from ..errors import Error
-from .ffn import FFNS
-from .scaling import FIXED_GAMMA_SCALERS, SCALERS
+from attnlab import rowmaps
+from attnlab.errors import Error
+from attnlab.model.ffn import FFNS
+from attnlab.model.scaling import FIXED_GAMMA_SCALERS, SCALERS
 
 INPUTS = ("tokens", "vectors")
 READOUTS = ("stream", "writes")

@@ -16,12 +16,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .. import rowmaps
-from ..site import MIN_BLOCK, Causal, Observer, Plan, Scores, Slopes, WeightObserver, attend
-from . import positions as pe
-from .config import ModelConfig
-from .ffn import make_ffn, make_norm
-from .scaling import make_scaler, scaled_heads
+from attnlab import rowmaps
+from attnlab.site import MIN_BLOCK, Causal, Observer, Plan, Scores, Slopes, WeightObserver, attend
+from attnlab.model import positions as pe
+from attnlab.model.config import ModelConfig
+from attnlab.model.ffn import make_ffn, make_norm
+from attnlab.model.scaling import make_scaler, scaled_heads
 
 
 # Score elements one query block may hold (64 MiB in float32): long inputs get thinner blocks, so a

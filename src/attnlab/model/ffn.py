@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..registry import Registry
+from attnlab.registry import Registry
 
 GATED_KINDS = ("swiglu", "geglu")
 NORM_KINDS = ("layernorm", "rmsnorm")

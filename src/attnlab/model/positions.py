@@ -12,7 +12,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ..site import linear_bias
+from attnlab.site import linear_bias
 
 SLOPE_KINDS = ("geometric", "inverse")
 

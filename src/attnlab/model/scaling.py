@@ -21,8 +21,8 @@ import math
 import torch
 from torch import nn
 
-from ..registry import Registry
-from ..rowmaps.scalers import AdaptiveScale
+from attnlab.registry import Registry
+from attnlab.rowmaps.scalers import AdaptiveScale
 
 SCALERS: Registry[type[nn.Module]] = Registry("scaler")
 FIXED_GAMMA_SCALERS = ("adaptive", "direct")

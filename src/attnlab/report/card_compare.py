@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..diagnostics.heads import TYPES
-from ..errors import Error
-from ..io import write_table, write_text
-from ..papers import cite
-from .html import render
-from .sections import Section, Table
+from attnlab.diagnostics.heads import TYPES
+from attnlab.errors import Error
+from attnlab.io import write_table, write_text
+from attnlab.papers import cite
+from attnlab.report.html import render
+from attnlab.report.sections import Section, Table
 
 MISSING = "-"
 NEEDED = ("model", "model_type", "layers", "heads_per_layer", "b_auto", "substitution", "heads")

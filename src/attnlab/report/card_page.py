@@ -13,13 +13,13 @@ import pandas as pd
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch, Rectangle
 
-from ..diagnostics.heads import TYPES
-from ..io import write_table, write_text
-from .figures import plt, save_figure
-from .html import render
-from .plot_concentration import plot_ablation, plot_unsafe_by_length
-from .plot_temperature import plot_real_lambda
-from .sections import Figure, Finding, Section, Table
+from attnlab.diagnostics.heads import TYPES
+from attnlab.io import write_table, write_text
+from attnlab.report.figures import plt, save_figure
+from attnlab.report.html import render
+from attnlab.report.plot_concentration import plot_ablation, plot_unsafe_by_length
+from attnlab.report.plot_temperature import plot_real_lambda
+from attnlab.report.sections import Figure, Finding, Section, Table
 
 PANELS = ("Substitution screen", "Best zero-shot recipe", "Heads", "Ablation", "Length", "Temperature", "Reproduce")
 COLORS = ("tab:red", "tab:blue", "tab:green", "0.8")  # sink, induction, local, diffuse, as TYPES orders them

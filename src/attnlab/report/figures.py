@@ -15,7 +15,7 @@ matplotlib.use("Agg")  # files only, never a display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from ..io import atomic_write  # noqa: E402
+from attnlab.io import atomic_write  # noqa: E402
 
 
 def save_figure(fig: "plt.Figure", path: str | Path, dpi: int = 120) -> tuple[Path, Path]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .sections import VERDICTS, Finding, Section
+from attnlab.report.sections import VERDICTS, Finding, Section
 
 # Marks a page as attnlab's, so a rerun may replace it while a user's own file of the same name is refused.
 GENERATOR = '<meta name="generator" content="attnlab">'

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .figures import plt, save_figure
+from attnlab.report.figures import plt, save_figure
 
 
 # (colour, marker) of Polynomial Concentration App. H's head types, a head the types table lacks being "untyped";

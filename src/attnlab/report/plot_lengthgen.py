@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .figures import plt, save_figure
+from attnlab.report.figures import plt, save_figure
 
 
 def plot_run_accuracy(

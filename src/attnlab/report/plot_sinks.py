@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .figures import plt, save_figure
+from attnlab.report.figures import plt, save_figure
 
 
 def plot_heatmaps(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .figures import plt, save_figure
+from attnlab.report.figures import plt, save_figure
 
 LABELS = {
     "val_loss": "validation loss (nats/byte)",

@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from .figures import save_figure  # noqa: E402
+from attnlab.report.figures import save_figure  # noqa: E402
 
 
 def plot_beta_fit(beta: pd.DataFrame, fit: pd.DataFrame, n_min: int, path: Path) -> tuple[Path, Path]:

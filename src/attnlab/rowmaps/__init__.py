@@ -12,14 +12,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._rows import check_rows
-from .registry import FAMILIES, Family, RowMap, family_of, get, register
+from attnlab.rowmaps._rows import check_rows
+from attnlab.rowmaps.registry import FAMILIES, Family, RowMap, family_of, get, register
 
 # The modules below declare their families on import, in the order ``attnlab maps`` lists them.
-from .softmax import length_multiplier
-from .entmax import entmax
-from .pointwise import relu_attention, relu_power, sigmoid_normalized, wortsman
-from .scalers import AdaptiveScale, ASEntmax, ASSMax
+from attnlab.rowmaps.softmax import length_multiplier
+from attnlab.rowmaps.entmax import entmax
+from attnlab.rowmaps.pointwise import relu_attention, relu_power, sigmoid_normalized, wortsman
+from attnlab.rowmaps.scalers import AdaptiveScale, ASEntmax, ASSMax
 
 
 class RowMapLayer(nn.Module):

@@ -41,10 +41,10 @@ import math
 import torch
 from torch.autograd.function import once_differentiable
 
-from . import kernel
-from ._rows import check_rows, denormal_floor, normalized_rows
-from .registry import NUM, register
-from .softmax import softmax
+from attnlab.rowmaps import kernel
+from attnlab.rowmaps._rows import check_rows, denormal_floor, normalized_rows
+from attnlab.rowmaps.registry import NUM, register
+from attnlab.rowmaps.softmax import softmax
 
 MAX_ITER = 60
 FAST_K = (1, 2, 4)

@@ -16,8 +16,8 @@ import ctypes
 
 import torch
 
-from .. import native
-from ..native import status
+from attnlab import native
+from attnlab.native import status
 
 _TYPES = {torch.float32: "f32", torch.float64: "f64"}
 _P, _N = ctypes.c_void_p, ctypes.c_int64

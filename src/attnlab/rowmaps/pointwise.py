@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 from torch.autograd.function import once_differentiable
 
-from . import kernel
-from ._rows import allowed_count, check_rows, denormal_floor, normalized_rows, pointwise_rows
-from .registry import BIAS_RANGE, NUM, bias, degree, register, within
+from attnlab.rowmaps import kernel
+from attnlab.rowmaps._rows import allowed_count, check_rows, denormal_floor, normalized_rows, pointwise_rows
+from attnlab.rowmaps.registry import BIAS_RANGE, NUM, bias, degree, register, within
 
 DEAD_RULES = ("zeros", "uniform", "softmax")
 

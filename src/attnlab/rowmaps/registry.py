@@ -25,8 +25,8 @@ from typing import Any
 
 import torch
 
-from ..registry import Registry
-from ._rows import apply_rows
+from attnlab.registry import Registry
+from attnlab.rowmaps._rows import apply_rows
 
 NUM = r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"  # a number as users type it in a name
 

@@ -14,7 +14,7 @@ import math
 import torch
 from torch import nn
 
-from .registry import RowMap, get
+from attnlab.rowmaps.registry import RowMap, get
 
 
 class AdaptiveScale(nn.Module):

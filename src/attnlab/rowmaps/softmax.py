@@ -9,8 +9,8 @@ import math
 
 import torch
 
-from ._rows import allowed_count, normalized_rows
-from .registry import NUM, SCALE_RANGE, XI_RANGE, register, within
+from attnlab.rowmaps._rows import allowed_count, normalized_rows
+from attnlab.rowmaps.registry import NUM, SCALE_RANGE, XI_RANGE, register, within
 
 
 def _softmax_rows(z: torch.Tensor, m: torch.Tensor) -> torch.Tensor:

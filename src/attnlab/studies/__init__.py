@@ -9,30 +9,10 @@ optional ``compare``; and, at its bottom, its registry entry ``STUDY = register(
 one's own registers the same way: ``attnlab.studies.register(Study(name=..., ...))``.
 """
 
-from .runner import (
-    BUDGETS,
-    DEMO,
-    STUDIES,
-    Study,
-    StudyConfig,
-    StudyError,
-    check_demo_folder,
-    comparisons,
-    demo_budget,
-    demo_plan,
-    load_config,
-    read_config,
-    register,
-    report,
-    run,
-    section,
-    study_folders,
-    summarize,
-    write_page,
-)
+from attnlab.studies.runner import BUDGETS, DEMO, STUDIES, Study, StudyConfig, StudyError, check_demo_folder, comparisons, demo_budget, demo_plan, load_config, read_config, register, report, run, section, study_folders, summarize, write_page
 
 # Imported for their registration, in the order the registry (and so the demo and the report) lists them.
-from . import rowmaps, concentration, lengthgen, specialization, temperature, sinks  # noqa: E402, F401, I001
+from attnlab.studies import rowmaps, concentration, lengthgen, specialization, temperature, sinks  # noqa: E402, F401, I001
 
 __all__ = [
     "BUDGETS",

@@ -32,15 +32,15 @@ from typing import Any
 
 import pandas as pd
 
-from .. import devices, io
-from ..commands import ablate, audit, substitute
-from ..commands import heads as head_types
-from ..report.sections import Figure, Section, Table
-from .concentration_findings import finding, prevalence_finding, sufficiency_finding
-from .concentration_plan import B, BUDGETS, MATCHED_QUERIES, P, REAL, RECIPES, Plan
-from .concentration_section import _notes, _rows, causal_k, matched, prevalence_null, prevalence_table
-from .concentration_train import train
-from .runner import Study, StudyConfig, load_config, register, section
+from attnlab import devices, io
+from attnlab.commands import ablate, audit, substitute
+from attnlab.commands import heads as head_types
+from attnlab.report.sections import Figure, Section, Table
+from attnlab.studies.concentration_findings import finding, prevalence_finding, sufficiency_finding
+from attnlab.studies.concentration_plan import B, BUDGETS, MATCHED_QUERIES, P, REAL, RECIPES, Plan
+from attnlab.studies.concentration_section import _notes, _rows, causal_k, matched, prevalence_null, prevalence_table
+from attnlab.studies.concentration_train import train
+from attnlab.studies.runner import Study, StudyConfig, load_config, register, section
 
 
 def plan_for(cfg: StudyConfig) -> Plan:
@@ -127,7 +127,7 @@ def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
 
 
 def summarize(folder: Path) -> Section:
-    from ..report import plot_concentration as plots
+    from attnlab.report import plot_concentration as plots
 
     cfg = load_config(folder)
     plan = plan_for(cfg)

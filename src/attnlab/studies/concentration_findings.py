@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..report.sections import MDE, Finding, Null
-from .verdict import decide
+from attnlab.report.sections import MDE, Finding, Null
+from attnlab.studies.verdict import decide
 
 UNSAFE_MOST = 70.0  # % unsafe at p = 2, b = 0 that three of Polynomial Concentration's four models cross on every suite
 HIGH_SAFE = 66.0  # Polynomial Concentration Table 4's middle cells: >= 66% measured safe ...
@@ -54,8 +54,8 @@ def iid_prevalence(n_keys, prompts: int, seed: int = 0) -> dict[str, float]:
     """The prevalence null: i.i.d. N(0, 1) score rows with the audited rows' key counts (drawn with replacement),
     split into as many prompts as the audit had; their unsafe share at p = 2, b = 0 with its 95% interval over
     prompts. Rows with no margin structure at all: a rule they pass says nothing about a trained model."""
-    from ..diagnostics import row_stats
-    from ..diagnostics.stats import bootstrap_fraction
+    from attnlab.diagnostics import row_stats
+    from attnlab.diagnostics.stats import bootstrap_fraction
 
     rng = np.random.default_rng(seed)
     keys = rng.choice(np.asarray(n_keys, dtype=int), size=NULL_ROWS)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..commands import substitute
+from attnlab.commands import substitute
 
 P = (2, 4, 8, 16)
 B = ("0", "auto")

@@ -9,10 +9,10 @@ from typing import Any
 
 import pandas as pd
 
-from ..commands import audit, substitute
-from .concentration_findings import iid_prevalence
-from .concentration_plan import B, P, Plan
-from .runner import StudyConfig
+from attnlab.commands import audit, substitute
+from attnlab.studies.concentration_findings import iid_prevalence
+from attnlab.studies.concentration_plan import B, P, Plan
+from attnlab.studies.runner import StudyConfig
 
 # Table 5's top-K column conditions on the fixed causal head set of the ablation; its K = 40 is 8-14% of its
 # models' heads, so the largest ablated K within 15% of the heads plays that part here.

@@ -12,9 +12,9 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from .. import io, tasks
-from ..hooks.load import quiet_transformers
-from .concentration_plan import SUITE, Plan
+from attnlab import io, tasks
+from attnlab.hooks.load import quiet_transformers
+from attnlab.studies.concentration_plan import SUITE, Plan
 
 TRAIN_SEED_OFFSET = 1000  # training prompts come from another seed than the evaluation prompts
 
@@ -24,8 +24,8 @@ def _tokenizer():
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
-    from ..tasks import suites as templates
-    from ..tasks.text import lexicon
+    from attnlab.tasks import suites as templates
+    from attnlab.tasks.text import lexicon
 
     fixed = " ".join(
         [

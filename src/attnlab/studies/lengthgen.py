@@ -33,14 +33,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import io
-from ..commands import lengthgen
-from ..diagnostics.nondispersion import theory_checks
-from ..report.plot_lengthgen import plot_head_dispersion, plot_task_accuracy, plot_task_dispersion
-from ..report.sections import Figure, Section, Table
-from .lengthgen_findings import LEARNED, copy_finding, entmax_finding, headline_finding, paired_table, theory_finding
-from .runner import Study, StudyConfig, load_config, register, section
-from .verdict import FPR_MAX
+from attnlab import io
+from attnlab.commands import lengthgen
+from attnlab.diagnostics.nondispersion import theory_checks
+from attnlab.report.plot_lengthgen import plot_head_dispersion, plot_task_accuracy, plot_task_dispersion
+from attnlab.report.sections import Figure, Section, Table
+from attnlab.studies.lengthgen_findings import LEARNED, copy_finding, entmax_finding, headline_finding, paired_table, theory_finding
+from attnlab.studies.runner import Study, StudyConfig, load_config, register, section
+from attnlab.studies.verdict import FPR_MAX
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..commands import lengthgen
-from ..report.sections import MDE, Finding, Null
-from .lengthgen_rule import ALPHA, MIN_SEEDS, POWER, design_mde, exchanged, holm, one_sided_p, paired_rule
-from .verdict import decide
+from attnlab.commands import lengthgen
+from attnlab.report.sections import MDE, Finding, Null
+from attnlab.studies.lengthgen_rule import ALPHA, MIN_SEEDS, POWER, design_mde, exchanged, holm, one_sided_p, paired_rule
+from attnlab.studies.verdict import decide
 
 # Vasylenko et al. 2025 Table 1 (NAPE), exact match (%) per task, map and length multiple (1 = in distribution).
 TABLE1: dict[str, dict[str, dict[float, float]]] = {

@@ -12,7 +12,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from ..diagnostics.paired import paired_mde, t_cdf
+from attnlab.diagnostics.paired import paired_mde, t_cdf
 
 MIN_SEEDS = 2  # paired learned seeds a comparison needs (a t statistic needs a spread)
 # Family-wise level of each finding's one-sided comparisons: 2.5%, a two-sided 5% test read in Table 1's direction,

@@ -19,10 +19,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .. import io, rowmaps
-from ..report import plot_row_weights
-from ..report.sections import Figure, Finding, Section, Table
-from .runner import Study, StudyConfig, register, section
+from attnlab import io, rowmaps
+from attnlab.report import plot_row_weights
+from attnlab.report.sections import Figure, Finding, Section, Table
+from attnlab.studies.runner import Study, StudyConfig, register, section
 
 MAPS = (
     "softmax",

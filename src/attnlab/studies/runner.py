@@ -26,13 +26,13 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .. import __version__, io, options, papers
-from ..devices import Placement
-from ..errors import Error
-from ..options import MODEL_HELP, option
-from ..registry import Registry
-from ..report.sections import Section
-from ..workers import Launch, world_size
+from attnlab import __version__, io, options, papers
+from attnlab.devices import Placement
+from attnlab.errors import Error
+from attnlab.options import MODEL_HELP, option
+from attnlab.registry import Registry
+from attnlab.report.sections import Section
+from attnlab.workers import Launch, world_size
 
 BUDGETS = ("smoke", "full")  # every study has these
 DEMO = "demo"  # a reduced budget that attnlab demo runs instead of smoke, for the studies that have one
@@ -212,7 +212,7 @@ def _claim(cfg: StudyConfig, folder: Path) -> None:
         raise StudyError(f"{folder} is not empty and holds no study; pass an empty or new --out")
     model = {}
     if cfg.model is not None:  # where --model came from: its absolute path and sha256, beside the name as typed
-        from ..hooks.load import provenance
+        from attnlab.hooks.load import provenance
 
         model = provenance(cfg.model)
     io.write_json(folder / CONFIG, {**asdict(cfg), **model, "attnlab": __version__, "command": cfg.command(folder)})
@@ -256,15 +256,15 @@ def run(cfg: StudyConfig, folder: str | Path, progress: bool = False) -> Section
     if folder.exists() and not folder.is_dir():
         raise StudyError(f"--out {folder} is a file; pass a folder")
     if cfg.model is not None:
-        from ..hooks.load import LoadError, check_model
+        from attnlab.hooks.load import LoadError, check_model
 
         try:
             check_model(cfg.model)
         except LoadError as exc:  # before _claim: a corrected command must not meet this one's config
             raise StudyError(str(exc)) from None
     if cfg.data is not None:
-        from ..batches import DataError
-        from ..train.shards import read_meta
+        from attnlab.batches import DataError
+        from attnlab.train.shards import read_meta
 
         try:
             read_meta(cfg.data)
@@ -315,7 +315,7 @@ def study_folders(path: str | Path, *, required: bool = True) -> list[Path]:
 def write_page(sections: list[tuple[Section, Path]], out: str | Path, title: str, *, overwrite: bool = False) -> Path:
     """One HTML page of (section, its folder) pairs, written to ``out``: a new file, or a page attnlab wrote
     before; any other file there is refused (StudyError) unless ``overwrite``."""
-    from ..report.html import render
+    from attnlab.report.html import render
 
     check_page(out, overwrite)
     return io.write_text(out, render(sections, title))
@@ -323,7 +323,7 @@ def write_page(sections: list[tuple[Section, Path]], out: str | Path, title: str
 
 def check_page(out: str | Path, overwrite: bool) -> None:
     """Refuse (StudyError) a page path that is a folder, or a file attnlab did not render, unless ``overwrite``."""
-    from ..report.html import is_ours
+    from attnlab.report.html import is_ours
 
     out = Path(out)
     if out.is_dir():
@@ -356,7 +356,7 @@ def check_demo_folder(out: str | Path, plan: list[tuple[str, str | None, Path]])
     """Refuse (StudyError) a demo folder that holds anything but what attnlab writes there: the demo's study folders
     (``demo_plan``), cross-model comparisons (compare_*) and pages attnlab rendered. A new or empty folder passes,
     and so does an earlier demo's, which the demo resumes."""
-    from ..report.html import is_ours
+    from attnlab.report.html import is_ours
 
     out = Path(out)
     if not out.exists():
@@ -407,7 +407,7 @@ def command_folders(path: str | Path) -> list[Path]:
     """The folders of checkpoint commands (audit, lengths, substitute, ...) a path names: itself if
     it is one, else its subfolders that are, by name. A study folder is never one, though it may hold a
     command's marker file (a study that reads a checkpoint writes tables of the same names)."""
-    from ..commands.sections import command_of
+    from attnlab.commands.sections import command_of
 
     def command(folder: Path) -> bool:
         return not _is_study(folder) and command_of(folder) is not None
@@ -422,8 +422,8 @@ def report(paths: list[str | Path], out: str | Path, title: str = "attnlab repor
     """Recompute every section from its folder's files and write one HTML page to ``out``, with the
     cross-folder comparisons (written beside it, in ``compare_<study>/``) first. A path may name study
     folders or the folders of checkpoint commands (``commands.sections``), or a folder holding either."""
-    from ..commands.sections import comparisons as command_comparisons
-    from ..commands.sections import section as command_section
+    from attnlab.commands.sections import comparisons as command_comparisons
+    from attnlab.commands.sections import section as command_section
 
     check_page(out, overwrite)
     studies, commands = [], []

@@ -49,49 +49,21 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .. import io
-from ..model.decoder import Decoder
-from ..report.sections import Section
-from ..tasks import TaskStream
-from ..tasks.vectors import TriggerAveraging
-from ..train.trainer import Trainer, vector_linf
-from .runner import Study, StudyConfig, StudyError, load_config, register, section
-from .sinks_findings import (
-    bos_table,
-    finding,
-    layer_finding,
-    masking_finding,
-    masking_table,
-    position_table,
-    run_table,
-    sink_head_table,
-    theorem3_finding,
-)
-from .sinks_measures import (
-    ARCHS,
-    DELTA,
-    DIM,
-    EPS,
-    EPS_VERDICT,
-    LENGTH,
-    LINF_TARGET,
-    TRIGGER,
-    attention_maps,
-    attention_weights,
-    layer_writes,
-    losses,
-    masking,
-    position_fractions,
-    sink_fractions,
-    theorem3_check,
-    untrained,
-)
+from attnlab import io
+from attnlab.model.decoder import Decoder
+from attnlab.report.sections import Section
+from attnlab.tasks import TaskStream
+from attnlab.tasks.vectors import TriggerAveraging
+from attnlab.train.trainer import Trainer, vector_linf
+from attnlab.studies.runner import Study, StudyConfig, StudyError, load_config, register, section
+from attnlab.studies.sinks_findings import bos_table, finding, layer_finding, masking_finding, masking_table, position_table, run_table, sink_head_table, theorem3_finding
+from attnlab.studies.sinks_measures import ARCHS, DELTA, DIM, EPS, EPS_VERDICT, LENGTH, LINF_TARGET, TRIGGER, attention_maps, attention_weights, layer_writes, losses, masking, position_fractions, sink_fractions, theorem3_check, untrained
 
 # Re-exported: the guide and the Theorem 3 table's caption cite it as attnlab.studies.sinks.theorem3_model.
-from .sinks_measures import theorem3_model  # noqa: F401
-from .sinks_plan import BUDGETS, RAW_KINDS, Plan, _parts, run_config, runs
-from .sinks_real import REAL, compute_real, summarize_real
-from .sinks_section import draw_figures, toy_tables
+from attnlab.studies.sinks_measures import theorem3_model  # noqa: F401
+from attnlab.studies.sinks_plan import BUDGETS, RAW_KINDS, Plan, _parts, run_config, runs
+from attnlab.studies.sinks_real import REAL, compute_real, summarize_real
+from attnlab.studies.sinks_section import draw_figures, toy_tables
 
 NAME = "sinks"
 

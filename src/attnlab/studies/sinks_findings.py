@@ -14,10 +14,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..diagnostics.stats import wilson
-from ..report.sections import MDE, Finding, Null
-from .sinks_measures import ARCHS, DELTA, EPS, EPS_VERDICT, LENGTH, LINF_TARGET, TRIGGER
-from .verdict import decide
+from attnlab.diagnostics.stats import wilson
+from attnlab.report.sections import MDE, Finding, Null
+from attnlab.studies.sinks_measures import ARCHS, DELTA, EPS, EPS_VERDICT, LENGTH, LINF_TARGET, TRIGGER
+from attnlab.studies.verdict import decide
 
 SINK = 1 - EPS_VERDICT  # drawn on the BOS-mass figure beside ...
 NO_SINK = 0.1  # ... the bound under which a ReLU head's BOS mass counts as no sink (§4.1, Fig. 2 c-d)

@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..model.config import ModelConfig
-from ..model.decoder import Decoder
-from ..site import WeightBlock
-from ..train.config import RunConfig
-from ..train.trainer import vector_linf, vector_loss
+from attnlab.model.config import ModelConfig
+from attnlab.model.decoder import Decoder
+from attnlab.site import WeightBlock
+from attnlab.train.config import RunConfig
+from attnlab.train.trainer import vector_linf, vector_loss
 
 DIM = 16  # the seed's n (App. A)
 LENGTH = 16  # the seed's L (§4)

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..train.config import RunConfig
-from .sinks_measures import ARCHS, ATTENTION, DIM, LENGTH
+from attnlab.train.config import RunConfig
+from attnlab.studies.sinks_measures import ARCHS, ATTENTION, DIM, LENGTH
 
 # A run's raw files; the loss file is written last. The untrained model's sink fractions, Theorem 2 per position
 # and the BOS-masking losses came after the first measured folders: run_piece adds them to such a folder's runs

@@ -23,18 +23,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import hooks, io
+from attnlab import hooks, io
 
 # The measurement lives in api_sinks (``attnlab.sinks`` runs it too); re-exported here for the study's callers.
-from ..api_sinks import DOC_SEED, MIN_QUERY, documents, first_key_sums, first_token_mass, head_table  # noqa: F401
-from ..devices import model_device
-from ..commands.runs import RunError, context_length
-from ..commands.runs import load as load_checkpoint
-from ..hooks.load import resolve_checkpoint
-from ..report.plot_sinks import plot_first_token_mass
-from ..report.sections import MDE, Figure, Finding, Null, Table
-from .runner import StudyConfig, StudyError
-from .verdict import decide
+from attnlab.api_sinks import DOC_SEED, MIN_QUERY, documents, first_key_sums, first_token_mass, head_table  # noqa: F401
+from attnlab.devices import model_device
+from attnlab.commands.runs import RunError, context_length
+from attnlab.commands.runs import load as load_checkpoint
+from attnlab.hooks.load import resolve_checkpoint
+from attnlab.report.plot_sinks import plot_first_token_mass
+from attnlab.report.sections import MDE, Figure, Finding, Null, Table
+from attnlab.studies.runner import StudyConfig, StudyError
+from attnlab.studies.verdict import decide
 
 # The real-model part: the first-token mass of a pretrained softmax LM, in folder/real.
 REAL = "real"

@@ -9,18 +9,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..report.plot_sinks import (
-    plot_bos_mass,
-    plot_heat_mosaic,
-    plot_heatmaps,
-    plot_linf_curves,
-    plot_loss_curves,
-    plot_masking,
-    plot_positions,
-)
-from ..report.sections import Figure, Table
-from .sinks_findings import MASK_TOL, NO_SINK, SINK, _eps, _seed_label
-from .sinks_measures import ARCHS, ATTENTION, DELTA, EPS, EPS_VERDICT, LENGTH, LINF_TARGET, TRIGGER
+from attnlab.report.plot_sinks import plot_bos_mass, plot_heat_mosaic, plot_heatmaps, plot_linf_curves, plot_loss_curves, plot_masking, plot_positions
+from attnlab.report.sections import Figure, Table
+from attnlab.studies.sinks_findings import MASK_TOL, NO_SINK, SINK, _eps, _seed_label
+from attnlab.studies.sinks_measures import ARCHS, ATTENTION, DELTA, EPS, EPS_VERDICT, LENGTH, LINF_TARGET, TRIGGER
 
 
 def _heat_figure(maps: pd.DataFrame, arch: str, folder: Path) -> str:

@@ -36,26 +36,17 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from .. import devices, io
-from ..model.decoder import Decoder, loss
-from ..report.plot_specialization import plot_probe_curves
-from ..report.sections import Figure, Section, Table
-from ..train import probes
-from ..train.trainer import Trainer
-from ..workers import in_process, spread
-from .runner import Study, StudyConfig, StudyError, load_config, register, section
-from .specialization_findings import (
-    _absent,
-    dependence_finding,
-    early_check,
-    gains,
-    headline_finding,
-    reliance_finding,
-    routing_finding,
-    shrinkage_finding,
-)
-from .specialization_plan import BUDGETS, FINAL, Plan, plan_runs, rule_config, run_config, run_name
-from .specialization_tables import delays, early, maturities, pairs, shrinkage, zeroing
+from attnlab import devices, io
+from attnlab.model.decoder import Decoder, loss
+from attnlab.report.plot_specialization import plot_probe_curves
+from attnlab.report.sections import Figure, Section, Table
+from attnlab.train import probes
+from attnlab.train.trainer import Trainer
+from attnlab.workers import in_process, spread
+from attnlab.studies.runner import Study, StudyConfig, StudyError, load_config, register, section
+from attnlab.studies.specialization_findings import _absent, dependence_finding, early_check, gains, headline_finding, reliance_finding, routing_finding, shrinkage_finding
+from attnlab.studies.specialization_plan import BUDGETS, FINAL, Plan, plan_runs, rule_config, run_config, run_name
+from attnlab.studies.specialization_tables import delays, early, maturities, pairs, shrinkage, zeroing
 
 CURVES = ("val_loss", "upper_entropy", "upper_logit", "upper_qk_sigma_max", "dppl_zero_qk", "lower_copy_excess")
 # what the study keeps of the untrained model's probes: the null controls of findings 1 and 5

@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from ..diagnostics.paired import paired_interval, paired_mde
-from ..report.sections import MDE, Finding, Null
-from .verdict import FPR_MAX, decide
+from attnlab.diagnostics.paired import paired_interval, paired_mde
+from attnlab.report.sections import MDE, Finding, Null
+from attnlab.studies.verdict import FPR_MAX, decide
 
 # The paper's effects, relative to its control's perplexity so that they carry to another scale.
 # Table 1: 26.7981 -> 26.3014 ppl (-0.4967), 1.85% of the control's perplexity.

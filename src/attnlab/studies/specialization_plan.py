@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..registry import Registry
-from ..train.config import InterventionConfig, RunConfig
+from attnlab.registry import Registry
+from attnlab.train.config import InterventionConfig, RunConfig
 
 MULTIPLIER = 0.25  # Zhu et al. 2026 §2
 FINAL = "final_eval.json"

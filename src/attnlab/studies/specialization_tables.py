@@ -11,10 +11,10 @@ from typing import Any
 
 import pandas as pd
 
-from ..diagnostics.paired import paired_interval, paired_mde
-from ..train.config import InterventionConfig
-from ..train.release import maturity, reading_interval, replay, rule_score
-from .specialization_plan import ARCHS, GATED, run_name
+from attnlab.diagnostics.paired import paired_interval, paired_mde
+from attnlab.train.config import InterventionConfig
+from attnlab.train.release import maturity, reading_interval, replay, rule_score
+from attnlab.studies.specialization_plan import ARCHS, GATED, run_name
 
 
 def pairs(runs: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:

@@ -50,39 +50,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import devices, io
-from ..report.sections import Section
-from ..train.trainer import Trainer
-from .runner import Study, load_config, register, section
-from .temperature_plan import (
-    BETA,
-    BUDGETS,
-    EXT_ROWS,
-    GAPS,
-    HEAD_SCALES,
-    PLAN,
-    ROWS,
-    UNTRAINED,
-    Plan,
-    read_plan,
-    run_config,
-    run_name,
-)
-from .temperature_real import compute_real, real_part
-from .temperature_section import (
-    FIGURES,
-    QUESTION,
-    TABLES,
-    beta_step,
-    budget_notes,
-    comparison_step,
-    contact_step,
-    counting_step,
-    findings_step,
-    read_arm,
-    sweep_step,
-    training_step,
-)
+from attnlab import devices, io
+from attnlab.report.sections import Section
+from attnlab.train.trainer import Trainer
+from attnlab.studies.runner import Study, load_config, register, section
+from attnlab.studies.temperature_plan import BETA, BUDGETS, EXT_ROWS, GAPS, HEAD_SCALES, PLAN, ROWS, UNTRAINED, Plan, read_plan, run_config, run_name
+from attnlab.studies.temperature_real import compute_real, real_part
+from attnlab.studies.temperature_section import FIGURES, QUESTION, TABLES, beta_step, budget_notes, comparison_step, contact_step, counting_step, findings_step, read_arm, sweep_step, training_step
 
 
 class _ContactRows:
@@ -106,7 +80,7 @@ def contact_rows(model, tokens: np.ndarray, plan: Plan, seed: int, device) -> tu
     windows of max(n) validation tokens (App. F: independent validation batches per seed)."""
     import torch
 
-    from ..diagnostics.gaps import gap_stats
+    from attnlab.diagnostics.gaps import gap_stats
 
     need = max(plan.n_grid)
     records, gap_records = [], []
@@ -176,7 +150,7 @@ def back_half_losses(model, tokens: np.ndarray, n_eval: int, windows: int, batch
 
 def sweep_model(trained, xi: float):
     """The trained decoder with m(n; xi) on every head's logits, after its own beta_n (App. A.2)."""
-    from ..model.decoder import Decoder
+    from attnlab.model.decoder import Decoder
 
     cfg = trained.cfg
     model = Decoder(dataclasses.replace(cfg, rowmap=f"logn_xi{xi:g}_n{cfg.context}"))
@@ -189,7 +163,7 @@ def untrained_model(plan: Plan, seed: int, device):
     control of every exponent: what an initialization gives before any learning)."""
     import torch
 
-    from ..model.decoder import Decoder
+    from attnlab.model.decoder import Decoder
 
     run = run_config(plan, seed)
     torch.manual_seed(run.train.seed)

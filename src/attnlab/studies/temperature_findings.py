@@ -20,14 +20,14 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from ..commands import temperature
-from ..commands.temperature import TRIPLE
-from ..commands.xi_sweep import parabola_min
-from ..diagnostics.paired import paired_interval
-from ..diagnostics.stats import exponent, tie_mask
-from ..report.sections import MDE, Finding, Null
-from .temperature_plan import Plan
-from .verdict import decide
+from attnlab.commands import temperature
+from attnlab.commands.temperature import TRIPLE
+from attnlab.commands.xi_sweep import parabola_min
+from attnlab.diagnostics.paired import paired_interval
+from attnlab.diagnostics.stats import exponent, tie_mask
+from attnlab.report.sections import MDE, Finding, Null
+from attnlab.studies.temperature_plan import Plan
+from attnlab.studies.verdict import decide
 
 EXPONENT_UNIT = ["train_seed", "layer", "head"]  # App. F resamples (seed, layer, head): seeds of training
 
@@ -141,7 +141,7 @@ def iid_rows(counts: pd.Series, rng: np.random.Generator) -> pd.DataFrame:
     """i.i.d. N(0, 1) score rows, ``counts[n]`` of them with n keys, and their Lambda_n: rows with no structure."""
     import torch
 
-    from ..diagnostics.gaps import gap_stats
+    from attnlab.diagnostics.gaps import gap_stats
 
     frames = []
     for n, count in counts.items():

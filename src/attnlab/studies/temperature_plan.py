@@ -162,7 +162,7 @@ def run_config(plan: Plan, seed: int):
     """The training run: RoPE with the dynamic-NTK base of App. A.2 (inert up to the training window,
     so training is plain RoPE, and the sweep past it holds the base fixed per window as the seed does);
     learned absolute positions, the seed's other choice, have no row past the window to extrapolate to."""
-    from ..train.config import RunConfig
+    from attnlab.train.config import RunConfig
 
     return RunConfig.from_dict(
         {

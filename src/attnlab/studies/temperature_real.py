@@ -19,15 +19,15 @@ from typing import Any
 
 import pandas as pd
 
-from .. import io
-from ..commands import temperature
-from ..commands.runs import context_length, load
-from ..devices import model_device
-from ..commands.temperature import TRIPLE, per_n
-from ..diagnostics.stats import UNREADABLE, tie_mask
-from ..report.sections import Figure, Finding, Table
-from .runner import StudyConfig
-from .temperature_findings import iid_real, real_exponents, real_finding, side_of_one, windowed_note
+from attnlab import io
+from attnlab.commands import temperature
+from attnlab.commands.runs import context_length, load
+from attnlab.devices import model_device
+from attnlab.commands.temperature import TRIPLE, per_n
+from attnlab.diagnostics.stats import UNREADABLE, tie_mask
+from attnlab.report.sections import Figure, Finding, Table
+from attnlab.studies.runner import StudyConfig
+from attnlab.studies.temperature_findings import iid_real, real_exponents, real_finding, side_of_one, windowed_note
 
 REAL = "real"
 REAL_ROWS = "rows_contact.parquet"  # what ``temperature.run`` names its row table
@@ -80,7 +80,7 @@ def compute_real(cfg: StudyConfig, folder: Path, progress: bool) -> None:
     (written last) says it is done; the seconds it took go in real/elapsed.json."""
     import time
 
-    from ..hooks import UnsupportedModel, rope_tables
+    from attnlab.hooks import UnsupportedModel, rope_tables
 
     out = folder / REAL
     if (out / "config.json").is_file():
@@ -187,7 +187,7 @@ def missing_real_note(cfg: StudyConfig, folder: Path) -> str:
 
 def real_part(cfg: StudyConfig, folder: Path) -> tuple[list[Finding], list[Table], list[Figure], list[str]]:
     """(e): the tables, figure, finding and notes of folder/real, or the note saying it is missing."""
-    from ..report import plot_temperature as plots
+    from attnlab.report import plot_temperature as plots
 
     if not (folder / REAL / "config.json").is_file():
         return [], [], [], [missing_real_note(cfg, folder)]

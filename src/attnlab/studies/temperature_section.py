@@ -13,26 +13,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import io
-from ..commands.temperature import per_n
-from ..diagnostics.stats import check_cor49, tie_mask
-from ..report.sections import Figure, Finding, Table
-from ..train.metrics import outcome
-from .runner import StudyConfig
-from .temperature_findings import (
-    ARMS,
-    DIFFERENCE,
-    agreement_finding,
-    contact_exponents,
-    cor49_finding,
-    iid_lambda,
-    intervals,
-    per_seed,
-    ppl_finding,
-    side_finding,
-    untestable,
-)
-from .temperature_plan import BETA, EXT_ROWS, GAPS, HEAD_SCALES, NAME, ROWS, Plan, run_name
+from attnlab import io
+from attnlab.commands.temperature import per_n
+from attnlab.diagnostics.stats import check_cor49, tie_mask
+from attnlab.report.sections import Figure, Finding, Table
+from attnlab.train.metrics import outcome
+from attnlab.studies.runner import StudyConfig
+from attnlab.studies.temperature_findings import ARMS, DIFFERENCE, agreement_finding, contact_exponents, cor49_finding, iid_lambda, intervals, per_seed, ppl_finding, side_finding, untestable
+from attnlab.studies.temperature_plan import BETA, EXT_ROWS, GAPS, HEAD_SCALES, NAME, ROWS, Plan, run_name
 
 QUESTION = (
     "Does the growth exponent xi_Lambda of the upper-tail accumulation scale, read off a trained "
@@ -265,7 +253,7 @@ def read_arm(folder: Path, prefix: str, plan: Plan) -> dict[str, pd.DataFrame]:
 
 def beta_step(folder: Path, beta: pd.DataFrame, plan: Plan) -> pd.DataFrame:
     """(a): the M2 fit of the first training seed's beta_n, its table and figure."""
-    from ..report import plot_temperature as plots
+    from attnlab.report import plot_temperature as plots
 
     beta0 = beta[beta["train_seed"] == 0]
     fit = beta_fit(beta0, plan.n_min, plan.xi_max, plan.xi_step)
@@ -279,7 +267,7 @@ def contact_step(
 ) -> tuple[pd.DataFrame, dict[str, dict], dict]:
     """(b): the first training seed's bucket means per n, and the contact exponents pooled over training seeds
     with Cor. 4.9; returns the per-n table, the fits and the check."""
-    from ..report import plot_temperature as plots
+    from attnlab.report import plot_temperature as plots
 
     table = per_n(rows[rows["train_seed"] == 0])
     io.write_table(folder / "contact_per_n", table)
@@ -292,7 +280,7 @@ def contact_step(
 
 def counting_step(folder: Path, rows: pd.DataFrame, table: pd.DataFrame) -> None:
     """(c): N_n(t) of the representative row of the first training seed, from its stored sorted gaps."""
-    from ..report import plot_temperature as plots
+    from attnlab.report import plot_temperature as plots
 
     gaps = pd.read_parquet(folder / GAPS)
     gaps = gaps[gaps["train_seed"] == 0] if "train_seed" in gaps else gaps
@@ -316,7 +304,7 @@ def counting_step(folder: Path, rows: pd.DataFrame, table: pd.DataFrame) -> None
 
 def sweep_step(folder: Path, sweep: pd.DataFrame, plan: Plan) -> pd.DataFrame:
     """(d): the inference-time sweep's perplexity table and figure, pooled over training seeds."""
-    from ..report import plot_temperature as plots
+    from attnlab.report import plot_temperature as plots
 
     ppl = sweep_table(sweep)
     io.write_table(folder / "sweep", ppl)

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..report.sections import MDE, Finding, Null
+from attnlab.report.sections import MDE, Finding, Null
 
 FPR_MAX = 0.05  # the largest false-positive rate a decision rule may have under its null
 

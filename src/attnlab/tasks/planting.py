@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from . import text
-from .suites import _TRIES, RULER_INTRO, RULER_NEEDLE, RULER_QUESTION, SuiteError, _planted_only, _Tok
+from attnlab.tasks import text
+from attnlab.tasks.suites import _TRIES, RULER_INTRO, RULER_NEEDLE, RULER_QUESTION, SuiteError, _planted_only, _Tok
 
 _CHUNK = 64  # haystack sentences tokenized per batch while filling up to a target length
 Lexicon = dict[str, tuple[str, ...]]  # word lists by category, as text.lexicon() gives them

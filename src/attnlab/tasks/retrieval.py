@@ -14,7 +14,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .seqtask import VOCABULARY, Task, TaskBatch, distinct, generative, need, register, task_rng
+from attnlab.tasks.seqtask import VOCABULARY, Task, TaskBatch, distinct, generative, need, register, task_rng
 
 
 @dataclass(frozen=True)

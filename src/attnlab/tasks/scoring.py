@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .suites import Prompt, SuiteError, _suite
+from attnlab.tasks.suites import Prompt, SuiteError, _suite
 
 # A chat model answers in a sentence ("The secret word is shell."): its prompts are scored on the first words it
 # generates, this many tokens, instead of on the first token.

@@ -26,8 +26,8 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from ..errors import Error
-from ..registry import Registry
+from attnlab.errors import Error
+from attnlab.registry import Registry
 
 IGNORE = -100  # the index model.decoder.loss and exact_match skip
 

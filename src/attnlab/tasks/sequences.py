@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .seqtask import Task, TaskBatch, classification, generative, need, register
+from attnlab.tasks.seqtask import Task, TaskBatch, classification, generative, need, register
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import Error
-from ..registry import Registry
-from . import text
-from .seqtask import free_stream
+from attnlab.errors import Error
+from attnlab.registry import Registry
+from attnlab.tasks import text
+from attnlab.tasks.seqtask import free_stream
 
 # The fixed text of the templates, as in the seed (App. E, AA, AI); ``{key}`` is the RULER key noun.
 NIAH_CUE = "The secret word is"

@@ -20,24 +20,12 @@ import dataclasses
 
 import torch
 
-from ..batches import rank_rows  # one rank rule (and message) for every stream the trainer reads
+from attnlab.batches import rank_rows  # one rank rule (and message) for every stream the trainer reads
 
 # The task modules register their tasks into TASKS on import, in the order ``attnlab tasks`` lists them.
-from . import retrieval, sequences, vectors  # noqa: F401
-from .seqtask import (
-    IGNORE,
-    TASKS,
-    TRAIN,
-    VALIDATION,
-    Task,
-    TaskBatch,
-    TaskError,
-    VectorBatch,
-    register,
-    stream_id,
-    task_rng,
-)
-from .vectors import trigger_mask
+from attnlab.tasks import retrieval, sequences, vectors  # noqa: F401
+from attnlab.tasks.seqtask import IGNORE, TASKS, TRAIN, VALIDATION, Task, TaskBatch, TaskError, VectorBatch, register, stream_id, task_rng
+from attnlab.tasks.vectors import trigger_mask
 
 DEFAULT_VAL_BATCHES = 8  # val_batches(n_batches=None): a fixed held-out set needs a size; the trainer passes one
 _SHOW_WIDTH = 100

@@ -8,20 +8,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import text
-from .planting import _screened_lexicon
-from .suites import (
-    _PASSAGE_SENTENCES,
-    _TRIES,
-    MIN_PASSAGE_TOKENS,
-    Prompt,
-    SuiteError,
-    _cycle,
-    _rng,
-    _Tok,
-    parse_passages,
-    suite,
-)
+from attnlab.tasks import text
+from attnlab.tasks.planting import _screened_lexicon
+from attnlab.tasks.suites import _PASSAGE_SENTENCES, _TRIES, MIN_PASSAGE_TOKENS, Prompt, SuiteError, _cycle, _rng, _Tok, parse_passages, suite
 
 
 @suite(

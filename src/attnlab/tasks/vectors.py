@@ -13,7 +13,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from .seqtask import Task, VectorBatch, need, register
+from attnlab.tasks.seqtask import Task, VectorBatch, need, register
 
 
 def trigger_mask(inputs: torch.Tensor) -> torch.Tensor:

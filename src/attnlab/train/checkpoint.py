@@ -34,8 +34,8 @@ import safetensors.torch
 import torch
 from safetensors import SafetensorError
 
-from ..errors import Error
-from ..io import fsync_dir, remove_stale, swap_in, write_text
+from attnlab.errors import Error
+from attnlab.io import fsync_dir, remove_stale, swap_in, write_text
 
 FORMAT = "attnlab-checkpoint/1"
 CHECKPOINTS = "checkpoints"

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from ..model.config import ConfigError, ModelConfig
+from attnlab.model.config import ConfigError, ModelConfig
 
 PRECISIONS = ("fp32", "bf16")
 RELEASES = ("rule", "fixed", "never")
@@ -284,7 +284,7 @@ def _with_vocab(model: Mapping[str, Any], data: DataConfig) -> dict[str, Any]:
         return _with_shards_vocab(model, data.shards)
     if "vocab" in model:
         return model
-    from .data import DataError, load_tokenizer
+    from attnlab.train.data import DataError, load_tokenizer
 
     try:
         model["vocab"] = load_tokenizer(data.tokenizer).vocab_size
@@ -294,8 +294,8 @@ def _with_vocab(model: Mapping[str, Any], data: DataConfig) -> dict[str, Any]:
 
 
 def _with_shards_vocab(model: dict[str, Any], shards: str) -> dict[str, Any]:
-    from .data import DataError
-    from .shards import read_meta
+    from attnlab.train.data import DataError
+    from attnlab.train.shards import read_meta
 
     try:
         tokenizer = read_meta(shards)["tokenizer"]

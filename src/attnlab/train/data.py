@@ -28,7 +28,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from ..batches import DataError, rank_rows
+from attnlab.batches import DataError, rank_rows
 
 DEFAULT_PATTERNS = ("*.txt", "*.md", "*.py")
 STDLIB_PATTERNS = ("*.py",)

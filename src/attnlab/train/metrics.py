@@ -9,8 +9,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .. import io
-from ..errors import Error
+from attnlab import io
+from attnlab.errors import Error
 
 
 class TrainError(Error, RuntimeError):

@@ -28,8 +28,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 import torch
 from torch import nn
 
-from ..model.decoder import Decoder, loss
-from ..site import ScoreBlock, WeightBlock
+from attnlab.model.decoder import Decoder, loss
+from attnlab.site import ScoreBlock, WeightBlock
 
 PROJECTIONS = {"q": ("q_proj",), "k": ("k_proj",), "qk": ("q_proj", "k_proj")}
 

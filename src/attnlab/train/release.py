@@ -16,7 +16,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .config import InterventionConfig
+from attnlab.train.config import InterventionConfig
 
 # App. F, Table 8: the main rule and its neighbours, as InterventionConfig changes.
 TABLE8_RULES: dict[str, dict[str, float]] = {

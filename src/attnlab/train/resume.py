@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..model.config import ModelConfig
-from . import checkpoint as ckpt
-from .config import SECTIONS
+from attnlab.model.config import ModelConfig
+from attnlab.train import checkpoint as ckpt
+from attnlab.train.config import SECTIONS
 
 # Fields that change nothing a step computes, so a resumed run may differ in them.
 RESUMABLE_CHANGES = {"train.checkpoint_every", "train.keep", "train.tensorboard", "train.probes"}

@@ -22,19 +22,19 @@ import torch.distributed as dist
 from torch import nn
 from tqdm import tqdm
 
-from .. import io
-from ..model.config import ConfigError
-from ..model.decoder import Decoder, loss
-from . import checkpoint as ckpt
-from . import probes
-from .config import RunConfig
-from .data import DEFAULT_VAL_FRACTION, Batches, TextStream, TokenWindows, load_tokenizer, text_files
-from .metrics import Metrics, TrainError, _truncate_metrics, write_tables
-from .optim import cosine_lr, make_optimizer, set_lr, upper_qk_names
-from .release import Release, cadence_warnings, reads_score
-from .resume import RUN_FILES, _check_resumable, _is_run
-from .shards import ShardStream
-from .world import World, _max, _mean, init_world
+from attnlab import io
+from attnlab.model.config import ConfigError
+from attnlab.model.decoder import Decoder, loss
+from attnlab.train import checkpoint as ckpt
+from attnlab.train import probes
+from attnlab.train.config import RunConfig
+from attnlab.train.data import DEFAULT_VAL_FRACTION, Batches, TextStream, TokenWindows, load_tokenizer, text_files
+from attnlab.train.metrics import Metrics, TrainError, _truncate_metrics, write_tables
+from attnlab.train.optim import cosine_lr, make_optimizer, set_lr, upper_qk_names
+from attnlab.train.release import Release, cadence_warnings, reads_score
+from attnlab.train.resume import RUN_FILES, _check_resumable, _is_run
+from attnlab.train.shards import ShardStream
+from attnlab.train.world import World, _max, _mean, init_world
 
 
 def vector_loss(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from .. import devices
-from ..workers import world_size
+from attnlab import devices
+from attnlab.workers import world_size
 
 
 @dataclass(frozen=True)
