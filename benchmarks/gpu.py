@@ -39,8 +39,8 @@ NAPE = "NAPE softmax"
 
 
 def _fused(name: str):
-    from attnlab.site_triton import relu_sigmoid_attention
-    from attnlab.site_triton_entmax import entmax_attention
+    from attnlab.site.triton.entmax import entmax_attention
+    from attnlab.site.triton.relu_sigmoid import relu_sigmoid_attention
 
     fn = entmax_attention if "alpha" in KERNELS[name] else relu_sigmoid_attention
 
@@ -134,9 +134,11 @@ def speed(lengths: list[int], device, dtype, repeats: int, clock) -> list[dict]:
         g = torch.Generator(device=device).manual_seed(0)
         q = torch.randn(1, 8, n, 64, generator=g, device=device, dtype=dtype, requires_grad=True)
         k, v = (torch.randn(1, 2, n, 64, generator=g, device=device, dtype=dtype, requires_grad=True) for _ in "kv")
-        variants = {"SDPA": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)}
-        variants |= {name: (lambda name=name: _fused(name)(q, k, v)) for name in KERNELS}
-        variants[NAPE] = lambda: _nape(q, k, v)
+        variants = {
+            "SDPA": lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        }
+        variants |= {name: (lambda name=name, q=q, k=k, v=v: _fused(name)(q, k, v)) for name in KERNELS}
+        variants[NAPE] = lambda q=q, k=k, v=v: _nape(q, k, v)
         base = {}
         for name, fn in variants.items():
             got = _measured(fn, repeats, device, clock) if base or name == "SDPA" else "SDPA did not run"
@@ -206,8 +208,8 @@ def main(argv: list[str] | None = None) -> dict:
         os.environ["TRITON_INTERPRET"] = "1"
     import torch
 
-    from attnlab import site_triton_kernels
     from attnlab.io import write_json
+    from attnlab.site.triton import relu_sigmoid_kernels as site_triton_kernels
 
     if args.dry != site_triton_kernels.INTERPRETED:
         sys.exit("the kernels were imported before --dry could choose the interpreter: run gpu.py as a script")

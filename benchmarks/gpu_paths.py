@@ -22,8 +22,8 @@ def _checkpoint(folder: Path) -> Path:
     as a user would have it."""
     import torch
 
-    from attnlab.studies import concentration_plan
-    from attnlab.studies.concentration_train import _tokenizer, build
+    from attnlab.studies.concentration import plan as concentration_plan
+    from attnlab.studies.concentration.train import _tokenizer, build
 
     tok = _tokenizer()
     torch.manual_seed(0)
@@ -50,14 +50,14 @@ def _gap(a, b) -> float:
 
 
 def _audit(model: Path, device: str, out: Path):
-    from attnlab.commands.audit import AuditConfig, run
+    from attnlab.analyses.audit import AuditConfig, run
 
     cfg = AuditConfig(model=str(model), suite="induction", prompts=4, length=64, device=device, dtype="float32")
     return run(cfg, out, progress=False)["table"]
 
 
 def _substitute(model: Path, device: str, out: Path):
-    from attnlab.commands.substitute import SubstituteConfig, run
+    from attnlab.analyses.substitute import SubstituteConfig, run
 
     cfg = SubstituteConfig(
         model=str(model),
@@ -82,7 +82,7 @@ def _diagnose(device: str, out: Path):
 
 
 def _lengthgen(device: str, out: Path):
-    from attnlab.commands import lengthgen
+    from attnlab.studies.lengthgen import experiment as lengthgen
 
     cfg = lengthgen.LengthgenConfig(
         task="copy", maps=("softmax", "entmax_a1.5"), train_len=16, eval_mult=(1, 2), steps=30

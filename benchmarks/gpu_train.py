@@ -116,9 +116,9 @@ def _concentration(dry: bool, device, folder: Path):
     import torch
 
     from attnlab import tasks
-    from attnlab.studies import concentration_plan
-    from attnlab.studies.concentration_train import TRAIN_SEED_OFFSET, _batch, _tokenizer, build
-    from attnlab.studies.concentration_train import step as train_step
+    from attnlab.studies.concentration import plan as concentration_plan
+    from attnlab.studies.concentration.train import TRAIN_SEED_OFFSET, _batch, _tokenizer, build
+    from attnlab.studies.concentration.train import step as train_step
 
     plan = concentration_plan.BUDGETS["full"]
     spec, length = plan.train, plan.length
@@ -149,9 +149,13 @@ def _concentration(dry: bool, device, folder: Path):
 def _cases(dry: bool, device, folder: Path) -> list[tuple[str, str, object]]:
     """(study, run, build) for every study that trains a model, in the registry's order; ``build()`` gives
     (step, facts)."""
-    from attnlab.commands.lengthgen_config import run_config as cell_config
-    from attnlab.studies import STUDIES, StudyConfig, lengthgen, sinks_plan, specialization_plan, temperature_plan
-    from attnlab.studies.sinks_measures import DIM, LENGTH
+    from attnlab.studies import STUDIES, StudyConfig
+    from attnlab.studies.lengthgen import study as lengthgen
+    from attnlab.studies.lengthgen.config import run_config as cell_config
+    from attnlab.studies.sinks import plan as sinks_plan
+    from attnlab.studies.sinks.measures import DIM, LENGTH
+    from attnlab.studies.specialization import plan as specialization_plan
+    from attnlab.studies.temperature import plan as temperature_plan
     from attnlab.tasks import TaskStream
 
     def text(name: str, cfg):
@@ -281,9 +285,10 @@ def reverse(device, dry: bool, clock: Clock) -> dict:
     then its final model's exact match and token accuracy at ``MULTIPLES`` of the training length on the same
     held-out rows (lengthgen's ``score``). No checkpoint selection: App. G.2 chooses among a full run's."""
     from attnlab import devices
-    from attnlab.commands.lengthgen import metric, mult_label
-    from attnlab.commands.lengthgen_config import run_config
-    from attnlab.studies import StudyConfig, lengthgen
+    from attnlab.studies import StudyConfig
+    from attnlab.studies.lengthgen import study as lengthgen
+    from attnlab.studies.lengthgen.config import run_config
+    from attnlab.studies.lengthgen.experiment import metric, mult_label
 
     planned = lengthgen.configs(StudyConfig(study="lengthgen", budget="full"))["reverse"]
     given: dict = {"maps": ARMS, "seeds": 1, "eval_mult": MULTIPLES}
@@ -320,8 +325,8 @@ def _reverse_arm(cfg, name: str, share: float, device, dry: bool, clock: Clock, 
     """One arm: a probe trainer times ``PROBE_STEPS`` steps, the arm's run is sized to ``TRAIN_SHARE`` of what its
     share then leaves, trained by the ``Trainer``, and scored at every multiple while the deadline allows."""
     from attnlab import devices
-    from attnlab.commands.lengthgen import mult_label, score
-    from attnlab.commands.lengthgen_config import TEST_SEED, run_config
+    from attnlab.studies.lengthgen.config import TEST_SEED, run_config
+    from attnlab.studies.lengthgen.experiment import mult_label, score
     from attnlab.tasks import TaskStream
     from attnlab.train.trainer import Trainer
     from attnlab.train.world import World

@@ -54,8 +54,8 @@ import pyarrow.parquet as pq
 import torch
 
 from attnlab import hooks
+from attnlab.analyses import readout
 from attnlab.diagnostics import RowOptions
-from attnlab.commands import readout
 from attnlab.io import write_json
 from attnlab.perf import tune_malloc
 

@@ -28,7 +28,7 @@ from attnlab.io import write_json
 BOUND_GIB = 4.0
 ROW = """
 import sys, time, torch
-from attnlab.commands import lengthgen
+from attnlab.analyses import lengthgen
 from attnlab.model import Decoder
 from attnlab.perf import peak_rss, reset_peak_rss, tune_malloc
 from attnlab.tasks import TASKS

@@ -89,7 +89,9 @@ def main() -> None:
             for name, cfg in cfgs.items():
                 seconds, firsts[name] = _stream_start(cfg)
                 times[f"stream {name}"].append(seconds)
-                seconds, _ = _timed(lambda: Trainer(cfg, work / f"run-{name}", overwrite=True, progress=False))
+                seconds, _ = _timed(
+                    lambda cfg=cfg, name=name: Trainer(cfg, work / f"run-{name}", overwrite=True, progress=False)
+                )
                 times[f"trainer {name}"].append(seconds)
             assert torch.equal(firsts["tokenize"], firsts["shards"]), "the two streams disagree"
         ratios = {
@@ -105,7 +107,7 @@ def main() -> None:
         write_json(
             args.out,
             {
-                "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "when": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
                 "threads": args.threads,
                 "tokenizer": args.tokenizer,
                 "rounds": args.rounds,

@@ -114,7 +114,7 @@ def main() -> None:
     write_json(
         args.out,
         {
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "date": datetime.datetime.now(datetime.UTC).isoformat(),
             "steps": args.steps,
             "rounds": args.rounds,
             "settle_s": args.settle,

@@ -73,7 +73,8 @@ def seeded_cache(monkeypatch, tmp_path):
 def real_models():
     """name -> (model, tokenizer) for the fetched real models (loaded once per session, float32, eager);
     a test asking for one that is not fetched is skipped with the command that fetches it."""
-    from attnlab.hooks import fetch, load_model
+    from attnlab.hooks import load_model
+    from attnlab.loading import fetch
 
     loaded = {}
 
@@ -85,3 +86,37 @@ def real_models():
         return loaded[name]
 
     return get
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """The figures any plotting module (the report's, each study's plot, the card page) saves, kept for inspection;
+    each is still saved and closed, and its PNG and SVG files are read back before the plot function returns."""
+    import importlib
+    import pkgutil
+    import xml.etree.ElementTree as ET
+
+    from PIL import Image
+
+    import attnlab.cards
+    import attnlab.report
+    import attnlab.studies
+    from attnlab.report import figures
+
+    kept = []
+    save = figures.save_figure
+
+    def keep(fig, path, dpi=120):
+        kept.append(fig)
+        png, svg = save(fig, path, dpi=dpi)
+        with Image.open(png) as image:
+            image.verify()
+        ET.parse(svg)
+        return png, svg
+
+    for package in (attnlab.report, attnlab.studies, attnlab.cards):
+        for info in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
+            module = importlib.import_module(info.name)
+            if getattr(module, "save_figure", None) is save:
+                monkeypatch.setattr(module, "save_figure", keep)
+    return kept

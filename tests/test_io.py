@@ -6,7 +6,6 @@ import os
 import stat
 
 import numpy as np
-
 import pytest
 
 from attnlab import io

@@ -11,7 +11,6 @@ import torch
 
 from attnlab import perf
 
-
 PROBE = """
 import torch
 from attnlab.perf import peak_rss, reset_peak_rss

@@ -106,7 +106,7 @@ def _preprocess(source: str) -> str:
         args, end = _macro_call(text, m.end() - 1)
         params, body = macros[m.group(1)]
         given = dict(zip(params, args))
-        body = re.sub(r"\b\w+\b", lambda t: given.get(t.group(0), t.group(0)), body)
+        body = re.sub(r"\b\w+\b", lambda t, given=given: given.get(t.group(0), t.group(0)), body)
         text = text[: m.start()] + re.sub(r"\s*##\s*", "", body) + text[end:]
     raise AssertionError("macro expansion did not finish")
 

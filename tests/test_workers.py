@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from attnlab import workers
-from attnlab.commands import lengthgen
+from attnlab.studies.lengthgen import experiment as lengthgen
 from attnlab.workers import Launch, LaunchError
 
 

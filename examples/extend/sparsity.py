@@ -7,9 +7,10 @@ import pandas as pd
 import torch
 
 from attnlab import io, rowmaps
-from attnlab.report.sections import MDE, Null, Section, Table
+from attnlab.findings.finding import MDE, Null
+from attnlab.findings.verdict import decide
+from attnlab.report.sections import Section, Table
 from attnlab.studies import Study, StudyConfig, register, section
-from attnlab.studies.verdict import decide
 
 MAPS = ("softmax", "entmax_a1.5")
 

@@ -1,8 +1,8 @@
 """attnlab: how concentrated is attention, and what happens when the row map is changed.
 
-The in-memory API on a model and tokenizer already loaded, each returning a pandas DataFrame (``attnlab.api``):
+The in-memory API on a model and tokenizer already loaded, each returning a pandas DataFrame (``attnlab.api.entry``):
 ``attnlab.audit``, ``attnlab.substitute``, ``attnlab.heads``, ``attnlab.sinks`` and ``attnlab.row_stats``, and
-``attnlab.card``, one checkpoint's card built from them as a dict (``attnlab.cards``). They are imported on first
+``attnlab.card``, one checkpoint's card built from them as a dict (``attnlab.cards.build``). They are imported on first
 use, so that ``import attnlab`` stays light. ``attnlab.Error`` is the base of every error that names what the caller
 gave wrong.
 """
@@ -19,10 +19,15 @@ API = ("audit", "card", "heads", "row_stats", "sinks", "substitute")
 __all__ = ["Error", "__version__", *API]
 
 if TYPE_CHECKING:
-    from attnlab.api import audit, card, heads, row_stats, sinks, substitute  # noqa: F401
+    from attnlab.api import audit, heads, row_stats, sinks, substitute  # noqa: F401
+    from attnlab.cards import card  # noqa: F401
 
 
 def __getattr__(name: str):
+    if name == "card":
+        from attnlab.cards import build
+
+        return build.card
     if name in API:
         from attnlab import api
 

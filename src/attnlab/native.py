@@ -1,5 +1,5 @@
 """attnlab's compiled C library: the row maps' kernels (``rowmaps/_kernels.c``), the diagnostics bundle
-(``diagnostics/_rows.c``) and the site's fused attention (``_site.c``), one library built on first use with
+(``diagnostics/_rows.c``) and the site's fused attention (``site/_site.c``), one library built on first use with
 the machine's C compiler, cached, and loaded with ctypes. Each owner of a C source has a thin wrapper that
 declares its entry points (``rowmaps.kernel``, ``diagnostics.kernel``, ``site_kernel``); this module knows
 only how to build, cache and load the library, so no owner reaches into another's. Every caller falls
@@ -46,7 +46,7 @@ from attnlab.errors import Error
 SOURCES = (
     Path(__file__).parent / "rowmaps" / "_kernels.c",
     Path(__file__).parent / "diagnostics" / "_rows.c",
-    Path(__file__).parent / "_site.c",
+    Path(__file__).parent / "site" / "_site.c",
 )
 FLAGS = ("-O3", "-march=native", "-fno-trapping-math", "-fopenmp", "-shared", "-fPIC")
 T = TypeVar("T")

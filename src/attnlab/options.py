@@ -19,11 +19,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from attnlab.errors import Error
+
 OPTION = "attnlab.option"  # the field-metadata key that makes a field an option
 MODEL_HELP = (
     "a fetched model's name (attnlab fetch --list), a .gguf file, a folder written by save_pretrained, "
     "or a Hugging Face Hub id (org/name or org/name@revision) already in the local Hugging Face cache"
 )
+
+
+class AssignmentError(Error, ValueError):
+    """A ``key=value`` flag (``--set``, ``--param``, ``--submitit``) that is not one; the message shows one."""
 
 
 def option(
@@ -205,3 +213,15 @@ def command_line(command: str, config: type, values: dict[str, Any], out: str | 
         else:
             parts += [*typed, str(value)]
     return shlex.join([*parts, *(["--out", out] if out is not None else [])])
+
+
+def assignment(item: str, flag: str, example: str) -> tuple[str, Any]:
+    """``key=value`` from a command-line ``flag``, the value read as a YAML scalar or list (``3e-4``,
+    ``true``, ``null``, ``[softmax, entmax_a1.5]``)."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+        raise AssignmentError(f"{flag} {item!r}: expected key=value, e.g. {example}")
+    try:
+        return key.strip(), yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        raise AssignmentError(f"{flag} {item!r}: the value is not a YAML scalar or list: {exc}") from None

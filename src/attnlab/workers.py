@@ -99,7 +99,7 @@ def run_all(fn: Callable[..., Any], calls: Sequence[tuple], jobs: int, gpus: Seq
 
 def executor_parameters(items: Sequence[str] | None) -> dict[str, Any]:
     """--submitit KEY=VALUE items as a dict, each value read as YAML would (timeout_min=720 is a number)."""
-    from attnlab.train.config import assignment
+    from attnlab.options import assignment
 
     return dict(assignment(item, "--submitit", "timeout_min=720") for item in items or ())
 

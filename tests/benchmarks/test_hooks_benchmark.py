@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from attnlab.commands import readout
+from attnlab.analyses import readout
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "hooks.py"
 

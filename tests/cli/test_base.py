@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from attnlab import options
-from attnlab.cli import COMMANDS, build_parser, main
+from attnlab.cli import COMMANDS, _flags_named, build_parser, main
 from attnlab.cli.base import Parser, add_options, build
-from attnlab.cli import _flags_named
 from attnlab.options import option
 
 CHOICES = ["a", "b"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from hypothesis import given, settings
-from hypothesis import strategies as st
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from attnlab.diagnostics import row_stats
 from attnlab.diagnostics.gaps import _from_sorted, counts, p_star_n, resolution

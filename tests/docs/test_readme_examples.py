@@ -41,7 +41,7 @@ def test_row_map_in_ones_own_attention(tmp_path):
 
 @pytest.mark.real
 def test_audit_and_substitution_of_a_fetched_model(tmp_path):
-    from attnlab.hooks import fetch
+    from attnlab.loading import fetch
 
     if fetch.fetched("smollm2") is None:
         pytest.skip("real model smollm2 is not fetched; run `attnlab fetch smollm2`")

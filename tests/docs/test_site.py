@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from browser import NEEDS_CHROMIUM, browser, served
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from attnlab import hooks, tasks
-from attnlab.commands import audit
+from attnlab.analyses import audit
 
 from .models import assert_observed_bit_identical
 from .models import logits as _logits

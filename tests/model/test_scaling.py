@@ -242,7 +242,7 @@ def test_under_nape_the_length_scalers_multiply_the_nope_heads_only(scaler, rowm
     kw = {"positions": "nape", "heads": 4, "rowmap": rowmap}
     plain, scaled = _model(**kw), _model(scaler=scaler, **kw)
     scaled.load_state_dict(plain.state_dict(), strict=False)
-    for name, p in scaled.layers[0].attn.scaler.named_parameters():
+    for p in scaled.layers[0].attn.scaler.parameters():
         p.copy_(torch.linspace(0.5, 1.5, p.numel()).view_as(p))  # a multiplier far from 1 on every head
     ids = torch.randint(0, 11, (1, T), generator=torch.Generator().manual_seed(2))
     before, after = _weights(plain, ids), _weights(scaled, ids)

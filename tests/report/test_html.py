@@ -11,9 +11,10 @@ from html.parser import HTMLParser
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from attnlab.findings.finding import MDE, Finding, Null
 from attnlab.report.figures import save_figure
 from attnlab.report.html import render, table_html
-from attnlab.report.sections import MDE, Figure, Finding, Null, Section, Table
+from attnlab.report.sections import Figure, Section, Table
 
 HOSTILE = "<script>alert(\"x\")</script> & 'q' <b>"
 

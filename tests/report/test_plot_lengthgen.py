@@ -135,7 +135,7 @@ def test_head_dispersion_draws_a_line_per_head_against_length_per_variant(tmp_pa
     assert fig.get_suptitle() == "copy: answer rows per head"
     top, bottom = fig.axes[:2], fig.axes[2:]
     assert [ax.get_title() for ax in top] == ["softmax", "entmax_a1.5"] and len(bottom) == 2
-    for col, (variant, part) in enumerate(table.groupby("variant", sort=False)):
+    for col, (_, part) in enumerate(table.groupby("variant", sort=False)):
         for panel, column, ceiling in ((top[col], "answer_entropy", np.log), (bottom[col], "answer_support", float)):
             assert panel.get_xscale() == "log"
             assert panel.get_yscale() == ("log" if column == "answer_support" else "linear")

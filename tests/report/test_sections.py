@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnlab.report.sections import MDE, Figure, Finding, Null, Section, Table
+from attnlab.findings.finding import MDE, Finding, Null
+from attnlab.report.sections import Figure, Section, Table
 
 text = st.text(max_size=30)
 nulls = st.builds(

@@ -6,15 +6,15 @@ import json
 
 import pandas as pd
 import pytest
+from checkpoints import save_checkpoint
 
 from attnlab import studies
 from attnlab.cli import main
 from attnlab.cli.base import UserError
+from attnlab.findings.finding import MDE, Finding, Null
 from attnlab.report.html import is_ours
-from attnlab.report.sections import MDE, Figure, Finding, Null, Section, Table
+from attnlab.report.sections import Figure, Section, Table
 from attnlab.studies import StudyConfig, StudyError, runner
-
-from checkpoints import save_checkpoint
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -229,8 +229,8 @@ def test_page_is_self_contained_escaped_and_shows_every_part(tmp_path):
 
 
 def test_an_identity_is_labelled_a_check_in_the_verdict_table_not_a_reproduced_finding(tmp_path):
+    from attnlab.findings.finding import CHECK_VERDICTS
     from attnlab.report.html import render
-    from attnlab.report.sections import CHECK_VERDICTS
 
     rowmaps = studies.run(StudyConfig(study="rowmaps"), tmp_path / "rm")
     (check,) = rowmaps.findings
@@ -331,7 +331,7 @@ def test_report_command_errors_are_one_line(tmp_path, capsys):
 
 def test_demo_models_default_to_the_fetched_ones(monkeypatch, capsys):
     from attnlab import cli
-    from attnlab.hooks import fetch
+    from attnlab.loading import fetch
 
     monkeypatch.setattr(fetch, "fetched", lambda name: "/x.gguf" if name == "gemma3" else None)
     assert cli.demo_models(None) == ["gemma3"]

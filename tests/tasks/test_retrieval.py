@@ -11,7 +11,7 @@ import torch
 
 from attnlab.tasks.synthetic import TASKS, TaskError, get_task
 
-from .frequencies import N, ROWS, first_scored, freq
+from .frequencies import ROWS, N, first_scored, freq
 
 
 def test_mqmtar_density_queries_and_vocabulary():

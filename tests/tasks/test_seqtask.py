@@ -13,9 +13,9 @@ import pytest
 from attnlab.tasks.seqtask import (
     GENERATE,
     IGNORE,
+    TASKS,
     TRAIN,
     USER_STREAMS,
-    TASKS,
     Task,
     TaskError,
     classification,

@@ -7,6 +7,7 @@ import re
 import numpy as np
 import pytest
 import torch
+from offline import build_tokenizer
 
 from attnlab.tasks import (
     SUITES,
@@ -20,9 +21,8 @@ from attnlab.tasks import (
     max_new_tokens,
 )
 from attnlab.tasks.suites import parse_passages
-from attnlab.tasks.token_suites import bundled_passages
 from attnlab.tasks.text import lexicon
-from offline import build_tokenizer
+from attnlab.tasks.token_suites import bundled_passages
 
 CUES = ("secret", "word", "pass", "key", "magic", "uuid", "special")
 # Small settings per suite so the whole file stays fast.
@@ -397,8 +397,8 @@ def test_suite_stream_ids_never_change():
 def test_user_suite_registers_with_its_own_stream(bpe):
     import zlib
 
-    from attnlab.tasks.suites import Prompt, register_suite, suite
     from attnlab.tasks.seqtask import USER_STREAMS
+    from attnlab.tasks.suites import Prompt, register_suite, suite
 
     @suite("first_token_test", "the first token again", "a user's notes")
     def _first(tok, n_prompts, seed, length, pad):

@@ -9,6 +9,7 @@ import re
 import numpy as np
 import pytest
 import torch
+from offline import build_tokenizer
 from safetensors.torch import load_file
 
 from attnlab.io import OutputError
@@ -18,10 +19,9 @@ from attnlab.train import shards as shard_module
 from attnlab.train import trainer as trainer_module
 from attnlab.train.config import load
 from attnlab.train.data import Batches, ByteTokenizer, DataError, TextStream, load_tokenizer, text_files
-from attnlab.train.shards import ShardStream, prepare, read_meta, token_dtype
 from attnlab.train.metrics import read_metrics
+from attnlab.train.shards import ShardStream, prepare, read_meta, token_dtype
 from attnlab.train.trainer import Trainer, train
-from offline import build_tokenizer
 
 T = 8
 SEED = 3

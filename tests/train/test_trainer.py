@@ -25,7 +25,7 @@ from attnlab.train import checkpoint as ckpt
 from attnlab.train.config import load
 from attnlab.train.data import DataError
 from attnlab.train.metrics import outcome, read_metrics
-from attnlab.train.trainer import TrainError, Trainer, train
+from attnlab.train.trainer import Trainer, TrainError, train
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = [

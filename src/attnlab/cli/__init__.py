@@ -17,12 +17,12 @@ import re
 import sys
 from collections.abc import Sequence
 
-from attnlab.cli import card, catalog, checkpoint, studies, training  # noqa: F401  (each declares its commands)
 from attnlab import options, plugins
-from attnlab.errors import Error
-from attnlab.options import OPTION, flag
+from attnlab.cli import card, catalog, checkpoint, studies, training  # noqa: F401  (each declares its commands)
 from attnlab.cli.base import COMMANDS, Parser, UserError, add_options, build
 from attnlab.cli.studies import demo_models
+from attnlab.errors import Error
+from attnlab.options import OPTION, flag
 
 __all__ = ["COMMANDS", "UserError", "build_parser", "demo_models", "main"]
 

@@ -11,14 +11,14 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from attnlab import options
-from attnlab.devices import Placement
-from attnlab.options import MODEL_HELP, option
 from attnlab.cli.base import command
 from attnlab.cli.checkpoint import output
+from attnlab.devices import Placement
+from attnlab.options import MODEL_HELP, option
 
 
 def _budgets() -> list[str]:
-    from attnlab.cards import PLANS
+    from attnlab.cards.build import PLANS
 
     return list(PLANS)
 
@@ -50,8 +50,8 @@ class CardConfig(Placement):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        from attnlab.cards import CardError
-        from attnlab.commands.runs import check_count
+        from attnlab.analyses.run import check_count
+        from attnlab.cards.build import CardError
 
         check_count("seed", self.seed, 0)
         if self.target_length is not None:
@@ -74,7 +74,7 @@ def run(cfg: CardConfig, out: str | Path, *, overwrite: bool = False, progress: 
     """One model: load it, compute its card and write card.json, index.html, the panels' tables and the head-type
     map into ``out``; returns the card's data and the paths. Two or more: ``run_several``. Staged either way: a
     failed run leaves the folder as it was."""
-    from attnlab.commands.runs import staged_output
+    from attnlab.analyses.run import staged_output
     from attnlab.io import check_output, check_writable
 
     if len(cfg.models) > 1:
@@ -95,10 +95,10 @@ def run_several(cfg: CardConfig, out: str | Path, *, overwrite: bool = False, pr
     """Each model's card into ``out``/<slug>/ (as one model's run writes it), computed one model at a time, and
     the comparison (``report.card_compare``) as ``out``/index.html, compare.csv/.md and config.json; staged: a
     failed run leaves the folder as it was. Returns the cards by slug, the comparison table and the paths."""
-    from attnlab.commands.runs import staged_output
-    from attnlab.hooks.load import resolve_checkpoint
+    from attnlab.analyses.run import staged_output
+    from attnlab.cards.compare import compare, slugs, write_compare_page
     from attnlab.io import check_output, check_writable, swap_in, write_json
-    from attnlab.report.card_compare import compare, slugs, write_compare_page
+    from attnlab.loading.load import resolve_checkpoint
 
     settings = cfg.settings()
     _plan(cfg)
@@ -130,7 +130,7 @@ def run_several(cfg: CardConfig, out: str | Path, *, overwrite: bool = False, pr
 
 
 def _plan(cfg: CardConfig) -> None:
-    from attnlab.cards import plan
+    from attnlab.cards.build import plan
 
     plan(cfg.budget)  # an unknown budget is refused before any model loads
 
@@ -140,8 +140,8 @@ def _card(cfg: CardConfig, name: str, progress: bool) -> dict:
     comparison holds one model at a time."""
     import torch
 
-    from attnlab.api import card
-    from attnlab.commands.runs import load, model_record
+    from attnlab.analyses.run import load, model_record
+    from attnlab.cards.build import card
 
     model, tokenizer = load(name, cfg.device, cfg.dtype)
     try:
@@ -166,8 +166,8 @@ def _card(cfg: CardConfig, name: str, progress: bool) -> dict:
 
 def _write_card(data: dict, settings: dict, folder: Path, shown: Path) -> None:
     """card.json, the card's page and tables, and config.json into ``folder``, the page naming ``shown``."""
+    from attnlab.cards.page import write_card_page
     from attnlab.io import write_json
-    from attnlab.report.card_page import write_card_page
 
     folder.mkdir(exist_ok=True)
     write_json(folder / "card.json", data)

@@ -6,8 +6,8 @@ import sys
 from dataclasses import dataclass
 
 from attnlab import options
-from attnlab.options import option
 from attnlab.cli.base import UserError, aligned, command
+from attnlab.options import option
 
 
 @command(
@@ -57,7 +57,7 @@ def papers() -> int:
 
 def task_params(items: list[str] | None) -> dict:
     """--param KEY=VALUE items as lengthgen reads them."""
-    from attnlab.commands.lengthgen_config import task_params as read
+    from attnlab.studies.lengthgen.config import task_params as read
 
     return read(items)
 
@@ -122,7 +122,7 @@ class FetchOptions:
     FetchOptions,
 )
 def fetch(opts: FetchOptions) -> int:
-    from attnlab.hooks import fetch as models
+    from attnlab.loading import fetch as models
 
     if opts.list or not opts.names:
         print(

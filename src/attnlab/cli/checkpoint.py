@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Callable
 from pathlib import Path
 
-import importlib
-
-from attnlab.options import option
 from attnlab.cli.base import PROGRESS_HELP, command, print_table
+from attnlab.options import option
 
 OVERWRITE_HELP = "replace what --out holds even when it is another run's or not attnlab's"
 
@@ -44,10 +43,10 @@ def _report(result: dict, what: str) -> int:
 def _checkpoint_command(
     name: str, help: str, description: str, config: str
 ) -> Callable[[Callable[..., str]], Callable[..., str]]:
-    """Declare checkpoint command ``name`` on ``attnlab.commands.<name>`` (a hyphen in the name is an underscore
+    """Declare checkpoint command ``name`` on ``attnlab.analyses.<name>`` (a hyphen in the name is an underscore
     in the module's), whose ``run(cfg, out, overwrite=...)`` makes the result; the decorated function says in
     one line what the printed table is."""
-    module = f"attnlab.commands.{name.replace('-', '_')}"
+    module = f"attnlab.analyses.{name.replace('-', '_')}"
 
     def add(what: Callable[..., str]) -> Callable[..., str]:
         @command(name, help, description, f"{module}:{config}", output(name))
@@ -187,10 +186,10 @@ def fit_xi(cfg) -> str:
     "per-row concentration diagnostics of a saved score tensor",
     "Run the diagnostics engine on a saved score tensor (keys on the last axis; .npy, .safetensors or .pt) "
     "and print a summary per bias b.",
-    "attnlab.commands.diagnose:DiagnoseConfig",
+    "attnlab.analyses.diagnose:DiagnoseConfig",
 )
 def diagnose(cfg) -> int:
-    from attnlab.commands.diagnose import run
+    from attnlab.analyses.diagnose import run
 
     shape, rows, summary = run(cfg)
     print(

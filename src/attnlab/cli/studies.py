@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnlab import options
+from attnlab.cli.base import PROGRESS_HELP, UserError, check_writable, command
 from attnlab.devices import Placement
 from attnlab.options import option
-from attnlab.cli.base import PROGRESS_HELP, UserError, check_writable, command
 
 
 def _print_section(section, folder: Path) -> None:
@@ -116,10 +116,10 @@ class DemoOptions(Placement):
 def demo_models(given: tuple[str, ...] | list[str] | None) -> list[str]:
     """The pretrained models of the demo's real-model sections: the ones given, else every named model
     that is fetched."""
-    from attnlab.hooks import fetch
+    from attnlab.loading import fetch
 
     if given is not None:
-        from attnlab.hooks.load import LoadError, check_model
+        from attnlab.loading.load import LoadError, check_model
 
         chosen = [m for m in given if m != "none"]
         for model in chosen:  # before any study runs: a typo must not cost the studies that take no model

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnlab import devices, io, options
-from attnlab.devices import Placement
-from attnlab.workers import Launch
-from attnlab.options import option
 from attnlab.cli.base import PROGRESS_HELP, UserError, check_writable, command
+from attnlab.devices import Placement
+from attnlab.options import option
+from attnlab.workers import Launch
 
 
 @dataclass(frozen=True)
@@ -245,7 +245,7 @@ class LengthgenRun(Placement, Launch):
     )
 
     def __post_init__(self) -> None:
-        from attnlab.commands.lengthgen import check_jobs
+        from attnlab.studies.lengthgen.experiment import check_jobs
 
         Placement.__post_init__(self)
         Launch.__post_init__(self)
@@ -258,11 +258,11 @@ class LengthgenRun(Placement, Launch):
     "Train one decoder per variant on a synthetic task at --train-len, score exact match at each multiple "
     "of it, and record attention entropy and support per layer; finished cells are reused on a rerun, "
     "which may change only the variants, --eval-mult and --samples.",
-    "attnlab.commands.lengthgen_config:LengthgenConfig",
+    "attnlab.studies.lengthgen.config:LengthgenConfig",
     LengthgenRun,
 )
 def lengthgen(cfg, opts: LengthgenRun) -> int:
-    from attnlab.commands import lengthgen as lg
+    from attnlab.studies.lengthgen import experiment as lg
 
     result = lg.run(
         cfg,

@@ -17,8 +17,27 @@ import pandas as pd
 import torch
 
 from attnlab import rowmaps
+from attnlab.diagnostics.nondispersion_theory import (
+    _alpha,
+    _count,
+    _positive,
+    _prop3_rate,
+    bounded_logits,
+    lemma1_bmax,
+    lemma2_gap,
+    lemma2_support,
+    prop3_limit,
+    prop3_predicted_gap,
+    prop3_range,
+    prop3_sequences,
+    softmax_entropy_floor,
+    softmax_required_gap,
+    softmax_weight_bounds,
+    two_level_logits,
+    two_level_threshold,
+    two_level_weights,
+)
 from attnlab.rowmaps.registry import RowMap
-from attnlab.diagnostics.nondispersion_theory import _alpha, _count, _positive, _prop3_rate, bounded_logits, lemma1_bmax, lemma2_gap, lemma2_support, prop3_limit, prop3_predicted_gap, prop3_range, prop3_sequences, softmax_entropy_floor, softmax_required_gap, softmax_weight_bounds, two_level_logits, two_level_threshold, two_level_weights
 
 __all__ = [
     "ALPHAS",

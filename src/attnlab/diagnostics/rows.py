@@ -18,11 +18,11 @@ import pandas as pd
 import torch
 
 from attnlab import rowmaps
-from attnlab.rowmaps import check_rows
 from attnlab.diagnostics import concentration as conc
 from attnlab.diagnostics import kernel
 from attnlab.diagnostics.dispersion import dispersion, key_mass, normalized_entropy, sink_index, weights
 from attnlab.diagnostics.gaps import gap_stats, p_star_n
+from attnlab.rowmaps import check_rows
 
 SPECIAL = ("empty", "nan", "inf")
 CHUNK_VALUES = 1 << 21  # scores per block inside row_stats (16 MiB as float64)

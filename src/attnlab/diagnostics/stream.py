@@ -19,9 +19,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
+from attnlab.diagnostics.rows import RowOptions, blocks, flat_rows, stats_frame
 from attnlab.io import PARQUET_META_KEY
 from attnlab.perf import trim_heap
-from attnlab.diagnostics.rows import RowOptions, blocks, flat_rows, stats_frame
 
 LOCATION = ("layer", "head", "prompt", "query")
 ROW_GROUP = 1 << 16  # rows per Parquet row group: large enough to scan fast, small enough to hold

@@ -19,13 +19,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from torch import nn
 
 from attnlab import rowmaps
-from attnlab.rowmaps import RowMap
-from attnlab.site import DEFAULT_BLOCK, LengthScale, Observer, Plan, ScoreBlock
 from attnlab.hooks.calibrate import calibrate_b_auto
 from attnlab.hooks.hf import UnsupportedModel, attention_modules, num_heads, observed, routed
 from attnlab.hooks.implementations import register_attention
-from attnlab.hooks.load import LoadError, load_model, provenance
 from attnlab.hooks.rope import dynamic_inv_freq, dynamic_ntk, rope_tables
+from attnlab.loading.load import LoadError, load_model, provenance
+from attnlab.rowmaps import RowMap
+from attnlab.site import DEFAULT_BLOCK, LengthScale, Observer, Plan, ScoreBlock
 
 Recipe = str | Mapping[tuple[int, int], str]
 

@@ -18,8 +18,8 @@ import math
 import torch
 from torch import nn
 
-from attnlab.site import ScoreBlock
 from attnlab.hooks.hf import observed
+from attnlab.site import ScoreBlock
 
 N_BINS = 1 << 16
 

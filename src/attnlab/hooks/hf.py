@@ -24,9 +24,9 @@ import torch
 from torch import nn
 
 from attnlab.errors import Error
+from attnlab.hooks.implementations import registered_map
 from attnlab.rowmaps import RowMap
 from attnlab.site import DEFAULT_BLOCK, Observer, Plan, Scores, attend
-from attnlab.hooks.implementations import registered_map
 
 ATTN_NAME = "attnlab"
 SUPPORTED = (

@@ -17,12 +17,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnlab import rowmaps
-from attnlab.site import MIN_BLOCK, Causal, Observer, Plan, Scores, Slopes, WeightObserver, attend
 from attnlab.model import positions as pe
 from attnlab.model.config import ModelConfig
 from attnlab.model.ffn import make_ffn, make_norm
 from attnlab.model.scaling import make_scaler, scaled_heads
-
+from attnlab.site import MIN_BLOCK, Causal, Observer, Plan, Scores, Slopes, WeightObserver, attend
 
 # Score elements one query block may hold (64 MiB in float32): long inputs get thinner blocks, so a
 # 65,536-token evaluation holds a few blocks' worth of rows for any map instead of 512 rows x 65,536 keys.

@@ -18,7 +18,7 @@ import numpy as np  # noqa: E402
 from attnlab.io import atomic_write  # noqa: E402
 
 
-def save_figure(fig: "plt.Figure", path: str | Path, dpi: int = 120) -> tuple[Path, Path]:
+def save_figure(fig: plt.Figure, path: str | Path, dpi: int = 120) -> tuple[Path, Path]:
     """Write ``fig`` to ``path`` as .png and beside it as .svg, each atomically, then close it."""
     path = Path(path)
     try:

@@ -11,12 +11,13 @@ import base64
 import html
 import re
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
 
-from attnlab.report.sections import VERDICTS, Finding, Section
+from attnlab.findings.finding import VERDICTS, Finding
+from attnlab.report.sections import Section
 
 # Marks a page as attnlab's, so a rerun may replace it while a user's own file of the same name is refused.
 GENERATOR = '<meta name="generator" content="attnlab">'
@@ -213,7 +214,7 @@ def _summary_table(sections, anchors, pick, head: str) -> str:
 
 def render(sections: Sequence[tuple[Section, Path]], title: str = "attnlab report", *, recomputed: bool = True) -> str:
     """The whole page: a summary of every finding, then one part per section (``recomputed``: as ``section_html``)."""
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     # A study name is the user's text: only letters, digits, - and _ of it reach an id or href.
     anchors = [f"s{i}-{re.sub(r'[^A-Za-z0-9_-]', '-', s.study)}" for i, (s, _) in enumerate(sections)]
     toc = "".join(f'<li><a href="#{a}">{_esc(s.title)}</a></li>' for (s, _), a in zip(sections, anchors))

@@ -17,7 +17,6 @@ import pandas as pd
 
 from attnlab.report.figures import plt, save_figure
 
-
 # (colour, marker) of Polynomial Concentration App. H's head types, a head the types table lacks being "untyped";
 # the colours are not among the first four of the cycle, which the boundary curves take
 TYPE_STYLES = {

@@ -13,13 +13,13 @@ import torch
 from torch import nn
 
 from attnlab.rowmaps._rows import check_rows
+from attnlab.rowmaps.entmax import entmax
+from attnlab.rowmaps.pointwise import relu_attention, relu_power, sigmoid_normalized, wortsman
 from attnlab.rowmaps.registry import FAMILIES, Family, RowMap, family_of, get, register
+from attnlab.rowmaps.scalers import AdaptiveScale, ASEntmax, ASSMax
 
 # The modules below declare their families on import, in the order ``attnlab maps`` lists them.
 from attnlab.rowmaps.softmax import length_multiplier
-from attnlab.rowmaps.entmax import entmax
-from attnlab.rowmaps.pointwise import relu_attention, relu_power, sigmoid_normalized, wortsman
-from attnlab.rowmaps.scalers import AdaptiveScale, ASEntmax, ASSMax
 
 
 class RowMapLayer(nn.Module):

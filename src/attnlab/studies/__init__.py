@@ -9,10 +9,29 @@ optional ``compare``; and, at its bottom, its registry entry ``STUDY = register(
 one's own registers the same way: ``attnlab.studies.register(Study(name=..., ...))``.
 """
 
-from attnlab.studies.runner import BUDGETS, DEMO, STUDIES, Study, StudyConfig, StudyError, check_demo_folder, comparisons, demo_budget, demo_plan, load_config, read_config, register, report, run, section, study_folders, summarize, write_page
-
 # Imported for their registration, in the order the registry (and so the demo and the report) lists them.
-from attnlab.studies import rowmaps, concentration, lengthgen, specialization, temperature, sinks  # noqa: E402, F401, I001
+from attnlab.studies import concentration, lengthgen, rowmaps, sinks, specialization, temperature  # noqa: E402, F401, I001
+from attnlab.studies.runner import (
+    BUDGETS,
+    DEMO,
+    STUDIES,
+    Study,
+    StudyConfig,
+    StudyError,
+    check_demo_folder,
+    comparisons,
+    demo_budget,
+    demo_plan,
+    load_config,
+    read_config,
+    register,
+    report,
+    run,
+    section,
+    study_folders,
+    summarize,
+    write_page,
+)
 
 __all__ = [
     "BUDGETS",

@@ -20,8 +20,9 @@ import pandas as pd
 import torch
 
 from attnlab import io, rowmaps
+from attnlab.findings.finding import Finding
 from attnlab.report import plot_row_weights
-from attnlab.report.sections import Figure, Finding, Section, Table
+from attnlab.report.sections import Figure, Section, Table
 from attnlab.studies.runner import Study, StudyConfig, register, section
 
 MAPS = (

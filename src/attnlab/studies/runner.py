@@ -212,7 +212,7 @@ def _claim(cfg: StudyConfig, folder: Path) -> None:
         raise StudyError(f"{folder} is not empty and holds no study; pass an empty or new --out")
     model = {}
     if cfg.model is not None:  # where --model came from: its absolute path and sha256, beside the name as typed
-        from attnlab.hooks.load import provenance
+        from attnlab.loading.load import provenance
 
         model = provenance(cfg.model)
     io.write_json(folder / CONFIG, {**asdict(cfg), **model, "attnlab": __version__, "command": cfg.command(folder)})
@@ -256,7 +256,7 @@ def run(cfg: StudyConfig, folder: str | Path, progress: bool = False) -> Section
     if folder.exists() and not folder.is_dir():
         raise StudyError(f"--out {folder} is a file; pass a folder")
     if cfg.model is not None:
-        from attnlab.hooks.load import LoadError, check_model
+        from attnlab.loading.load import LoadError, check_model
 
         try:
             check_model(cfg.model)
@@ -407,7 +407,7 @@ def command_folders(path: str | Path) -> list[Path]:
     """The folders of checkpoint commands (audit, lengths, substitute, ...) a path names: itself if
     it is one, else its subfolders that are, by name. A study folder is never one, though it may hold a
     command's marker file (a study that reads a checkpoint writes tables of the same names)."""
-    from attnlab.commands.sections import command_of
+    from attnlab.analyses.sections import command_of
 
     def command(folder: Path) -> bool:
         return not _is_study(folder) and command_of(folder) is not None
@@ -422,8 +422,8 @@ def report(paths: list[str | Path], out: str | Path, title: str = "attnlab repor
     """Recompute every section from its folder's files and write one HTML page to ``out``, with the
     cross-folder comparisons (written beside it, in ``compare_<study>/``) first. A path may name study
     folders or the folders of checkpoint commands (``commands.sections``), or a folder holding either."""
-    from attnlab.commands.sections import comparisons as command_comparisons
-    from attnlab.commands.sections import section as command_section
+    from attnlab.analyses.sections import comparisons as command_comparisons
+    from attnlab.analyses.sections import section as command_section
 
     check_page(out, overwrite)
     studies, commands = [], []

@@ -11,7 +11,20 @@ H.3; Attention Sinks Essential §3.2).
 from attnlab.tasks import niah, token_suites  # noqa: F401  (each registers its suites on import, in this order)
 from attnlab.tasks.scoring import answer_correct, answer_keys, decoy_hit, is_chat, max_new_tokens
 from attnlab.tasks.suites import SUITES, Prompt, Suite, SuiteError, build_suite, sizing
-from attnlab.tasks.synthetic import TASKS, Task, TaskBatch, TaskError, TaskStream, VectorBatch, exact_match, get_task, register, scored_accuracy, show, trigger_mask
+from attnlab.tasks.synthetic import (
+    TASKS,
+    Task,
+    TaskBatch,
+    TaskError,
+    TaskStream,
+    VectorBatch,
+    exact_match,
+    get_task,
+    register,
+    scored_accuracy,
+    show,
+    trigger_mask,
+)
 from attnlab.tasks.text import CUE_WORDS, generic_text, novel_path
 
 __all__ = [

@@ -9,8 +9,32 @@ from functools import partial
 
 import numpy as np
 
-from attnlab.tasks.planting import _boundary, _noun_pool, _plant, _require_known, _ruler_pool, _screened_lexicon, _without
-from attnlab.tasks.suites import _PASSKEY_ALPHABET, _PASSKEY_CHARS, DECOY_MODIFIERS, MULTIKEY_PAIRS, NIAH_CUE, NIAH_ORDINALS, PASSKEY_CUE, RULER_INTRO, RULER_NEEDLE, RULER_QUESTION, Prompt, _cycle, _rng, _Tok, suite
+from attnlab.tasks.planting import (
+    _boundary,
+    _noun_pool,
+    _plant,
+    _require_known,
+    _ruler_pool,
+    _screened_lexicon,
+    _without,
+)
+from attnlab.tasks.suites import (
+    _PASSKEY_ALPHABET,
+    _PASSKEY_CHARS,
+    DECOY_MODIFIERS,
+    MULTIKEY_PAIRS,
+    NIAH_CUE,
+    NIAH_ORDINALS,
+    PASSKEY_CUE,
+    RULER_INTRO,
+    RULER_NEEDLE,
+    RULER_QUESTION,
+    Prompt,
+    _cycle,
+    _rng,
+    _Tok,
+    suite,
+)
 
 
 def _cue_layout(cue: str, hay: list[str], depth: int, value: str) -> tuple[str, str]:

@@ -24,7 +24,19 @@ from attnlab.batches import rank_rows  # one rank rule (and message) for every s
 
 # The task modules register their tasks into TASKS on import, in the order ``attnlab tasks`` lists them.
 from attnlab.tasks import retrieval, sequences, vectors  # noqa: F401
-from attnlab.tasks.seqtask import IGNORE, TASKS, TRAIN, VALIDATION, Task, TaskBatch, TaskError, VectorBatch, register, stream_id, task_rng
+from attnlab.tasks.seqtask import (
+    IGNORE,
+    TASKS,
+    TRAIN,
+    VALIDATION,
+    Task,
+    TaskBatch,
+    TaskError,
+    VectorBatch,
+    register,
+    stream_id,
+    task_rng,
+)
 from attnlab.tasks.vectors import trigger_mask
 
 DEFAULT_VAL_BATCHES = 8  # val_batches(n_batches=None): a fixed held-out set needs a size; the trainer passes one

@@ -10,7 +10,18 @@ import numpy as np
 
 from attnlab.tasks import text
 from attnlab.tasks.planting import _screened_lexicon
-from attnlab.tasks.suites import _PASSAGE_SENTENCES, _TRIES, MIN_PASSAGE_TOKENS, Prompt, SuiteError, _cycle, _rng, _Tok, parse_passages, suite
+from attnlab.tasks.suites import (
+    _PASSAGE_SENTENCES,
+    _TRIES,
+    MIN_PASSAGE_TOKENS,
+    Prompt,
+    SuiteError,
+    _cycle,
+    _rng,
+    _Tok,
+    parse_passages,
+    suite,
+)
 
 
 @suite(

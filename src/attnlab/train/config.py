@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from attnlab.model.config import ConfigError, ModelConfig
+from attnlab.options import AssignmentError, assignment
 
 PRECISIONS = ("fp32", "bf16")
 RELEASES = ("rule", "fixed", "never")
@@ -334,23 +335,14 @@ def read_file(path: str | Path) -> dict[str, Any]:
     return values
 
 
-def assignment(item: str, flag: str, example: str) -> tuple[str, Any]:
-    """``key=value`` from a command-line ``flag``, the value read as a YAML scalar or list (``3e-4``,
-    ``true``, ``null``, ``[softmax, entmax_a1.5]``)."""
-    key, sep, raw = item.partition("=")
-    if not sep or not key.strip():
-        raise ConfigError(f"{flag} {item!r}: expected key=value, e.g. {example}")
-    try:
-        return key.strip(), yaml.safe_load(raw)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{flag} {item!r}: the value is not a YAML scalar or list: {exc}") from None
-
-
 def apply_overrides(values: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
     """``section.key=value`` assignments on raw tables (values as in ``assignment``)."""
     out = {k: dict(v) if isinstance(v, Mapping) else v for k, v in values.items()}
     for item in overrides:
-        key, value = assignment(item, "--set", "train.steps=100")
+        try:
+            key, value = assignment(item, "--set", "train.steps=100")
+        except AssignmentError as exc:
+            raise ConfigError(str(exc)) from None
         section, dot, name = key.partition(".")
         if not dot or not section or not name:
             raise ConfigError(f"--set {item!r}: expected section.key=value, e.g. train.steps=100")

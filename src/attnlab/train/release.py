@@ -53,7 +53,7 @@ def maturity(cfg: InterventionConfig, readings: Iterable[tuple[int, float, float
     dating it). None when it never matures in the readings."""
     ordered = sorted(readings)
     run = 0
-    for i, (step, raw, chance) in enumerate(ordered):
+    for i, (_, raw, chance) in enumerate(ordered):
         run = run + 1 if rule_score(cfg, raw, chance) >= cfg.threshold else 0
         if run == cfg.patience:
             return ordered[i - cfg.patience + 1][0]

@@ -29,7 +29,17 @@ import numpy as np
 
 from attnlab import io
 from attnlab.batches import DataError
-from attnlab.train.data import DEFAULT_VAL_FRACTION, Corpus, TokenWindows, Tokenizer, check_request, load_tokenizer, split_corpus, text_files, token_pieces
+from attnlab.train.data import (
+    DEFAULT_VAL_FRACTION,
+    Corpus,
+    Tokenizer,
+    TokenWindows,
+    check_request,
+    load_tokenizer,
+    split_corpus,
+    text_files,
+    token_pieces,
+)
 
 FORMAT = 2  # 2: meta.json holds each .bin's SHA-256, which a resumed run compares
 META = "meta.json"

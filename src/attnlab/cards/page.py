@@ -1,0 +1,270 @@
+"""The page of ``attnlab card``: its tables as CSV, the head-type map as PNG and SVG, and one section per panel.
+
+Rendering only: every number comes from the card's data (``attnlab.card.card``); nothing here runs a model.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.colors import ListedColormap
+from matplotlib.patches import Patch, Rectangle
+
+from attnlab.diagnostics.heads import TYPES
+from attnlab.findings.finding import Finding
+from attnlab.io import write_table, write_text
+from attnlab.report.figures import plt, save_figure
+from attnlab.report.html import render
+from attnlab.report.plot_concentration import plot_ablation, plot_unsafe_by_length
+from attnlab.report.plot_temperature import plot_real_lambda
+from attnlab.report.sections import Figure, Section, Table
+
+PANELS = ("Substitution screen", "Best zero-shot recipe", "Heads", "Ablation", "Length", "Temperature", "Reproduce")
+COLORS = ("tab:red", "tab:blue", "tab:green", "0.8")  # sink, induction, local, diffuse, as TYPES orders them
+
+
+def plot_head_types(heads: pd.DataFrame, path: str | Path, title: str) -> tuple[Path, Path]:
+    """A layer x head map of each head's type (``head_type``), its first-token mass written in the cell and a blue
+    frame round every head that carries the induction label besides another type."""
+    layers, width = int(heads["layer"].max()) + 1, int(heads["head"].max()) + 1
+    grid = np.full((layers, width), np.nan)
+    for row in heads.itertuples(index=False):
+        grid[row.layer, row.head] = TYPES.index(row.head_type)
+    fig, ax = plt.subplots(figsize=(1.2 + 0.45 * width, 1.0 + 0.32 * layers), layout="constrained")
+    ax.imshow(grid, cmap=ListedColormap(COLORS), vmin=-0.5, vmax=len(TYPES) - 0.5, aspect="auto")
+    if layers * width <= 1024:  # past that the numbers are unreadable anyway
+        for layer, head, mass in zip(heads["layer"], heads["head"], heads["first-token mass"]):
+            if mass is not None and np.isfinite(mass):
+                ax.text(head, layer, f"{mass:.2f}", ha="center", va="center", fontsize=6)
+    for layer, head, labels in zip(heads["layer"], heads["head"], heads["labels"]):
+        if "induction" in str(labels).split("+"):  # an induction head typed as a sink stays visible
+            ax.add_patch(Rectangle((head - 0.5, layer - 0.5), 1, 1, fill=False, edgecolor=COLORS[1], lw=2))
+    ax.set_xlabel("head")
+    ax.set_ylabel("layer")
+    ax.set_title(title, fontsize=10)
+    ax.legend(
+        handles=[Patch(color=c, label=t) for c, t in zip(COLORS, TYPES)]
+        + [Patch(fill=False, edgecolor=COLORS[1], lw=2, label="induction label")],
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1),
+        fontsize=8,
+    )
+    return save_figure(fig, path)
+
+
+def plot_entropy_by_length(table: pd.DataFrame, path: str | Path) -> tuple[Path, Path]:
+    """The median row entropy against the prompt length L beside log L, the entropy of uniform attention over L keys
+    (the dispersion Long-Context Generalization with Sparse Attention §3.2 describes grows as log L)."""
+    fig, ax = plt.subplots(figsize=(5.2, 3.6))
+    ax.plot(table["L"], table["med entropy"], "o-", color="tab:purple", label="median row entropy (nats)")
+    ax.plot(table["L"], np.log(table["L"].astype(float)), ":", color="0.4", label="log L (uniform over L keys)")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(table["L"], [str(int(v)) for v in table["L"]])
+    ax.set_xlabel("prompt length L (tokens)")
+    ax.set_ylabel("entropy (nats)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def write_card_page(data: dict, folder: str | Path, page: str | Path, shown: str | Path | None = None) -> Path:
+    """Write the card's tables (CSV and Markdown) and head-type map into ``folder`` and the page to ``page``;
+    ``shown``: the folder the page names instead (where a staged run moves its files)."""
+    folder = Path(folder)
+    sub = data["substitution"]
+    heads = pd.DataFrame(data["heads"])
+    write_table(folder / "unsafe", pd.DataFrame(sub["unsafe"]))
+    write_table(folder / "screen", pd.DataFrame(sub["screen"], columns=["recipe", "suite", "p", "b", "safe %", "call"]))
+    write_table(folder / "recipes", pd.DataFrame(sub["recipes"]))
+    write_table(folder / "heads", heads)
+    plot_head_types(heads, folder / "head_types", f"{data['model']}: head types (number: first-token mass)")
+    ablation, length, heat = data["ablation"], data["length"], data["temperature"]
+    write_table(folder / "ablation", pd.DataFrame(ablation["rows"]))
+    write_table(folder / "ablation_cells", pd.DataFrame(ablation["cells"]))
+    write_table(folder / "top_heads", pd.DataFrame(ablation["top"]))
+    if ablation["rows"]:
+        plot_ablation(pd.DataFrame(ablation["rows"]), folder / "ablation")
+    lengths = pd.DataFrame(length["rows"])
+    write_table(folder / "length", lengths)
+    if not lengths.empty:
+        plot_unsafe_by_length(lengths.assign(p=length["p"], b=length["b"]), folder / "length_unsafe")
+        plot_entropy_by_length(lengths, folder / "length_entropy")
+    for part in ("inside", "past"):
+        if heat[part] is not None:
+            fit = heat[part]
+            write_table(folder / f"temperature_{part}", pd.DataFrame(fit["per_n"]))
+            name = f"{data['model']} ({part} the window)"
+            plot_real_lambda(
+                pd.DataFrame(fit["per_n"]), fit["xi_hat"], fit["half_iqr"], name, folder / f"temperature_{part}"
+            )
+    text = render([(s, folder) for s in sections(data)], title=f"attnlab card {data['model']}", recomputed=False)
+    if shown is not None:  # the page reads its files from the staging folder but must name where they will be
+        text = text.replace(escape(str(folder)), escape(str(shown)))
+    return write_text(page, text)
+
+
+def sections(data: dict) -> list[Section]:
+    """One section per panel of ``PANELS``."""
+    plan, sub, cmd = data["budget"], data["substitution"], data["commands"]
+    budget = (
+        f"budget {plan['name']} ({plan['about']}): {plan['prompts']} prompts per suite, NIAH pad "
+        f"{plan['pad'] if plan['pad'] is not None else 'the suite default'}, induction length {plan['length']}, "
+        f"queries {plan['queries']}, seed {data['seed']}; b_auto = {_num(data['b_auto'])}"
+    )
+    best = sub["best"]
+    told = "overlap: not told apart at this many prompts" if best["overlap"] else "do not overlap"
+    held = pd.DataFrame(data["heads"])["labels"].astype(str).str.split("+")
+    types = {t: int(held.map(lambda labels, t=t: t in labels).sum()) for t in TYPES}
+    return [
+        Section(
+            study="card-screen",
+            title=PANELS[0],
+            source=sub["source"],
+            question="How often is a row polynomial-unsafe (S_p >= 1, over active rows) at p = 2, 4, 8, 16 and "
+            "b = 0 or b_auto, and what does the screen say of each ReLU or sigmoid recipe? A screen, not a guarantee: "
+            f"a very low safe share predicts collapse, a high one does not promise preservation ({sub['source']}).",
+            command=f"{cmd['audit niah']}; {cmd['audit induction']}",
+            tables=(
+                Table("unsafe", "unsafe % of active rows per suite, b and p, with its 95% interval over prompts"),
+                Table(
+                    "screen",
+                    "the screen's call per recipe: a ReLU recipe's measured-safe % at its degree and bias, a "
+                    "sigmoid's share of rows with S_sigma < 1; over every read row, not only final-query rows",
+                ),
+            ),
+            notes=(budget,),
+        ),
+        Section(
+            study="card-recipe",
+            title=PANELS[1],
+            source="Polynomial Concentration §5.3",
+            question=f"Which zero-shot recipe keeps NIAH accuracy best? {best['recipe']} ({best['map']}): "
+            f"{best['accuracy %']:.1f}% [{best['lo']:.1f}, {best['hi']:.1f}] against softmax "
+            f"{best['softmax %']:.1f}% [{best['softmax lo']:.1f}, {best['softmax hi']:.1f}] (Wilson 95%), "
+            f"{best['delta pp']:+.1f} pp; the intervals {told}.",
+            command=cmd["substitute"],
+            tables=(Table("recipes", "exact-match accuracy per recipe with Wilson 95% interval, delta pp"),),
+            notes=(budget,),
+        ),
+        Section(
+            study="card-heads",
+            title=PANELS[2],
+            source="Polynomial Concentration App. H; Attention Sinks Essential §4",
+            question="What does each head do? Type from induction prompts, first-token mass on generic text, "
+            "median S_2 of its active rows at b = 0 (both suites). Heads per label (a head counts under every "
+            "label it carries): " + ", ".join(f"{t} {n}" for t, n in types.items()) + ".",
+            command=f"{cmd['heads']}; {cmd['sinks']}",
+            tables=(Table("heads", "per head: type, labels, features, first-token mass, median S_2"),),
+            figures=(Figure("head_types", "layer x head map of the head types; the number is the first-token mass"),),
+            notes=(budget,),
+        ),
+        ablation_section(data, budget),
+        length_section(data, budget),
+        temperature_section(data, budget),
+        Section(
+            study="card-reproduce",
+            title=PANELS[-1],
+            source=sub["source"],
+            question=f"The commands that reproduce each panel on their own, reusing b_auto = {_num(data['b_auto'])}.",
+            command="attnlab card",
+            notes=tuple(f"{k}: {v}" for k, v in cmd.items()),
+        ),
+    ]
+
+
+def ablation_section(data: dict, budget: str) -> Section:
+    """The K sweep: top-K, bottom-K and random-K heads polynomialized, NIAH scored (Polynomial Concentration §5.4)."""
+    ab = data["ablation"]
+    top = ", ".join(f"L{h['layer']}H{h['head']}" for h in ab["top"][:10]) or "none"
+    decisive = [r["k"] for r in ab["rows"] if r["decisive"]]
+    return Section(
+        study="card-ablation",
+        title="Ablation",
+        source="Polynomial Concentration §5.4, App. I",
+        question=f"Which heads does NIAH need? Heads ranked by {ab['rank']}; {ab['recipe']} given to the top-K, "
+        f"bottom-K and random-K heads of K = {[r['k'] for r in ab['rows']]} ({ab['ranked']} heads ranked). Top "
+        f"heads by S_2: {top}. Top-K below every random draw (decisive, a descriptive flag, App. I) at K = "
+        f"{decisive or 'none'}.",
+        command=data["commands"].get("ablate", "not run: no K fits the ranked heads"),
+        findings=(Finding.from_dict(ab["finding"]),),
+        tables=(
+            Table("ablation", "per K: top, bottom and random-K change in accuracy (pp), draws above top, decisive"),
+            Table("top_heads", "the heads of highest median S_2, in rank order"),
+            Table("ablation_cells", "per K, subset and draw: NIAH accuracy with its Wilson 95% interval"),
+        ),
+        figures=(Figure("ablation", "change in NIAH accuracy against K: top, bottom and random-K"),)
+        if ab["rows"]
+        else (),
+        notes=(budget,),
+    )
+
+
+def length_section(data: dict, budget: str) -> Section:
+    """Unsafe share and row entropy against the prompt length (Polynomial Concentration App. C, Fig. 5)."""
+    length = data["length"]
+    cut = length.get("cut", [])  # the plan's lengths the window left no room for
+    window = "none in its config" if length["window"] is None else length["window"]
+    return Section(
+        study="card-length",
+        title="Length",
+        source="Polynomial Concentration App. C",
+        question=f"How do the unsafe share of active rows (S_{length['p']:g} >= 1 at b = {length['b']}) and the "
+        f"median row entropy change with the prompt length L on induction prompts ({length['prompts']} per L), "
+        f"inside the model's window ({window})?"
+        + (f" Lengths the window leaves no room for (a BOS token included): {cut}." if cut else ""),
+        command=data["commands"].get("lengths", "not run: no length fits the window"),
+        findings=(Finding.from_dict(length["finding"]),),
+        tables=(Table("length", "per L: prompt tokens, active rows, unsafe % with its 95% interval, median entropy"),),
+        figures=(
+            Figure("length_unsafe", "unsafe % of active rows against L, 95% band over prompts"),
+            Figure("length_entropy", "median row entropy against L beside log L"),
+        )
+        if length["rows"]
+        else (),
+        notes=(budget,),
+    )
+
+
+def temperature_section(data: dict, budget: str) -> Section:
+    """xi_hat_Lambda inside and past the window, and the multiplier it suggests (Hayase & Karakida 2026)."""
+    heat, cmd = data["temperature"], data["commands"]
+    parts = [p for p in ("inside", "past") if heat[p] is not None]
+    words = "; ".join(
+        f"{p} the window (n = {heat[p]['n']}): xi_hat_Lambda = {heat[p]['xi_hat']:.3f} [{heat[p]['lo']:.3f}, "
+        f"{heat[p]['hi']:.3f}]"
+        for p in parts
+    )
+    m = heat["multiplier"]
+    advice = (
+        f"m(n; xi) = max(1, log n / log {heat['window']})^xi at the target n = {m['target']} "
+        f"({m['target'] / heat['window']:.3g} x the window) is "
+        f"{_num(m['m'])} for xi = xi_hat_Lambda = {m['xi']:.3f} ({_num(m['m lo'])} to {_num(m['m hi'])} over its "
+        "interval): a reading of the fitted exponent, not a tuned value (Hayase & Karakida's perplexity sweep puts "
+        "Qwen-7B's best xi at 2 to 2.5, App. A.2)"
+        if m
+        else "no multiplier: no finite exponent or no training window"
+    )
+    notes = [budget, advice, *(f"{p} the window: {heat[p]['windowed']}" for p in parts if heat[p]["windowed"])]
+    if heat["past"] is None:
+        notes.append(f"Past the window: not read ({heat['past_reason']}).")
+    return Section(
+        study="card-temperature",
+        title="Temperature",
+        source="Hayase & Karakida 2026 §4.5, App. A.2",
+        question="How fast does the upper-tail accumulation scale Lambda_n of the model's own score rows grow with "
+        f"the context n, read on windows of the bundled novel? {words}.",
+        command="; ".join(cmd[f"temperature {p}"] for p in parts),
+        findings=tuple(Finding.from_dict(heat[p]["finding"]) for p in parts),
+        tables=tuple(Table(f"temperature_{p}", f"{p} the window: per n, bucket means of log Lambda_n") for p in parts),
+        figures=tuple(
+            Figure(f"temperature_{p}", f"{p} the window: bucket means of log Lambda_n against log log n") for p in parts
+        ),
+        notes=tuple(notes),
+    )
+
+
+def _num(value) -> str:
+    return "-" if value is None else f"{value:.6g}"

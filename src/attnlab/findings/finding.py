@@ -1,0 +1,124 @@
+"""A finding: one qualitative claim of a paper (or one identity attnlab checks), its verdict, and the rule, null
+control and minimum detectable effect that decide it. ``attnlab.findings.verdict.decide`` builds one; a study's
+section and the card carry them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# A paper's claim, which a run may fail to reproduce without any bug. "underpowered": the design could not
+# have seen the paper's effect (its minimum detectable effect is larger); "not checked": a precondition failed
+# (the regime was not reached, the positive control failed, the model did not learn, the null control passes
+# the rule as well), the reason is stated.
+CLAIM_VERDICTS = ("reproduced", "not reproduced", "underpowered", "not checked")
+# An identity the code must satisfy (weights sum to 1, masked keys get none): reporting it as "reproduced"
+# would count a test of attnlab among the papers' findings.
+CHECK_VERDICTS = ("check passed", "check failed")
+VERDICTS = CLAIM_VERDICTS + CHECK_VERDICTS
+
+
+@dataclass(frozen=True)
+class Null:
+    """A finding's null control: the same statistic, under the same rule, on a model or data where the claim must
+    not hold (an untrained model, i.i.d. scores, the unintervened arm, BOS masked).
+
+    control: what the control is; passes: whether it passes the finding's rule (True, False, or None when it
+    could not be run); outcome: its numbers, in words. A finding is reproduced only when its null fails the rule."""
+
+    control: str
+    passes: bool | None
+    outcome: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.control, str) or not self.control:
+            raise ValueError("a null control needs a description (control)")
+        if self.passes not in (True, False, None):
+            raise ValueError(f"Null.passes must be True, False or None, got {self.passes!r}")
+
+    @property
+    def result(self) -> str:
+        """The control's outcome under the rule, as the report shows it."""
+        return {True: "passes the rule", False: "fails the rule", None: "not run"}[self.passes]
+
+
+@dataclass(frozen=True)
+class MDE:
+    """The smallest effect the design detects (two-sided 5% test, 80% power unless ``how`` says otherwise), next
+    to the paper's effect in the same unit.
+
+    value: the minimum detectable effect, or None where none applies (``how`` says why); effect: the paper's
+    effect size in ``unit`` (None where the claim has none); unit: what both are measured in; how: how the MDE
+    was obtained (a closed form, a simulation), or why none applies."""
+
+    value: float | None
+    effect: float | None
+    unit: str
+    how: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.how, str) or not self.how:
+            raise ValueError("an MDE needs how it was obtained, or why none applies (how)")
+
+    @property
+    def adequate(self) -> bool | None:
+        """Whether the design could see the paper's effect (MDE <= |effect|); None where either is missing."""
+        if self.value is None or self.effect is None:
+            return None
+        return abs(self.effect) >= self.value
+
+    def words(self) -> str:
+        if self.value is None:
+            return f"no MDE: {self.how}"
+        effect = "" if self.effect is None else f" (the paper's effect: {self.effect:.4g} {self.unit})"
+        return f"{self.value:.4g} {self.unit}{effect}; {self.how}"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One qualitative claim of a paper, or one identity attnlab checks, and what this run shows about it.
+
+    verdict, for a paper's claim: one of ``CLAIM_VERDICTS``; for an identity: "check passed" or "check failed".
+    evidence: the numbers, in words, that decide it. rule: the decision rule, fixed in the study module before the
+    numbers are read; null: the null control and its outcome under the same rule; mde: the design's power;
+    reason: why a claim is "not checked" or "underpowered". A claim's verdict must agree with its parts:
+    "reproduced" needs a null control that fails the rule, "underpowered" an MDE larger than the paper's
+    effect, and both of those labels and "not checked" a reason."""
+
+    claim: str
+    verdict: str
+    evidence: str
+    rule: str = ""
+    null: Null | None = None
+    mde: MDE | None = None
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict must be one of {', '.join(VERDICTS)}, got {self.verdict!r}")
+        if not self.is_check and not (self.rule and self.null is not None and self.mde is not None):
+            raise ValueError(
+                f"{self.claim!r}: a paper's claim states its rule, null control and MDE (build it with "
+                "attnlab.findings.verdict.decide); an identity of attnlab's is a check"
+            )
+        if self.verdict == "reproduced" and self.null.passes is not False:
+            raise ValueError(
+                f"{self.claim!r}: reproduced needs its null control to fail the rule; "
+                f"{self.null.control} {self.null.result}"
+            )
+        if self.verdict == "underpowered" and self.mde.adequate is not False:
+            raise ValueError(f"{self.claim!r}: underpowered needs an MDE larger than the paper's effect")
+        if self.verdict in ("not checked", "underpowered") and not self.reason:
+            raise ValueError(f"{self.claim!r}: a {self.verdict} finding states its reason")
+
+    @property
+    def is_check(self) -> bool:
+        """Whether this is an identity attnlab checks rather than a paper's claim."""
+        return self.verdict in CHECK_VERDICTS
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Finding:
+        null, mde = data.get("null"), data.get("mde")
+        return cls(
+            **{**data, "null": None if null is None else Null(**null), "mde": None if mde is None else MDE(**mde)}
+        )

@@ -1,0 +1,76 @@
+"""The verdict discipline every study follows: one function turns a rule's outcome on the data and on its null
+control, with the design's power, into the finding's label.
+
+A study writes each claim's decision rule next to the claim, in its module, before any number is read; it runs
+the same rule on a null control (an untrained model, i.i.d. scores, the unintervened arm, BOS masked), where
+the claim must not hold, and states the smallest effect its design detects. ``decide`` then labels it:
+
+- ``not checked`` when a precondition failed (the reason is given), or when the rule holds but the null control
+  could not be run or passes the rule too (a rule that a null passes cannot tell the claim from no effect);
+- ``reproduced`` when the rule holds on the data and fails on the null;
+- ``underpowered`` when the rule does not hold and the MDE is larger than the paper's effect: the design could
+  not have seen it;
+- ``not reproduced`` when the rule does not hold although the design could have seen the paper's effect (or the
+  claim has no effect size, so power does not limit it).
+
+``false_positive_rate`` measures, by simulation, how often a rule fires when the data come from its null: each
+study's test pins it at or below 5%.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from attnlab.findings.finding import MDE, Finding, Null
+
+FPR_MAX = 0.05  # the largest false-positive rate a decision rule may have under its null
+
+
+def decide(
+    claim: str, *, rule: str, holds: bool | None, null: Null, mde: MDE, evidence: str, precondition: str | None = None
+) -> Finding:
+    """The finding for ``claim``: ``holds`` is the rule's outcome on the data (None: it could not be computed),
+    ``null`` the same rule on the null control, ``mde`` the design's power, ``precondition`` the reason the run
+    cannot test the claim (None when it can)."""
+    if precondition:
+        verdict, reason = "not checked", precondition
+    elif holds is None:
+        verdict, reason = "not checked", "the rule's statistic could not be computed from this run"
+    elif not holds:
+        # the null matters only to a rule that holds: a claim that fails its rule fails whatever the null does
+        if mde.adequate is False:
+            verdict, reason = (
+                "underpowered",
+                (
+                    f"the design detects effects of {mde.value:.4g} {mde.unit} or more; "
+                    f"the paper's effect is {mde.effect:.4g} {mde.unit}"
+                ),
+            )
+        else:
+            verdict, reason = "not reproduced", ""
+    elif null.passes is None:
+        verdict, reason = "not checked", f"the null control ({null.control}) could not be run"
+    elif null.passes:
+        verdict, reason = (
+            "not checked",
+            (
+                f"the null control ({null.control}) passes the rule too, so the rule "
+                "cannot tell the claim from no effect"
+            ),
+        )
+    else:
+        verdict, reason = "reproduced", ""
+    return Finding(claim, verdict, evidence, rule=rule, null=null, mde=mde, reason=reason)
+
+
+def false_positive_rate(
+    rule: Callable[[Any], bool], draw_null: Callable[[np.random.Generator], Any], *, trials: int = 2000, seed: int = 0
+) -> float:
+    """The share of ``trials`` data sets drawn from the null (``draw_null(rng)``) on which ``rule`` fires."""
+    if trials < 1:
+        raise ValueError(f"trials must be >= 1, got {trials!r}")
+    rng = np.random.default_rng(seed)
+    return sum(bool(rule(draw_null(rng))) for _ in range(trials)) / trials

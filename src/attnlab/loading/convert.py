@@ -1,0 +1,119 @@
+"""GGUF checkpoints (llama.cpp, Ollama, LM Studio) as model inputs: converted once, then loaded as folders.
+
+transformers reads a GGUF file with ``from_pretrained(folder, gguf_file=name)``, dequantizing every
+tensor to float, but it takes seconds to minutes and needs the optional ``gguf`` and ``accelerate``
+packages. attnlab converts each file once into a ``save_pretrained`` folder (float32 safetensors, the
+tokenizer and chat template from the same file) in the cache under ``converted/<sha256 of the file>``,
+so a later load of the same bytes is a plain folder load, and an edited file is converted anew.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import os
+import shutil
+import struct
+from pathlib import Path
+from unittest import mock
+
+import torch
+
+from attnlab import io
+from attnlab.loading import fetch
+from attnlab.loading.common import LoadError, quiet_transformers
+
+EXTRA = "pip install 'attnlab[gguf]'"
+SOURCE = "attnlab_source.json"
+MAGIC = b"GGUF"
+STAGE = ".convert-"  # a conversion in progress, beside its cache folder, named with its pid
+
+
+def gguf_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.suffix == ".gguf" and p.is_file())
+
+
+def _check_extra() -> None:
+    missing = [name for name in ("gguf", "accelerate") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise LoadError(f"reading a .gguf file needs the optional packages {' and '.join(missing)}: {EXTRA}")
+
+
+def _check_header(path: Path) -> None:
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if head != MAGIC:
+        raise LoadError(f"{path} is not a GGUF file (it starts with {head!r}, not {MAGIC!r})")
+
+
+def _check_complete(path: Path) -> None:
+    """Refuse a GGUF file whose tensor table cannot be read or whose tensors run past its end (a download or copy
+    cut short), before a conversion that would fail minutes later on a reshape."""
+    from gguf import GGUFReader
+
+    size = path.stat().st_size
+    try:
+        reader = GGUFReader(path)
+    except (struct.error, ValueError, IndexError, OverflowError) as exc:
+        raise LoadError(
+            f"{path} is not a complete GGUF file ({size:,} bytes; its tensor table cannot be read: "
+            f"{type(exc).__name__}); fetch or copy it again"
+        ) from None
+    end = max((int(t.data_offset) + int(t.n_bytes) for t in reader.tensors), default=0)
+    if end > size:
+        raise LoadError(
+            f"{path} is cut short: its tensors end at byte {end:,} and the file has {size:,}; fetch or copy it again"
+        )
+
+
+def converted(path: str | os.PathLike, *, log=None) -> Path:
+    """The ``save_pretrained`` folder of the GGUF file at ``path``, converting it on first use."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise LoadError(f"GGUF file {path} does not exist")
+    _check_header(path)
+    digest = fetch.digest(path)
+    out = fetch.cache_dir() / "converted" / digest
+    if (out / SOURCE).is_file():
+        return out
+    _check_extra()
+    _check_complete(path)
+    if log is not None:
+        log(f"converting {path.name} to a float32 checkpoint in {out} (once per file)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    io.remove_stale(out.parent, STAGE)
+    stage = io.temp_dir(out.parent, STAGE)
+    try:
+        _convert(path, stage)
+        (stage / SOURCE).write_text(json.dumps({"gguf": str(path.resolve()), "sha256": digest}, indent=1))
+        shutil.rmtree(out, ignore_errors=True)
+        os.replace(stage, out)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return out
+
+
+def _convert(path: Path, stage: Path) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+    # Its dequantizing loop draws a bare tqdm bar that transformers' own switch does not reach: in a log it is a
+    # screen of redraws for every converted file, where attnlab prints one line per stage.
+    silent_bar = functools.partial(gguf_utils.tqdm, disable=True)
+    with quiet_transformers(), mock.patch.object(gguf_utils, "tqdm", silent_bar):
+        try:
+            model = AutoModelForCausalLM.from_pretrained(
+                path.parent, gguf_file=path.name, dtype=torch.float32, local_files_only=True
+            )
+            tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name, local_files_only=True)
+        except (OSError, ValueError, KeyError, IndexError, TypeError, RuntimeError, AttributeError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise LoadError(f"could not read {path} as a GGUF checkpoint: {first}") from exc
+        # A GGUF-loaded model refuses save_pretrained while it still carries the quantizer; its tensors
+        # are already dequantized floats, so dropping it loses nothing.
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(stage)
+        tokenizer.save_pretrained(stage)

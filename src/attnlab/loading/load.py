@@ -1,0 +1,242 @@
+"""Load a local Hugging Face checkpoint as a user would, with errors that say what to do."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pickle
+import re
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+
+from attnlab import devices
+from attnlab.loading.common import LoadError, quiet_transformers
+from attnlab.options import MODEL_HELP
+
+WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin")
+
+
+def placement(device: str, dtype: str | None) -> tuple[torch.device, torch.dtype, str | None]:
+    """(device, dtype, device_map) a checkpoint is loaded with: ``auto`` on a CUDA machine spreads the model
+    with accelerate's ``device_map="auto"`` (whole on the first GPU when it fits there, else over every GPU,
+    then the CPU), a named device takes the whole model. LoadError for a device or dtype that is not allowed
+    or not present."""
+    try:
+        place = devices.resolve(device)
+        torch_dtype = devices.checkpoint_dtype(dtype, place)
+    except devices.DeviceError as exc:
+        raise LoadError(str(exc)) from None
+    spread = str(device).strip().lower() == "auto" and place.type == "cuda"
+    return place, torch_dtype, "auto" if spread else None
+
+
+# ``org/name`` or ``org/name@revision``: what a Hub id looks like (huggingface_hub's own check runs as well)
+HUB_ID = re.compile(
+    r"(?P<repo>[A-Za-z0-9_](?:[\w.-]{0,94}[\w])?/[A-Za-z0-9_](?:[\w.-]{0,94}[\w])?)"
+    r"(?:@(?P<revision>[^\s@]+))?"
+)
+
+
+def hub_cache() -> Path:
+    """The Hugging Face Hub cache, found as huggingface_hub finds it but read when called (so a changed
+    environment counts): ``$HF_HUB_CACHE``, else ``$HUGGINGFACE_HUB_CACHE``, else ``$HF_HOME/hub``, else
+    ``$XDG_CACHE_HOME/huggingface/hub``, else ``~/.cache/huggingface/hub``."""
+    env = os.environ
+    home = env.get("HF_HOME") or os.path.join(env.get("XDG_CACHE_HOME") or os.path.join("~", ".cache"), "huggingface")
+    folder = env.get("HF_HUB_CACHE") or env.get("HUGGINGFACE_HUB_CACHE") or os.path.join(home, "hub")
+    return Path(os.path.expandvars(os.path.expanduser(folder)))
+
+
+def _hub_cli() -> str:
+    """The command the installed huggingface_hub provides for downloads: ``hf`` (huggingface_hub >= 0.34), else
+    the older ``huggingface-cli``. Read from its metadata: importing ``huggingface_hub.cli`` may go online."""
+    from importlib import metadata
+
+    try:
+        scripts = {
+            ep.name for ep in metadata.distribution("huggingface_hub").entry_points if ep.group == "console_scripts"
+        }
+    except metadata.PackageNotFoundError:
+        return "hf"
+    return "huggingface-cli" if "hf" not in scripts and "huggingface-cli" in scripts else "hf"
+
+
+def hub_snapshot(spec: str | os.PathLike) -> Path | None:
+    """The cached snapshot folder a Hub id (``org/name`` or ``org/name@revision``) names, found in the local
+    Hugging Face cache only (``local_files_only``: nothing is downloaded, nothing is asked of the network);
+    None for a ``spec`` not shaped like a Hub id; a one-line LoadError, naming the cache and the download
+    command, for an id the cache does not hold."""
+    match = HUB_ID.fullmatch(spec) if isinstance(spec, str) else None
+    if match is None or match["repo"].endswith(".gguf") or "--" in match["repo"] or ".." in match["repo"]:
+        return None
+    try:
+        import huggingface_hub
+        from huggingface_hub import errors
+    except ImportError:
+        return None
+    repo, revision = match["repo"], match["revision"]
+    cache = hub_cache()
+    try:
+        found = huggingface_hub.snapshot_download(repo, revision=revision, cache_dir=cache, local_files_only=True)
+    except errors.HFValidationError:
+        return None
+    except errors.LocalEntryNotFoundError as exc:
+        import shlex
+
+        command = f"{_hub_cli()} download {shlex.quote(repo)}" + (
+            f" --revision {shlex.quote(revision)}" if revision else ""
+        )
+        incomplete = isinstance(exc, getattr(errors, "IncompleteSnapshotError", ()))
+        where = "is incomplete in" if incomplete else "is neither a local path nor in"
+        raise LoadError(
+            f"model {spec!r} {where} the Hugging Face cache ({cache}); download it with: {command}"
+        ) from None
+    return Path(found)
+
+
+def resolve_checkpoint(spec: str | os.PathLike, *, log=None) -> Path:
+    """The ``save_pretrained`` folder that ``--model`` names: an existing path first (a folder, a
+    ``.gguf`` file, or a folder holding one ``.gguf`` and no config.json), else a fetched model's name, else
+    a Hub id (``org/name[@revision]``) in the local Hugging Face cache, whose snapshot folder is then read
+    as a path is (``hub_snapshot``). GGUF files are converted once (``convert.converted``)."""
+    from attnlab.loading import convert, fetch
+
+    path = Path(spec).expanduser()
+    if not path.exists() and str(spec) in fetch.MODELS:
+        try:
+            found = fetch.verified(str(spec))
+        except fetch.FetchError as exc:
+            raise LoadError(str(exc)) from None
+        if found is None:
+            raise LoadError(f"model {str(spec)!r} is not fetched yet; run: attnlab fetch {spec}")
+        return convert.converted(found, log=log)
+    if not path.exists() and (snapshot := hub_snapshot(spec)) is not None:
+        return resolve_checkpoint(snapshot, log=log)
+    if path.is_file() and path.suffix == ".gguf":
+        return convert.converted(path, log=log)
+    if path.is_dir() and not (path / "config.json").is_file():
+        ggufs = convert.gguf_files(path)
+        if len(ggufs) == 1:
+            return convert.converted(ggufs[0], log=log)
+        if ggufs:
+            raise LoadError(
+                f"{path} holds {len(ggufs)} .gguf files ({', '.join(p.name for p in ggufs)}); pass one of them"
+            )
+    return check_checkpoint(path)
+
+
+def provenance(spec: str | os.PathLike) -> dict[str, str]:
+    """Where ``--model`` came from, for a run's config.json: the absolute path of what it names (a fetched
+    model's GGUF, a .gguf file, a save_pretrained folder, or a Hub id's cached snapshot folder) and its sha256 (of
+    a folder: of its weight and config files' digests, name by name). Digests are remembered by file
+    (``fetch.digest``), so this costs a stat once a file has been hashed."""
+    import hashlib
+
+    from attnlab.loading import fetch
+
+    path = Path(spec).expanduser()
+    if not path.exists() and str(spec) in fetch.MODELS:
+        path = fetch.model_file(str(spec))
+    elif not path.exists() and (snapshot := hub_snapshot(spec)) is not None:
+        path = snapshot
+    path = path.resolve()
+    if path.is_file():
+        return {"model_path": str(path), "model_sha256": fetch.digest(path)}
+    files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in (".safetensors", ".bin", ".gguf", ".json"))
+    combined = hashlib.sha256("".join(f"{p.name}:{fetch.digest(p)}\n" for p in files).encode()).hexdigest()
+    return {"model_path": str(path), "model_sha256": combined}
+
+
+def check_checkpoint(path: str | os.PathLike) -> Path:
+    folder = Path(path).expanduser()
+    if not folder.exists():
+        raise LoadError(f"model {str(path)!r} is neither a path nor a known model name; pass {MODEL_HELP}")
+    if not folder.is_dir():
+        raise LoadError(f"model path {folder} is a file but not a .gguf; pass {MODEL_HELP}")
+    if not (folder / "config.json").is_file():
+        raise LoadError(f"{folder} has no config.json and no .gguf file; pass {MODEL_HELP}")
+    if not any(any(folder.glob(pattern)) for pattern in WEIGHT_FILES):
+        raise LoadError(
+            f"{folder} has no weights (model.safetensors or pytorch_model.bin); "
+            "save the model with save_pretrained or download its weight files there"
+        )
+    return folder
+
+
+def load_model(
+    path: str | os.PathLike,
+    *,
+    device: str = "cpu",
+    dtype: str | None = "float32",
+    trust_remote_code: bool = False,
+    tokenizer: bool = True,
+    log=None,
+):
+    """(model, tokenizer or None) from a local folder, a GGUF file, a fetched model's name or a Hub id in the
+    local Hugging Face cache (``resolve_checkpoint``), in eval mode with eager attention; offline only.
+
+    ``trust_remote_code`` stays off unless asked for: custom modeling code runs only then (and attnlab
+    routes only transformers' own architectures anyway).
+    """
+    place, torch_dtype, device_map = placement(device, dtype)
+    folder = resolve_checkpoint(path, log=log)
+    with quiet_transformers():
+        return _load(folder, place, torch_dtype, trust_remote_code, tokenizer, device_map)
+
+
+def _load(
+    folder: Path,
+    device: torch.device,
+    torch_dtype: torch.dtype,
+    trust_remote_code: bool,
+    tokenizer: bool,
+    device_map: str | None = None,
+):
+    from transformers import AutoModelForCausalLM
+
+    if device_map is not None and importlib.util.find_spec("accelerate") is None:
+        raise LoadError(
+            "--device auto spreads a model over the GPUs with accelerate, which is not installed; "
+            "pip install accelerate, or pass --device cuda:N to load the whole model on one GPU"
+        )
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            folder,
+            dtype=torch_dtype,
+            attn_implementation="eager",
+            local_files_only=True,
+            trust_remote_code=trust_remote_code,
+            **({"device_map": device_map} if device_map is not None else {}),
+        )
+    except (OSError, ValueError, KeyError, SafetensorError, pickle.UnpicklingError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if isinstance(exc, pickle.UnpicklingError):
+            first = "its weights hold Python objects beyond tensors, which are never unpickled"
+        raise LoadError(f"could not load a causal LM from {folder}: {first}") from None
+    if device_map is None:
+        model.to(device)
+    model.eval()
+    return model, load_tokenizer(folder, trust_remote_code) if tokenizer else None
+
+
+def load_tokenizer(folder: Path, trust_remote_code: bool = False):
+    """The tokenizer saved in a checkpoint folder, or a one-line LoadError."""
+    from transformers import AutoTokenizer
+
+    try:
+        with quiet_transformers():
+            return AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise LoadError(
+            f"{folder} has no usable tokenizer ({type(exc).__name__}); save one there with tokenizer.save_pretrained"
+        ) from None
+
+
+def check_model(spec: str | os.PathLike) -> Path:
+    """What ``--model`` names, checked without loading the weights: the folder and its tokenizer (a GGUF
+    is converted, once). A study calls it before it writes anything."""
+    folder = resolve_checkpoint(spec)
+    load_tokenizer(folder)
+    return folder

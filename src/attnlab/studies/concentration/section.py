@@ -1,0 +1,129 @@
+"""The concentration study's tables and notes, read from the folder's files: the audit's active rows, the
+prevalence table (Polynomial Concentration Table 1), the matched diagnostic (§5.5, Table 5) over all heads and the
+ablation's fixed causal head set, the prevalence null, and the notes a reader needs to weigh the numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from attnlab.analyses import audit, substitute
+from attnlab.studies.concentration.findings import iid_prevalence
+from attnlab.studies.concentration.plan import B, P, Plan
+from attnlab.studies.runner import StudyConfig
+
+# Table 5's top-K column conditions on the fixed causal head set of the ablation; its K = 40 is 8-14% of its
+# models' heads, so the largest ablated K within 15% of the heads plays that part here.
+CAUSAL_SHARE = 0.15
+
+
+def _rows(audit_folder: Path, b: str, *, answering: bool = False) -> pd.DataFrame:
+    """The audit's active rows; ``answering``: only each prompt's last query position (taken over every row,
+    so that a head whose last row is dead contributes none rather than an earlier one)."""
+    cols = [
+        "layer",
+        "head",
+        "prompt",
+        "query",
+        "status",
+        "rho",
+        "a_act",
+        "p_star",
+        *(f"{k}_p{p}" for p in P for k in ("s", "safe", "pred_safe", "safe_eps")),
+    ]
+    rows = pd.read_parquet(audit_folder / f"rows_b{b}.parquet", columns=cols)
+    if answering:
+        rows = rows[rows["query"] == rows.groupby("prompt")["query"].transform("max")]
+    return rows[rows["status"] == "active"]
+
+
+def prevalence_table(folder: Path, suites) -> pd.DataFrame:
+    """Each audited suite's prevalence lines (Polynomial Concentration Table 1), one block per suite."""
+    return pd.concat(
+        [pd.read_csv(folder / "audit" / s / "audit.csv").assign(suite=s) for s in suites], ignore_index=True
+    ).pipe(lambda t: t[["suite", *t.columns[:-1]]])
+
+
+def causal_k(ks, n_heads: int) -> int:
+    """The K of the fixed causal head set: the largest ablated K within CAUSAL_SHARE of the heads, else the
+    smallest ablated K."""
+    ks = sorted(int(k) for k in ks)
+    within = [k for k in ks if k <= CAUSAL_SHARE * n_heads]
+    return within[-1] if within else ks[0]
+
+
+def matched(rows: dict[str, pd.DataFrame], sub: pd.DataFrame, causal: list[tuple[int, int]]) -> pd.DataFrame:
+    """Polynomial Concentration §5.5, Table 5: per ReLU cell (p, b), the measured-safe % of the answering rows
+    over every head and over the fixed ``causal`` head set (the ablation's top-K), beside the cell's
+    substitution accuracy."""
+    by = sub.set_index("recipe")
+    base = float(by.loc[substitute.BASELINE, "accuracy %"])
+    top = pd.MultiIndex.from_tuples(causal, names=["layer", "head"])
+    lines = []
+    for p in P:
+        for b in B:
+            r = rows[b]
+            in_top = pd.MultiIndex.from_frame(r[["layer", "head"]]).isin(top)
+            cell = by.loc[f"relu_p{p}_b{b}"]
+            lines.append(
+                {
+                    "recipe": f"relu_p{p}_b{b}",
+                    "p": p,
+                    "b": b,
+                    "rows": len(r),
+                    "all-head safe %": audit.percent(r[f"safe_p{p}"]),
+                    f"top-{len(causal)} safe %": audit.percent(r.loc[in_top, f"safe_p{p}"]),
+                    "softmax %": base,
+                    "accuracy %": float(cell["accuracy %"]),
+                    "lo": float(cell["lo"]),
+                    "hi": float(cell["hi"]),
+                    "delta pp": float(cell["delta pp"]),
+                }
+            )
+    return pd.DataFrame(lines)
+
+
+def _notes(cfg: StudyConfig, plan: Plan, folder: Path, audit_cfg: dict[str, Any], ks: list[int]) -> list[str]:
+    """What a reader needs to weigh the numbers: b_auto, the model and its training, the sizes of the run."""
+    notes = [
+        f"b = auto resolves to {audit_cfg['b_auto']:.3f} (Polynomial Concentration App. B calibration on generic text)."
+    ]
+    if cfg.model is None:
+        spec = plan.train
+        loss = pd.read_csv(folder / "model" / "train_loss.csv")["loss"]
+        notes.append(
+            f"{cfg.budget} budget: the model is a {spec.layers}-layer x {spec.heads}-head Llama, "
+            f"{spec.hidden} wide, trained here with softmax for {spec.steps} steps on induction prompts "
+            f"of {plan.length} tokens (answer-position loss {loss.iloc[0]:.2f} -> "
+            f"{loss.iloc[-10:].mean():.3f}, mean of the last 10 steps); the Polynomial Concentration paper "
+            "audits pretrained Llama-3 "
+            "(1-8B), Qwen3, Gemma-4 and Pythia checkpoints on prompts up to ~4K tokens."
+        )
+    else:
+        notes.append(
+            f"Model: {cfg.model} ({audit_cfg['model_type']}, {audit_cfg['layers']} layers x "
+            f"{audit_cfg['heads']} heads), pretrained, run as given in float32. A GGUF's weights are "
+            "dequantized from its 4-bit blocks: the numbers are those of the quantized model, not of its "
+            "bf16 original."
+        )
+    size = f"pad {plan.pad}" if plan.pad is not None else f"{plan.length} tokens"
+    notes.append(
+        f"Evaluation: {plan.prompts} {plan.suite} prompts ({size}) per recipe and subset "
+        f"(the paper: 200); the other suites at {plan.length} tokens; audit over "
+        f"{plan.audit_prompts} prompts per suite "
+        f"({', '.join(plan.suites)}), a query every {plan.every} tokens and the last; the matched "
+        f"diagnostic over the {plan.prompts} scored prompts' last positions; ablation K in "
+        f"{ks} with {plan.random_draws} random draws, ranked on induction; head types "
+        f"over {plan.heads_prompts} induction prompts (Polynomial Concentration App. H)."
+    )
+    return notes
+
+
+def prevalence_null(folder: Path, plan: Plan) -> dict[str, float]:
+    """``iid_prevalence`` at the key counts of the active b = 0 rows of every audited suite."""
+    keys = pd.concat(
+        [pd.read_parquet(folder / "audit" / s / "rows_b0.parquet", columns=["status", "n_keys"]) for s in plan.suites]
+    )
+    return iid_prevalence(keys.loc[keys["status"] == "active", "n_keys"], plan.audit_prompts)

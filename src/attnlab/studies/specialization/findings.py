@@ -1,0 +1,416 @@
+"""The specialization study's findings (Zhu et al. 2026 §3-§5, Tables 1, 4, 8, Fig. 3): the paper's effects relative
+to its control's perplexity, the decision rules fixed before any number is read (Student-t 95% intervals over
+training seeds, the unit of replication), their null controls (every sign pattern of the paired differences, the
+untrained model) and their power, the paired gains' intervals per architecture and arm, and each finding from the
+study's per-seed tables."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from attnlab.diagnostics.paired import paired_interval, paired_mde
+from attnlab.findings.finding import MDE, Finding, Null
+from attnlab.findings.verdict import FPR_MAX, decide
+
+# The paper's effects, relative to its control's perplexity so that they carry to another scale.
+# Table 1: 26.7981 -> 26.3014 ppl (-0.4967), 1.85% of the control's perplexity.
+PAPER_GAIN = 0.4967 / 26.7981
+# Table 4: GELU gains 0.5858 of 26.7382, SwiGLU 0.1075 of 26.2083.
+PAPER_SHRINKAGE = 0.5858 / 26.7382 - 0.1075 / 26.2083
+# §5.3, Fig. 3D: zeroing upper Q/K at the end adds 146.1 ppl to the control, 17.4 to the intervention.
+PAPER_RELIANCE = (146.1 - 17.4) / 26.7981
+
+# Decision rules, fixed before any number is read. Intervals are Student-t 95% over training seeds (the unit
+# of replication); each rule's false-positive rate under its null is simulated in the study's tests.
+GAIN_RULE = (
+    "the Student-t 95% interval of the paired gains control - intervention of final validation "
+    "perplexity, one per seed, lies above 0"
+)
+SHRINKAGE_RULE = (
+    "for every gated FFN, the Student-t 95% interval of GELU's per-seed perplexity gain minus the "
+    "gated FFN's (same seed) lies above 0"
+)
+DEPENDENCE_MIN = 0.10
+DEPENDENCE_RULE = (
+    "the Student-t 95% interval over seeds of the control's perplexity rise from zeroing upper Q/K, "
+    "relative to its perplexity, at the first evaluation from its lower-copy maturity (and from 3% "
+    "of training), lies above 10%"
+)
+RELIANCE_RULE = (
+    "the Student-t 95% interval over seeds of the control's minus the intervention's perplexity rise "
+    "from zeroing upper Q/K at the final evaluation, relative to the control's perplexity, lies above 0"
+)
+DELAY_MARGIN = 0.01
+DELAY_RULE = (
+    "the Student-t 95% interval over seeds of the delay of lower-copy maturity (the intervention's "
+    "minus the control's, as a fraction of training) lies below +1% of training"
+)
+SIGN_FLIPS = (
+    "every sign pattern of the paired differences (no effect: each pair's sign is a coin flip), the "
+    "rule applied to each; it passes when it holds on more than 5% of them"
+)
+
+
+# --- decision rules: each takes the per-seed values and says whether the claim holds ---
+
+
+def above(bound: float) -> Callable[[Sequence[float]], bool]:
+    """The rule "the Student-t 95% interval of the mean lies above ``bound``" (needs two or more values)."""
+
+    def rule(values: Sequence[float]) -> bool:
+        stats = paired_interval(values)
+        return bool(stats["n"] >= 2 and stats["lo"] > bound)
+
+    return rule
+
+
+def below(bound: float) -> Callable[[Sequence[float]], bool]:
+    """The rule "the Student-t 95% interval of the mean lies below ``bound``" (needs two or more values)."""
+
+    def rule(values: Sequence[float]) -> bool:
+        stats = paired_interval(values)
+        return bool(stats["n"] >= 2 and stats["hi"] < bound)
+
+    return rule
+
+
+def sign_flip_share(differences: Sequence[float], rule: Callable[[Sequence[float]], bool]) -> float:
+    """The share of the 2^n sign patterns of ``differences`` on which ``rule`` holds: under no effect every
+    pattern is as likely as the observed one (the paired randomization null). Beyond 16 pairs, 65,536 patterns
+    drawn with a fixed seed."""
+    d = np.asarray([x for x in differences if math.isfinite(x)], dtype=float)
+    if len(d) <= 16:
+        patterns = np.array(list(itertools.product((1.0, -1.0), repeat=len(d))))
+    else:
+        patterns = np.random.default_rng(0).choice((1.0, -1.0), size=(65_536, len(d)))
+    return float(np.mean([rule(d * signs) for signs in patterns]))
+
+
+def sign_flip_null(differences: Sequence[float], rule: Callable[[Sequence[float]], bool]) -> Null:
+    share = sign_flip_share(differences, rule)
+    n = len([x for x in differences if math.isfinite(x)])
+    return Null(
+        f"sign flips of the {n} pairs: {SIGN_FLIPS}",
+        bool(share > FPR_MAX),
+        f"the rule holds on {share:.1%} of the {2**n if n <= 16 else 65_536} sign patterns",
+    )
+
+
+def _interval(lo: float, hi: float) -> str:
+    return f"[{lo:+.4f}, {hi:+.4f}]"
+
+
+def _mde(values: Sequence[float], effect: float | None, unit: str) -> MDE:
+    stats = paired_interval(values)
+    value = paired_mde(stats["sd"], stats["n"])
+    if not math.isfinite(value):
+        return MDE(None, effect, unit, "fewer than two seeds: no spread to size the design's power")
+    return MDE(
+        float(value),
+        effect,
+        unit,
+        f"paired t over {stats['n']} seeds (5% two-sided, 80% power) at their sd {stats['sd']:.4g}",
+    )
+
+
+def dependence_finding(table: pd.DataFrame) -> Finding:
+    """Finding 1, the precondition of the failure the intervention targets."""
+    claim = (
+        "the control becomes causally dependent on upper Q/K early: zeroing them raises its perplexity "
+        "(Zhu et al. 2026 §5.3, Fig. 3D: +82.3 ppl at 3% of training)"
+    )
+    rule = above(DEPENDENCE_MIN)
+    rel = list(table.get("early_rel_control", pd.Series(dtype=float)))
+    nulls = list(table.get("untrained_rel", pd.Series(dtype=float)))
+    stats = paired_interval(rel)
+    evidence = (
+        f"{stats['n']} control seeds, at their lower-copy maturity: zeroing upper Q/K raises perplexity by "
+        + ", ".join(
+            f"{d:+.3f} ppl ({x:+.2%}, step {step})"
+            for d, x, step in zip(table.get("early_dppl_control", []), rel, table.get("early_step", []), strict=True)
+        )
+        + f"; mean {stats['mean']:+.1%}, 95% interval {_interval(stats['lo'], stats['hi'])}"
+    )
+    null = Null(
+        "the untrained model at each control's seed (its upper Q/K carry nothing yet)",
+        rule(nulls) if len(nulls) >= 2 else None,
+        "relative rise " + ", ".join(f"{x:+.2%}" for x in nulls),
+    )
+    mde = _mde(rel, None, "of the perplexity")
+    mde = MDE(
+        mde.value,
+        None,
+        mde.unit,
+        mde.how + "; the paper gives 82.3 ppl at 3% but not the perplexity it "
+        "adds to, so no relative effect size to compare",
+    )
+    return decide(
+        claim, rule=DEPENDENCE_RULE, holds=rule(rel) if stats["n"] >= 2 else None, null=null, mde=mde, evidence=evidence
+    )
+
+
+def _absent(dependence: Finding) -> str | None:
+    """The precondition reason the targeted failure gives when finding 1 does not hold (None when it does)."""
+    if dependence.verdict == "reproduced":
+        return None
+    return (
+        f"the failure the intervention targets is not shown at this scale (finding 1 {dependence.verdict}: "
+        f"{dependence.evidence}); the paper's control loses 82.3 ppl at 3% to the same zeroing"
+    )
+
+
+def gains(table: pd.DataFrame) -> pd.DataFrame:
+    """Per (arch, arm): mean, sd and Student-t 95% interval of the paired loss and perplexity gains, the
+    perplexity gain's MDE (``paired_mde``) and the control's mean final perplexity."""
+    out = []
+    for (arch, arm), group in table.groupby(["arch", "arm"], sort=False):
+        loss, ppl = paired_interval(group.loss_gain), paired_interval(group.ppl_gain)
+        out.append(
+            {
+                "arch": arch,
+                "arm": arm,
+                "seeds": loss["n"],
+                **{f"loss_gain_{k}": loss[k] for k in ("mean", "sd", "lo", "hi")},
+                **{f"ppl_gain_{k}": ppl[k] for k in ("mean", "sd", "lo", "hi")},
+                "ppl_gain_mde": paired_mde(ppl["sd"], ppl["n"]),
+                "control_val_ppl": group.control_val_ppl.mean(),
+            }
+        )
+    return pd.DataFrame(out)
+
+
+def headline_finding(
+    table: pd.DataFrame, differences: Sequence[float] = (), precondition: str | None = None
+) -> Finding:
+    claim = (
+        "the upper-Q/K intervention lowers the final validation perplexity of a GPT-style (GELU) model, "
+        "paired over seeds (Zhu et al. 2026 Table 1: -0.50 +- 0.08 ppl, 1.85% of the control's, 3 seeds)"
+    )
+    row = table[(table.arch == "gelu") & (table.arm == "intervention")]
+    if row.empty or row.seeds.iloc[0] < 2:
+        return decide(
+            claim,
+            rule=GAIN_RULE,
+            holds=None,
+            null=Null("sign flips of the pairs", None, "not run"),
+            mde=MDE(None, None, "ppl", "fewer than two GELU pairs"),
+            evidence="fewer than two GELU pairs: no interval over seeds",
+        )
+    r = row.iloc[0]
+    effect = float(PAPER_GAIN * r.control_val_ppl)
+    bound = max(abs(r.ppl_gain_lo), abs(r.ppl_gain_hi))
+    evidence = (
+        f"GELU, {r.seeds} paired seeds: perplexity gain {r.ppl_gain_mean:+.4f} +- {r.ppl_gain_sd:.4f} "
+        f"(95% interval {_interval(r.ppl_gain_lo, r.ppl_gain_hi)}), loss gain {r.loss_gain_mean:+.4f} "
+        f"+- {r.loss_gain_sd:.4f} ({_interval(r.loss_gain_lo, r.loss_gain_hi)}); the gain lies within "
+        f"+-{bound:.4f} ppl ({bound / r.control_val_ppl:.2%} of the control's {r.control_val_ppl:.3f}), "
+        + ("which excludes" if bound < effect else "which does not exclude")
+        + f" the paper's 1.85% ({effect:.4f} ppl here); MDE {r.ppl_gain_mde:.4f} ppl"
+    )
+    mde = MDE(
+        float(r.ppl_gain_mde),
+        effect,
+        "ppl",
+        f"paired t over {r.seeds} seeds (5% two-sided, 80% power) at their "
+        f"sd {r.ppl_gain_sd:.4g}; the paper's effect is its 1.85% of this run's control perplexity",
+    )
+    if precondition and mde.adequate is False:
+        precondition += (
+            f"; and underpowered besides: the design detects {mde.value:.4f} ppl, the paper's "
+            f"effect is {effect:.4f} ppl"
+        )
+    rule = above(0.0)
+    return decide(
+        claim,
+        rule=GAIN_RULE,
+        holds=rule(differences) if len(differences) else bool(r.ppl_gain_lo > 0),
+        null=sign_flip_null(differences, rule),
+        mde=mde,
+        evidence=evidence,
+        precondition=precondition,
+    )
+
+
+def shrinkage_finding(table: pd.DataFrame, gained: pd.DataFrame, precondition: str | None = None) -> Finding:
+    claim = (
+        "a gated FFN shrinks the intervention's gain: GELU gains more than SwiGLU/GEGLU "
+        "(Zhu et al. 2026 §3, Table 4: 0.5858 vs 0.1075 ppl, 1.78% of the control's perplexity)"
+    )
+    usable = table[table.seeds >= 2]
+    if usable.empty:
+        return decide(
+            claim,
+            rule=SHRINKAGE_RULE,
+            holds=None,
+            null=Null("sign flips of the pairs", None, "not run"),
+            mde=MDE(None, None, "ppl", "no gated architecture with two or more seeds beside GELU"),
+            evidence="no gated architecture with two or more paired seeds beside GELU",
+        )
+    gelu = gained[(gained.arch == "gelu") & (gained.arm == "intervention")]
+    ppl = float(gelu.control_val_ppl.iloc[0]) if len(gelu) else math.nan
+    effect = float(PAPER_SHRINKAGE * ppl)
+    parts = [
+        f"{r.arch}: GELU's gain minus {r.arch}'s {r.shrinkage_mean:+.4f} +- {r.shrinkage_sd:.4f} ppl "
+        f"(95% interval {_interval(r.shrinkage_lo, r.shrinkage_hi)}, within +-"
+        f"{max(abs(r.shrinkage_lo), abs(r.shrinkage_hi)):.4f}; MDE {r.shrinkage_mde:.4f})"
+        for r in usable.itertuples()
+    ]
+    rule = above(0.0)
+    holds = bool(all(rule(d) for d in usable.differences))
+    shares = [sign_flip_share(d, rule) for d in usable.differences]
+    null = Null(
+        f"sign flips of each gated FFN's pairs: {SIGN_FLIPS}",
+        bool(max(shares) > FPR_MAX),
+        "; ".join(
+            f"{a}: the rule holds on {s:.1%} of the sign patterns" for a, s in zip(usable.arch, shares, strict=True)
+        ),
+    )
+    worst = float(usable.shrinkage_mde.max())
+    mde = MDE(
+        worst if math.isfinite(worst) else None,
+        effect,
+        "ppl",
+        f"paired t over {int(usable.seeds.min())}+ seeds (5% two-sided, 80% power), the largest over gated "
+        "FFNs; the paper's effect is its 1.78% of this run's GELU control perplexity",
+    )
+    gelu_gain = gelu.ppl_gain_lo.iloc[0] > 0 if len(gelu) else False
+    if precondition is None and not gelu_gain:
+        precondition = "GELU itself shows no gain beyond its interval, so there is no gain for a gated FFN to shrink"
+    if precondition and mde.adequate is False:
+        precondition += (
+            f"; and underpowered besides: the design detects {mde.value:.4f} ppl, the paper's "
+            f"effect is {effect:.4f} ppl"
+        )
+    return decide(
+        claim,
+        rule=SHRINKAGE_RULE,
+        holds=holds,
+        null=null,
+        mde=mde,
+        evidence="; ".join(parts),
+        precondition=precondition,
+    )
+
+
+def reliance_finding(table: pd.DataFrame, precondition: str | None = None) -> Finding:
+    """Finding 4: at the end the intervention's model relies less on upper Q/K than the control's."""
+    claim = (
+        "the intervention leaves the model less reliant on upper Q/K: zeroing them at the end raises the "
+        "control's perplexity more than the intervention's (Zhu et al. 2026 §5.3, Fig. 3D: +146.1 vs +17.4 "
+        "ppl, 4.8x the control's perplexity apart)"
+    )
+    gaps = list(table.get("final_reliance_gap", pd.Series(dtype=float)))
+    stats = paired_interval(gaps)
+    rule = above(0.0)
+    lines = [
+        f"{r.arch} seed {r.seed}: early (step {r.early_step}) {r.early_dppl_control:+.3f} vs "
+        f"{r.early_dppl_intervention:+.3f} ppl, final {r.final_dppl_control:+.3f} vs "
+        f"{r.final_dppl_intervention:+.3f} ppl"
+        for r in table.itertuples()
+        if {"early_dppl_intervention", "final_dppl_intervention"} <= set(table.columns)
+    ]
+    evidence = (
+        "control vs intervention, perplexity rise from zeroing upper Q/K: "
+        + "; ".join(lines)
+        + f"; the final gap relative to the control's perplexity {stats['mean']:+.2%} "
+        f"(95% interval {_interval(stats['lo'], stats['hi'])})"
+    )
+    return decide(
+        claim,
+        rule=RELIANCE_RULE,
+        holds=rule(gaps) if stats["n"] >= 2 else None,
+        null=sign_flip_null(gaps, rule),
+        mde=_mde(gaps, PAPER_RELIANCE, "of the control's perplexity"),
+        evidence=evidence,
+        precondition=precondition,
+    )
+
+
+def routing_finding(table: pd.DataFrame, matured: pd.DataFrame, steps: int) -> Finding:
+    """Finding 5: the intervention does not delay lower-copy routing."""
+    claim = (
+        "the intervention does not delay lower-layer copy routing: lower-copy maturity comes at the same "
+        "point of training as in the control (Zhu et al. 2026 §5.4, Fig. 3A: 3% in both)"
+    )
+    rule = below(DELAY_MARGIN)
+    d, null_d = list(table.delay), list(table.null_delay)
+    stats = paired_interval(d)
+    released = matured[matured.arm == "intervention"]
+    evidence = (
+        ", ".join(
+            f"{r.arch} seed {r.seed}: control matures at step {_step(r.control_matured_at)}, "
+            f"intervention at {_step(r.intervention_matured_at)}"
+            for r in table.itertuples()
+        )
+        + f"; delay {stats['mean']:+.2%} of training (95% interval {_interval(stats['lo'], stats['hi'])}); "
+        "the interventions released at "
+        + ", ".join(
+            f"{r.released_at / steps:.1%}" if pd.notna(r.released_at) else "never" for r in released.itertuples()
+        )
+        + " (the paper's Table 8: 4.01%)"
+    )
+    censored = table[table.control_censored]
+    precondition = (
+        (
+            "lower-copy routing did not mature in the control by its last reading in "
+            + ", ".join(f"{r.arch} seed {r.seed}" for r in censored.itertuples())
+            + ": there is no maturity to delay"
+        )
+        if len(censored)
+        else None
+    )
+    null = Null(
+        "the untrained model at each control's seed: its lower-copy score stays at its initial reading, "
+        "so it matures at the first reading or never (dated at the last)",
+        rule(null_d) if len(null_d) >= 2 and all(map(math.isfinite, null_d)) else None,
+        "delay " + ", ".join(f"{x:+.2%}" for x in null_d),
+    )
+    return decide(
+        claim,
+        rule=DELAY_RULE,
+        holds=rule(d) if stats["n"] >= 2 else None,
+        null=null,
+        mde=_mde(d, DELAY_MARGIN, "of training"),
+        evidence=evidence,
+        precondition=precondition,
+    )
+
+
+def _step(value: float) -> str:
+    return "never" if pd.isna(value) else str(int(value))
+
+
+def early_check(table: pd.DataFrame) -> Finding:
+    """The intervention acts as defined: a software check, not a finding (Q/K that learn 4x slower from the
+    same initialization have smaller logits and flatter rows before release whatever the paper claims)."""
+    claim = (
+        "check: the intervention slows upper Q/K as defined: at its last evaluation before release, upper "
+        "logits lower and upper entropy higher than the control's in every pair (Zhu et al. 2026 §5.3-5.4)"
+    )
+    if "step" not in table or table.step.isna().any():
+        missing = table[table.get("step", pd.Series(math.nan, table.index)).isna()]
+        return Finding(
+            claim,
+            "check failed",
+            "no evaluation fell before the release step in "
+            + ", ".join(f"{r.arch} seed {r.seed}" for r in missing.itertuples())
+            + "; evaluate more often",
+        )
+    held = (table.upper_logit_intervention < table.upper_logit_control) & (
+        table.upper_entropy_intervention > table.upper_entropy_control
+    )
+    lines = [
+        f"{r.arch} seed {r.seed} at step {r.step}: logit {r.upper_logit_intervention:.3f} vs "
+        f"{r.upper_logit_control:.3f}, entropy {r.upper_entropy_intervention:.3f} vs {r.upper_entropy_control:.3f}"
+        for r in table.itertuples()
+    ]
+    return Finding(
+        claim,
+        "check passed" if held.all() else "check failed",
+        f"{int(held.sum())} of {len(held)} pairs: " + "; ".join(lines) + ".",
+    )

@@ -1,0 +1,191 @@
+"""The cross-model card page shows each model's own card.json numbers, '-' where a card lacks one.
+
+Besides: two or more models get a folder each and a page linking them, written staged; one model's card keeps its
+layout; a repeated model is refused in one line."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+from checkpoints import save_checkpoint
+
+from attnlab.cards import build as cards
+from attnlab.cards import compare as card_compare
+from attnlab.cards.compare import CompareError, compare, slugs, write_compare_page
+from attnlab.cli import card as card_cli
+from attnlab.cli import main
+from cards.test_card import TINY
+
+PANELS = ("length", "temperature", "ablation")
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """Two tiny checkpoints of different seeds, both in one folder name (ckpt), carded together and the first
+    alone, under the 2-prompt plan of test_card."""
+    root = tmp_path_factory.mktemp("compare")
+    models = []
+    for seed, where in enumerate(("one", "two")):
+        (root / where).mkdir()
+        models.append(save_checkpoint(root / where / "ckpt", seed=seed))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(cards.PLANS, "quick", dataclasses.replace(cards.PLANS["quick"], **TINY))
+        assert main(["card", *map(str, models), "--out", str(root / "both"), "--no-progress"]) == 0
+        assert main(["card", str(models[0]), "--out", str(root / "single"), "--no-progress"]) == 0
+    return SimpleNamespace(models=models, both=root / "both", single=root / "single")
+
+
+def _card(folder) -> dict:
+    return json.loads((folder / "card.json").read_text(encoding="utf-8"), parse_constant=pytest.fail)
+
+
+def _shown(value):
+    return "-" if value is None else value
+
+
+def test_the_table_holds_each_models_own_card_values(made):
+    data = [_card(made.both / slug) for slug in ("ckpt", "ckpt-2")]
+    assert [d["model"] for d in data] == list(map(str, made.models))
+    table = compare([made.both / "ckpt", made.both / "ckpt-2"])
+    pd.testing.assert_frame_equal(table, compare(data))
+    written = pd.read_csv(made.both / "compare.csv", keep_default_na=False)
+    assert written.columns.tolist() == table.columns.tolist() and len(written) == 2
+    for (_, row), card in zip(table.iterrows(), data):
+        assert row["b_auto"] == card["b_auto"]
+        assert row["layers x heads"] == f"{card['layers']} x {card['heads_per_layer']}"
+        for u in card["substitution"]["unsafe"]:
+            key = f"{u['suite']} b={u['b']} p={u['p']:g}"
+            assert [row[f"{key} {c}"] for c in ("unsafe %", "lo", "hi")] == [
+                _shown(u[c]) for c in ("unsafe %", "unsafe lo", "unsafe hi")
+            ]
+        best = card["substitution"]["best"]
+        assert row["best recipe"] == best["recipe"]
+        assert [row["best %"], row["best lo"], row["best hi"], row["softmax %"]] == [
+            best["accuracy %"],
+            best["lo"],
+            best["hi"],
+            best["softmax %"],
+        ]
+        heads = pd.DataFrame(card["heads"])
+        assert sum(row[f"{t} heads"] for t in ("sink", "induction", "local", "diffuse")) == len(heads)
+        assert row["sink heads"] == (heads["head_type"] == "sink").sum()
+        sinks = heads.loc[heads["head_type"] == "sink", "first-token mass"]
+        assert row["sink mass"] == (pytest.approx(sinks.mean(), rel=1e-12) if len(sinks) else "-")
+        lengths = card["length"]["rows"]
+        assert [row["length L short"], row["length L long"]] == [lengths[0]["L"], lengths[-1]["L"]] == [32, 64]
+        assert row["length unsafe % long"] == _shown(lengths[-1]["unsafe %"])
+        assert row["length verdict"] == card["length"]["finding"]["verdict"]
+        heat = card["temperature"]
+        for part in ("inside", "past"):
+            assert [row[f"xi {part}"], row[f"xi {part} lo"], row[f"xi {part} hi"]] == [
+                _shown(heat[part][k]) for k in ("xi_hat", "lo", "hi")
+            ]
+        assert [row["m target"], row["m"]] == [_shown(heat["multiplier"][k]) for k in ("target", "m")]
+        last = card["ablation"]["rows"][-1]
+        assert [row["ablation K"], row["top-K pp"], row["decisive"]] == [last["k"], last["top pp"], last["decisive"]]
+    assert table.loc[0, "b_auto"] != table.loc[1, "b_auto"]  # two seeds, two models: the rows are not one card twice
+
+
+def test_a_card_without_the_newer_panels_or_with_nulls_reads_dash(made, tmp_path):
+    old = _card(made.both / "ckpt")
+    for key in PANELS:
+        del old[key]
+    nulls = _card(made.both / "ckpt-2")
+    nulls["substitution"]["best"]["lo"] = None
+    nulls["temperature"] = {"window": None, "inside": None, "past": None, "multiplier": None}
+    nulls["length"]["rows"][0]["unsafe %"] = None
+    nulls["ablation"]["rows"] = []
+    table = compare([old, nulls])
+    columns = ["length L short", "length verdict", "xi inside", "xi past hi", "m", "ablation K", "decisive"]
+    assert (table.loc[0, columns] == "-").all()
+    assert table.loc[1, "best lo"] == "-" and table.loc[1, "length unsafe % short"] == "-"
+    assert table.loc[1, ["xi inside", "m target", "top-K pp"]].tolist() == ["-"] * 3
+    assert table.loc[1, "length verdict"] == nulls["length"]["finding"]["verdict"]
+    page = write_compare_page([old, nulls], tmp_path, tmp_path / "index.html")
+    shown = pd.read_csv(tmp_path / "compare_panels.csv", keep_default_na=False)
+    assert shown.loc[0, "xi_hat_Lambda inside [95%]"] == "-" and shown.loc[0, "decisive"] == "-"
+    assert shown.loc[1, "best % [95%]"].endswith(f"[-, {nulls['substitution']['best']['hi']:.1f}]")
+    text = page.read_text(encoding="utf-8")
+    assert "Polynomial Concentration Table 1" in text and "Hayase &amp; Karakida 2026 §4.5, App. A.2" in text
+    assert "None" not in (tmp_path / "compare.md").read_text() + (tmp_path / "compare_panels.md").read_text()
+
+
+def test_two_models_get_a_folder_each_and_a_page_linking_both(made):
+    for slug, model in zip(("ckpt", "ckpt-2"), made.models):
+        config = json.loads((made.both / slug / "config.json").read_text())
+        assert config["model"] == str(model) and (made.both / slug / "index.html").is_file()
+    page = (made.both / "index.html").read_text(encoding="utf-8")
+    assert '<a href="ckpt/index.html">' in page and '<a href="ckpt-2/index.html">' in page
+    assert ".staging-" not in page and f"<code>{made.both}</code>" in page
+    config = json.loads((made.both / "config.json").read_text())
+    assert config["models"] == list(map(str, made.models)) and config["folders"] == {
+        "ckpt": str(made.models[0]),
+        "ckpt-2": str(made.models[1]),
+    }
+    assert not (made.both / "card.json").exists()
+
+
+def test_one_model_keeps_its_layout_and_its_card_is_the_comparisons(made):
+    config = json.loads((made.single / "config.json").read_text())
+    assert set(config) == {"model", "budget", "seed", "target_length", "device", "dtype", "b_auto"}
+    assert config["model"] == str(made.models[0])
+    assert not [p for p in made.single.iterdir() if p.is_dir()]
+    assert {"card.json", "index.html", "unsafe.csv", "heads.csv"} <= {p.name for p in made.single.iterdir()}
+    assert _card(made.single) == _card(made.both / "ckpt")
+
+
+def test_repeated_models_are_refused_in_one_line(made, capsys, tmp_path):
+    model = str(made.models[0])
+    assert main(["card", model, str(made.models[1]), f"{model}/", "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "given twice" in err and "\n" not in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_rerun_replaces_the_folders_and_a_failed_one_leaves_them(made, tmp_path, monkeypatch):
+    out = tmp_path / "both"
+    shutil.copytree(made.both, out)
+    by_name = {str(m): _card(made.both / slug) for m, slug in zip(made.models, ("ckpt", "ckpt-2"))}
+    monkeypatch.setattr(card_cli, "_card", lambda cfg, name, progress: by_name[name])  # the cards, not recomputed
+    (out / "ckpt" / "stale.txt").write_text("from an earlier run")
+    argv = ["card", *map(str, made.models), "--out", str(out), "--no-progress"]
+    assert main(argv) == 0
+    assert not (out / "ckpt" / "stale.txt").exists() and _card(out / "ckpt") == _card(made.both / "ckpt")
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(card_compare, "write_table", broken)
+    assert main(argv) == 1
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_slugs_are_safe_and_unique():
+    models = ["a/ckpt", "b/ckpt/", "m.gguf", "org/Qwen2.5-0.5B@main", "CKPT", "index.html", ".hidden", "x/.."]
+    assert slugs(models) == ["ckpt", "ckpt-2", "m", "Qwen2.5-0.5B-main", "CKPT-3", "index.html-2", "hidden", "model"]
+
+
+def test_bad_cards_are_one_line(tmp_path):
+    with pytest.raises(CompareError, match="not a readable card.json"):
+        compare([tmp_path])
+    with pytest.raises(CompareError, match="one or more cards"):
+        compare([])
+    with pytest.raises(CompareError, match="lacks heads"):
+        compare(
+            [
+                {
+                    "model": "m",
+                    "model_type": "llama",
+                    "layers": 1,
+                    "heads_per_layer": 1,
+                    "b_auto": 0.1,
+                    "substitution": {},
+                }
+            ]
+        )

@@ -1,0 +1,64 @@
+"""decide() labels a claim from its rule's outcome, its null control and its power, and never says reproduced when
+the null passes; false_positive_rate measures a rule under its null; paired_mde matches a simulated t-test's power."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from attnlab.diagnostics.paired import paired_interval, paired_mde
+from attnlab.findings.finding import MDE, Null
+from attnlab.findings.verdict import decide, false_positive_rate
+
+FAILS, PASSES, NOT_RUN = Null("untrained", False, "0.7"), Null("untrained", True, "0.7"), Null("untrained", None, "")
+SEES, BLIND, NONE = MDE(0.1, 0.5, "ppl", "t"), MDE(0.5, 0.1, "ppl", "t"), MDE(None, None, "", "qualitative")
+
+
+@pytest.mark.parametrize(
+    ("holds", "null", "mde", "precondition", "label"),
+    [
+        (True, FAILS, SEES, None, "reproduced"),
+        (True, FAILS, BLIND, None, "reproduced"),
+        (True, PASSES, SEES, None, "not checked"),
+        (True, NOT_RUN, SEES, None, "not checked"),
+        (False, FAILS, SEES, None, "not reproduced"),
+        (False, FAILS, NONE, None, "not reproduced"),
+        (False, FAILS, BLIND, None, "underpowered"),
+        (False, PASSES, BLIND, None, "underpowered"),
+        (False, NOT_RUN, SEES, None, "not reproduced"),
+        (None, FAILS, SEES, None, "not checked"),
+        (True, FAILS, SEES, "the positive control failed", "not checked"),
+    ],
+)
+def test_the_label_follows_rule_null_and_power(holds, null, mde, precondition, label):
+    found = decide("c", rule="r", holds=holds, null=null, mde=mde, evidence="e", precondition=precondition)
+    assert found.verdict == label and found.rule == "r" and found.null is null and found.mde is mde
+    assert bool(found.reason) == (label in ("not checked", "underpowered"))
+    if precondition:
+        assert found.reason == precondition
+    if null is PASSES and holds:
+        assert "passes the rule too" in found.reason
+
+
+def test_false_positive_rate_counts_the_rule_firing_under_its_null():
+    # "the mean of 10 N(0, 1) draws exceeds 1.96 / sqrt(10)" fires 2.5% of the time
+    rate = false_positive_rate(
+        lambda x: x.mean() > 1.96 / math.sqrt(10), lambda rng: rng.standard_normal(10), trials=4000
+    )
+    assert 0.018 < rate < 0.033
+    with pytest.raises(ValueError, match="trials"):
+        false_positive_rate(bool, lambda rng: 0, trials=0)
+
+
+def test_paired_mde_is_the_effect_a_paired_t_test_sees_80_percent_of_the_time():
+    n, sd = 5, 1.0
+    mde = paired_mde(sd, n)
+    rng = np.random.default_rng(0)
+    seen = np.mean([paired_interval(rng.normal(mde, sd, n))["lo"] > 0 for _ in range(4000)])
+    # two-sided 5%: P(lo > 0) is the power on the effect's side; the non-central t gives about 0.79-0.80
+    assert 0.76 < seen < 0.84
+    assert math.isnan(paired_mde(sd, 1)) and math.isnan(paired_mde(math.nan, 4))
+    with pytest.raises(ValueError, match="alpha"):
+        paired_mde(1.0, 3, alpha=1.5)
