@@ -3,9 +3,10 @@
 The kernels (:func:`attnlab.site.triton.relu_sigmoid.relu_sigmoid_attention`,
 :func:`attnlab.site.triton.entmax.entmax_attention`) form the site's scores z = scale * (q.k * scaling - m_h (i - j)_+)
 with its causal and sliding-window masks, one row map for every head, and give gradients for q, k and v only. A call
-takes them where nothing else is asked of the layer: no observer, dropout, length multiplier, softcap, bias function or mask tensor, every head under one
-normalized ReLU^p (Polynomial Concentration §3, dead rows attending to nothing), normalized sigmoid (App. T) or
-alpha-entmax (Vasylenko et al. 2025 §2.2) map, and no learnable tensor that would need a gradient from them.
+takes them where nothing else is asked of the layer: no observer, dropout, length multiplier, softcap, bias function or
+mask tensor, every head under one normalized ReLU^p (Polynomial Concentration §3, dead rows attending to nothing),
+normalized sigmoid (App. T) or alpha-entmax (Vasylenko et al. 2025 §2.2) map, and no learnable tensor that would need a
+gradient from them.
 Everything else keeps the torch paths of :mod:`attnlab.site`.
 """
 
