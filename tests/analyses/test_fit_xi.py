@@ -18,7 +18,7 @@ from attnlab.analyses import fit_xi, sections
 from attnlab.analyses.run import RunError
 from attnlab.cli import main
 from attnlab.diagnostics import row_stats
-from attnlab.diagnostics.stats import exponent
+from attnlab.diagnostics.stats import ExponentFit, exponent
 
 LENGTHS = (16, 64, 256, 1024)
 
@@ -53,7 +53,7 @@ def test_recovers_a_known_exponent(tmp_path):
     assert "xi_hat_Lambda = " in result["summary"] and "(axis0, axis1)" in result["summary"]
 
 
-def _by_hand(blocks: list[torch.Tensor], unit: np.ndarray | None, n_boot: int) -> dict:
+def _by_hand(blocks: list[torch.Tensor], unit: np.ndarray | None, n_boot: int) -> ExponentFit:
     """exponent() on the Lambda_n of row_stats, rows pooled from every block: the estimator applied by hand."""
     stats = pd.concat([row_stats(b.reshape(-1, b.shape[-1]), p=2) for b in blocks], ignore_index=True)
     tied = np.log10(stats["lambda_n"].astype(float)) > 5
@@ -61,7 +61,7 @@ def _by_hand(blocks: list[torch.Tensor], unit: np.ndarray | None, n_boot: int) -
     means = kept.groupby("n_keys")["lambda_n"].apply(lambda x: np.log(x.astype(float)).mean())
     slope = np.polyfit(np.log(np.log(means.index.to_numpy(float))), means.to_numpy(), 1)[0]
     fit = exponent(stats["n_keys"], stats["lambda_n"], exclude=tied, unit=unit, n_boot=n_boot, seed=0)
-    assert fit["xi_hat"] == pytest.approx(slope, rel=1e-9)
+    assert fit.xi_hat == pytest.approx(slope, rel=1e-9)
     return fit
 
 
@@ -85,8 +85,8 @@ def test_gaussian_rows_give_the_hand_estimator_from_every_input_form(tmp_path):
     ):
         got = fit_xi.run(_cfg(paths, n_boot=100, **kw), tmp_path / f"out{len(paths)}", progress=False)
         lam = got["table"].set_index("exponent").loc["xi_Lambda"]
-        assert lam["xi_hat"] == pytest.approx(want["xi_hat"], rel=1e-9)
-        assert lam["half_iqr"] == pytest.approx(want["half_iqr"], rel=1e-9)
+        assert lam["xi_hat"] == pytest.approx(want.xi_hat, rel=1e-9)
+        assert lam["half_iqr"] == pytest.approx(want.half_iqr, rel=1e-9)
     with pytest.raises(RunError, match="holds 2 tensors"):
         fit_xi.run(_cfg([tmp_path / "pad.safetensors"]), tmp_path / "x", progress=False)
 
@@ -96,7 +96,7 @@ def test_gaussian_rows_give_the_hand_estimator_from_every_input_form(tmp_path):
     got = fit_xi.run(_cfg([tmp_path / "causal.npy"], causal=True, n=LENGTHS, n_boot=50), tmp_path / "c", progress=False)
     rows = [z[n - 1 : n, :n] for n in LENGTHS]
     want = _by_hand(rows, np.arange(len(LENGTHS)), 50)  # each row its own unit
-    assert got["table"].set_index("exponent").loc["xi_Lambda", "xi_hat"] == pytest.approx(want["xi_hat"], rel=1e-9)
+    assert got["table"].set_index("exponent").loc["xi_Lambda", "xi_hat"] == pytest.approx(want.xi_hat, rel=1e-9)
     assert list(got["per_n"]["n"]) == list(LENGTHS) and (got["per_n"]["rows"] == 1).all()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -295,8 +296,8 @@ GRID = np.array([64, 128, 256, 512, 768, 1024])
 def test_exponent_exact_power_law(xi):
     n = np.repeat(GRID, 5)
     res = stats.exponent(n, 3.7 * np.log(n) ** xi)
-    assert res["xi_hat"] == pytest.approx(xi, abs=1e-10)
-    assert res["n_buckets"] == 6 and res["bucket_count"] == [5] * 6
+    assert res.xi_hat == pytest.approx(xi, abs=1e-10)
+    assert res.n_buckets == 6 and res.bucket_count == (5,) * 6
 
 
 def test_exponent_is_ols_of_bucket_mean_of_logs():
@@ -305,12 +306,12 @@ def test_exponent_is_ols_of_bucket_mean_of_logs():
     x = rng.lognormal(0.0, 1.0, 500) * np.log(n)
     res = stats.exponent(n, x)
     means = pd.Series(np.log(x)).groupby(n).mean()
-    assert res["bucket_mean"] == pytest.approx(means.to_list(), abs=1e-12)
+    assert res.bucket_mean == pytest.approx(means.to_list(), abs=1e-12)
     slope = np.polyfit(np.log(np.log(means.index.to_numpy(float))), means.to_numpy(), 1)[0]
-    assert res["xi_hat"] == pytest.approx(slope, abs=1e-12)
+    assert res.xi_hat == pytest.approx(slope, abs=1e-12)
     # A mean of logs, not the log of a mean: at one grid point X in {1, e^2} has bucket mean 1.
     two = stats.exponent([64, 64, 128], [1.0, math.e**2, 1.0])
-    assert two["bucket_mean"][0] == pytest.approx(1.0)
+    assert two.bucket_mean[0] == pytest.approx(1.0)
 
 
 def synthetic(xi: float, seed: int, units: int = 96, per_cell: int = 20):
@@ -327,11 +328,12 @@ def test_exponent_recovers_noisy_xi_with_bootstrap_half_iqr():
     for seed, xi in [(0, 0.7), (1, -0.9), (2, 2.3)]:
         n, x, unit = synthetic(xi, seed)
         res = stats.exponent(n, x, unit=unit)
-        assert abs(res["xi_hat"] - xi) < 0.08
-        assert 0.003 < res["half_iqr"] < 0.1
-        assert abs(res["xi_hat"] - xi) < 4 * res["half_iqr"]
-        assert res["n_units"] == 96 and res["n_boot_valid"] == 200
-    assert all(math.isnan(stats.exponent(n, x)[k]) for k in ("half_iqr", "lo", "hi"))  # no unit, no interval
+        assert abs(res.xi_hat - xi) < 0.08
+        assert 0.003 < res.half_iqr < 0.1
+        assert abs(res.xi_hat - xi) < 4 * res.half_iqr
+        assert res.n_units == 96 and res.n_boot_valid == 200
+    fit = stats.exponent(n, x)
+    assert all(math.isnan(v) for v in (fit.half_iqr, fit.lo, fit.hi))  # no unit, no interval
 
 
 def test_exponent_percentile_interval_covers_xi_about_95_percent_of_the_time():
@@ -339,8 +341,8 @@ def test_exponent_percentile_interval_covers_xi_about_95_percent_of_the_time():
     for seed in range(100):
         n, x, unit = synthetic(0.7, seed, units=24, per_cell=5)
         res = stats.exponent(n, x, unit=unit, seed=seed)
-        assert res["lo"] < res["xi_hat"] < res["hi"] and res["hi"] - res["lo"] > 2 * res["half_iqr"]
-        hits += res["lo"] <= 0.7 <= res["hi"]
+        assert res.lo < res.xi_hat < res.hi and res.hi - res.lo > 2 * res.half_iqr
+        hits += res.lo <= 0.7 <= res.hi
     assert 0.88 <= hits / 100 <= 1.0
 
 
@@ -348,10 +350,10 @@ def test_exponent_identical_units_give_zero_half_iqr():
     n = np.repeat(GRID, 10)
     x = np.log(n) ** 0.5 * np.tile(np.linspace(0.5, 2.0, 10), GRID.size)
     unit = np.zeros(n.size, dtype=int)  # a single unit: every resample is the data itself
-    assert stats.exponent(n, x, unit=unit)["half_iqr"] == pytest.approx(0.0, abs=1e-12)
+    assert stats.exponent(n, x, unit=unit).half_iqr == pytest.approx(0.0, abs=1e-12)
     same = np.tile(np.arange(5), 2 * GRID.size)  # five units with identical rows at every n
     x_same = np.repeat(np.log(GRID) ** 0.5, 10)
-    assert stats.exponent(n, x_same, unit=same)["half_iqr"] == pytest.approx(0.0, abs=1e-12)
+    assert stats.exponent(n, x_same, unit=same).half_iqr == pytest.approx(0.0, abs=1e-12)
 
 
 def test_exponent_ties_and_invalid_rows_excluded_and_counted():
@@ -361,11 +363,11 @@ def test_exponent_ties_and_invalid_rows_excluded_and_counted():
     tied_x = np.concatenate([x, np.full(30, np.inf), np.full(7, 1e6), np.full(4, np.nan)])
     tied_unit = np.concatenate([unit, np.zeros(41, dtype=int)])
     res = stats.exponent(tied_n, tied_x, exclude=stats.tie_mask(tied_x), unit=tied_unit)
-    assert res["xi_hat"] == pytest.approx(base["xi_hat"], abs=1e-12)
-    assert (res["n_excluded"], res["n_invalid"], res["n_rows"]) == (37, 4, n.size + 41)
+    assert res.xi_hat == pytest.approx(base.xi_hat, abs=1e-12)
+    assert (res.n_excluded, res.n_invalid, res.n_rows) == (37, 4, n.size + 41)
     # Without the tie rule the finite 1e6 rows (log10 > 5) would move the slope.
     loose = stats.exponent(tied_n, tied_x)
-    assert loose["n_invalid"] == 34 and abs(loose["xi_hat"] - base["xi_hat"]) > 0.01
+    assert loose.n_invalid == 34 and abs(loose.xi_hat - base.xi_hat) > 0.01
     assert stats.tie_mask(pd.Series([1e5, 1.0001e5, np.inf, np.nan])).tolist() == [False, True, True, False]
 
 
@@ -373,9 +375,9 @@ def test_exponent_grid_and_edge_cases():
     n = np.repeat(GRID, 3)
     x = np.log(n) ** 0.8
     sub = stats.exponent(n, x, buckets=[128, 256, 512, 1024])
-    assert sub["grid"] == [128, 256, 512, 1024] and sub["n_off_grid"] == 6
-    assert sub["xi_hat"] == pytest.approx(0.8, abs=1e-10)
-    assert math.isnan(stats.exponent([64, 64], [1.0, 2.0])["xi_hat"])
+    assert sub.grid == (128, 256, 512, 1024) and sub.n_off_grid == 6
+    assert sub.xi_hat == pytest.approx(0.8, abs=1e-10)
+    assert math.isnan(stats.exponent([64, 64], [1.0, 2.0]).xi_hat)
     with pytest.raises(ValueError, match="n > 1"):
         stats.exponent([1, 64, 128], [1.0, 2.0, 3.0])
     with pytest.raises(ValueError, match="rows"):
@@ -417,7 +419,12 @@ def test_cor49_holds_exactly_on_rows_obeying_the_contact_formula():
     xs = [stats.exponent(n, v, exclude=ties, unit=unit) for v in (lam, alpha, delta)]
     res = stats.check_cor49(*xs)
     assert abs(res["residual"]) < 1e-10 and res["holds"] is True
-    assert res["tolerance"] == pytest.approx(sum(x["half_iqr"] for x in xs) + 1e-9)
-    assert stats.check_cor49(*xs[:2], {"xi_hat": xs[2]["xi_hat"] + 1.0, "half_iqr": 0.0})["holds"] is False
+    assert res["tolerance"] == pytest.approx(sum(x.half_iqr for x in xs) + 1e-9)
+    assert (
+        stats.check_cor49(*xs[:2], dataclasses.replace(xs[2], xi_hat=xs[2].xi_hat + 1.0, half_iqr=0.0))["holds"]
+        is False
+    )
+    with pytest.raises(TypeError, match="ExponentFit"):
+        stats.check_cor49(*xs[:2], {"xi_hat": 0.0, "half_iqr": 0.0})
     no_interval = [stats.exponent(n, v, exclude=ties) for v in (lam, alpha, delta)]
     assert stats.check_cor49(*no_interval)["holds"] is None

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from attnlab.diagnostics.stats import ExponentFit
 from attnlab.report import plot_temperature as pt
 
 
@@ -52,13 +53,13 @@ def _bucket_table():
     ), t
 
 
+def _fit(xi_hat: float, half_iqr: float) -> ExponentFit:
+    return ExponentFit(xi_hat, half_iqr, math.nan, math.nan, 0, (), (), (), 0, 0, 0, 0, 0, 0)
+
+
 def test_bucket_means_panels_draw_the_ols_line_through_the_centroid(tmp_path, drawn):
     table, t = _bucket_table()
-    fits = {
-        "Lambda": {"xi_hat": 1.3, "half_iqr": 0.05},
-        "alpha": {"xi_hat": 0.1, "half_iqr": 0.0},
-        "Delta": {"xi_hat": -0.2, "half_iqr": 0.01},
-    }
+    fits = {"Lambda": _fit(1.3, 0.05), "alpha": _fit(0.1, 0.0), "Delta": _fit(-0.2, 0.01)}
     pt.plot_bucket_means(table, fits, tmp_path / "buckets")
     panels = [ax for ax in drawn[0].axes if ax.get_xlabel() == "log log n"]
     assert len(panels) == 3
@@ -67,14 +68,14 @@ def test_bucket_means_panels_draw_the_ols_line_through_the_centroid(tmp_path, dr
         y = table[f"mean log {name}"].to_numpy()
         assert np.allclose(points.get_xdata(), t) and np.allclose(points.get_ydata(), y)
         slope = np.diff(line.get_ydata()) / np.diff(line.get_xdata())
-        assert np.allclose(slope, fit["xi_hat"])
+        assert np.allclose(slope, fit.xi_hat)
         assert np.interp(t.mean(), line.get_xdata(), line.get_ydata()) == pytest.approx(y.mean())
-        assert ax.get_title() == f"xi_hat_{name} = {fit['xi_hat']:.3f} +- {fit['half_iqr']:.3f}"
+        assert ax.get_title() == f"xi_hat_{name} = {fit.xi_hat:.3f} +- {fit.half_iqr:.3f}"
 
 
 def test_a_fit_without_a_slope_draws_only_the_points(tmp_path, drawn):
     table, _ = _bucket_table()
-    fits = {k: {"xi_hat": math.nan, "half_iqr": math.nan} for k in ("Lambda", "alpha", "Delta")}
+    fits = {k: _fit(math.nan, math.nan) for k in ("Lambda", "alpha", "Delta")}
     pt.plot_bucket_means(table, fits, tmp_path / "b")
     assert [len(ax.lines) for ax in drawn[0].axes if ax.get_xlabel() == "log log n"] == [1, 1, 1]
 

@@ -165,12 +165,12 @@ def exponents(
         [
             {
                 "exponent": f"xi_{name}",
-                "xi_hat": f["xi_hat"],
-                "half_iqr": f["half_iqr"],
-                "buckets": f["n_buckets"],
-                "rows used": int(sum(f["bucket_count"])),
-                "excluded (ties)": f["n_excluded"],
-                "invalid": f["n_invalid"],
+                "xi_hat": f.xi_hat,
+                "half_iqr": f.half_iqr,
+                "buckets": f.n_buckets,
+                "rows used": int(sum(f.bucket_count)),
+                "excluded (ties)": f.n_excluded,
+                "invalid": f.n_invalid,
             }
             for name, f in fits.items()
         ]

@@ -15,6 +15,7 @@ counted and never enter a statistic. Columns are always read with brackets: ``df
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -326,7 +327,33 @@ def _unit_labels(unit, n_rows: int) -> tuple[np.ndarray, int]:
     return g.ngroup().to_numpy(dtype=np.int64), g.ngroups
 
 
-def exponent(n, x, *, exclude=None, buckets=None, unit=None, n_boot: int = 200, seed=0) -> dict:
+@dataclass(frozen=True)
+class ExponentFit:
+    """``exponent``'s fit of X_n ~ (log n)^xi (Hayase & Karakida 2026 §4.5.1, App. F).
+
+    xi_hat: the OLS slope of the bucket means on log log n; half_iqr: half the interquartile range of the bootstrap
+    slopes; lo, hi: their 2.5 and 97.5 percentiles (NaN without ``unit``); n_buckets: grid points in the fit; grid:
+    their n; bucket_mean: the mean of log X at each; bucket_count: its kept rows, K(c, n); n_rows: the rows given;
+    n_excluded, n_invalid, n_off_grid: rows left out as excluded, with X NaN, infinite or <= 0, or with n off the
+    grid; n_units: resampling units; n_boot_valid: resamples that gave a slope."""
+
+    xi_hat: float
+    half_iqr: float
+    lo: float
+    hi: float
+    n_buckets: int
+    grid: tuple[float, ...]
+    bucket_mean: tuple[float, ...]
+    bucket_count: tuple[int, ...]
+    n_rows: int
+    n_excluded: int
+    n_invalid: int
+    n_off_grid: int
+    n_units: int
+    n_boot_valid: int
+
+
+def exponent(n, x, *, exclude=None, buckets=None, unit=None, n_boot: int = 200, seed=0) -> ExponentFit:
     """Logarithmic growth exponent xi of X_n ~ (log n)^xi from per-row values (Hayase & Karakida 2026 §4.5.1).
 
     n: per-row context length (the key count of the row); x: per-row X in {Lambda_n, alpha_n,
@@ -351,8 +378,7 @@ def exponent(n, x, *, exclude=None, buckets=None, unit=None, n_boot: int = 200, 
     interval). A resample that leaves a grid point of the fit without rows has no slope and is left out
     (n_boot_valid counts the rest). unit=None: no bootstrap, NaN.
 
-    Returns a dict: xi_hat, half_iqr, lo, hi, n_buckets, grid (the n of the fit), bucket_mean, bucket_count
-    (K(c, n)), n_rows, n_excluded, n_invalid, n_off_grid, n_units, n_boot_valid.
+    Returns an ``ExponentFit``.
     """
     n_arr = _float_values(n, "n")
     x_arr = _float_values(x, "x")
@@ -373,28 +399,28 @@ def exponent(n, x, *, exclude=None, buckets=None, unit=None, n_boot: int = 200, 
     fit = counts > 0
     t = np.log(np.log(grid[fit]))
     mean = sums[fit] / counts[fit]
-    result = {
-        "xi_hat": float(_ols_slopes(t, mean)),
-        "half_iqr": np.nan,
-        "lo": np.nan,
-        "hi": np.nan,
-        "n_buckets": int(fit.sum()),
-        "grid": grid[fit].tolist(),
-        "bucket_mean": mean.tolist(),
-        "bucket_count": counts[fit].tolist(),
-        "n_rows": len(n_arr),
-        "n_excluded": int(excluded.sum()),
-        "n_invalid": int((~excluded & ~valid).sum()),
-        "n_off_grid": int((~excluded & valid & ~on_grid).sum()),
-        "n_units": 0,
-        "n_boot_valid": 0,
-    }
+    result = ExponentFit(
+        xi_hat=float(_ols_slopes(t, mean)),
+        half_iqr=np.nan,
+        lo=np.nan,
+        hi=np.nan,
+        n_buckets=int(fit.sum()),
+        grid=tuple(grid[fit].tolist()),
+        bucket_mean=tuple(mean.tolist()),
+        bucket_count=tuple(counts[fit].tolist()),
+        n_rows=len(n_arr),
+        n_excluded=int(excluded.sum()),
+        n_invalid=int((~excluded & ~valid).sum()),
+        n_off_grid=int((~excluded & valid & ~on_grid).sum()),
+        n_units=0,
+        n_boot_valid=0,
+    )
     if unit is None:
         return result
     # Units come from every input row, so a unit whose rows were all excluded is still drawn (and
     # contributes nothing), as the unit set T(c) of App. F is all (layer, head) tuples.
     codes, n_units = _unit_labels(unit, len(n_arr))
-    result["n_units"] = n_units
+    result = replace(result, n_units=n_units)
     if n_units == 0 or fit.sum() < 2:
         return result
     nb = int(fit.sum())
@@ -406,20 +432,20 @@ def exponent(n, x, *, exclude=None, buckets=None, unit=None, n_boot: int = 200, 
         boot_mean = (w @ unit_sums) / (w @ unit_counts)
     slopes = _ols_slopes(t, boot_mean)
     slopes = slopes[~np.isnan(slopes)]
-    result["n_boot_valid"] = int(slopes.size)
+    result = replace(result, n_boot_valid=int(slopes.size))
     if slopes.size:
         q25, q75 = np.percentile(slopes, [25, 75])
-        result["half_iqr"] = float((q75 - q25) / 2)
-        result["lo"], result["hi"] = _percentile_interval(slopes, 0.95)
+        lo, hi = _percentile_interval(slopes, 0.95)
+        result = replace(result, half_iqr=float((q75 - q25) / 2), lo=lo, hi=hi)
     return result
 
 
 def _estimate(value, name: str) -> tuple[float, float | None]:
     """(xi, half-IQR or None) from a number or an ``exponent`` result."""
+    if isinstance(value, ExponentFit):
+        return value.xi_hat, value.half_iqr
     if isinstance(value, Mapping):
-        if "xi_hat" not in value or "half_iqr" not in value:
-            raise ValueError(f"{name}: a mapping must be an exponent() result with xi_hat and half_iqr")
-        return float(value["xi_hat"]), float(value["half_iqr"])
+        raise TypeError(f"{name}: pass an exponent() result (an ExponentFit) or a number, got a mapping")
     return float(value), None
 
 

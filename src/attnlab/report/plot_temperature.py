@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -17,6 +18,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from attnlab.report.figures import save_figure  # noqa: E402
+
+if TYPE_CHECKING:
+    from attnlab.diagnostics.stats import ExponentFit
 
 
 def plot_beta_fit(beta: pd.DataFrame, fit: pd.DataFrame, n_min: int, path: Path) -> tuple[Path, Path]:
@@ -53,7 +57,7 @@ def plot_beta_fit(beta: pd.DataFrame, fit: pd.DataFrame, n_min: int, path: Path)
     return save_figure(fig, path)
 
 
-def plot_bucket_means(table: pd.DataFrame, fits: dict[str, dict], path: Path) -> tuple[Path, Path]:
+def plot_bucket_means(table: pd.DataFrame, fits: dict[str, ExponentFit], path: Path) -> tuple[Path, Path]:
     """Bucket means of log X against log log n, X in (Lambda, alpha, Delta), with the OLS lines."""
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.4))
     t = np.log(np.log(table["n"].to_numpy(float)))
@@ -61,10 +65,10 @@ def plot_bucket_means(table: pd.DataFrame, fits: dict[str, dict], path: Path) ->
         y = table[f"mean log {name}"].to_numpy(float)
         ax.plot(t, y, "o", color=color)
         ok = np.isfinite(y)
-        if ok.sum() >= 2 and math.isfinite(fit["xi_hat"]):
-            icpt = y[ok].mean() - fit["xi_hat"] * t[ok].mean()
-            ax.plot(t, icpt + fit["xi_hat"] * t, "-", color=color)
-        ax.set_title(f"xi_hat_{name} = {fit['xi_hat']:.3f} +- {fit['half_iqr']:.3f}", fontsize=10)
+        if ok.sum() >= 2 and math.isfinite(fit.xi_hat):
+            icpt = y[ok].mean() - fit.xi_hat * t[ok].mean()
+            ax.plot(t, icpt + fit.xi_hat * t, "-", color=color)
+        ax.set_title(f"xi_hat_{name} = {fit.xi_hat:.3f} +- {fit.half_iqr:.3f}", fontsize=10)
         ax.set_xlabel("log log n")
         ax.set_ylabel(f"bucket mean of log {name}_n")
         _n_axis(ax, table["n"].to_numpy(float))

@@ -24,7 +24,7 @@ from attnlab.analyses import temperature
 from attnlab.analyses.temperature import TRIPLE
 from attnlab.analyses.xi_sweep import parabola_min
 from attnlab.diagnostics.paired import paired_interval
-from attnlab.diagnostics.stats import exponent, tie_mask
+from attnlab.diagnostics.stats import ExponentFit, exponent, tie_mask
 from attnlab.findings.finding import MDE, Finding, Null
 from attnlab.findings.verdict import decide
 from attnlab.studies.temperature.plan import Plan
@@ -78,7 +78,7 @@ def head_slopes(beta: pd.DataFrame, scales: pd.DataFrame, n_grid: Sequence[int])
     return pd.Series(out, dtype=float)
 
 
-def contact_exponents(rows: pd.DataFrame, n_boot: int, seed: int) -> dict[str, dict]:
+def contact_exponents(rows: pd.DataFrame, n_boot: int, seed: int) -> dict[str, ExponentFit]:
     """xi_hat of Lambda, alpha and Delta (bucket-mean OLS slopes, exact ties excluded from all three) pooled over
     every training seed, with bootstrap half-IQRs over (training seed, layer, head) (Hayase & Karakida §4.5.1,
     App. F; descriptive: the findings read the per-training-seed estimates)."""
@@ -91,7 +91,7 @@ def contact_exponents(rows: pd.DataFrame, n_boot: int, seed: int) -> dict[str, d
 
 def lambda_slope(rows: pd.DataFrame) -> float:
     """xi_hat_Lambda of one model's rows: the bucket-mean OLS slope, exact ties excluded (§4.5.1)."""
-    return float(exponent(rows["n_keys"], rows["lambda_n"], exclude=tie_mask(rows["lambda_n"]))["xi_hat"])
+    return float(exponent(rows["n_keys"], rows["lambda_n"], exclude=tie_mask(rows["lambda_n"])).xi_hat)
 
 
 def _optimum(xi: np.ndarray, loss: np.ndarray) -> np.ndarray:
@@ -342,7 +342,7 @@ def ppl_finding(table: pd.DataFrame, precondition: str | None) -> Finding:
     )
 
 
-def cor49_finding(fits: dict[str, dict], cor49: dict) -> Finding:
+def cor49_finding(fits: dict[str, ExponentFit], cor49: dict) -> Finding:
     """Cor. 4.9 on the three bucket-mean slopes: an identity of the estimators (it holds to rounding on i.i.d.
     noise too), so a software check, not a finding."""
     holds = cor49["holds"]
@@ -350,8 +350,8 @@ def cor49_finding(fits: dict[str, dict], cor49: dict) -> Finding:
         "the bucket-mean slopes satisfy Cor. 4.9, xi_Lambda = xi_alpha - xi_Delta + 1 (Hayase & Karakida Table 2), "
         "an identity of the estimators",
         "check failed" if holds is False else "check passed",
-        f"xi_hat_alpha = {fits['alpha']['xi_hat']:.3f}, xi_hat_Delta = {fits['Delta']['xi_hat']:.3f}, so "
-        f"xi_alpha - xi_Delta + 1 = {cor49['predicted']:.3f} against xi_hat_Lambda = {fits['Lambda']['xi_hat']:.3f}: "
+        f"xi_hat_alpha = {fits['alpha'].xi_hat:.3f}, xi_hat_Delta = {fits['Delta'].xi_hat:.3f}, so "
+        f"xi_alpha - xi_Delta + 1 = {cor49['predicted']:.3f} against xi_hat_Lambda = {fits['Lambda'].xi_hat:.3f}: "
         f"residual {cor49['residual']:.2e}, tolerance {cor49['tolerance']:.3f}.",
         rule="the residual of Cor. 4.9 lies within the sum of the three slopes' half-IQRs",
     )
@@ -373,7 +373,7 @@ def real_exponents(rows: pd.DataFrame, n_boot: int, seed: int) -> tuple[pd.DataF
         exponent(rows["n_keys"], rows[col], exclude=tie, unit=rows[["prompt"]], n_boot=n_boot, seed=seed)
         for col in TRIPLE.values()
     ]
-    return fits.assign(lo=[b["lo"] for b in bounds], hi=[b["hi"] for b in bounds]), cor49
+    return fits.assign(lo=[b.lo for b in bounds], hi=[b.hi for b in bounds]), cor49
 
 
 def iid_real(rows: pd.DataFrame, seed: int, n_boot: int) -> dict[str, float]:
@@ -389,7 +389,7 @@ def iid_real(rows: pd.DataFrame, seed: int, n_boot: int) -> dict[str, float]:
         n_boot=n_boot,
         seed=seed,
     )
-    return {"xi_hat": fit["xi_hat"], "lo": fit["lo"], "hi": fit["hi"]}
+    return {"xi_hat": fit.xi_hat, "lo": fit.lo, "hi": fit.hi}
 
 
 def real_finding(exps: pd.DataFrame, null: dict[str, float], *, evidence: str, precondition: str | None) -> Finding:

@@ -167,13 +167,13 @@ def exponents_table(fits: dict[str, dict], cor49: dict, xi_beta: float) -> pd.Da
             {
                 "exponent": f"xi_hat_{k}",
                 "read off": "attention scores",
-                "value": f["xi_hat"],
-                "half_iqr": f["half_iqr"],
-                "lo": f["lo"],
-                "hi": f["hi"],
-                "buckets": f["n_buckets"],
-                "rows used": int(sum(f["bucket_count"])),
-                "ties excluded": f["n_excluded"],
+                "value": f.xi_hat,
+                "half_iqr": f.half_iqr,
+                "lo": f.lo,
+                "hi": f.hi,
+                "buckets": f.n_buckets,
+                "rows used": int(sum(f.bucket_count)),
+                "ties excluded": f.n_excluded,
             }
             for k, f in fits.items()
         ]
