@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from attnlab import hooks, options, tasks
-from attnlab.analyses.readout import Reading, read_rows
+from attnlab.analyses.readout import FLAGS, Reading, read_rows, read_tables
 from attnlab.analyses.run import (
     CheckpointRun,
     RunError,
@@ -42,7 +42,8 @@ from attnlab.analyses.run import (
 from attnlab.analyses.sections import register
 from attnlab.devices import model_device
 from attnlab.diagnostics import RowOptions
-from attnlab.diagnostics.stats import UNREADABLE, check_cor49, exponent, tie_mask
+from attnlab.diagnostics.stats import UNREADABLE, ExponentFit, check_cor49, exponent, tie_mask
+from attnlab.diagnostics.stream import RowStatsCollector
 from attnlab.io import check_output, write_json, write_table
 from attnlab.options import command_line, option
 from attnlab.report.sections import Section, Table
@@ -151,17 +152,19 @@ def per_n(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
-def exponents(
-    rows: pd.DataFrame, n_boot: int, seed: int, unit: tuple[str, ...] = ("layer", "head")
-) -> tuple[pd.DataFrame, dict]:
-    """xi_hat of Lambda, alpha and Delta with bootstrap half-IQRs over the ``unit`` columns ((layer, head), as
-    Hayase & Karakida 2026 §4.5.1 resamples a pretrained model's rows), and Cor. 4.9."""
+def contact_fits(rows: pd.DataFrame, n_boot: int, seed: int, unit: tuple[str, ...]) -> dict[str, ExponentFit]:
+    """xi_hat of Lambda, alpha and Delta (bucket-mean OLS slopes, exact ties excluded from all three) with B
+    bootstrap resamples over the ``unit`` columns (Hayase & Karakida 2026 §4.5.1)."""
     tie = tie_mask(rows["lambda_n"])
-    fits = {
+    return {
         name: exponent(rows["n_keys"], rows[col], exclude=tie, unit=rows[list(unit)], n_boot=n_boot, seed=seed)
         for name, col in TRIPLE.items()
     }
-    table = pd.DataFrame(
+
+
+def exponents_table(fits: dict[str, ExponentFit]) -> pd.DataFrame:
+    """The exponents table of ``contact_fits``: one line per coordinate."""
+    return pd.DataFrame(
         [
             {
                 "exponent": f"xi_{name}",
@@ -175,7 +178,109 @@ def exponents(
             for name, f in fits.items()
         ]
     )
-    return table, check_cor49(fits["Lambda"], fits["alpha"], fits["Delta"])
+
+
+def exponents(
+    rows: pd.DataFrame, n_boot: int, seed: int, unit: tuple[str, ...] = ("layer", "head")
+) -> tuple[pd.DataFrame, dict]:
+    """xi_hat of Lambda, alpha and Delta with bootstrap half-IQRs over the ``unit`` columns ((layer, head), as
+    Hayase & Karakida 2026 §4.5.1 resamples a pretrained model's rows), and Cor. 4.9."""
+    fits = contact_fits(rows, n_boot, seed, unit)
+    return exponents_table(fits), check_cor49(fits["Lambda"], fits["alpha"], fits["Delta"])
+
+
+@dataclass(frozen=True)
+class RealFit:
+    """One model's contact exponents off its own score rows, as the temperature study's real part and the card read
+    them (Hayase & Karakida 2026 §4.5.1-4.5.2): ``exponents`` is the xi_hat table with the 95% percentile interval
+    over B resamples of the documents (lo, hi), ``cor49`` its Cor. 4.9 check, ``per_n`` the bucket means per n and
+    ``windowed`` what sliding-window layers do to the buckets (None without them)."""
+
+    exponents: pd.DataFrame
+    cor49: dict
+    per_n: pd.DataFrame
+    windowed: str | None
+
+    def _lambda(self, column: str) -> float:
+        return float(self.exponents.set_index("exponent").loc["xi_Lambda", column])
+
+    @property
+    def xi_hat(self) -> float:
+        return self._lambda("xi_hat")
+
+    @property
+    def half_iqr(self) -> float:
+        return self._lambda("half_iqr")
+
+    @property
+    def lo(self) -> float:
+        return self._lambda("lo")
+
+    @property
+    def hi(self) -> float:
+        return self._lambda("hi")
+
+
+def real_fit(rows: pd.DataFrame, n_boot: int, seed: int) -> RealFit:
+    """xi_hat of Lambda, alpha and Delta with the half-IQR and the 95% percentile interval of B resamples of the
+    documents, the unit of replication (rows of one document share its tokens; (layer, head) of one forward are not
+    independent), Cor. 4.9, the bucket means per n and the sliding-window note: everything the temperature study's
+    real part and the card read off one model's rows."""
+    fits = contact_fits(rows, n_boot, seed, ("prompt",))
+    table = exponents_table(fits).assign(lo=[f.lo for f in fits.values()], hi=[f.hi for f in fits.values()])
+    cor49 = check_cor49(fits["Lambda"], fits["alpha"], fits["Delta"])
+    return RealFit(table, cor49, per_n(rows), windowed_note(rows, n_boot, seed))
+
+
+def contact_rows(
+    model, docs: list[tuple[int, ...]], grid, *, eps: float, rope: str, n_train: int | None, progress: bool
+) -> pd.DataFrame:
+    """The rows ``run`` reads, in memory: per document, layer and head the query at n - 1 for each n of ``grid`` at
+    tolerance ``eps``, under dynamic-NTK RoPE at n_eval = max(grid) when ``rope`` says so; unreadable rows dropped."""
+    options = RowOptions.make(p=2, eps=eps)
+    queries = tuple(sorted(n - 1 for n in grid))
+    positions = hooks.dynamic_ntk(model, n_train, max(grid)) if rope == "dynamic" else contextlib.nullcontext()
+    with positions:
+        rows = read_tables(
+            model,
+            [Reading(ids, queries) for ids in docs],
+            {"contact": RowStatsCollector(options, flags=FLAGS)},
+            desc="temperature",
+            progress=progress,
+        )["contact"]
+    return rows[~rows["status"].isin(UNREADABLE)].reset_index(drop=True)
+
+
+def side_of_one(lo: float, hi: float) -> str:
+    """Where an interval lies against 1, the boundary between sub- and super-logarithmic growth (Hayase &
+    Karakida §4.5.2): "below 1", "above 1", "contains 1", or "undefined" without a finite interval."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return "undefined"
+    return "below 1" if hi < 1 else "above 1" if lo > 1 else "contains 1"
+
+
+def windowed_note(rows: pd.DataFrame, n_boot: int, seed: int) -> str | None:
+    """What sliding-window layers do to the buckets: their query at n - 1 sees only its last W keys, so its
+    row lands in the bucket n_keys = W, not n. None when every row sees n keys."""
+    short = rows["n_keys"] < rows["query"] + 1
+    if not short.any():
+        return None
+    layers = sorted(int(x) for x in rows.loc[short, "layer"].unique())
+    windows = sorted(int(x) for x in rows.loc[short, "n_keys"].unique())
+    full = rows[~rows["layer"].isin(layers)]
+    words = (
+        f"{int(short.sum())} of {len(rows)} rows, in layers {layers}, see fewer keys than "
+        f"their n (a sliding window: the query at n - 1 attends its last {windows} keys only). Rows are "
+        "binned by the keys they see, so those rows join the bucket at the window, and every bucket above "
+        "it holds the other layers' rows alone: xi_hat mixes a change of n with a change of layers. "
+    )
+    if full.empty:
+        return words + "No layer sees n keys at every n, so no full-attention fit exists here."
+    fit = exponents(full, n_boot, seed)[0].set_index("exponent").loc["xi_Lambda"]
+    return words + (
+        f"On layers {sorted(int(x) for x in full['layer'].unique())} alone, which see n keys at every "
+        f"n, xi_hat_Lambda = {fit['xi_hat']:.3f} (half-IQR {fit['half_iqr']:.3f})."
+    )
 
 
 def summary_line(fits: pd.DataFrame, cor49: dict, n_boot: int, unit: tuple[str, ...]) -> str:

@@ -13,7 +13,6 @@ read, and its null control must fail it for "reproduced".
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import asdict
 
@@ -23,19 +22,17 @@ import pandas as pd
 from attnlab import hooks, tasks
 from attnlab.analyses import ablate, temperature
 from attnlab.analyses.audit_tables import prevalence
-from attnlab.analyses.readout import FLAGS, Reading, read_tables
 from attnlab.analyses.run import Bias, context_length
 from attnlab.analyses.substitute import BASELINE, baseline_warning, score
+from attnlab.analyses.temperature import real_fit, side_of_one
 from attnlab.devices import model_device
-from attnlab.diagnostics import RowOptions
 from attnlab.diagnostics.rows import SPECIAL
-from attnlab.diagnostics.stats import UNREADABLE, bootstrap_ci
-from attnlab.diagnostics.stream import RowStatsCollector
+from attnlab.diagnostics.stats import bootstrap_ci
 from attnlab.findings.finding import MDE, Null
 from attnlab.findings.verdict import decide
 from attnlab.rowmaps.softmax import length_multiplier
 from attnlab.studies.concentration.findings import Z_ALPHA, Z_POWER, accuracy_mde
-from attnlab.studies.temperature.findings import iid_real, real_exponents, real_finding, side_of_one, windowed_note
+from attnlab.studies.temperature.findings import real_finding
 
 LENGTH_P = 2
 # Polynomial Concentration App. C, Fig. 5: Pythia's unsafe share rises from 66% at L = 1024 to 99% at 4096, two
@@ -158,37 +155,21 @@ def trend_finding(per_prompt: pd.DataFrame, window: int | None, seed: int):
     )
 
 
-def temperature_rows(model, docs, grid, *, rope: str, n_train: int | None, progress: bool) -> pd.DataFrame:
-    """``attnlab temperature``'s rows in memory: per document, layer and head the query at n - 1 for each n of
-    ``grid``, read at the command's tolerance; under dynamic-NTK RoPE at n_eval = max(grid) when ``rope`` says so."""
-    options = RowOptions.make(p=2, eps=temperature.TemperatureConfig.eps)
-    queries = tuple(sorted(n - 1 for n in grid))
-    positions = hooks.dynamic_ntk(model, n_train, max(grid)) if rope == "dynamic" else contextlib.nullcontext()
-    with positions:
-        rows = read_tables(
-            model,
-            [Reading(ids, queries) for ids in docs],
-            {"contact": RowStatsCollector(options, flags=FLAGS)},
-            desc="temperature",
-            progress=progress,
-        )["contact"]
-    return rows[~rows["status"].isin(UNREADABLE)].reset_index(drop=True)
-
-
 def temperature_fit(rows: pd.DataFrame, grid, *, past: bool, rope: str, seed: int, n_boot: int) -> dict:
-    """xi_hat_Lambda with its 95% interval over documents, the per-n bucket means, and the finding of the temperature
-    study's real part (``studies.temperature_findings.real_finding``); not checked inside the window."""
-    exps, cor49 = real_exponents(rows, n_boot, seed)
-    lam = exps.set_index("exponent").loc["xi_Lambda"]
-    xi, half, lo, hi = (float(lam[c]) for c in ("xi_hat", "half_iqr", "lo", "hi"))
-    null = iid_real(rows, seed, n_boot)
+    """xi_hat_Lambda with its 95% interval over documents, the per-n bucket means (``analyses.temperature.real_fit``)
+    and the finding of the temperature study's real part (``studies.temperature.findings.real_finding``); not checked
+    inside the window."""
+    fit = real_fit(rows, n_boot, seed)
+    xi, half, lo, hi = fit.xi_hat, fit.half_iqr, fit.lo, fit.hi
     where = f"under dynamic-NTK RoPE at n_eval = {max(grid)}, past the window" if past else "inside the model's window"
-    finding = real_finding(
-        exps,
-        null,
+    finding, null = real_finding(
+        rows,
+        fit,
+        seed=seed,
+        n_boot=n_boot,
         evidence=f"xi_hat_Lambda = {xi:.3f} [{lo:.3f}, {hi:.3f}] (95%, B = {n_boot} over "
         f"{rows['prompt'].nunique()} documents), {side_of_one(lo, hi)}, at n = {list(grid)} {where}; Cor. 4.9's "
-        f"xi_alpha - xi_Delta + 1 = {cor49['predicted']:.3f}.",
+        f"xi_alpha - xi_Delta + 1 = {fit.cor49['predicted']:.3f}.",
         precondition=None
         if past
         else "the rows lie inside the model's training window, where Table 2 reads past it: the claim's regime "
@@ -202,8 +183,8 @@ def temperature_fit(rows: pd.DataFrame, grid, *, past: bool, rope: str, seed: in
         "lo": lo,
         "hi": hi,
         "null": null,
-        "per_n": temperature.per_n(rows).to_dict("records"),
-        "windowed": windowed_note(rows, n_boot, seed),
+        "per_n": fit.per_n.to_dict("records"),
+        "windowed": fit.windowed,
         "finding": _finding(finding),
     }
 
@@ -236,7 +217,9 @@ def temperature_panel(model, tokenizer, cfg, *, seed: int, progress: bool, targe
         novel = tasks.novel_path()
         docs = temperature.token_windows(tokenizer, max(grid), cfg.documents, seed=seed, bos=False, text=novel)
         rope = "dynamic" if part == "past" else "plain"
-        rows = temperature_rows(model, docs, grid, rope=rope, n_train=n_train, progress=progress)
+        rows = temperature.contact_rows(
+            model, docs, grid, eps=temperature.TemperatureConfig.eps, rope=rope, n_train=n_train, progress=progress
+        )
         parts[part] = temperature_fit(rows, grid, past=part == "past", rope=rope, seed=seed, n_boot=cfg.n_boot)
     return {
         "window": n_train,

@@ -20,8 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from attnlab.analyses import temperature
-from attnlab.analyses.temperature import TRIPLE
+from attnlab.analyses.temperature import TRIPLE, RealFit, side_of_one
 from attnlab.analyses.xi_sweep import parabola_min
 from attnlab.diagnostics.paired import paired_interval
 from attnlab.diagnostics.stats import ExponentFit, exponent, tie_mask
@@ -162,14 +161,6 @@ def iid_lambda(rows: pd.DataFrame, seed: int) -> pd.DataFrame:
             for k, part in rows.groupby("train_seed")
         ]
     )
-
-
-def side_of_one(lo: float, hi: float) -> str:
-    """Where an interval lies against 1, the boundary between sub- and super-logarithmic growth (Hayase &
-    Karakida §4.5.2): "below 1", "above 1", "contains 1", or "undefined" without a finite interval."""
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        return "undefined"
-    return "below 1" if hi < 1 else "above 1" if lo > 1 else "contains 1"
 
 
 def intervals(table: pd.DataFrame, arm: str) -> pd.DataFrame:
@@ -363,19 +354,6 @@ REAL_RULE = "xi_hat_Lambda's 95% interval over documents lies above 1"
 REAL_EFFECT = 0.74  # the smallest distance above 1 among Table 2's pretrained cells (1.74)
 
 
-def real_exponents(rows: pd.DataFrame, n_boot: int, seed: int) -> tuple[pd.DataFrame, dict]:
-    """The temperature command's xi_hat table (Hayase & Karakida §4.5.1) with the 95% percentile interval of xi_hat
-    over B resamples of the documents, the unit of replication (rows of one document share its tokens; (layer, head)
-    of one forward are not independent), and its Cor. 4.9 check."""
-    fits, cor49 = temperature.exponents(rows, n_boot, seed, unit=("prompt",))
-    tie = tie_mask(rows["lambda_n"])
-    bounds = [
-        exponent(rows["n_keys"], rows[col], exclude=tie, unit=rows[["prompt"]], n_boot=n_boot, seed=seed)
-        for col in TRIPLE.values()
-    ]
-    return fits.assign(lo=[b.lo for b in bounds], hi=[b.hi for b in bounds]), cor49
-
-
 def iid_real(rows: pd.DataFrame, seed: int, n_boot: int) -> dict[str, float]:
     """The pretrained finding's null: ``iid_rows`` with the model's count of rows at each n, split into as many
     documents, and their xi_hat_Lambda with its 95% interval over those documents."""
@@ -392,12 +370,15 @@ def iid_real(rows: pd.DataFrame, seed: int, n_boot: int) -> dict[str, float]:
     return {"xi_hat": fit.xi_hat, "lo": fit.lo, "hi": fit.hi}
 
 
-def real_finding(exps: pd.DataFrame, null: dict[str, float], *, evidence: str, precondition: str | None) -> Finding:
-    """Hayase & Karakida §4.5.2's pretrained claim decided by REAL_RULE on ``real_exponents``' xi_hat_Lambda
-    interval, against ``iid_real``'s null and the interval's half-width as the design's power."""
-    lam = exps.set_index("exponent").loc["xi_Lambda"]
-    lo, hi = float(lam["lo"]), float(lam["hi"])
-    return decide(
+def real_finding(
+    rows: pd.DataFrame, fit: RealFit, *, seed: int, n_boot: int, evidence: str, precondition: str | None
+) -> tuple[Finding, dict[str, float]]:
+    """Hayase & Karakida §4.5.2's pretrained claim decided by REAL_RULE on the xi_hat_Lambda interval of
+    ``analyses.temperature.real_fit``, against ``iid_real``'s null on the same count of rows at each n, with the
+    interval's half-width as the design's power; (the finding, the null's fit)."""
+    lo, hi = fit.lo, fit.hi
+    null = iid_real(rows, seed, n_boot)
+    finding = decide(
         "on a pretrained checkpoint, xi_hat_Lambda read off the model's own score rows lies above 1 (Hayase & "
         "Karakida §4.5.2, Table 2: all four pretrained Qwen-7B-Chat cells give 1.74 to 2.33, read past the "
         "training window under dynamic NTK)",
@@ -418,27 +399,4 @@ def real_finding(exps: pd.DataFrame, null: dict[str, float], *, evidence: str, p
         evidence=evidence,
         precondition=precondition,
     )
-
-
-def windowed_note(rows: pd.DataFrame, n_boot: int, seed: int) -> str | None:
-    """What sliding-window layers do to the buckets: their query at n - 1 sees only its last W keys, so its
-    row lands in the bucket n_keys = W, not n. None when every row sees n keys."""
-    short = rows["n_keys"] < rows["query"] + 1
-    if not short.any():
-        return None
-    layers = sorted(int(x) for x in rows.loc[short, "layer"].unique())
-    windows = sorted(int(x) for x in rows.loc[short, "n_keys"].unique())
-    full = rows[~rows["layer"].isin(layers)]
-    words = (
-        f"{int(short.sum())} of {len(rows)} rows, in layers {layers}, see fewer keys than "
-        f"their n (a sliding window: the query at n - 1 attends its last {windows} keys only). Rows are "
-        "binned by the keys they see, so those rows join the bucket at the window, and every bucket above "
-        "it holds the other layers' rows alone: xi_hat mixes a change of n with a change of layers. "
-    )
-    if full.empty:
-        return words + "No layer sees n keys at every n, so no full-attention fit exists here."
-    fit = temperature.exponents(full, n_boot, seed)[0].set_index("exponent").loc["xi_Lambda"]
-    return words + (
-        f"On layers {sorted(int(x) for x in full['layer'].unique())} alone, which see n keys at every "
-        f"n, xi_hat_Lambda = {fit['xi_hat']:.3f} (half-IQR {fit['half_iqr']:.3f})."
-    )
+    return finding, null

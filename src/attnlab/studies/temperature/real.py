@@ -22,13 +22,13 @@ import pandas as pd
 from attnlab import io
 from attnlab.analyses import temperature
 from attnlab.analyses.run import context_length, load
-from attnlab.analyses.temperature import TRIPLE, per_n
+from attnlab.analyses.temperature import TRIPLE, real_fit, side_of_one
 from attnlab.devices import model_device
 from attnlab.diagnostics.stats import UNREADABLE, tie_mask
 from attnlab.findings.finding import Finding
 from attnlab.report.sections import Figure, Table
 from attnlab.studies.runner import StudyConfig
-from attnlab.studies.temperature.findings import iid_real, real_exponents, real_finding, side_of_one, windowed_note
+from attnlab.studies.temperature.findings import real_finding
 
 REAL = "real"
 REAL_ROWS = "rows_contact.parquet"  # what ``temperature.run`` names its row table
@@ -193,15 +193,13 @@ def real_part(cfg: StudyConfig, folder: Path) -> tuple[list[Finding], list[Table
     if not (folder / REAL / "config.json").is_file():
         return [], [], [], [missing_real_note(cfg, folder)]
     rows, config = real_rows(folder)
-    table = per_n(rows)
+    fit = real_fit(rows, config["n_boot"], config["seed"])
+    table, cor49 = fit.per_n, fit.cor49
     io.write_table(folder / "real_per_n", table)
-    exps, cor49 = real_exponents(rows, config["n_boot"], config["seed"])
-    io.write_table(folder / "real_exponents", exps)
-    lam = exps.set_index("exponent").loc["xi_Lambda"]
-    xi, h, lo, hi = (float(lam[c]) for c in ("xi_hat", "half_iqr", "lo", "hi"))
+    io.write_table(folder / "real_exponents", fit.exponents)
+    xi, h, lo, hi = fit.xi_hat, fit.half_iqr, fit.lo, fit.hi
     model = f"{config['model']} ({config['model_type']}, {config['layers']} layers x {config['heads']} heads)"
     plots.plot_real_lambda(table, xi, h, str(config["model"]), folder / "real_lambda")
-    null = iid_real(rows, config["seed"], config["n_boot"])
     means = ", ".join(f"{m:.3f} at n = {n}" for n, m in zip(table["n"], table["mean log Lambda"]))
     evidence = (
         f"xi_hat_Lambda = {xi:.3f} [{lo:.3f}, {hi:.3f}] (95%, B = {config['n_boot']} over "
@@ -210,9 +208,11 @@ def real_part(cfg: StudyConfig, folder: Path) -> tuple[list[Finding], list[Table
     )
     grid = config["n"]
     reach = reached(config)
-    finding = real_finding(
-        exps,
-        null,
+    finding, _ = real_finding(
+        rows,
+        fit,
+        seed=config["seed"],
+        n_boot=config["n_boot"],
         evidence=f"{evidence} {reach['words']}",
         precondition=None
         if reach["past"]
@@ -232,9 +232,8 @@ def real_part(cfg: StudyConfig, folder: Path) -> tuple[list[Finding], list[Table
         "one fit per n_eval (App. G.1), pooled there over seven multiplier exponents xi_0 of the upstream "
         "pass; these rows come from the unmodified forward alone (xi_0 = 0)."
     ]
-    windowed = windowed_note(rows, config["n_boot"], config["seed"])
-    if windowed:
-        notes.append(windowed)
+    if fit.windowed:
+        notes.append(fit.windowed)
         finding = dataclasses.replace(
             finding,
             evidence=finding.evidence + " Sliding-window rows change the layers "
