@@ -7,8 +7,7 @@ import pandas as pd
 import torch
 
 from attnlab import io, rowmaps
-from attnlab.findings.finding import MDE, Null
-from attnlab.findings.verdict import decide
+from attnlab.findings import MDE, Null, decide
 from attnlab.report.sections import Section, Table
 from attnlab.studies import Study, StudyConfig, register, section
 

@@ -1,8 +1,8 @@
 """cubic is ReLU(z)^3 / sum_j ReLU(z_j)^3, written out by hand, masked keys included."""
 
-import cubic  # noqa: F401  (registers the map)
 import torch
 
+import cubic  # noqa: F401  (registers the map)
 from attnlab import rowmaps
 
 

@@ -1,8 +1,8 @@
 """rotate's scored targets are its source rotated left by one, then <eos>; batches repeat by seed."""
 
-import rotate  # noqa: F401  (registers the task)
 import torch
 
+import rotate  # noqa: F401  (registers the task)
 from attnlab import tasks
 
 

@@ -1,8 +1,8 @@
 """The sparsity study runs, resumes from its folder and recomputes its verdict from its files alone."""
 
 import pandas as pd
-import sparsity  # noqa: F401  (registers the study)
 
+import sparsity  # noqa: F401  (registers the study)
 from attnlab import studies
 
 

@@ -17,6 +17,7 @@ from checkpoints import save_checkpoint
 from attnlab.cards import build as cards
 from attnlab.cards import compare as card_compare
 from attnlab.cards.compare import CompareError, compare, slugs, write_compare_page
+from attnlab.cards.types import Card
 from attnlab.cli import card as card_cli
 from attnlab.cli import main
 from cards.test_card import TINY
@@ -150,7 +151,7 @@ def test_repeated_models_are_refused_in_one_line(made, capsys, tmp_path):
 def test_a_rerun_replaces_the_folders_and_a_failed_one_leaves_them(made, tmp_path, monkeypatch):
     out = tmp_path / "both"
     shutil.copytree(made.both, out)
-    by_name = {str(m): _card(made.both / slug) for m, slug in zip(made.models, ("ckpt", "ckpt-2"))}
+    by_name = {str(m): Card.from_dict(_card(made.both / slug)) for m, slug in zip(made.models, ("ckpt", "ckpt-2"))}
     monkeypatch.setattr(card_cli, "_card", lambda cfg, name, progress: by_name[name])  # the cards, not recomputed
     (out / "ckpt" / "stale.txt").write_text("from an earlier run")
     argv = ["card", *map(str, made.models), "--out", str(out), "--no-progress"]

@@ -11,6 +11,7 @@ import pytest
 from attnlab.analyses import ablate
 from attnlab.analyses.substitute import BASELINE
 from attnlab.cards import panels
+from attnlab.cards.types import Exponent
 
 
 def _points(slope: float, noise: float, prompts: int = 12, seed: int = 0) -> pd.DataFrame:
@@ -68,10 +69,12 @@ def test_the_ablation_finding_needs_top_k_below_every_random_draw_and_bottom_k_n
 
 @pytest.mark.parametrize("xi", [0.0, 0.5, 1.0, 2.2])
 def test_the_multiplier_is_the_closed_form_at_twice_the_window(xi):
-    got = panels.multiplier({"xi_hat": xi, "lo": xi - 0.5, "hi": xi + 0.5}, 8192)
-    assert got["target"] == 16384
-    assert got["m"] == pytest.approx((math.log(16384) / math.log(8192)) ** xi, rel=1e-6)
-    assert got["m lo"] == pytest.approx((math.log(16384) / math.log(8192)) ** max(xi - 0.5, 0), rel=1e-6)
-    assert panels.multiplier({"xi_hat": xi, "lo": 0, "hi": 1}, None) is None
-    at = panels.multiplier({"xi_hat": xi, "lo": xi, "hi": xi}, 8192, target=4096)  # inside the window: no change
-    assert at["target"] == 4096 and at["m"] == pytest.approx(1.0)
+    got = panels.multiplier(Exponent(xi, xi - 0.5, xi + 0.5), 8192)
+    assert got.target == 16384 and got.xi == xi
+    assert got.m == pytest.approx((math.log(16384) / math.log(8192)) ** xi, rel=1e-6)
+    assert got.m_lo == pytest.approx((math.log(16384) / math.log(8192)) ** max(xi - 0.5, 0), rel=1e-6)
+    assert got.to_dict() == {"target": 16384, "xi": xi, "m": got.m, "m lo": got.m_lo, "m hi": got.m_hi}
+    assert panels.multiplier(Exponent(xi, 0, 1), None) is None
+    assert panels.multiplier(Exponent(None, None, None), 8192) is None  # a NaN exponent, as card.json holds it
+    at = panels.multiplier(Exponent(xi, xi, xi), 8192, target=4096)  # inside the window: no change
+    assert at.target == 4096 and at.m == pytest.approx(1.0)

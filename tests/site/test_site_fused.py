@@ -126,7 +126,7 @@ def test_observers_and_dropout_keep_the_unfused_path(monkeypatch):
     weights = []
     attend(q, k, v, Scores(0.5), Causal(), Plan(maps=plan.maps, weight_observers=(weights.append,), block=32))
     assert [w.weights.shape[-1] for w in weights] == [40, 40]
-    import attnlab.site as site
+    from attnlab.site import blockwise as site
 
     monkeypatch.setattr(site, "_attend_fused", None)  # any call would fail
     attend(q, k, v, Scores(0.5), Causal(), dataclasses.replace(plan, dropout=0.5))
@@ -147,7 +147,7 @@ def test_slopes_must_be_one_per_head_and_the_plan_and_mask_valid():
 
 
 def test_the_fused_path_serves_row_maps_and_biased_softmax_but_not_plain_softmax(monkeypatch):
-    import attnlab.site as site
+    from attnlab.site import blockwise as site
 
     calls = []
     real = site._attend_fused
@@ -163,7 +163,7 @@ def test_the_fused_path_serves_row_maps_and_biased_softmax_but_not_plain_softmax
 
 
 def test_a_bias_callable_keeps_the_unfused_path(monkeypatch):
-    import attnlab.site as site
+    from attnlab.site import blockwise as site
 
     monkeypatch.setattr(site, "_attend_fused", None)  # any call would fail
     q, k, v = _qkv(q=40, k=40)

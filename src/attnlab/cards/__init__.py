@@ -1,8 +1,10 @@
-"""The one-page card on a checkpoint's attention: ``build`` (the plan and the card's data from the in-memory API,
-``attnlab.card``), ``panels`` (the ablation, length and temperature panels with their findings), ``page`` (the
-HTML page and its figures) and ``compare`` (several cards side by side). Above the studies, whose rules it reuses;
-the API never imports it."""
+"""The one-page card on a checkpoint's attention: ``types`` (``Card`` and its panels, typed, with card.json's
+schema), ``build`` (the plan and the typed card from the in-memory API; ``attnlab.card`` gives it as a dict),
+``panels`` (the ablation, length and temperature panels with their findings), ``page`` (the HTML page and its
+figures) and ``compare`` (several cards side by side). Above the studies, whose rules it reuses; the API never
+imports it."""
 
-from attnlab.cards.build import PLANS, CardError, CardPlan, card
+from attnlab.cards.build import PLANS, CardPlan, card
+from attnlab.cards.types import SCHEMA, Card, CardError
 
-__all__ = ["PLANS", "CardError", "CardPlan", "card"]
+__all__ = ["PLANS", "SCHEMA", "Card", "CardError", "CardPlan", "card"]

@@ -1,8 +1,9 @@
 """One card per checkpoint: the substitution screen, the best zero-shot recipe and the map of head types, in memory.
 
-``attnlab.card(model, tokenizer)`` runs the in-memory API (``attnlab.audit``, ``attnlab.substitute``, ``attnlab.heads``,
-``attnlab.sinks``) under one budget and one b_auto, and returns plain JSON-ready data; ``attnlab card MODEL``
-writes it as card.json and one HTML page. Every panel carries the command that reproduces it on its own.
+``build`` runs the in-memory API (``attnlab.audit``, ``attnlab.substitute``, ``attnlab.heads``, ``attnlab.sinks``)
+under one budget and one b_auto and returns the typed ``Card`` (``cards.types``); ``attnlab.card(model, tokenizer)``
+returns it as plain JSON-ready data (``Card.to_dict``); ``attnlab card MODEL`` writes that as card.json and one HTML
+page. Every panel carries the command that reproduces it on its own.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import math
 import shlex
 from dataclasses import asdict, dataclass, replace
 
-import numpy as np
 import pandas as pd
 
 from attnlab import hooks, rowmaps
@@ -22,8 +22,18 @@ from attnlab.api.checks import as_prompts
 from attnlab.api.entry import audit, sinks, substitute
 from attnlab.api.entry import heads as api_heads
 from attnlab.cards import panels
+from attnlab.cards.types import (
+    AblationPanel,
+    BestRecipe,
+    Card,
+    CardError,
+    LengthPanel,
+    SubstitutionPanel,
+    TemperaturePanel,
+    as_records,
+    jsonable,
+)
 from attnlab.diagnostics.stats import wilson
-from attnlab.errors import Error
 from attnlab.papers import cite
 
 SUITES = ("niah", "induction")
@@ -33,10 +43,6 @@ DEGREES = (2, 4, 8, 16)
 LOW_SAFE = 3.0
 HIGH_SAFE = 66.0
 SCREEN = cite("Polynomial Concentration", "§5.5")
-
-
-class CardError(Error, ValueError):
-    """A card asked for with settings it cannot run (an unknown budget)."""
 
 
 @dataclass(frozen=True)
@@ -130,9 +136,10 @@ def build(
     progress: bool = False,
     name: str = "MODEL",
     target: int | None = None,
-) -> dict:
-    """``attnlab.card``'s data under plan ``cfg``, from the in-memory API's audit, substitute, heads and sinks.
-    ``target``: the context length of the multiplier (None: twice the window)."""
+) -> Card:
+    """The typed card under plan ``cfg``, from the in-memory API's audit, substitute, heads and sinks (``attnlab.card``
+    gives it as a dict, ``Card.to_dict``). ``target``: the context length of the multiplier (None: twice the window).
+    """
     planned, cfg = cfg.lengths, within_window(cfg, context_length(model))
     sizes = {"niah": {"pad": cfg.pad}, "induction": {"length": cfg.length}}
     audits, b_auto = {}, None
@@ -175,30 +182,26 @@ def build(
     length = panels.length_panel(model, tokenizer, cfg, audit, seed=seed, progress=progress)
     heat = panels.temperature_panel(model, tokenizer, cfg, seed=seed, progress=progress, target=target)
     layers, heads = hooks.num_heads(model)
-    return _jsonable(
-        {
-            "model": name,
-            "model_type": getattr(model.config, "model_type", None),
-            "layers": layers,
-            "heads_per_layer": heads,
-            "budget": asdict(cfg),
-            "seed": seed,
-            "b_auto": b_auto,
-            "substitution": {
-                "unsafe": unsafe.to_dict("records"),
-                "screen": screen(unsafe, cfg.recipes),
-                "recipes": recipe_table(table).to_dict("records"),
-                "best": best_recipe(table),
-                "source": SCREEN,
-            },
-            "heads": head_table(types, mass, audits).to_dict("records"),
-            "ablation": ablation,
-            "length": {**length, "cut": [n for n in planned if n not in cfg.lengths]},
-            "temperature": heat,
-            "commands": commands(
-                name, cfg, seed, b_auto, next(model.parameters(), None), reads(ablation, length, heat)
-            ),
-        }
+    return Card(
+        model=name,
+        model_type=getattr(model.config, "model_type", None),
+        layers=jsonable(layers),
+        heads_per_layer=jsonable(heads),
+        b_auto=jsonable(b_auto),
+        substitution=SubstitutionPanel(
+            unsafe=as_records(unsafe),
+            screen=as_records(screen(unsafe, cfg.recipes)),
+            recipes=as_records(recipe_table(table)),
+            best=best_recipe(table),
+            source=SCREEN,
+        ),
+        heads=as_records(head_table(types, mass, audits)),
+        budget=jsonable(asdict(cfg)),
+        seed=jsonable(seed),
+        ablation=ablation,
+        length=replace(length, cut=tuple(n for n in planned if n not in cfg.lengths)),
+        temperature=heat,
+        commands=commands(name, cfg, seed, b_auto, next(model.parameters(), None), reads(ablation, length, heat)),
     )
 
 
@@ -227,15 +230,24 @@ def card(
             (Hayase & Karakida 2026 App. A.2); None: twice the model's window.
 
     Returns:
-        A JSON-ready dict: model, budget (the plan), b_auto, "substitution" (unsafe % of active rows per suite,
-        b and p with its 95% interval over prompts; the screen's call per ReLU recipe; the recipes' NIAH accuracy
-        with Wilson intervals and the best one against softmax), "heads" (per (layer, head): type, first-token
-        mass, median S_2), "ablation" (the K sweep of top-, bottom- and random-K heads by S_2, with its finding),
-        "length" (unsafe % and median entropy per prompt length inside the window, with its trend finding),
-        "temperature" (xi_hat_Lambda inside and, where the budget reaches it, past the window, each with its
-        finding; the multiplier m(target_length; xi_hat)) and "commands" (one per panel). A finding is
-        ``findings.Finding`` as a dict: claim, verdict, evidence, rule, null, mde, reason.
+        A JSON-ready dict, card.json's content: "schema" (card.json's version, ``cards.types.SCHEMA``), model,
+        budget (the plan), b_auto, "substitution" (unsafe % of active rows per suite, b and p with its 95% interval
+        over prompts; the screen's call per ReLU recipe; the recipes' NIAH accuracy with Wilson intervals and the
+        best one against softmax), "heads" (per (layer, head): type, first-token mass, median S_2), "ablation" (the
+        K sweep of top-, bottom- and random-K heads by S_2, with its finding), "length" (unsafe % and median entropy
+        per prompt length inside the window, with its trend finding), "temperature" (xi_hat_Lambda inside and,
+        where the budget reaches it, past the window, each with its finding; the multiplier m(target_length;
+        xi_hat)) and "commands" (one per panel). A finding is ``findings.Finding`` as a dict: claim, verdict,
+        evidence, rule, null, mde, reason. ``cards.build.build`` gives the same card typed, a ``cards.types.Card``
+        (panels as dataclasses, findings as ``Finding``); this dict is its ``to_dict()``, and ``Card.from_dict``
+        reads it back.
     """
+    cfg = checked_plan(model, tokenizer, budget=budget, seed=seed, name=name, target_length=target_length)
+    return build(model, tokenizer, cfg, seed=seed, progress=progress, name=name, target=target_length).to_dict()
+
+
+def checked_plan(model, tokenizer, *, budget: str, seed: int, name: str, target_length: int | None = None) -> CardPlan:
+    """The plan of ``budget`` once ``card``'s arguments are checked (each refused in one line, before any forward)."""
     cfg = plan(budget)
     check_model(model)
     check_tokenizer(tokenizer)
@@ -244,7 +256,7 @@ def card(
         raise TypeError(f"name takes a non-empty string, got {name!r}")
     if target_length is not None:
         check_count("target_length", target_length, 2, api=True)
-    return build(model, tokenizer, cfg, seed=seed, progress=progress, name=name, target=target_length)
+    return cfg
 
 
 def within_window(cfg: CardPlan, window: int | None) -> CardPlan:
@@ -261,13 +273,13 @@ def within_window(cfg: CardPlan, window: int | None) -> CardPlan:
     )
 
 
-def reads(ablation: dict, length: dict, heat: dict) -> dict:
+def reads(ablation: AblationPanel, length: LengthPanel, heat: TemperaturePanel) -> dict:
     """What the length, temperature and ablation panels read, for ``commands``."""
-    parts = {k: heat[k] for k in ("inside", "past") if heat[k] is not None}
+    parts = {k: getattr(heat, k) for k in ("inside", "past") if getattr(heat, k) is not None}
     return {
-        "ks": [int(r["k"]) for r in ablation["rows"]],
-        "lengths": [int(r["L"]) for r in length["rows"]],
-        "temperature": {k: (part["n"], part["rope"]) for k, part in parts.items()},
+        "ks": [int(r["k"]) for r in ablation.rows],
+        "lengths": [int(r["L"]) for r in length.rows],
+        "temperature": {k: (list(part.n), part.rope) for k, part in parts.items()},
     }
 
 
@@ -325,7 +337,7 @@ def recipe_table(table: pd.DataFrame) -> pd.DataFrame:
     return table[["recipe", "map", "correct", "n", "accuracy %", "lo", "hi", "delta pp"]].reset_index(drop=True)
 
 
-def best_recipe(table: pd.DataFrame) -> dict:
+def best_recipe(table: pd.DataFrame) -> BestRecipe:
     """The recipe other than softmax with the highest NIAH accuracy (the first listed on a tie), beside softmax's,
     each with its Wilson 95% interval; ``overlap``: whether the two intervals overlap (then the two are not told
     apart at this many prompts)."""
@@ -334,18 +346,18 @@ def best_recipe(table: pd.DataFrame) -> dict:
     top = others.loc[others["accuracy %"].idxmax()]
     lo, hi = wilson(int(top["correct"]), int(top["n"]))
     base_lo, base_hi = wilson(int(base["correct"]), int(base["n"]))
-    return {
-        "recipe": top["recipe"],
-        "map": top["map"],
-        "accuracy %": float(top["accuracy %"]),
-        "lo": 100 * float(lo),
-        "hi": 100 * float(hi),
-        "softmax %": float(base["accuracy %"]),
-        "softmax lo": 100 * float(base_lo),
-        "softmax hi": 100 * float(base_hi),
-        "delta pp": float(top["accuracy %"] - base["accuracy %"]),
-        "overlap": bool(lo <= base_hi and base_lo <= hi),
-    }
+    return BestRecipe(
+        recipe=top["recipe"],
+        map=top["map"],
+        accuracy=jsonable(float(top["accuracy %"])),
+        lo=jsonable(100 * float(lo)),
+        hi=jsonable(100 * float(hi)),
+        softmax=jsonable(float(base["accuracy %"])),
+        softmax_lo=jsonable(100 * float(base_lo)),
+        softmax_hi=jsonable(100 * float(base_hi)),
+        delta_pp=jsonable(float(top["accuracy %"] - base["accuracy %"])),
+        overlap=bool(lo <= base_hi and base_lo <= hi),
+    )
 
 
 def head_table(types: pd.DataFrame, mass: pd.DataFrame, audits: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -406,18 +418,3 @@ def commands(
 
 def _ints(values) -> str:
     return " ".join(str(int(v)) for v in values)
-
-
-def _jsonable(value):
-    """Numbers as plain floats and ints (NaN as None), so card.json is strict JSON."""
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return float(value) if math.isfinite(value) else None
-    return value

@@ -1,10 +1,10 @@
 """Several checkpoints' cards side by side: one row per model, as Polynomial Concentration Table 1 lays them out.
 
-``compare(cards)`` reads the numbers from each card's data (``attnlab.card`` / card.json) and
-``write_compare_page`` writes them as compare.csv/.md and one page; both take card dicts or the folders
-``attnlab card`` wrote, so the page can be rebuilt from existing folders. Rendering only: nothing here runs a
-model. The length, temperature and ablation panels are absent from cards written before those panels existed,
-and any value may be null: both read as '-'.
+``compare(cards)`` reads the numbers from each typed card (``cards.types.Card``; a folder's card.json read by
+``Card.from_dict``) and ``write_compare_page`` writes them as compare.csv/.md and one page; both take Cards, card
+dicts (``attnlab.card``'s, card.json's content) or the folders ``attnlab card`` wrote, so the page can be rebuilt
+from existing folders. Rendering only: nothing here runs a model. The length, temperature and ablation panels are
+absent from cards written before those panels existed, and any value may be null: both read as '-'.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from attnlab.cards.types import Card, CardError, CardSchemaError
 from attnlab.diagnostics.heads import TYPES
 from attnlab.errors import Error
 from attnlab.io import write_table, write_text
@@ -54,29 +55,39 @@ def slugs(models: Sequence[str]) -> list[str]:
     return out
 
 
-def read_card(folder: str | os.PathLike) -> dict:
-    """The card.json ``attnlab card`` wrote into ``folder``; a CompareError naming the folder otherwise."""
+def read_card(folder: str | os.PathLike) -> Card:
+    """The card ``attnlab card`` wrote into ``folder`` (its card.json, ``Card.from_dict``); a CompareError naming
+    the folder where there is no readable card.json or it is no card, a CardError naming the file where its schema
+    is newer than this attnlab reads."""
     path = Path(folder) / "card.json"
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise CompareError(
             f"{path}: not a readable card.json ({exc.__class__.__name__}); pass a folder attnlab card wrote"
         ) from None
+    return _card(data, folder, path)
 
 
-def _cards(cards: Sequence[dict | str | os.PathLike]) -> list[dict]:
-    if isinstance(cards, (dict, str, os.PathLike)) or not cards:
-        raise CompareError("compare takes a list of one or more cards (card dicts or card folders)")
-    data = [c if isinstance(c, dict) else read_card(c) for c in cards]
-    for card, given in zip(data, cards):
-        missing = [k for k in NEEDED if not isinstance(card, dict) or k not in card]
-        if missing:
-            raise CompareError(
-                f"{given if not isinstance(given, dict) else 'a card dict'} is not a card: it "
-                f"lacks {', '.join(missing)}"
-            )
-    return data
+def _card(data, given, path=None) -> Card:
+    """``data`` (a Card, or a card's dict) as a Card; ``given``: how the error names it (``path``: its file)."""
+    if isinstance(data, Card):
+        return data
+    missing = [k for k in NEEDED if not isinstance(data, dict) or k not in data]
+    if missing:
+        raise CompareError(f"{given} is not a card: it lacks {', '.join(missing)}")
+    try:
+        return Card.from_dict(data)
+    except CardSchemaError as exc:
+        raise CardSchemaError(f"{path or given}: {exc}") from None
+    except CardError as exc:
+        raise CompareError(f"{given} is not a card: {exc}") from None
+
+
+def _cards(cards: Sequence[Card | dict | str | os.PathLike]) -> list[Card]:
+    if isinstance(cards, (Card, dict, str, os.PathLike)) or not cards:
+        raise CompareError("compare takes a list of one or more cards (Cards, card dicts or card folders)")
+    return [_card(c, "a card dict") if isinstance(c, (Card, dict)) else read_card(c) for c in cards]
 
 
 def _value(value):
@@ -84,63 +95,65 @@ def _value(value):
     return MISSING if value is None or (isinstance(value, float) and value != value) else value
 
 
-def _get(data, *keys):
-    """``data[keys[0]][keys[1]]...``, None where a key is absent or a step is null (older cards lack panels)."""
-    for key in keys:
-        data = data.get(key) if isinstance(data, dict) else None
-    return data
+def _attr(obj, name: str):
+    """``obj.name``, None where ``obj`` is None (a panel or value an older card lacks, or null)."""
+    return None if obj is None else getattr(obj, name)
 
 
-def _unsafe(card: dict) -> dict:
+def _unsafe(card: Card) -> dict:
     """``{suite} b={b} p={p}`` -> (unsafe %, lo, hi), in the card's order."""
     return {
         f"{u['suite']} b={u['b']} p={u['p']:g}": (u.get("unsafe %"), u.get("unsafe lo"), u.get("unsafe hi"))
-        for u in _get(card, "substitution", "unsafe") or []
+        for u in card.substitution.unsafe
     }
 
 
-def _row(card: dict) -> dict:
-    best = _get(card, "substitution", "best") or {}
-    heads = pd.DataFrame(card["heads"], columns=["head_type", "first-token mass"])
+def _row(card: Card) -> dict:
+    best = card.substitution.best
+    heads = pd.DataFrame(list(card.heads), columns=["head_type", "first-token mass"])
     sinks = heads.loc[heads["head_type"] == "sink", "first-token mass"].dropna()
-    lengths = sorted(_get(card, "length", "rows") or [], key=lambda r: r["L"])
-    ablation = sorted(_get(card, "ablation", "rows") or [], key=lambda r: r["k"])
-    heat = card.get("temperature") or {}
-    m = heat.get("multiplier") or {}
+    lengths = sorted(_attr(card.length, "rows") or (), key=lambda r: r["L"])
+    ablation = sorted(_attr(card.ablation, "rows") or (), key=lambda r: r["k"])
+    heat = card.temperature
+    m = _attr(heat, "multiplier")
     row = {
-        "model": card["model"],
-        "model_type": card["model_type"],
-        "layers x heads": f"{card['layers']} x {card['heads_per_layer']}",
-        "b_auto": card["b_auto"],
+        "model": card.model,
+        "model_type": card.model_type,
+        "layers x heads": f"{card.layers} x {card.heads_per_layer}",
+        "b_auto": card.b_auto,
     }
     for key, (pct, lo, hi) in _unsafe(card).items():
         row |= {f"{key} unsafe %": pct, f"{key} lo": lo, f"{key} hi": hi}
     row |= {
-        "best recipe": best.get("recipe"),
-        "best %": best.get("accuracy %"),
-        "best lo": best.get("lo"),
-        "best hi": best.get("hi"),
-        "softmax %": best.get("softmax %"),
-        "softmax lo": best.get("softmax lo"),
-        "softmax hi": best.get("softmax hi"),
+        "best recipe": _attr(best, "recipe"),
+        "best %": _attr(best, "accuracy"),
+        "best lo": _attr(best, "lo"),
+        "best hi": _attr(best, "hi"),
+        "softmax %": _attr(best, "softmax"),
+        "softmax lo": _attr(best, "softmax_lo"),
+        "softmax hi": _attr(best, "softmax_hi"),
         **{f"{t} heads": int((heads["head_type"] == t).sum()) for t in TYPES},
         "sink mass": float(sinks.mean()) if len(sinks) else None,
     }
     for end, at in (("short", 0), ("long", -1)):
         line = lengths[at] if lengths else {}
         row |= {f"length L {end}": line.get("L"), f"length unsafe % {end}": line.get("unsafe %")}
-    row["length verdict"] = _get(card, "length", "finding", "verdict")
+    row["length verdict"] = _attr(_attr(card.length, "finding"), "verdict")
     for part in ("inside", "past"):
-        fit = heat.get(part) or {}
-        row |= {f"xi {part}": fit.get("xi_hat"), f"xi {part} lo": fit.get("lo"), f"xi {part} hi": fit.get("hi")}
-    row |= {"m target": m.get("target"), "m": m.get("m"), "m lo": m.get("m lo"), "m hi": m.get("m hi")}
+        fit = _attr(heat, part)
+        row |= {
+            f"xi {part}": _attr(fit, "xi_hat"),
+            f"xi {part} lo": _attr(fit, "lo"),
+            f"xi {part} hi": _attr(fit, "hi"),
+        }
+    row |= {"m target": _attr(m, "target"), "m": _attr(m, "m"), "m lo": _attr(m, "m_lo"), "m hi": _attr(m, "m_hi")}
     last = ablation[-1] if ablation else {}
     row |= {"ablation K": last.get("k"), "top-K pp": last.get("top pp"), "decisive": last.get("decisive")}
     return row
 
 
-def compare(cards: Sequence[dict | str | os.PathLike]) -> pd.DataFrame:
-    """One row per card (a card dict, or a folder ``attnlab card`` wrote): model, model_type, layers x heads,
+def compare(cards: Sequence[Card | dict | str | os.PathLike]) -> pd.DataFrame:
+    """One row per card (a Card, a card dict, or a folder ``attnlab card`` wrote): model, model_type, layers x heads,
     b_auto; the unsafe % of active rows with its 95% interval per audited suite, b (0, auto) and p; the best
     zero-shot recipe's NIAH accuracy and softmax's with their Wilson 95% intervals; heads per type (each head
     once, by its head_type) and the mean first-token mass of the sink-typed ones; the unsafe % at the shortest
@@ -209,12 +222,16 @@ def _panels_table(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
-def _setting(cards: list[dict]) -> tuple[str, tuple[str, ...]]:
+def _budget(card: Card) -> str | None:
+    return (card.budget or {}).get("name")
+
+
+def _setting(cards: list[Card]) -> tuple[str, tuple[str, ...]]:
     """The command that makes these cards together and, where their budgets or seeds differ, the warning."""
-    made = {(_get(c, "budget", "name"), c.get("seed")) for c in cards}
-    models = [str(c["model"]) for c in cards]
+    made = {(_budget(c), c.seed) for c in cards}
+    models = [str(c.model) for c in cards]
     if len(made) > 1:
-        shown = "; ".join(f"{c['model']}: budget {_get(c, 'budget', 'name')}, seed {c.get('seed')}" for c in cards)
+        shown = "; ".join(f"{c.model}: budget {_budget(c)}, seed {c.seed}" for c in cards)
         warning = f"the cards were made under different budgets or seeds ({shown}): their numbers differ in kind"
         return shlex.join(["attnlab", "card", *models]), (warning,)
     ((budget, seed),) = made
@@ -225,13 +242,14 @@ def _setting(cards: list[dict]) -> tuple[str, tuple[str, ...]]:
     return shlex.join(["attnlab", "card", *models, *flags]), ()
 
 
-def sections(cards: list[dict]) -> list[Section]:
+def sections(cards: list[Card]) -> list[Section]:
     """The page's two sections: the substitution screen across models (Table 1's layout), and the recipe, heads,
     length, temperature and ablation panels across models."""
     command, warnings = _setting(cards)
-    plan = cards[0].get("budget") or {}
+    plan = cards[0].budget or {}
+    seed = MISSING if cards[0].seed is None else cards[0].seed
     budget = (
-        f"budget {plan.get('name', MISSING)} ({plan.get('about', MISSING)}), seed {cards[0].get('seed', MISSING)}; "
+        f"budget {plan.get('name', MISSING)} ({plan.get('about', MISSING)}), seed {seed}; "
         "every number unrounded, with its interval, is in compare.csv; '-': the card holds no such value (a panel "
         "not read, or a card written before the panel existed)"
     )
@@ -277,20 +295,22 @@ def sections(cards: list[dict]) -> list[Section]:
 
 
 def write_compare_page(
-    cards: Sequence[dict | str | os.PathLike],
+    cards: Sequence[Card | dict | str | os.PathLike],
     folder: str | os.PathLike,
     page: str | os.PathLike,
     *,
     links: Sequence[str | None] | None = None,
     shown: str | os.PathLike | None = None,
 ) -> Path:
-    """Write compare.csv/.md (``compare``), the page's tables and the page to ``page``. ``cards``: card dicts or
-    card folders; ``links``: per card, its own page relative to ``page`` (None: a folder's index.html, none for a
-    dict); ``shown``: the folder the page names instead of ``folder`` (where a staged run moves its files)."""
+    """Write compare.csv/.md (``compare``), the page's tables and the page to ``page``. ``cards``: Cards, card dicts
+    or card folders; ``links``: per card, its own page relative to ``page`` (None: a folder's index.html, none for a
+    Card or dict); ``shown``: the folder the page names instead of ``folder`` (where a staged run moves its files)."""
     folder, page = Path(folder), Path(page)
     data = _cards(cards)
     if links is None:
-        links = [None if isinstance(c, dict) else os.path.relpath(Path(c) / "index.html", page.parent) for c in cards]
+        links = [
+            None if isinstance(c, (Card, dict)) else os.path.relpath(Path(c) / "index.html", page.parent) for c in cards
+        ]
     elif len(links) != len(data):
         raise CompareError(f"links takes one per card ({len(data)}), got {len(links)}")
     table = compare(data)

@@ -1,6 +1,7 @@
 """The page of ``attnlab card``: its tables as CSV, the head-type map as PNG and SVG, and one section per panel.
 
-Rendering only: every number comes from the card's data (``attnlab.card.card``); nothing here runs a model.
+Rendering only: every number comes from the typed card (``cards.types.Card``, as ``cards.build.build`` gives it);
+nothing here runs a model.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ import pandas as pd
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch, Rectangle
 
+from attnlab.cards.types import Card
 from attnlab.diagnostics.heads import TYPES
-from attnlab.findings.finding import Finding
 from attnlab.io import write_table, write_text
 from attnlab.report.figures import plt, save_figure
 from attnlab.report.html import render
@@ -70,62 +71,71 @@ def plot_entropy_by_length(table: pd.DataFrame, path: str | Path) -> tuple[Path,
     return save_figure(fig, path)
 
 
-def write_card_page(data: dict, folder: str | Path, page: str | Path, shown: str | Path | None = None) -> Path:
+def _frame(rows, columns=None) -> pd.DataFrame:
+    """A panel's table (a tuple of records) as a DataFrame."""
+    return pd.DataFrame(list(rows), columns=columns)
+
+
+def _parts(card: Card) -> list[str]:
+    """The temperature panel's parts read ("inside", "past"), in that order."""
+    return [p for p in ("inside", "past") if getattr(card.temperature, p) is not None]
+
+
+def write_card_page(card: Card | dict, folder: str | Path, page: str | Path, shown: str | Path | None = None) -> Path:
     """Write the card's tables (CSV and Markdown) and head-type map into ``folder`` and the page to ``page``;
-    ``shown``: the folder the page names instead (where a staged run moves its files)."""
+    ``card``: a Card, or its dict (card.json's content, ``attnlab.card``'s result); ``shown``: the folder the page
+    names instead (where a staged run moves its files)."""
+    card = card if isinstance(card, Card) else Card.from_dict(card)
     folder = Path(folder)
-    sub = data["substitution"]
-    heads = pd.DataFrame(data["heads"])
-    write_table(folder / "unsafe", pd.DataFrame(sub["unsafe"]))
-    write_table(folder / "screen", pd.DataFrame(sub["screen"], columns=["recipe", "suite", "p", "b", "safe %", "call"]))
-    write_table(folder / "recipes", pd.DataFrame(sub["recipes"]))
+    sub = card.substitution
+    heads = _frame(card.heads)
+    write_table(folder / "unsafe", _frame(sub.unsafe))
+    write_table(folder / "screen", _frame(sub.screen, columns=["recipe", "suite", "p", "b", "safe %", "call"]))
+    write_table(folder / "recipes", _frame(sub.recipes))
     write_table(folder / "heads", heads)
-    plot_head_types(heads, folder / "head_types", f"{data['model']}: head types (number: first-token mass)")
-    ablation, length, heat = data["ablation"], data["length"], data["temperature"]
-    write_table(folder / "ablation", pd.DataFrame(ablation["rows"]))
-    write_table(folder / "ablation_cells", pd.DataFrame(ablation["cells"]))
-    write_table(folder / "top_heads", pd.DataFrame(ablation["top"]))
-    if ablation["rows"]:
-        plot_ablation(pd.DataFrame(ablation["rows"]), folder / "ablation")
-    lengths = pd.DataFrame(length["rows"])
+    plot_head_types(heads, folder / "head_types", f"{card.model}: head types (number: first-token mass)")
+    ablation, length, heat = card.ablation, card.length, card.temperature
+    write_table(folder / "ablation", _frame(ablation.rows))
+    write_table(folder / "ablation_cells", _frame(ablation.cells))
+    write_table(folder / "top_heads", _frame(ablation.top))
+    if ablation.rows:
+        plot_ablation(_frame(ablation.rows), folder / "ablation")
+    lengths = _frame(length.rows)
     write_table(folder / "length", lengths)
     if not lengths.empty:
-        plot_unsafe_by_length(lengths.assign(p=length["p"], b=length["b"]), folder / "length_unsafe")
+        plot_unsafe_by_length(lengths.assign(p=length.p, b=length.b), folder / "length_unsafe")
         plot_entropy_by_length(lengths, folder / "length_entropy")
-    for part in ("inside", "past"):
-        if heat[part] is not None:
-            fit = heat[part]
-            write_table(folder / f"temperature_{part}", pd.DataFrame(fit["per_n"]))
-            name = f"{data['model']} ({part} the window)"
-            plot_real_lambda(
-                pd.DataFrame(fit["per_n"]), fit["xi_hat"], fit["half_iqr"], name, folder / f"temperature_{part}"
-            )
-    text = render([(s, folder) for s in sections(data)], title=f"attnlab card {data['model']}", recomputed=False)
+    for part in _parts(card):
+        fit = getattr(heat, part)
+        write_table(folder / f"temperature_{part}", _frame(fit.per_n))
+        name = f"{card.model} ({part} the window)"
+        plot_real_lambda(_frame(fit.per_n), fit.xi_hat, fit.half_iqr, name, folder / f"temperature_{part}")
+    text = render([(s, folder) for s in sections(card)], title=f"attnlab card {card.model}", recomputed=False)
     if shown is not None:  # the page reads its files from the staging folder but must name where they will be
         text = text.replace(escape(str(folder)), escape(str(shown)))
     return write_text(page, text)
 
 
-def sections(data: dict) -> list[Section]:
+def sections(card: Card) -> list[Section]:
     """One section per panel of ``PANELS``."""
-    plan, sub, cmd = data["budget"], data["substitution"], data["commands"]
+    plan, sub, cmd = card.budget, card.substitution, card.commands
     budget = (
         f"budget {plan['name']} ({plan['about']}): {plan['prompts']} prompts per suite, NIAH pad "
         f"{plan['pad'] if plan['pad'] is not None else 'the suite default'}, induction length {plan['length']}, "
-        f"queries {plan['queries']}, seed {data['seed']}; b_auto = {_num(data['b_auto'])}"
+        f"queries {plan['queries']}, seed {card.seed}; b_auto = {_num(card.b_auto)}"
     )
-    best = sub["best"]
-    told = "overlap: not told apart at this many prompts" if best["overlap"] else "do not overlap"
-    held = pd.DataFrame(data["heads"])["labels"].astype(str).str.split("+")
+    best = sub.best
+    told = "overlap: not told apart at this many prompts" if best.overlap else "do not overlap"
+    held = _frame(card.heads)["labels"].astype(str).str.split("+")
     types = {t: int(held.map(lambda labels, t=t: t in labels).sum()) for t in TYPES}
     return [
         Section(
             study="card-screen",
             title=PANELS[0],
-            source=sub["source"],
+            source=sub.source,
             question="How often is a row polynomial-unsafe (S_p >= 1, over active rows) at p = 2, 4, 8, 16 and "
             "b = 0 or b_auto, and what does the screen say of each ReLU or sigmoid recipe? A screen, not a guarantee: "
-            f"a very low safe share predicts collapse, a high one does not promise preservation ({sub['source']}).",
+            f"a very low safe share predicts collapse, a high one does not promise preservation ({sub.source}).",
             command=f"{cmd['audit niah']}; {cmd['audit induction']}",
             tables=(
                 Table("unsafe", "unsafe % of active rows per suite, b and p, with its 95% interval over prompts"),
@@ -141,10 +151,10 @@ def sections(data: dict) -> list[Section]:
             study="card-recipe",
             title=PANELS[1],
             source="Polynomial Concentration §5.3",
-            question=f"Which zero-shot recipe keeps NIAH accuracy best? {best['recipe']} ({best['map']}): "
-            f"{best['accuracy %']:.1f}% [{best['lo']:.1f}, {best['hi']:.1f}] against softmax "
-            f"{best['softmax %']:.1f}% [{best['softmax lo']:.1f}, {best['softmax hi']:.1f}] (Wilson 95%), "
-            f"{best['delta pp']:+.1f} pp; the intervals {told}.",
+            question=f"Which zero-shot recipe keeps NIAH accuracy best? {best.recipe} ({best.map}): "
+            f"{best.accuracy:.1f}% [{best.lo:.1f}, {best.hi:.1f}] against softmax "
+            f"{best.softmax:.1f}% [{best.softmax_lo:.1f}, {best.softmax_hi:.1f}] (Wilson 95%), "
+            f"{best.delta_pp:+.1f} pp; the intervals {told}.",
             command=cmd["substitute"],
             tables=(Table("recipes", "exact-match accuracy per recipe with Wilson 95% interval, delta pp"),),
             notes=(budget,),
@@ -161,95 +171,93 @@ def sections(data: dict) -> list[Section]:
             figures=(Figure("head_types", "layer x head map of the head types; the number is the first-token mass"),),
             notes=(budget,),
         ),
-        ablation_section(data, budget),
-        length_section(data, budget),
-        temperature_section(data, budget),
+        ablation_section(card, budget),
+        length_section(card, budget),
+        temperature_section(card, budget),
         Section(
             study="card-reproduce",
             title=PANELS[-1],
-            source=sub["source"],
-            question=f"The commands that reproduce each panel on their own, reusing b_auto = {_num(data['b_auto'])}.",
+            source=sub.source,
+            question=f"The commands that reproduce each panel on their own, reusing b_auto = {_num(card.b_auto)}.",
             command="attnlab card",
             notes=tuple(f"{k}: {v}" for k, v in cmd.items()),
         ),
     ]
 
 
-def ablation_section(data: dict, budget: str) -> Section:
+def ablation_section(card: Card, budget: str) -> Section:
     """The K sweep: top-K, bottom-K and random-K heads polynomialized, NIAH scored (Polynomial Concentration §5.4)."""
-    ab = data["ablation"]
-    top = ", ".join(f"L{h['layer']}H{h['head']}" for h in ab["top"][:10]) or "none"
-    decisive = [r["k"] for r in ab["rows"] if r["decisive"]]
+    ab = card.ablation
+    top = ", ".join(f"L{h['layer']}H{h['head']}" for h in ab.top[:10]) or "none"
+    decisive = [r["k"] for r in ab.rows if r["decisive"]]
     return Section(
         study="card-ablation",
         title="Ablation",
         source="Polynomial Concentration §5.4, App. I",
-        question=f"Which heads does NIAH need? Heads ranked by {ab['rank']}; {ab['recipe']} given to the top-K, "
-        f"bottom-K and random-K heads of K = {[r['k'] for r in ab['rows']]} ({ab['ranked']} heads ranked). Top "
+        question=f"Which heads does NIAH need? Heads ranked by {ab.rank}; {ab.recipe} given to the top-K, "
+        f"bottom-K and random-K heads of K = {[r['k'] for r in ab.rows]} ({ab.ranked} heads ranked). Top "
         f"heads by S_2: {top}. Top-K below every random draw (decisive, a descriptive flag, App. I) at K = "
         f"{decisive or 'none'}.",
-        command=data["commands"].get("ablate", "not run: no K fits the ranked heads"),
-        findings=(Finding.from_dict(ab["finding"]),),
+        command=card.commands.get("ablate", "not run: no K fits the ranked heads"),
+        findings=(ab.finding,),
         tables=(
             Table("ablation", "per K: top, bottom and random-K change in accuracy (pp), draws above top, decisive"),
             Table("top_heads", "the heads of highest median S_2, in rank order"),
             Table("ablation_cells", "per K, subset and draw: NIAH accuracy with its Wilson 95% interval"),
         ),
-        figures=(Figure("ablation", "change in NIAH accuracy against K: top, bottom and random-K"),)
-        if ab["rows"]
-        else (),
+        figures=(Figure("ablation", "change in NIAH accuracy against K: top, bottom and random-K"),) if ab.rows else (),
         notes=(budget,),
     )
 
 
-def length_section(data: dict, budget: str) -> Section:
+def length_section(card: Card, budget: str) -> Section:
     """Unsafe share and row entropy against the prompt length (Polynomial Concentration App. C, Fig. 5)."""
-    length = data["length"]
-    cut = length.get("cut", [])  # the plan's lengths the window left no room for
-    window = "none in its config" if length["window"] is None else length["window"]
+    length = card.length
+    cut = list(length.cut)  # the plan's lengths the window left no room for
+    window = "none in its config" if length.window is None else length.window
     return Section(
         study="card-length",
         title="Length",
         source="Polynomial Concentration App. C",
-        question=f"How do the unsafe share of active rows (S_{length['p']:g} >= 1 at b = {length['b']}) and the "
-        f"median row entropy change with the prompt length L on induction prompts ({length['prompts']} per L), "
+        question=f"How do the unsafe share of active rows (S_{length.p:g} >= 1 at b = {length.b}) and the "
+        f"median row entropy change with the prompt length L on induction prompts ({length.prompts} per L), "
         f"inside the model's window ({window})?"
         + (f" Lengths the window leaves no room for (a BOS token included): {cut}." if cut else ""),
-        command=data["commands"].get("lengths", "not run: no length fits the window"),
-        findings=(Finding.from_dict(length["finding"]),),
+        command=card.commands.get("lengths", "not run: no length fits the window"),
+        findings=(length.finding,),
         tables=(Table("length", "per L: prompt tokens, active rows, unsafe % with its 95% interval, median entropy"),),
         figures=(
             Figure("length_unsafe", "unsafe % of active rows against L, 95% band over prompts"),
             Figure("length_entropy", "median row entropy against L beside log L"),
         )
-        if length["rows"]
+        if length.rows
         else (),
         notes=(budget,),
     )
 
 
-def temperature_section(data: dict, budget: str) -> Section:
+def temperature_section(card: Card, budget: str) -> Section:
     """xi_hat_Lambda inside and past the window, and the multiplier it suggests (Hayase & Karakida 2026)."""
-    heat, cmd = data["temperature"], data["commands"]
-    parts = [p for p in ("inside", "past") if heat[p] is not None]
+    heat, cmd = card.temperature, card.commands
+    parts = _parts(card)
+    fits = {p: getattr(heat, p) for p in parts}
     words = "; ".join(
-        f"{p} the window (n = {heat[p]['n']}): xi_hat_Lambda = {heat[p]['xi_hat']:.3f} [{heat[p]['lo']:.3f}, "
-        f"{heat[p]['hi']:.3f}]"
-        for p in parts
+        f"{p} the window (n = {list(fit.n)}): xi_hat_Lambda = {fit.xi_hat:.3f} [{fit.lo:.3f}, {fit.hi:.3f}]"
+        for p, fit in fits.items()
     )
-    m = heat["multiplier"]
+    m = heat.multiplier
     advice = (
-        f"m(n; xi) = max(1, log n / log {heat['window']})^xi at the target n = {m['target']} "
-        f"({m['target'] / heat['window']:.3g} x the window) is "
-        f"{_num(m['m'])} for xi = xi_hat_Lambda = {m['xi']:.3f} ({_num(m['m lo'])} to {_num(m['m hi'])} over its "
+        f"m(n; xi) = max(1, log n / log {heat.window})^xi at the target n = {m.target} "
+        f"({m.target / heat.window:.3g} x the window) is "
+        f"{_num(m.m)} for xi = xi_hat_Lambda = {m.xi:.3f} ({_num(m.m_lo)} to {_num(m.m_hi)} over its "
         "interval): a reading of the fitted exponent, not a tuned value (Hayase & Karakida's perplexity sweep puts "
         "Qwen-7B's best xi at 2 to 2.5, App. A.2)"
         if m
         else "no multiplier: no finite exponent or no training window"
     )
-    notes = [budget, advice, *(f"{p} the window: {heat[p]['windowed']}" for p in parts if heat[p]["windowed"])]
-    if heat["past"] is None:
-        notes.append(f"Past the window: not read ({heat['past_reason']}).")
+    notes = [budget, advice, *(f"{p} the window: {fit.windowed}" for p, fit in fits.items() if fit.windowed)]
+    if heat.past is None:
+        notes.append(f"Past the window: not read ({heat.past_reason}).")
     return Section(
         study="card-temperature",
         title="Temperature",
@@ -257,7 +265,7 @@ def temperature_section(data: dict, budget: str) -> Section:
         question="How fast does the upper-tail accumulation scale Lambda_n of the model's own score rows grow with "
         f"the context n, read on windows of the bundled novel? {words}.",
         command="; ".join(cmd[f"temperature {p}"] for p in parts),
-        findings=tuple(Finding.from_dict(heat[p]["finding"]) for p in parts),
+        findings=tuple(fit.finding for fit in fits.values()),
         tables=tuple(Table(f"temperature_{p}", f"{p} the window: per n, bucket means of log Lambda_n") for p in parts),
         figures=tuple(
             Figure(f"temperature_{p}", f"{p} the window: bucket means of log Lambda_n against log log n") for p in parts

@@ -8,13 +8,13 @@
 - ablation: ``attnlab ablate``'s ranking, subsets, scoring and decisive flag (Polynomial Concentration §5.4, App. I).
 
 Each panel carries a finding built by ``studies.verdict.decide``: its rule is fixed here before any number is
-read, and its null control must fail it for "reproduced".
+read, and its null control must fail it for "reproduced". Each returns its typed panel (``cards.types``), every
+value as card.json holds it.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
 
 import numpy as np
 import pandas as pd
@@ -25,6 +25,17 @@ from attnlab.analyses.audit_tables import prevalence
 from attnlab.analyses.run import Bias, context_length
 from attnlab.analyses.substitute import BASELINE, baseline_warning, score
 from attnlab.analyses.temperature import real_fit, side_of_one
+from attnlab.cards.types import (
+    AblationPanel,
+    Exponent,
+    LengthPanel,
+    Multiplier,
+    TemperatureFit,
+    TemperaturePanel,
+    as_finding,
+    as_records,
+    jsonable,
+)
 from attnlab.devices import model_device
 from attnlab.diagnostics.rows import SPECIAL
 from attnlab.diagnostics.stats import bootstrap_ci
@@ -49,10 +60,6 @@ PAST_RATIO = 1.25  # n_eval past the window, as the temperature study's smoke bu
 N_BOOT = 1000
 
 
-def _finding(finding) -> dict:
-    return asdict(finding)
-
-
 def _slope(frame: pd.DataFrame) -> float:
     x = np.log2(frame["L"].to_numpy(dtype=float))
     if np.ptp(x) == 0:
@@ -67,7 +74,7 @@ def trend(per_prompt: pd.DataFrame, seed: int) -> dict:
     return {"slope": slope, "lo": lo, "hi": hi}
 
 
-def length_panel(model, tokenizer, cfg, audit, *, seed: int, progress: bool) -> dict:
+def length_panel(model, tokenizer, cfg, audit, *, seed: int, progress: bool) -> LengthPanel:
     """Unsafe % of active rows (S_2 >= 1, b = 0) and the median entropy of the readable rows at each prompt length
     of ``cfg.lengths``, on induction prompts (Polynomial Concentration App. C), with the
     trend finding: the slope on log2 L against TREND_RULE, its null the same prompts with their L labels permuted."""
@@ -98,15 +105,15 @@ def length_panel(model, tokenizer, cfg, audit, *, seed: int, progress: bool) -> 
             {"L": n, "tokens": float(tokens), **{k: line[k] for k in keep}, "med entropy": readable["entropy"].median()}
         )
     per_prompt = pd.DataFrame(points, columns=["L", "prompt", "unsafe %"])
-    return {
-        "suite": "induction",
-        "b": "0",
-        "p": LENGTH_P,
-        "window": window,
-        "prompts": cfg.length_prompts,
-        "rows": pd.DataFrame(lines).to_dict("records"),
-        "finding": _finding(trend_finding(per_prompt, window, seed)),
-    }
+    return LengthPanel(
+        suite="induction",
+        b="0",
+        p=LENGTH_P,
+        window=jsonable(window),
+        prompts=jsonable(cfg.length_prompts),
+        rows=as_records(pd.DataFrame(lines)),
+        finding=as_finding(trend_finding(per_prompt, window, seed)),
+    )
 
 
 def trend_finding(per_prompt: pd.DataFrame, window: int | None, seed: int):
@@ -155,7 +162,7 @@ def trend_finding(per_prompt: pd.DataFrame, window: int | None, seed: int):
     )
 
 
-def temperature_fit(rows: pd.DataFrame, grid, *, past: bool, rope: str, seed: int, n_boot: int) -> dict:
+def temperature_fit(rows: pd.DataFrame, grid, *, past: bool, rope: str, seed: int, n_boot: int) -> TemperatureFit:
     """xi_hat_Lambda with its 95% interval over documents, the per-n bucket means (``analyses.temperature.real_fit``)
     and the finding of the temperature study's real part (``studies.temperature.findings.real_finding``); not checked
     inside the window."""
@@ -175,21 +182,23 @@ def temperature_fit(rows: pd.DataFrame, grid, *, past: bool, rope: str, seed: in
         else "the rows lie inside the model's training window, where Table 2 reads past it: the claim's regime "
         "is not reached",
     )
-    return {
-        "n": [int(n) for n in grid],
-        "rope": rope,
-        "xi_hat": xi,
-        "half_iqr": half,
-        "lo": lo,
-        "hi": hi,
-        "null": null,
-        "per_n": fit.per_n.to_dict("records"),
-        "windowed": fit.windowed,
-        "finding": _finding(finding),
-    }
+    return TemperatureFit(
+        n=tuple(int(n) for n in grid),
+        rope=rope,
+        xi_hat=jsonable(xi),
+        half_iqr=jsonable(half),
+        lo=jsonable(lo),
+        hi=jsonable(hi),
+        null=Exponent(**{k: jsonable(null[k]) for k in ("xi_hat", "lo", "hi")}),
+        per_n=as_records(fit.per_n),
+        windowed=fit.windowed,
+        finding=as_finding(finding),
+    )
 
 
-def temperature_panel(model, tokenizer, cfg, *, seed: int, progress: bool, target: int | None = None) -> dict:
+def temperature_panel(
+    model, tokenizer, cfg, *, seed: int, progress: bool, target: int | None = None
+) -> TemperaturePanel:
     """xi_hat_Lambda inside the window (rows at n = n_eval x {1/4, 1/2, 3/4, 1}, n_eval = min(window,
     ``cfg.inside_tokens``)) and past it (n_eval = 1.25 x window under dynamic NTK) where that is at most
     ``cfg.past_tokens`` and the model has RoPE tables to rescale; documents are windows of the bundled novel, as
@@ -221,36 +230,41 @@ def temperature_panel(model, tokenizer, cfg, *, seed: int, progress: bool, targe
             model, docs, grid, eps=temperature.TemperatureConfig.eps, rope=rope, n_train=n_train, progress=progress
         )
         parts[part] = temperature_fit(rows, grid, past=part == "past", rope=rope, seed=seed, n_boot=cfg.n_boot)
-    return {
-        "window": n_train,
-        "inside": parts["inside"],
-        "past": parts["past"],
-        "past_reason": why,
-        "multiplier": multiplier(parts["past"] or parts["inside"], n_train, target),
-    }
+    return TemperaturePanel(
+        window=jsonable(n_train),
+        inside=parts["inside"],
+        past=parts["past"],
+        past_reason=why,
+        multiplier=multiplier(parts["past"] or parts["inside"], n_train, target),
+    )
 
 
-def multiplier(fit: dict, n_train: int | None, target: int | None = None) -> dict | None:
+def _finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
+
+
+def multiplier(fit: TemperatureFit | Exponent, n_train: int | None, target: int | None = None) -> Multiplier | None:
     """m(n; xi) = max(1, log n / log n_train)^xi at n = ``target`` (None: 2 x n_train) for xi = xi_hat_Lambda and its
-    interval's ends (Hayase & Karakida 2026 App. A.2): the logit multiplier the fitted exponent suggests there; a
-    negative exponent reads as 0, no multiplier."""
-    if n_train is None or n_train < 2 or not math.isfinite(fit["xi_hat"]):
+    interval's ends (``fit``'s xi_hat, lo and hi; Hayase & Karakida 2026 App. A.2): the logit multiplier the fitted
+    exponent suggests there; a negative exponent reads as 0, no multiplier."""
+    if n_train is None or n_train < 2 or not _finite(fit.xi_hat):
         return None
     import torch
 
     target = 2 * n_train if target is None else target
 
-    def m(xi: float) -> float | None:
-        if not math.isfinite(xi):
+    def m(xi: float | None) -> float | None:
+        if not _finite(xi):
             return None
         return float(length_multiplier(torch.tensor([float(target)]), max(xi, 0.0), n_train)[0])
 
-    return {"target": target, "xi": fit["xi_hat"], "m": m(fit["xi_hat"]), "m lo": m(fit["lo"]), "m hi": m(fit["hi"])}
+    values = {"target": target, "xi": fit.xi_hat, "m": m(fit.xi_hat), "m_lo": m(fit.lo), "m_hi": m(fit.hi)}
+    return Multiplier(**jsonable(values))
 
 
 def ablation_panel(
     model, tokenizer, cfg, induction: pd.DataFrame, prompts, baseline: list[dict], *, b_auto: float, progress: bool
-) -> dict:
+) -> AblationPanel:
     """``attnlab ablate``'s K sweep in memory: heads ranked by their median S_2 at b_auto over the induction audit's
     active rows, relu_p2_bauto given to the top-K, bottom-K and ``cfg.draws`` random-K heads of each K, NIAH
     ``prompts`` scored by exact match against softmax's answers on them (``baseline``, ``commands.substitute.score``'s
@@ -271,15 +285,15 @@ def ablation_panel(
     cells = ablate.cells(pd.DataFrame(records))
     table = ablate.decisive_table(cells)
     top = ranking[ranking["ranked"]].head(max(ks, default=0))
-    return {
-        "recipe": cfg.ablation_recipe,
-        "rank": f"median S_{LENGTH_P} at b = b_auto over the induction audit's active rows",
-        "ranked": ranked,
-        "rows": table.to_dict("records"),
-        "cells": cells.to_dict("records"),
-        "top": top[["layer", "head", f"median {column}", "rank"]].to_dict("records"),
-        "finding": _finding(ablation_finding(cells, len(prompts))),
-    }
+    return AblationPanel(
+        recipe=cfg.ablation_recipe,
+        rank=f"median S_{LENGTH_P} at b = b_auto over the induction audit's active rows",
+        ranked=ranked,
+        rows=as_records(table),
+        cells=as_records(cells),
+        top=as_records(top[["layer", "head", f"median {column}", "rank"]]),
+        finding=as_finding(ablation_finding(cells, len(prompts))),
+    )
 
 
 def _drops(cells: pd.DataFrame, arm: str, base: float) -> list[int]:

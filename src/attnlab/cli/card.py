@@ -6,15 +6,19 @@ from __future__ import annotations
 import gc
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 from attnlab import options
 from attnlab.cli.base import command
 from attnlab.cli.checkpoint import output
 from attnlab.devices import Placement
 from attnlab.options import MODEL_HELP, option
+
+if TYPE_CHECKING:
+    from attnlab.cards.types import Card
 
 
 def _budgets() -> list[str]:
@@ -72,8 +76,8 @@ class CardConfig(Placement):
 
 def run(cfg: CardConfig, out: str | Path, *, overwrite: bool = False, progress: bool = True) -> dict:
     """One model: load it, compute its card and write card.json, index.html, the panels' tables and the head-type
-    map into ``out``; returns the card's data and the paths. Two or more: ``run_several``. Staged either way: a
-    failed run leaves the folder as it was."""
+    map into ``out``; returns the card (a ``cards.types.Card``) and the paths. Two or more: ``run_several``. Staged
+    either way: a failed run leaves the folder as it was."""
     from attnlab.analyses.run import staged_output
     from attnlab.io import check_output, check_writable
 
@@ -84,17 +88,18 @@ def run(cfg: CardConfig, out: str | Path, *, overwrite: bool = False, progress: 
     _plan(cfg)
     check_writable(out)
     check_output(out, settings, overwrite=overwrite, what="attnlab card")
-    data = _card(cfg, name, progress)
+    card = _card(cfg, name, progress)
     with staged_output(out) as stage:
-        _write_card(data, settings, stage, Path(out))
+        _write_card(card, settings, stage, Path(out))
     final = Path(out)
-    return {"card": data, "paths": {"card": final / "card.json", "page": final / "index.html"}}
+    return {"card": card, "paths": {"card": final / "card.json", "page": final / "index.html"}}
 
 
 def run_several(cfg: CardConfig, out: str | Path, *, overwrite: bool = False, progress: bool = True) -> dict:
     """Each model's card into ``out``/<slug>/ (as one model's run writes it), computed one model at a time, and
     the comparison (``report.card_compare``) as ``out``/index.html, compare.csv/.md and config.json; staged: a
-    failed run leaves the folder as it was. Returns the cards by slug, the comparison table and the paths."""
+    failed run leaves the folder as it was. Returns the cards (``cards.types.Card``) by slug, the comparison table
+    and the paths."""
     from attnlab.analyses.run import staged_output
     from attnlab.cards.compare import compare, slugs, write_compare_page
     from attnlab.io import check_output, check_writable, swap_in, write_json
@@ -135,44 +140,41 @@ def _plan(cfg: CardConfig) -> None:
     plan(cfg.budget)  # an unknown budget is refused before any model loads
 
 
-def _card(cfg: CardConfig, name: str, progress: bool) -> dict:
-    """The card of model ``name``, with its provenance; the model is freed on return (gc, the CUDA cache), so a
-    comparison holds one model at a time."""
+def _card(cfg: CardConfig, name: str, progress: bool) -> Card:
+    """The card of model ``name`` (as ``attnlab.card`` checks and builds it, typed), with its provenance; the model
+    is freed on return (gc, the CUDA cache), so a comparison holds one model at a time."""
     import torch
 
     from attnlab.analyses.run import load, model_record
-    from attnlab.cards.build import card
+    from attnlab.cards.build import build, checked_plan
 
     model, tokenizer = load(name, cfg.device, cfg.dtype)
     try:
-        data = card(
-            model,
-            tokenizer,
-            budget=cfg.budget,
-            seed=cfg.seed,
-            progress=progress,
-            name=name,
-            target_length=cfg.target_length,
+        plan = checked_plan(
+            model, tokenizer, budget=cfg.budget, seed=cfg.seed, name=name, target_length=cfg.target_length
         )
+        card = build(model, tokenizer, plan, seed=cfg.seed, progress=progress, name=name, target=cfg.target_length)
         # model_record reads only the run's model name
-        data["provenance"] = json.loads(json.dumps(model_record(SimpleNamespace(model=name), model), default=str))
+        record = json.loads(json.dumps(model_record(SimpleNamespace(model=name), model), default=str))
+        card = replace(card, provenance=record)
     finally:
         del model, tokenizer
         gc.collect()  # weights held in reference cycles would otherwise wait for the next collection
         if torch.cuda.is_initialized():
             torch.cuda.empty_cache()
-    return data
+    return card
 
 
-def _write_card(data: dict, settings: dict, folder: Path, shown: Path) -> None:
-    """card.json, the card's page and tables, and config.json into ``folder``, the page naming ``shown``."""
+def _write_card(card: Card, settings: dict, folder: Path, shown: Path) -> None:
+    """card.json (``Card.to_dict``), the card's page and tables, and config.json into ``folder``, the page naming
+    ``shown``."""
     from attnlab.cards.page import write_card_page
     from attnlab.io import write_json
 
     folder.mkdir(exist_ok=True)
-    write_json(folder / "card.json", data)
-    write_card_page(data, folder, folder / "index.html", shown=shown)
-    write_json(folder / "config.json", {**settings, "b_auto": data["b_auto"]})
+    write_json(folder / "card.json", card.to_dict())
+    write_card_page(card, folder, folder / "index.html", shown=shown)
+    write_json(folder / "config.json", {**settings, "b_auto": card.b_auto})
 
 
 @command(
@@ -193,30 +195,31 @@ def card_command(cfg: CardConfig, out) -> int:
     result = run(cfg, out.out, overwrite=out.overwrite, progress=not out.no_progress)
     if len(cfg.models) > 1:
         print(f"cards of {len(cfg.models)} models (budget {cfg.budget})")
-        for slug, data in result["cards"].items():
-            best = data["substitution"]["best"]
+        for slug, card in result["cards"].items():
+            best = card.substitution.best
             print(
-                f"  {slug}: {data['model']}; b_auto = {data['b_auto']:.6g}; best recipe {best['recipe']} "
-                f"{best['accuracy %']:.1f}% against softmax {best['softmax %']:.1f}% on NIAH"
+                f"  {slug}: {card.model}; b_auto = {card.b_auto:.6g}; best recipe {best.recipe} "
+                f"{best.accuracy:.1f}% against softmax {best.softmax:.1f}% on NIAH"
             )
     else:
-        data = result["card"]
-        best = data["substitution"]["best"]
-        print(f"card of {cfg.models[0]} (budget {cfg.budget}); b_auto = {data['b_auto']:.6g}")
-        for line in data["substitution"]["unsafe"]:
+        card = result["card"]
+        best = card.substitution.best
+        print(f"card of {cfg.models[0]} (budget {cfg.budget}); b_auto = {card.b_auto:.6g}")
+        for line in card.substitution.unsafe:
             if line["p"] == 2:
                 print(f"  {line['suite']}, b = {line['b']}, p = 2: {_pct(line['unsafe %'])} unsafe")
         print(
-            f"  best recipe {best['recipe']}: {best['accuracy %']:.1f}% [{best['lo']:.1f}, {best['hi']:.1f}] "
-            f"against softmax {best['softmax %']:.1f}% [{best['softmax lo']:.1f}, {best['softmax hi']:.1f}] on NIAH"
+            f"  best recipe {best.recipe}: {best.accuracy:.1f}% [{best.lo:.1f}, {best.hi:.1f}] "
+            f"against softmax {best.softmax:.1f}% [{best.softmax_lo:.1f}, {best.softmax_hi:.1f}] on NIAH"
         )
-        heat = data["temperature"]
+        heat = card.temperature
+        parts = [(f"temperature {p}", getattr(heat, p)) for p in ("inside", "past")]
         for panel, finding in (
-            ("ablation", data["ablation"]["finding"]),
-            ("length", data["length"]["finding"]),
-            *((f"temperature {p}", heat[p]["finding"]) for p in ("inside", "past") if heat[p] is not None),
+            ("ablation", card.ablation.finding),
+            ("length", card.length.finding),
+            *((panel, fit.finding) for panel, fit in parts if fit is not None),
         ):
-            print(f"  {panel}: {finding['verdict']}")
+            print(f"  {panel}: {finding.verdict}")
     print("wrote:")
     for path in result["paths"].values():
         print(f"  {path}")

@@ -10,7 +10,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from attnlab.findings.finding import Finding
+from attnlab.findings.finding import CHECK_VERDICTS, CLAIM_VERDICTS, MDE, VERDICTS, Finding, Null
+
+# A section's findings are attnlab.findings' own; these names keep importing from here, as a user's study may.
+__all__ = ["CHECK_VERDICTS", "CLAIM_VERDICTS", "MDE", "VERDICTS", "Figure", "Finding", "Null", "Section", "Table"]
 
 
 @dataclass(frozen=True)

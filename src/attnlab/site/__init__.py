@@ -20,7 +20,7 @@ wherever ``Plan.kernel="triton"`` asks), a call whose every head has one ReLU^p,
 nothing else to do goes to the fused Triton kernels instead (:mod:`attnlab.site.route` says which calls).
 """
 
-from attnlab.site.attend import attend
+from attnlab.site.blockwise import attend
 from attnlab.site.spec import (
     DEFAULT_BLOCK,
     MIN_BLOCK,

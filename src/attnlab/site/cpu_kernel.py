@@ -103,7 +103,7 @@ def forward(
     rowmul = None if rowmul is None else rowmul.contiguous()
     if not all(bool(torch.isfinite(t).all()) for t in (q, packed, v, slopes, rowmul) if t is not None):
         return False
-    status = kernel.fn(
+    status: int = kernel.fn(
         q.data_ptr(),
         packed.data_ptr(),
         v.data_ptr(),

@@ -1,4 +1,4 @@
-"""The fused path of :func:`attnlab.site.attend`, taken where nothing needs a block of scores (no observer, no
+"""The fused path of :func:`attnlab.site.blockwise`, taken where nothing needs a block of scores (no observer, no
 gradient, no dropout), the attention is causal and the plan has a row map or a position bias.
 
 Each query block computes only the keys its queries may attend (about half the scores of a causal sequence), a
@@ -55,7 +55,7 @@ def _attend_fused(
     window: int | None,
     softcap: float | None,
     plan: Plan,
-    groups: list[tuple[Callable, list[int]]],
+    groups: list[tuple[Callable[[torch.Tensor], torch.Tensor], list[int]]],
     slopes: torch.Tensor | None,
     scale: torch.Tensor | None,
 ) -> torch.Tensor:
@@ -69,6 +69,7 @@ def _attend_fused(
     offset = n_k - n_q
     grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (query, key_t, value, scale))
     if not plan.maps and softcap is None and scale is None and plan.length_scale is None:
+        assert slopes is not None  # _fusable: a call without row maps has a position bias
         return _attend_biased_softmax(
             query,
             key_t.transpose(2, 3),
@@ -101,7 +102,7 @@ def _attend_fused(
     # row scale folded into them where nothing is added to the scores before it (under autograd the tile's
     # product with the scale and its backward cost more than the rest of the tile's arithmetic).
     fold = scale is not None and softcap is None and slopes is None
-    scaled = query * (scale * scaling) if fold else query * scaling
+    scaled = query * (scale * scaling) if fold and scale is not None else query * scaling
     for start, stop in query_blocks(n_q, plan.block):
         lo, hi = key_span(n_q, n_k, start, stop, window)
         allowed = causal_mask(n_q, n_k, start, stop, window=window, device=query.device, keys=(lo, hi))

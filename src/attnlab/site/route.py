@@ -1,4 +1,4 @@
-"""Whether a call of :func:`attnlab.site.attend` goes to the fused Triton attention, and with which arguments.
+"""Whether a call of :func:`attnlab.site.blockwise` goes to the fused Triton attention, and with which arguments.
 
 The kernels (:func:`attnlab.site.triton.relu_sigmoid.relu_sigmoid_attention`,
 :func:`attnlab.site.triton.entmax.entmax_attention`) form the site's scores z = scale * (q.k * scaling - m_h (i - j)_+)
@@ -63,6 +63,7 @@ def triton_call(
 
     if site_triton_kernels.triton is None:
         return None
+    kernel: Callable[..., torch.Tensor]
     if "alpha" in args:
         from attnlab.site.triton.entmax import entmax_attention as kernel
     else:
@@ -71,7 +72,7 @@ def triton_call(
     args.update(
         scale=scores.scaling,
         causal=causal,
-        window=mask.window if causal else None,
+        window=mask.window if isinstance(mask, Causal) else None,
         slopes=slopes,
         query_scale=None if scale is None else scale.detach()[..., 0],
     )

@@ -1,4 +1,4 @@
-"""What a call of :func:`attnlab.site.attend` says besides its tensors, as small validated objects: how the scores
+"""What a call of :func:`attnlab.site.blockwise` says besides its tensors, as small validated objects: how the scores
 are formed (:class:`Scores`, with a position bias as :class:`Slopes`), which keys a query may attend
 (:class:`Causal`), what else the layer does (:class:`Plan`, with a :class:`LengthScale`), and what its observers
 receive (:class:`ScoreBlock`, :class:`WeightBlock`). ``attnlab.site`` exports them all."""

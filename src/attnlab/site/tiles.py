@@ -1,4 +1,4 @@
-"""Where a block of queries of :func:`attnlab.site.attend` looks: the query blocks, the causal (sliding-window)
+"""Where a block of queries of :func:`attnlab.site.blockwise` looks: the query blocks, the causal (sliding-window)
 mask of a block, the keys it may attend, and the linear position bias (ALiBi, NAPE) of a tile of scores.
 
 Blocks are split evenly and never thinner than :data:`attnlab.site.spec.MIN_BLOCK` queries, because a GEMM over a
@@ -51,10 +51,10 @@ def causal_mask(
     query seeing every key; with ``window``, a query sees only its ``window`` most recent keys. ``keys``
     (lo, hi) restricts the key axis to keys lo..hi-1."""
     pos = torch.arange(start, stop, device=device).unsqueeze(-1) + (n_keys - n_queries)
-    keys = torch.arange(*(keys or (0, n_keys)), device=device)
-    ok = keys <= pos
+    key_pos = torch.arange(*(keys or (0, n_keys)), device=device)
+    ok = key_pos <= pos
     if window is not None:
-        ok &= keys > pos - window
+        ok &= key_pos > pos - window
     return ok[None, None]
 
 

@@ -1,6 +1,6 @@
 """From a block of scores to attention weights: each head's row map (softmax, as eager computes it, where the
 plan names none), after the plan's length multiplier. The block-materializing and the fused paths of
-:func:`attnlab.site.attend` both form their weights here.
+:func:`attnlab.site.blockwise` both form their weights here.
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ def _softmax(z: torch.Tensor) -> torch.Tensor:
     return F.softmax(z, dim=-1, dtype=torch.float64 if z.dtype == torch.float64 else torch.float32)
 
 
-def _apply(fn: Callable, z: torch.Tensor, allowed: torch.Tensor, fill: float) -> torch.Tensor:
+def _apply(
+    fn: Callable[[torch.Tensor], torch.Tensor], z: torch.Tensor, allowed: torch.Tensor, fill: float
+) -> torch.Tensor:
     """``fn`` on the rows of z, a tensor of this block's own whose masked keys hold ``fill``. Softmax reads z
     as eager does (masked keys at the dtype's lowest value); a row map wants them at -inf: z is masked in
     place if need be, which spares the map a masked copy of the whole block."""
@@ -29,9 +31,9 @@ def _apply(fn: Callable, z: torch.Tensor, allowed: torch.Tensor, fill: float) ->
     return fn(z)
 
 
-def _head_groups(plan: Plan, n_heads: int) -> list[tuple[Callable, list[int]]]:
+def _head_groups(plan: Plan, n_heads: int) -> list[tuple[Callable[[torch.Tensor], torch.Tensor], list[int]]]:
     """(row map, heads) groups covering every head once; heads without a map keep softmax."""
-    groups: dict[str, tuple[Callable, list[int]]] = {}
+    groups: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], list[int]]] = {}
     for head in range(n_heads):
         rowmap = plan.maps.get(head)
         name = "" if rowmap is None else rowmap.name
@@ -43,7 +45,7 @@ def _weights(
     z: torch.Tensor,
     allowed: torch.Tensor,
     plan: Plan,
-    groups: list[tuple[Callable, list[int]]],
+    groups: list[tuple[Callable[[torch.Tensor], torch.Tensor], list[int]]],
     dtype: torch.dtype,
     fill: float,
 ) -> torch.Tensor:

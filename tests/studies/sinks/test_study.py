@@ -127,7 +127,7 @@ def test_layer_writes_sum_to_the_models_output_and_their_cosines_equal_a_loop():
 
 def test_theorem3_model_solves_the_task_without_any_bos_weight():
     batch = TriggerAveraging(dim=sinks_measures.DIM).generate(500, L, seed=3)
-    model = sinks.theorem3_model()
+    model = sinks_measures.theorem3_model()
     w = sinks_measures.attention_weights(model, batch.inputs)[0, :, 0].double()  # (rows, L, L)
     j = batch.mask.int().argmax(-1)
     for r in range(0, 500, 7):  # App. E's weights, by hand
@@ -144,7 +144,7 @@ def test_theorem3_model_solves_the_task_without_any_bos_weight():
 
 def test_theorem3_weights_under_softmax_rows_do_not_solve_it():
     """The same weights with softmax rows: every query must spend its mass, so the check can fail."""
-    model = sinks.theorem3_model()
+    model = sinks_measures.theorem3_model()
     soft = Decoder(ModelConfig(**{**model.cfg.to_dict(), "rowmap": "softmax"}))
     soft.load_state_dict(model.state_dict())
     batch = TriggerAveraging(dim=sinks_measures.DIM).generate(200, L, seed=4)
@@ -221,7 +221,7 @@ def test_the_softmax_sink_model_needs_its_sink_and_theorem3s_relu_model_does_not
     """The masking rule's positive control and its null (the other arm): two models built by hand."""
     batch = TriggerAveraging(dim=sinks_measures.DIM).generate(300, L, seed=8)
     sink = sinks_measures.masking(sinks_measures.sink_model(), batch.inputs, batch.targets)
-    relu = sinks_measures.masking(sinks.theorem3_model(), batch.inputs, batch.targets)
+    relu = sinks_measures.masking(sinks_measures.theorem3_model(), batch.inputs, batch.targets)
     assert sink["linf"] < 1e-5 and relu["linf"] < 1e-5  # both solve the task
     w = sinks_measures.attention_weights(sinks_measures.sink_model(), batch.inputs)
     fractions = sinks_measures.sink_fractions(w, batch.mask.int().argmax(-1), sinks_measures.EPS_VERDICT)
@@ -352,7 +352,7 @@ def test_masking_rules_fire_at_most_5pc_under_their_nulls():
         return got["masked_loss"] - got["loss"], got["zero_loss"]
 
     def no_need(rng):
-        pairs = [rise(jitter(sinks.theorem3_model(), rng, rng.uniform(0, 0.05))) for _ in range(2)]
+        pairs = [rise(jitter(sinks_measures.theorem3_model(), rng, rng.uniform(0, 0.05))) for _ in range(2)]
         run_ = str(rng.choice(RUNS))
         pairs.append(rise(sinks_measures.untrained(sinks.run_config(run_, PLAN, int(rng.integers(1 << 30))))))
         return pairs
@@ -865,9 +865,8 @@ def test_smoke_1x1_runs_reach_the_linf_rule_and_reproduce_theorem_1(tmp_path):
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     """A random 2-layer Llama (4 query / 2 KV heads) whose word tokenizer adds BOS, loaded eager."""
-    from checkpoints import save_checkpoint
-
     from attnlab.analyses.run import load
+    from checkpoints import save_checkpoint
 
     folder = save_checkpoint(tmp_path_factory.mktemp("ckpt"))
     return (folder, *load(str(folder)))

@@ -10,7 +10,7 @@ the backward recomputes the weights from three saved numbers per row (``attnlab.
 the iteration). The weights are those of ``attnlab.rowmaps.get("entmax_a1.5")`` (or ``entmax_a{alpha}``) on the
 scores below, to float32 rounding.
 
-The conventions are those of :func:`attnlab.site.attend`:
+The conventions are those of :func:`attnlab.site.blockwise`:
 
 - scores z = query_scale * (scale q.k - m_h (i - j)_+): ``slopes`` m_h (one per query head; ALiBi, NAPE with zero
   slopes on its NoPE heads, Vasylenko et al. 2025 §4.2) enter as :func:`attnlab.site.position_bias`, and
@@ -35,6 +35,7 @@ import contextlib
 import math
 import numbers
 from dataclasses import dataclass
+from typing import Any, cast
 
 import torch
 from torch.autograd.function import once_differentiable
@@ -98,7 +99,10 @@ def entmax_attention(
     )
     slopes = _side_input("slopes", slopes, (hq,), q, "(Hq,), one per query head")
     query_scale = _side_input("query_scale", query_scale, (b, hq, n_q), q, "(B, Hq, Q) or broadcastable to it")
-    return _EntmaxAttention.apply(q.contiguous(), k.contiguous(), v.contiguous(), slopes, query_scale, launch)
+    out = _EntmaxAttention.apply(  # type: ignore[no-untyped-call]  # torch leaves Function.apply unannotated
+        q.contiguous(), k.contiguous(), v.contiguous(), slopes, query_scale, launch
+    )
+    return cast(torch.Tensor, out)
 
 
 def _check_tensors(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
@@ -134,13 +138,14 @@ def _check_tensors(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
 
 
 def _alpha(alpha: object) -> float:
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not 1 < alpha <= 2:
+    # typeshed's numbers.Real declares < and <= only, so mypy refuses 1 < alpha (and scale > 0 below)
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not 1 < alpha <= 2:  # type: ignore[operator]
         raise ValueError(f"alpha must be a number in (1, 2] (2 is sparsemax), got {alpha!r}")
     return float(alpha)
 
 
 def _scale(scale: object) -> float:
-    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not (math.isfinite(scale) and scale > 0):
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not (math.isfinite(scale) and scale > 0):  # type: ignore[operator]
         raise ValueError(f"scale must be a finite number > 0 or None (1 / sqrt(head_dim)), got {scale!r}")
     return float(scale)
 
@@ -195,7 +200,7 @@ def _power(alpha: float) -> int:
     return round(k) if abs(k - round(k)) < 1e-9 and round(k) <= 8 else 0
 
 
-def _sizes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, launch: _Launch) -> dict:
+def _sizes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, launch: _Launch) -> dict[str, Any]:
     """The scalar and compile-time arguments every kernel takes."""
     n_k = k.shape[2]
     return {
@@ -225,11 +230,13 @@ def _tile_side(dim: int) -> int:
     return max(MIN_BLOCK, 1 << (dim - 1).bit_length())
 
 
-def _launching():
+def _launching() -> contextlib.AbstractContextManager[None]:
     return kernels.interpreter_loop_bounds() if kernels.INTERPRETED else contextlib.nullcontext()
 
 
-def _forward(q, k, v, slopes, query_scale, launch: _Launch):
+def _forward(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slopes: torch.Tensor, query_scale: torch.Tensor, launch: _Launch
+) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """Output and the per-row (maximum, theta, sum of r^k) the backward recomputes the weights from."""
     b, hq, n_q, _ = q.shape
     out = q.new_empty(b, hq, n_q, v.shape[3])
@@ -242,7 +249,16 @@ def _forward(q, k, v, slopes, query_scale, launch: _Launch):
     return out, rows
 
 
-def _backward(dout, q, k, v, slopes, query_scale, rows, launch: _Launch):
+def _backward(
+    dout: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    slopes: torch.Tensor,
+    query_scale: torch.Tensor,
+    rows: list[torch.Tensor],
+    launch: _Launch,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dq, dk, dv: the dq kernel first, since it leaves each row's delta for the dk/dv kernel."""
     b, hq, n_q, _ = q.shape
     sizes = _sizes(q, k, v, launch)
@@ -260,7 +276,15 @@ class _EntmaxAttention(torch.autograd.Function):
     """q, k, v -> output; saves the inputs and three float32 numbers per query row, no (queries x keys) tensor."""
 
     @staticmethod
-    def forward(ctx, q, k, v, slopes, query_scale, launch: _Launch):
+    def forward(
+        ctx: Any,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        slopes: torch.Tensor,
+        query_scale: torch.Tensor,
+        launch: _Launch,
+    ) -> torch.Tensor:
         out, rows = _forward(q, k, v, slopes, query_scale, launch)
         ctx.save_for_backward(q, k, v, slopes, query_scale, *rows)
         ctx.launch = launch
@@ -268,7 +292,7 @@ class _EntmaxAttention(torch.autograd.Function):
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, dout):
+    def backward(ctx: Any, dout: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None, None, None]:
         q, k, v, slopes, query_scale, *rows = ctx.saved_tensors
         dq, dk, dv = _backward(dout.contiguous(), q, k, v, slopes, query_scale, rows, ctx.launch)
         return dq, dk, dv, None, None, None

@@ -1,5 +1,5 @@
 """Fused attention for the normalized ReLU^p and sigmoid row maps in Triton, forward and backward, with the
-scores, masks and position bias of :func:`attnlab.site.attend`: no (queries x keys) tensor is ever stored.
+scores, masks and position bias of :func:`attnlab.site.blockwise`: no (queries x keys) tensor is ever stored.
 
     >>> out = relu_sigmoid_attention(q, k, v, family="relu_p", p=4.0, b=0.5, window=512)
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import Any, cast
 
 import torch
 from torch.autograd.function import once_differentiable
@@ -28,7 +29,15 @@ class _Attention(torch.autograd.Function):
     recomputes every tile of scores from them, as flash attention does."""
 
     @staticmethod
-    def forward(ctx, q, k, v, slopes, row_scale, launch: kernels.Launch):
+    def forward(
+        ctx: Any,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        slopes: torch.Tensor | None,
+        row_scale: torch.Tensor | None,
+        launch: kernels.Launch,
+    ) -> torch.Tensor:
         out, m, l = kernels.forward(q, k, v, slopes, row_scale, launch)
         ctx.save_for_backward(q, k, v, m, l, slopes, row_scale)
         ctx.launch = launch
@@ -36,7 +45,7 @@ class _Attention(torch.autograd.Function):
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, dout):
+    def backward(ctx: Any, dout: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None, None, None]:
         q, k, v, m, l, slopes, row_scale = ctx.saved_tensors
         dq, dk, dv = kernels.backward(q, k, v, dout.contiguous(), m, l, slopes, row_scale, ctx.launch)
         return dq, dk, dv, None, None, None
@@ -95,7 +104,7 @@ def relu_sigmoid_attention(
     slopes = _constant("slopes", slopes, (q.shape[1],), q.device)
     query_scale = _constant("query_scale", query_scale, q.shape[:3], q.device)
     q, k, v = (t.contiguous() for t in (q, k, v))
-    return _Attention.apply(q, k, v, slopes, query_scale, launch)
+    return cast(torch.Tensor, _Attention.apply(q, k, v, slopes, query_scale, launch))  # type: ignore[no-untyped-call]
 
 
 def _check_tensors(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> None:
@@ -136,7 +145,8 @@ def _family(family: object) -> str:
 
 
 def _scale(scale: object) -> float:
-    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not (math.isfinite(scale) and scale > 0):
+    # typeshed's numbers.Real declares < and <= only, so mypy refuses scale > 0
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not (math.isfinite(scale) and scale > 0):  # type: ignore[operator]
         raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
     return float(scale)
 
@@ -157,7 +167,7 @@ def _block(name: str, size: object) -> int:
     return int(size)
 
 
-def _constant(name: str, t: torch.Tensor | None, shape: tuple, device: torch.device) -> torch.Tensor | None:
+def _constant(name: str, t: torch.Tensor | None, shape: tuple[int, ...], device: torch.device) -> torch.Tensor | None:
     """A slope or row-scale tensor as the kernels read it: float32, contiguous, of ``shape``, on ``device``."""
     if t is None:
         return None

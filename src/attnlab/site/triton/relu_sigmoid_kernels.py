@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -25,12 +27,12 @@ except ModuleNotFoundError:
 INTERPRETED = triton is not None and bool(triton.knobs.runtime.interpret)
 
 
-def _jit(fn):
+def _jit(fn: Callable[..., Any]) -> Any:
     return fn if triton is None else triton.jit(fn)
 
 
 @contextlib.contextmanager
-def interpreter_loop_bounds():
+def interpreter_loop_bounds() -> Iterator[None]:
     """Triton 3.6's interpreter turns a run-time loop bound into an int with int() of a one-element array, which
     NumPy 2.4 refuses (triton-lang/triton#9171); inside this context its tensors take the upstream fix, so the
     kernels run on CPU tensors under TRITON_INTERPRET=1. Nothing changes on a GPU."""
@@ -38,7 +40,7 @@ def interpreter_loop_bounds():
 
     original = interpreter._patch_lang_tensor
 
-    def patch(tensor, scope):
+    def patch(tensor: Any, scope: Any) -> None:
         original(tensor, scope)
         scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(())))
 
@@ -341,7 +343,9 @@ class Launch:
     block_q: int
     block_k: int
 
-    def constants(self, q: torch.Tensor, v: torch.Tensor, group: int, slopes, row_scale) -> dict:
+    def constants(
+        self, q: torch.Tensor, v: torch.Tensor, group: int, slopes: torch.Tensor | None, row_scale: torch.Tensor | None
+    ) -> dict[str, Any]:
         """The kernels' compile-time arguments for these inputs."""
         whole = float(self.p).is_integer() and not self.sigmoid
         return dict(
@@ -363,17 +367,19 @@ class Launch:
             PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         )
 
-    def runtime(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple:
+    def runtime(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[float, float, int, int, int, int, int, int]:
         """scale, b, n_q, n_k, d, dv, n_heads, window: the kernels' shared run-time scalars."""
         return (self.scale, self.b, q.shape[2], k.shape[2], q.shape[3], v.shape[3], q.shape[1], self.window or 0)
 
 
 def _block(width: int) -> int:
     # tl.dot needs every dimension a power of two and at least 16
-    return max(16, triton.next_power_of_2(width))
+    return max(16, int(triton.next_power_of_2(width)))
 
 
-def mma_dtype(dtype: torch.dtype):
+def mma_dtype(dtype: torch.dtype) -> Any:
     """The dtype the matrix products take their operands in: the input's own, except that Triton's
     interpreter multiplies bfloat16 bit patterns as integers (triton-lang/triton#11584), so there bfloat16
     operands go in as float32, whose products of bfloat16 values are exact."""
@@ -387,7 +393,14 @@ def _optional(t: torch.Tensor | None, placeholder: torch.Tensor) -> torch.Tensor
     return placeholder if t is None else t
 
 
-def forward(q, k, v, slopes, row_scale, launch: Launch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def forward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    slopes: torch.Tensor | None,
+    row_scale: torch.Tensor | None,
+    launch: Launch,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Output (B, Hq, Q, Dv) in q's dtype and the per-row statistics (m, l), float32 (B, Hq, Q)."""
     bsz, heads, n_q, _ = q.shape
     out = q.new_empty(bsz, heads, n_q, v.shape[-1])
@@ -401,7 +414,17 @@ def forward(q, k, v, slopes, row_scale, launch: Launch) -> tuple[torch.Tensor, t
     return out, m, l
 
 
-def backward(q, k, v, dout, m, l, slopes, row_scale, launch: Launch) -> tuple[torch.Tensor, ...]:
+def backward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    dout: torch.Tensor,
+    m: torch.Tensor,
+    l: torch.Tensor,
+    slopes: torch.Tensor | None,
+    row_scale: torch.Tensor | None,
+    launch: Launch,
+) -> tuple[torch.Tensor, ...]:
     """dq, dk, dv in the inputs' dtype, recomputing each tile of scores from q, k and the row statistics (m, l)."""
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     delta = torch.empty_like(m)

@@ -63,18 +63,18 @@ def _check_call(
         )
     full = (query.shape[0], query.shape[1], query.shape[2], key.shape[2])
     # the mask is sliced on its query axis (the third), a row scale on its second-to-last
-    for name, t, shape, dims in (("mask", mask, full, (4,)), ("scale", scores.scale, (*full[:3], 1), (2, 3, 4))):
-        if not isinstance(t, torch.Tensor):
+    for name, arg, shape, dims in (("mask", mask, full, (4,)), ("scale", scores.scale, (*full[:3], 1), (2, 3, 4))):
+        if not isinstance(arg, torch.Tensor):
             continue
-        if name == "mask" and not (t.dtype == torch.bool or t.is_floating_point()):
-            raise TypeError(f"mask must be boolean (True = may attend) or additive floating, got {t.dtype}")
+        if name == "mask" and not (arg.dtype == torch.bool or arg.is_floating_point()):
+            raise TypeError(f"mask must be boolean (True = may attend) or additive floating, got {arg.dtype}")
         try:
-            fits = t.dim() in dims and torch.broadcast_shapes(t.shape, shape) == shape
+            fits = arg.dim() in dims and torch.broadcast_shapes(arg.shape, shape) == shape
         except RuntimeError:
             fits = False
         if not fits:
             raise ValueError(
-                f"{name} of shape {tuple(t.shape)} must have {' or '.join(map(str, dims))} dimensions "
+                f"{name} of shape {tuple(arg.shape)} must have {' or '.join(map(str, dims))} dimensions "
                 f"and broadcast to {shape} (batch, heads, queries, {'keys' if name == 'mask' else 1})"
             )
 
@@ -109,7 +109,9 @@ def attend(
             f"query heads ({n_heads}) must be a multiple of key/value heads ({key.shape[1]}): grouped-query attention"
         )
     causal = isinstance(mask, Causal)
-    window, explicit = (mask.window if causal else None), (None if causal else mask)
+    # isinstance again, not causal: mypy narrows mask only on the isinstance itself
+    window = mask.window if isinstance(mask, Causal) else None
+    explicit = None if isinstance(mask, Causal) else mask
     scaling, softcap, scale = scores.scaling, scores.softcap, scores.scale
     slopes = scores.bias.slopes if isinstance(scores.bias, Slopes) else None
     bias = None if isinstance(scores.bias, Slopes) else scores.bias
@@ -124,9 +126,9 @@ def attend(
         kernel, args = routed
         # contiguous, as the torch paths' output, for callers that view it as (batch, queries, hidden)
         return kernel(query, key, value, **args).transpose(1, 2).contiguous()
-    groups = n_heads // key.shape[1]
-    key_t = _repeat_kv(key, groups).transpose(2, 3)
-    value = _repeat_kv(value, groups)
+    repeats = n_heads // key.shape[1]
+    key_t = _repeat_kv(key, repeats).transpose(2, 3)
+    value = _repeat_kv(value, repeats)
     n_k = key_t.shape[-1]
     out = query.new_empty(bsz, n_q, n_heads, value.shape[-1])
     groups = _head_groups(plan, n_heads)
@@ -188,8 +190,8 @@ def attend(
             # re-masked because a learnable scale may turn negative and lift masked keys to the top
             z = (z * (scale if scale.shape[-2] == 1 else scale[..., start:stop, :])).masked_fill(~allowed, fill)
         w = _weights(z, allowed, plan, groups, query.dtype, fill)
-        for observer in plan.weight_observers:
-            observer(WeightBlock(layer, w, allowed, start, n_q))
+        for weight_observer in plan.weight_observers:
+            weight_observer(WeightBlock(layer, w, allowed, start, n_q))
         if dropout:
             w = F.dropout(w, p=dropout, training=True)
         out[:, start:stop] = torch.matmul(w, value).transpose(1, 2)

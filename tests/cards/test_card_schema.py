@@ -1,0 +1,91 @@
+"""The typed card is card.json: ``build`` gives a ``Card`` whose ``to_dict`` is the file ``attnlab card`` writes,
+"schema" first; ``Card.from_dict`` reads it back to an equal Card, reads a card written before the schema was
+versioned as schema 1 and refuses a newer schema, naming both."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from checkpoints import save_checkpoint
+
+import attnlab
+from attnlab import hooks
+from attnlab.cards import build as cards
+from attnlab.cards.compare import compare
+from attnlab.cards.types import (
+    SCHEMA,
+    AblationPanel,
+    Card,
+    CardError,
+    LengthPanel,
+    Multiplier,
+    SubstitutionPanel,
+    TemperatureFit,
+    TemperaturePanel,
+)
+from attnlab.cli import main
+from attnlab.findings.finding import Finding
+from cards.test_card import TINY
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """The card.json ``attnlab card`` wrote of a tiny checkpoint (its text and data), and the card ``build`` gives
+    of the same checkpoint in memory under the same plan."""
+    folder = tmp_path_factory.mktemp("schema")
+    checkpoint = save_checkpoint(folder / "ckpt")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(cards.PLANS, "quick", dataclasses.replace(cards.PLANS["quick"], **TINY))
+        argv = ["card", str(checkpoint), "--target-length", "2048", "--out", str(folder / "out"), "--no-progress"]
+        assert main(argv) == 0
+        model, tok = hooks.load_model(checkpoint)
+        built = cards.build(model, tok, cards.PLANS["quick"], name=str(checkpoint), target=2048)
+    text = (folder / "out" / "card.json").read_text(encoding="utf-8")
+    return text, json.loads(text, parse_constant=pytest.fail), built, folder / "out"
+
+
+def test_build_gives_typed_panels_and_findings(made):
+    _, _, built, _ = made
+    assert isinstance(built, Card) and isinstance(built.substitution, SubstitutionPanel)
+    assert isinstance(built.ablation, AblationPanel) and isinstance(built.length, LengthPanel)
+    heat = built.temperature
+    assert isinstance(heat, TemperaturePanel) and isinstance(heat.multiplier, Multiplier)
+    assert isinstance(heat.inside, TemperatureFit) and isinstance(heat.past, TemperatureFit)
+    findings = (built.ablation.finding, built.length.finding, heat.inside.finding, heat.past.finding)
+    assert all(isinstance(f, Finding) for f in findings)
+    assert built.provenance is None and built.length.cut == (1024,)  # provenance is the command's addition
+
+
+def test_a_card_round_trips_and_to_dict_is_the_written_card_json(made):
+    text, written, built, _ = made
+    assert Card.from_dict(built.to_dict()) == built
+    data = dataclasses.replace(built, provenance=written["provenance"]).to_dict()
+    assert next(iter(data)) == "schema" and data["schema"] == SCHEMA == 1
+    assert data == written
+    # as attnlab card writes it (io.write_json): the same bytes
+    assert json.dumps(data, indent=2, sort_keys=True) + "\n" == text
+    card = Card.from_dict(written)
+    assert card == dataclasses.replace(built, provenance=written["provenance"])
+    assert Card.from_dict(card.to_dict()) == card and card.to_dict() == written
+
+
+def test_a_newer_schema_is_refused_naming_both(made, tmp_path):
+    _, written, _, _ = made
+    newer = {**written, "schema": 99}
+    with pytest.raises(CardError, match=r"schema 99.*schema 1\b") as raised:
+        Card.from_dict(newer)
+    assert isinstance(raised.value, attnlab.Error)
+    (tmp_path / "card.json").write_text(json.dumps(newer), encoding="utf-8")
+    with pytest.raises(CardError, match=r"card\.json: the card has schema 99.*schema 1\b"):
+        compare([tmp_path])
+
+
+def test_a_card_without_schema_reads_as_schema_1(made, tmp_path):
+    _, written, _, out = made
+    old = {k: v for k, v in written.items() if k != "schema"}  # written before card.json was versioned
+    card = Card.from_dict(old)
+    assert card == Card.from_dict(written) and card.to_dict() == written
+    (tmp_path / "card.json").write_text(json.dumps(old), encoding="utf-8")
+    assert compare([tmp_path]).equals(compare([out]))
