@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import cast
 
 import torch
 
@@ -85,7 +86,7 @@ def s_p(ratio: torch.Tensor, degrees: Sequence[float]) -> dict[float, torch.Tens
                     acc = squares[bit] if acc is None else acc * squares[bit]
                 n >>= 1
                 bit *= 2
-            out[p] = acc.sum(-1)
+            out[p] = cast(torch.Tensor, acc).sum(-1)  # set by the loop for every degree p >= 1
         else:
             out[p] = ratio.pow(p).sum(-1)
     return out

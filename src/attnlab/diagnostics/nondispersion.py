@@ -194,7 +194,7 @@ def _row(
     n: int,
     alpha: float,
     error: float | None = None,
-) -> dict:
+) -> dict[str, object]:
     """One check; ``error`` overrides the one measured and predicted give (a whole row's worst deviation)."""
     error = _error(relation, predicted, measured) if error is None else error
     return {
@@ -211,7 +211,7 @@ def _row(
     }
 
 
-def _lemma2_checks(lengths: list[int], alphas: Sequence[float]) -> list[dict]:
+def _lemma2_checks(lengths: list[int], alphas: Sequence[float]) -> list[dict[str, object]]:
     rows = []
     for alpha in alphas:
         rowmap = rowmap_for(alpha)
@@ -268,7 +268,7 @@ def _lemma2_checks(lengths: list[int], alphas: Sequence[float]) -> list[dict]:
     return rows
 
 
-def _prop1_checks(lengths: list[int], alphas: Sequence[float]) -> list[dict]:
+def _prop1_checks(lengths: list[int], alphas: Sequence[float]) -> list[dict[str, object]]:
     # Prop. 1 (i) extends a row of n0 keys; at least to 2 n0, so that something is appended.
     rows, n0, n_max = [], 16, max(lengths[-1], 32)
     spread, k, beta = 4.0, 2, 0.5
@@ -400,7 +400,7 @@ def _prop1_checks(lengths: list[int], alphas: Sequence[float]) -> list[dict]:
     return rows
 
 
-def _prop3_checks(lengths: list[int], alphas: Sequence[float]) -> list[dict]:
+def _prop3_checks(lengths: list[int], alphas: Sequence[float]) -> list[dict[str, object]]:
     # The paper's example (alpha = 2, phi = 0.5, b = 0, d = 1) and softmax on the same inputs; then eq. 74's
     # general construction (d = 2, b = 0) at the middle of the allowed phi - b for each alpha.
     cases = [(1.0, 0.5, 0.0, 1), (2.0, 0.5, 0.0, 1)]

@@ -25,8 +25,12 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import cast
 
 import torch
+
+# typeshed types float ** float as Any (a negative base gives a complex); cast(float, ...) below states the real
+# results these formulas have on their domains, and changes nothing at run time
 
 
 def _count(name: str, value: int, low: int) -> int:
@@ -61,7 +65,7 @@ def lemma2_gap(k: int, alpha: float) -> float:
     logits all the weight, whatever n (Vasylenko et al. 2025 Lemma 2 (i), App. C eq. 32)."""
     _count("k", k, 1)
     alpha = _alpha(alpha, softmax=False)
-    return k ** (1 - alpha) / (alpha - 1)
+    return cast(float, k ** (1 - alpha)) / (alpha - 1)
 
 
 def two_level_threshold(k: int, alpha: float, top: float = 0.0) -> float:
@@ -69,7 +73,7 @@ def two_level_threshold(k: int, alpha: float, top: float = 0.0) -> float:
     once Delta >= lemma2_gap(k, alpha) (Vasylenko et al. 2025 Lemma 2 (i), App. C eq. 29)."""
     _count("k", k, 1)
     alpha = _alpha(alpha, softmax=False)
-    return (alpha - 1) * top - k ** (1 - alpha)
+    return (alpha - 1) * top - cast(float, k ** (1 - alpha))
 
 
 def lemma2_support(n: int, k: int, delta: float, alpha: float) -> int:
@@ -111,7 +115,7 @@ def two_level_weights(n: int, k: int, delta: float, alpha: float) -> tuple[float
     a = alpha - 1
 
     def excess(p_m: float) -> float:
-        return ((1 - (n - k) * p_m) / k) ** a - p_m**a - a * delta
+        return cast(float, ((1 - (n - k) * p_m) / k) ** a - p_m**a) - a * delta
 
     lo, hi = 0.0, 1.0 / n
     while lo < (mid := (lo + hi) / 2) < hi:
@@ -126,7 +130,7 @@ def lemma1_bmax(n: int, k: int, delta: float, alpha: float, top: float = 0.0) ->
     App. C eq. 42). tau = (alpha-1) M - p_M^(alpha-1) (App. D.2 eq. 76) holds in both of Lemma 2's regimes."""
     alpha = _alpha(alpha, softmax=False)
     p_top, _ = two_level_weights(n, k, delta, alpha)
-    return top - p_top ** (alpha - 1) / (alpha - 1)
+    return top - cast(float, p_top ** (alpha - 1)) / (alpha - 1)
 
 
 def softmax_required_gap(n: int, k: int, c: float, theta: float = 1.0) -> float:
@@ -225,7 +229,7 @@ def prop3_limit(alpha: float, phi: float, b: float, d: int = 2) -> float:
             f"without the repeat, sparse with it), got {phi - b:.6g}"
         )
     p_star = ((alpha - 1) * (phi - b)) ** (1 / (alpha - 1))
-    return (1 - p_star) * _prop3_spread(phi, b, d)
+    return cast(float, (1 - p_star) * _prop3_spread(phi, b, d))
 
 
 def _prop3_rate(n: int, alpha: float, phi: float, b: float, d: int) -> float:
@@ -240,4 +244,4 @@ def _prop3_rate(n: int, alpha: float, phi: float, b: float, d: int) -> float:
         return math.exp(phi - b) / (n - 1) * spread
     a = alpha - 1
     e = ((1 - ((alpha - 1) * (phi - b)) ** (1 / a)) / (n - 1)) ** a
-    return (e / a if a <= 1 else e ** (1 / a)) * spread
+    return cast(float, (e / a if a <= 1 else e ** (1 / a)) * spread)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from attnlab.diagnostics.stats import _check_level, _float_values
 
@@ -64,7 +65,7 @@ def t_quantile(p: float, df: float) -> float:
     return 0.5 * (lo + hi)
 
 
-def paired_interval(differences, level: float = 0.95) -> dict[str, float]:
+def paired_interval(differences: ArrayLike, level: float = 0.95) -> dict[str, float]:
     """Mean, sample standard deviation and the two-sided Student-t interval of paired differences (one per
     seed: the same seed's control and treated run); n, mean, sd, lo, hi. With one difference the sd and the
     interval are NaN: one pair cannot say how much seeds vary."""

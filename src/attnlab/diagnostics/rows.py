@@ -10,12 +10,14 @@ are labelled in ``status`` and get NaN statistics, never dropped and never mixed
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeGuard, cast
 
 import numpy as np
 import pandas as pd
 import torch
+from numpy.typing import ArrayLike
 
 from attnlab import rowmaps
 from attnlab.diagnostics import concentration as conc
@@ -76,16 +78,16 @@ class RowOptions:
     def make(
         cls,
         *,
-        p=(2, 4, 8, 16),
-        b=0.0,
-        tau=None,
-        eps=1e-6,
-        beta=1.0,
-        sink=0,
-        rowmap="softmax",
-        sigmoid=False,
-        r=None,
-        gamma=(),
+        p: float | Sequence[float] = (2, 4, 8, 16),
+        b: float = 0.0,
+        tau: float | None = None,
+        eps: float = 1e-6,
+        beta: float | Sequence[float] = 1.0,
+        sink: int = 0,
+        rowmap: str = "softmax",
+        sigmoid: bool = False,
+        r: float | str | None = None,
+        gamma: float | Sequence[float] = (),
     ) -> RowOptions:
         return cls(
             p=_several(p),
@@ -104,16 +106,20 @@ class RowOptions:
         return "" if len(self.beta) == 1 else f"_beta{beta:g}"
 
 
-def _finite(x) -> bool:
+def _finite(x: object) -> TypeGuard[float]:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def _several(x) -> tuple:
+def _several(x: object) -> tuple[Any, ...]:
     """A list, tuple or array as a tuple; anything else as a tuple of itself, for the checks to name."""
     return tuple(x) if isinstance(x, (list, tuple, range, np.ndarray)) else (x,)
 
 
-def flat_rows(scores, mask=None, target=None):
+def flat_rows(
+    scores: torch.Tensor | np.ndarray,
+    mask: torch.Tensor | np.ndarray | None = None,
+    target: torch.Tensor | ArrayLike | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """Validate, then view as rows: scores (R, n) in their own dtype, mask (R, n) bool or None and
     target (R,) int64 or None. Nothing is upcast yet, so callers can convert a block at a time."""
     if isinstance(scores, np.ndarray):
@@ -167,7 +173,7 @@ def _special(zmax: torch.Tensor) -> torch.Tensor:
     return code
 
 
-def _torch_basics(zm: torch.Tensor, target: torch.Tensor | None, opt: RowOptions) -> dict[str, object]:
+def _torch_basics(zm: torch.Tensor, target: torch.Tensor | None, opt: RowOptions) -> dict[str, Any]:
     """The per-row basics of ``_readable_stats`` by torch ops, one pass per statistic: n_keys, first and
     second (argmax and runner-up), rest (the largest score but the argmax's), a_act, S_p per degree,
     sink, softmax dispersion per beta (None for other maps) and the gap statistics."""
@@ -193,10 +199,10 @@ def _torch_basics(zm: torch.Tensor, target: torch.Tensor | None, opt: RowOptions
     }
 
 
-R_MODES = {None: 0, "auto": 2}
+R_MODES: dict[float | str | None, int] = {None: 0, "auto": 2}
 
 
-def _kernel_basics(k, zm: torch.Tensor, target: torch.Tensor | None, opt: RowOptions) -> dict[str, object]:
+def _kernel_basics(k: kernel.Kernel, zm: torch.Tensor, target: torch.Tensor | None, opt: RowOptions) -> dict[str, Any]:
     """``_torch_basics`` from the compiled kernel (``kernel.py``, ``_rows.c``), which reads each row while it
     is in cache; softmax's dispersion comes with it when the row map is softmax."""
     softmax = opt.rowmap == "softmax"
@@ -211,7 +217,7 @@ def _kernel_basics(k, zm: torch.Tensor, target: torch.Tensor | None, opt: RowOpt
         opt.sink,
         opt.eps,
         R_MODES.get(opt.r, 1),
-        0.0 if opt.r in R_MODES else float(opt.r),
+        0.0 if opt.r in R_MODES else float(cast(float, opt.r)),  # r: a number here (RowOptions)
     )
     (n_keys, first, second, rest, a_act, sink, lam, tie, cgap, ccount, alpha, cent, lam_r) = table[: kernel.DIAG_FIXED]
     gaps = {
@@ -235,12 +241,21 @@ def _kernel_basics(k, zm: torch.Tensor, target: torch.Tensor | None, opt: RowOpt
         "a_act": a_act.long(),
         "s_p": dict(zip(opt.p, s_cols)),
         "sink": sink.long(),
-        "softmax": [_softmax_columns(*cols, n_keys) for cols in per_beta] if softmax else None,
+        # mypy gives a starred argument every remaining parameter, so it counts n_keys as one too many
+        "softmax": [_softmax_columns(*cols, n_keys) for cols in per_beta] if softmax else None,  # type: ignore[call-arg]
         "gaps": gaps,
     }
 
 
-def _softmax_columns(entropy, support, max_weight, top2_gap, target_mass, sink_mass, n_keys) -> dict:
+def _softmax_columns(
+    entropy: torch.Tensor,
+    support: torch.Tensor,
+    max_weight: torch.Tensor,
+    top2_gap: torch.Tensor,
+    target_mass: torch.Tensor,
+    sink_mass: torch.Tensor,
+    n_keys: torch.Tensor,
+) -> dict[str, torch.Tensor]:
     return {
         "entropy": entropy,
         "entropy_norm": normalized_entropy(entropy, n_keys),
@@ -252,7 +267,7 @@ def _softmax_columns(entropy, support, max_weight, top2_gap, target_mass, sink_m
     }
 
 
-def _readable_stats(zm: torch.Tensor, target: torch.Tensor | None, opt: RowOptions) -> dict[str, object]:
+def _readable_stats(zm: torch.Tensor, target: torch.Tensor | None, opt: RowOptions) -> dict[str, torch.Tensor]:
     if target is not None and not (zm.gather(-1, target.unsqueeze(-1)) > -math.inf).all():
         raise ValueError("a target index points at a masked key; targets must be attended keys")
     k = kernel.for_rows(zm) if zm.numel() else None
@@ -265,7 +280,7 @@ def _readable_stats(zm: torch.Tensor, target: torch.Tensor | None, opt: RowOptio
     else:
         target = first
     m = conc.margins(zm, target, opt.b, rest_max=rest)
-    out: dict[str, object] = {
+    out: dict[str, torch.Tensor] = {
         "status": conc.status(m["u_star"], opt.tau),
         "target": target,
         "target_is_max": m["target_is_max"],
@@ -310,7 +325,9 @@ def _readable_stats(zm: torch.Tensor, target: torch.Tensor | None, opt: RowOptio
 LABELS = np.array([*conc.STATUS, *SPECIAL], dtype=object)
 
 
-def _column(name: str, values: torch.Tensor, code: torch.Tensor, readable: np.ndarray | None):
+def _column(
+    name: str, values: torch.Tensor, code: torch.Tensor, readable: np.ndarray | None
+) -> np.ndarray | pd.arrays.BooleanArray | pd.arrays.IntegerArray:
     """Scatter per-readable-row values into a full-length column (``readable`` None: every row is):
     NaN or NA on unreadable rows, whose status is their special label. Integer and boolean columns are
     pandas' nullable types always, so every block has the same schema."""
@@ -352,7 +369,7 @@ def stats_frame(zm: torch.Tensor, target: torch.Tensor | None, opt: RowOptions) 
     code = _special(zm.amax(-1))
     readable = code == 0
     every = bool(readable.all())
-    sub = (lambda t: t) if every else (lambda t: t[readable])
+    sub: Callable[[torch.Tensor], torch.Tensor] = (lambda t: t) if every else (lambda t: t[readable])
     stats = _readable_stats(sub(zm), None if target is None else sub(target), opt)
     keep = None if every else readable.numpy()
     cols = {k: _column(k, v, code, keep) for k, v in stats.items()}
@@ -370,13 +387,13 @@ def _flag(values: np.ndarray, known: np.ndarray) -> pd.arrays.BooleanArray:
 
 
 def row_stats(
-    scores,
-    mask=None,
+    scores: torch.Tensor | np.ndarray,
+    mask: torch.Tensor | np.ndarray | None = None,
     *,
     p: float | Sequence[float] = (2, 4, 8, 16),
     b: float = 0.0,
     tau: float | None = None,
-    target=None,
+    target: torch.Tensor | ArrayLike | None = None,
     eps: float = 1e-6,
     beta: float | Sequence[float] = 1.0,
     sink: int = 0,

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import cast
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike, NDArray
 
 # The two-sided 95% normal quantile Phi^-1(0.975); Polynomial Concentration App. B quotes 95% Wilson intervals.
 Z95 = 1.959963984540054
@@ -31,7 +33,7 @@ UNREADABLE = ("empty", "nan", "inf")
 TIE_LOG10_MAX = 5.0
 
 
-def _names(cols) -> tuple[str, ...]:
+def _names(cols: str | Iterable[str] | None) -> tuple[str, ...]:
     """One column name or an iterable of them, as a tuple."""
     if cols is None:
         return ()
@@ -49,7 +51,7 @@ def _require(df: pd.DataFrame, cols: Iterable[str]) -> None:
         raise ValueError(f"missing column(s) {missing}; the table has columns {list(df.columns)}")
 
 
-def wilson(successes, n, z: float = Z95):
+def wilson(successes: ArrayLike, n: ArrayLike, z: float = Z95) -> tuple[float, float] | tuple[np.ndarray, np.ndarray]:
     """Wilson score interval (lo, hi) for `successes` out of `n` trials (Polynomial Concentration App. B).
 
     lo, hi = (p + z^2/2n -/+ z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n), p = successes / n: the two
@@ -82,7 +84,7 @@ def active_rows(df: pd.DataFrame) -> pd.Series:
     return df["status"] == "active"
 
 
-def tie_mask(lambda_n) -> np.ndarray:
+def tie_mask(lambda_n: pd.Series | ArrayLike) -> np.ndarray:
     """True on exact-tie rows, log10 Lambda_n > 5 (Lambda_n = +inf included): Hayase & Karakida 2026 §4.5.1
     excludes them from every aggregate, of Lambda, alpha and Delta alike. NaN (unreadable) is False."""
     lam = _float_values(lambda_n, "lambda_n")
@@ -90,10 +92,10 @@ def tie_mask(lambda_n) -> np.ndarray:
         return np.log10(lam) > TIE_LOG10_MAX
 
 
-def _float_values(values, name: str) -> np.ndarray:
+def _float_values(values: pd.Series | ArrayLike, name: str) -> NDArray[np.float64]:
     """A 1-D float array (NA -> NaN) from a Series or array-like."""
     if isinstance(values, pd.Series):
-        out = values.to_numpy(dtype=float, na_value=np.nan)
+        out: NDArray[np.float64] = values.to_numpy(dtype=float, na_value=np.nan)
     else:
         out = np.asarray(values, dtype=float)
     if out.ndim != 1:
@@ -105,24 +107,24 @@ def _flag_values(df: pd.DataFrame, col: str) -> np.ndarray:
     """A boolean (or 0/1) column as floats: 1.0, 0.0, NaN for NA; anything else is a TypeError."""
     s = df[col]
     if pd.api.types.is_bool_dtype(s.dtype) or pd.api.types.is_numeric_dtype(s.dtype):
-        v = s.to_numpy(dtype=float, na_value=np.nan)
+        v: NDArray[np.float64] = s.to_numpy(dtype=float, na_value=np.nan)
         known = v[~np.isnan(v)]
         if np.all((known == 0) | (known == 1)):
             return v
     raise TypeError(f"fraction column {col!r} must be boolean (or 0/1 with NA), got dtype {s.dtype}")
 
 
-def _bool_mask(mask, n_rows: int, name: str) -> np.ndarray:
+def _bool_mask(mask: pd.Series | ArrayLike, n_rows: int, name: str) -> np.ndarray:
     """A per-row boolean mask (array-like or Series, NA -> False) of length n_rows."""
     mask = mask if isinstance(mask, pd.Series) else pd.Series(np.asarray(mask))
     if len(mask) != n_rows:
         raise ValueError(f"{name} has {len(mask)} entries but there are {n_rows} rows")
     if not (pd.api.types.is_bool_dtype(mask.dtype) or len(mask) == 0):
         raise TypeError(f"{name} must be a boolean mask, got dtype {mask.dtype}")
-    return mask.fillna(False).to_numpy(dtype=bool)
+    return cast(np.ndarray, mask.fillna(False).to_numpy(dtype=bool))  # pandas is untyped here (no stubs)
 
 
-def _row_mask(df: pd.DataFrame, where) -> np.ndarray:
+def _row_mask(df: pd.DataFrame, where: Callable[[pd.DataFrame], ArrayLike] | ArrayLike | None) -> np.ndarray:
     """The `where` rule as a boolean array: None = every row, a callable df -> mask, or a mask."""
     if where is None:
         return np.ones(len(df), dtype=bool)
@@ -140,7 +142,13 @@ def _group_codes(df: pd.DataFrame, by: tuple[str, ...]) -> tuple[np.ndarray, pd.
 
 
 def aggregate(
-    df: pd.DataFrame, by=("layer", "head"), *, fractions=(), medians=(), where=active_rows, drop_inf=True
+    df: pd.DataFrame,
+    by: str | Iterable[str] = ("layer", "head"),
+    *,
+    fractions: str | Iterable[str] = (),
+    medians: str | Iterable[str] = (),
+    where: Callable[[pd.DataFrame], ArrayLike] | ArrayLike | None = active_rows,
+    drop_inf: bool | str | Iterable[str] = True,
 ) -> pd.DataFrame:
     """Per group of `by` (sorted; () = the whole table as one group): counts, Wilson-bounded fractions
     of boolean columns and medians of float columns.
@@ -175,7 +183,7 @@ def aggregate(
     codes, out = _group_codes(df, by)
     n_groups = len(out)
 
-    def count(weights) -> np.ndarray:
+    def count(weights: ArrayLike) -> np.ndarray:
         return np.bincount(codes, weights=np.asarray(weights, dtype=float), minlength=n_groups)
 
     status = df["status"]
@@ -204,7 +212,7 @@ def aggregate(
     return out
 
 
-def _unit_codes(df: pd.DataFrame, unit) -> tuple[np.ndarray, int]:
+def _unit_codes(df: pd.DataFrame, unit: str | Iterable[str]) -> tuple[np.ndarray, int]:
     """Unit number of every row for a unit column (or tuple of columns), and the number of units."""
     names = _names(unit)
     if not names:
@@ -216,7 +224,7 @@ def _unit_codes(df: pd.DataFrame, unit) -> tuple[np.ndarray, int]:
     return g.ngroup().to_numpy(dtype=np.int64), g.ngroups
 
 
-def _draws(n_units: int, n_boot: int, seed) -> np.ndarray:
+def _draws(n_units: int, n_boot: int, seed: int | None) -> np.ndarray:
     """(n_boot, n_units) unit indices: each resample draws n_units units with replacement (Polynomial Concentration
     App. R; Hayase & Karakida 2026 App. F). Both bootstrap paths use this, so equal seeds give equal resamples."""
     if not (isinstance(n_boot, (int, np.integer)) and n_boot >= 1):
@@ -249,10 +257,10 @@ def bootstrap_ci(
     df: pd.DataFrame,
     statistic: Callable[[pd.DataFrame], float],
     *,
-    unit="prompt",
+    unit: str | Iterable[str] = "prompt",
     n_boot: int = 1000,
     level: float = 0.95,
-    seed=0,
+    seed: int | None = 0,
 ) -> tuple[float, float, float]:
     """(point, lo, hi): statistic(df) and its percentile bootstrap interval over `unit` (Polynomial Concentration
     App. R).
@@ -283,7 +291,14 @@ def bootstrap_ci(
 
 
 def bootstrap_fraction(
-    df: pd.DataFrame, column: str, *, unit="prompt", where=active_rows, n_boot: int = 1000, level: float = 0.95, seed=0
+    df: pd.DataFrame,
+    column: str,
+    *,
+    unit: str | Iterable[str] = "prompt",
+    where: Callable[[pd.DataFrame], ArrayLike] | ArrayLike | None = active_rows,
+    n_boot: int = 1000,
+    level: float = 0.95,
+    seed: int | None = 0,
 ) -> tuple[float, float, float]:
     """``bootstrap_ci`` for the pooled fraction of True in a boolean `column`, fast.
 
@@ -315,10 +330,10 @@ def _ols_slopes(t: np.ndarray, y: np.ndarray) -> np.ndarray:
     if t.size < 2:
         return np.full(y.shape[:-1], np.nan)
     tc = t - t.mean()
-    return (y - y.mean(axis=-1, keepdims=True)) @ tc / (tc @ tc)
+    return cast(np.ndarray, (y - y.mean(axis=-1, keepdims=True)) @ tc / (tc @ tc))  # numpy types this Any
 
 
-def _unit_labels(unit, n_rows: int) -> tuple[np.ndarray, int]:
+def _unit_labels(unit: pd.DataFrame | ArrayLike, n_rows: int) -> tuple[np.ndarray, int]:
     """Unit number of every row from per-row labels (1-D) or a frame / 2-D array of label columns."""
     frame = unit if isinstance(unit, pd.DataFrame) else pd.DataFrame(np.asarray(unit))
     if len(frame) != n_rows:
@@ -353,7 +368,16 @@ class ExponentFit:
     n_boot_valid: int
 
 
-def exponent(n, x, *, exclude=None, buckets=None, unit=None, n_boot: int = 200, seed=0) -> ExponentFit:
+def exponent(
+    n: pd.Series | ArrayLike,
+    x: pd.Series | ArrayLike,
+    *,
+    exclude: pd.Series | ArrayLike | None = None,
+    buckets: ArrayLike | None = None,
+    unit: pd.DataFrame | ArrayLike | None = None,
+    n_boot: int = 200,
+    seed: int | None = 0,
+) -> ExponentFit:
     """Logarithmic growth exponent xi of X_n ~ (log n)^xi from per-row values (Hayase & Karakida 2026 §4.5.1).
 
     n: per-row context length (the key count of the row); x: per-row X in {Lambda_n, alpha_n,
@@ -440,7 +464,7 @@ def exponent(n, x, *, exclude=None, buckets=None, unit=None, n_boot: int = 200, 
     return result
 
 
-def _estimate(value, name: str) -> tuple[float, float | None]:
+def _estimate(value: ExponentFit | float, name: str) -> tuple[float, float | None]:
     """(xi, half-IQR or None) from a number or an ``exponent`` result."""
     if isinstance(value, ExponentFit):
         return value.xi_hat, value.half_iqr
@@ -449,7 +473,14 @@ def _estimate(value, name: str) -> tuple[float, float | None]:
     return float(value), None
 
 
-def check_cor49(xi_lambda, xi_alpha, xi_delta, *, half_iqrs=None, atol: float = 1e-9) -> dict:
+def check_cor49(
+    xi_lambda: ExponentFit | float,
+    xi_alpha: ExponentFit | float,
+    xi_delta: ExponentFit | float,
+    *,
+    half_iqrs: Iterable[float] | None = None,
+    atol: float = 1e-9,
+) -> dict[str, float | bool | None]:
     """Check Hayase & Karakida 2026 Cor. 4.9, eq. (4.7): xi_Lambda = xi_alpha - xi_Delta + 1.
 
     The identity is the contact formula (4.4) Lambda_n = alpha_n log n / Delta_n taken to exponents

@@ -12,12 +12,15 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from types import TracebackType
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
+from numpy.typing import ArrayLike
 
 from attnlab.diagnostics.rows import RowOptions, blocks, flat_rows, stats_frame
 from attnlab.io import PARQUET_META_KEY
@@ -33,7 +36,7 @@ ROW_GROUP = 1 << 16  # rows per Parquet row group: large enough to scan fast, sm
 TRIM_VALUES = 1 << 26
 
 
-def _expand(name: str, t, shape: torch.Size) -> torch.Tensor:
+def _expand(name: str, t: torch.Tensor | ArrayLike, shape: torch.Size) -> torch.Tensor:
     t = torch.as_tensor(t)
     try:
         return t.expand(shape)
@@ -69,10 +72,10 @@ class RowStatsWriter:
 
     def __init__(
         self,
-        path: str | os.PathLike,
+        path: str | os.PathLike[str],
         options: RowOptions = RowOptions(),
         *,
-        config: dict | None = None,
+        config: dict[str, Any] | None = None,
         every: int = 1,
         positions: Sequence[int] | None = None,
         chunk_values: int = 1 << 21,
@@ -224,6 +227,7 @@ class RowStatsWriter:
         if self._writer is None:
             self._buffer(self._empty())
             self._flush()
+        assert self._writer is not None  # _flush wrote the rows, or the empty table, through _emit
         self._writer.close()
         os.replace(self._tmp, self.path)
         self._ended = "closed"
@@ -243,7 +247,9 @@ class RowStatsWriter:
     def __enter__(self) -> RowStatsWriter:
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if exc_type is None:
             self.close()
         else:
@@ -297,7 +303,7 @@ class RowStatsCollector(RowStatsWriter):
             self._pending, self._pending_rows, self._frames = [], 0, []
 
 
-def read_rows(path: str | os.PathLike) -> tuple[pd.DataFrame, dict]:
+def read_rows(path: str | os.PathLike[str]) -> tuple[pd.DataFrame, dict[str, Any]]:
     """A table written by ``RowStatsWriter`` and the metadata it was written with."""
     table = pq.read_table(path)
     meta = json.loads((table.schema.metadata or {}).get(PARQUET_META_KEY, b"{}"))

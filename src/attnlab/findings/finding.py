@@ -101,12 +101,13 @@ class Finding:
                 f"{self.claim!r}: a paper's claim states its rule, null control and MDE (build it with "
                 "attnlab.findings.verdict.decide); an identity of attnlab's is a check"
             )
-        if self.verdict == "reproduced" and self.null.passes is not False:
+        # a claim has its null and MDE (checked above), so the `is not None` below only narrows them for mypy
+        if self.verdict == "reproduced" and self.null is not None and self.null.passes is not False:
             raise ValueError(
                 f"{self.claim!r}: reproduced needs its null control to fail the rule; "
                 f"{self.null.control} {self.null.result}"
             )
-        if self.verdict == "underpowered" and self.mde.adequate is not False:
+        if self.verdict == "underpowered" and self.mde is not None and self.mde.adequate is not False:
             raise ValueError(f"{self.claim!r}: underpowered needs an MDE larger than the paper's effect")
         if self.verdict in ("not checked", "underpowered") and not self.reason:
             raise ValueError(f"{self.claim!r}: a {self.verdict} finding states its reason")

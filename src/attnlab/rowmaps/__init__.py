@@ -9,6 +9,8 @@ formula and source paper); ``rowmaps.register`` adds one's own in the same way.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -25,7 +27,7 @@ from attnlab.rowmaps.softmax import length_multiplier
 class RowMapLayer(nn.Module):
     """A row map as a module: ``RowMapLayer("relu_p4_b1")(scores, mask)``."""
 
-    def __init__(self, name: str, **options) -> None:
+    def __init__(self, name: str, **options: Any) -> None:
         super().__init__()
         self.rowmap = get(name, **options)
 

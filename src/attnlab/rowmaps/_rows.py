@@ -74,7 +74,7 @@ def denormal_floor(k: float, n: int, dtype: torch.dtype) -> float:
     cost ~100x per operation on x86, and such a term is far below the resolution of the row, so the
     base is set to exactly 0.
     """
-    return (4.0 * n * torch.finfo(dtype).tiny) ** (1.0 / max(k, 1.0))
+    return float((4.0 * n * torch.finfo(dtype).tiny) ** (1.0 / max(k, 1.0)))
 
 
 def row_max(z: torch.Tensor) -> torch.Tensor:

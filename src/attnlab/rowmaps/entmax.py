@@ -37,13 +37,15 @@ compiler) and is tested to the same references.
 from __future__ import annotations
 
 import math
+import re
+from typing import Any, cast
 
 import torch
 from torch.autograd.function import once_differentiable
 
 from attnlab.rowmaps import kernel
 from attnlab.rowmaps._rows import check_rows, denormal_floor, normalized_rows
-from attnlab.rowmaps.registry import NUM, register
+from attnlab.rowmaps.registry import NUM, Built, register
 from attnlab.rowmaps.softmax import softmax
 
 MAX_ITER = 60
@@ -60,10 +62,10 @@ def _is_int(k: float) -> bool:
 
 def _tol(dtype: torch.dtype) -> float:
     # Newton converges quadratically: a last step below eps^(2/3) leaves an error near eps^(4/3).
-    return torch.finfo(dtype).eps ** (2.0 / 3.0)
+    return float(torch.finfo(dtype).eps ** (2.0 / 3.0))
 
 
-def _sums(r: torch.Tensor, tmp: torch.Tensor, k: int):
+def _sums(r: torch.Tensor, tmp: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """G = ||r||_k, d = sum r^(k-1) and (k = 4 only, else None) m2 = sum r^(k-2) over the last dim,
     for k in FAST_K; for k = 4, ``tmp`` gets r^2 and ``r`` is then overwritten with r^3."""
     if k == 1:
@@ -110,7 +112,16 @@ def _fast_step(
     return _step(sk, d, k, target, m2 if halley else None)
 
 
-def _fast_newton(z, t, r, tmp, k: int, target: float, tol: float, halley: bool) -> torch.Tensor:
+def _fast_newton(
+    z: torch.Tensor,
+    t: torch.Tensor,
+    r: torch.Tensor,
+    tmp: torch.Tensor,
+    k: int,
+    target: float,
+    tol: float,
+    halley: bool,
+) -> torch.Tensor:
     """Iterate from a lower bound ``t`` (updated in place) until a step is below ``tol``.
 
     Newton's iterates stay lower bounds (h is convex); Halley's may end just above the root.
@@ -142,7 +153,9 @@ def _fast_threshold(
     return _fast_newton(z, t, r, tmp, k, target, _LOOSE * target, halley=True)
 
 
-def _fast_forward(z: torch.Tensor, m: torch.Tensor, k: int, alpha: float, need_s: bool):
+def _fast_forward(
+    z: torch.Tensor, m: torch.Tensor, k: int, alpha: float, need_s: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """alpha-entmax weights (and s for the backward) for k in FAST_K.
 
     Newton stops early (step below _LOOSE); the weights' own sum f = sum ((alpha-1) r)^k then bounds
@@ -161,7 +174,7 @@ def _fast_forward(z: torch.Tensor, m: torch.Tensor, k: int, alpha: float, need_s
     accept = 16 * torch.finfo(z.dtype).eps
     converged = False
     for _ in range(MAX_ITER):
-        torch.nn.functional.threshold_(torch.sub(z, t, out=r), floor, 0.0)
+        torch.nn.functional.threshold_(torch.sub(z, t, out=r), floor, 0.0)  # type: ignore[attr-defined]  # not in the stub
         if k == 4:
             torch.mul(r, r, out=tmp)
         total = _power_sum(r, tmp, k)
@@ -225,10 +238,13 @@ def _power_sum(r: torch.Tensor, r2: torch.Tensor, k: int) -> torch.Tensor:
     """sum r^k for k in FAST_K, with r2 = r^2 already computed when k = 4."""
     if k == 1:
         return r.sum(-1, keepdim=True)
-    return torch.linalg.vector_norm(r if k == 2 else r2, 2, dim=-1, keepdim=True).square_()
+    # torch.linalg.vector_norm is typed Any (a docstring-wrapped builtin)
+    return cast(torch.Tensor, torch.linalg.vector_norm(r if k == 2 else r2, 2, dim=-1, keepdim=True)).square_()
 
 
-def _fast_weights(r: torch.Tensor, r2: torch.Tensor, total: torch.Tensor, k: int, a: float, need_s: bool):
+def _fast_weights(
+    r: torch.Tensor, r2: torch.Tensor, total: torch.Tensor, k: int, a: float, need_s: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """p = r^k / total and, when needed, s = p^(2-alpha) = (a r)^(k-1), from r = [z - t]_+.
 
     On the solution a r (a = alpha - 1) is the x-unit residual with sum (a r)^k = 1. For k = 4, r2
@@ -245,9 +261,9 @@ def _fast_weights(r: torch.Tensor, r2: torch.Tensor, total: torch.Tensor, k: int
     return r2.mul_(r2).div_(total), s
 
 
-def _general_weights(x: torch.Tensor, k: float, method: str):
+def _general_weights(x: torch.Tensor, k: float, method: str) -> tuple[torch.Tensor, torch.Tensor]:
     theta = _sort_threshold(x, k) if method == "sort" else _safeguarded_threshold(x, k)
-    r = torch.nn.functional.threshold_(x.sub_(theta), denormal_floor(k, x.shape[-1], x.dtype), 0.0)
+    r = torch.nn.functional.threshold_(x.sub_(theta), denormal_floor(k, x.shape[-1], x.dtype), 0.0)  # type: ignore[attr-defined]
     support = r > 0
     s = torch.where(support, r, 1).pow_(k - 1).mul_(support)
     p = s * r
@@ -262,7 +278,7 @@ class _Entmax(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, z: torch.Tensor, m: torch.Tensor, alpha: float, method: str) -> torch.Tensor:
+    def forward(ctx: Any, z: torch.Tensor, m: torch.Tensor, alpha: float, method: str) -> torch.Tensor:
         k = 1.0 / (alpha - 1.0)
         need_s = ctx.needs_input_grad[0]
         if method == "newton" and _is_int(k) and round(k) in FAST_K:
@@ -280,7 +296,7 @@ class _Entmax(torch.autograd.Function):
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, dp: torch.Tensor):
+    def backward(ctx: Any, dp: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
         # Jacobian diag(s) - s s^T / sum s with s = p^(2 - alpha) (Peters et al. 2019):
         # dz = s * (dp - <s, dp> / sum s).
         (s,) = ctx.saved_tensors
@@ -332,13 +348,14 @@ def entmax(z: torch.Tensor, alpha: float, method: str = "newton") -> torch.Tenso
             # The general path goes through pow and a safeguarded iteration; for k < 1 (alpha > 2),
             # p = r^k has unbounded slope at the threshold, so a float32 threshold error of 1e-7
             # moves small weights by ~1e-4. It solves in float64.
-            return _Entmax.apply(c.double(), m.double(), alpha, method).to(c.dtype)
-        return _Entmax.apply(c, m, alpha, method)
+            # torch leaves Function.apply unannotated (an untyped call returning Any)
+            return cast(torch.Tensor, _Entmax.apply(c.double(), m.double(), alpha, method)).to(c.dtype)  # type: ignore[no-untyped-call]
+        return cast(torch.Tensor, _Entmax.apply(c, m, alpha, method))  # type: ignore[no-untyped-call]
 
     return normalized_rows(z, rows)
 
 
-def _entmax_map(name: str, alpha: float, method: str):
+def _entmax_map(name: str, alpha: float, method: str) -> Built:
     try:
         check(alpha, method)
     except ValueError as exc:
@@ -356,7 +373,7 @@ def _entmax_map(name: str, alpha: float, method: str):
     source="Vasylenko et al. 2025 §2.2, App. A",
     options=("method",),
 )
-def _entmax_family(name, m, method="newton"):
+def _entmax_family(name: str, m: re.Match[str], method: str = "newton") -> Built:
     return _entmax_map(name, float(m[1]), method)
 
 
@@ -368,5 +385,5 @@ def _entmax_family(name, m, method="newton"):
     options=("method",),
     family="entmax",
 )
-def _sparsemax_family(name, m, method="newton"):
+def _sparsemax_family(name: str, m: re.Match[str], method: str = "newton") -> Built:
     return _entmax_map(name, 2.0, method)

@@ -13,6 +13,7 @@ on one row at a time while it is in cache (benchmarks/rowmaps.py has the figures
 from __future__ import annotations
 
 import ctypes
+from typing import Any
 
 import torch
 
@@ -41,7 +42,7 @@ class Kernel:
                 fn.argtypes, fn.restype = args, result
         self.lib = lib
 
-    def _fn(self, name: str, t: torch.Tensor):
+    def _fn(self, name: str, t: torch.Tensor) -> Any:
         return getattr(self.lib, name.format(_TYPES[t.dtype]))
 
     def forward(

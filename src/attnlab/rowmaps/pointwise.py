@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import torch
 from torch.autograd.function import once_differentiable
 
 from attnlab.rowmaps import kernel
 from attnlab.rowmaps._rows import allowed_count, check_rows, denormal_floor, normalized_rows, pointwise_rows
-from attnlab.rowmaps.registry import BIAS_RANGE, NUM, bias, degree, register, within
+from attnlab.rowmaps.registry import BIAS_RANGE, NUM, Built, bias, degree, register, within
 
 DEAD_RULES = ("zeros", "uniform", "softmax")
 
@@ -48,7 +51,7 @@ class _ReluPower(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, z: torch.Tensor, m: torch.Tensor, p: float, b: float) -> torch.Tensor:
+    def forward(ctx: Any, z: torch.Tensor, m: torch.Tensor, p: float, b: float) -> torch.Tensor:
         rmax = m + b
         # A dead row (rmax <= 0) is divided by 1: every z + b <= 0 then thresholds to 0, and masked
         # keys stay -inf rather than -inf * 0 = NaN. Dividing (not multiplying by 1/rmax) keeps a
@@ -63,7 +66,7 @@ class _ReluPower(torch.autograd.Function):
             ctx.save_for_backward(y, q, rmax)
             return y
         q = (z + b if b else z) / rmax
-        torch.nn.functional.threshold_(q, floor, 0.0)
+        torch.nn.functional.threshold_(q, floor, 0.0)  # type: ignore[attr-defined]  # missing from torch's stub
         w = _power(q, p, torch.empty_like(q) if keep else q)
         y = w.div_(w.sum(-1, keepdim=True).clamp_min(torch.finfo(w.dtype).tiny))
         ctx.save_for_backward(y, q, rmax)
@@ -71,7 +74,7 @@ class _ReluPower(torch.autograd.Function):
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, dy: torch.Tensor):
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
         y, q, rmax = ctx.saved_tensors
         dy = dy.contiguous()
         fused = kernel.for_rows(y, q, rmax, dy)
@@ -100,7 +103,7 @@ def relu_power(z: torch.Tensor, p: float, b: float, dead: str = "zeros") -> torc
         raise ValueError(f"dead-row rule must be one of {DEAD_RULES}, got {dead!r}")
 
     def rows(c: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-        return _dead_fill(c, _ReluPower.apply(c, m, p, b), (m + b) <= 0, dead)
+        return _dead_fill(c, _ReluPower.apply(c, m, p, b), (m + b) <= 0, dead)  # type: ignore[no-untyped-call]
 
     return normalized_rows(z, rows)
 
@@ -113,7 +116,7 @@ class _SigmoidNormalized(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, z: torch.Tensor, m: torch.Tensor, b: float) -> torch.Tensor:
+    def forward(ctx: Any, z: torch.Tensor, m: torch.Tensor, b: float) -> torch.Tensor:
         u = z + b if b else z
         w = torch.sigmoid(u)
         total = w.sum(-1, keepdim=True)
@@ -128,7 +131,7 @@ class _SigmoidNormalized(torch.autograd.Function):
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, dy: torch.Tensor):
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         y, total = ctx.saved_tensors
         dy = dy.contiguous()
         fused = kernel.for_rows(y, total, dy)
@@ -146,7 +149,7 @@ def sigmoid_normalized(z: torch.Tensor, b: float) -> torch.Tensor:
     """
     check_rows(z, None, -1)
     within("sigmoid_normalized", "bias b", b, BIAS_RANGE)
-    return normalized_rows(z, lambda c, m: _SigmoidNormalized.apply(c, m, b))
+    return normalized_rows(z, lambda c, m: _SigmoidNormalized.apply(c, m, b))  # type: ignore[no-untyped-call]
 
 
 def wortsman(z: torch.Tensor, p: float, by: str) -> torch.Tensor:
@@ -191,7 +194,7 @@ def relu_attention(z: torch.Tensor) -> torch.Tensor:
     source="Polynomial Concentration §5.3, Alg. 1",
     options=("dead",),
 )
-def _relu_family(name, m, dead="zeros"):
+def _relu_family(name: str, m: re.Match[str], dead: str = "zeros") -> Built:
     p, b = degree(name, float(m[1])), bias(name, m[2])
     if dead not in DEAD_RULES:
         raise ValueError(f"{name}: dead-row rule must be one of {DEAD_RULES}, got {dead!r}")
@@ -206,7 +209,7 @@ def _relu_family(name, m, dead="zeros"):
     params="b in [-1e4, 1e4]: bias, or 'auto'",
     source="Polynomial Concentration §5.3, App. T",
 )
-def _sigmoid_family(name, m):
+def _sigmoid_family(name: str, m: re.Match[str]) -> Built:
     b = bias(name, m[1])
     return {"b": b}, None if b is None else (lambda z: sigmoid_normalized(z, b))
 
@@ -220,7 +223,7 @@ def _sigmoid_family(name, m):
     source="Polynomial Concentration §5.3 (Wortsman et al. 2023)",
     normalized=False,
 )
-def _wortsman_family(name, m):
+def _wortsman_family(name: str, m: re.Match[str]) -> Built:
     p, by = degree(name, float(m[1])), m[2]
     return {"p": p, "by": by}, lambda z: wortsman(z, p, by)
 
@@ -232,5 +235,5 @@ def _wortsman_family(name, m):
     source="Attention Sinks Essential §3.4",
     normalized=False,
 )
-def _reluattn_family(name, m):
+def _reluattn_family(name: str, m: re.Match[str]) -> Built:
     return {}, relu_attention

@@ -74,7 +74,9 @@ class RowMap:
         return {k: v for k, v in self.params.items() if k in family_of(self.name).options}
 
 
-Build = Callable[..., tuple[dict[str, Any], Callable[[torch.Tensor], torch.Tensor] | None]]
+RowFn = Callable[[torch.Tensor], torch.Tensor]  # rows over the last dimension -> weights
+Built = tuple[dict[str, Any], RowFn | None]  # a builder's result: the map's parameters and its row function
+Build = Callable[..., Built]
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,9 @@ class AdaptiveScale(nn.Module):
         if x.shape[-1] != self.dim:
             raise ValueError(f"x has feature size {x.shape[-1]}, expected {self.dim}")
         beta = nn.functional.softplus(self._project(x, self.w_beta, per_head))[..., None]
+        gamma: float | torch.Tensor
         if self.w_gamma is None:
+            assert self.gamma is not None  # a fixed gamma is what leaves w_gamma out (__init__)
             gamma = self.gamma
         else:
             gamma = (self.s * torch.tanh(self._project(x, self.w_gamma, per_head)))[..., None]

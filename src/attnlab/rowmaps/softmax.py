@@ -6,11 +6,12 @@ All take rows z over the last dimension (masked keys already at -inf, see ``_row
 from __future__ import annotations
 
 import math
+import re
 
 import torch
 
 from attnlab.rowmaps._rows import allowed_count, normalized_rows
-from attnlab.rowmaps.registry import NUM, SCALE_RANGE, XI_RANGE, register, within
+from attnlab.rowmaps.registry import NUM, SCALE_RANGE, XI_RANGE, Built, register, within
 
 
 def _softmax_rows(z: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
@@ -91,7 +92,7 @@ def topk_softmax(z: torch.Tensor, k: int) -> torch.Tensor:
 
 
 @register("softmax", formula="exp(z_i) / sum_j exp(z_j)", source="every paper's baseline")
-def _softmax_family(name, m):
+def _softmax_family(name: str, m: re.Match[str]) -> Built:
     return {}, softmax
 
 
@@ -104,7 +105,7 @@ def _softmax_family(name, m):
     source="Hayase & Karakida 2026 §2",
     family="softmax",
 )
-def _temperature_family(name, m):
+def _temperature_family(name: str, m: re.Match[str]) -> Built:
     t = within(name, "temperature t", float(m[1]), SCALE_RANGE)
     return {"t": t}, lambda z: softmax_temperature(z, t)
 
@@ -117,7 +118,7 @@ def _temperature_family(name, m):
     params="s in [1e-4, 1e4]; L = allowed keys",
     source="Vasylenko et al. 2025 §5 (Scalable-Softmax)",
 )
-def _ssmax_family(name, m):
+def _ssmax_family(name: str, m: re.Match[str]) -> Built:
     s = within(name, "scale s", float(m[1]), SCALE_RANGE)
     return {"s": s}, lambda z: ssmax(z, s)
 
@@ -130,7 +131,7 @@ def _ssmax_family(name, m):
     params="xi in [-8, 8]: exponent; n_train >= 2: training length; L = allowed keys",
     source="Hayase & Karakida 2026 App. A.2",
 )
-def _logn_family(name, m):
+def _logn_family(name: str, m: re.Match[str]) -> Built:
     xi, n_train = within(name, "xi", float(m[1]), XI_RANGE), float(m[2])
     if not (math.isfinite(n_train) and n_train >= 2):
         raise ValueError(f"{name}: n_train = {n_train:g} must be a finite integer >= 2")
@@ -145,7 +146,7 @@ def _logn_family(name, m):
     params="k >= 1",
     source="Vasylenko et al. 2025 §5 (top-K)",
 )
-def _topk_family(name, m):
+def _topk_family(name: str, m: re.Match[str]) -> Built:
     k = int(m[1])
     if k < 1:
         raise ValueError(f"{name}: k must be at least 1")
