@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import json
 import shlex
 
 import numpy as np
 import pandas as pd
 import pytest
-from checkpoints import save_checkpoint
 
 import attnlab
 from attnlab import hooks
@@ -38,16 +35,9 @@ TINY = {
 
 
 @pytest.fixture(scope="module")
-def made(tmp_path_factory):
+def made(written):
     """A tiny checkpoint and the card the command wrote of it under a 2-prompt plan."""
-    folder = tmp_path_factory.mktemp("card")
-    checkpoint = save_checkpoint(folder / "ckpt")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setitem(cards.PLANS, "quick", dataclasses.replace(cards.PLANS["quick"], **TINY))
-        argv = ["card", str(checkpoint), "--target-length", "2048", "--out", str(folder / "out"), "--no-progress"]
-        assert main(argv) == 0
-    data = json.loads((folder / "out" / "card.json").read_text(), parse_constant=pytest.fail)
-    return checkpoint, folder / "out", data
+    return written.checkpoint, written.out, written.data
 
 
 @pytest.fixture(scope="module")

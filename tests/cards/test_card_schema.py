@@ -8,7 +8,6 @@ import dataclasses
 import json
 
 import pytest
-from checkpoints import save_checkpoint
 
 import attnlab
 from attnlab import hooks
@@ -25,25 +24,19 @@ from attnlab.cards.types import (
     TemperatureFit,
     TemperaturePanel,
 )
-from attnlab.cli import main
 from attnlab.findings.finding import Finding
 from cards.test_card import TINY
 
 
 @pytest.fixture(scope="module")
-def made(tmp_path_factory):
+def made(written):
     """The card.json ``attnlab card`` wrote of a tiny checkpoint (its text and data), and the card ``build`` gives
     of the same checkpoint in memory under the same plan."""
-    folder = tmp_path_factory.mktemp("schema")
-    checkpoint = save_checkpoint(folder / "ckpt")
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(cards.PLANS, "quick", dataclasses.replace(cards.PLANS["quick"], **TINY))
-        argv = ["card", str(checkpoint), "--target-length", "2048", "--out", str(folder / "out"), "--no-progress"]
-        assert main(argv) == 0
-        model, tok = hooks.load_model(checkpoint)
-        built = cards.build(model, tok, cards.PLANS["quick"], name=str(checkpoint), target=2048)
-    text = (folder / "out" / "card.json").read_text(encoding="utf-8")
-    return text, json.loads(text, parse_constant=pytest.fail), built, folder / "out"
+        model, tok = hooks.load_model(written.checkpoint)
+        built = cards.build(model, tok, cards.PLANS["quick"], name=str(written.checkpoint), target=2048)
+    return written.text, written.data, built, written.out
 
 
 def test_build_gives_typed_panels_and_findings(made):
