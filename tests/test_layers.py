@@ -83,13 +83,13 @@ def test_the_package_root_holds_only_the_core_helpers():
 
 def test_the_checker_finds_a_planted_upward_and_sideways_import():
     graph = {
-        "attnlab.site.attend": {"attnlab.rowmaps.registry", "attnlab.hooks.hf"},
-        "attnlab.model.decoder": {"attnlab.tasks.suites", "attnlab.site.attend"},
+        "attnlab.site.blockwise": {"attnlab.rowmaps.registry", "attnlab.hooks.hf"},
+        "attnlab.model.decoder": {"attnlab.tasks.suites", "attnlab.site.blockwise"},
         "attnlab.io": {"attnlab.errors"},
         "attnlab.studies.runner": {"attnlab"},
     }
     assert _violations(graph) == [
         "attnlab.model.decoder -> attnlab.tasks.suites",
-        "attnlab.site.attend -> attnlab.hooks.hf",
+        "attnlab.site.blockwise -> attnlab.hooks.hf",
         "attnlab.studies.runner -> attnlab (the public API is above every layer)",
     ]

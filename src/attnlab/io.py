@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from attnlab.errors import Error
+from attnlab.errors import ArgumentError, ArgumentTypeError, Error, MissingFileError, UnknownNameError
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
@@ -242,11 +242,11 @@ def load_tensor(path: str | os.PathLike, key: str | None = None):
 
     path = Path(path)
     if path.suffix not in TENSOR_SUFFIXES:
-        raise ValueError(f"{path}: unknown tensor file type {path.suffix!r}; allowed: {', '.join(TENSOR_SUFFIXES)}")
+        raise ArgumentError(f"{path}: unknown tensor file type {path.suffix!r}; allowed: {', '.join(TENSOR_SUFFIXES)}")
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
+        raise MissingFileError(f"{path}: no such file")
     if path.suffix == ".npy" and key is not None:  # one unnamed array: silence would hide the mistaken key
-        raise ValueError(
+        raise ArgumentError(
             f"{path}: an .npy file holds one unnamed array, so --key {key!r} names nothing; drop "
             "--key, or pass the .safetensors or .pt file that holds it"
         )
@@ -263,17 +263,17 @@ def load_tensor(path: str | os.PathLike, key: str | None = None):
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if path.suffix in (".pt", ".pth") and "weights_only" in str(exc):
             reason = "it holds Python objects beyond tensors, which attnlab never unpickles"
-        raise ValueError(f"{path}: not a readable {path.suffix} tensor file ({reason[:200]})") from None
+        raise ArgumentError(f"{path}: not a readable {path.suffix} tensor file ({reason[:200]})") from None
     if isinstance(found, torch.Tensor):
         found = {"": found}
     if not isinstance(found, dict) or not all(isinstance(v, torch.Tensor) for v in found.values()):
-        raise TypeError(f"{path}: expected a tensor or a dict of tensors, got {type(found).__name__}")
+        raise ArgumentTypeError(f"{path}: expected a tensor or a dict of tensors, got {type(found).__name__}")
     if key is None:
         if len(found) != 1:
-            raise ValueError(f"{path} holds {len(found)} tensors {sorted(found)}; choose one with --key")
+            raise ArgumentError(f"{path} holds {len(found)} tensors {sorted(found)}; choose one with --key")
         return next(iter(found.values()))
     if key not in found:
-        raise KeyError(f"{path} has no tensor {key!r}; it holds {sorted(found)}")
+        raise UnknownNameError(f"{path} has no tensor {key!r}; it holds {sorted(found)}")
     return found[key]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from attnlab.errors import ArgumentTypeError, UnknownNameError
 from attnlab.registry import Registry
 
 
@@ -31,7 +32,7 @@ PAPERS: Registry[Paper] = Registry("paper")
 def register(paper: Paper) -> Paper:
     """Add ``paper`` under its key; a key is taken once."""
     if not isinstance(paper, Paper):
-        raise TypeError(f"register takes a Paper, got {type(paper).__name__}")
+        raise ArgumentTypeError(f"register takes a Paper, got {type(paper).__name__}")
     return PAPERS.register(paper.key, paper)
 
 
@@ -39,7 +40,7 @@ def get(key: str) -> Paper:
     try:
         return PAPERS.find(key)
     except ValueError as exc:
-        raise KeyError(str(exc)) from None
+        raise UnknownNameError(str(exc)) from None
 
 
 def cite(key: str, where: str = "") -> str:

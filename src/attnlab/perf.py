@@ -18,6 +18,8 @@ import statistics
 import sys
 import time
 
+from attnlab.errors import ArgumentError
+
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 THRESHOLD = 32 << 20  # glibc's ceiling for the mmap threshold on 64-bit
 
@@ -115,7 +117,7 @@ def set_threads(threads: int | None = None) -> int:
     that a command that never needs torch does not wait for its import."""
     n = default_threads() if threads is None else threads
     if not (isinstance(n, int) and n >= 1):
-        raise ValueError(f"threads must be an int >= 1, got {n!r}")
+        raise ArgumentError(f"threads must be an int >= 1, got {n!r}")
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(n)
     else:

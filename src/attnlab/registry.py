@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Generic, TypeVar, overload
 
+from attnlab.errors import ArgumentError
+
 T = TypeVar("T")
 
 
@@ -36,11 +38,13 @@ class Registry(Mapping[str, T], Generic[T]):
         decorates. A name already taken raises ValueError unless ``replace``: a silent overwrite would
         change what every earlier user of the name gets."""
         if not isinstance(name, str) or not name or name != name.strip():
-            raise ValueError(f"a {self.kind} name must be a non-empty string without surrounding spaces, got {name!r}")
+            raise ArgumentError(
+                f"a {self.kind} name must be a non-empty string without surrounding spaces, got {name!r}"
+            )
 
         def add(value: T) -> T:
             if name in self._entries and not replace:
-                raise ValueError(f"{self.kind} {name!r} is already registered; pass replace=True to override it")
+                raise ArgumentError(f"{self.kind} {name!r} is already registered; pass replace=True to override it")
             self._entries[name] = value
             return value
 
@@ -55,7 +59,7 @@ class Registry(Mapping[str, T], Generic[T]):
         """The entry ``name``; ValueError naming the allowed names otherwise."""
         if isinstance(name, str) and name in self._entries:
             return self._entries[name]
-        raise ValueError(f"unknown {self.kind} {name!r}; choose one of {', '.join(self._entries)}")
+        raise ArgumentError(f"unknown {self.kind} {name!r}; choose one of {', '.join(self._entries)}")
 
     def __getitem__(self, name: str) -> T:
         return self._entries[name]

@@ -41,9 +41,9 @@ def world_size() -> int:
 
 def check_jobs(jobs: int) -> None:
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise ValueError(f"jobs must be an integer >= 1, got {jobs!r}")
+        raise LaunchError(f"jobs must be an integer >= 1, got {jobs!r}")
     if jobs > 1 and world_size() > 1:
-        raise ValueError(
+        raise LaunchError(
             "jobs > 1 trains runs in separate processes, which torchrun does not manage; under torchrun use jobs 1"
         )
 

@@ -246,10 +246,9 @@ def heads_folder(checkpoint, tmp_path_factory):
 def test_types_of_another_model_or_without_heads_csv_is_one_line_before_loading(
     checkpoint, heads_folder, tmp_path, capsys
 ):
-    from checkpoints import save_checkpoint
-
     from attnlab.analyses import ablate
     from attnlab.cli import main
+    from checkpoints import save_checkpoint
 
     other = save_checkpoint(tmp_path / "other", seed=1)
     (tmp_path / "empty").mkdir()

@@ -10,9 +10,9 @@ import sys
 
 import pandas as pd
 import pytest
-from checkpoints import save_checkpoint
 
 from attnlab.cli import main
+from checkpoints import save_checkpoint
 
 
 def _run(argv, capsys):

@@ -8,7 +8,6 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import torch
-from checkpoints import save_checkpoint
 
 from attnlab import hooks, tasks
 from attnlab.analyses.readout import Reading, _Observer, check_queries, prompt_reading, read_rows, select_queries
@@ -16,6 +15,7 @@ from attnlab.diagnostics import RowOptions, row_stats
 from attnlab.diagnostics.stream import RowStatsCollector
 from attnlab.io import PARQUET_META_KEY
 from attnlab.site.spec import ScoreBlock
+from checkpoints import save_checkpoint
 
 P = (2, 8)
 

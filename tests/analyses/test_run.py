@@ -9,12 +9,12 @@ from dataclasses import asdict
 from types import SimpleNamespace
 
 import pytest
-from checkpoints import save_checkpoint
-from offline import build_tokenizer
 
 from attnlab import io, tasks
 from attnlab.analyses import run as runs
 from attnlab.analyses.run import RunError
+from checkpoints import save_checkpoint
+from offline import build_tokenizer
 
 
 @pytest.fixture(scope="module")

@@ -11,13 +11,13 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from hostile import fast
 from hypothesis import given
 from hypothesis import strategies as st
 
 from attnlab import diagnostics, rowmaps
 from attnlab.diagnostics import HeadThresholds, RowOptions
 from attnlab.site import Causal, Plan, Scores, Slopes, attend
+from hostile import fast
 
 RULE = re.compile(r"must|allowed|outside|needs|takes|one of|at least|does not|got")
 # Numbers and non-numbers a caller may pass where a number belongs.

@@ -9,14 +9,14 @@ import math
 
 import pytest
 import torch
-from hooks.models import configs
-from loading.gguf_files import write_qwen2_gguf
-from offline import build_tokenizer
 
 from attnlab.cards import build as cards
 from attnlab.cards.page import PANELS
 from attnlab.cli import main
 from cards.test_card import TINY
+from hooks.models import configs
+from loading.gguf_files import write_qwen2_gguf
+from offline import build_tokenizer
 
 
 def _qwen2_gguf(folder):

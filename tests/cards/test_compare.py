@@ -12,7 +12,6 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-from checkpoints import save_checkpoint
 
 from attnlab.cards import build as cards
 from attnlab.cards import compare as card_compare
@@ -21,6 +20,7 @@ from attnlab.cards.types import Card
 from attnlab.cli import card as card_cli
 from attnlab.cli import main
 from cards.test_card import TINY
+from checkpoints import save_checkpoint
 
 PANELS = ("length", "temperature", "ablation")
 

@@ -6,13 +6,13 @@ import dataclasses
 import json
 
 import pytest
-from browser import NEEDS_CHROMIUM, browser, served
-from checkpoints import save_checkpoint
 
 from attnlab.cards import build as cards
 from attnlab.cards import page as card_page
 from attnlab.cli import main
+from browser import NEEDS_CHROMIUM, browser, served
 from cards.test_card import TINY
+from checkpoints import save_checkpoint
 
 # Per h2: its text, the tables and the images between it and the next h2 (a section's part of the page).
 PARTS = """

@@ -6,9 +6,9 @@ import os
 
 import numpy as np
 import pytest
-from checkpoints import save_checkpoint
 
 from attnlab.cli import main
+from checkpoints import save_checkpoint
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,9 @@ import signal
 
 import numpy as np
 import pytest
-from checkpoints import save_checkpoint
 
 from attnlab.cli import build_parser, main
+from checkpoints import save_checkpoint
 
 INTS = ("", "abc", "nan", "-1", "0", "99999999999999999999999", "1e23")
 FLOATS = ("", "abc", "nan", "inf", "-1e300", "1e300", "0")

@@ -7,13 +7,13 @@ import math
 import numpy as np
 import pytest
 import torch
-from hostile import DTYPES, fast, row, slow
 from hypothesis import given
 from hypothesis import strategies as st
 
 from attnlab.diagnostics import kernel, row_stats
 from attnlab.diagnostics.concentration import STATUS
 from attnlab.diagnostics.rows import SPECIAL
+from hostile import DTYPES, fast, row, slow
 
 # softmax's weights from the statistics against their float64 value, relative: each is exp(beta (z_i -
 # max z)) over a sum of at most 8 such terms, with beta (z_i - max z) >= -746 rounded once (error <= 746

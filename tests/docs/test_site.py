@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from browser import NEEDS_CHROMIUM, browser, served
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+
 from offline import build_tokenizer
 
 EPS = float(np.float32(1e-5))  # GGUF stores the RMSNorm epsilon as float32; the model gets the same value

@@ -9,11 +9,11 @@ import socket
 
 import pytest
 import torch
-from checkpoints import save_checkpoint
 
 from attnlab import cli
 from attnlab.hooks import load_model, provenance
 from attnlab.loading.load import LoadError, check_model, hub_cache, resolve_checkpoint
+from checkpoints import save_checkpoint
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 TEXT = "the old cat sat on the mat"

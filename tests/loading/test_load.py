@@ -7,7 +7,6 @@ import json
 
 import pytest
 import torch
-from offline import build_tokenizer
 
 from attnlab.loading.load import (
     LoadError,
@@ -18,6 +17,7 @@ from attnlab.loading.load import (
     placement,
     quiet_transformers,
 )
+from offline import build_tokenizer
 
 TEXT = "the old cat sat on the mat"
 

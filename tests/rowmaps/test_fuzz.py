@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from hostile import DTYPES, fast, row, slow
 from hypothesis import given
 from hypothesis import strategies as st
 
 from attnlab import rowmaps
 from attnlab.rowmaps import FAMILIES
+from hostile import DTYPES, fast, row, slow
 from rowmaps.rowmap_refs import SUM_TOL, np64
 
 

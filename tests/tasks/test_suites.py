@@ -7,7 +7,6 @@ import re
 import numpy as np
 import pytest
 import torch
-from offline import build_tokenizer
 
 from attnlab.tasks import (
     SUITES,
@@ -23,6 +22,7 @@ from attnlab.tasks import (
 from attnlab.tasks.suites import parse_passages
 from attnlab.tasks.text import lexicon
 from attnlab.tasks.token_suites import bundled_passages
+from offline import build_tokenizer
 
 CUES = ("secret", "word", "pass", "key", "magic", "uuid", "special")
 # Small settings per suite so the whole file stays fast.

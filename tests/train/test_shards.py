@@ -9,7 +9,6 @@ import re
 import numpy as np
 import pytest
 import torch
-from offline import build_tokenizer
 from safetensors.torch import load_file
 
 from attnlab.io import OutputError
@@ -22,6 +21,7 @@ from attnlab.train.data import Batches, ByteTokenizer, DataError, TextStream, lo
 from attnlab.train.metrics import read_metrics
 from attnlab.train.shards import ShardStream, prepare, read_meta, token_dtype
 from attnlab.train.trainer import Trainer, train
+from offline import build_tokenizer
 
 T = 8
 SEED = 3

@@ -16,9 +16,11 @@ from pathlib import Path
 import torch
 
 from attnlab import hooks, tasks
+from attnlab.analyses.run import RunError
 from attnlab.devices import model_device
 from attnlab.diagnostics import RowOptions
 from attnlab.diagnostics.stream import RowStatsWriter
+from attnlab.errors import ArgumentError
 from attnlab.progress import progress as progress_of
 from attnlab.site import DEFAULT_BLOCK, ScoreBlock
 
@@ -36,7 +38,7 @@ class Reading:
 
     def __post_init__(self) -> None:
         if stray := sorted(set(self.answer_keys) - set(self.queries)):
-            raise ValueError(f"answer keys given for unread queries {stray[:5]}")
+            raise ArgumentError(f"answer keys given for unread queries {stray[:5]}")
 
 
 QUERIES_HELP = (
@@ -50,7 +52,7 @@ def check_queries(spec: str) -> str:
     kind, _, n = spec.partition(":") if isinstance(spec, str) else ("", "", "")
     if (kind in ("last", "all") and not n) or (kind == "every" and n.isdigit() and int(n) >= 1):
         return spec
-    raise ValueError(f"--queries takes last, all or every:N with N >= 1, got {spec!r}")
+    raise RunError(f"--queries takes last, all or every:N with N >= 1, got {spec!r}")
 
 
 def select_queries(spec: str, length: int) -> tuple[int, ...]:

@@ -23,7 +23,7 @@ from torch import nn
 
 from attnlab import hooks, io, options, tasks
 from attnlab.devices import Placement, model_device
-from attnlab.errors import Error
+from attnlab.errors import ArgumentError, ArgumentTypeError, Error
 from attnlab.options import MODEL_HELP, option
 from attnlab.site import DEFAULT_BLOCK
 
@@ -45,22 +45,24 @@ def check_count(name: str, value, low: int = 1, *, api: bool = False) -> int:
             raise RunError(f"--{name.replace('_', '-')} must be an int >= {low}, got {value!r}")
         return value
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} takes an int >= {low}, got {type(value).__name__} {value!r}")
+        raise ArgumentTypeError(f"{name} takes an int >= {low}, got {type(value).__name__} {value!r}")
     if value < low:
-        raise ValueError(f"{name} takes an int >= {low}, got {value!r}")
+        raise ArgumentError(f"{name} takes an int >= {low}, got {value!r}")
     return int(value)
 
 
 def check_model(model) -> None:
     """A transformers causal LM that the hooks can route (``hooks.UnsupportedModel``, a TypeError, otherwise)."""
     if not isinstance(model, nn.Module):
-        raise TypeError(f"model takes a transformers causal LM (e.g. LlamaForCausalLM), got {type(model).__name__}")
+        raise ArgumentTypeError(
+            f"model takes a transformers causal LM (e.g. LlamaForCausalLM), got {type(model).__name__}"
+        )
     hooks.num_heads(model)
 
 
 def check_tokenizer(tokenizer) -> None:
     if not callable(tokenizer) or not hasattr(tokenizer, "decode"):
-        raise TypeError(f"tokenizer takes the model's Hugging Face tokenizer, got {type(tokenizer).__name__}")
+        raise ArgumentTypeError(f"tokenizer takes the model's Hugging Face tokenizer, got {type(tokenizer).__name__}")
 
 
 @contextlib.contextmanager
@@ -77,7 +79,7 @@ def evaluating(model: nn.Module) -> Iterator[None]:
 
 def fits_context(model, longest: int, name: str) -> None:
     if over := overrun(model, longest):
-        raise ValueError(f"{name} {over}; pass shorter ones")
+        raise ArgumentError(f"{name} {over}; pass shorter ones")
 
 
 def check_ids(ids, name: str, model) -> list[int]:
@@ -85,12 +87,12 @@ def check_ids(ids, name: str, model) -> list[int]:
     if isinstance(ids, torch.Tensor | np.ndarray):
         ids = ids.tolist()
     if isinstance(ids, str) or not isinstance(ids, Sequence) or not ids:
-        raise TypeError(f"{name} takes a text or a non-empty list of token ids, got {type(ids).__name__}")
+        raise ArgumentTypeError(f"{name} takes a text or a non-empty list of token ids, got {type(ids).__name__}")
     if not all(isinstance(t, (int, np.integer)) and not isinstance(t, bool) for t in ids):
-        raise TypeError(f"{name} takes token ids as ints")
+        raise ArgumentTypeError(f"{name} takes token ids as ints")
     vocab = getattr(model.config, "vocab_size", None)
     if min(ids) < 0 or (vocab is not None and max(ids) >= vocab):
-        raise ValueError(f"{name} holds token ids outside [0, {vocab}), the model's vocabulary")
+        raise ArgumentError(f"{name} holds token ids outside [0, {vocab}), the model's vocabulary")
     return [int(t) for t in ids]
 
 
@@ -311,7 +313,7 @@ def suite_prompts(
     ``api``: errors name the Python API's arguments (``n_prompts``, ``pad``) instead of the command's flags."""
     if suite not in tasks.SUITES:
         if api:
-            raise ValueError(
+            raise ArgumentError(
                 f"prompts names no suite: {suite!r}; suites are {', '.join(sorted(tasks.SUITES))} "
                 "(or pass a list of texts or token-id lists)"
             )
@@ -344,7 +346,7 @@ def suite_prompts(
         raise RunError(str(exc)) from exc
     if over := overrun(model, max(len(p.input_ids) + len(p.answer_ids) for p in prompts)):
         if api:
-            raise ValueError(f"the {suite} prompts {over}; pass a smaller pad or length")
+            raise ArgumentError(f"the {suite} prompts {over}; pass a smaller pad or length")
         raise RunError(f"prompts {over}; lower --pad/--length")
     return prompts
 

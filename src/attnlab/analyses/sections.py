@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from attnlab.errors import ArgumentError
 from attnlab.registry import Registry
 from attnlab.report.sections import Section
 
@@ -89,5 +90,5 @@ def section(folder: str | Path) -> Section:
     folder = Path(folder)
     entry = command_of(folder)
     if entry is None:
-        raise ValueError(f"{folder} is not a finished folder of {', '.join(e.name for e in _entries())}")
+        raise ArgumentError(f"{folder} is not a finished folder of {', '.join(e.name for e in _entries())}")
     return entry.build(folder, json.loads((folder / "config.json").read_text(encoding="utf-8")))

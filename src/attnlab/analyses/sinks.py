@@ -17,6 +17,7 @@ import torch
 
 from attnlab import hooks, tasks
 from attnlab.analyses.run import RunError, check_count, check_ids, context_length, fits_context
+from attnlab.errors import ArgumentError, ArgumentTypeError
 from attnlab.site import ScoreBlock
 
 # Queries before this 0-based position are left out: there the uniform share 1/(i+1) is itself large,
@@ -108,9 +109,9 @@ def sink_documents(
         try:
             return documents(tokenizer, n_documents, min(tokens, context_length(model) or tokens), seed)
         except RunError as exc:
-            raise ValueError(f"tokens: {exc}") from None
+            raise ArgumentError(f"tokens: {exc}") from None
     if isinstance(texts, str) or not isinstance(texts, Sequence) or not texts:
-        raise TypeError(
+        raise ArgumentTypeError(
             f"texts takes a non-empty list of texts or token-id lists (or None), got {type(texts).__name__}"
         )
     docs = []

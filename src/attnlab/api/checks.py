@@ -11,6 +11,7 @@ import numpy as np
 from attnlab import hooks, tasks
 from attnlab.analyses.run import Bias, calibration_ids, check_count, check_ids, fits_context, suite_prompts
 from attnlab.devices import model_device
+from attnlab.errors import ArgumentError, ArgumentTypeError
 
 
 def as_prompts(
@@ -41,7 +42,7 @@ def as_prompts(
             api=True,
         )
     if not isinstance(prompts, Sequence) or not prompts:
-        raise TypeError(
+        raise ArgumentTypeError(
             f"prompts takes a suite name ({', '.join(sorted(tasks.SUITES))}) or a non-empty list of "
             f"texts, token-id lists or tasks.Prompt, got {type(prompts).__name__}"
         )
@@ -55,7 +56,7 @@ def as_prompts(
             if bos and getattr(tokenizer, "bos_token_id", None) is not None and ids[:1] != [tokenizer.bos_token_id]:
                 ids = [tokenizer.bos_token_id, *ids]
             if not ids:
-                raise ValueError(f"prompts[{i}] tokenizes to no token")
+                raise ArgumentError(f"prompts[{i}] tokenizes to no token")
         else:
             ids = check_ids(item, f"prompts[{i}]", model)
         out.append(tasks.Prompt(tuple(ids), (), (), "custom", i, {}))
@@ -67,7 +68,7 @@ def _bias_specs(b) -> list[float | None]:
     """``b`` as a list of finite numbers and None (for "auto"); ValueError naming ``b`` otherwise."""
     items = [b] if isinstance(b, (str, int, float, np.floating, np.integer)) else b
     if not isinstance(items, (list, tuple)) or not items:
-        raise TypeError(f"b takes a number, 'auto' or a non-empty list of them, got {b!r}")
+        raise ArgumentTypeError(f"b takes a number, 'auto' or a non-empty list of them, got {b!r}")
     values = []
     for item in items:
         if isinstance(item, str) and item == "auto":
@@ -79,9 +80,9 @@ def _bias_specs(b) -> list[float | None]:
         ):
             values.append(float(item))
         else:
-            raise ValueError(f"b takes finite numbers or 'auto', got {item!r}")
+            raise ArgumentError(f"b takes finite numbers or 'auto', got {item!r}")
     if len(set(values)) != len(values):
-        raise ValueError(f"b needs distinct values, got {list(items)}")
+        raise ArgumentError(f"b needs distinct values, got {list(items)}")
     return values
 
 
@@ -96,7 +97,7 @@ def check_biases(b, b_auto: float | None = None) -> list[float | None]:
     if b_auto is not None and (
         isinstance(b_auto, bool) or not isinstance(b_auto, (int, float)) or not math.isfinite(b_auto)
     ):
-        raise ValueError(f"b_auto takes None or a finite number, got {b_auto!r}")
+        raise ArgumentError(f"b_auto takes None or a finite number, got {b_auto!r}")
     return _bias_specs(b)
 
 
@@ -128,12 +129,12 @@ def locate(shape: tuple[int, ...], *, layer=None, head=None, query_offset: int =
         elif isinstance(head, (list, tuple, range, np.ndarray)) and len(head) == n_heads:
             heads = np.array([check_count("head", h, 0, api=True) for h in head], dtype=np.int64)
         else:
-            raise ValueError(f"head takes {n_heads} head labels (one per head of scores {shape}), got {head!r}")
+            raise ArgumentError(f"head takes {n_heads} head labels (one per head of scores {shape}), got {head!r}")
     elif ndim == 2 and labelled:
         lead = shape[:-1]
         heads = None if head is None else check_count("head", head, 0, api=True)
     elif head is not None:
-        raise ValueError(
+        raise ArgumentError(
             f"head labels need scores of shape (heads, queries, keys) or (batch, heads, queries, "
             f"keys), or (queries, keys) with one head index; got shape {shape}"
         )

@@ -32,6 +32,7 @@ from attnlab.api.checks import as_prompts, biases, check_biases, locate
 from attnlab.devices import model_device
 from attnlab.diagnostics import rows as _rows
 from attnlab.diagnostics.stream import RowStatsCollector
+from attnlab.errors import ArgumentError, ArgumentTypeError
 from attnlab.site import DEFAULT_BLOCK
 
 __all__ = ["audit", "heads", "row_stats", "sinks", "substitute"]
@@ -41,14 +42,14 @@ def _queries(queries) -> str:
     try:
         return check_queries(queries)
     except ValueError:
-        raise ValueError(f"queries takes 'last', 'all' or 'every:N' with N >= 1, got {queries!r}") from None
+        raise ArgumentError(f"queries takes 'last', 'all' or 'every:N' with N >= 1, got {queries!r}") from None
 
 
 def _degrees(p) -> tuple[float, ...]:
     p = tuple(p) if isinstance(p, (list, tuple, range, np.ndarray)) else (p,)
     good = all(isinstance(q, (int, float)) and not isinstance(q, bool) and math.isfinite(q) and q > 0 for q in p)
     if not p or not good or len({f"{q:g}" for q in p}) != len(p):
-        raise ValueError(f"p takes one or more distinct finite degrees > 0, got {p!r}")
+        raise ArgumentError(f"p takes one or more distinct finite degrees > 0, got {p!r}")
     return tuple(float(q) if isinstance(q, float) else q for q in p)
 
 
@@ -102,16 +103,16 @@ def audit(
     check_tokenizer(tokenizer)
     p, queries = _degrees(p), _queries(queries)
     if target not in TARGETS:
-        raise ValueError(f"target takes {' or '.join(map(repr, TARGETS))}, got {target!r}")
+        raise ArgumentError(f"target takes {' or '.join(map(repr, TARGETS))}, got {target!r}")
     if tau is not None and not (isinstance(tau, (int, float)) and math.isfinite(tau) and tau > 0):
-        raise ValueError(f"tau takes None or a finite number > 0, got {tau!r}")
+        raise ArgumentError(f"tau takes None or a finite number > 0, got {tau!r}")
     check_count("block", block, api=True)
     bias_values = check_biases(b, b_auto)
     prompts = as_prompts(
         model, tokenizer, prompts, n_prompts=n_prompts, seed=seed, pad=pad, length=length, bos=bos, chat=chat
     )
     if target == "answer" and not any(tasks.answer_keys(q) for q in prompts):
-        raise ValueError("target='answer' needs prompts with planted answers (a suite name); these have none")
+        raise ArgumentError("target='answer' needs prompts with planted answers (a suite name); these have none")
     with evaluating(model):
         bias_list, b_auto = biases(model, tokenizer, bias_values, b_auto)
         frames = read_audit(
@@ -174,16 +175,16 @@ def substitute(
     check_tokenizer(tokenizer)
     names = (recipes,) if isinstance(recipes, str) else recipes
     if not isinstance(names, (list, tuple)) or not names or not all(isinstance(n, str) for n in names):
-        raise TypeError(f"recipes takes a row-map name or a non-empty list of them, got {recipes!r}")
+        raise ArgumentTypeError(f"recipes takes a row-map name or a non-empty list of them, got {recipes!r}")
     names = expand_recipes(tuple(names))
     for name in names:
         rowmaps.get(name)  # ValueError naming the unknown map and the known ones
     if len(set(names)) != len(names):
-        raise ValueError(f"recipes has repeated names: {list(names)}")
+        raise ArgumentError(f"recipes has repeated names: {list(names)}")
     if b_auto is not None and not (isinstance(b_auto, (int, float)) and math.isfinite(b_auto)):
-        raise ValueError(f"b_auto takes None or a finite number, got {b_auto!r}")
+        raise ArgumentError(f"b_auto takes None or a finite number, got {b_auto!r}")
     if not isinstance(prompts, str) and not all(isinstance(q, tasks.Prompt) for q in prompts):
-        raise TypeError(
+        raise ArgumentTypeError(
             "prompts takes a suite name or a list of tasks.Prompt: substitution scores answers, "
             "which plain texts do not carry"
         )
@@ -230,7 +231,7 @@ def heads(
     check_tokenizer(tokenizer)
     queries = _queries(queries)
     if rule not in RULES:
-        raise ValueError(f"rule takes {' or '.join(map(repr, RULES))}, got {rule!r}")
+        raise ArgumentError(f"rule takes {' or '.join(map(repr, RULES))}, got {rule!r}")
     check_count("block", block, api=True)
     prompts = suite_prompts(model, tokenizer, SUITE, n_prompts, seed=seed, length=length, bos=bool(bos), api=True)
     with evaluating(model):
@@ -281,7 +282,7 @@ def sinks(
     docs = sink_documents(model, tokenizer, texts, n_documents=n_documents, tokens=tokens, seed=seed)
     short = [d for d, ids in enumerate(docs) if len(ids) <= min_query]
     if short:
-        raise ValueError(
+        raise ArgumentError(
             f"texts {short} have no query at position >= min_query = {min_query}; pass longer "
             "texts or a smaller min_query"
         )
@@ -313,7 +314,7 @@ def row_stats(
         apply) first, then every ``diagnostics.row_stats`` column.
     """
     if not isinstance(scores, (torch.Tensor, np.ndarray)):
-        raise TypeError(f"scores takes a tensor or array (..., keys), got {type(scores).__name__}")
+        raise ArgumentTypeError(f"scores takes a tensor or array (..., keys), got {type(scores).__name__}")
     where = locate(tuple(scores.shape), layer=layer, head=head, query_offset=query_offset)
     frame = _rows.row_stats(scores, mask, **options)
     return pd.concat([pd.DataFrame(where), frame], axis=1) if where else frame

@@ -34,6 +34,7 @@ from attnlab.cards.types import (
     jsonable,
 )
 from attnlab.diagnostics.stats import wilson
+from attnlab.errors import ArgumentTypeError
 from attnlab.papers import cite
 
 SUITES = ("niah", "induction")
@@ -253,7 +254,7 @@ def checked_plan(model, tokenizer, *, budget: str, seed: int, name: str, target_
     check_tokenizer(tokenizer)
     check_count("seed", seed, 0, api=True)
     if not isinstance(name, str) or not name:
-        raise TypeError(f"name takes a non-empty string, got {name!r}")
+        raise ArgumentTypeError(f"name takes a non-empty string, got {name!r}")
     if target_length is not None:
         check_count("target_length", target_length, 2, api=True)
     return cfg

@@ -15,6 +15,7 @@ from pathlib import Path
 from attnlab import devices, io, options
 from attnlab.cli.base import PROGRESS_HELP, UserError, check_writable, command
 from attnlab.devices import Placement
+from attnlab.errors import ArgumentError
 from attnlab.options import option
 from attnlab.workers import Launch
 
@@ -44,7 +45,7 @@ class PrepareOptions:
 
     def __post_init__(self) -> None:
         if not 0 < self.val_fraction <= 0.5:  # data.val_fraction's range, so every prepared split can be trained on
-            raise ValueError(f"val_fraction must be in (0, 0.5], got {self.val_fraction}")
+            raise ArgumentError(f"val_fraction must be in (0, 0.5], got {self.val_fraction}")
 
 
 @command(

@@ -12,6 +12,7 @@ import math
 
 import torch
 
+from attnlab.errors import ArgumentError
 from attnlab.rowmaps.registry import RowMap
 
 
@@ -22,7 +23,7 @@ def weights(zm: torch.Tensor, rowmap: RowMap, beta: float) -> torch.Tensor:
     the registry's row checks, which cost about a softmax pass of their own.
     """
     if not rowmap.normalized:
-        raise ValueError(f"dispersion needs a normalized row map (weights on the simplex); {rowmap.name!r} is not")
+        raise ArgumentError(f"dispersion needs a normalized row map (weights on the simplex); {rowmap.name!r} is not")
     if rowmap.name == "softmax":
         # softmax(beta (z - max z)): scaling first rounds beta z to its ulp (float64 at 1e15: 0.125)
         return torch.softmax((zm - zm.amax(-1, keepdim=True)).mul_(beta), -1)

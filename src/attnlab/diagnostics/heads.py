@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from attnlab.errors import ArgumentError, ArgumentTypeError
+
 HEAD_KEYS = ("layer", "head")
 TYPES = ("sink", "induction", "local", "diffuse")
 
@@ -26,13 +28,15 @@ class HeadThresholds:
         for name in ("sink", "induction", "local_induction"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-                raise ValueError(f"threshold {name} is a share of weight in [0, 1], got {value!r}")
+                raise ArgumentError(f"threshold {name} is a share of weight in [0, 1], got {value!r}")
         if (
             isinstance(self.local_distance, bool)
             or not isinstance(self.local_distance, (int, float))
             or not 0 < self.local_distance < float("inf")
         ):
-            raise ValueError(f"threshold local_distance is a finite distance > 0 in keys, got {self.local_distance!r}")
+            raise ArgumentError(
+                f"threshold local_distance is a finite distance > 0 in keys, got {self.local_distance!r}"
+            )
 
 
 def head_features(rows: pd.DataFrame) -> pd.DataFrame:
@@ -44,10 +48,12 @@ def head_features(rows: pd.DataFrame) -> pd.DataFrame:
     """
     need = [*HEAD_KEYS, "query", "argmax", "target_mass", "entropy", "sink_mass", "status"]
     if not isinstance(rows, pd.DataFrame):
-        raise TypeError(f"head_features takes a pandas DataFrame of rows (row_stats' table), got {type(rows).__name__}")
+        raise ArgumentTypeError(
+            f"head_features takes a pandas DataFrame of rows (row_stats' table), got {type(rows).__name__}"
+        )
     missing = [c for c in need if c not in rows.columns]
     if missing:
-        raise ValueError(f"head_features needs columns {missing}; the table has {list(rows.columns)}")
+        raise ArgumentError(f"head_features needs columns {missing}; the table has {list(rows.columns)}")
     ok = rows[~rows["status"].isin(("nan", "inf", "empty"))]
     frame = pd.DataFrame(
         {

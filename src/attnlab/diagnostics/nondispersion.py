@@ -37,6 +37,7 @@ from attnlab.diagnostics.nondispersion_theory import (
     two_level_threshold,
     two_level_weights,
 )
+from attnlab.errors import ArgumentError
 from attnlab.rowmaps.registry import RowMap
 
 __all__ = [
@@ -108,9 +109,9 @@ def prop1_rows(
     _count("k", k, 1)
     theta = _positive("theta", theta)
     if not (isinstance(beta, (int, float)) and 0 < beta < 1):
-        raise ValueError(f"beta (support growth n^beta) must be in (0, 1), got {beta!r}")
+        raise ArgumentError(f"beta (support growth n^beta) must be in (0, 1), got {beta!r}")
     if k >= lengths[0]:
-        raise ValueError(f"k must be below every length, got k={k} and length {lengths[0]}")
+        raise ArgumentError(f"k must be below every length, got k={k} and length {lengths[0]}")
     softmax = rowmap_for(1.0)
     records = [
         {
@@ -157,7 +158,7 @@ def prop3_gap(n: int, alpha: float, phi: float, b: float, d: int = 2) -> float:
 def _lengths(lengths: Sequence[int]) -> list[int]:
     lengths = sorted({_count("length", n, 16) for n in lengths})
     if not lengths:
-        raise ValueError("lengths must name at least one length (an integer >= 16)")
+        raise ArgumentError("lengths must name at least one length (an integer >= 16)")
     return lengths
 
 
@@ -462,6 +463,6 @@ def theory_checks(lengths: Sequence[int] = LENGTHS, alphas: Sequence[float] = AL
     lengths = _lengths(lengths)
     alphas = [_alpha(alpha, softmax=False) for alpha in alphas]
     if not alphas:
-        raise ValueError("alphas must name at least one alpha > 1")
+        raise ArgumentError("alphas must name at least one alpha > 1")
     rows = _lemma2_checks(lengths, alphas) + _prop1_checks(lengths, alphas) + _prop3_checks(lengths, alphas)
     return pd.DataFrame(rows)

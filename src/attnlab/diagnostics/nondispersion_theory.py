@@ -29,19 +29,21 @@ from typing import cast
 
 import torch
 
+from attnlab.errors import ArgumentError
+
 # typeshed types float ** float as Any (a negative base gives a complex); cast(float, ...) below states the real
 # results these formulas have on their domains, and changes nothing at run time
 
 
 def _count(name: str, value: int, low: int) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        raise ArgumentError(f"{name} must be an integer >= {low}, got {value!r}")
     return int(value)
 
 
 def _positive(name: str, value: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        raise ArgumentError(f"{name} must be a finite number > 0, got {value!r}")
     return float(value)
 
 
@@ -49,14 +51,14 @@ def _alpha(alpha: float, *, softmax: bool) -> float:
     number = not isinstance(alpha, bool) and isinstance(alpha, (int, float)) and math.isfinite(alpha)
     if not (number and (alpha >= 1 if softmax else alpha > 1)):
         allowed = "alpha >= 1 (1 is softmax)" if softmax else "alpha > 1 (alpha-entmax; softmax has no such bound)"
-        raise ValueError(f"alpha must be a finite number with {allowed}, got {alpha!r}")
+        raise ArgumentError(f"alpha must be a finite number with {allowed}, got {alpha!r}")
     return float(alpha)
 
 
 def _two_level(n: int, k: int, delta: float) -> tuple[int, int, float]:
     n, k = _count("n", n, 2), _count("k", k, 1)
     if k >= n:
-        raise ValueError(f"k (top tokens) must be below n (all tokens), got k={k}, n={n}")
+        raise ArgumentError(f"k (top tokens) must be below n (all tokens), got k={k}, n={n}")
     return n, k, _positive("delta (M - m)", delta)
 
 
@@ -140,9 +142,9 @@ def softmax_required_gap(n: int, k: int, c: float, theta: float = 1.0) -> float:
     _count("n", n, 2)
     _count("k", k, 1)
     if k >= n:
-        raise ValueError(f"k (top tokens) must be below n (all tokens), got k={k}, n={n}")
+        raise ArgumentError(f"k (top tokens) must be below n (all tokens), got k={k}, n={n}")
     if not (isinstance(c, (int, float)) and 0 < c < 1):
-        raise ValueError(f"c (the mass on the top tokens) must be in (0, 1), got {c!r}")
+        raise ArgumentError(f"c (the mass on the top tokens) must be in (0, 1), got {c!r}")
     return _positive("theta", theta) * math.log((n - k) / k * c / (1 - c))
 
 
@@ -187,9 +189,9 @@ def prop3_sequences(n: int, phi: float, b: float, d: int = 2) -> tuple[torch.Ten
 def _prop3_inputs(phi: float, b: float, d: int) -> None:
     _positive("phi (v_a^T v_a)", phi)
     if isinstance(b, bool) or not (isinstance(b, (int, float)) and math.isfinite(b) and b < phi):
-        raise ValueError(f"b (v_a^T v_i) must be a finite number below phi = {phi:g}, got {b!r}")
+        raise ArgumentError(f"b (v_a^T v_i) must be a finite number below phi = {phi:g}, got {b!r}")
     if isinstance(d, bool) or d not in (1, 2):
-        raise ValueError(f"d must be 1 or 2 (the paper's two constructions), got {d!r}")
+        raise ArgumentError(f"d must be 1 or 2 (the paper's two constructions), got {d!r}")
 
 
 def _prop3_spread(phi: float, b: float, d: int) -> float:
@@ -224,7 +226,7 @@ def prop3_limit(alpha: float, phi: float, b: float, d: int = 2) -> float:
         return 0.0
     low, high = prop3_range(alpha)
     if not low <= phi - b < high:
-        raise ValueError(
+        raise ArgumentError(
             f"phi - b must lie in [{low:.6g}, {high:.6g}) for alpha={alpha:g} (eq. 74: dense "
             f"without the repeat, sparse with it), got {phi - b:.6g}"
         )

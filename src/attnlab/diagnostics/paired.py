@@ -10,6 +10,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from attnlab.diagnostics.stats import _check_level, _float_values
+from attnlab.errors import ArgumentError
 
 
 def _betacf(a: float, b: float, x: float) -> float:
@@ -51,7 +52,7 @@ def t_cdf(t: float, df: float) -> float:
 def t_quantile(p: float, df: float) -> float:
     """The ``p`` quantile of Student's t with ``df`` > 0 degrees of freedom (bisection on ``t_cdf``)."""
     if not 0 < p < 1 or not df > 0:
-        raise ValueError(f"t_quantile needs 0 < p < 1 and df > 0, got p={p!r}, df={df!r}")
+        raise ArgumentError(f"t_quantile needs 0 < p < 1 and df > 0, got p={p!r}, df={df!r}")
     if p < 0.5:
         return -t_quantile(1.0 - p, df)
     lo, hi = 0.0, 1.0
@@ -88,7 +89,7 @@ def paired_mde(sd: float, n: int, *, alpha: float = 0.05, power: float = 0.8) ->
     ``power``, from ``n`` pairs whose differences have standard deviation ``sd``:
     (t_{1-alpha/2, n-1} + t_{power, n-1}) sd / sqrt(n). NaN with fewer than two pairs or no finite sd."""
     if not 0 < alpha < 1 or not 0 < power < 1:
-        raise ValueError(f"paired_mde needs 0 < alpha < 1 and 0 < power < 1, got alpha={alpha!r}, power={power!r}")
+        raise ArgumentError(f"paired_mde needs 0 < alpha < 1 and 0 < power < 1, got alpha={alpha!r}, power={power!r}")
     if n < 2 or not math.isfinite(sd):
         return math.nan
     return (t_quantile(1 - alpha / 2, n - 1) + t_quantile(power, n - 1)) * sd / math.sqrt(n)

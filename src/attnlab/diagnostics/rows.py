@@ -24,6 +24,7 @@ from attnlab.diagnostics import concentration as conc
 from attnlab.diagnostics import kernel
 from attnlab.diagnostics.dispersion import dispersion, key_mass, normalized_entropy, sink_index, weights
 from attnlab.diagnostics.gaps import gap_stats, p_star_n
+from attnlab.errors import ArgumentError, ArgumentTypeError
 from attnlab.rowmaps import check_rows
 
 SPECIAL = ("empty", "nan", "inf")
@@ -51,28 +52,30 @@ class RowOptions:
 
     def __post_init__(self) -> None:
         if not self.p or not all(_finite(p) and p > 0 for p in self.p):
-            raise ValueError(f"p must be a non-empty list of finite degrees > 0, got {self.p!r}")
+            raise ArgumentError(f"p must be a non-empty list of finite degrees > 0, got {self.p!r}")
         if len({_deg(p) for p in self.p}) != len(self.p):
-            raise ValueError(f"p has repeated degrees: {self.p!r}")
+            raise ArgumentError(f"p has repeated degrees: {self.p!r}")
         if not _finite(self.b):
-            raise ValueError(f"b must be a finite number, got {self.b!r}")
+            raise ArgumentError(f"b must be a finite number, got {self.b!r}")
         if self.tau is not None and not (_finite(self.tau) and self.tau > 0):
-            raise ValueError(f"tau must be None or a finite number > 0, got {self.tau!r}")
+            raise ArgumentError(f"tau must be None or a finite number > 0, got {self.tau!r}")
         if not (_finite(self.eps) and self.eps >= 0):
-            raise ValueError(f"eps must be a finite number >= 0, got {self.eps!r}")
+            raise ArgumentError(f"eps must be a finite number >= 0, got {self.eps!r}")
         if not self.beta or not all(_finite(x) and x > 0 for x in self.beta):
-            raise ValueError(f"beta must be a finite number > 0 or a list of them, got {self.beta!r}")
+            raise ArgumentError(f"beta must be a finite number > 0 or a list of them, got {self.beta!r}")
         if isinstance(self.sink, bool) or not (isinstance(self.sink, int) and self.sink >= 0):
-            raise ValueError(f"sink must be an int >= 0 (0 = the first allowed key), got {self.sink!r}")
+            raise ArgumentError(f"sink must be an int >= 0 (0 = the first allowed key), got {self.sink!r}")
         if not (self.r is None or self.r == "auto" or (_finite(self.r) and self.r >= 0)):
-            raise ValueError(
+            raise ArgumentError(
                 f"r must be None (no lambda_resolved), 'auto' (log(1 + log n)) or a finite number >= 0, got {self.r!r}"
             )
         if not all(_finite(x) and x > 0 for x in self.gamma):
-            raise ValueError(f"gamma must be a list of finite numbers > 0 (beta = gamma Lambda_n), got {self.gamma!r}")
+            raise ArgumentError(
+                f"gamma must be a list of finite numbers > 0 (beta = gamma Lambda_n), got {self.gamma!r}"
+            )
         rm = rowmaps.get(self.rowmap)
         if not rm.normalized or rm.needs_bias:
-            raise ValueError(f"rowmap must be a normalized map with its parameters resolved, got {self.rowmap!r}")
+            raise ArgumentError(f"rowmap must be a normalized map with its parameters resolved, got {self.rowmap!r}")
 
     @classmethod
     def make(
@@ -129,7 +132,7 @@ def flat_rows(
     check_rows(scores, mask, -1)
     n = scores.shape[-1]
     if n == 0:
-        raise ValueError(f"scores has an empty key axis (shape {tuple(scores.shape)}); rows need >= 1 key")
+        raise ArgumentError(f"scores has an empty key axis (shape {tuple(scores.shape)}); rows need >= 1 key")
     rows = scores.detach().to("cpu").reshape(-1, n)
     mask = None if mask is None else mask.to("cpu").expand(scores.shape).reshape(-1, n)
     if target is None:
@@ -139,21 +142,23 @@ def flat_rows(
     try:
         target = torch.as_tensor(target)
     except (TypeError, ValueError, RuntimeError):  # strings, ragged lists, objects: torch names none of them
-        raise TypeError(
+        raise ArgumentTypeError(
             f"target must hold integer key indices (a tensor, array or list of ints), got "
             f"{type(target).__name__} {str(target)[:40]!r}"
         ) from None
     if target.is_floating_point() or target.dtype == torch.bool or target.is_complex():
-        raise TypeError(f"target must hold integer key indices, got dtype {target.dtype}")
+        raise ArgumentTypeError(f"target must hold integer key indices, got dtype {target.dtype}")
     lead = scores.shape[:-1]
     try:
         target = target.to("cpu", torch.int64).expand(lead).reshape(-1)
     except RuntimeError:
-        raise ValueError(
+        raise ArgumentError(
             f"target shape {tuple(target.shape)} does not broadcast to the rows' shape {tuple(lead)}"
         ) from None
     if ((target < 0) | (target >= n)).any():
-        raise ValueError(f"target indices must lie in [0, {n}); got min {int(target.min())}, max {int(target.max())}")
+        raise ArgumentError(
+            f"target indices must lie in [0, {n}); got min {int(target.min())}, max {int(target.max())}"
+        )
     return rows, mask, target
 
 
@@ -269,7 +274,7 @@ def _softmax_columns(
 
 def _readable_stats(zm: torch.Tensor, target: torch.Tensor | None, opt: RowOptions) -> dict[str, torch.Tensor]:
     if target is not None and not (zm.gather(-1, target.unsqueeze(-1)) > -math.inf).all():
-        raise ValueError("a target index points at a masked key; targets must be attended keys")
+        raise ArgumentError("a target index points at a masked key; targets must be attended keys")
     k = kernel.for_rows(zm) if zm.numel() else None
     basics = _kernel_basics(k, zm, target, opt) if k is not None else _torch_basics(zm, target, opt)
     first, n_keys = basics["first"], basics["n_keys"]

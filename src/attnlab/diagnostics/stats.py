@@ -22,6 +22,8 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
+from attnlab.errors import ArgumentError, ArgumentTypeError
+
 # The two-sided 95% normal quantile Phi^-1(0.975); Polynomial Concentration App. B quotes 95% Wilson intervals.
 Z95 = 1.959963984540054
 
@@ -45,10 +47,10 @@ def _names(cols: str | Iterable[str] | None) -> tuple[str, ...]:
 def _require(df: pd.DataFrame, cols: Iterable[str]) -> None:
     """Raise a ValueError naming every missing column and listing the ones the table has."""
     if not isinstance(df, pd.DataFrame):
-        raise TypeError(f"expected a pandas DataFrame, got {type(df).__name__}")
+        raise ArgumentTypeError(f"expected a pandas DataFrame, got {type(df).__name__}")
     missing = [c for c in dict.fromkeys(cols) if c not in df.columns]
     if missing:
-        raise ValueError(f"missing column(s) {missing}; the table has columns {list(df.columns)}")
+        raise ArgumentError(f"missing column(s) {missing}; the table has columns {list(df.columns)}")
 
 
 def wilson(successes: ArrayLike, n: ArrayLike, z: float = Z95) -> tuple[float, float] | tuple[np.ndarray, np.ndarray]:
@@ -62,7 +64,7 @@ def wilson(successes: ArrayLike, n: ArrayLike, z: float = Z95) -> tuple[float, f
     k = np.asarray(successes, dtype=float)
     m = np.asarray(n, dtype=float)
     if np.any(m < 0) or np.any(k < 0) or np.any(k > m):
-        raise ValueError(f"need 0 <= successes <= n; got successes={successes!r}, n={n!r}")
+        raise ArgumentError(f"need 0 <= successes <= n; got successes={successes!r}, n={n!r}")
     z2 = z * z
     with np.errstate(divide="ignore", invalid="ignore"):
         p = k / m
@@ -99,7 +101,7 @@ def _float_values(values: pd.Series | ArrayLike, name: str) -> NDArray[np.float6
     else:
         out = np.asarray(values, dtype=float)
     if out.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {out.shape}")
+        raise ArgumentError(f"{name} must be one-dimensional, got shape {out.shape}")
     return out
 
 
@@ -111,16 +113,16 @@ def _flag_values(df: pd.DataFrame, col: str) -> np.ndarray:
         known = v[~np.isnan(v)]
         if np.all((known == 0) | (known == 1)):
             return v
-    raise TypeError(f"fraction column {col!r} must be boolean (or 0/1 with NA), got dtype {s.dtype}")
+    raise ArgumentTypeError(f"fraction column {col!r} must be boolean (or 0/1 with NA), got dtype {s.dtype}")
 
 
 def _bool_mask(mask: pd.Series | ArrayLike, n_rows: int, name: str) -> np.ndarray:
     """A per-row boolean mask (array-like or Series, NA -> False) of length n_rows."""
     mask = mask if isinstance(mask, pd.Series) else pd.Series(np.asarray(mask))
     if len(mask) != n_rows:
-        raise ValueError(f"{name} has {len(mask)} entries but there are {n_rows} rows")
+        raise ArgumentError(f"{name} has {len(mask)} entries but there are {n_rows} rows")
     if not (pd.api.types.is_bool_dtype(mask.dtype) or len(mask) == 0):
-        raise TypeError(f"{name} must be a boolean mask, got dtype {mask.dtype}")
+        raise ArgumentTypeError(f"{name} must be a boolean mask, got dtype {mask.dtype}")
     return cast(np.ndarray, mask.fillna(False).to_numpy(dtype=bool))  # pandas is untyped here (no stubs)
 
 
@@ -177,7 +179,7 @@ def aggregate(
     else:
         drop_cols = set(_names(drop_inf))
         if not drop_cols <= set(medians):
-            raise ValueError(
+            raise ArgumentError(
                 f"drop_inf names {sorted(drop_cols - set(medians))}, which are not in medians {list(medians)}"
             )
     codes, out = _group_codes(df, by)
@@ -216,10 +218,10 @@ def _unit_codes(df: pd.DataFrame, unit: str | Iterable[str]) -> tuple[np.ndarray
     """Unit number of every row for a unit column (or tuple of columns), and the number of units."""
     names = _names(unit)
     if not names:
-        raise ValueError("unit must name a column (or columns) of the table, e.g. 'prompt'")
+        raise ArgumentError("unit must name a column (or columns) of the table, e.g. 'prompt'")
     missing = [c for c in names if c not in df.columns]
     if missing:
-        raise ValueError(f"unknown unit {missing}: not a column; the table has columns {list(df.columns)}")
+        raise ArgumentError(f"unknown unit {missing}: not a column; the table has columns {list(df.columns)}")
     g = df.groupby(list(names), sort=True, dropna=False)
     return g.ngroup().to_numpy(dtype=np.int64), g.ngroups
 
@@ -228,7 +230,7 @@ def _draws(n_units: int, n_boot: int, seed: int | None) -> np.ndarray:
     """(n_boot, n_units) unit indices: each resample draws n_units units with replacement (Polynomial Concentration
     App. R; Hayase & Karakida 2026 App. F). Both bootstrap paths use this, so equal seeds give equal resamples."""
     if not (isinstance(n_boot, (int, np.integer)) and n_boot >= 1):
-        raise ValueError(f"n_boot must be an int >= 1, got {n_boot!r}")
+        raise ArgumentError(f"n_boot must be an int >= 1, got {n_boot!r}")
     return np.random.default_rng(seed).integers(0, n_units, size=(n_boot, n_units))
 
 
@@ -250,7 +252,7 @@ def _percentile_interval(samples: np.ndarray, level: float) -> tuple[float, floa
 
 def _check_level(level: float) -> None:
     if not 0 < level < 1:
-        raise ValueError(f"level must lie in (0, 1), got {level!r}")
+        raise ArgumentError(f"level must lie in (0, 1), got {level!r}")
 
 
 def bootstrap_ci(
@@ -337,7 +339,7 @@ def _unit_labels(unit: pd.DataFrame | ArrayLike, n_rows: int) -> tuple[np.ndarra
     """Unit number of every row from per-row labels (1-D) or a frame / 2-D array of label columns."""
     frame = unit if isinstance(unit, pd.DataFrame) else pd.DataFrame(np.asarray(unit))
     if len(frame) != n_rows:
-        raise ValueError(f"unit has {len(frame)} labels but there are {n_rows} rows")
+        raise ArgumentError(f"unit has {len(frame)} labels but there are {n_rows} rows")
     g = frame.groupby(list(frame.columns), sort=True, dropna=False)
     return g.ngroup().to_numpy(dtype=np.int64), g.ngroups
 
@@ -407,7 +409,7 @@ def exponent(
     n_arr = _float_values(n, "n")
     x_arr = _float_values(x, "x")
     if len(n_arr) != len(x_arr):
-        raise ValueError(f"n has {len(n_arr)} rows but x has {len(x_arr)}")
+        raise ArgumentError(f"n has {len(n_arr)} rows but x has {len(x_arr)}")
     excluded = np.zeros(len(n_arr), dtype=bool) if exclude is None else _bool_mask(exclude, len(n_arr), "exclude")
     with np.errstate(invalid="ignore"):
         valid = np.isfinite(x_arr) & (x_arr > 0)
@@ -415,7 +417,7 @@ def exponent(
     on_grid = np.isin(n_arr, grid)
     keep = ~excluded & valid & on_grid
     if np.any(n_arr[keep] <= 1) or np.any(~np.isfinite(n_arr[keep])):
-        raise ValueError("every kept row needs a finite n > 1 (log log n is undefined otherwise)")
+        raise ArgumentError("every kept row needs a finite n > 1 (log log n is undefined otherwise)")
     bucket = np.searchsorted(grid, n_arr[keep])
     logx = np.log(x_arr[keep])
     sums = np.bincount(bucket, weights=logx, minlength=grid.size)
@@ -469,7 +471,7 @@ def _estimate(value: ExponentFit | float, name: str) -> tuple[float, float | Non
     if isinstance(value, ExponentFit):
         return value.xi_hat, value.half_iqr
     if isinstance(value, Mapping):
-        raise TypeError(f"{name}: pass an exponent() result (an ExponentFit) or a number, got a mapping")
+        raise ArgumentTypeError(f"{name}: pass an exponent() result (an ExponentFit) or a number, got a mapping")
     return float(value), None
 
 
@@ -501,7 +503,7 @@ def check_cor49(
     if half_iqrs is not None:
         widths = [float(h) for h in half_iqrs]
         if len(widths) != 3:
-            raise ValueError(f"half_iqrs must be (h_Lambda, h_alpha, h_Delta), got {half_iqrs!r}")
+            raise ArgumentError(f"half_iqrs must be (h_Lambda, h_alpha, h_Delta), got {half_iqrs!r}")
     else:
         widths = [0.0 if h is None else h for _, h in estimates]
     (lam, _), (alpha, _), (delta, _) = estimates

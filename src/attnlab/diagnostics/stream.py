@@ -23,6 +23,7 @@ import torch
 from numpy.typing import ArrayLike
 
 from attnlab.diagnostics.rows import RowOptions, blocks, flat_rows, stats_frame
+from attnlab.errors import ArgumentError, MissingFileError
 from attnlab.io import PARQUET_META_KEY
 from attnlab.perf import trim_heap
 
@@ -41,7 +42,7 @@ def _expand(name: str, t: torch.Tensor | ArrayLike, shape: torch.Size) -> torch.
     try:
         return t.expand(shape)
     except RuntimeError:
-        raise ValueError(f"{name} shape {tuple(t.shape)} does not broadcast to {tuple(shape)}") from None
+        raise ArgumentError(f"{name} shape {tuple(t.shape)} does not broadcast to {tuple(shape)}") from None
 
 
 def query_sample(absolute: torch.Tensor, *, every: int = 1, positions: Sequence[int] | None = None) -> torch.Tensor:
@@ -82,18 +83,18 @@ class RowStatsWriter:
         flags: Sequence[str] = (),
     ) -> None:
         if not (isinstance(every, int) and every >= 1):
-            raise ValueError(f"every must be an int >= 1, got {every!r}")
+            raise ArgumentError(f"every must be an int >= 1, got {every!r}")
         if chunk_values < 1:
-            raise ValueError(f"chunk_values must be >= 1, got {chunk_values!r}")
+            raise ArgumentError(f"chunk_values must be >= 1, got {chunk_values!r}")
         self.path = Path(path)
         if not self.path.parent.is_dir():
-            raise FileNotFoundError(f"the folder for {self.path} does not exist")
+            raise MissingFileError(f"the folder for {self.path} does not exist")
         self.options = options
         self.every, self.positions = every, None if positions is None else sorted(set(positions))
         self.chunk_values = chunk_values
         self.flags = tuple(flags)
         if clash := set(self.flags) & {*LOCATION, *_no_rows(options).columns}:
-            raise ValueError(f"flags {sorted(clash)} would shadow the table's own columns")
+            raise ArgumentError(f"flags {sorted(clash)} would shadow the table's own columns")
         meta = {
             "options": {k: getattr(options, k) for k in options.__dataclass_fields__},
             "config": config or {},
@@ -135,11 +136,11 @@ class RowStatsWriter:
         self._refuse_if_ended("add rows")
         flags = flags or {}
         if set(flags) != set(self.flags):
-            raise ValueError(f"add needs exactly the flags {list(self.flags)}, got {sorted(flags)}")
+            raise ArgumentError(f"add needs exactly the flags {list(self.flags)}, got {sorted(flags)}")
         if scores.dim() == 3:
             scores = scores.unsqueeze(0)
         if scores.dim() != 4:
-            raise ValueError(
+            raise ArgumentError(
                 f"scores must be (heads, queries, keys) or (batch, heads, queries, keys), "
                 f"got shape {tuple(scores.shape)}"
             )
@@ -147,7 +148,7 @@ class RowStatsWriter:
         prompts = [prompt] * bsz if isinstance(prompt, int) else list(prompt)
         head_ids = list(range(n_heads)) if heads is None else list(heads)
         if len(prompts) != bsz or len(head_ids) != n_heads:
-            raise ValueError(
+            raise ArgumentError(
                 f"got {len(prompts)} prompt ids for batch {bsz} and {len(head_ids)} head ids for {n_heads} heads"
             )
         absolute = (
@@ -156,7 +157,7 @@ class RowStatsWriter:
             else torch.as_tensor(list(query_ids), dtype=torch.int64)
         )
         if absolute.numel() != n_q:
-            raise ValueError(f"got {absolute.numel()} query ids for {n_q} queries")
+            raise ArgumentError(f"got {absolute.numel()} query ids for {n_q} queries")
         keep = query_sample(absolute, every=self.every, positions=self.positions)
         if keep.numel() == 0:
             return 0
@@ -181,7 +182,7 @@ class RowStatsWriter:
 
     def _refuse_if_ended(self, action: str) -> None:
         if self._ended is not None:
-            raise ValueError(
+            raise ArgumentError(
                 f"cannot {action}: the RowStatsWriter for {self.path} is already {self._ended}; "
                 f"rows can be added only before close() or abort()"
             )

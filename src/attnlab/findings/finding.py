@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from attnlab.errors import ArgumentError
+
 # A paper's claim, which a run may fail to reproduce without any bug. "underpowered": the design could not
 # have seen the paper's effect (its minimum detectable effect is larger); "not checked": a precondition failed
 # (the regime was not reached, the positive control failed, the model did not learn, the null control passes
@@ -32,9 +34,9 @@ class Null:
 
     def __post_init__(self) -> None:
         if not isinstance(self.control, str) or not self.control:
-            raise ValueError("a null control needs a description (control)")
+            raise ArgumentError("a null control needs a description (control)")
         if self.passes not in (True, False, None):
-            raise ValueError(f"Null.passes must be True, False or None, got {self.passes!r}")
+            raise ArgumentError(f"Null.passes must be True, False or None, got {self.passes!r}")
 
     @property
     def result(self) -> str:
@@ -58,7 +60,7 @@ class MDE:
 
     def __post_init__(self) -> None:
         if not isinstance(self.how, str) or not self.how:
-            raise ValueError("an MDE needs how it was obtained, or why none applies (how)")
+            raise ArgumentError("an MDE needs how it was obtained, or why none applies (how)")
 
     @property
     def adequate(self) -> bool | None:
@@ -95,22 +97,22 @@ class Finding:
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
-            raise ValueError(f"verdict must be one of {', '.join(VERDICTS)}, got {self.verdict!r}")
+            raise ArgumentError(f"verdict must be one of {', '.join(VERDICTS)}, got {self.verdict!r}")
         if not self.is_check and not (self.rule and self.null is not None and self.mde is not None):
-            raise ValueError(
+            raise ArgumentError(
                 f"{self.claim!r}: a paper's claim states its rule, null control and MDE (build it with "
                 "attnlab.findings.verdict.decide); an identity of attnlab's is a check"
             )
         # a claim has its null and MDE (checked above), so the `is not None` below only narrows them for mypy
         if self.verdict == "reproduced" and self.null is not None and self.null.passes is not False:
-            raise ValueError(
+            raise ArgumentError(
                 f"{self.claim!r}: reproduced needs its null control to fail the rule; "
                 f"{self.null.control} {self.null.result}"
             )
         if self.verdict == "underpowered" and self.mde is not None and self.mde.adequate is not False:
-            raise ValueError(f"{self.claim!r}: underpowered needs an MDE larger than the paper's effect")
+            raise ArgumentError(f"{self.claim!r}: underpowered needs an MDE larger than the paper's effect")
         if self.verdict in ("not checked", "underpowered") and not self.reason:
-            raise ValueError(f"{self.claim!r}: a {self.verdict} finding states its reason")
+            raise ArgumentError(f"{self.claim!r}: a {self.verdict} finding states its reason")
 
     @property
     def is_check(self) -> bool:

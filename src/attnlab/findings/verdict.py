@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from attnlab.errors import ArgumentError
 from attnlab.findings.finding import MDE, Finding, Null
 
 FPR_MAX = 0.05  # the largest false-positive rate a decision rule may have under its null
@@ -71,6 +72,6 @@ def false_positive_rate(
 ) -> float:
     """The share of ``trials`` data sets drawn from the null (``draw_null(rng)``) on which ``rule`` fires."""
     if trials < 1:
-        raise ValueError(f"trials must be >= 1, got {trials!r}")
+        raise ArgumentError(f"trials must be >= 1, got {trials!r}")
     rng = np.random.default_rng(seed)
     return sum(bool(rule(draw_null(rng))) for _ in range(trials)) / trials

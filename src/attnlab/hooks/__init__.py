@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from torch import nn
 
 from attnlab import rowmaps
+from attnlab.errors import ArgumentError, ArgumentTypeError
 from attnlab.hooks.calibrate import calibrate_b_auto
 from attnlab.hooks.hf import UnsupportedModel, attention_modules, num_heads, observed, routed
 from attnlab.hooks.implementations import register_attention
@@ -35,7 +36,7 @@ def resolve(name: str, b_auto: float | None) -> RowMap:
     rowmap = rowmaps.get(name)
     if rowmap.needs_bias:
         if b_auto is None:
-            raise ValueError(
+            raise ArgumentError(
                 f"recipe {name!r} needs b_auto: calibrate it first (attnlab.hooks.calibrate_b_auto) and pass b_auto="
             )
         rowmap = rowmap.with_bias(b_auto)
@@ -58,17 +59,19 @@ def head_maps(
         chosen = {pair: rowmap for pair in pairs}
     elif isinstance(recipe, Mapping):
         if heads is not None:
-            raise ValueError("give heads either as the recipe's keys or as heads=, not both")
+            raise ArgumentError("give heads either as the recipe's keys or as heads=, not both")
         chosen = {tuple(pair): resolve(name, b_auto) for pair, name in recipe.items()}
     else:
-        raise TypeError(f"recipe must be a row-map name or a dict (layer, head) -> name, got {type(recipe).__name__}")
+        raise ArgumentTypeError(
+            f"recipe must be a row-map name or a dict (layer, head) -> name, got {type(recipe).__name__}"
+        )
     out: dict[int, dict[int, RowMap]] = {}
     for pair, rowmap in chosen.items():
         if len(pair) != 2 or not all(isinstance(x, int) for x in pair):
-            raise ValueError(f"heads are (layer, head) pairs of ints, got {pair!r}")
+            raise ArgumentError(f"heads are (layer, head) pairs of ints, got {pair!r}")
         layer, head = pair
         if not (0 <= layer < n_layers and 0 <= head < n_heads):
-            raise ValueError(f"head {pair} out of range: the model has {n_layers} layers x {n_heads} heads")
+            raise ArgumentError(f"head {pair} out of range: the model has {n_layers} layers x {n_heads} heads")
         out.setdefault(layer, {})[head] = rowmap
     return out
 

@@ -18,6 +18,7 @@ import math
 import torch
 from torch import nn
 
+from attnlab.errors import ArgumentError
 from attnlab.hooks.hf import observed
 from attnlab.site import ScoreBlock
 
@@ -73,15 +74,15 @@ def calibrate_b_auto(model: nn.Module, input_ids: torch.Tensor, *, budget: float
     """b_auto of Polynomial Concentration App. B/J on ``input_ids`` (batch, tokens): held-out generic text, 1024 tokens
     in the seed. Returns the bias as a float (a score value of the model, negated)."""
     if not 0 < budget < 1:
-        raise ValueError(f"mass budget must be in (0, 1), got {budget!r}")
+        raise ArgumentError(f"mass budget must be in (0, 1), got {budget!r}")
     if input_ids.dim() != 2 or input_ids.shape[1] < 2:
-        raise ValueError(
+        raise ArgumentError(
             f"calibration input must be (batch, tokens) with at least 2 tokens, got shape {tuple(input_ids.shape)}"
         )
     first = _Pass(None)
     _forward(model, input_ids, first)
     if first.rows == 0:
-        raise ValueError("calibration saw no attention row with an allowed key")
+        raise ArgumentError("calibration saw no attention row with an allowed key")
     mass = first.hist / first.rows
     cumulative = torch.cumsum(mass, 0)
     target = int(torch.searchsorted(cumulative, torch.tensor([budget], dtype=torch.float64), right=True))
@@ -100,5 +101,5 @@ def calibrate_b_auto(model: nn.Module, input_ids: torch.Tensor, *, budget: float
     crossing = min(crossing, len(distinct) - 1)
     b = -float(distinct[crossing])
     if not math.isfinite(b):
-        raise ValueError(f"calibration found a non-finite score at the {budget:g} mass quantile")
+        raise ArgumentError(f"calibration found a non-finite score at the {budget:g} mass quantile")
     return b

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from attnlab.errors import Error
+from attnlab.errors import ArgumentError, Error
 from attnlab.hooks.implementations import registered_map
 from attnlab.rowmaps import RowMap
 from attnlab.site import DEFAULT_BLOCK, Observer, Plan, Scores, attend
@@ -199,7 +199,7 @@ def routed(model: nn.Module, plans: dict[int, Plan]) -> Iterator[dict[int, Route
     if bad:
         if not state.plans:
             _uninstall(model, state)
-        raise ValueError(f"layers {bad} out of range: the model has {len(state.routes)} attention layers")
+        raise ArgumentError(f"layers {bad} out of range: the model has {len(state.routes)} attention layers")
     state.plans.append(plans)
     try:
         for layer, route in state.routes.items():

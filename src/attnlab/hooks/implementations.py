@@ -3,7 +3,7 @@
 transformers 5.x picks a model's attention function by name from its ``AttentionInterface`` (the idea this
 module builds on: one registered function per name, read by every attention layer). ``register_attention``
 registers one such function per row-map recipe; it sends every head of every layer through
-:func:`attnlab.site.attend` with that map, so the model trains, evaluates and generates with it for as long
+:func:`attnlab.site.blockwise` with that map, so the model trains, evaluates and generates with it for as long
 as it carries the name, with no context open:
 
     >>> from attnlab import hooks
@@ -39,6 +39,7 @@ import torch
 from torch import nn
 
 from attnlab import rowmaps
+from attnlab.errors import ArgumentError, ArgumentTypeError
 from attnlab.rowmaps import RowMap
 from attnlab.site import Plan, Scores, attend
 
@@ -55,16 +56,18 @@ _MAPS: dict[str, RowMap | None] = {}  # registered name -> its row map (None: so
 def _rowmap(recipe: str, b_auto: float | None) -> RowMap:
     # attnlab.hooks.resolve's rule, here because attnlab.hooks imports this module
     if not isinstance(recipe, str):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"recipe must be a row-map name such as 'softmax', 'entmax_a1.5', 'relu_p4_b0' or "
             f"'sigmoid_bauto' (attnlab maps lists them), got {type(recipe).__name__}"
         )
     if b_auto is not None and (isinstance(b_auto, bool) or not isinstance(b_auto, numbers.Real)):
-        raise TypeError(f"b_auto must be a number (attnlab.hooks.calibrate_b_auto), got {type(b_auto).__name__}")
+        raise ArgumentTypeError(
+            f"b_auto must be a number (attnlab.hooks.calibrate_b_auto), got {type(b_auto).__name__}"
+        )
     rowmap = rowmaps.get(recipe)
     if rowmap.needs_bias:
         if b_auto is None:
-            raise ValueError(
+            raise ArgumentError(
                 f"recipe {recipe!r} needs b_auto: calibrate it first (attnlab.hooks.calibrate_b_auto) and pass b_auto="
             )
         rowmap = rowmap.with_bias(float(b_auto))
@@ -115,7 +118,7 @@ def register_attention(recipe: str, *, b_auto: float | None = None) -> str:
     rowmap = _rowmap(recipe, b_auto)
     name = PREFIX + rowmap.name
     if not _VALID.fullmatch(name) or any(word in name for word in _RESERVED):
-        raise ValueError(
+        raise ArgumentError(
             f"row map {rowmap.name!r} cannot name a transformers attention implementation: a name "
             f"may hold only letters, digits and _ . + - and none of {', '.join(_RESERVED)}"
         )

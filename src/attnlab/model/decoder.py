@@ -1,4 +1,4 @@
-"""The own causal decoder: pre-norm blocks whose attention goes through ``attnlab.site.attend``.
+"""The own causal decoder: pre-norm blocks whose attention goes through ``attnlab.site.blockwise``.
 
 Each layer's row maps come from the config (one per head); ALiBi is a blockwise score bias and a
 learnable scaler a per-row multiplier, so no (queries x keys) tensor exists at any length, and
@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnlab import rowmaps
+from attnlab.errors import ArgumentError
 from attnlab.model import positions as pe
 from attnlab.model.config import ModelConfig
 from attnlab.model.ffn import make_ffn, make_norm
@@ -166,11 +167,11 @@ class Decoder(nn.Module):
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         if self.embed is not None:
             if inputs.dim() != 2:
-                raise ValueError(f"ids must be (batch, tokens), got shape {tuple(inputs.shape)}")
+                raise ArgumentError(f"ids must be (batch, tokens), got shape {tuple(inputs.shape)}")
             x = self.embed(inputs)
         else:
             if inputs.dim() != 3 or inputs.shape[-1] != self.cfg.d_model:
-                raise ValueError(
+                raise ArgumentError(
                     f"vectors must be (batch, tokens, d_model={self.cfg.d_model}), got shape {tuple(inputs.shape)}"
                 )
             x = inputs

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnlab.errors import ArgumentError
 from attnlab.registry import Registry
 
 GATED_KINDS = ("swiglu", "geglu")
@@ -27,18 +28,18 @@ _GATE_ACTIVATION = {"swiglu": F.silu, "geglu": F.gelu}
 
 def _check_kind(name: str, value, kinds: tuple[str, ...]) -> None:
     if value not in kinds:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, kinds))}, got {value!r}")
+        raise ArgumentError(f"{name} must be one of {', '.join(map(repr, kinds))}, got {value!r}")
 
 
 def _check_count(name: str, value) -> None:
     # bool is an int subclass, and True as a width is always a mistake
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        raise ArgumentError(f"{name} must be an int >= 1, got {value!r}")
 
 
 def _check_flag(name: str, value) -> None:
     if not isinstance(value, bool):
-        raise ValueError(f"{name} must be a bool, got {value!r}")
+        raise ArgumentError(f"{name} must be a bool, got {value!r}")
 
 
 def matched_width(gelu_width: int, kind: str, *, multiple_of: int = 1) -> int:
@@ -141,7 +142,7 @@ def make_norm(kind: str, d_model: int, *, bias: bool, eps: float) -> nn.LayerNor
     _check_count("d_model", d_model)
     _check_flag("bias", bias)
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not (math.isfinite(eps) and eps > 0):
-        raise ValueError(f"eps must be a finite number > 0, got {eps!r}")
+        raise ArgumentError(f"eps must be a finite number > 0, got {eps!r}")
     if kind == "layernorm":
         return nn.LayerNorm(d_model, eps=float(eps), bias=bias)
     return nn.RMSNorm(d_model, eps=float(eps))

@@ -12,6 +12,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from attnlab.errors import ArgumentError
 from attnlab.site import linear_bias
 
 SLOPE_KINDS = ("geometric", "inverse")
@@ -20,26 +21,26 @@ SLOPE_KINDS = ("geometric", "inverse")
 def _positive_int(name: str, value: object) -> int:
     # bool is an int subclass; True as a head count is always a bug
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
+        raise ArgumentError(f"{name} must be a positive int, got {value!r}")
     return value
 
 
 def _factor(name: str, value: object) -> float:
     # Below 1 would compress rather than stretch positions: almost always 1/factor written by mistake.
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 1:
-        raise ValueError(f"{name} must be a finite number >= 1 (1 means no scaling), got {value!r}")
+        raise ArgumentError(f"{name} must be a finite number >= 1 (1 means no scaling), got {value!r}")
     return float(value)
 
 
 def _base(base: object) -> float:
     if isinstance(base, bool) or not isinstance(base, (int, float)) or not math.isfinite(base) or base <= 1:
-        raise ValueError(f"base must be a finite number > 1, got {base!r}")
+        raise ArgumentError(f"base must be a finite number > 1, got {base!r}")
     return float(base)
 
 
 def _head_dim(head_dim: object, smallest: int = 2) -> int:
     if isinstance(head_dim, bool) or not isinstance(head_dim, int) or head_dim < smallest or head_dim % 2:
-        raise ValueError(f"head_dim must be an even int >= {smallest}, got {head_dim!r}")
+        raise ArgumentError(f"head_dim must be an even int >= {smallest}, got {head_dim!r}")
     return head_dim
 
 
@@ -59,7 +60,7 @@ class LearnedPositions(nn.Module):
     def forward(self, positions: int | Tensor) -> Tensor:
         if isinstance(positions, int) and not isinstance(positions, bool):
             if positions < 0:
-                raise ValueError(f"positions as a token count must be >= 0, got {positions}")
+                raise ArgumentError(f"positions as a token count must be >= 0, got {positions}")
             positions = torch.arange(positions, device=self.table.weight.device)
         elif (
             not isinstance(positions, Tensor)
@@ -68,11 +69,11 @@ class LearnedPositions(nn.Module):
             or positions.dtype == torch.bool
         ):
             got = f"dtype {positions.dtype}" if isinstance(positions, Tensor) else repr(positions)
-            raise ValueError(f"positions must be an int token count or an integer tensor, got {got}")
+            raise ArgumentError(f"positions must be an int token count or an integer tensor, got {got}")
         if positions.numel():
             low, high = int(positions.min()), int(positions.max())
             if low < 0 or high >= self.context:
-                raise ValueError(
+                raise ArgumentError(
                     f"positions must lie in [0, {self.context - 1}] (context={self.context}), "
                     f"got values in [{low}, {high}]"
                 )
@@ -105,7 +106,7 @@ def llama3_frequencies(
     factor = _factor("factor", factor)
     original_context = _positive_int("original_context", original_context)
     if not 0 < low_freq_factor < high_freq_factor:
-        raise ValueError(f"need 0 < low_freq_factor < high_freq_factor, got {low_freq_factor}, {high_freq_factor}")
+        raise ArgumentError(f"need 0 < low_freq_factor < high_freq_factor, got {low_freq_factor}, {high_freq_factor}")
     wavelen = 2 * math.pi / inv_freq
     scaled = torch.where(wavelen > original_context / low_freq_factor, inv_freq / factor, inv_freq)
     smooth = (original_context / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
@@ -137,11 +138,11 @@ def rope_angles(positions: Tensor, inv_freq: Tensor) -> tuple[Tensor, Tensor]:
     frequencies repeated, not interleaved). ``positions`` is ``(tokens,)`` or ``(batch, tokens)``; the
     dtype is ``inv_freq``'s."""
     if inv_freq.dim() != 1 or inv_freq.numel() == 0 or not inv_freq.dtype.is_floating_point:
-        raise ValueError(
+        raise ArgumentError(
             f"inv_freq must be a non-empty 1-D float tensor, got shape {tuple(inv_freq.shape)} dtype {inv_freq.dtype}"
         )
     if positions.dim() not in (1, 2):
-        raise ValueError(f"positions must be (tokens,) or (batch, tokens), got shape {tuple(positions.shape)}")
+        raise ArgumentError(f"positions must be (tokens,) or (batch, tokens), got shape {tuple(positions.shape)}")
     angles = positions.to(inv_freq.dtype)[..., None] * inv_freq
     angles = torch.cat((angles, angles), dim=-1)
     return angles.cos(), angles.sin()
@@ -153,15 +154,15 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     ``sin`` come from ``rope_angles``: (tokens, head_dim), or (batch, tokens, head_dim) for per-sequence
     positions."""
     if x.dim() != 4:
-        raise ValueError(f"x must be (batch, heads, tokens, head_dim), got shape {tuple(x.shape)}")
+        raise ArgumentError(f"x must be (batch, heads, tokens, head_dim), got shape {tuple(x.shape)}")
     batch, _, tokens, head_dim = x.shape
     if head_dim % 2:
-        raise ValueError(f"x's head_dim must be even for RoPE, got {head_dim}")
+        raise ArgumentError(f"x's head_dim must be even for RoPE, got {head_dim}")
     wanted = f"(tokens, head_dim) = ({tokens}, {head_dim}) or (batch, tokens, head_dim) with batch 1 or {batch}"
     for name, t in (("cos", cos), ("sin", sin)):
         bad_batch = t.dim() == 3 and t.shape[0] not in (1, batch)
         if t.dim() not in (2, 3) or tuple(t.shape[-2:]) != (tokens, head_dim) or bad_batch:
-            raise ValueError(f"{name} must be {wanted}, got shape {tuple(t.shape)}")
+            raise ArgumentError(f"{name} must be {wanted}, got shape {tuple(t.shape)}")
     if cos.dim() == 3:
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)
@@ -185,7 +186,7 @@ def alibi_slopes(n_heads: int, kind: str = "geometric") -> Tensor:
     if kind == "inverse":
         return 1.0 / torch.arange(1, n_heads + 1, dtype=torch.float32)
     if kind != "geometric":
-        raise ValueError(f"kind must be one of {SLOPE_KINDS}, got {kind!r}")
+        raise ArgumentError(f"kind must be one of {SLOPE_KINDS}, got {kind!r}")
     p = 1 << (n_heads.bit_length() - 1)
     exponents = [8 * h / p for h in range(1, p + 1)]
     exponents += [8 * i / (2 * p) for i in range(1, 2 * (n_heads - p), 2)]
@@ -198,14 +199,14 @@ def alibi_bias(slopes: Tensor, query_positions: Tensor, key_positions: Tensor) -
     Keys after the query get 0 rather than -inf: masking them is the causal mask's job. Zero slopes give
     NoPE heads, so this also builds NAPE's bias from ``nape_slopes``."""
     if slopes.dim() != 1 or not slopes.dtype.is_floating_point:
-        raise ValueError(
+        raise ArgumentError(
             f"slopes must be a 1-D float tensor (heads,), got shape {tuple(slopes.shape)} dtype {slopes.dtype}"
         )
     if bool((slopes < 0).any()):
-        raise ValueError(f"slopes must be >= 0 (0 is a NoPE head), got {slopes.tolist()}")
+        raise ArgumentError(f"slopes must be >= 0 (0 is a NoPE head), got {slopes.tolist()}")
     for name, t in (("query_positions", query_positions), ("key_positions", key_positions)):
         if t.dim() != 1:
-            raise ValueError(f"{name} must be 1-D (tokens,), got shape {tuple(t.shape)}")
+            raise ArgumentError(f"{name} must be 1-D (tokens,), got shape {tuple(t.shape)}")
     return linear_bias(slopes, query_positions, key_positions)
 
 
@@ -219,7 +220,7 @@ def nape_slopes(n_heads: int, kind: str = "inverse") -> Tensor:
     (App. G.2; its language models use ``"geometric"``, App. G.3). Feed the result to ``alibi_bias``."""
     n_heads = _positive_int("n_heads", n_heads)
     if kind not in SLOPE_KINDS:
-        raise ValueError(f"kind must be one of {SLOPE_KINDS}, got {kind!r}")
+        raise ArgumentError(f"kind must be one of {SLOPE_KINDS}, got {kind!r}")
     n_alibi = n_heads // 2
     alibi = alibi_slopes(n_alibi, kind) if n_alibi else torch.zeros(0)
     return torch.cat((alibi, torch.zeros(n_heads - n_alibi)))

@@ -1,7 +1,7 @@
 """Learnable inverse temperatures of the own decoder: per-head, per-query multipliers on score rows.
 
 Each scaler maps (the layer's normalized input x, the number n of keys each query may attend) to a
-multiplier of shape (batch or 1, heads, queries, 1) that ``attnlab.site.attend`` applies to the scores
+multiplier of shape (batch or 1, heads, queries, 1) that ``attnlab.site.blockwise`` applies to the scores
 after the observers and before the row map. The map stays the config's ``rowmap``, so ASEntmax is the
 ``adaptive`` scaler with ``entmax_a1.5`` and ASSMax the same scaler with softmax (Vasylenko et al. 2025 §4.1);
 its multiplier is the one ``attnlab.rowmaps.AdaptiveScale`` computes, not a second copy.
@@ -21,6 +21,7 @@ import math
 import torch
 from torch import nn
 
+from attnlab.errors import ArgumentError
 from attnlab.registry import Registry
 from attnlab.rowmaps.scalers import AdaptiveScale
 
@@ -127,5 +128,5 @@ def make_scaler(
     if gamma is None:
         return cls(heads, dim, delta=delta, bound=bound)
     if kind not in FIXED_GAMMA_SCALERS:
-        raise ValueError(f"a fixed gamma applies to the scalers {', '.join(FIXED_GAMMA_SCALERS)}, not {kind!r}")
+        raise ArgumentError(f"a fixed gamma applies to the scalers {', '.join(FIXED_GAMMA_SCALERS)}, not {kind!r}")
     return cls(heads, dim, delta=delta, bound=bound, gamma=gamma)

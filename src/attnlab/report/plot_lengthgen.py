@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from attnlab.errors import ArgumentError
 from attnlab.report.figures import plt, save_figure
 
 
@@ -91,17 +92,17 @@ def plot_head_dispersion(table: pd.DataFrame, path: str | Path, title: str) -> t
     (Vasylenko et al. 2025 §3.2). Panels in a row share their y axis, so variants compare directly."""
     missing = [c for c in HEAD_COLUMNS if c not in table.columns]
     if missing:
-        raise ValueError(
+        raise ArgumentError(
             f"head dispersion table lacks columns {missing}; it needs {list(HEAD_COLUMNS)} "
             "(and optionally seed), as commands.lengthgen.dispersion_table writes them"
         )
     if table.empty:
-        raise ValueError("head dispersion table has no rows: nothing to draw")
+        raise ArgumentError("head dispersion table has no rows: nothing to draw")
     seeds = "seed" in table.columns
     key = ["variant", *(["seed"] if seeds else []), "layer", "head"]
     repeated = table.duplicated([*key, "length"])
     if repeated.any():
-        raise ValueError(
+        raise ArgumentError(
             f"head dispersion table has more than one row for {key + ['length']} = "
             f"{table.loc[repeated, key + ['length']].iloc[0].tolist()}; it needs one per head and length"
         )

@@ -17,6 +17,8 @@ from collections.abc import Callable
 
 import torch
 
+from attnlab.errors import ArgumentError, ArgumentTypeError
+
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 NEG_INF = float("-inf")
 
@@ -28,27 +30,27 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
 def check_rows(scores: torch.Tensor, mask: torch.Tensor | None, dim: int) -> int:
     """Validate scores, mask and dim with errors naming what is wrong and what is allowed; return dim >= 0."""
     if not isinstance(scores, torch.Tensor):
-        raise TypeError(f"scores must be a torch.Tensor, got {type(scores).__name__}")
+        raise ArgumentTypeError(f"scores must be a torch.Tensor, got {type(scores).__name__}")
     if scores.dtype not in FLOAT_DTYPES:
-        raise TypeError(f"scores has dtype {scores.dtype}; allowed: float16, bfloat16, float32, float64")
+        raise ArgumentTypeError(f"scores has dtype {scores.dtype}; allowed: float16, bfloat16, float32, float64")
     if scores.dim() == 0:
-        raise ValueError("scores must have at least one dimension (the key axis)")
+        raise ArgumentError("scores must have at least one dimension (the key axis)")
     if isinstance(dim, bool) or not isinstance(dim, numbers.Integral):
-        raise TypeError(f"dim must be an int (the key axis), got {type(dim).__name__}")
+        raise ArgumentTypeError(f"dim must be an int (the key axis), got {type(dim).__name__}")
     if not -scores.dim() <= dim < scores.dim():
-        raise ValueError(f"dim={dim} is out of range for scores with {scores.dim()} dimensions")
+        raise ArgumentError(f"dim={dim} is out of range for scores with {scores.dim()} dimensions")
     if mask is not None:
         if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
             got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
-            raise TypeError(f"mask must be a bool tensor (True = key may be attended), got {got}")
+            raise ArgumentTypeError(f"mask must be a bool tensor (True = key may be attended), got {got}")
         try:
             torch.broadcast_shapes(mask.shape, scores.shape)
         except RuntimeError:
-            raise ValueError(
+            raise ArgumentError(
                 f"mask shape {tuple(mask.shape)} does not broadcast to scores shape {tuple(scores.shape)}"
             ) from None
         if torch.broadcast_shapes(mask.shape, scores.shape) != scores.shape:
-            raise ValueError(f"mask shape {tuple(mask.shape)} would enlarge scores shape {tuple(scores.shape)}")
+            raise ArgumentError(f"mask shape {tuple(mask.shape)} would enlarge scores shape {tuple(scores.shape)}")
     return dim % scores.dim()
 
 

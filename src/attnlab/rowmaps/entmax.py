@@ -43,6 +43,7 @@ from typing import Any, cast
 import torch
 from torch.autograd.function import once_differentiable
 
+from attnlab.errors import ArgumentError
 from attnlab.rowmaps import kernel
 from attnlab.rowmaps._rows import check_rows, denormal_floor, normalized_rows
 from attnlab.rowmaps.registry import NUM, Built, register
@@ -321,14 +322,14 @@ def check(alpha: float, method: str) -> None:
     if isinstance(alpha, bool) or not (
         isinstance(alpha, (int, float)) and math.isfinite(alpha) and 1 <= alpha <= ALPHA_MAX
     ):
-        raise ValueError(
+        raise ArgumentError(
             f"alpha must be a number in [1, {ALPHA_MAX:g}] (alpha = 1 is softmax; past {ALPHA_MAX:g} "
             f"float64 cannot resolve the threshold), got {alpha!r}"
         )
     if method not in ("newton", "sort"):
-        raise ValueError(f"method must be 'newton' or 'sort', got {method!r}")
+        raise ArgumentError(f"method must be 'newton' or 'sort', got {method!r}")
     if method == "sort" and alpha not in (1.5, 2.0):
-        raise ValueError(f"the sort method exists for alpha = 1.5 and 2 only, got alpha={alpha:g}")
+        raise ArgumentError(f"the sort method exists for alpha = 1.5 and 2 only, got alpha={alpha:g}")
 
 
 def entmax(z: torch.Tensor, alpha: float, method: str = "newton") -> torch.Tensor:
@@ -359,7 +360,7 @@ def _entmax_map(name: str, alpha: float, method: str) -> Built:
     try:
         check(alpha, method)
     except ValueError as exc:
-        raise ValueError(f"{name}: {exc}") from None
+        raise ArgumentError(f"{name}: {exc}") from None
     return {"alpha": alpha, "method": method}, lambda z: entmax(z, alpha, method)
 
 

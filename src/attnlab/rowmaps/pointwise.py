@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from torch.autograd.function import once_differentiable
 
+from attnlab.errors import ArgumentError
 from attnlab.rowmaps import kernel
 from attnlab.rowmaps._rows import allowed_count, check_rows, denormal_floor, normalized_rows, pointwise_rows
 from attnlab.rowmaps.registry import BIAS_RANGE, NUM, Built, bias, degree, register, within
@@ -100,7 +101,7 @@ def relu_power(z: torch.Tensor, p: float, b: float, dead: str = "zeros") -> torc
     degree("relu_power", p)
     within("relu_power", "bias b", b, BIAS_RANGE)
     if dead not in DEAD_RULES:
-        raise ValueError(f"dead-row rule must be one of {DEAD_RULES}, got {dead!r}")
+        raise ArgumentError(f"dead-row rule must be one of {DEAD_RULES}, got {dead!r}")
 
     def rows(c: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
         return _dead_fill(c, _ReluPower.apply(c, m, p, b), (m + b) <= 0, dead)  # type: ignore[no-untyped-call]
@@ -161,7 +162,7 @@ def wortsman(z: torch.Tensor, p: float, by: str) -> torch.Tensor:
     check_rows(z, None, -1)
     degree("wortsman", p)
     if by not in ("L", "sqrtL"):
-        raise ValueError(f"wortsman: by must be 'L' or 'sqrtL', got {by!r}")
+        raise ArgumentError(f"wortsman: by must be 'L' or 'sqrtL', got {by!r}")
 
     def rows(c: torch.Tensor) -> torch.Tensor:
         n = allowed_count(c).clamp_min(1)
@@ -197,7 +198,7 @@ def relu_attention(z: torch.Tensor) -> torch.Tensor:
 def _relu_family(name: str, m: re.Match[str], dead: str = "zeros") -> Built:
     p, b = degree(name, float(m[1])), bias(name, m[2])
     if dead not in DEAD_RULES:
-        raise ValueError(f"{name}: dead-row rule must be one of {DEAD_RULES}, got {dead!r}")
+        raise ArgumentError(f"{name}: dead-row rule must be one of {DEAD_RULES}, got {dead!r}")
     return {"p": p, "b": b, "dead": dead}, None if b is None else (lambda z: relu_power(z, p, b, dead))
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from attnlab.errors import ArgumentError, ArgumentTypeError
 from attnlab.registry import Registry
 from attnlab.rowmaps._rows import apply_rows
 
@@ -53,7 +54,7 @@ class RowMap:
 
     def __call__(self, scores: torch.Tensor, mask: torch.Tensor | None = None, *, dim: int = -1) -> torch.Tensor:
         if self.rows is None:
-            raise ValueError(
+            raise ArgumentError(
                 f"row map {self.name!r} has b=auto: resolve it first with .with_bias(b) "
                 "(b_auto comes from calibration on held-out text)"
             )
@@ -62,9 +63,9 @@ class RowMap:
     def with_bias(self, b: float) -> RowMap:
         """The same map with bias b, named as a user would type it (``relu_p4_b3.55``)."""
         if "b" not in self.params:
-            raise ValueError(f"row map {self.name!r} has no bias parameter")
+            raise ArgumentError(f"row map {self.name!r} has no bias parameter")
         if not math.isfinite(b):
-            raise ValueError(f"bias must be finite, got {b!r}")
+            raise ArgumentError(f"bias must be finite, got {b!r}")
         stem = self.name.rsplit("_b", 1)[0]
         return get(f"{stem}_b{b:g}", **self.options)
 
@@ -106,9 +107,13 @@ class Family:
         try:
             re.compile(self.pattern)
         except re.error as exc:
-            raise ValueError(f"row map family {self.key!r}: pattern {self.pattern!r} is not a regex ({exc})") from None
+            raise ArgumentError(
+                f"row map family {self.key!r}: pattern {self.pattern!r} is not a regex ({exc})"
+            ) from None
         if not re.fullmatch(self.pattern, self.example):
-            raise ValueError(f"row map family {self.key!r}: example {self.example!r} does not match {self.pattern!r}")
+            raise ArgumentError(
+                f"row map family {self.key!r}: example {self.example!r} does not match {self.pattern!r}"
+            )
 
 
 FAMILIES: Registry[Family] = Registry("row map family")
@@ -164,12 +169,12 @@ def register(
 def family_of(name: str) -> Family:
     """The family whose pattern matches ``name``; ValueError listing every family's example otherwise."""
     if not isinstance(name, str):
-        raise TypeError(f"row map name must be a string, got {type(name).__name__}")
+        raise ArgumentTypeError(f"row map name must be a string, got {type(name).__name__}")
     for fam in FAMILIES.values():
         if re.fullmatch(fam.pattern, name):
             return fam
     examples = ", ".join(f.example for f in FAMILIES.values())
-    raise ValueError(f"unknown row map {name!r}; names look like: {examples}")
+    raise ArgumentError(f"unknown row map {name!r}; names look like: {examples}")
 
 
 def get(name: str, **options: Any) -> RowMap:
@@ -181,7 +186,7 @@ def get(name: str, **options: Any) -> RowMap:
     unknown = set(options) - set(fam.options)
     if unknown:
         allowed = ", ".join(fam.options) or "none"
-        raise ValueError(f"{name}: unknown option(s) {sorted(unknown)}; allowed: {allowed}")
+        raise ArgumentError(f"{name}: unknown option(s) {sorted(unknown)}; allowed: {allowed}")
     params, rows = fam.build(name, re.fullmatch(fam.pattern, name), **options)
     return RowMap(name, fam.family, params, fam.formula, fam.normalized, rows)
 
@@ -196,18 +201,18 @@ def within(name: str, what: str, value: float, bounds: tuple[float, float]) -> f
     """``value`` if it lies in ``bounds``; ValueError naming the map, the parameter and the range."""
     lo, hi = bounds
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name}: {what} must be a number in [{lo:g}, {hi:g}], got {type(value).__name__}")
+        raise ArgumentTypeError(f"{name}: {what} must be a number in [{lo:g}, {hi:g}], got {type(value).__name__}")
     if not lo <= value <= hi:  # NaN fails too
-        raise ValueError(f"{name}: {what} = {value:g} is outside the allowed range [{lo:g}, {hi:g}]")
+        raise ArgumentError(f"{name}: {what} = {value:g} is outside the allowed range [{lo:g}, {hi:g}]")
     return value
 
 
 def degree(name: str, value: float) -> float:
     """A degree p in (0, MAX_DEGREE]."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name}: degree p must be a number in (0, {MAX_DEGREE:g}], got {type(value).__name__}")
+        raise ArgumentTypeError(f"{name}: degree p must be a number in (0, {MAX_DEGREE:g}], got {type(value).__name__}")
     if not 0 < value <= MAX_DEGREE:
-        raise ValueError(f"{name}: degree p = {value:g} is outside the allowed range (0, {MAX_DEGREE:g}]")
+        raise ArgumentError(f"{name}: degree p = {value:g} is outside the allowed range (0, {MAX_DEGREE:g}]")
     return value
 
 

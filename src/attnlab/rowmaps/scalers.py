@@ -14,6 +14,7 @@ import math
 import torch
 from torch import nn
 
+from attnlab.errors import ArgumentError
 from attnlab.rowmaps.registry import RowMap, get
 
 
@@ -47,11 +48,11 @@ class AdaptiveScale(nn.Module):
     ) -> None:
         super().__init__()
         if n_heads < 1 or dim < 1:
-            raise ValueError(f"n_heads and dim must be positive, got {n_heads}, {dim}")
+            raise ArgumentError(f"n_heads and dim must be positive, got {n_heads}, {dim}")
         if s <= 0:
-            raise ValueError(f"s (the bound on |gamma|) must be positive, got {s}")
+            raise ArgumentError(f"s (the bound on |gamma|) must be positive, got {s}")
         if gamma is not None and not math.isfinite(gamma):
-            raise ValueError(f"gamma must be a finite number or None (learned), got {gamma}")
+            raise ArgumentError(f"gamma must be a finite number or None (learned), got {gamma}")
         self.n_heads, self.dim, self.delta, self.s = n_heads, dim, float(delta), float(s)
         self.gamma = None if gamma is None else float(gamma)
         self.w_beta = nn.Parameter(torch.zeros(n_heads, dim))
@@ -66,7 +67,7 @@ class AdaptiveScale(nn.Module):
         ``x`` is (..., H, Q, d) when ``per_head``, else (..., Q, d) shared by the heads.
         """
         if x.shape[-1] != self.dim:
-            raise ValueError(f"x has feature size {x.shape[-1]}, expected {self.dim}")
+            raise ArgumentError(f"x has feature size {x.shape[-1]}, expected {self.dim}")
         beta = nn.functional.softplus(self._project(x, self.w_beta, per_head))[..., None]
         gamma: float | torch.Tensor
         if self.w_gamma is None:
@@ -86,7 +87,7 @@ class AdaptiveScale(nn.Module):
     def forward(self, scores: torch.Tensor, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Scaled scores (..., H, Q, K); n counts the allowed keys of each row under ``mask``."""
         if scores.dim() < 3 or scores.shape[-3] != self.n_heads:
-            raise ValueError(f"scores must be (..., H={self.n_heads}, Q, K), got {tuple(scores.shape)}")
+            raise ArgumentError(f"scores must be (..., H={self.n_heads}, Q, K), got {tuple(scores.shape)}")
         if mask is None:
             n = torch.full(scores.shape[:-1] + (1,), scores.shape[-1], dtype=scores.dtype)
         else:
@@ -96,7 +97,7 @@ class AdaptiveScale(nn.Module):
         elif x.dim() == scores.dim() - 1:
             per_head = False
         else:
-            raise ValueError(
+            raise ArgumentError(
                 f"x must be (..., Q, d) shared by the heads or (..., H, Q, d) per head for scores "
                 f"{tuple(scores.shape)}, got {tuple(x.shape)}"
             )

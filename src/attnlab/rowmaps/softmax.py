@@ -10,6 +10,7 @@ import re
 
 import torch
 
+from attnlab.errors import ArgumentError, ArgumentTypeError
 from attnlab.rowmaps._rows import allowed_count, normalized_rows
 from attnlab.rowmaps.registry import NUM, SCALE_RANGE, XI_RANGE, Built, register, within
 
@@ -57,10 +58,10 @@ def length_multiplier(n: torch.Tensor, xi: float, n_train: float) -> torch.Tenso
     Hayase & Karakida 2026 (A Unified Framework for Critical Scaling of Inverse Temperature), App. A.2.
     """
     if not isinstance(n, torch.Tensor):
-        raise TypeError(f"length_multiplier: n must be a tensor of key counts, got {type(n).__name__}")
+        raise ArgumentTypeError(f"length_multiplier: n must be a tensor of key counts, got {type(n).__name__}")
     within("length_multiplier", "xi", xi, XI_RANGE)
     if isinstance(n_train, bool) or not isinstance(n_train, (int, float)) or not 2 <= n_train < math.inf:
-        raise ValueError(
+        raise ArgumentError(
             f"length_multiplier: n_train must be a finite number >= 2 (the training length), got {n_train!r}"
         )
     ratio = torch.log(n.clamp_min(1)) / math.log(n_train)
@@ -134,7 +135,7 @@ def _ssmax_family(name: str, m: re.Match[str]) -> Built:
 def _logn_family(name: str, m: re.Match[str]) -> Built:
     xi, n_train = within(name, "xi", float(m[1]), XI_RANGE), float(m[2])
     if not (math.isfinite(n_train) and n_train >= 2):
-        raise ValueError(f"{name}: n_train = {n_train:g} must be a finite integer >= 2")
+        raise ArgumentError(f"{name}: n_train = {n_train:g} must be a finite integer >= 2")
     return {"xi": xi, "n_train": n_train}, lambda z: logn_softmax(z, xi, n_train)
 
 
@@ -149,5 +150,5 @@ def _logn_family(name: str, m: re.Match[str]) -> Built:
 def _topk_family(name: str, m: re.Match[str]) -> Built:
     k = int(m[1])
     if k < 1:
-        raise ValueError(f"{name}: k must be at least 1")
+        raise ArgumentError(f"{name}: k must be at least 1")
     return {"k": k}, lambda z: topk_softmax(z, k)

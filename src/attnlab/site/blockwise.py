@@ -9,6 +9,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from attnlab.errors import ArgumentError, ArgumentTypeError
 from attnlab.site.fused import _attend_fused, _fusable
 from attnlab.site.route import triton_call
 from attnlab.site.spec import VANILLA, Causal, Plan, ScoreBlock, Scores, Slopes, WeightBlock, describe
@@ -27,9 +28,9 @@ def _check_call(
     """ValueError/TypeError naming the argument, before any arithmetic could broadcast a mistake into numbers."""
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not (isinstance(t, torch.Tensor) and t.is_floating_point()):
-            raise TypeError(f"{name} must be a floating torch.Tensor, got {describe(t)}")
+            raise ArgumentTypeError(f"{name} must be a floating torch.Tensor, got {describe(t)}")
     if len({query.dtype, key.dtype, value.dtype}) > 1 or len({query.device, key.device, value.device}) > 1:
-        raise TypeError(
+        raise ArgumentTypeError(
             f"query, key and value must share dtype and device, got {query.dtype}/{query.device}, "
             f"{key.dtype}/{key.device}, {value.dtype}/{value.device}"
         )
@@ -40,24 +41,24 @@ def _check_call(
         or query.shape[0] != key.shape[0]
         or query.shape[-1] != key.shape[-1]
     ):
-        raise ValueError(
+        raise ArgumentError(
             f"query, key, value must be (batch, heads, tokens, head_dim) with one batch and head_dim "
             f"and key and value alike; got {tuple(query.shape)}, {tuple(key.shape)}, "
             f"{tuple(value.shape)}"
         )
     if not isinstance(scores, Scores):
-        raise TypeError(f"scores must be Scores(scaling, ...), got {describe(scores)}")
+        raise ArgumentTypeError(f"scores must be Scores(scaling, ...), got {describe(scores)}")
     if not isinstance(plan, Plan):
-        raise TypeError(f"plan must be a Plan, got {describe(plan)}")
+        raise ArgumentTypeError(f"plan must be a Plan, got {describe(plan)}")
     for name in ("scaling", "softcap"):
         number, largest = getattr(scores, name), torch.finfo(query.dtype).max
         if number is not None and number > largest:  # inf in the scores' dtype: every row NaN
-            raise ValueError(f"{name} {number:g} overflows {query.dtype}: it must be at most {largest:g}")
+            raise ArgumentError(f"{name} {number:g} overflows {query.dtype}: it must be at most {largest:g}")
     if not isinstance(mask, (Causal, torch.Tensor, type(None))):
-        raise TypeError(f"mask must be Causal(...), a tensor or None, got {type(mask).__name__}")
+        raise ArgumentTypeError(f"mask must be Causal(...), a tensor or None, got {type(mask).__name__}")
     if isinstance(mask, Causal) and query.shape[2] > key.shape[2]:
         # the last query sees every key, so the first ones would see none: a call whose keys were cut short
-        raise ValueError(
+        raise ArgumentError(
             f"causal attention needs at least as many keys as queries, got {key.shape[2]} keys for "
             f"{query.shape[2]} queries"
         )
@@ -67,13 +68,13 @@ def _check_call(
         if not isinstance(arg, torch.Tensor):
             continue
         if name == "mask" and not (arg.dtype == torch.bool or arg.is_floating_point()):
-            raise TypeError(f"mask must be boolean (True = may attend) or additive floating, got {arg.dtype}")
+            raise ArgumentTypeError(f"mask must be boolean (True = may attend) or additive floating, got {arg.dtype}")
         try:
             fits = arg.dim() in dims and torch.broadcast_shapes(arg.shape, shape) == shape
         except RuntimeError:
             fits = False
         if not fits:
-            raise ValueError(
+            raise ArgumentError(
                 f"{name} of shape {tuple(arg.shape)} must have {' or '.join(map(str, dims))} dimensions "
                 f"and broadcast to {shape} (batch, heads, queries, {'keys' if name == 'mask' else 1})"
             )
@@ -105,7 +106,7 @@ def attend(
     _check_call(query, key, value, scores, mask, plan)
     bsz, n_heads, n_q, _ = query.shape
     if n_heads % key.shape[1]:
-        raise ValueError(
+        raise ArgumentError(
             f"query heads ({n_heads}) must be a multiple of key/value heads ({key.shape[1]}): grouped-query attention"
         )
     causal = isinstance(mask, Causal)
@@ -116,11 +117,11 @@ def attend(
     slopes = scores.bias.slopes if isinstance(scores.bias, Slopes) else None
     bias = None if isinstance(scores.bias, Slopes) else scores.bias
     if slopes is not None and slopes.shape != (n_heads,):
-        raise ValueError(f"slopes must be one per head ({n_heads},), got shape {tuple(slopes.shape)}")
+        raise ArgumentError(f"slopes must be one per head ({n_heads},), got shape {tuple(slopes.shape)}")
     layer, dropout = plan.layer, plan.dropout
     bad = [h for h in plan.maps if not 0 <= h < n_heads]
     if bad:
-        raise ValueError(f"layer {layer}: heads {bad} out of range for {n_heads} heads")
+        raise ArgumentError(f"layer {layer}: heads {bad} out of range for {n_heads} heads")
     routed = triton_call(query, key, scores, mask, plan)
     if routed is not None:
         kernel, args = routed
@@ -206,7 +207,7 @@ def _bias_block(bias: Callable[[int, int], torch.Tensor], start: int, stop: int,
     except RuntimeError:
         fits = False
     if not fits:
-        raise ValueError(
+        raise ArgumentError(
             f"bias({start}, {stop}) must give a tensor broadcasting to {tuple(shape)} (batch, heads, "
             f"queries {start}..{stop - 1}, keys), got {describe(block)}"
         )

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from attnlab.errors import ArgumentError, ArgumentTypeError
 from attnlab.rowmaps import RowMap
 
 MIN_BLOCK = 32
@@ -74,9 +75,9 @@ class LengthScale:
 
     def __post_init__(self) -> None:
         if not (isinstance(self.xi, (int, float)) and math.isfinite(self.xi) and self.xi >= 0):
-            raise ValueError(f"length multiplier exponent xi must be a finite number >= 0, got {self.xi!r}")
+            raise ArgumentError(f"length multiplier exponent xi must be a finite number >= 0, got {self.xi!r}")
         if not (isinstance(self.n_train, int) and self.n_train >= 2):
-            raise ValueError(
+            raise ArgumentError(
                 f"length multiplier n_train must be an int >= 2 (the training length), got {self.n_train!r}"
             )
 
@@ -102,20 +103,20 @@ class Plan:
 
     def __post_init__(self) -> None:
         if not (isinstance(self.block, int) and self.block >= MIN_BLOCK):
-            raise ValueError(f"query block must be an int >= {MIN_BLOCK}, got {self.block!r}")
+            raise ArgumentError(f"query block must be an int >= {MIN_BLOCK}, got {self.block!r}")
         if not (isinstance(self.dropout, (int, float)) and 0 <= self.dropout < 1):
-            raise ValueError(f"dropout must be a probability in [0, 1), got {self.dropout!r}")
+            raise ArgumentError(f"dropout must be a probability in [0, 1), got {self.dropout!r}")
         if not isinstance(self.fused, bool):
-            raise ValueError(f"fused must be True or False, got {self.fused!r}")
+            raise ArgumentError(f"fused must be True or False, got {self.fused!r}")
         if self.kernel not in KERNELS:
-            raise ValueError(f"kernel must be one of {KERNELS}, got {self.kernel!r}")
+            raise ArgumentError(f"kernel must be one of {KERNELS}, got {self.kernel!r}")
         for head, rowmap in self.maps.items():
             if not isinstance(rowmap, RowMap) or isinstance(head, bool) or not isinstance(head, int):
-                raise TypeError(
+                raise ArgumentTypeError(
                     f"plan maps take head index -> RowMap (attnlab.rowmaps.get), got {head!r}: {type(rowmap).__name__}"
                 )
             if rowmap.needs_bias:
-                raise ValueError(
+                raise ArgumentError(
                     f"head {head}: row map {rowmap.name!r} has b=auto; resolve b first (attnlab.hooks.calibrate_b_auto)"
                 )
 
@@ -133,7 +134,7 @@ class Causal:
 
     def __post_init__(self) -> None:
         if self.window is not None and not (isinstance(self.window, int) and self.window >= 1):
-            raise ValueError(f"window must be an int >= 1, got {self.window!r}")
+            raise ArgumentError(f"window must be an int >= 1, got {self.window!r}")
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,9 @@ class Slopes:
 
     def __post_init__(self) -> None:
         if not (isinstance(self.slopes, torch.Tensor) and self.slopes.is_floating_point() and self.slopes.dim() == 1):
-            raise TypeError(f"slopes must be a 1-D floating tensor, one slope per head, got {describe(self.slopes)}")
+            raise ArgumentTypeError(
+                f"slopes must be a 1-D floating tensor, one slope per head, got {describe(self.slopes)}"
+            )
 
 
 @dataclass(frozen=True)
@@ -163,15 +166,15 @@ class Scores:
 
     def __post_init__(self) -> None:
         if not _positive(self.scaling):
-            raise ValueError(f"scaling must be a finite number > 0, got {self.scaling!r}")
+            raise ArgumentError(f"scaling must be a finite number > 0, got {self.scaling!r}")
         if self.softcap is not None and not _positive(self.softcap):
-            raise ValueError(f"softcap must be a finite number > 0 or None, got {self.softcap!r}")
+            raise ArgumentError(f"softcap must be a finite number > 0 or None, got {self.softcap!r}")
         if not (self.bias is None or isinstance(self.bias, Slopes) or callable(self.bias)):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"bias must be Slopes(...), a function bias(start, stop) or None, got {describe(self.bias)}"
             )
         if self.scale is not None and not (isinstance(self.scale, torch.Tensor) and self.scale.is_floating_point()):
-            raise TypeError(f"scale must be a floating tensor or None, got {describe(self.scale)}")
+            raise ArgumentTypeError(f"scale must be a floating tensor or None, got {describe(self.scale)}")
 
 
 def _positive(x: object) -> bool:

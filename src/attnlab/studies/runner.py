@@ -28,7 +28,7 @@ from typing import Any
 
 from attnlab import __version__, io, options, papers
 from attnlab.devices import Placement
-from attnlab.errors import Error
+from attnlab.errors import ArgumentTypeError, Error
 from attnlab.options import MODEL_HELP, option
 from attnlab.registry import Registry
 from attnlab.report.sections import Section
@@ -135,15 +135,15 @@ class Study:
     def __post_init__(self) -> None:
         unknown = [key for key in self.source.split(", ") if key not in papers.PAPERS]
         if unknown:
-            raise ValueError(
+            raise StudyError(
                 f"study {self.name!r} cites {', '.join(map(repr, unknown))}, not a paper key; "
                 "source names papers by their keys (attnlab.papers.register adds one)"
             )
         for step in ("compute", "summarize"):
             if not callable(getattr(self, step)):
-                raise ValueError(f"study {self.name!r}: {step} must be a function")
+                raise StudyError(f"study {self.name!r}: {step} must be a function")
         if self.compare is not None and not callable(self.compare):
-            raise ValueError(f"study {self.name!r}: compare must be a function or None")
+            raise StudyError(f"study {self.name!r}: compare must be a function or None")
 
 
 STUDIES: Registry[Study] = Registry("study")
@@ -153,7 +153,7 @@ def register(study: Study, *, replace: bool = False) -> Study:
     """Add ``study`` to the registry under its name and return it; a name already taken raises
     ValueError unless ``replace``."""
     if not isinstance(study, Study):
-        raise TypeError(f"register takes a Study, got {type(study).__name__}")
+        raise ArgumentTypeError(f"register takes a Study, got {type(study).__name__}")
     return STUDIES.register(study.name, study, replace=replace)
 
 

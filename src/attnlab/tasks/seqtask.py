@@ -26,7 +26,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from attnlab.errors import Error
+from attnlab.errors import ArgumentError, ArgumentTypeError, Error
 from attnlab.registry import Registry
 
 IGNORE = -100  # the index model.decoder.loss and exact_match skip
@@ -198,10 +198,10 @@ def free_stream(kind: str, name: str, stream: int | None, taken: dict[str, int])
     ValueError if it is not an int >= 1 or another entry of ``taken`` (name -> id) holds it already."""
     sid = USER_STREAMS + zlib.crc32(name.encode()) if stream is None else stream
     if isinstance(sid, bool) or not isinstance(sid, int) or sid < 1:
-        raise ValueError(f"{kind} {name!r}: stream id must be an int >= 1, got {sid!r}")
+        raise ArgumentError(f"{kind} {name!r}: stream id must be an int >= 1, got {sid!r}")
     clash = [other for other, held in taken.items() if held == sid and other != name]
     if clash:
-        raise ValueError(f"{kind} {name!r}: stream id {sid} is {kind} {clash[0]!r}'s; pick a free one")
+        raise ArgumentError(f"{kind} {name!r}: stream id {sid} is {kind} {clash[0]!r}'s; pick a free one")
     return sid
 
 
@@ -214,7 +214,7 @@ def register(task: Task, stream: int | None = None, *, replace: bool = False) ->
     ``USER_STREAMS + crc32(name)``, the same on every machine.
     """
     if not isinstance(task, Task):
-        raise TypeError(f"a task must be a Task instance, got {type(task).__name__}")
+        raise ArgumentTypeError(f"a task must be a Task instance, got {type(task).__name__}")
     taken = {name: sid for name, sid in _STREAM_IDS.items() if name in TASKS}
     sid = free_stream("task", task.name, stream, taken)
     TASKS.register(task.name, task, replace=replace)

@@ -12,6 +12,8 @@ from importlib import resources
 
 import numpy as np
 
+from attnlab.errors import ArgumentError
+
 # Words that name what a suite plants; generated text must never hold them, even inside a longer word
 # ("monkey", "sword"), or a model could find the needle sentence by its cue.
 CUE_WORDS = ("secret", "word", "pass", "key", "magic", "uuid", "special")
@@ -99,9 +101,9 @@ def generic_text(n_words: int, seed: int) -> str:
     from its own generator stream, so for the same seed it shares no sentence with any suite.
     """
     if isinstance(n_words, bool) or not isinstance(n_words, int) or n_words < 1:
-        raise ValueError(f"n_words must be a positive int, got {n_words!r}")
+        raise ArgumentError(f"n_words must be a positive int, got {n_words!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+        raise ArgumentError(f"seed must be a non-negative int, got {seed!r}")
     rng = np.random.default_rng([seed, GENERIC_STREAM])
     lex = lexicon()
     words: list[str] = []

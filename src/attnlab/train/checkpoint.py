@@ -34,7 +34,7 @@ import safetensors.torch
 import torch
 from safetensors import SafetensorError
 
-from attnlab.errors import Error
+from attnlab.errors import ArgumentError, ArgumentTypeError, Error
 from attnlab.io import fsync_dir, remove_stale, swap_in, write_text
 
 FORMAT = "attnlab-checkpoint/1"
@@ -98,9 +98,9 @@ def save_checkpoint(
     replace as it gets there. ``keep=None`` keeps every checkpoint.
     """
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-        raise ValueError(f"step must be an int >= 0, got {step!r}")
+        raise ArgumentError(f"step must be an int >= 0, got {step!r}")
     if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
-        raise ValueError(f"keep must be an int >= 1 or None (keep all), got {keep!r}")
+        raise ArgumentError(f"keep must be an int >= 1 or None (keep all), got {keep!r}")
     optimizer_tensors, optimizer_json = _split_optimizer_state(optimizer_state)
     blobs = {
         MODEL_FILE: safetensors.torch.save(_saveable(model_state, "model_state")),
@@ -144,7 +144,7 @@ def _saveable(tensors: Mapping[str, Any], what: str) -> dict[str, torch.Tensor]:
     out, seen = {}, set()
     for name, tensor in tensors.items():
         if not isinstance(tensor, torch.Tensor):
-            raise TypeError(f"{what}[{name!r}] is a {type(tensor).__name__}; allowed: tensors only")
+            raise ArgumentTypeError(f"{what}[{name!r}] is a {type(tensor).__name__}; allowed: tensors only")
         tensor = tensor.detach().cpu().contiguous()
         storage = tensor.untyped_storage().data_ptr()
         if storage in seen:
@@ -159,7 +159,7 @@ def _split_optimizer_state(optimizer_state: Mapping[str, Any]) -> tuple[dict[str
     tensors, plain = {}, {}
     for index, entries in optimizer_state["state"].items():
         if isinstance(index, bool) or not isinstance(index, int):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"optimizer_state['state'] key {index!r}: allowed: int parameter indices, "
                 "as Optimizer.state_dict() gives"
             )
@@ -181,7 +181,7 @@ def _as_json(value: Any, what: str) -> Any:
     try:
         return json.loads(json.dumps(value))
     except (TypeError, ValueError) as error:
-        raise TypeError(f"{what} must be JSON-able (dicts, lists, str, numbers, bool, None): {error}") from None
+        raise ArgumentTypeError(f"{what} must be JSON-able (dicts, lists, str, numbers, bool, None): {error}") from None
 
 
 def _describe(data: bytes) -> dict[str, Any]:
@@ -423,7 +423,7 @@ _RNG_CODECS = {
 def _check_rng_keys(rng: Mapping[str, Any]) -> None:
     unknown = set(rng) - set(_RNG_CODECS)
     if unknown:
-        raise ValueError(f"rng has unknown keys {sorted(unknown)}; allowed: {', '.join(_RNG_CODECS)}")
+        raise ArgumentError(f"rng has unknown keys {sorted(unknown)}; allowed: {', '.join(_RNG_CODECS)}")
 
 
 def _encode_rng(rng: Mapping[str, Any]) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 import torch
 from torch import nn
 
+from attnlab.errors import ArgumentError
 from attnlab.model.decoder import Decoder, loss
 from attnlab.site import ScoreBlock, WeightBlock
 
@@ -157,9 +158,9 @@ def _half_mean(values: Mapping[int, float], layers: Iterable[int]) -> float:
 
 def _check_tokens(model: nn.Module) -> None:
     if not isinstance(model, Decoder):
-        raise ValueError(f"the Zhu et al. 2026 probes need attnlab's own Decoder, got {type(model).__name__}")
+        raise ArgumentError(f"the Zhu et al. 2026 probes need attnlab's own Decoder, got {type(model).__name__}")
     if model.cfg.inputs != "tokens":
-        raise ValueError(
+        raise ArgumentError(
             f"the Zhu et al. 2026 probes need a token-mode model (model.inputs tokens: ids in, logits "
             f"out), got inputs {model.cfg.inputs!r}"
         )
@@ -314,7 +315,7 @@ def _qk_spectra(model: Decoder, initial: Mapping[str, torch.Tensor] | None) -> d
     names = [f"layers.{i}.attn.{p}.weight" for i in upper for p in ("q_proj", "k_proj")]
     missing = [n for n in names if initial is not None and n not in initial]
     if missing:
-        raise ValueError(
+        raise ArgumentError(
             f"initial lacks the upper Q/K weights {missing}; give the model's initial state_dict entries for them"
         )
     record: dict[str, float] = {}

@@ -12,7 +12,6 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from checkpoints import save_checkpoint
 
 from attnlab import studies
 from attnlab.diagnostics.stats import wilson
@@ -21,6 +20,7 @@ from attnlab.studies import StudyConfig
 from attnlab.studies.concentration import findings as cf
 from attnlab.studies.concentration import plan as cp
 from attnlab.studies.concentration import study as sc
+from checkpoints import save_checkpoint
 
 
 def _cells(base, cells):

@@ -15,7 +15,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from checkpoints import save_checkpoint
 
 from attnlab import io, studies
 from attnlab.diagnostics.gaps import gap_stats
@@ -26,6 +25,7 @@ from attnlab.studies.temperature import plan as tp
 from attnlab.studies.temperature import real as tr
 from attnlab.studies.temperature import section as ts
 from attnlab.studies.temperature import study as st
+from checkpoints import save_checkpoint
 
 TINY = replace(
     tp.BUDGETS["smoke"],

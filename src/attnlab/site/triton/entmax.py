@@ -40,6 +40,7 @@ from typing import Any, cast
 import torch
 from torch.autograd.function import once_differentiable
 
+from attnlab.errors import ArgumentError, ArgumentTypeError
 from attnlab.site.triton import entmax_kernels as kernels
 from attnlab.site.triton.relu_sigmoid_kernels import mma_dtype
 
@@ -85,9 +86,9 @@ def entmax_attention(
     _check_tensors(q, k, v)
     b, hq, n_q, d = q.shape
     if causal is not True and causal is not False:
-        raise TypeError(f"causal must be True or False, got {causal!r}")
+        raise ArgumentTypeError(f"causal must be True or False, got {causal!r}")
     if causal and n_q > k.shape[2]:
-        raise ValueError(f"causal attention needs at least as many keys as queries, got {k.shape[2]} for {n_q}")
+        raise ArgumentError(f"causal attention needs at least as many keys as queries, got {k.shape[2]} for {n_q}")
     launch = _Launch(
         _alpha(alpha),
         1.0 / math.sqrt(d) if scale is None else _scale(scale),
@@ -112,26 +113,26 @@ def _check_tensors(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor) or t.dtype not in DTYPES:
             got = t.dtype if isinstance(t, torch.Tensor) else type(t).__name__
-            raise TypeError(f"{name} must be a float32, bfloat16 or float16 tensor, got {got}")
+            raise ArgumentTypeError(f"{name} must be a float32, bfloat16 or float16 tensor, got {got}")
     if len({q.dtype, k.dtype, v.dtype}) > 1 or len({q.device, k.device, v.device}) > 1:
-        raise TypeError(
+        raise ArgumentTypeError(
             f"q, k and v must share dtype and device, got {q.dtype}/{q.device}, {k.dtype}/{k.device}, "
             f"{v.dtype}/{v.device}"
         )
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4 or 0 in (*q.shape, *k.shape, *v.shape):
-        raise ValueError(
+        raise ArgumentError(
             f"q, k, v must be non-empty (B, H, tokens, head_dim) tensors, got shapes {tuple(q.shape)}, "
             f"{tuple(k.shape)}, {tuple(v.shape)}"
         )
     if k.shape[:3] != v.shape[:3] or q.shape[0] != k.shape[0] or q.shape[3] != k.shape[3]:
-        raise ValueError(
+        raise ArgumentError(
             f"q (B, Hq, Q, D), k (B, Hkv, K, D) and v (B, Hkv, K, Dv) disagree: {tuple(q.shape)}, "
             f"{tuple(k.shape)}, {tuple(v.shape)}"
         )
     if q.shape[1] % k.shape[1]:
-        raise ValueError(f"query heads ({q.shape[1]}) must be a multiple of kv heads ({k.shape[1]})")
+        raise ArgumentError(f"query heads ({q.shape[1]}) must be a multiple of kv heads ({k.shape[1]})")
     if q.device.type != "cuda" and not kernels.INTERPRETED:
-        raise ValueError(
+        raise ArgumentError(
             f"entmax_attention runs on CUDA tensors, got {q.device}; set TRITON_INTERPRET=1 before importing "
             "attnlab.site.triton.entmax to run it on the CPU"
         )
@@ -140,19 +141,19 @@ def _check_tensors(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
 def _alpha(alpha: object) -> float:
     # typeshed's numbers.Real declares < and <= only, so mypy refuses 1 < alpha (and scale > 0 below)
     if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not 1 < alpha <= 2:  # type: ignore[operator]
-        raise ValueError(f"alpha must be a number in (1, 2] (2 is sparsemax), got {alpha!r}")
+        raise ArgumentError(f"alpha must be a number in (1, 2] (2 is sparsemax), got {alpha!r}")
     return float(alpha)
 
 
 def _scale(scale: object) -> float:
     if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not (math.isfinite(scale) and scale > 0):  # type: ignore[operator]
-        raise ValueError(f"scale must be a finite number > 0 or None (1 / sqrt(head_dim)), got {scale!r}")
+        raise ArgumentError(f"scale must be a finite number > 0 or None (1 / sqrt(head_dim)), got {scale!r}")
     return float(scale)
 
 
 def _positive_int(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        raise ArgumentError(f"{name} must be an int >= 1, got {value!r}")
     return value
 
 
@@ -160,13 +161,13 @@ def _window(window: object, causal: bool) -> int | None:
     if window is None:
         return None
     if not causal:
-        raise ValueError("window is a sliding causal window: it needs causal=True")
+        raise ArgumentError("window is a sliding causal window: it needs causal=True")
     return _positive_int("window", window)
 
 
 def _block(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < MIN_BLOCK or value & (value - 1):
-        raise ValueError(f"{name} must be a power of two >= {MIN_BLOCK}, got {value!r}")
+        raise ArgumentError(f"{name} must be a power of two >= {MIN_BLOCK}, got {value!r}")
     return value
 
 
@@ -180,17 +181,19 @@ def _side_input(
         return torch.full(shape, fill, dtype=torch.float32, device=q.device)
     if not isinstance(t, torch.Tensor) or not t.is_floating_point():
         got = t.dtype if isinstance(t, torch.Tensor) else type(t).__name__
-        raise TypeError(f"{name} must be a floating tensor, got {got}")
+        raise ArgumentTypeError(f"{name} must be a floating tensor, got {got}")
     if t.device != q.device:
-        raise TypeError(f"{name} is on {t.device}, q on {q.device}: they must share a device")
+        raise ArgumentTypeError(f"{name} is on {t.device}, q on {q.device}: they must share a device")
     if t.requires_grad and torch.is_grad_enabled():
-        raise ValueError(f"{name} requires grad, but the kernel gives gradients for q, k, v only: pass {name}.detach()")
+        raise ArgumentError(
+            f"{name} requires grad, but the kernel gives gradients for q, k, v only: pass {name}.detach()"
+        )
     try:
         fits = torch.broadcast_shapes(t.shape, shape) == shape and (name != "slopes" or t.shape == shape)
     except RuntimeError:
         fits = False
     if not fits:
-        raise ValueError(f"{name} must be {wanted}, got shape {tuple(t.shape)}")
+        raise ArgumentError(f"{name} must be {wanted}, got shape {tuple(t.shape)}")
     return t.to(torch.float32).expand(shape).contiguous()
 
 

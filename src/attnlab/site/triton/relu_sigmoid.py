@@ -16,6 +16,7 @@ from typing import Any, cast
 import torch
 from torch.autograd.function import once_differentiable
 
+from attnlab.errors import ArgumentError, ArgumentTypeError
 from attnlab.rowmaps.registry import BIAS_RANGE, degree, within
 from attnlab.site.spec import describe
 from attnlab.site.triton import relu_sigmoid_kernels as kernels
@@ -112,42 +113,44 @@ def _check_tensors(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bo
         raise ModuleNotFoundError("relu_sigmoid_attention needs triton: pip install triton")
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor) or t.dtype not in DTYPES:
-            raise TypeError(f"{name} must be a float32, bfloat16 or float16 tensor, got {describe(t)}")
+            raise ArgumentTypeError(f"{name} must be a float32, bfloat16 or float16 tensor, got {describe(t)}")
         if t.dim() != 4:
-            raise ValueError(f"{name} must be 4-D (batch, heads, tokens, head_dim), got shape {tuple(t.shape)}")
+            raise ArgumentError(f"{name} must be 4-D (batch, heads, tokens, head_dim), got shape {tuple(t.shape)}")
     if len({q.dtype, k.dtype, v.dtype}) > 1:
-        raise TypeError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+        raise ArgumentTypeError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
     if len({q.device, k.device, v.device}) > 1:
-        raise ValueError(f"q, k and v must be on one device, got {q.device}, {k.device}, {v.device}")
+        raise ArgumentError(f"q, k and v must be on one device, got {q.device}, {k.device}, {v.device}")
     if q.device.type != "cuda" and not kernels.INTERPRETED:
-        raise ValueError(
+        raise ArgumentError(
             f"relu_sigmoid_attention runs on CUDA tensors, got {q.device}; set TRITON_INTERPRET=1 before "
             "importing attnlab.site.triton.relu_sigmoid to run it on the CPU"
         )
     (bsz, heads, n_q, dim), (kbsz, kv_heads, n_k, kdim) = q.shape, k.shape
     if kbsz != bsz or kdim != dim or v.shape[:3] != k.shape[:3]:
-        raise ValueError(
+        raise ArgumentError(
             f"q (B, Hq, Q, D), k (B, Hkv, K, D) and v (B, Hkv, K, Dv) disagree: {tuple(q.shape)}, "
             f"{tuple(k.shape)}, {tuple(v.shape)}"
         )
     if dim == 0:
-        raise ValueError("q and k need a head_dim of at least 1, got 0")
+        raise ArgumentError("q and k need a head_dim of at least 1, got 0")
     if kv_heads == 0 or heads % kv_heads:
-        raise ValueError(f"query heads ({heads}) must be a multiple of key/value heads ({kv_heads})")
+        raise ArgumentError(f"query heads ({heads}) must be a multiple of key/value heads ({kv_heads})")
     if causal and n_q > n_k:
-        raise ValueError(f"causal attention needs at least as many keys as queries, got {n_k} keys for {n_q} queries")
+        raise ArgumentError(
+            f"causal attention needs at least as many keys as queries, got {n_k} keys for {n_q} queries"
+        )
 
 
 def _family(family: object) -> str:
     if family not in FAMILIES:
-        raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
+        raise ArgumentError(f"family must be one of {FAMILIES}, got {family!r}")
     return family
 
 
 def _scale(scale: object) -> float:
     # typeshed's numbers.Real declares < and <= only, so mypy refuses scale > 0
     if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not (math.isfinite(scale) and scale > 0):  # type: ignore[operator]
-        raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
+        raise ArgumentError(f"scale must be a finite number > 0, got {scale!r}")
     return float(scale)
 
 
@@ -155,15 +158,15 @@ def _window(window: object, causal: bool) -> int | None:
     if window is None:
         return None
     if isinstance(window, bool) or not isinstance(window, numbers.Integral) or window < 1:
-        raise ValueError(f"window must be an int >= 1 or None, got {window!r}")
+        raise ArgumentError(f"window must be an int >= 1 or None, got {window!r}")
     if not causal:
-        raise ValueError("a sliding window needs causal=True (it counts keys back from the query's position)")
+        raise ArgumentError("a sliding window needs causal=True (it counts keys back from the query's position)")
     return int(window)
 
 
 def _block(name: str, size: object) -> int:
     if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 16 or size & (size - 1):
-        raise ValueError(f"{name} must be a power of two >= 16, got {size!r}")
+        raise ArgumentError(f"{name} must be a power of two >= 16, got {size!r}")
     return int(size)
 
 
@@ -172,15 +175,15 @@ def _constant(name: str, t: torch.Tensor | None, shape: tuple[int, ...], device:
     if t is None:
         return None
     if not (isinstance(t, torch.Tensor) and t.is_floating_point()):
-        raise TypeError(f"{name} must be a floating tensor, got {describe(t)}")
+        raise ArgumentTypeError(f"{name} must be a floating tensor, got {describe(t)}")
     if t.requires_grad and torch.is_grad_enabled():
-        raise ValueError(f"{name} must not require grad: the kernel's backward gives gradients for q, k, v only")
+        raise ArgumentError(f"{name} must not require grad: the kernel's backward gives gradients for q, k, v only")
     if t.device != device:
-        raise ValueError(f"{name} must be on the inputs' device {device}, got {t.device}")
+        raise ArgumentError(f"{name} must be on the inputs' device {device}, got {t.device}")
     try:
         fits = torch.broadcast_shapes(t.shape, shape) == tuple(shape)
     except RuntimeError:
         fits = False
     if not fits:
-        raise ValueError(f"{name} of shape {tuple(t.shape)} must broadcast to {tuple(shape)}")
+        raise ArgumentError(f"{name} of shape {tuple(t.shape)} must broadcast to {tuple(shape)}")
     return t.to(torch.float32).expand(shape).contiguous()

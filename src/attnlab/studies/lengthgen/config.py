@@ -12,6 +12,8 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from attnlab import options, rowmaps
+from attnlab.errors import ArgumentError
+from attnlab.model.config import ConfigError
 from attnlab.options import assignment, option
 from attnlab.registry import Registry
 from attnlab.tasks import TASKS, get_task
@@ -41,18 +43,18 @@ def register_variant(name: str, model_fields: Mapping[str, Any], *, replace: boo
 
     known = {f.name for f in fields(ModelConfig)}
     if stray := sorted(set(model_fields) - known):
-        raise ValueError(
+        raise ArgumentError(
             f"variant {name!r} sets {', '.join(stray)}, which are not model fields; choose from "
             f"{', '.join(sorted(known))}"
         )
     if name in RENAMED:
-        raise ValueError(f"variant name {name!r} is retired (it was renamed {RENAMED[name]!r}); pick another")
+        raise ArgumentError(f"variant name {name!r} is retired (it was renamed {RENAMED[name]!r}); pick another")
     try:
         rowmaps.get(name)
     except ValueError:
         pass
     else:
-        raise ValueError(f"{name!r} names a row map, which is a variant already; pick another name")
+        raise ArgumentError(f"{name!r} names a row map, which is a variant already; pick another name")
     return VARIANTS.register(name, dict(model_fields), replace=replace)
 
 
@@ -191,29 +193,29 @@ def variant(name: str) -> dict[str, Any]:
             try:
                 rowmaps.get(fields["rowmap"])
             except ValueError as exc:
-                raise ValueError(f"variant {name!r}: {exc}") from None
+                raise ArgumentError(f"variant {name!r}: {exc}") from None
         if match["s"]:
             s = float(match["s"])
             if not (math.isfinite(s) and s > 0):
-                raise ValueError(f"variant {name!r}: s (the bound on |gamma|) must be > 0, got {match['s']}")
+                raise ArgumentError(f"variant {name!r}: s (the bound on |gamma|) must be > 0, got {match['s']}")
             fields["scaler_bound"] = s
         if match["g"]:
             fields["scaler_gamma"] = float(match["g"])
         return fields
     if name in RENAMED:
-        raise ValueError(
+        raise ArgumentError(
             f"variant {name!r} was renamed {RENAMED[name]!r} (the learned SSMax scale); "
             f"{name} now names only the row maps {name}_s<s>, e.g. {name}_s0.43"
         )
     try:
         rowmap = rowmaps.get(name)
     except ValueError as exc:
-        raise ValueError(
+        raise ArgumentError(
             f"unknown variant {name!r}: {exc}; or one of {', '.join(VARIANTS)} (ASEntmax and "
             f"SEntmax take options: asentmax_a<alpha>_s<s>_g<gamma>)"
         ) from None
     if rowmap.needs_bias:  # what a model config would refuse after the folder is claimed: refused before
-        raise ValueError(
+        raise ArgumentError(
             f"variant {name!r} has b=auto, a zero-shot calibration that a trained model does not take; "
             "give b as a number, e.g. relu_p2_b0"
         )
@@ -300,38 +302,38 @@ class LengthgenConfig:
     def __post_init__(self) -> None:
         if self.task not in TASKS or TASKS[self.task].kind == "vector":
             tokens = ", ".join(n for n, t in TASKS.items() if t.kind != "vector")
-            raise ValueError(f"task must be a token task: {tokens}; got {self.task!r}")
+            raise ConfigError(f"task must be a token task: {tokens}; got {self.task!r}")
         if self.budget not in BUDGETS:
-            raise ValueError(f"budget must be one of {', '.join(BUDGETS)}, got {self.budget!r}")
+            raise ConfigError(f"budget must be one of {', '.join(BUDGETS)}, got {self.budget!r}")
         if not self.maps:
-            raise ValueError("maps must name at least one variant")
+            raise ConfigError("maps must name at least one variant")
         if self.lr is not None and not (math.isfinite(self.lr) and self.lr > 0):
-            raise ValueError(f"lr must be a positive finite number, got {self.lr}")
+            raise ConfigError(f"lr must be a positive finite number, got {self.lr}")
         for name in ("steps", "samples"):
             value = getattr(self, name)
             if value is not None and value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value}")
+                raise ConfigError(f"{name} must be an integer >= 1, got {value}")
         if self.rope_scaling is not None and (
             self.pe != "rope" or not math.isfinite(self.rope_scaling) or self.rope_scaling < 1
         ):
-            raise ValueError(f"rope_scaling {self.rope_scaling} needs --pe rope (got {self.pe!r}) and a factor >= 1")
+            raise ConfigError(f"rope_scaling {self.rope_scaling} needs --pe rope (got {self.pe!r}) and a factor >= 1")
         if self.seeds < 1:
-            raise ValueError(f"seeds must be an integer >= 1, got {self.seeds}")
+            raise ConfigError(f"seeds must be an integer >= 1, got {self.seeds}")
         if not (math.isfinite(self.select_mult) and self.select_mult >= 1):
-            raise ValueError(f"select_mult must be a multiple >= 1, got {self.select_mult}")
+            raise ConfigError(f"select_mult must be a multiple >= 1, got {self.select_mult}")
         if self.units not in UNITS:
-            raise ValueError(f"units must be one of {', '.join(UNITS)}, got {self.units!r}")
+            raise ConfigError(f"units must be one of {', '.join(UNITS)}, got {self.units!r}")
         task = self.task_def
         if self.units == "paper" and task.paper_units is None:
-            raise ValueError(
+            raise ConfigError(
                 f"units 'paper': the paper's length units of task {self.task!r} are not known; use "
                 f"units tokens, or one of the tasks that have them: "
                 f"{', '.join(n for n, t in TASKS.items() if t.paper_units is not None)}"
             )
         if self.eval_mult is not None and (not self.eval_mult or any(m < 1 for m in self.eval_mult)):
-            raise ValueError(f"eval_mult must be non-empty multiples >= 1, got {self.eval_mult}")
+            raise ConfigError(f"eval_mult must be non-empty multiples >= 1, got {self.eval_mult}")
         if self.eval_mult is not None and len({self.length_at(m) for m in self.eval_mult}) != len(self.eval_mult):
-            raise ValueError(
+            raise ConfigError(
                 f"eval_mult {list(self.eval_mult)} gives the same length twice at --train-len "
                 f"{self.train_len}; give distinct multiples"
             )
@@ -341,7 +343,7 @@ class LengthgenConfig:
         if self.min_train_len is not None:
             task.check_length(self.tokens(self.min_train_len))
             if self.min_train_len > self.train_len:
-                raise ValueError(f"min_train_len {self.min_train_len} is above train_len {self.train_len}")
+                raise ConfigError(f"min_train_len {self.min_train_len} is above train_len {self.train_len}")
 
     @property
     def task_def(self) -> Task:

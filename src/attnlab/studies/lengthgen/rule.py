@@ -13,6 +13,7 @@ from statistics import NormalDist
 import numpy as np
 
 from attnlab.diagnostics.paired import paired_mde, t_cdf
+from attnlab.errors import ArgumentError
 
 MIN_SEEDS = 2  # paired learned seeds a comparison needs (a t statistic needs a spread)
 # Family-wise level of each finding's one-sided comparisons: 2.5%, a two-sided 5% test read in Table 1's direction,
@@ -96,7 +97,7 @@ def draw_no_difference(
     elif shape == "zero":
         quality = np.where(rng.random((2, seeds)) < 0.5, 0.0, rng.random((2, seeds)))
     else:
-        raise ValueError(f"shape must be spread, bimodal or zero, got {shape!r}")
+        raise ArgumentError(f"shape must be spread, bimodal or zero, got {shape!r}")
     normal = NormalDist()
     out = []
     for c in range(multiples):

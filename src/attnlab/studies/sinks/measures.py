@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from attnlab.errors import ArgumentError
 from attnlab.model.config import ModelConfig
 from attnlab.model.decoder import Decoder
 from attnlab.site import WeightBlock
@@ -82,14 +83,14 @@ def sink_fractions(weights: torch.Tensor, triggers: torch.Tensor, eps: float) ->
     where every such i does (Theorem 1's event); ``inputs_exists`` (a scalar), the fraction of rows where
     some layer, head and such i does (Theorem 2's event, over heads as well where a layer has several)."""
     if not 0 < eps < 1:
-        raise ValueError(f"eps must be in (0, 1), got {eps!r}")
+        raise ArgumentError(f"eps must be in (0, 1), got {eps!r}")
     if weights.dim() != 5 or triggers.shape != weights.shape[1:2]:
-        raise ValueError(
+        raise ArgumentError(
             f"weights must be (layers, rows, heads, L, L) and triggers (rows,), got "
             f"{tuple(weights.shape)} and {tuple(triggers.shape)}"
         )
     if int(triggers.min()) < 2:
-        raise ValueError(
+        raise ArgumentError(
             f"every trigger needs a pre-trigger position (0-based trigger >= 2), got {int(triggers.min())}"
         )
     i = torch.arange(weights.shape[-1])
@@ -166,7 +167,7 @@ def _rows(scores: torch.Tensor, rowmap: str) -> torch.Tensor:
     if rowmap == ATTENTION["relu"]:
         keys = torch.arange(1, scores.shape[-1] + 1, device=scores.device, dtype=scores.dtype)
         return torch.relu(scores).masked_fill(~causal, 0.0) / (keys - 2).clamp(min=1)[:, None]
-    raise ValueError(f"the sinks study's models use {', '.join(ATTENTION.values())} rows, got {rowmap!r}")
+    raise ArgumentError(f"the sinks study's models use {', '.join(ATTENTION.values())} rows, got {rowmap!r}")
 
 
 def without_bos(weights: torch.Tensor, rowmap: str) -> torch.Tensor:
@@ -188,7 +189,7 @@ def forward(model: Decoder, inputs: torch.Tensor, *, mask_bos: bool = False) -> 
     mask it equals ``model(inputs)``."""
     cfg = model.cfg
     if (cfg.inputs, cfg.ffn, cfg.norm, cfg.positions, cfg.bias) != ("vectors", "none", "none", "none", False):
-        raise ValueError("forward takes the sinks study's models: vector inputs, no FFN, norm, bias or positions")
+        raise ArgumentError("forward takes the sinks study's models: vector inputs, no FFN, norm, bias or positions")
     b, t, _ = inputs.shape
     h, hd = cfg.heads, cfg.head_dim
     x = inputs
@@ -222,7 +223,7 @@ def position_fractions(weights: torch.Tensor, triggers: torch.Tensor, eps: float
     some layer and head has alpha_(i,1) >= 1 - eps, and the count of those rows (NaN and 0 where no row has
     i before its trigger: BOS and the last position)."""
     if not 0 < eps < 1:
-        raise ValueError(f"eps must be in (0, 1), got {eps!r}")
+        raise ArgumentError(f"eps must be in (0, 1), got {eps!r}")
     i = torch.arange(weights.shape[-1])
     pre = (i >= 1) & (i < triggers[:, None])  # (rows, L)
     hit = (weights[..., 0] >= 1 - eps).any(0).any(1)  # (rows, L): some layer and head

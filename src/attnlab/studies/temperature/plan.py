@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from attnlab.errors import ArgumentError
+
 NAME = "beta_n"
 PLAN = "plan.json"
 UNTRAINED = "untrained_"  # prefix of the null control's files: the same decoder at its initialization
@@ -70,7 +72,7 @@ class Plan:
         plan was typed hold the same keys and read the same way."""
         names = {field.name for field in dataclasses.fields(cls)}
         if set(data) != names:
-            raise ValueError(
+            raise ArgumentError(
                 f"{PLAN} does not hold a temperature budget: missing {sorted(names - set(data))}, "
                 f"unknown {sorted(set(data) - names)}"
             )

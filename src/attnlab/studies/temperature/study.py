@@ -51,6 +51,7 @@ import numpy as np
 import pandas as pd
 
 from attnlab import devices, io
+from attnlab.batches import DataError
 from attnlab.report.sections import Section
 from attnlab.studies.runner import Study, load_config, register, section
 from attnlab.studies.temperature.plan import (
@@ -151,7 +152,7 @@ def back_half_losses(model, tokens: np.ndarray, n_eval: int, windows: int, batch
 
     available = (len(tokens) - 1) // n_eval
     if available < windows:
-        raise ValueError(
+        raise DataError(
             f"the validation split holds {available} windows of {n_eval} tokens, fewer than "
             f"{windows}; lower sweep_windows or sweep_lengths"
         )
