@@ -8,7 +8,7 @@ import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from attnlab import rowmaps
@@ -36,6 +36,7 @@ def test_s_p_non_increasing_in_p_on_active_rows(z, b):
 
 @settings(max_examples=150, deadline=None)
 @given(rows, st.floats(-3, 3))
+@example(np.array([[-0.0, 0.0, 0.0]]), 1.0)  # rho = -0.0 once gave p* = -inf, "safe" at every degree
 def test_degree_above_p_star_is_safe(z, b):
     """Seed 000 Cor. 4.3: p >= p*_exact implies S_p <= 1 (weakly; exact ties give S_p = 1)."""
     df = row_stats(torch.from_numpy(z), p=DEGREES, b=b)

@@ -101,7 +101,8 @@ def p_star(a_act: torch.Tensor, rho: torch.Tensor, target_is_max: torch.Tensor) 
     +inf, predicted-unsafe. NaN where rho is (dead rows).
     """
     a = a_act.to(rho.dtype)
-    rc = rho.clamp(0.0, P_STAR_RHO_MAX)
+    # + 0.0 turns a rho of -0.0 into +0.0, whose log1p divides log A into +inf, not -inf
+    rc = rho.clamp(0.0, P_STAR_RHO_MAX) + 0.0
     ps = torch.log(a) / -torch.log1p(-rc)
     ps = torch.where(a <= 1, 0.0, ps)
     ps = torch.where(target_is_max, ps, math.inf)
