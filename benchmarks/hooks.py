@@ -12,7 +12,7 @@ prompt of ``--tokens`` random ids, batch 1, ``torch.no_grad``. Timed, one forwar
 - ``eager``: the model's own eager forward, the baseline;
 - ``observed no-op``: ``hooks.observed`` with an observer that does nothing: the cost of routing the
   attention through the attnlab site (query blocks of 512) alone;
-- ``audit every=K``: what ``attnlab audit`` does per prompt: ``commands.readout.read_rows`` with
+- ``audit every=K``: what ``attnlab audit`` does per prompt: ``analyses.readout.read_rows`` with
   one table at b = 0 (p = 2, 4, 8, 16) written as Parquet to a temporary folder; every K-th query
   position and the last one are diagnosed, for every layer and head. Creating the writer and closing it
   (flush, file rename) is inside the timed region: with one prompt the audit pays it once. K = 16 is the

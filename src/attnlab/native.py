@@ -1,7 +1,7 @@
 """attnlab's compiled C library: the row maps' kernels (``rowmaps/_kernels.c``), the diagnostics bundle
 (``diagnostics/_rows.c``) and the site's fused attention (``site/_site.c``), one library built on first use with
 the machine's C compiler, cached, and loaded with ctypes. Each owner of a C source has a thin wrapper that
-declares its entry points (``rowmaps.kernel``, ``diagnostics.kernel``, ``site_kernel``); this module knows
+declares its entry points (``rowmaps.kernel``, ``diagnostics.kernel``, ``site.cpu_kernel``); this module knows
 only how to build, cache and load the library, so no owner reaches into another's. Every caller falls
 back to its torch-ops path wherever the library is missing.
 

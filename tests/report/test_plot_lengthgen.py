@@ -102,7 +102,7 @@ def test_a_single_task_gets_a_single_column(tmp_path, drawn, plot):
 
 
 def _head_table(seeds=None):
-    """A row per variant, length, layer and head (and seed), as commands.lengthgen.dispersion_table writes it."""
+    """A row per variant, length, layer and head (and seed), as studies.lengthgen.experiment.dispersion_table writes it."""
     rows = []
     for v, variant in enumerate(["softmax", "entmax_a1.5"]):
         for seed in seeds or [None]:

@@ -1,7 +1,7 @@
 """``attnlab audit``: prevalence of the polynomial-unsafe regime in a checkpoint (Polynomial Concentration §5.2, Tables
 1/10/11), with the gap-counting scale of Hayase & Karakida 2026 alongside.
 
-Rows are read as ``commands.readout`` does: the attention maps are never stored. ``queries`` chooses the
+Rows are read as ``analyses.readout`` does: the attention maps are never stored. ``queries`` chooses the
 query rows (``readout.select_queries``); the prompt's last position, the one that answers, is always among
 them. With ``target="answer"`` only the chosen rows that have an answer key are read, each against that key
 instead of its argmax (Polynomial Concentration App. S), and the table adds the share of rows whose argmax

@@ -1,6 +1,6 @@
 """``attnlab heads``: the sink / induction / local / diffuse type of every head (Polynomial Concentration App. H).
 
-One forward per induction prompt (80 at L = 1024 in the seed), rows read as ``commands.readout``
+One forward per induction prompt (80 at L = 1024 in the seed), rows read as ``analyses.readout``
 does: the query rows ``queries`` chooses. Per head, ``induction`` is the mean softmax weight at the
 planted B (the token after the current token's first occurrence), over the rows of the repeated half,
 which are the rows that have one; ``entropy``, ``locality`` (query minus argmax) and ``sink`` (weight

@@ -1,6 +1,6 @@
 """``attnlab lengths``: the unsafe-row rate against context length (Polynomial Concentration App. C, Fig. 5).
 
-One audit per prompt length L, read as ``commands.audit`` reads its rows, with one model load and one b_auto
+One audit per prompt length L, read as ``analyses.audit`` reads its rows, with one model load and one b_auto
 calibration for the whole sweep: b = auto means the same bias at every L, so a change with L is the model's,
 not the calibration's. Each length keeps its rows in rows_L<L>_b<label>.parquet, and lengths.csv gives one
 line per (L, b, p): the unsafe % of the active rows with its 95% interval over prompts (bootstrap) and the medians of

@@ -1,5 +1,5 @@
 """The first-token mass of a model's heads: the measurement of ``attnlab.sinks`` and of the sinks study's
-real-model part (``studies.sinks_real``), Attention Sinks Essential §4's sink measure on a pretrained model.
+real-model part (``studies.sinks.real``), Attention Sinks Essential §4's sink measure on a pretrained model.
 
 One forward per document; an observer at every layer's attention site redoes the softmax in float64 from the
 pre-map scores and sums, per head, the weight on key 0 over the queries i >= ``min_query`` that may attend it,

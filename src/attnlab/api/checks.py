@@ -105,7 +105,7 @@ def biases(
     model, tokenizer, values: list[float | None], b_auto: float | None = None
 ) -> tuple[list[Bias], float | None]:
     """The biases ``check_biases`` gave, "auto" (None) resolved to ``b_auto``, else calibrated as
-    ``commands.runs.biases`` does (Polynomial Concentration App. B/J, on generated generic text); returns
+    ``analyses.run.biases`` does (Polynomial Concentration App. B/J, on generated generic text); returns
     them and b_auto."""
     if None in values and b_auto is None:
         b_auto = hooks.calibrate_b_auto(model, calibration_ids(model, tokenizer, model_device(model)))

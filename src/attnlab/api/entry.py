@@ -2,8 +2,8 @@
 
 Each takes a Hugging Face causal LM and its tokenizer already in memory (on whatever device the model is on)
 and returns a pandas DataFrame; nothing is read from or written to disk. The ``attnlab`` commands of the
-same names run the very same reading and scoring code (``commands.audit.read_audit``,
-``commands.substitute.substitution``, ``commands.heads.read_heads``) and only add the files, so a row of
+same names run the very same reading and scoring code (``analyses.audit.read_audit``,
+``analyses.substitute.substitution``, ``analyses.heads.read_heads``) and only add the files, so a row of
 ``attnlab.audit`` equals, value for value, the row the command writes to its rows_b<label>.parquet.
 
     >>> import attnlab

@@ -286,7 +286,7 @@ def reads(ablation: AblationPanel, length: LengthPanel, heat: TemperaturePanel) 
 
 def unsafe_table(audits: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Per suite, bias and degree: the unsafe share of active rows (S_p >= 1, not ``safe_p<p>``) with its 95%
-    interval over prompts, as ``attnlab audit`` tabulates it (``commands.audit_tables.prevalence``)."""
+    interval over prompts, as ``attnlab audit`` tabulates it (``analyses.audit_tables.prevalence``)."""
     lines = []
     for suite, rows in audits.items():
         for label, value in rows.attrs["biases"].items():

@@ -7,7 +7,7 @@
   study and the multiplier m(n; xi_hat) at a target length (App. A.2), by default twice the window;
 - ablation: ``attnlab ablate``'s ranking, subsets, scoring and decisive flag (Polynomial Concentration §5.4, App. I).
 
-Each panel carries a finding built by ``studies.verdict.decide``: its rule is fixed here before any number is
+Each panel carries a finding built by ``findings.verdict.decide``: its rule is fixed here before any number is
 read, and its null control must fail it for "reproduced". Each returns its typed panel (``cards.types``), every
 value as card.json holds it.
 """
@@ -267,7 +267,7 @@ def ablation_panel(
 ) -> AblationPanel:
     """``attnlab ablate``'s K sweep in memory: heads ranked by their median S_2 at b_auto over the induction audit's
     active rows, relu_p2_bauto given to the top-K, bottom-K and ``cfg.draws`` random-K heads of each K, NIAH
-    ``prompts`` scored by exact match against softmax's answers on them (``baseline``, ``commands.substitute.score``'s
+    ``prompts`` scored by exact match against softmax's answers on them (``baseline``, ``analyses.substitute.score``'s
     records, as the substitution scored them); the decisive flag per K (App. I) and the finding (ABLATION_RULE,
     bottom-K as its null)."""
     column = f"s_p{LENGTH_P}"

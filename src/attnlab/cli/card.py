@@ -1,5 +1,5 @@
 """``attnlab card MODEL [MODEL ...]``: one page on a checkpoint's attention (``attnlab.card``), with card.json beside
-it; given several models, one card folder each and a page comparing them (``report.card_compare``)."""
+it; given several models, one card folder each and a page comparing them (``cards.compare``)."""
 
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ def run(cfg: CardConfig, out: str | Path, *, overwrite: bool = False, progress: 
 
 def run_several(cfg: CardConfig, out: str | Path, *, overwrite: bool = False, progress: bool = True) -> dict:
     """Each model's card into ``out``/<slug>/ (as one model's run writes it), computed one model at a time, and
-    the comparison (``report.card_compare``) as ``out``/index.html, compare.csv/.md and config.json; staged: a
+    the comparison (``cards.compare``) as ``out``/index.html, compare.csv/.md and config.json; staged: a
     failed run leaves the folder as it was. Returns the cards (``cards.types.Card``) by slug, the comparison table
     and the paths."""
     from attnlab.analyses.run import staged_output

@@ -94,7 +94,7 @@ def plot_head_dispersion(table: pd.DataFrame, path: str | Path, title: str) -> t
     if missing:
         raise ArgumentError(
             f"head dispersion table lacks columns {missing}; it needs {list(HEAD_COLUMNS)} "
-            "(and optionally seed), as commands.lengthgen.dispersion_table writes them"
+            "(and optionally seed), as studies.lengthgen.experiment.dispersion_table writes them"
         )
     if table.empty:
         raise ArgumentError("head dispersion table has no rows: nothing to draw")

@@ -421,7 +421,7 @@ def command_folders(path: str | Path) -> list[Path]:
 def report(paths: list[str | Path], out: str | Path, title: str = "attnlab report", *, overwrite: bool = False) -> Path:
     """Recompute every section from its folder's files and write one HTML page to ``out``, with the
     cross-folder comparisons (written beside it, in ``compare_<study>/``) first. A path may name study
-    folders or the folders of checkpoint commands (``commands.sections``), or a folder holding either."""
+    folders or the folders of checkpoint commands (``analyses.sections``), or a folder holding either."""
     from attnlab.analyses.sections import comparisons as command_comparisons
     from attnlab.analyses.sections import section as command_section
 

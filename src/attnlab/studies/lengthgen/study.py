@@ -2,7 +2,7 @@
 still solve a synthetic task at multiples of it, and do their attention rows disperse as the row grows
 (§3.2, non-dispersion)?
 
-Each task is one ``commands.lengthgen`` run in ``folder/<task>/`` on the paper's protocol (lengths in the
+Each task is one ``studies.lengthgen.experiment`` run in ``folder/<task>/`` on the paper's protocol (lengths in the
 paper's units, App. G.1; several seeds with the checkpoint and the reported seed chosen by the score at 8x,
 App. G.2), whose cells are resumable; every seed and map is scored on the same test rows at each length, so
 two maps are compared row by row. This module picks the tasks, maps and seeds per budget and reads the runs

@@ -27,7 +27,7 @@ from attnlab import hooks, io
 from attnlab.analyses.run import RunError, context_length
 from attnlab.analyses.run import load as load_checkpoint
 
-# The measurement lives in api_sinks (``attnlab.sinks`` runs it too); re-exported here for the study's callers.
+# The measurement lives in analyses.sinks (``attnlab.sinks`` runs it too); re-exported here for the study's callers.
 from attnlab.analyses.sinks import DOC_SEED, MIN_QUERY, documents, first_key_sums, first_token_mass, head_table  # noqa: F401
 from attnlab.devices import model_device
 from attnlab.findings.finding import MDE, Finding, Null
