@@ -177,3 +177,68 @@ def demo(opts: DemoOptions) -> int:
     if failed:
         raise UserError(f"studies failed: {', '.join(failed)}; rerun the same command to resume them")
     return 0
+
+
+def _calibration_keys() -> list[str]:
+    from attnlab.findings.calibrate import CALIBRATIONS
+
+    _register_calibrations()
+    return list(CALIBRATIONS)
+
+
+def _register_calibrations() -> None:
+    # each study's and the card's findings register their calibrations when their packages are imported
+    import attnlab.cards
+    import attnlab.studies  # noqa: F401
+
+
+@dataclass(frozen=True)
+class VerdictOptions:
+    calibrate: bool = option(False, "simulate every listed rule's worlds and write the calibration table")
+    only: tuple[str, ...] | None = option(
+        None,
+        "only these calibrations, 'finding @ budget' (default: all: %(choices)s)",
+        metavar="KEY",
+        choices=_calibration_keys,
+    )
+    draws: int = option(2000, "simulated data sets per world", metavar="N", type=options.count)
+    seed: int = option(0, "seed of the simulations", metavar="N", type=options.seed)
+    out: Path = option(Path("runs/calibration"), "output folder of calibration.csv and calibration.md", metavar="DIR")
+
+
+@command(
+    "verdicts",
+    "list each finding's decision rule per budget; --calibrate measures its error rates by simulation",
+    "List every finding of the studies and the card with its rule and the sample sizes of each budget. With "
+    "--calibrate, draw --draws data sets from each finding's worlds without the paper's effect and with it, at "
+    "the budget's sample sizes, and write how often the rule fires (false-positive rate, power) and how often "
+    "each printed 95% interval covers its truth, to --out/calibration.csv and calibration.md.",
+    VerdictOptions,
+)
+def verdicts(opts: VerdictOptions) -> int:
+    import pandas as pd
+
+    from attnlab import io
+    from attnlab.findings import calibrate
+
+    _register_calibrations()
+    keys = list(opts.only or calibrate.CALIBRATIONS)
+    if not opts.calibrate:
+        for key in keys:
+            cal = calibrate.CALIBRATIONS.find(key)
+            print(textwrap.fill(f"{key}: {cal.rule_text} [{cal.sizes}]", width=110, subsequent_indent="    "))
+        return 0
+    check_writable(opts.out)
+    found = []
+    for key in keys:
+        started = time.monotonic()
+        rates = calibrate.rates(calibrate.CALIBRATIONS.find(key), opts.draws, opts.seed)
+        found += rates
+        worst = ", ".join(f"{r.measure} {100 * r.rate:.1f}% ({r.world})" for r in rates if not r.meets)
+        print(
+            f"{key}: {calibrate.status(rates)[key]}{': ' + worst if worst else ''} ({time.monotonic() - started:.0f} s)"
+        )
+    table = pd.DataFrame([r.record() for r in found])
+    paths = io.write_table(opts.out / "calibration", table)
+    print(f"calibration: {paths['csv']} and {paths['md']}")
+    return 0

@@ -23,9 +23,8 @@ import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
 from attnlab.errors import ArgumentError, ArgumentTypeError
-
-# The two-sided 95% normal quantile Phi^-1(0.975); Polynomial Concentration App. B quotes 95% Wilson intervals.
-Z95 = 1.959963984540054
+from attnlab.findings.stats import Z95 as Z95
+from attnlab.findings.stats import wilson as wilson
 
 # Statuses of rows that could not be read (``attnlab.diagnostics.rows.SPECIAL``), repeated here so this
 # module stays free of torch.
@@ -51,33 +50,6 @@ def _require(df: pd.DataFrame, cols: Iterable[str]) -> None:
     missing = [c for c in dict.fromkeys(cols) if c not in df.columns]
     if missing:
         raise ArgumentError(f"missing column(s) {missing}; the table has columns {list(df.columns)}")
-
-
-def wilson(successes: ArrayLike, n: ArrayLike, z: float = Z95) -> tuple[float, float] | tuple[np.ndarray, np.ndarray]:
-    """Wilson score interval (lo, hi) for `successes` out of `n` trials (Polynomial Concentration App. B).
-
-    lo, hi = (p + z^2/2n -/+ z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n), p = successes / n: the two
-    roots of (p - pi)^2 = z^2 pi (1 - pi) / n. Preferred to Wald at the boundary (App. B): 200/200
-    gives lo = 0.9812 (quoted there as 98.2%, and as 98.12% in App. AG), 0/200 gives hi = 0.0189.
-    Works elementwise on numpy arrays (floats back for scalar inputs); n = 0 gives NaN, not an error.
-    """
-    k = np.asarray(successes, dtype=float)
-    m = np.asarray(n, dtype=float)
-    if np.any(m < 0) or np.any(k < 0) or np.any(k > m):
-        raise ArgumentError(f"need 0 <= successes <= n; got successes={successes!r}, n={n!r}")
-    z2 = z * z
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p = k / m
-        denom = 1 + z2 / m
-        center = (p + z2 / (2 * m)) / denom
-        half = z * np.sqrt(p * (1 - p) / m + z2 / (4 * m * m)) / denom
-    # At p = 0 (p = 1) the lower (upper) root is exactly 0 (1); rounding would leave ~1e-18 there.
-    lo = np.where(k == 0, 0.0, np.clip(center - half, 0.0, 1.0))
-    hi = np.where(k == m, 1.0, np.clip(center + half, 0.0, 1.0))
-    lo, hi = np.where(m == 0, np.nan, lo), np.where(m == 0, np.nan, hi)
-    if lo.ndim == 0:
-        return float(lo), float(hi)
-    return lo, hi
 
 
 def active_rows(df: pd.DataFrame) -> pd.Series:

@@ -18,6 +18,7 @@ CLAIM_VERDICTS = ("reproduced", "not reproduced", "underpowered", "not checked")
 # would count a test of attnlab among the papers' findings.
 CHECK_VERDICTS = ("check passed", "check failed")
 VERDICTS = CLAIM_VERDICTS + CHECK_VERDICTS
+POWER_MIN = 0.80  # the power at the paper's effect below which a claim is labelled underpowered
 
 
 @dataclass(frozen=True)
@@ -47,33 +48,42 @@ class Null:
 @dataclass(frozen=True)
 class MDE:
     """The smallest effect the design detects (two-sided 5% test, 80% power unless ``how`` says otherwise), next
-    to the paper's effect in the same unit.
+    to the paper's effect in the same unit, and, where simulated, the rule's power at that effect.
 
     value: the minimum detectable effect, or None where none applies (``how`` says why); effect: the paper's
     effect size in ``unit`` (None where the claim has none); unit: what both are measured in; how: how the MDE
-    was obtained (a closed form, a simulation), or why none applies."""
+    was obtained (a closed form, a simulation), or why none applies; power: the share of simulated data sets
+    with the paper's effect, at this run's sample sizes, on which the finding's rule fires
+    (``findings.calibrate.power``), None where not simulated."""
 
     value: float | None
     effect: float | None
     unit: str
     how: str
+    power: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.how, str) or not self.how:
             raise ArgumentError("an MDE needs how it was obtained, or why none applies (how)")
+        if self.power is not None and not 0 <= self.power <= 1:
+            raise ArgumentError(f"MDE.power is a share in [0, 1] or None, got {self.power!r}")
 
     @property
     def adequate(self) -> bool | None:
-        """Whether the design could see the paper's effect (MDE <= |effect|); None where either is missing."""
+        """Whether the design could see the paper's effect: its simulated power is at least POWER_MIN where
+        measured, else MDE <= |effect|; None where neither can be said."""
+        if self.power is not None:
+            return self.power >= POWER_MIN
         if self.value is None or self.effect is None:
             return None
         return abs(self.effect) >= self.value
 
     def words(self) -> str:
+        power = "" if self.power is None else f"; power at the paper's effect {self.power:.0%}"
         if self.value is None:
-            return f"no MDE: {self.how}"
+            return f"no MDE: {self.how}{power}"
         effect = "" if self.effect is None else f" (the paper's effect: {self.effect:.4g} {self.unit})"
-        return f"{self.value:.4g} {self.unit}{effect}; {self.how}"
+        return f"{self.value:.4g} {self.unit}{effect}; {self.how}{power}"
 
 
 @dataclass(frozen=True)
@@ -110,7 +120,10 @@ class Finding:
                 f"{self.null.control} {self.null.result}"
             )
         if self.verdict == "underpowered" and self.mde is not None and self.mde.adequate is not False:
-            raise ArgumentError(f"{self.claim!r}: underpowered needs an MDE larger than the paper's effect")
+            raise ArgumentError(
+                f"{self.claim!r}: underpowered needs a power below {POWER_MIN:.0%} or an MDE larger than the "
+                "paper's effect"
+            )
         if self.verdict in ("not checked", "underpowered") and not self.reason:
             raise ArgumentError(f"{self.claim!r}: a {self.verdict} finding states its reason")
 

@@ -8,8 +8,9 @@ the claim must not hold, and states the smallest effect its design detects. ``de
 - ``not checked`` when a precondition failed (the reason is given), or when the rule holds but the null control
   could not be run or passes the rule too (a rule that a null passes cannot tell the claim from no effect);
 - ``reproduced`` when the rule holds on the data and fails on the null;
-- ``underpowered`` when the rule does not hold and the MDE is larger than the paper's effect: the design could
-  not have seen it;
+- ``underpowered`` when the design cannot see the paper's effect (its simulated power there is below 80%, or its
+  MDE is larger than the effect), whatever the rule says on the data: a rule that misses a real effect more
+  often than not means little by firing or not;
 - ``not reproduced`` when the rule does not hold although the design could have seen the paper's effect (or the
   claim has no effect size, so power does not limit it).
 
@@ -25,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from attnlab.errors import ArgumentError
-from attnlab.findings.finding import MDE, Finding, Null
+from attnlab.findings.finding import MDE, POWER_MIN, Finding, Null
 
 FPR_MAX = 0.05  # the largest false-positive rate a decision rule may have under its null
 
@@ -40,18 +41,12 @@ def decide(
         verdict, reason = "not checked", precondition
     elif holds is None:
         verdict, reason = "not checked", "the rule's statistic could not be computed from this run"
+    elif mde.adequate is False:
+        # a design that misses the paper's effect more often than not says nothing by firing or not firing
+        verdict, reason = "underpowered", _underpowered(mde)
     elif not holds:
         # the null matters only to a rule that holds: a claim that fails its rule fails whatever the null does
-        if mde.adequate is False:
-            verdict, reason = (
-                "underpowered",
-                (
-                    f"the design detects effects of {mde.value:.4g} {mde.unit} or more; "
-                    f"the paper's effect is {mde.effect:.4g} {mde.unit}"
-                ),
-            )
-        else:
-            verdict, reason = "not reproduced", ""
+        verdict, reason = "not reproduced", ""
     elif null.passes is None:
         verdict, reason = "not checked", f"the null control ({null.control}) could not be run"
     elif null.passes:
@@ -65,6 +60,18 @@ def decide(
     else:
         verdict, reason = "reproduced", ""
     return Finding(claim, verdict, evidence, rule=rule, null=null, mde=mde, reason=reason)
+
+
+def _underpowered(mde: MDE) -> str:
+    if mde.power is not None:
+        return (
+            f"the rule fires on {mde.power:.0%} of simulated data sets with the paper's effect at this run's sample "
+            f"sizes (below {POWER_MIN:.0%})"
+        )
+    return (
+        f"the design detects effects of {mde.value:.4g} {mde.unit} or more; "
+        f"the paper's effect is {mde.effect:.4g} {mde.unit}"
+    )
 
 
 def false_positive_rate(
