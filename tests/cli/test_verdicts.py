@@ -1,0 +1,43 @@
+"""`attnlab verdicts` lists every registered calibration with its rule, and --calibrate writes the rates table
+(CSV and Markdown, human column names) for the chosen ones; an unknown key is refused naming the allowed ones."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from attnlab.cli import main
+
+KEY = "sinks: masking BOS @ smoke"
+
+
+def test_verdicts_lists_each_calibration_with_its_rule(capsys):
+    assert main(["verdicts"]) == 0
+    out = capsys.readouterr().out
+    assert f"{KEY}: masking BOS in every layer" in out
+
+
+def test_calibrate_writes_the_table(tmp_path, capsys):
+    assert main(["verdicts", "--calibrate", "--only", KEY, "--draws", "50", "--out", str(tmp_path)]) == 0
+    assert f"{KEY}: calibrated" in capsys.readouterr().out
+    table = pd.read_csv(tmp_path / "calibration.csv")
+    assert list(table.columns) == [
+        "finding",
+        "budget",
+        "measure",
+        "world",
+        "rate %",
+        "95% lo",
+        "95% hi",
+        "draws",
+        "target",
+        "meets",
+    ]
+    assert set(table["measure"]) == {"false-positive rate", "power"} and (table["draws"] == 50).all()
+    assert (tmp_path / "calibration.md").read_text().startswith("| finding | budget |")
+
+
+def test_an_unknown_calibration_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        main(["verdicts", "--only", "nope @ smoke"])
+    assert "invalid choice" in capsys.readouterr().err
