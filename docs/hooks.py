@@ -56,6 +56,8 @@ def _mde(finding: dict) -> str:
     if mde and mde.get("value") is not None:
         effect = f" against the paper's {mde['effect']:.3g}" if mde.get("effect") is not None else ""
         parts.append(f"MDE {mde['value']:.3g} {mde.get('unit') or ''}{effect}".strip())
+    if mde and mde.get("power") is not None:
+        parts.append(f"power at the paper's effect {mde['power']:.0%}")
     if finding.get("reason"):
         parts.append(finding["reason"])
     return _cell("; ".join(parts))

@@ -166,7 +166,7 @@ def test_a_label_that_contradicts_its_parts_is_refused():
         Finding("c", "reproduced", "e", rule=rule, null=Null("untrained", True, "0.7"), mde=MDE(None, None, "", "x"))
     with pytest.raises(ValueError, match="null control to fail the rule"):
         Finding("c", "reproduced", "e", rule=rule, null=Null("untrained", None, ""), mde=MDE(None, None, "", "x"))
-    with pytest.raises(ValueError, match="underpowered needs an MDE larger"):
+    with pytest.raises(ValueError, match="underpowered needs a power below 80% or an MDE larger"):
         Finding(
             "c", "underpowered", "e", rule=rule, null=Null("n", False, ""), mde=MDE(0.1, 0.5, "ppl", "t"), reason="r"
         )

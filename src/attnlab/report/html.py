@@ -212,6 +212,14 @@ def _summary_table(sections, anchors, pick, head: str) -> str:
     )
 
 
+CALIBRATION_NOTE = (
+    "What a label means: each rule's false-positive rate (at most 5%), its power at the paper's effect (at least "
+    "80%, else the finding reads underpowered) and its intervals' coverage are measured by simulation at each "
+    "budget's sample sizes; <code>attnlab verdicts --calibrate</code> writes the table, and the documentation's "
+    "page &ldquo;What a label means&rdquo; holds the recorded one."
+)
+
+
 def render(sections: Sequence[tuple[Section, Path]], title: str = "attnlab report", *, recomputed: bool = True) -> str:
     """The whole page: a summary of every finding, then one part per section (``recomputed``: as ``section_html``)."""
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -221,7 +229,7 @@ def render(sections: Sequence[tuple[Section, Path]], title: str = "attnlab repor
     every = [f for s, _ in sections for f in s.findings]
     counts = "".join(f"<span><strong>{n}</strong> {_esc(v)}</span>" for v, n in label_counts(every).items())
     summary = (
-        (f'<p class="counts">{counts}</p>' if counts else "")
+        (f'<p class="counts">{counts}</p><p class="meta">{CALIBRATION_NOTE}</p>' if counts else "")
         + _summary_table(sections, anchors, lambda f: not f.is_check, "Findings")
         + _summary_table(sections, anchors, lambda f: f.is_check, "Software checks")
     )
