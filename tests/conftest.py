@@ -4,6 +4,14 @@ import os
 import shutil
 
 import pytest
+from hypothesis import settings
+
+# Hypothesis draws the same examples on every run unless asked otherwise, so CI passes or fails on the code, not on
+# the draw: the "ci" profile (the default) derandomizes and keeps no example database. ATTNLAB_HYPOTHESIS=explore
+# draws new examples each run (a failure prints the seed that replays it; pin it with @example beside its test).
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", derandomize=False, database=None, print_blob=True)
+settings.load_profile(os.environ.get("ATTNLAB_HYPOTHESIS", "ci"))
 
 # Triton fixes its interpreter mode when it is first imported, and transformers may import it while the test modules
 # are collected: the suite runs Triton kernels only on CPU tensors, under the interpreter, so it is chosen first.
