@@ -20,4 +20,3 @@ def test_every_budget_and_claim_is_registered():
 def test_each_rule_meets_its_targets(key):
     found = rates(CALIBRATIONS[key], 300, seed=1)
     assert status(found) == {key: "calibrated"}, [r.record() for r in found if not r.meets]
-
