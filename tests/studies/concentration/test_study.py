@@ -1,204 +1,20 @@
-"""The concentration study decides Polynomial Concentration's negative screen only on learned models with low-safe
-cells (over all heads or the causal ones, on the answering rows) whose safest cells do not collapse too, and its
-prevalence claim on intervals over prompts against i.i.d. Gaussian rows (which pass it: not checked); each rule's
-false-positive rate stays under 5%; it validates the p* bound row by row, warns when softmax itself fails, and
-resumes without retraining or re-running an engine."""
+"""The concentration study reads the matched diagnostic on the answering rows and the causal heads, places a given
+model among the paper's models against i.i.d. rows, warns when softmax itself fails, and resumes without retraining
+or re-running an engine."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 
-import numpy as np
 import pandas as pd
 import pytest
 
 from attnlab import studies
-from attnlab.diagnostics.stats import wilson
-from attnlab.findings.verdict import FPR_MAX, false_positive_rate
 from attnlab.studies import StudyConfig
-from attnlab.studies.concentration import findings as cf
 from attnlab.studies.concentration import plan as cp
 from attnlab.studies.concentration import study as sc
 from checkpoints import save_checkpoint
-
-
-def _cells(base, cells):
-    """Cells (recipe, all-head safe %, top-40 safe %, accuracy %) of a matched table."""
-    return pd.DataFrame(
-        [
-            {
-                "recipe": r,
-                "softmax %": base,
-                "all-head safe %": safe,
-                "top-40 safe %": top,
-                "accuracy %": acc,
-                "lo": max(acc - 5, 0.0),
-                "hi": acc + 5,
-            }
-            for r, safe, top, acc in cells
-        ]
-    )
-
-
-def test_claim_is_reproduced_only_when_every_low_safe_cell_collapses():
-    f = cf.finding(
-        prompts=200,
-        table=_cells(
-            90.0, [("relu_p2_b0", 1.0, 0.0, 9.0), ("relu_p2_bauto", 3.0, 5.0, 0.0), ("relu_p4_b0", 60.0, 30.0, 80.0)]
-        ),
-    )
-    assert f.verdict == "reproduced"
-    assert "2 low-safe cell(s) (all heads / top-40), 2 collapsed" in f.evidence
-    assert "relu_p2_b0: 1.0% / 0.0% safe, accuracy 9.0% [4.0, 14.0]" in f.evidence
-    g = cf.finding(prompts=200, table=_cells(90.0, [("relu_p2_b0", 1.0, 0.0, 9.0), ("relu_p2_bauto", 2.0, 0.0, 9.5)]))
-    assert g.verdict == "not reproduced" and "1 collapsed" in g.evidence
-
-
-def test_a_cell_is_flagged_by_its_causal_heads_when_all_heads_are_not_low():
-    """The all-head fraction stays above the threshold, yet the causal heads' fraction flags the cell: a cell
-    that keeps its accuracy then contradicts the screen."""
-    kept = cf.finding(
-        prompts=200,
-        table=_cells(
-            80.0, [("relu_p2_b0", 27.0, 0.0, 5.0), ("relu_p4_bauto", 30.0, 2.5, 20.0), ("relu_p8_b0", 66.0, 26.0, 5.0)]
-        ),
-    )
-    assert kept.verdict == "not reproduced" and "2 low-safe cell(s)" in kept.evidence
-    assert "relu_p8_b0" not in kept.evidence.split("):")[1]
-    lost = cf.finding(
-        prompts=200, table=_cells(80.0, [("relu_p2_b0", 27.0, 0.0, 5.0), ("relu_p8_b0", 66.0, 26.0, 50.0)])
-    )
-    assert lost.verdict == "reproduced" and "1 low-safe cell(s)" in lost.evidence
-
-
-def test_claim_is_not_checked_without_a_learned_model_or_a_low_safe_cell():
-    unlearned = cf.finding(prompts=200, table=_cells(40.0, [("relu_p2_b0", 0.0, 0.0, 0.0)]))
-    assert unlearned.verdict == "not checked" and "softmax scores only 40.0%" in unlearned.reason
-    all_safe = cf.finding(
-        prompts=200, table=_cells(100.0, [("relu_p2_b0", 3.5, 4.0, 0.0), ("relu_p4_b0", 99.0, 90.0, 100.0)])
-    )
-    assert all_safe.verdict == "not checked"
-    assert (
-        "ranges 3.5%-99.0% over all heads and 4.0%-90.0% over the top-40 heads; the least safe there, "
-        "relu_p2_b0, scores 0.0%"
-    ) in all_safe.evidence
-
-
-def test_sufficiency_claim_needs_a_high_safe_cell_that_still_loses_significantly():
-    def cells(rows):
-        return pd.DataFrame(
-            [
-                {"recipe": r, "softmax %": 80.0, "all-head safe %": safe, "delta pp": d, "hi": 80 + d + hi}
-                for r, safe, d, hi in rows
-            ]
-        )
-
-    yes = cf.sufficiency_finding(cells([("relu_p16_b0", 90.7, -80.0, 2.0), ("relu_p2_b0", 40.0, -75.0, 5.0)]), 200)
-    assert yes.verdict == "reproduced" and "1 high-safe cell(s), 1 losing" in yes.evidence
-    assert yes.null.passes is False and yes.mde.adequate
-    no = cf.sufficiency_finding(cells([("relu_p16_b0", 90.7, -5.0, 8.0), ("relu_p2_b0", 40.0, -75.0, 5.0)]), 200)
-    assert no.verdict == "not reproduced"
-    noisy = cf.sufficiency_finding(cells([("relu_p16_b0", 90.7, -20.0, 25.0)]), 200)  # its interval reaches softmax
-    assert noisy.verdict == "not reproduced" and "0 losing" in noisy.evidence
-    few = cf.sufficiency_finding(cells([("relu_p16_b0", 90.7, -5.0, 30.0)]), 3)  # 3 prompts cannot see 19 pp
-    assert few.verdict == "underpowered" and few.mde.value > cf.HIGH_DROP
-    assert cf.sufficiency_finding(cells([("relu_p2_b0", 40.0, -75.0, 5.0)]), 200).verdict == "not checked"
-
-
-def test_the_collapse_rule_is_not_reproduced_when_the_safest_cells_collapse_too():
-    """The screen's null: when every cell collapses whatever its safe fraction, the low-safe cells' collapse does
-    not tell safety from anything else."""
-    everything = cf.finding(
-        prompts=200, table=_cells(90.0, [("relu_p2_b0", 1.0, 0.0, 2.0), ("relu_p16_b0", 95.0, 90.0, 3.0)])
-    )
-    assert everything.verdict == "not checked" and everything.null.passes and "passes the rule too" in everything.reason
-
-
-def _prevalence(unsafe: dict[str, float], half: float = 1.0) -> pd.DataFrame:
-    return pd.DataFrame(
-        [
-            {
-                "suite": suite,
-                "b": b,
-                "p": p,
-                "unsafe %": u if (p, b) == (2, "0") else 0.0,
-                "unsafe lo": u - half,
-                "unsafe hi": u + half,
-            }
-            for suite, u in unsafe.items()
-            for b in ("0", "auto")
-            for p in sc.P
-        ]
-    )
-
-
-NOISE = {"unsafe %": 40.0, "unsafe lo": 35.0, "unsafe hi": 45.0, "rows": 100}  # a null that fails the rule
-
-
-def test_prevalence_claim_needs_every_suite_interval_above_70_and_a_null_below():
-    yes = cf.prevalence_finding(_prevalence({"niah": 78.0, "induction": 72.0}), NOISE)
-    assert yes.verdict == "reproduced" and "niah 78.0% [77.0, 79.0]" in yes.evidence
-    no = cf.prevalence_finding(_prevalence({"niah": 78.0, "induction": 47.0}), NOISE)
-    assert no.verdict == "not reproduced" and "1 of 2 suites" in no.evidence
-    wide = cf.prevalence_finding(_prevalence({"niah": 78.0, "induction": 68.0}, half=5.0), NOISE)
-    assert wide.verdict == "not checked" and "induction contains 70%" in wide.reason
-
-
-def test_iid_gaussian_rows_pass_the_prevalence_rule_so_it_cannot_be_reproduced():
-    """The null control run for real: i.i.d. N(0, 1) rows of 64-256 keys are all but 100% unsafe at p = 2, b = 0,
-    so a model above 70% is no more polynomial-safe than noise, and the finding says not checked."""
-    null = cf.iid_prevalence(np.array([64, 128, 256]), prompts=4)
-    assert null["unsafe lo"] >= cf.UNSAFE_MOST
-    found = cf.prevalence_finding(_prevalence({"niah": 78.0, "induction": 72.0}), null)
-    assert found.verdict == "not checked" and found.null.passes and "passes the rule too" in found.reason
-    # noise does fail it at a few keys, where a row's largest value stands out less often
-    assert cf.iid_prevalence(np.array([4]), prompts=4)["unsafe hi"] < cf.UNSAFE_MOST
-
-
-def test_prevalence_rule_fires_at_most_5_percent_when_the_true_share_is_70():
-    """Prompts whose unsafe shares scatter around a true 70% (Beta, 20 prompts of 50 rows): the rule (every interval
-    over prompts at or above 70%) must rarely fire."""
-
-    def draw(rng):
-        shares = rng.beta(14, 6, size=20)  # mean 0.70
-        flags = rng.random((20, 50)) < shares[:, None]
-        return pd.DataFrame({"prompt": np.repeat(np.arange(20), 50), "status": "active", "safe_p2": ~flags.reshape(-1)})
-
-    def rule(rows):
-        from attnlab.analyses.audit_tables import unsafe_interval
-
-        lo, hi = unsafe_interval(rows, "safe_p2")
-        return cf._prevalence_outcome(pd.DataFrame({"unsafe lo": [lo], "unsafe hi": [hi]})) is True
-
-    assert false_positive_rate(rule, draw, trials=300) <= FPR_MAX
-
-
-def test_collapse_and_sufficiency_rules_fire_at_most_5_percent_without_an_effect():
-    """No cell differs from softmax (every cell scores n prompts at softmax's true rate): the collapse rule (all
-    low-safe cells at <= 10% of softmax) and the sufficiency rule (a >= 19 pp significant loss) must rarely fire."""
-    n, rate = 40, 0.8
-
-    def cells(rng):
-        acc = 100 * rng.binomial(n, rate, size=4) / n
-        base = 100 * rng.binomial(n, rate) / n
-        bounds = [wilson(a * n / 100, n) for a in acc]
-        return pd.DataFrame(
-            {
-                "recipe": [f"relu_p{p}_b0" for p in sc.P],
-                "softmax %": base,
-                "all-head safe %": [1.0, 2.0, 70.0, 90.0],
-                "top-1 safe %": [0.0, 1.0, 60.0, 80.0],
-                "accuracy %": acc,
-                "lo": [100 * b[0] for b in bounds],
-                "hi": [100 * b[1] for b in bounds],
-                "delta pp": acc - base,
-            }
-        )
-
-    collapse = false_positive_rate(lambda t: cf.finding(t, n).verdict == "reproduced", cells, trials=400)
-    enough = false_positive_rate(lambda t: cf.sufficiency_finding(t, n).verdict == "reproduced", cells, trials=400)
-    assert collapse <= FPR_MAX and enough <= FPR_MAX
 
 
 def _rows(flags):
@@ -322,7 +138,7 @@ def test_a_given_model_is_audited_as_is_without_training(tiny, tmp_path):
     assert "--model" in section.command
     prevalence = pd.read_csv(out / "prevalence.csv")
     assert set(prevalence["suite"]) == {"induction", "mqar"} and len(prevalence) == 2 * 2 * len(sc.P)
-    assert section.findings[0].claim.startswith("a pretrained model's active rows are mostly polynomial-unsafe")
+    assert section.findings[0].claim.startswith("a pretrained model sits where one group of Polynomial Concentration")
     # a random model cannot do induction: the sweep's deltas are flagged
     assert section.warnings[0].startswith("softmax itself scores")
     assert (out / "head_types.csv").is_file()
@@ -341,12 +157,10 @@ def test_report_over_two_given_models_puts_them_side_by_side(tiny, tmp_path):
         prevalence = pd.read_csv(folder / "prevalence.csv")
         cell = prevalence[(prevalence["suite"] == "mqar") & (prevalence["p"] == 2) & (prevalence["b"] == "0")]
         assert row["mqar unsafe % (p2, b0)"] == float(cell["unsafe %"].iloc[0])
-        # the rule fails on a suite below 70%; where it holds (or an interval contains 70%), i.i.d. rows pass it too
-        cells = prevalence[(prevalence["p"] == 2) & (prevalence["b"].astype(str) == "0")]
-        expected = "not reproduced" if cf._prevalence_outcome(cells) is False else "not checked"
-        assert row["verdict: a pretrained model's active rows are mostly polynomial-unsafe"] == expected
         finding = json.loads((folder / "section.json").read_text())["findings"][0]
-        assert finding["null"]["passes"] is True, "i.i.d. rows pass the prevalence rule"
+        assert row[f"verdict: {finding['claim'].split(':')[0]}"] == finding["verdict"]
+        assert finding["null"]["passes"] is not True, "i.i.d. rows are placed level with noise, failing the rule"
+        assert "95% t-interval over prompts" in finding["evidence"]
     assert "Across models" in page.read_text()
     # one folder alone, or the toy study, has no cross-model section
     assert studies.comparisons(folders[:1], tmp_path / "x") == []

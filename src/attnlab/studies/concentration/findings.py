@@ -1,45 +1,25 @@
-"""The concentration study's findings (Polynomial Concentration §5.2, §5.5, Tables 1, 4, 5): their rules, fixed
-before any number is read, their null controls (i.i.d. Gaussian rows for prevalence, the safest cells for the
-collapse screen, softmax through the same hook for sufficiency) and their power; pure functions of the study's
-tables."""
+"""The concentration study's findings (Polynomial Concentration §5.2, §5.5, Tables 1, 4, 5, App. C): the rules of
+``rules`` applied to the study's tables, their null controls (i.i.d. Gaussian rows for the placement, the safest
+cells for the collapse screen, softmax against itself on a second half of its prompts for sufficiency) and their
+power, simulated by ``calibration`` at the run's own sample sizes; pure functions of the study's tables."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 import torch
 
+from attnlab.findings import calibrate
 from attnlab.findings.finding import MDE, Finding, Null
+from attnlab.findings.stats import wilson
 from attnlab.findings.verdict import decide
+from attnlab.studies.concentration import calibration, rules
+from attnlab.studies.concentration.rules import COLLAPSE, HIGH_DROP, HIGH_SAFE, LOW_SAFE, Counts
 
-UNSAFE_MOST = 70.0  # % unsafe at p = 2, b = 0 that three of Polynomial Concentration's four models cross on every suite
-HIGH_SAFE = 66.0  # Polynomial Concentration Table 4's middle cells: >= 66% measured safe ...
-HIGH_DROP = 19.0  # ... yet losing >= 19 pp: a high safe fraction is not sufficient
-LOW_SAFE = 3.0  # % of active rows measured safe at or below which a cell counts as "very low"
-COLLAPSE = 0.10  # a cell collapses when it keeps at most this share of softmax's accuracy
-LEARNED = 50.0  # softmax accuracy (%) below which the finding is not checked
-
-
-def _top_column(table: pd.DataFrame) -> str:
-    return next(c for c in table.columns if c.startswith("top-") and c.endswith(" safe %"))
-
-
-# The decision rules, fixed before any number is read (Polynomial Concentration §5.2, §5.5, Tables 1, 4, 5).
-PREVALENCE_RULE = (
-    f"every audited suite's unsafe share at p = 2, b = 0 has its 95% interval over prompts at or above "
-    f"{UNSAFE_MOST:g}% (not reproduced when some suite's interval lies below it; not checked when an "
-    "interval contains it)"
-)
-COLLAPSE_RULE = (
-    f"every ReLU cell with <= {LOW_SAFE:g}% measured-safe answering rows (all heads or the causal top-K) "
-    f"keeps <= {100 * COLLAPSE:g}% of softmax's accuracy, while the same number of the safest ReLU cells "
-    "do not all collapse (the null)"
-)
-SUFFICIENCY_RULE = (
-    f"some ReLU cell with >= {HIGH_SAFE:g}% measured-safe active rows loses >= {HIGH_DROP:g} pp, with "
-    "its Wilson 95% upper bound below softmax's accuracy"
-)
-NULL_ROWS = 4000  # i.i.d. Gaussian rows drawn for the prevalence null
+LEARNED = 50.0  # softmax accuracy (%) below which the screen's findings are not checked
+NULL_ROWS = calibration.NULL_ROWS  # i.i.d. Gaussian rows drawn for the placement's noise reference and null
 Z_ALPHA, Z_POWER = 1.959964, 0.841621  # two-sided 5%, 80% power
 
 
@@ -50,174 +30,201 @@ def accuracy_mde(base: float, n: int) -> float:
     return 100 * (Z_ALPHA + Z_POWER) * (2 * q * (1 - q) / n) ** 0.5
 
 
-def iid_prevalence(n_keys, prompts: int, seed: int = 0) -> dict[str, float]:
-    """The prevalence null: i.i.d. N(0, 1) score rows with the audited rows' key counts (drawn with replacement),
-    split into as many prompts as the audit had; their unsafe share at p = 2, b = 0 with its 95% interval over
-    prompts. Rows with no margin structure at all: a rule they pass says nothing about a trained model."""
+def iid_counts(n_keys, prompts: int, seed: int = 0) -> Counts:
+    """NULL_ROWS i.i.d. N(0, 1) score rows with the audited rows' key counts (drawn with replacement), split into
+    as many pseudo-prompts as the audit had: per pseudo-prompt, the active rows unsafe at p = 2, b = 0 and all
+    active rows. Rows with no margin structure at all."""
     from attnlab.diagnostics import row_stats
-    from attnlab.diagnostics.stats import bootstrap_fraction
 
     rng = np.random.default_rng(seed)
     keys = rng.choice(np.asarray(n_keys, dtype=int), size=NULL_ROWS)
     frames = []
     for n in np.unique(keys):
         count = int((keys == n).sum())
-        stats = row_stats(torch.from_numpy(rng.standard_normal((count, int(n)))), p=(2,), b=0.0)
-        frames.append(stats[["status", "safe_p2"]])
-    rows = pd.concat(frames, ignore_index=True).assign(prompt=lambda t: np.arange(len(t)) % max(prompts, 1))
-    active = rows[rows["status"] == "active"].assign(safe_p2=lambda t: t["safe_p2"].astype(bool))
-    share, lo, hi = bootstrap_fraction(active, "safe_p2", unit="prompt")
+        frames.append(row_stats(torch.from_numpy(rng.standard_normal((count, int(n)))), p=(2,), b=0.0))
+    rows = pd.concat(frames, ignore_index=True)
+    active = rows["status"] == "active"
+    # rows go to pseudo-prompts at random, so that the interval carries the draw's mix of key counts too
+    prompt = rng.permutation(len(rows)) % max(prompts, 1)
+    unsafe = np.bincount(
+        prompt, weights=(active & ~rows["safe_p2"].fillna(True).astype(bool)).to_numpy(float), minlength=prompts
+    )
+    return Counts(unsafe, np.bincount(prompt, weights=active.to_numpy(float), minlength=prompts))
+
+
+def iid_prevalence(n_keys, prompts: int, seed: int = 0) -> dict[str, float]:
+    """``iid_counts``' unsafe share at p = 2, b = 0 with its 95% t-interval over the pseudo-prompts."""
+    counts = iid_counts(n_keys, prompts, seed)
+    share, lo, hi = rules.prompt_interval(*counts)
+    return {"unsafe %": share, "unsafe lo": lo, "unsafe hi": hi, "rows": int(counts.active.sum())}
+
+
+def _suite_counts(shares: pd.DataFrame) -> dict[str, Counts]:
     return {
-        "unsafe %": 100 * (1 - share),
-        "unsafe lo": 100 * (1 - hi),
-        "unsafe hi": 100 * (1 - lo),
-        "rows": len(active),
+        str(suite): Counts(g["unsafe"].to_numpy(float), g["active"].to_numpy(float))
+        for suite, g in shares.groupby("suite", sort=False)
     }
 
 
-def _prevalence_outcome(cells: pd.DataFrame) -> bool | None:
-    """PREVALENCE_RULE on per-suite intervals: True, False, or None when an interval contains the threshold."""
-    if (cells["unsafe lo"] >= UNSAFE_MOST).all():
-        return True
-    if (cells["unsafe hi"] < UNSAFE_MOST).any():
-        return False
-    return None
-
-
-def prevalence_finding(prevalence: pd.DataFrame, null: dict[str, float]) -> Finding:
-    """Polynomial Concentration §5.2 / Table 1: three of its four pretrained models have >= 70% unsafe active rows at
-    p = 2, b = 0 on every diagnostic suite; decided on this model's suites by PREVALENCE_RULE, each interval a
-    bootstrap over prompts (App. R), against i.i.d. Gaussian rows of the same key counts (``iid_prevalence``)."""
+def prevalence_finding(shares: pd.DataFrame, noise: tuple[Counts, Counts]) -> Finding:
+    """Polynomial Concentration §5.2, Table 1, App. C as a placement: where this model's unsafe share at p = 2,
+    b = 0 sits among the paper's models, per suite (``shares``: suite, prompt, unsafe and active rows), by
+    ``rules.PLACEMENT_RULE`` on Student-t intervals over prompts. ``noise``: two independent draws of i.i.d.
+    N(0, 1) rows of the audited key counts (``iid_counts``), the first the rule's reference, the second the null
+    control, placed by the same rule against the first."""
     claim = (
-        f"a pretrained model's active rows are mostly polynomial-unsafe: >= {UNSAFE_MOST:g}% unsafe at p = 2, "
-        "b = 0 on every diagnostic suite (Polynomial Concentration §5.2, Table 1; true of three of its four "
-        "models)"
+        "a pretrained model sits where one group of Polynomial Concentration's models sits (§5.2, Table 1, "
+        f"App. C): on every suite mostly polynomial-unsafe at p = 2, b = 0 like Qwen3, Gemma and Pythia (>= "
+        f"{rules.UNSAFE_FLOOR:g}%), or safe like Llama, the stated exception (<= {rules.LLAMA_TOP:g}%)"
     )
-    cells = prevalence[(prevalence["p"] == 2) & (prevalence["b"].astype(str) == "0")]
+    suites = _suite_counts(shares)
+    reference, control = noise
+    sides = rules.placement_sides(list(suites.values()), reference)
+    holds = rules.placement_outcome(sides)
+    intervals = {s: rules.prompt_interval(*c) for s, c in suites.items()}
     text = "; ".join(
-        f"{r.suite} {r['unsafe %']:.1f}% [{r['unsafe lo']:.1f}, {r['unsafe hi']:.1f}]" for _, r in cells.iterrows()
+        f"{s} {share:.1f}% [{lo:.1f}, {hi:.1f}] {rules.place(share)}" for s, (share, lo, hi) in intervals.items()
     )
-    holds = _prevalence_outcome(cells)
-    straddle = [r.suite for _, r in cells.iterrows() if r["unsafe lo"] < UNSAFE_MOST <= r["unsafe hi"]]
-    null_holds = null["unsafe lo"] >= UNSAFE_MOST
-    half = float(((cells["unsafe hi"] - cells["unsafe lo"]) / 2).max())
+    ref = rules.prompt_interval(*reference)
+    null = rules.prompt_interval(*control)
+    null_side = rules.placement_sides([control], reference)[0]
+    straddle = [s for s, side in zip(suites, sides) if side is None]
+    prompts = min(len(c.active) for c in suites.values())
+    half = max((hi - lo) / 2 for _, lo, hi in intervals.values())
+    power = calibrate.power(calibration.placement("run", prompts, len(suites)), draws=calibrate.RUNTIME_DRAWS)
     return decide(
         claim,
-        rule=PREVALENCE_RULE,
-        holds=bool(holds) if holds is not None else False,
+        rule=rules.PLACEMENT_RULE,
+        holds=bool(holds),
         null=Null(
-            f"{null['rows']} i.i.d. N(0, 1) score rows with the audited rows' key counts",
-            bool(null_holds),
-            f"{null['unsafe %']:.1f}% unsafe [{null['unsafe lo']:.1f}, {null['unsafe hi']:.1f}]",
+            f"{int(control.active.sum())} i.i.d. N(0, 1) score rows with the audited rows' key counts, placed "
+            "against a second such draw",
+            rules.placement_outcome([null_side]) is True,
+            f"{null[0]:.1f}% unsafe [{null[1]:.1f}, {null[2]:.1f}] against {ref[0]:.1f}% [{ref[1]:.1f}, "
+            f"{ref[2]:.1f}]: {null_side or 'straddles an edge'}",
         ),
         mde=MDE(
             half,
             None,
             "pp",
-            "the widest half-width of the suites' 95% intervals over prompts: the design "
-            "places each share to within it; the claim is a level, so the paper gives no "
-            "effect size to set beside it",
+            f"the widest half-width of the suites' 95% t-intervals over {prompts} or more prompts; power: the "
+            "share of simulated models placed like Qwen3, Gemma or Llama in window (App. C) that the rule places",
+            power=power,
         ),
-        evidence=f"unsafe % of active rows at p = 2, b = 0 (95% over prompts): {text}; "
-        f"{int((cells['unsafe %'] >= UNSAFE_MOST).sum())} of {len(cells)} suites at or above "
-        f"{UNSAFE_MOST:g}% by point estimate.",
+        evidence=f"unsafe % of active rows at p = 2, b = 0 (95% t-interval over prompts): {text}; i.i.d. rows "
+        f"of the same key counts {ref[0]:.1f}% [{ref[1]:.1f}, {ref[2]:.1f}]; sides: "
+        + ", ".join(f"{s} {side or 'straddles an edge'}" for s, side in zip(suites, sides))
+        + ".",
         precondition=(
-            f"the 95% interval of {', '.join(straddle)} contains {UNSAFE_MOST:g}%: its prompts cannot place "
-            "the share on either side"
+            f"the 95% interval of {', '.join(straddle)} straddles an edge of the paper's groups "
+            f"({rules.LLAMA_TOP:g}% or {rules.UNSAFE_FLOOR:g}%) or the i.i.d. rows' bound: its prompts cannot "
+            "place it"
             if holds is None
             else None
         ),
     )
 
 
-def _collapsed(cells: pd.DataFrame, base: float) -> pd.Series:
-    return cells["accuracy %"] <= COLLAPSE * base
+def _counts(table: pd.DataFrame, prompts: int) -> tuple[int, ...]:
+    return tuple(int(round(a * prompts / 100)) for a in table["accuracy %"])
+
+
+def _states_text(cells: pd.DataFrame, states: Sequence[int], prompts: int) -> str:
+    words = {1: "collapsed", -1: "preserved", 0: "undecided"}
+    parts = []
+    for (_, r), state in zip(cells.iterrows(), states):
+        lo, hi = wilson(int(round(r["accuracy %"] * prompts / 100)), prompts)
+        parts.append(
+            f"{r.recipe}: {r['all-head safe %']:.1f}% safe, accuracy {r['accuracy %']:.1f}% "
+            f"[{100 * lo:.1f}, {100 * hi:.1f}] {words[state]}"
+        )
+    return "; ".join(parts)
 
 
 def finding(table: pd.DataFrame, prompts: int) -> Finding:
-    """Polynomial Concentration's negative screen (§5.5, Table 5 (i)): every ReLU cell whose measured-safe
-    fraction is very low collapses. Table 5 reports that fraction over all heads and over the causal top-K
-    heads, and every cell at or below LOW_SAFE% in either column collapses there (8 of 8); a cell is flagged
-    here by either column, so that a model whose all-head fraction never falls that low is still tested. The
-    null is the screen's other arm: as many of the safest cells (by the larger of the two columns); if they
-    collapse as well, collapse is not told by the safe fraction."""
-    top = _top_column(table)
+    """Polynomial Concentration's negative screen (§5.5, Table 5 (i)): every ReLU cell whose all-head measured-safe
+    fraction is at most LOW_SAFE% collapses (five of five there). Each such cell is decided by the Wilson interval
+    of its accuracy against COLLAPSE x softmax's (``rules.collapse_states``); the null is the screen's other arm,
+    as many of the safest cells under the same rule: if they collapse as well, collapse is not told by the safe
+    fraction. The causal top-K column describes the cells and flags none: the paper's screen reads all heads."""
     claim = (
-        f"rows with very low measured-safe fraction collapse under substitution (Polynomial Concentration "
-        f"§5.5, Table 5): every ReLU cell with <= {LOW_SAFE:g}% of its answering rows measured safe, over all "
-        f"heads or over the causal {top.removesuffix(' safe %')} heads, keeps <= {100 * COLLAPSE:g}% of "
-        "softmax's accuracy"
+        f"rows with very low measured-safe fraction collapse under substitution (Polynomial Concentration §5.5, "
+        f"Table 5): every ReLU cell with <= {LOW_SAFE:g}% of its answering rows measured safe over all heads keeps "
+        f"<= {100 * COLLAPSE:g}% of softmax's accuracy"
     )
     base = float(table["softmax %"].iloc[0])
-    is_low = (table["all-head safe %"] <= LOW_SAFE) | (table[top] <= LOW_SAFE)
+    is_low = table["all-head safe %"] <= LOW_SAFE
     low = table[is_low]
-    safest = (
-        table[~is_low]
-        .assign(safety=lambda t: t[["all-head safe %", top]].max(axis=1))
-        .nlargest(max(len(low), 1), "safety")
+    safest = table[~is_low].nlargest(max(len(low), 1), "all-head safe %")
+    low_states = rules.collapse_states(rules.Screen(base / 100, prompts, _counts(low, prompts)))
+    null_states = rules.collapse_states(rules.Screen(base / 100, prompts, _counts(safest, prompts)))
+    holds = rules.collapse_outcome(low_states)
+    least = table.loc[table["all-head safe %"].idxmin()]
+    power = calibrate.power(
+        calibration.collapse("run", prompts, base / 100, max(len(low), 1)), draws=calibrate.RUNTIME_DRAWS
     )
-    lowest = table.loc[table[top].idxmin()]
-    safe_range = (
-        f"measured-safe ranges {table['all-head safe %'].min():.1f}%-{table['all-head safe %'].max():.1f}% "
-        f"over all heads and {table[top].min():.1f}%-{table[top].max():.1f}% over the {top[:-7]} heads; "
-        f"the least safe there, {lowest.recipe}, scores {lowest['accuracy %']:.1f}%"
-    )
-    kept = _collapsed(low, base)
-    cells = "; ".join(
-        f"{r.recipe}: {r['all-head safe %']:.1f}% / {r[top]:.1f}% safe, accuracy "
-        f"{r['accuracy %']:.1f}% [{r['lo']:.1f}, {r['hi']:.1f}]"
-        for _, r in low.iterrows()
-    )
-    null_cells = "; ".join(
-        f"{r.recipe}: {r['all-head safe %']:.1f}% / {r[top]:.1f}% safe, accuracy {r['accuracy %']:.1f}%"
-        for _, r in safest.iterrows()
-    )
-    null_passes = None if safest.empty else bool(_collapsed(safest, base).all())
+    undecided = [r.recipe for (_, r), s in zip(low.iterrows(), low_states) if s == 0]
     precondition = (
         f"softmax scores only {base:.1f}% (< {LEARNED:g}%): nothing to collapse"
         if base < LEARNED
-        else f"no ReLU cell has <= {LOW_SAFE:g}% measured-safe rows"
+        else f"no ReLU cell has <= {LOW_SAFE:g}% of its answering rows measured safe over all heads (the least: "
+        f"{least.recipe}, {least['all-head safe %']:.1f}%): the screen (Table 5 (i)) says nothing above it"
         if low.empty
+        else f"the Wilson interval of {', '.join(undecided)} contains the collapse line "
+        f"({COLLAPSE * base:.1f}%): {prompts} prompts cannot say whether it collapsed"
+        if holds is None and power >= calibrate.POWER_MIN
         else None
     )
     return decide(
         claim,
-        rule=COLLAPSE_RULE,
-        holds=bool(kept.all()) if len(low) else False,
+        rule=rules.COLLAPSE_RULE,
+        holds=bool(holds),
         null=Null(
-            f"the {len(safest)} safest ReLU cell(s), under the same collapse rule",
-            null_passes,
-            null_cells or "no other ReLU cell",
+            f"the {len(safest)} safest ReLU cell(s) by all-head measured-safe fraction, under the same rule",
+            None if safest.empty else rules.collapse_outcome(null_states) is True,
+            _states_text(safest, null_states, prompts) or "no other ReLU cell",
         ),
         mde=MDE(
             accuracy_mde(base, prompts),
             (1 - COLLAPSE) * base,
             "pp of accuracy",
-            f"two-sample test of {prompts} prompts per cell at softmax's rate (5% two-sided, 80% power), "
-            "against the drop a collapse means",
+            f"two-sample test of {prompts} prompts per cell at softmax's rate (5% two-sided, 80% power), against "
+            "the drop a collapse means; power: the share of simulated runs whose low-safe cells score 0 or keep "
+            "2.5% of softmax (Table 5) that the rule calls collapsed",
+            power=power,
         ),
-        evidence=f"softmax {base:.1f}%; {len(low)} low-safe cell(s) (all heads / {top[:-7]}), {int(kept.sum())} "
-        f"collapsed (<= {COLLAPSE * base:.1f}%): {cells or 'none'}; {safe_range}.",
+        evidence=f"softmax {base:.1f}%; {len(low)} cell(s) with <= {LOW_SAFE:g}% measured safe over all heads, "
+        f"{low_states.count(1)} collapsed (Wilson upper bound <= {COLLAPSE * base:.1f}%), "
+        f"{low_states.count(-1)} preserved, {low_states.count(0)} undecided: "
+        f"{_states_text(low, low_states, prompts) or 'none'}; all-head measured-safe ranges "
+        f"{table['all-head safe %'].min():.1f}%-{table['all-head safe %'].max():.1f}%.",
         precondition=precondition,
     )
 
 
-def sufficiency_finding(table: pd.DataFrame, prompts: int) -> Finding:
+def sufficiency_finding(table: pd.DataFrame, prompts: int, halves: tuple[tuple[int, int], ...]) -> Finding:
     """The other half of Polynomial Concentration's screen (§5.5, Table 4; abstract): a high measured-safe fraction
-    does not guarantee preservation. Decided on the ReLU cells with >= HIGH_SAFE% of active rows measured safe
-    by SUFFICIENCY_RULE; the null is softmax put back in place of itself through the same hook and scoring (the
-    sweep's baseline), which must not lose."""
+    does not guarantee preservation. Decided on the ReLU cells with >= HIGH_SAFE% of their answering rows measured
+    safe by ``rules.SUFFICIENCY_RULE``; the null is softmax against itself: ``halves``, softmax's (correct, n) on
+    the first and on the second half of the scored prompts (two draws through the same hook and scoring), under
+    the same rule."""
     claim = (
         f"a high measured-safe fraction does not guarantee preservation (Polynomial Concentration §5.5, "
-        f"Table 4): some ReLU cell with >= {HIGH_SAFE:g}% of active rows measured safe still loses >= "
-        f"{HIGH_DROP:g} pp"
+        f"Table 4, where cells with >= {HIGH_SAFE:g}% measured safe lose {HIGH_DROP:g} and 100 pp): some ReLU cell "
+        f"with >= {HIGH_SAFE:g}% of its answering rows measured safe scores significantly below softmax"
     )
     base = float(table["softmax %"].iloc[0])
     high = table[table["all-head safe %"] >= HIGH_SAFE]
-    lost = high[(-high["delta pp"] >= HIGH_DROP) & (high["hi"] < base)]
+    softmax = (int(round(base * prompts / 100)), prompts)
+    adjusted = rules.loss_pvalues(rules.Arms(softmax, tuple((k, prompts) for k in _counts(high, prompts))))
     cells = "; ".join(
-        f"{r.recipe}: {r['all-head safe %']:.1f}% safe, {r['delta pp']:+.1f} pp (upper bound {r['hi']:.1f}%)"
-        for _, r in high.iterrows()
+        f"{r.recipe}: {r['all-head safe %']:.1f}% safe, {r['accuracy %'] - base:+.1f} pp (Holm-adjusted p = {p:.2g})"
+        for (_, r), p in zip(high.iterrows(), adjusted)
+    )
+    null_arms = rules.Arms(halves[1], (halves[0],)) if len(halves) == 2 else None
+    null_p = rules.loss_pvalues(null_arms)[0] if null_arms else float("nan")
+    power = calibrate.power(
+        calibration.sufficiency("run", prompts, base / 100, max(len(high), 1)), draws=calibrate.RUNTIME_DRAWS
     )
     precondition = (
         f"softmax scores only {base:.1f}% (< {LEARNED:g}%): no drop to measure"
@@ -229,19 +236,26 @@ def sufficiency_finding(table: pd.DataFrame, prompts: int) -> Finding:
     )
     return decide(
         claim,
-        rule=SUFFICIENCY_RULE,
-        holds=bool(len(lost)),
+        rule=rules.SUFFICIENCY_RULE,
+        holds=any(p <= rules.ALPHA for p in adjusted),
         null=Null(
-            "softmax through the same hook and scoring (the sweep's baseline)", False, f"{base:.1f}%, a change of 0 pp"
+            "softmax against itself: its first half of the scored prompts against its second, through the same hook "
+            "and scoring",
+            None if null_arms is None else rules.sufficiency_rule(null_arms),
+            "not run: fewer than two scored prompts"
+            if null_arms is None
+            else f"{halves[0][0]}/{halves[0][1]} against {halves[1][0]}/{halves[1][1]}, p = {null_p:.2g}",
         ),
         mde=MDE(
             accuracy_mde(base, prompts),
             HIGH_DROP,
             "pp of accuracy",
             f"two-sample test of {prompts} prompts per cell at softmax's rate (5% two-sided, 80% power), against "
-            "Table 4's smallest drop of a high-safe cell",
+            "Table 4's smallest drop of a high-safe cell; power: the share of simulated runs with one high-safe "
+            f"cell {HIGH_DROP:g} pp below softmax that the rule detects",
+            power=power,
         ),
-        evidence=f"softmax {base:.1f}%; {len(high)} high-safe cell(s), {len(lost)} losing >= {HIGH_DROP:g} pp "
-        f"significantly: {cells or 'none'}.",
+        evidence=f"softmax {softmax[0]}/{prompts} ({base:.1f}%); {len(high)} high-safe cell(s), "
+        f"{sum(p <= rules.ALPHA for p in adjusted)} significantly below softmax: {cells or 'none'}.",
         precondition=precondition,
     )

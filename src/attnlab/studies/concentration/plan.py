@@ -95,13 +95,17 @@ BUDGETS: dict[str, Plan] = {
 REAL: dict[str, Plan] = {
     # Sized for a 135M-270M model on 2 CPU cores: the scored NIAH suite at Polynomial Concentration's pad = 8 (about 130
     # tokens; softmax scored 80% on SmolLM2 and 95% on Gemma 3 there, against 75% and 45% at 256 tokens),
-    # the other suites audited at 256 tokens.
+    # the other suites audited at 256 tokens. 150 prompts per cell give the collapse screen 83% power when two
+    # low-safe cells keep 2.5% of an 80% softmax (20 gave 0%: no k of 20 has a Wilson bound under an 8% line),
+    # 20 prompts per suite give the placement's t-interval >= 93% coverage (``calibration``). The cost, measured
+    # on SmolLM2-135M with one thread: ~0.35 s per scored prompt and ~2 s per audited prompt and suite, so the
+    # run grows from ~5 to ~30 minutes (substitution 15 x 150 and ablation 11 x 150 scored prompts dominate).
     "smoke": Plan(
         length=256,
         pad=8,
-        audit_prompts=4,
+        audit_prompts=20,
         every=16,
-        prompts=20,
+        prompts=150,
         k=(10, 40),
         random_draws=3,
         rank_prompts=4,

@@ -1,6 +1,7 @@
 """The concentration study's tables and notes, read from the folder's files: the audit's active rows, the
-prevalence table (Polynomial Concentration Table 1), the matched diagnostic (§5.5, Table 5) over all heads and the
-ablation's fixed causal head set, the prevalence null, and the notes a reader needs to weigh the numbers."""
+prevalence table (Polynomial Concentration Table 1) and its per-prompt counts, the matched diagnostic (§5.5,
+Table 5) over all heads and the ablation's fixed causal head set, the i.i.d. rows of the placement, softmax's two
+halves of the scored prompts, and the notes a reader needs to weigh the numbers."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from typing import Any
 import pandas as pd
 
 from attnlab.analyses import audit, substitute
-from attnlab.studies.concentration.findings import iid_prevalence
+from attnlab.studies.concentration.findings import iid_counts
 from attnlab.studies.concentration.plan import B, P, Plan
+from attnlab.studies.concentration.rules import Counts
 from attnlab.studies.runner import StudyConfig
 
 # Table 5's top-K column conditions on the fixed causal head set of the ablation; its K = 40 is 8-14% of its
@@ -121,9 +123,37 @@ def _notes(cfg: StudyConfig, plan: Plan, folder: Path, audit_cfg: dict[str, Any]
     return notes
 
 
-def prevalence_null(folder: Path, plan: Plan) -> dict[str, float]:
-    """``iid_prevalence`` at the key counts of the active b = 0 rows of every audited suite."""
+def prevalence_shares(folder: Path, suites) -> pd.DataFrame:
+    """Per audited suite and prompt, the active rows at b = 0 and those unsafe at p = 2 (Polynomial Concentration
+    Table 1's cell, counted per prompt: the unit of its interval, App. R)."""
+    frames = []
+    for s in suites:
+        rows = pd.read_parquet(folder / "audit" / s / "rows_b0.parquet", columns=["prompt", "status", "safe_p2"])
+        active = rows[rows["status"] == "active"]
+        counts = active.assign(unsafe=~active["safe_p2"].astype(bool)).groupby("prompt")["unsafe"].agg(["sum", "size"])
+        frames.append(
+            pd.DataFrame({"suite": s, "prompt": counts.index, "unsafe": counts["sum"], "active": counts["size"]})
+        )
+    return pd.concat(frames, ignore_index=True)
+
+
+def prevalence_null(folder: Path, plan: Plan) -> tuple[Counts, Counts]:
+    """Two independent draws of ``iid_counts`` (seeds 0 and 1) at the key counts of the active b = 0 rows of every
+    audited suite: the placement's noise reference and its null control."""
     keys = pd.concat(
         [pd.read_parquet(folder / "audit" / s / "rows_b0.parquet", columns=["status", "n_keys"]) for s in plan.suites]
     )
-    return iid_prevalence(keys.loc[keys["status"] == "active", "n_keys"], plan.audit_prompts)
+    active = keys.loc[keys["status"] == "active", "n_keys"]
+    return iid_counts(active, plan.audit_prompts, seed=0), iid_counts(active, plan.audit_prompts, seed=1)
+
+
+def softmax_halves(folder: Path) -> tuple[tuple[int, int], ...]:
+    """Softmax's (correct, n) on the first and on the second half of the scored prompts (by prompt index), read
+    from the sweep's answers: two draws of prompts through the same hook and scoring. Empty with fewer than two
+    prompts."""
+    answers = pd.read_parquet(folder / "substitute" / "answers.parquet", columns=["recipe", "prompt", "correct"])
+    soft = answers[answers["recipe"] == substitute.BASELINE].sort_values("prompt")["correct"].astype(bool)
+    if len(soft) < 2:
+        return ()
+    cut = len(soft) // 2
+    return tuple((int(h.sum()), len(h)) for h in (soft.iloc[:cut], soft.iloc[cut:]))

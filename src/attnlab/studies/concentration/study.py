@@ -38,7 +38,16 @@ from attnlab.analyses import heads as head_types
 from attnlab.report.sections import Figure, Section, Table
 from attnlab.studies.concentration.findings import finding, prevalence_finding, sufficiency_finding
 from attnlab.studies.concentration.plan import BUDGETS, MATCHED_QUERIES, REAL, RECIPES, B, P, Plan
-from attnlab.studies.concentration.section import _notes, _rows, causal_k, matched, prevalence_null, prevalence_table
+from attnlab.studies.concentration.section import (
+    _notes,
+    _rows,
+    causal_k,
+    matched,
+    prevalence_null,
+    prevalence_shares,
+    prevalence_table,
+    softmax_halves,
+)
 from attnlab.studies.concentration.train import train
 from attnlab.studies.runner import Study, StudyConfig, load_config, register, section
 
@@ -168,16 +177,20 @@ def summarize(folder: Path) -> Section:
         "concentrate (S_p >= 1), does the bound A (1 - rho)^p predict it, and does putting polynomial maps "
         "in place of softmax break the model where rows are unsafe?",
         findings=(
-            *([prevalence_finding(prevalence, prevalence_null(folder, plan))] if cfg.model is not None else []),
+            *(
+                [prevalence_finding(prevalence_shares(folder, plan.suites), prevalence_null(folder, plan))]
+                if cfg.model is not None
+                else []
+            ),
             finding(diag, plan.prompts),
-            sufficiency_finding(diag, plan.prompts),
+            sufficiency_finding(diag, plan.prompts, softmax_halves(folder)),
         ),
         tables=(
             Table(
                 "prevalence",
-                "Audit (Polynomial Concentration Table 1): per suite, b and p, the unsafe % of "
-                "active rows with "
-                "its Wilson 95% interval and the medians of rho, A_act and S_p.",
+                "Audit (Polynomial Concentration Table 1): per suite, b and p, the unsafe % of active rows with "
+                "its 95% percentile-bootstrap interval over prompts (the placement finding reads a Student-t "
+                "interval over prompts instead), the rows' Wilson interval and the medians of rho, A_act and S_p.",
             ),
             Table(
                 "bound_validation",
