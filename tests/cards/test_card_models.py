@@ -1,4 +1,5 @@
-"""A card works unchanged on architectures its other tests never use: a Qwen2 GGUF with QKV biases and Gemma 3 with sliding-window layers."""
+"""A card works unchanged on architectures its other tests never use (a Qwen2 GGUF with QKV biases, Gemma 3 with
+sliding-window layers), and on these random models it reproduces nothing."""
 
 from __future__ import annotations
 
@@ -78,3 +79,20 @@ def test_the_page_names_every_panel(carded):
     _, out, _ = carded
     page = (out / "index.html").read_text(encoding="utf-8")
     assert [panel for panel in PANELS if f">{panel}</h2>" not in page] == []
+
+
+def _verdicts(value):
+    if isinstance(value, dict):
+        yield from ([value["verdict"]] if "verdict" in value else [])
+        for v in value.values():
+            yield from _verdicts(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _verdicts(v)
+
+
+def test_an_untrained_model_reproduces_nothing(carded):
+    _, _, data = carded
+    verdicts = list(_verdicts(data))
+    assert data["trained"]["trained"] is False and len(verdicts) >= 3
+    assert "reproduced" not in verdicts and set(verdicts) == {"not checked"}

@@ -11,7 +11,8 @@ import pytest
 import attnlab.cards
 import attnlab.studies  # noqa: F401  (both register their findings' calibrations)
 from attnlab.cli import main
-from attnlab.findings.calibrate import CALIBRATIONS, rates, status
+from attnlab.findings.calibrate import CALIBRATIONS, COVERAGE_MIN, rates
+from attnlab.findings.verdict import FPR_MAX
 
 KEY = "sinks: masking BOS @ smoke"
 
@@ -40,5 +41,13 @@ def test_an_unknown_calibration_is_refused(capsys):
 
 @pytest.mark.parametrize("key", list(CALIBRATIONS))
 def test_every_registered_rule_holds_its_error_rates(key):
+    # 200 draws place a rate to within a few points: a rule fails here only where its count is significantly
+    # beyond the target (Wilson 95%); the recorded table, at 2000 draws, judges the point estimates
     found = rates(CALIBRATIONS[key], 200, seed=2)
-    assert status(found)[key] in ("calibrated", "underpowered"), [r.record() for r in found if not r.meets]
+    beyond = [
+        r.record()
+        for r in found
+        if (r.measure == "false-positive rate" and r.interval[0] > FPR_MAX)
+        or (r.measure == "coverage" and r.interval[1] < COVERAGE_MIN)
+    ]
+    assert not beyond, beyond

@@ -17,11 +17,11 @@ import pandas as pd
 from attnlab import hooks, rowmaps
 from attnlab.analyses.audit_tables import prevalence
 from attnlab.analyses.run import Bias, check_count, check_model, check_tokenizer, context_length
-from attnlab.analyses.substitute import BASELINE
+from attnlab.analyses.substitute import BASELINE, baseline_warning
 from attnlab.api.checks import as_prompts
 from attnlab.api.entry import audit, sinks, substitute
 from attnlab.api.entry import heads as api_heads
-from attnlab.cards import panels
+from attnlab.cards import calibration, panels, rules
 from attnlab.cards.types import (
     AblationPanel,
     BestRecipe,
@@ -35,12 +35,14 @@ from attnlab.cards.types import (
 )
 from attnlab.diagnostics.stats import wilson
 from attnlab.errors import ArgumentTypeError
+from attnlab.findings.calibrate import power
 from attnlab.papers import cite
 
 SUITES = ("niah", "induction")
 DEGREES = (2, 4, 8, 16)
 # Polynomial Concentration §5.5, Tables 4-5: a cell with at most this % of active rows measured safe collapsed
-# there every time, while one with this many safe still lost >= 19 pp once: the safe share screens, not certifies.
+# there every time, while one with this many safe still lost >= 19 pp once: the safe share is a necessary condition
+# measured on the rows (S_p < 1 on them), not a prediction of accuracy.
 LOW_SAFE = 3.0
 HIGH_SAFE = 66.0
 SCREEN = cite("Polynomial Concentration", "§5.5")
@@ -142,6 +144,8 @@ def build(
     gives it as a dict, ``Card.to_dict``). ``target``: the context length of the multiplier (None: twice the window).
     """
     planned, cfg = cfg.lengths, within_window(cfg, context_length(model))
+    trained = panels.loss_check(model, tokenizer)
+    untrained = panels.untrained(trained)
     sizes = {"niah": {"pad": cfg.pad}, "induction": {"length": cfg.length}}
     audits, b_auto = {}, None
     for suite in SUITES:
@@ -178,10 +182,23 @@ def build(
     mass = sinks(model, tokenizer, n_documents=cfg.documents, tokens=cfg.tokens, seed=seed)
     baseline = answers[answers["recipe"] == BASELINE].to_dict("records")
     ablation = panels.ablation_panel(
-        model, tokenizer, cfg, audits["induction"], niah, baseline, b_auto=b_auto, progress=progress
+        model,
+        tokenizer,
+        cfg,
+        audits["induction"],
+        niah,
+        baseline,
+        b_auto=b_auto,
+        progress=progress,
+        precondition=untrained,
     )
-    length = panels.length_panel(model, tokenizer, cfg, audit, seed=seed, progress=progress)
-    heat = panels.temperature_panel(model, tokenizer, cfg, seed=seed, progress=progress, target=target)
+    past = tuple(n for n in planned if n not in cfg.lengths)  # the plan's lengths past the window
+    length = panels.length_panel(
+        model, tokenizer, cfg, audit, seed=seed, progress=progress, past=past, precondition=untrained
+    )
+    heat = panels.temperature_panel(
+        model, tokenizer, cfg, seed=seed, progress=progress, target=target, precondition=untrained
+    )
     layers, heads = hooks.num_heads(model)
     return Card(
         model=name,
@@ -200,9 +217,10 @@ def build(
         budget=jsonable(asdict(cfg)),
         seed=jsonable(seed),
         ablation=ablation,
-        length=replace(length, cut=tuple(n for n in planned if n not in cfg.lengths)),
+        length=length,
         temperature=heat,
         commands=commands(name, cfg, seed, b_auto, next(model.parameters(), None), reads(ablation, length, heat)),
+        trained=trained,
     )
 
 
@@ -299,14 +317,21 @@ def unsafe_table(audits: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 def call(safe: float) -> str:
-    """The screen's reading of a measured-safe share (%) (Polynomial Concentration §5.5)."""
+    """The screen's reading of a measured-safe share (%) (Polynomial Concentration §5.5): a necessary condition
+    (rows with S_p < 1) measured on the audited rows, not a prediction of the recipe's accuracy."""
     if not math.isfinite(safe):
         return "no active rows: not screened"
     if safe <= LOW_SAFE:
-        return f"fails the screen: <= {LOW_SAFE:g}% safe, expect collapse"
-    if safe >= HIGH_SAFE:
-        return f"passes the screen (>= {HIGH_SAFE:g}% safe), yet not a guarantee: check the accuracy"
-    return "passes the screen, not a guarantee: check the accuracy"
+        return (
+            f"fails the screen: <= {LOW_SAFE:g}% of active rows measured safe, the necessary condition fails on "
+            "the rows; §5.5 saw every such cell collapse"
+        )
+    strong = f" (>= {HIGH_SAFE:g}% safe)" if safe >= HIGH_SAFE else ""
+    return (
+        f"passes the screen{strong}: the necessary condition holds on {safe:.0f}% of active rows; not a prediction "
+        f"of accuracy, not a guarantee (§5.5: cells with >= {HIGH_SAFE:g}% safe still lost >= 19 pp): check the "
+        "accuracy"
+    )
 
 
 def screen(unsafe: pd.DataFrame, recipes: tuple[str, ...]) -> list[dict]:
@@ -338,15 +363,42 @@ def recipe_table(table: pd.DataFrame) -> pd.DataFrame:
     return table[["recipe", "map", "correct", "n", "accuracy %", "lo", "hi", "delta pp"]].reset_index(drop=True)
 
 
+def recipe_words(reading: rules.Reading, top: pd.Series, base: float, chance: float) -> str:
+    """The recipe panel's sentence: the best recipe only when it is ahead of every other (``rules.RECIPE_RULE``),
+    else the recipes tied with the leader, or that none preserves NIAH (Polynomial Concentration §5.5, Table 3:
+    Gemma-4's relu_p8_bauto keeps 0 pp, Qwen3 admits no preserving recipe)."""
+    if warning := baseline_warning(base, "niah"):
+        return f"not read: {warning}"
+    weak = (
+        f" (this design finds a recipe ahead of others 50 pp lower in {chance:.0%} of simulated runs: underpowered)"
+        if chance < 0.8
+        else ""
+    )
+    if reading.ahead is not None:
+        below = ", yet below softmax" if reading.none else ""
+        return (
+            f"best: {reading.ahead} {float(top['accuracy %']):.1f}%, ahead of every other recipe (one-sided Fisher, "
+            f"Holm over the others, p <= 0.05){below}{weak}"
+        )
+    if reading.none:
+        return f"no recipe preserves NIAH here: each scores below softmax's {base:.1f}% or none answers any{weak}"
+    return f"tied: {', '.join(reading.tied)} (none ahead of every other at p <= 0.05){weak}"
+
+
 def best_recipe(table: pd.DataFrame) -> BestRecipe:
     """The recipe other than softmax with the highest NIAH accuracy (the first listed on a tie), beside softmax's,
-    each with its Wilson 95% interval; ``overlap``: whether the two intervals overlap (then the two are not told
-    apart at this many prompts)."""
+    each with its Wilson 95% interval; ``overlap``: whether the two intervals overlap; ``ahead``: whether it is ahead
+    of every other recipe by ``rules.RECIPE_RULE`` (only then is it called the best); ``reading``: the sentence;
+    ``power``: the rule's simulated power at this table's sizes and softmax accuracy (``cards.calibration.recipe``)."""
     base = table.iloc[0]
     others = table.iloc[1:]
     top = others.loc[others["accuracy %"].idxmax()]
     lo, hi = wilson(int(top["correct"]), int(top["n"]))
     base_lo, base_hi = wilson(int(base["correct"]), int(base["n"]))
+    counts = [(r["recipe"], int(r["correct"]), int(r["n"])) for _, r in others.iterrows()]
+    softmax = (int(base["correct"]), int(base["n"]))
+    reading = rules.recipe_reading(softmax, counts)
+    chance = power(calibration.recipe("this run", softmax[1], len(counts), softmax[0] / softmax[1]))
     return BestRecipe(
         recipe=top["recipe"],
         map=top["map"],
@@ -358,6 +410,9 @@ def best_recipe(table: pd.DataFrame) -> BestRecipe:
         softmax_hi=jsonable(100 * float(base_hi)),
         delta_pp=jsonable(float(top["accuracy %"] - base["accuracy %"])),
         overlap=bool(lo <= base_hi and base_lo <= hi),
+        ahead=reading.ahead is not None,
+        reading=recipe_words(reading, top, float(base["accuracy %"]), chance),
+        power=jsonable(chance),
     )
 
 

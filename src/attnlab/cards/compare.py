@@ -27,6 +27,7 @@ from attnlab.papers import cite
 from attnlab.report.html import render
 from attnlab.report.sections import Section, Table
 
+NONE_AHEAD = "none ahead"  # the best-recipe cell of a card whose recipes no test tells apart
 MISSING = "-"
 NEEDED = ("model", "model_type", "layers", "heads_per_layer", "b_auto", "substitution", "heads")
 TABLES = ("compare", "compare_unsafe", "compare_panels")  # written as .csv and .md beside the page
@@ -125,7 +126,10 @@ def _row(card: Card) -> dict:
     for key, (pct, lo, hi) in _unsafe(card).items():
         row |= {f"{key} unsafe %": pct, f"{key} lo": lo, f"{key} hi": hi}
     row |= {
-        "best recipe": _attr(best, "recipe"),
+        # only a recipe ahead of every other is the best (its reading says why not); a schema-1 card, with no
+        # reading, named the highest one
+        "best recipe": _attr(best, "recipe") if _attr(best, "reading") is None or best.ahead else NONE_AHEAD,
+        "recipe reading": _attr(best, "reading"),
         "best %": _attr(best, "accuracy"),
         "best lo": _attr(best, "lo"),
         "best hi": _attr(best, "hi"),
@@ -155,7 +159,8 @@ def _row(card: Card) -> dict:
 def compare(cards: Sequence[Card | dict | str | os.PathLike]) -> pd.DataFrame:
     """One row per card (a Card, a card dict, or a folder ``attnlab card`` wrote): model, model_type, layers x heads,
     b_auto; the unsafe % of active rows with its 95% interval per audited suite, b (0, auto) and p; the best
-    zero-shot recipe's NIAH accuracy and softmax's with their Wilson 95% intervals; heads per type (each head
+    zero-shot recipe (named only when ahead of every other, else "none ahead") and the card's reading of the
+    recipes, the highest recipe's NIAH accuracy and softmax's with their Wilson 95% intervals; heads per type (each head
     once, by its head_type) and the mean first-token mass of the sink-typed ones; the unsafe % at the shortest
     and longest prompt length with the length finding's verdict; xi_hat_Lambda [lo, hi] inside and past the
     window and the multiplier m at its target length; the largest K's top-K change (pp) and decisive flag.

@@ -102,6 +102,8 @@ def write_card_page(card: Card | dict, folder: str | Path, page: str | Path, sho
         plot_ablation(_frame(ablation.rows), folder / "ablation")
     lengths = _frame(length.rows)
     write_table(folder / "length", lengths)
+    if length.past_rows:
+        write_table(folder / "length_past", _frame(length.past_rows))
     if not lengths.empty:
         plot_unsafe_by_length(lengths.assign(p=length.p, b=length.b), folder / "length_unsafe")
         plot_entropy_by_length(lengths, folder / "length_entropy")
@@ -126,6 +128,8 @@ def sections(card: Card) -> list[Section]:
     )
     best = sub.best
     told = "overlap: not told apart at this many prompts" if best.overlap else "do not overlap"
+    # a schema-1 card has no reading: it named the highest recipe the best
+    reading = best.reading or f"highest: {best.recipe}"
     held = _frame(card.heads)["labels"].astype(str).str.split("+")
     types = {t: int(held.map(lambda labels, t=t: t in labels).sum()) for t in TYPES}
     return [
@@ -151,13 +155,13 @@ def sections(card: Card) -> list[Section]:
             study="card-recipe",
             title=PANELS[1],
             source="Polynomial Concentration §5.3",
-            question=f"Which zero-shot recipe keeps NIAH accuracy best? {best.recipe} ({best.map}): "
-            f"{best.accuracy:.1f}% [{best.lo:.1f}, {best.hi:.1f}] against softmax "
+            question=f"Which zero-shot recipe keeps NIAH accuracy best? {reading}. Highest: {best.recipe} "
+            f"({best.map}): {best.accuracy:.1f}% [{best.lo:.1f}, {best.hi:.1f}] against softmax "
             f"{best.softmax:.1f}% [{best.softmax_lo:.1f}, {best.softmax_hi:.1f}] (Wilson 95%), "
             f"{best.delta_pp:+.1f} pp; the intervals {told}.",
             command=cmd["substitute"],
             tables=(Table("recipes", "exact-match accuracy per recipe with Wilson 95% interval, delta pp"),),
-            notes=(budget,),
+            notes=(budget, *trained_note(card)),
         ),
         Section(
             study="card-heads",
@@ -185,6 +189,18 @@ def sections(card: Card) -> list[Section]:
     ]
 
 
+def trained_note(card: Card) -> tuple[str, ...]:
+    """The trained-model check in words (none on a card written before it)."""
+    t = card.trained
+    if t is None:
+        return ()
+    verdict = "trained" if t.trained else "untrained: the findings about trained attention are not checked"
+    return (
+        f"trained-model check: mean next-token loss {t.loss:.2f} nats on {t.tokens} tokens of the bundled novel, "
+        f"against {t.ratio:g} x log V = {t.ratio * t.uniform:.2f} (log V = {t.uniform:.2f}): {verdict}",
+    )
+
+
 def ablation_section(card: Card, budget: str) -> Section:
     """The K sweep: top-K, bottom-K and random-K heads polynomialized, NIAH scored (Polynomial Concentration §5.4)."""
     ab = card.ablation
@@ -196,8 +212,8 @@ def ablation_section(card: Card, budget: str) -> Section:
         source="Polynomial Concentration §5.4, App. I",
         question=f"Which heads does NIAH need? Heads ranked by {ab.rank}; {ab.recipe} given to the top-K, "
         f"bottom-K and random-K heads of K = {[r['k'] for r in ab.rows]} ({ab.ranked} heads ranked). Top "
-        f"heads by S_2: {top}. Top-K below every random draw (decisive, a descriptive flag, App. I) at K = "
-        f"{decisive or 'none'}.",
+        f"heads by S_2: {top}. Top-K below every random draw (decisive, a descriptive flag, App. I, not the "
+        f"finding's test) at K = {decisive or 'none'}.",
         command=card.commands.get("ablate", "not run: no K fits the ranked heads"),
         findings=(ab.finding,),
         tables=(
@@ -206,7 +222,7 @@ def ablation_section(card: Card, budget: str) -> Section:
             Table("ablation_cells", "per K, subset and draw: NIAH accuracy with its Wilson 95% interval"),
         ),
         figures=(Figure("ablation", "change in NIAH accuracy against K: top, bottom and random-K"),) if ab.rows else (),
-        notes=(budget,),
+        notes=(budget, *trained_note(card)),
     )
 
 
@@ -222,17 +238,19 @@ def length_section(card: Card, budget: str) -> Section:
         question=f"How do the unsafe share of active rows (S_{length.p:g} >= 1 at b = {length.b}) and the "
         f"median row entropy change with the prompt length L on induction prompts ({length.prompts} per L), "
         f"inside the model's window ({window})?"
-        + (f" Lengths the window leaves no room for (a BOS token included): {cut}." if cut else ""),
+        + (f" Lengths the window leaves no room for (a BOS token included), not read: {cut}." if cut else "")
+        + (f" {length.past.words}." if length.past is not None and length.past.words else ""),
         command=card.commands.get("lengths", "not run: no length fits the window"),
         findings=(length.finding,),
-        tables=(Table("length", "per L: prompt tokens, active rows, unsafe % with its 95% interval, median entropy"),),
+        tables=(Table("length", "per L: prompt tokens, active rows, unsafe % with its 95% interval, median entropy"),)
+        + ((Table("length_past", "the same past the window: a description, no verdict"),) if length.past_rows else ()),
         figures=(
             Figure("length_unsafe", "unsafe % of active rows against L, 95% band over prompts"),
             Figure("length_entropy", "median row entropy against L beside log L"),
         )
         if length.rows
         else (),
-        notes=(budget,),
+        notes=(budget, *trained_note(card)),
     )
 
 
@@ -255,7 +273,12 @@ def temperature_section(card: Card, budget: str) -> Section:
         if m
         else "no multiplier: no finite exponent or no training window"
     )
-    notes = [budget, advice, *(f"{p} the window: {fit.windowed}" for p, fit in fits.items() if fit.windowed)]
+    notes = [
+        budget,
+        *trained_note(card),
+        advice,
+        *(f"{p} the window: {fit.windowed}" for p, fit in fits.items() if fit.windowed),
+    ]
     if heat.past is None:
         notes.append(f"Past the window: not read ({heat.past_reason}).")
     return Section(

@@ -1,35 +1,42 @@
 """The card's length, temperature and ablation panels, in memory, from the pieces of the commands that reproduce them.
 
 - length: ``attnlab lengths``' reading (the audit at each prompt length L, induction, b = 0, p = 2) with the median
-  row entropy beside the unsafe share (Polynomial Concentration App. C, Fig. 5);
+  row entropy beside the unsafe share (Polynomial Concentration App. C, Fig. 5), inside the window and, on a RoPE
+  model, past it (described beside Pythia's rise);
 - temperature: ``attnlab temperature``'s rows and fit (Hayase & Karakida 2026 §4.5.1) inside the model's window and,
   where the budget reaches it, past it under dynamic-NTK RoPE (App. A.2), with the i.i.d. null of the temperature
   study and the multiplier m(n; xi_hat) at a target length (App. A.2), by default twice the window;
 - ablation: ``attnlab ablate``'s ranking, subsets, scoring and decisive flag (Polynomial Concentration §5.4, App. I).
 
-Each panel carries a finding built by ``findings.verdict.decide``: its rule is fixed here before any number is
-read, and its null control must fail it for "reproduced". Each returns its typed panel (``cards.types``), every
-value as card.json holds it.
+Each panel carries a finding built by ``findings.verdict.decide``: its rule (``cards.rules``) is fixed before any
+number is read, its null control must fail it for "reproduced", its power is simulated at the run's own sizes
+(``cards.calibration``), and a model that ``loss_check`` finds untrained gets "not checked". Each returns its typed
+panel (``cards.types``), every value as card.json holds it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
 import pandas as pd
+import torch
 
 from attnlab import hooks, tasks
 from attnlab.analyses import ablate, temperature
 from attnlab.analyses.audit_tables import prevalence
-from attnlab.analyses.run import Bias, context_length
+from attnlab.analyses.run import Bias, context_length, evaluating
 from attnlab.analyses.substitute import BASELINE, baseline_warning, score
 from attnlab.analyses.temperature import real_fit, side_of_one
+from attnlab.cards import calibration, rules
 from attnlab.cards.types import (
     AblationPanel,
     Exponent,
     LengthPanel,
+    LossCheck,
     Multiplier,
+    Slope,
     TemperatureFit,
     TemperaturePanel,
     as_finding,
@@ -38,48 +45,71 @@ from attnlab.cards.types import (
 )
 from attnlab.devices import model_device
 from attnlab.diagnostics.rows import SPECIAL
-from attnlab.diagnostics.stats import bootstrap_ci
+from attnlab.findings.calibrate import power
 from attnlab.findings.finding import MDE, Null
 from attnlab.findings.verdict import decide
 from attnlab.rowmaps.softmax import length_multiplier
-from attnlab.studies.concentration.findings import Z_ALPHA, Z_POWER, accuracy_mde
+from attnlab.studies.concentration.findings import accuracy_mde
 from attnlab.studies.temperature.findings import real_finding
 
 LENGTH_P = 2
-# Polynomial Concentration App. C, Fig. 5: Pythia's unsafe share rises from 66% at L = 1024 to 99% at 4096, two
-# doublings past its 2048-token window; Llama, Qwen3 and Gemma-4 stay within 4 pp over L = 256-4096 in theirs.
-PYTHIA_SLOPE = (99 - 66) / 2
-TREND_RULE = "the 95% interval over prompts of the slope of each prompt's unsafe % on log2 L excludes 0"
-ABLATION_RULE = (
-    "at some K, top-K's change is below every random-K draw's (decisive, App. I) and its Wilson 95% upper bound "
-    "lies below softmax's accuracy"
-)
 # Polynomial Concentration §5.4 on NIAH: Qwen3 and Gemma-4 lose 80 to 100 pp at top-K (K >= 20), bottom-K 0 pp
 ABLATION_EFFECT = 80.0
 PAST_RATIO = 1.25  # n_eval past the window, as the temperature study's smoke budget reads it
-N_BOOT = 1000
+# The trained-model check: a model whose mean next-token loss on the bundled novel is not well below the uniform
+# predictor's log V has no trained attention to compare with the papers' pretrained models. Pretrained LMs score
+# well under half of log V on English prose (SmolLM2-135M: about 3 nats of log 49152 = 10.8); a random
+# initialisation scores log V or more. 0.7 x log V sits between with room on both sides.
+LOSS_TOKENS = 256
+TRAINED_RATIO = 0.7
+MIN_SPREAD = 0.5  # pp: the floor of the measured per-prompt spread the length power is simulated at
 
 
-def _slope(frame: pd.DataFrame) -> float:
-    x = np.log2(frame["L"].to_numpy(dtype=float))
-    if np.ptp(x) == 0:
-        return np.nan
-    return float(np.polyfit(x, frame["unsafe %"].to_numpy(dtype=float), 1)[0])
-
-
-def trend(per_prompt: pd.DataFrame, seed: int) -> dict:
-    """The OLS slope of each prompt's unsafe % on log2 L (pp per doubling of L) with its 95% percentile bootstrap
-    interval over the (L, prompt) units (Polynomial Concentration App. R: the prompt is the unit of replication)."""
-    slope, lo, hi = bootstrap_ci(per_prompt, _slope, unit=("L", "prompt"), n_boot=N_BOOT, seed=seed)
-    return {"slope": slope, "lo": lo, "hi": hi}
-
-
-def length_panel(model, tokenizer, cfg, audit, *, seed: int, progress: bool) -> LengthPanel:
-    """Unsafe % of active rows (S_2 >= 1, b = 0) and the median entropy of the readable rows at each prompt length
-    of ``cfg.lengths``, on induction prompts (Polynomial Concentration App. C), with the
-    trend finding: the slope on log2 L against TREND_RULE, its null the same prompts with their L labels permuted."""
+def loss_check(model, tokenizer) -> LossCheck:
+    """The model's mean next-token loss (nats) on the first LOSS_TOKENS tokens of the bundled novel
+    (``tasks.novel_path()``), within its window, against the uniform predictor's log V: trained when below
+    TRAINED_RATIO x log V."""
+    with open(tasks.novel_path(), encoding="utf-8") as handle:
+        text = handle.read(40 * LOSS_TOKENS)  # a few characters per token is plenty
     window = context_length(model)
-    lengths = list(cfg.lengths)  # ``cards.within_window`` cut them to the window
+    ids = tokenizer(text)["input_ids"][: min(LOSS_TOKENS, window or LOSS_TOKENS)]
+    device = model_device(model)
+    with torch.no_grad(), evaluating(model):
+        logits = model(input_ids=torch.tensor([ids], device=device)).logits[0, :-1].float()
+    loss = float(torch.nn.functional.cross_entropy(logits, torch.tensor(ids[1:], device=device)))
+    uniform = math.log(logits.shape[-1])
+    return LossCheck(
+        tokens=len(ids), loss=loss, uniform=uniform, ratio=TRAINED_RATIO, trained=loss < TRAINED_RATIO * uniform
+    )
+
+
+def untrained(check: LossCheck | None) -> str | None:
+    """The precondition every finding about trained attention states when ``check`` says the model is untrained."""
+    if check is None or check.trained:
+        return None
+    return (
+        f"the model looks untrained: its mean next-token loss on {check.tokens} tokens of the bundled novel is "
+        f"{check.loss:.2f} nats, not below {check.ratio:g} x log V = {check.ratio * check.uniform:.2f} (the uniform "
+        "predictor's loss is log V): its attention has no trained behaviour to set beside the papers' models"
+    )
+
+
+@contextlib.contextmanager
+def _past_window(model, n: int):
+    """``model`` allowed prompts of ``n`` tokens (and a BOS token) past its window: its config's
+    max_position_embeddings raised while open, restored after. Only for RoPE models, whose positions are computed
+    on the fly: App. C read Pythia past its window so, with its own RoPE unrescaled."""
+    config = model.config
+    before = config.max_position_embeddings
+    config.max_position_embeddings = max(before, n + 1)
+    try:
+        yield
+    finally:
+        config.max_position_embeddings = before
+
+
+def _read_lengths(model, tokenizer, cfg, audit, lengths, *, seed: int, progress: bool):
+    """Per L of ``lengths``: the prevalence line with median entropy, and each prompt's unsafe % of active rows."""
     lines, points = [], []
     for n in lengths:
         rows = audit(
@@ -104,7 +134,34 @@ def length_panel(model, tokenizer, cfg, audit, *, seed: int, progress: bool) -> 
         lines.append(
             {"L": n, "tokens": float(tokens), **{k: line[k] for k in keep}, "med entropy": readable["entropy"].median()}
         )
-    per_prompt = pd.DataFrame(points, columns=["L", "prompt", "unsafe %"])
+    return lines, pd.DataFrame(points, columns=["L", "prompt", "unsafe %"])
+
+
+def unsafe_table(per_prompt: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(unsafe % per prompt x length, NaN where not read; log2 L per column), as ``rules.slope_interval`` reads it."""
+    table = per_prompt.pivot_table(index="prompt", columns="L", values="unsafe %", aggfunc="mean")
+    return table.to_numpy(dtype=float), np.log2(table.columns.to_numpy(dtype=float))
+
+
+def length_panel(
+    model, tokenizer, cfg, audit, *, seed: int, progress: bool, past=(), precondition: str | None = None
+) -> LengthPanel:
+    """Unsafe % of active rows (S_2 >= 1, b = 0) and the median entropy of the readable rows at each prompt length
+    of ``cfg.lengths`` (inside the window), on induction prompts (Polynomial Concentration App. C), with the flat-in-L
+    finding (``trend_finding``); the lengths ``past`` the window are read apart, on a RoPE model, and described
+    against Pythia's past-window rise (``past_reading``); on a model without RoPE they are cut."""
+    window = context_length(model)
+    lines, per_prompt = _read_lengths(model, tokenizer, cfg, audit, cfg.lengths, seed=seed, progress=progress)
+    past_lines, reading, cut = [], None, tuple(past)
+    try:
+        hooks.rope_tables(model)
+    except hooks.UnsupportedModel:
+        past = ()  # learned positions have no rows past the window to read
+    if past:
+        with _past_window(model, max(past)):
+            past_lines, beyond = _read_lengths(model, tokenizer, cfg, audit, past, seed=seed, progress=progress)
+        cut = ()
+        reading = past_reading(per_prompt, beyond)
     return LengthPanel(
         suite="induction",
         b="0",
@@ -112,60 +169,123 @@ def length_panel(model, tokenizer, cfg, audit, *, seed: int, progress: bool) -> 
         window=jsonable(window),
         prompts=jsonable(cfg.length_prompts),
         rows=as_records(pd.DataFrame(lines)),
-        finding=as_finding(trend_finding(per_prompt, window, seed)),
+        finding=as_finding(trend_finding(per_prompt, window, precondition=precondition)),
+        cut=cut,
+        past_rows=as_records(pd.DataFrame(past_lines)),
+        past=reading,
     )
 
 
-def trend_finding(per_prompt: pd.DataFrame, window: int | None, seed: int):
-    """Whether the unsafe share changes with L on this model, by TREND_RULE; "not reproduced" with a small MDE
-    reads as App. C's in-window models (flat), "reproduced" as Pythia past its window."""
+def past_reading(inside: pd.DataFrame, beyond: pd.DataFrame) -> Slope | None:
+    """The slope of unsafe % on log2 L from the longest length inside the window through those past it, with its 95%
+    t-interval over prompts: a description beside Pythia's 16.5 pp per doubling past its window (Polynomial
+    Concentration App. C, Fig. 5), no verdict. None without an inside length to start from."""
+    if inside.empty or beyond.empty:
+        return None
+    anchor = inside[inside["L"] == inside["L"].max()]
+    slope, lo, hi = rules.slope_interval(*unsafe_table(pd.concat([anchor, beyond])))
+    lengths = sorted({int(n) for n in (*anchor["L"], *beyond["L"])})
+    where = (
+        "a rise like Pythia's past its window"
+        if math.isfinite(lo) and lo > rules.FLAT_BAND
+        else "flat as the in-window models"
+        if rules.flat_call(lo, hi) == "flat"
+        else "between flat and Pythia's rise, or too few prompts to tell"
+    )
+    words = (
+        f"past the window, L = {lengths}: slope {slope:+.2f} [{lo:+.2f}, {hi:+.2f}] pp per doubling (95% t-interval "
+        f"over prompts); Pythia rose {rules.PYTHIA_SLOPE:g} pp per doubling past its 2048-token window (App. C, "
+        f"Fig. 5): {where}; descriptive, no verdict"
+    )
+    return Slope(**jsonable({"slope": slope, "lo": lo, "hi": hi}), words=words)
+
+
+def length_placement(slope: float, lo: float, hi: float) -> str:
+    """Where the in-window slope places the model among Polynomial Concentration App. C's (Fig. 5)."""
+    call = rules.flat_call(lo, hi)
+    if call == "flat":
+        return "like Llama, Qwen3 and Gemma-4 inside their windows (at most 1 pp per doubling)"
+    if call == "not flat":
+        rise = "rise" if slope > 0 else "fall"
+        return (
+            f"a {rise} beyond the band, unlike App. C's in-window models (Pythia rose {rules.PYTHIA_SLOPE:g} pp "
+            "per doubling only past its window)"
+        )
+    return (
+        "not placed: the interval reaches past the band's edge, between App. C's in-window models (<= 1 pp per "
+        f"doubling) and Pythia past its window ({rules.PYTHIA_SLOPE:g})"
+    )
+
+
+def trend_finding(per_prompt: pd.DataFrame, window: int | None, *, precondition: str | None = None):
+    """Whether the unsafe share is flat in L inside the window, by ``rules.FLAT_RULE`` (an equivalence band around
+    App. C's in-window flatness); its null: the same prompts with a band-sized change per doubling added in the
+    direction the estimate leans, which the rule must not call flat; power simulated at this run's lengths, prompts
+    and measured per-prompt spread (``cards.calibration.length``)."""
     claim = (
-        "the unsafe share of active rows changes with the prompt length L (Polynomial Concentration App. C, Fig. 5: "
-        "Pythia rises from 66% at L = 1024 to 99% at 4096, past its 2048-token window; Llama, Qwen3 and Gemma-4 "
-        "stay within 4 pp over L = 256-4096)"
+        "inside its window the unsafe share of active rows is flat in L, as the paper's in-window models "
+        "(Polynomial Concentration App. C, Fig. 5: Llama, Qwen3 and Gemma-4 stay within 4 pp over L = 256-4096; "
+        "Pythia rises 16.5 pp per doubling only past its 2048-token window)"
     )
-    lengths = sorted(per_prompt["L"].unique())
+    lengths = sorted(int(n) for n in per_prompt["L"].unique())
+    null_words = f"the same prompts with a +-{rules.FLAT_BAND:g} pp per doubling change added (away from flat)"
     if len(lengths) < 2:
         return decide(
             claim,
-            rule=TREND_RULE,
+            rule=rules.FLAT_RULE,
             holds=None,
-            null=Null("the same prompts with their L labels permuted", None, "not run"),
-            mde=MDE(None, PYTHIA_SLOPE, "pp per doubling of L", "one length: no slope"),
+            null=Null(null_words, None, "not run"),
+            mde=MDE(None, rules.FLAT_BAND, "pp per doubling of L", "one length: no slope"),
             evidence=f"lengths read: {lengths}",
-            precondition=f"fewer than two prompt lengths fit the model's window ({window})",
+            precondition=precondition or f"fewer than two prompt lengths fit the model's window ({window})",
         )
-    fit = trend(per_prompt, seed)
-    shuffled = per_prompt.assign(L=np.random.default_rng([seed, 3]).permutation(per_prompt["L"].to_numpy()))
-    null = trend(shuffled, seed)
-    se = (fit["hi"] - fit["lo"]) / (2 * Z_ALPHA)
+    table, x = unsafe_table(per_prompt)
+    slope, lo, hi = rules.slope_interval(table, x)
+    per = rules.slopes(table, x)
+    spread = float(np.nanstd(per, ddof=1) * math.sqrt(((x - x.mean()) ** 2).sum())) if np.isfinite(per).sum() > 1 else 0
+    cal = calibration.length("this run", lengths, table.shape[0], spreads=(max(spread, MIN_SPREAD),))
+    chance = power(cal)
+    lean = 1.0 if not math.isfinite(slope) or slope >= 0 else -1.0
+    _, nlo, nhi = rules.slope_interval(table + lean * rules.FLAT_BAND * (x - x[0]), x)
+    call = rules.flat_call(lo, hi)
+    undecided = call == "undecided" and chance >= 0.8
     means = per_prompt.groupby("L")["unsafe %"].mean()
     return decide(
         claim,
-        rule=TREND_RULE,
-        holds=bool(fit["lo"] > 0 or fit["hi"] < 0) if math.isfinite(fit["lo"]) else None,
+        rule=rules.FLAT_RULE,
+        holds=None if call is None else call == "flat",
         null=Null(
-            "the same prompts with their L labels permuted",
-            bool(null["lo"] > 0 or null["hi"] < 0),
-            f"slope {null['slope']:+.2f} [{null['lo']:+.2f}, {null['hi']:+.2f}] pp per doubling",
+            null_words,
+            rules.flat_call(nlo, nhi) == "flat" if math.isfinite(nlo) else None,
+            f"slope interval [{nlo:+.2f}, {nhi:+.2f}] pp per doubling",
         ),
         mde=MDE(
-            (Z_ALPHA + Z_POWER) * se if math.isfinite(se) else None,
-            PYTHIA_SLOPE,
+            (hi - lo) / 2 if math.isfinite(hi - lo) else None,
+            rules.FLAT_BAND,
             "pp per doubling of L",
-            "(1.96 + 0.84) x the slope's bootstrap standard error (its 95% interval's half-width / 1.96), against "
-            "Pythia's rise past its window",
+            "the half-width of the slope's 95% t-interval over prompts, against the band; power: the rule's firing "
+            f"rate on flat worlds (0 and 1 pp per doubling) at these lengths and prompts and the measured per-prompt "
+            f"spread {spread:.2f} pp",
+            power=chance,
         ),
-        evidence=f"slope {fit['slope']:+.2f} [{fit['lo']:+.2f}, {fit['hi']:+.2f}] pp per doubling of L over "
-        f"L = {', '.join(map(str, lengths))} (inside the model's window {window}); mean unsafe % per L: "
-        + ", ".join(f"{v:.1f}" for v in means),
+        evidence=f"slope {slope:+.2f} [{lo:+.2f}, {hi:+.2f}] pp per doubling of L over L = "
+        f"{', '.join(map(str, lengths))} (inside the model's window {window}): {length_placement(slope, lo, hi)}; "
+        "mean unsafe % per L: " + ", ".join(f"{v:.1f}" for v in means),
+        precondition=precondition
+        or (
+            f"undecided: the interval [{lo:+.2f}, {hi:+.2f}] straddles the band's edge (+-{rules.FLAT_BAND:g})"
+            if undecided
+            else None
+        ),
     )
 
 
-def temperature_fit(rows: pd.DataFrame, grid, *, past: bool, rope: str, seed: int, n_boot: int) -> TemperatureFit:
+def temperature_fit(
+    rows: pd.DataFrame, grid, *, past: bool, rope: str, seed: int, n_boot: int, precondition: str | None = None
+) -> TemperatureFit:
     """xi_hat_Lambda with its 95% interval over documents, the per-n bucket means (``analyses.temperature.real_fit``)
     and the finding of the temperature study's real part (``studies.temperature.findings.real_finding``); not checked
-    inside the window."""
+    inside the window, nor where ``precondition`` (an untrained model, ``untrained``) says why."""
     fit = real_fit(rows, n_boot, seed)
     xi, half, lo, hi = fit.xi_hat, fit.half_iqr, fit.lo, fit.hi
     where = f"under dynamic-NTK RoPE at n_eval = {max(grid)}, past the window" if past else "inside the model's window"
@@ -176,11 +296,14 @@ def temperature_fit(rows: pd.DataFrame, grid, *, past: bool, rope: str, seed: in
         n_boot=n_boot,
         evidence=f"xi_hat_Lambda = {xi:.3f} [{lo:.3f}, {hi:.3f}] (95%, B = {n_boot} over "
         f"{rows['prompt'].nunique()} documents), {side_of_one(lo, hi)}, at n = {list(grid)} {where}; Cor. 4.9's "
-        f"xi_alpha - xi_Delta + 1 = {fit.cor49['predicted']:.3f}.",
-        precondition=None
-        if past
-        else "the rows lie inside the model's training window, where Table 2 reads past it: the claim's regime "
-        "is not reached",
+        f"xi_alpha - xi_Delta + 1 = {fit.cor49['predicted']:.3f}; {temperature_placement(lo, hi)}.",
+        precondition=precondition
+        or (
+            None
+            if past
+            else "the rows lie inside the model's training window, where Table 2 reads past it: the claim's regime "
+            "is not reached"
+        ),
     )
     return TemperatureFit(
         n=tuple(int(n) for n in grid),
@@ -196,14 +319,26 @@ def temperature_fit(rows: pd.DataFrame, grid, *, past: bool, rope: str, seed: in
     )
 
 
+def temperature_placement(lo: float, hi: float) -> str:
+    """Where xi_hat_Lambda's interval places the model beside Hayase & Karakida 2026 Table 2's pretrained
+    Qwen-7B-Chat cells (1.74 to 2.33) and the i.i.d. rows of the null (no growth past log n)."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return "not placed: no finite interval"
+    if lo > 1:
+        return "above 1, like Table 2's pretrained Qwen-7B-Chat cells (1.74 to 2.33)"
+    if hi < 1:
+        return "below 1, unlike every pretrained cell of Table 2 (1.74 to 2.33)"
+    return "its interval holds 1: not told apart from 1, below Table 2's pretrained cells (1.74 to 2.33) or among them"
+
+
 def temperature_panel(
-    model, tokenizer, cfg, *, seed: int, progress: bool, target: int | None = None
+    model, tokenizer, cfg, *, seed: int, progress: bool, target: int | None = None, precondition: str | None = None
 ) -> TemperaturePanel:
     """xi_hat_Lambda inside the window (rows at n = n_eval x {1/4, 1/2, 3/4, 1}, n_eval = min(window,
     ``cfg.inside_tokens``)) and past it (n_eval = 1.25 x window under dynamic NTK) where that is at most
     ``cfg.past_tokens`` and the model has RoPE tables to rescale; documents are windows of the bundled novel, as
     the temperature study reads them; with the multiplier m(target; xi_hat) of Hayase & Karakida App. A.2 (target
-    None: twice the window)."""
+    None: twice the window); ``precondition``: why no finding can be decided (an untrained model)."""
     n_train = context_length(model)
     fractions = (0.25, 0.5, 0.75, 1.0)
     inside = min(n_train or cfg.inside_tokens, cfg.inside_tokens)
@@ -229,7 +364,9 @@ def temperature_panel(
         rows = temperature.contact_rows(
             model, docs, grid, eps=temperature.TemperatureConfig.eps, rope=rope, n_train=n_train, progress=progress
         )
-        parts[part] = temperature_fit(rows, grid, past=part == "past", rope=rope, seed=seed, n_boot=cfg.n_boot)
+        parts[part] = temperature_fit(
+            rows, grid, past=part == "past", rope=rope, seed=seed, n_boot=cfg.n_boot, precondition=precondition
+        )
     return TemperaturePanel(
         window=jsonable(n_train),
         inside=parts["inside"],
@@ -263,13 +400,22 @@ def multiplier(fit: TemperatureFit | Exponent, n_train: int | None, target: int 
 
 
 def ablation_panel(
-    model, tokenizer, cfg, induction: pd.DataFrame, prompts, baseline: list[dict], *, b_auto: float, progress: bool
+    model,
+    tokenizer,
+    cfg,
+    induction: pd.DataFrame,
+    prompts,
+    baseline: list[dict],
+    *,
+    b_auto: float,
+    progress: bool,
+    precondition: str | None = None,
 ) -> AblationPanel:
     """``attnlab ablate``'s K sweep in memory: heads ranked by their median S_2 at b_auto over the induction audit's
     active rows, relu_p2_bauto given to the top-K, bottom-K and ``cfg.draws`` random-K heads of each K, NIAH
     ``prompts`` scored by exact match against softmax's answers on them (``baseline``, ``analyses.substitute.score``'s
-    records, as the substitution scored them); the decisive flag per K (App. I) and the finding (ABLATION_RULE,
-    bottom-K as its null)."""
+    records, as the substitution scored them); the decisive flag per K (App. I, descriptive) and the finding
+    (``rules.ABLATION_RULE``, bottom-K as its null)."""
     column = f"s_p{LENGTH_P}"
     ranking = ablate.rank_heads(induction[induction["b"] == float(b_auto)], column)
     ranked = int(ranking["ranked"].sum())
@@ -292,47 +438,82 @@ def ablation_panel(
         rows=as_records(table),
         cells=as_records(cells),
         top=as_records(top[["layer", "head", f"median {column}", "rank"]]),
-        finding=as_finding(ablation_finding(cells, len(prompts))),
+        finding=as_finding(ablation_finding(cells, precondition=precondition)),
     )
 
 
-def _drops(cells: pd.DataFrame, arm: str, base: float) -> list[int]:
-    """The K at which ``arm``'s change is below every random draw's and its Wilson upper bound below softmax."""
-    out = []
+def sweep_counts(cells: pd.DataFrame) -> tuple[tuple[int, int], list[rules.Arms]]:
+    """``attnlab ablate``'s cell table as the rule reads it: softmax's (correct, n) and, per K, the counts of top-K,
+    bottom-K and the random-K draws pooled."""
+    base = cells[cells["subset"] == BASELINE].iloc[0]
+    sweep = []
     for k, group in cells[cells["k"] > 0].groupby("k"):
-        mine = group[group["subset"] == arm].iloc[0]
-        random = group[group["subset"] == "random"]["delta pp"]
-        if len(random) and (mine["delta pp"] < random).all() and mine["hi"] < base:
-            out.append(int(k))
-    return out
+        arm = {s: group[group["subset"] == s] for s in ("top", "bottom", "random")}
+        sweep.append(
+            rules.Arms(
+                k=int(k),
+                n=int(arm["top"]["n"].iloc[0]),
+                top=int(arm["top"]["correct"].iloc[0]),
+                bottom=int(arm["bottom"]["correct"].iloc[0]),
+                random=int(arm["random"]["correct"].sum()),
+                random_n=int(arm["random"]["n"].sum()),
+            )
+        )
+    return (int(base["correct"]), int(base["n"])), sweep
 
 
-def ablation_finding(cells: pd.DataFrame, prompts: int):
-    """Whether the heads of highest S_2 carry NIAH here (Polynomial Concentration §5.4, App. I), by ABLATION_RULE;
-    the null is the bottom-K heads under the same rule."""
-    base = float(cells.loc[cells["subset"] == BASELINE, "accuracy %"].iloc[0])
-    top, bottom = _drops(cells, "top", base), _drops(cells, "bottom", base)
-    sweep = cells[cells["subset"].isin(("top", "bottom"))]
-    words = "; ".join(
-        f"{r['subset']}-{r['k']}: {r['accuracy %']:.1f}% ({r['delta pp']:+.1f} pp)" for _, r in sweep.iterrows()
+def ablation_words(softmax: tuple[int, int], sweep: list[rules.Arms]) -> str:
+    """Per K: each arm's count and change from softmax, the two Holm-adjusted p-values, and where the largest
+    top-K loss places the model among Polynomial Concentration Fig. 4's."""
+    share = softmax[0] / softmax[1]
+    parts = []
+    for a, (ps, pr) in zip(sweep, rules.ablation_pvalues(softmax, sweep)):
+        parts.append(
+            f"K = {a.k}: top {a.top}/{a.n} ({100 * (a.top / a.n - share):+.1f} pp), bottom {a.bottom}/{a.n}, random "
+            f"{a.random}/{a.random_n} pooled; Holm p against softmax {ps:.3g}, against random {pr:.3g}"
+        )
+    worst = max(sweep, key=lambda a: share - a.top / a.n)
+    loss, random_loss = 100 * (share - worst.top / worst.n), 100 * (share - worst.random / worst.random_n)
+    return (
+        "; ".join(parts) + f". Top-{worst.k} costs {loss:.1f} pp against softmax (random-{worst.k} {random_loss:.1f} "
+        f"pp): {rules.placement(loss, random_loss)}"
+    )
+
+
+def ablation_finding(cells: pd.DataFrame, *, precondition: str | None = None):
+    """Whether the heads of highest S_2 carry NIAH here (Polynomial Concentration §5.4, App. I), by
+    ``rules.ABLATION_RULE``; the null is the bottom-K heads under the same rule; power simulated at this run's
+    prompts, K values, draws and softmax accuracy (``cards.calibration.ablation``)."""
+    softmax, sweep = sweep_counts(cells)
+    base = 100 * softmax[0] / softmax[1]
+    top, bottom = rules.ablation_ks(softmax, sweep, "top"), rules.ablation_ks(softmax, sweep, "bottom")
+    draws = sweep[0].random_n // sweep[0].n if sweep else 0
+    chance = (
+        power(calibration.ablation("this run", softmax[1], [a.k for a in sweep], draws, softmax[0] / softmax[1]))
+        if sweep and draws
+        else None
     )
     return decide(
-        "polynomializing the heads of highest S_p costs more NIAH accuracy than random heads do (Polynomial "
-        "Concentration §5.4, Fig. 4: Qwen3 and Gemma-4 lose 80 to 100 pp at top-K, K >= 20, bottom-K 0 pp)",
-        rule=ABLATION_RULE,
-        holds=bool(top) if not cells[cells["k"] > 0].empty else None,
+        "polynomializing the heads of highest S_p costs more NIAH accuracy than softmax and than random heads do "
+        "(Polynomial Concentration §5.4, Fig. 4: Qwen3 and Gemma-4 lose 80 to 100 pp at top-K, K >= 20, bottom-K "
+        "0 pp)",
+        rule=rules.ABLATION_RULE,
+        holds=bool(top) if sweep else None,
         null=Null(
             "the bottom-K heads (lowest S_p) under the same rule",
             bool(bottom),
-            f"decisive and significant at K = {bottom}" if bottom else "at no K",
+            f"below softmax and random, both Holm p <= 0.05, at K = {bottom}" if bottom else "at no K",
         ),
         mde=MDE(
-            accuracy_mde(base, prompts),
+            accuracy_mde(base, softmax[1]),
             ABLATION_EFFECT,
             "pp of accuracy",
-            f"two-sample test of {prompts} prompts per cell at softmax's rate (5% two-sided, 80% power)",
+            f"two-sample test of {softmax[1]} prompts per cell at softmax's rate (5% two-sided, 80% power); power: the "
+            "rule's firing rate where top-K loses 80 pp at the largest K and random-K 10 pp, at this run's sizes",
+            power=chance,
         ),
-        evidence=f"softmax {base:.1f}% on {prompts} NIAH prompts; {words or 'no K fits the ranked heads'}; "
-        f"top-K meets the rule at K = {top or 'none'}.",
-        precondition=baseline_warning(base, "niah"),
+        evidence=f"softmax {softmax[0]}/{softmax[1]} ({base:.1f}%) NIAH prompts; "
+        + (ablation_words(softmax, sweep) if sweep else "no K fits the ranked heads")
+        + f"; top-K meets the rule at K = {top or 'none'}.",
+        precondition=precondition or baseline_warning(base, "niah"),
     )

@@ -7,7 +7,9 @@ equal Card. Findings are ``attnlab.findings.Finding`` objects, turned into dicts
 
 card.json carries ``"schema": SCHEMA``; a card written before the schema was versioned reads as schema 1, one
 newer than ``SCHEMA`` is refused (``CardError``). The length, temperature and ablation panels are absent from cards
-written before those panels existed (None here, and absent from ``to_dict``), and any value may be null.
+written before those panels existed (None here, and absent from ``to_dict``), and any value may be null. Schema 2
+added the trained-model check (``trained``), the recipe reading (``best``'s ahead, reading and power) and the
+length panel's reading past the window (``past_rows``, ``past``); a schema-1 card reads with them None or empty.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import numpy as np
 from attnlab.errors import Error
 from attnlab.findings.finding import Finding
 
-SCHEMA = 1  # the card.json schema this code writes and the newest it reads
+SCHEMA = 2  # the card.json schema this code writes and the newest it reads
 
 Record = dict[str, Any]  # one row of a panel's table, keyed by its column names as card.json holds them
 
@@ -90,7 +92,10 @@ class _Flat:
 @dataclass(frozen=True)
 class BestRecipe(_Flat):
     """The recipe other than softmax with the highest NIAH accuracy (%) beside softmax's, each with its Wilson 95%
-    interval (lo, hi; softmax_lo, softmax_hi); delta_pp: the difference; overlap: whether the intervals overlap."""
+    interval (lo, hi; softmax_lo, softmax_hi); delta_pp: the difference; overlap: whether the intervals overlap;
+    ahead: whether it is ahead of every other recipe (``cards.rules.RECIPE_RULE``: only then is it the best);
+    reading: the panel's sentence (best, tied, or no recipe preserves NIAH); power: the rule's simulated power at
+    this run's sizes (``cards.calibration.recipe``)."""
 
     KEYS: ClassVar[dict[str, str]] = {
         "accuracy": "accuracy %",
@@ -110,6 +115,31 @@ class BestRecipe(_Flat):
     softmax_hi: float | None
     delta_pp: float | None
     overlap: bool | None
+    ahead: bool | None = None
+    reading: str | None = None
+    power: float | None = None
+
+
+@dataclass(frozen=True)
+class LossCheck(_Flat):
+    """Whether the model is trained: its mean next-token loss (nats) on ``tokens`` tokens of the bundled novel
+    against the uniform predictor's log V (``uniform``); trained when loss < ratio x uniform."""
+
+    tokens: int | None
+    loss: float | None
+    uniform: float | None
+    ratio: float | None
+    trained: bool | None
+
+
+@dataclass(frozen=True)
+class Slope(_Flat):
+    """A slope of unsafe % on log2 L (pp per doubling) with its 95% interval [lo, hi], and its reading in words."""
+
+    slope: float | None
+    lo: float | None
+    hi: float | None
+    words: str | None
 
 
 @dataclass(frozen=True)
@@ -185,8 +215,9 @@ class AblationPanel:
 @dataclass(frozen=True)
 class LengthPanel:
     """The unsafe % (S_p >= 1 at b, on ``suite`` prompts, ``prompts`` per L) and the median row entropy per prompt
-    length L (rows) inside the model's ``window``, with the trend finding (Polynomial Concentration App. C); cut: the
-    plan's lengths the window left no room for."""
+    length L (rows) inside the model's ``window``, with the flat-in-L finding (Polynomial Concentration App. C); cut:
+    the plan's lengths past the window left unread (a model without RoPE); past_rows: those read past the window,
+    and past: their slope, described beside Pythia's past-window rise."""
 
     suite: str
     b: str
@@ -196,6 +227,8 @@ class LengthPanel:
     rows: tuple[Record, ...]
     finding: Finding | None
     cut: tuple[int, ...] = ()
+    past_rows: tuple[Record, ...] = ()
+    past: Slope | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -207,6 +240,8 @@ class LengthPanel:
             "rows": jsonable(self.rows),
             "finding": None if self.finding is None else asdict(self.finding),
             "cut": list(self.cut),
+            "past_rows": jsonable(self.past_rows),
+            "past": None if self.past is None else self.past.to_dict(),
         }
 
     @classmethod
@@ -220,6 +255,8 @@ class LengthPanel:
             rows=as_records(data.get("rows")),
             finding=_finding(data.get("finding")),
             cut=_ints(data.get("cut")),
+            past_rows=as_records(data.get("past_rows")),
+            past=Slope.from_dict(data.get("past")),
         )
 
 
@@ -333,7 +370,8 @@ class Card:
     heads_per_layer: the model's; budget: the plan as read (``cards.build.CardPlan`` as a dict); seed: every suite's
     prompt seed; b_auto: the bias calibrated once, by the first audit; heads: per (layer, head), its type, labels,
     first-token mass and median S_2; commands: the command reproducing each panel; provenance: the model's record
-    (added by ``attnlab card``). A field an older card lacks is None, and absent from ``to_dict``."""
+    (added by ``attnlab card``); trained: the trained-model check every finding about trained attention needs. A
+    field an older card lacks is None, and absent from ``to_dict``."""
 
     SCHEMA: ClassVar[int] = SCHEMA
 
@@ -351,6 +389,7 @@ class Card:
     temperature: TemperaturePanel | None = None
     commands: dict[str, str] | None = None
     provenance: dict[str, Any] | None = None
+    trained: LossCheck | None = None
 
     def to_dict(self) -> dict:
         """card.json's content, "schema" first: a fresh JSON-ready dict."""
@@ -364,6 +403,8 @@ class Card:
         optional = {"budget": self.budget, "seed": self.seed}
         out |= {k: v for k, v in optional.items() if v is not None}
         out |= {"b_auto": self.b_auto, "substitution": self.substitution.to_dict(), "heads": self.heads}
+        if self.trained is not None:
+            out["trained"] = self.trained.to_dict()
         for key in ("ablation", "length", "temperature"):
             panel = getattr(self, key)
             if panel is not None:
@@ -402,6 +443,7 @@ class Card:
                 temperature=_panel(TemperaturePanel, data.get("temperature")),
                 commands=_copy(data.get("commands")),
                 provenance=_copy(data.get("provenance")),
+                trained=LossCheck.from_dict(data.get("trained")),
             )
         except KeyError as exc:
             raise CardError(f"not a card: it lacks {exc.args[0]!r}") from None
