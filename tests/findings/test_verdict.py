@@ -14,8 +14,8 @@ from attnlab.findings.verdict import decide, false_positive_rate
 
 FAILS, PASSES, NOT_RUN = Null("untrained", False, "0.7"), Null("untrained", True, "0.7"), Null("untrained", None, "")
 SEES, BLIND, NONE = MDE(0.1, 0.5, "ppl", "t"), MDE(0.5, 0.1, "ppl", "t"), MDE(None, None, "", "qualitative")
-# a simulated power overrides the closed-form MDE: it is measured at the run's own sample sizes
-POWERED, WEAK = MDE(0.5, 0.1, "ppl", "sim", power=0.9), MDE(0.1, 0.5, "ppl", "sim", power=0.5)
+# a simulated power below 80% makes a design underpowered even where its closed-form MDE is small
+POWERED, WEAK = MDE(0.1, 0.5, "ppl", "sim", power=0.9), MDE(0.1, 0.5, "ppl", "sim", power=0.5)
 
 
 @pytest.mark.parametrize(
@@ -26,6 +26,7 @@ POWERED, WEAK = MDE(0.5, 0.1, "ppl", "sim", power=0.9), MDE(0.1, 0.5, "ppl", "si
         (True, FAILS, WEAK, None, "underpowered"),
         (False, FAILS, WEAK, None, "underpowered"),
         (True, FAILS, POWERED, None, "reproduced"),
+        (True, FAILS, MDE(0.5, 0.1, "ppl", "sim", power=0.9), None, "underpowered"),
         (False, FAILS, POWERED, None, "not reproduced"),
         (True, PASSES, WEAK, None, "underpowered"),
         (True, PASSES, SEES, None, "not checked"),

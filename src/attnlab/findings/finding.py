@@ -70,13 +70,15 @@ class MDE:
 
     @property
     def adequate(self) -> bool | None:
-        """Whether the design could see the paper's effect: its simulated power is at least POWER_MIN where
-        measured, else MDE <= |effect|; None where neither can be said."""
+        """Whether the design could see the paper's effect: its simulated power there is at least POWER_MIN (where
+        simulated) and its MDE at most |effect| (where both are given; an MDE read off this run's own spread can
+        see what a simulated world assumed away); None where neither can be said."""
+        checks = []
         if self.power is not None:
-            return self.power >= POWER_MIN
-        if self.value is None or self.effect is None:
-            return None
-        return abs(self.effect) >= self.value
+            checks.append(self.power >= POWER_MIN)
+        if self.value is not None and self.effect is not None:
+            checks.append(abs(self.effect) >= self.value)
+        return all(checks) if checks else None
 
     def words(self) -> str:
         power = "" if self.power is None else f"; power at the paper's effect {self.power:.0%}"

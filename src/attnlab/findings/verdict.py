@@ -63,7 +63,7 @@ def decide(
 
 
 def _underpowered(mde: MDE) -> str:
-    if mde.power is not None:
+    if mde.power is not None and mde.power < POWER_MIN:
         return (
             f"the rule fires on {mde.power:.0%} of simulated data sets with the paper's effect at this run's sample "
             f"sizes (below {POWER_MIN:.0%})"

@@ -128,16 +128,21 @@ def test_the_headline_and_shrinkage_verdicts_follow_the_intervals_and_their_null
     assert gelu.ppl_gain_mean == pytest.approx(0.5) and gelu.ppl_gain_lo > 0
     assert gelu.ppl_gain_mde == pytest.approx(paired_mde(np.std(STRONG, ddof=1), 6))
     assert headline.verdict == "reproduced" and shrink.verdict == "reproduced"
-    assert headline.null.passes is False and shrink.null.passes is False and "within +-" in headline.evidence
-    # three pairs: one sign pattern in eight holds the rule, more than 5%: no verdict the null cannot refute
+    assert headline.null.passes is False and shrink.null.passes is False and "upper bound" in headline.evidence
+    # three pairs: one sign pattern in eight holds the rule, more than 5%, so no data set of three pairs can be
+    # reproduced: the simulated power is 0 and the finding says underpowered
     few, _, _ = _verdicts({"gelu": [0.5, 0.45, 0.55], "swiglu": [0.1, 0.05, 0.12]})
-    assert few.verdict == "not checked" and few.null.passes is True and "12.5%" in few.null.outcome
+    assert few.verdict == "underpowered" and few.mde.power == 0 and few.null.passes is True
+    assert "12.5%" in few.null.outcome
     # noisy pairs: the MDE (about 3 sd over 3 pairs) is far above the paper's 1.85% of 10 ppl
     noisy, _, _ = _verdicts({"gelu": [0.5, -0.4, 0.3], "swiglu": [0.1, 0.0, 0.1]})
     assert noisy.verdict == "underpowered" and noisy.mde.value > noisy.mde.effect == pytest.approx(0.1853, abs=1e-3)
-    # tight pairs around 0: the design could see 0.185 ppl and did not; the interval bounds the gain
+    # tight pairs around 0: the interval's upper bound excludes 0.185 ppl, but four pairs can never be reproduced (the
+    # sign-flip null's smallest share is 1/16), so the label is underpowered, with the exclusion in the evidence
     flat, _, _ = _verdicts({"gelu": [0.01, -0.01, 0.0, 0.005], "swiglu": [0.0, 0.0, 0.01, 0.0]})
-    assert flat.verdict == "not reproduced" and "which excludes the paper's 1.85%" in flat.evidence
+    assert flat.verdict == "underpowered" and flat.mde.power == 0 and "excludes the paper's 1.85%" in flat.evidence
+    tight, _, _ = _verdicts({"gelu": [0.01, -0.01, 0.0, 0.005, 0.002, -0.004], "swiglu": [0.0] * 6})
+    assert tight.verdict == "not reproduced" and tight.mde.power >= 0.8
     _, no_gain, _ = _verdicts({"gelu": [0.5, -0.4, 0.3], "swiglu": [0.1, 0.0, 0.1]})
     assert no_gain.verdict == "not checked" and "no gain for a gated FFN to shrink" in no_gain.reason
     _, same, _ = _verdicts({"gelu": STRONG, "swiglu": STRONG})
@@ -214,6 +219,13 @@ def test_each_rule_s_false_positive_rate_under_its_null_is_at_most_five_percent(
         return sf.above(0.0)(d) and sf.sign_flip_share(d, sf.above(0.0)) <= FPR_MAX
 
     assert false_positive_rate(both, normal(0.0), trials=500, seed=n) <= FPR_MAX
+
+
+def test_the_headline_excludes_the_paper_s_gain_by_its_upper_bound():
+    """The demo's interval [-0.194, +0.113] lies below the paper's +0.149 ppl: it excludes it (its larger |bound|,
+    0.194, is not the one to compare)."""
+    assert sf.excludes(0.113, 0.149, 8.04).endswith("excludes the paper's 1.85% (0.1490 ppl here)")
+    assert "does not exclude" in sf.excludes(0.2, 0.149, 8.04)
 
 
 def test_sign_flips_count_every_pattern():

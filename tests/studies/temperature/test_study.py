@@ -1,6 +1,7 @@
 """study temperature: each verdict is decided on 95% intervals over training seeds and is reproduced only where the
-untrained decoder fails the same rule (so "below 1" never is); xi_hat_beta is read off the gauge-invariant per-head
-multiplier; the rules' false-positive rates under their nulls stay under 5%; the pretrained verdict is not checked
+untrained decoder fails the same rule (so "below 1" never is) and, for agreement and the perplexity side, where the
+trained scores beat the same seeds' i.i.d. rows; xi_hat_beta is read off the gauge-invariant per-head multiplier; the
+pretrained verdict is not checked
 inside the model's window; the study's pieces (beta_n fit, contact rows, sweep, real part) are right, resumable,
 end to end runnable and summarized from files alone."""
 
@@ -18,11 +19,11 @@ import torch
 
 from attnlab import io, studies
 from attnlab.diagnostics.gaps import gap_stats
-from attnlab.findings.verdict import FPR_MAX, false_positive_rate
 from attnlab.report import plot_temperature
 from attnlab.studies.temperature import findings as tf
 from attnlab.studies.temperature import plan as tp
 from attnlab.studies.temperature import real as tr
+from attnlab.studies.temperature import rules as trules
 from attnlab.studies.temperature import section as ts
 from attnlab.studies.temperature import study as st
 from checkpoints import save_checkpoint
@@ -198,8 +199,11 @@ def test_summarize_reads_known_exponents_per_training_seed_and_writes_tables(tmp
     assert untrained.loc["xi_hat_beta", "value"] == 0 and untrained.loc["xi_hat_beta", "sd"] == 0
     iid = comparison[comparison["arm"] == tf.ARMS[2]].set_index("estimate")
     assert 0.2 < iid.loc["xi_hat_Lambda", "value"] < 1  # noise sits below 1 too
-    assert [f.verdict for f in section.findings] == ["not checked", "reproduced", "reproduced", "check passed"]
-    assert "passes the rule too" in section.findings[0].reason  # below 1 is what the untrained decoder gives
+    # below 1 is what the untrained decoder gives; the hand folder's i.i.d. rows (12 per n) are too noisy for the
+    # per-seed comparisons to see Table 2's effects at three seeds
+    assert [f.verdict for f in section.findings] == ["not checked", "underpowered", "underpowered", "check passed"]
+    assert "passes the rule too" in section.findings[0].reason
+    assert all(f.mde.power < 0.8 for f in section.findings[1:3])
     for table in section.tables:
         assert (folder / f"{table.stem}.csv").is_file() and (folder / f"{table.stem}.md").is_file()
     assert json.loads((folder / "section.json").read_text())["study"] == "temperature"
@@ -211,10 +215,11 @@ def test_the_untrained_decoder_fed_as_the_trained_one_reproduces_nothing(tmp_pat
     folder = _hand_folder(tmp_path / "s", **{**UNTRAINED, "beta_xi": 0.0})
     side, agreement, ppl = st.summarize(folder).findings[:3]
     # flat multipliers learned no length dependence: the beta_n claims cannot be tested; its xi_hat_Lambda (0.7)
-    # and its xi*_PPL (at 1) do not share a side of 1
-    assert [side.verdict, agreement.verdict, ppl.verdict] == ["not checked", "not checked", "not reproduced"]
+    # and its xi*_PPL (at 1) do not share a side of 1, and its noisy hand-made i.i.d. rows leave that rule underpowered
+    assert [side.verdict, agreement.verdict, ppl.verdict] == ["not checked", "not checked", "underpowered"]
+    assert not tf.ppl_holds(pd.read_csv(folder / "per_seed.csv"), "trained")
     assert "learned no length dependence" in side.reason and "learned no length dependence" in agreement.reason
-    assert not tf.agree_holds(pd.read_csv(folder / "comparison.csv"), "untrained")
+    assert not tf.agree_holds(pd.read_csv(folder / "per_seed.csv"), "untrained")
 
 
 @pytest.mark.parametrize(
@@ -237,47 +242,67 @@ def test_side_verdict_follows_the_sides_of_one_and_its_null(
 
 
 @pytest.mark.parametrize(
-    ("xi_alpha", "xi_delta", "beta_xi", "best_xi", "verdicts"),
+    ("lam", "beta", "iid", "holds"),
     [
-        (-0.9, -0.4, 0.4, 0.5, ["reproduced", "reproduced"]),
-        (-0.9, -0.4, 0.4, 1.5, ["reproduced", "not reproduced"]),  # xi*_PPL above 1, xi_hat_Lambda = 0.5 below
-        (-0.9, -0.4, 0.4, 1.0, ["reproduced", "not reproduced"]),  # xi*_PPL at 1: its side is not decided
-        (-0.5, -0.4, 0.2, 0.5, ["not reproduced", "reproduced"]),  # xi_hat_Lambda = 0.9 is 0.7 from xi_hat_beta
-        (-0.5, -1.0, 1.8, 2.0, ["reproduced", "reproduced"]),  # xi_hat_Lambda = 1.5: all above 1
+        ([0.18, 0.20, 0.22], [0.17, 0.18, 0.19], [0.64, 0.66, 0.68], True),  # the demo's: far closer than noise
+        ([0.52, 0.55, 0.58], [0.40, 0.41, 0.42], [0.64, 0.66, 0.68], True),  # Table 2's mean gap, tight seeds
+        ([0.66, 0.69, 0.72], [0.40, 0.42, 0.44], [0.64, 0.66, 0.68], False),  # OWT 100k's gap: no closer than noise
+        ([0.64, 0.66, 0.68], [0.40, 0.41, 0.42], [0.60, 0.70, 0.65], False),  # i.i.d. rows as the trained scores
+        ([0.88, 0.90, 0.92], [0.18, 0.19, 0.20], [1.64, 1.66, 1.68], False),  # closer than noise, 0.7 apart
     ],
 )
-def test_agreement_and_perplexity_verdicts(tmp_path, no_plots, xi_alpha, xi_delta, beta_xi, best_xi, verdicts):
-    folder = _hand_folder(tmp_path / "s", xi_alpha=xi_alpha, xi_delta=xi_delta, beta_xi=beta_xi, best_xi=best_xi)
-    agreement, ppl = st.summarize(folder).findings[1:3]
-    assert [agreement.verdict, ppl.verdict] == verdicts, (agreement.evidence, ppl.evidence)
+def test_agreement_needs_the_band_and_to_be_closer_than_the_seeds_iid_rows(lam, beta, iid, holds):
+    assert trules.agree_rule(lam, beta, iid) is holds
 
 
-def test_agreement_that_iid_rows_reach_beside_the_trained_multipliers_is_not_checked():
-    """The i.i.d. arm stands beside the trained seed's multipliers: when noise agrees with them as well as the
-    trained scores do, agreement does not need the trained scores, and the null passes."""
-    beta = [0.38, 0.40, 0.42]
-    arms = {"trained": [0.45, 0.50, 0.55], "untrained": [0.70, 0.72, 0.74], tf.ARMS[2]: [0.55, 0.60, 0.65]}
-    table = pd.concat(
+@pytest.mark.parametrize(
+    ("ext", "optimum", "iid_ext", "holds"),
+    [
+        ([1.7, 1.75, 1.8], [1.9, 2.0, 2.1], [0.5, 0.6, 0.7], True),  # Table 2's Qwen side, beyond noise
+        ([0.2, 0.25, 0.3], [0.4, 0.5, 0.6], [0.6, 0.65, 0.7], True),  # below 1 and below the seeds' noise
+        ([0.6, 0.65, 0.7], [0.4, 0.5, 0.6], [0.55, 0.7, 0.65], False),  # below 1 where noise lands as well
+        ([0.6, 0.65, 0.7], [1.9, 2.0, 2.1], [0.5, 0.6, 0.7], False),  # opposite sides
+        ([1.7, 1.75, 1.8], [0.9, 1.0, 1.1], [0.5, 0.6, 0.7], False),  # xi*_PPL's interval contains 1
+    ],
+)
+def test_perplexity_rule_reads_sides_beyond_the_seeds_iid_rows(ext, optimum, iid_ext, holds):
+    assert trules.ppl_rule(ext, [optimum], iid_ext) is holds
+
+
+def test_best_multiplier_at_the_grid_edge_leaves_the_perplexity_finding_not_checked(tmp_path, no_plots):
+    """A sweep whose loss is lowest at xi = 0 (the grid's edge) gives xi*_PPL = 0 on every seed, an interval [0, 0]
+    below 1 that any noise shares: not an optimum, so the finding is not checked and says where."""
+    folder = _hand_folder(tmp_path / "s", xi_alpha=-0.9, xi_delta=-0.4, beta_xi=0.4, best_xi=-1.0)
+    ppl = st.summarize(folder).findings[2]
+    assert ppl.verdict == "not checked" and "grid's edge" in ppl.reason and "seed 0 at n_eval = 512" in ppl.reason
+
+
+def test_agreement_beyond_the_seeds_iid_rows_is_reproduced_and_the_untrained_null_fails():
+    """Per-seed tables of the demo's kind (xi_hat_beta near 0.19, trained scores within 0.01 of it, i.i.d. rows
+    near 0.66): the rule holds, the untrained decoder (flat multipliers, 0.7 away) fails it, and at these spreads
+    the design sees Table 2's effect."""
+    arms = {
+        "trained": ([0.19, 0.20, 0.21], [0.18, 0.19, 0.20]),
+        "untrained": ([0.70, 0.72, 0.74], [0.0, 0.0, 0.0]),
+        tf.ARMS[2]: ([0.655, 0.66, 0.665], [0.18, 0.19, 0.20]),
+    }
+    seeds = pd.concat(
         [
-            tf.intervals(
-                pd.DataFrame(
-                    {
-                        "train_seed": range(3),
-                        "xi_hat_Lambda": lam,
-                        "xi_hat_beta": [0.0] * 3 if arm == "untrained" else beta,
-                        tf.DIFFERENCE: np.subtract(lam, [0.0] * 3 if arm == "untrained" else beta),
-                    }
-                ),
-                arm,
-            )
-            for arm, lam in arms.items()
-        ]
+            pd.DataFrame(
+                {
+                    "train_seed": range(3),
+                    "xi_hat_Lambda": lam,
+                    "xi_hat_beta": beta,
+                    tf.DIFFERENCE: np.subtract(lam, beta),
+                }
+            ).assign(arm=arm)
+            for arm, (lam, beta) in arms.items()
+        ],
+        ignore_index=True,
     )
-    found = tf.agreement_finding(table, None)
-    assert found.verdict == "not checked" and found.null.passes and "passes the rule too" in found.reason
-    far = table.copy()
-    far.loc[(far["arm"] == tf.ARMS[2]) & (far["estimate"] == tf.DIFFERENCE), ["lo", "hi"]] = [0.3, 0.9]
-    assert tf.agreement_finding(far, None).verdict == "reproduced"
+    table = pd.concat([tf.intervals(part.drop(columns="arm"), arm) for arm, part in seeds.groupby("arm")])
+    found = tf.agreement_finding(table, seeds, None)
+    assert found.verdict == "reproduced" and found.null.passes is False and found.mde.power >= 0.8, found
 
 
 def test_xi_hat_beta_is_invariant_to_the_gauge_of_eq_a1():
@@ -301,36 +326,6 @@ def test_xi_hat_beta_is_invariant_to_the_gauge_of_eq_a1():
         for c in (0.0, 4.0)
     ]
     assert abs(vector[0] - vector[1]) > 0.1
-
-
-def _seeds(rng, **means):
-    """Per-seed estimates of three training seeds around the given means, seed sd 0.05."""
-    return pd.DataFrame({"train_seed": range(3), **{k: rng.normal(v, 0.05, 3) for k, v in means.items()}})
-
-
-def test_agreement_and_ppl_rules_fire_at_most_5_percent_under_their_nulls():
-    """The agreement rule where the two exponents truly differ by the band's edge (0.5); the perplexity rule where
-    xi*_PPL truly sits at 1 (a multiplier that moves nothing): each must rarely fire."""
-
-    def agree(rng):
-        lam = rng.normal(0.7, 0.05, 3)
-        table = pd.DataFrame(
-            {"train_seed": range(3), "xi_hat_Lambda": lam, "xi_hat_beta": lam - 0.5 + rng.normal(0, 0.05, 3)}
-        )
-        return tf.intervals(table.assign(**{tf.DIFFERENCE: table["xi_hat_Lambda"] - table["xi_hat_beta"]}), "x")
-
-    def ppl(rng):
-        return tf.intervals(_seeds(rng, **{tf.EXT: 1.0, "xi*_PPL at n_eval = 512": 1.0}), "x")
-
-    assert false_positive_rate(lambda t: tf.agree_holds(t, "x"), agree, trials=1000) <= FPR_MAX
-    assert false_positive_rate(lambda t: tf.ppl_holds(t, "x"), ppl, trials=1000) <= FPR_MAX
-
-
-def test_side_rule_fires_at_most_5_percent_when_the_exponent_sits_at_1():
-    def draw(rng):
-        return tf.intervals(_seeds(rng, xi_hat_Lambda=1.0, xi_hat_beta=1.0), "x")  # at 1: neither side
-
-    assert false_positive_rate(lambda t: tf.side_holds(t, "x"), draw, trials=1000) <= FPR_MAX
 
 
 def test_side_of_one():

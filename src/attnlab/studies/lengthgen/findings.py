@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from attnlab.findings import calibrate
+from attnlab.findings.calibrate import Calibration
 from attnlab.findings.finding import MDE, Finding, Null
 from attnlab.findings.verdict import decide
 from attnlab.studies.lengthgen import experiment as lengthgen
@@ -25,6 +27,7 @@ from attnlab.studies.lengthgen.rule import (
     holm,
     one_sided_p,
     paired_rule,
+    paired_worlds,
 )
 
 # Vasylenko et al. 2025 Table 1 (NAPE), exact match (%) per task, map and length multiple (1 = in distribution).
@@ -169,6 +172,22 @@ def _copy_gate(copy: Finding) -> str | None:
     )
 
 
+def run_power(comparisons: list[dict[str, Any]], variant: str) -> float:
+    """The paired rule's power at this run's seeds and test rows on its own family of comparisons, with Table 1's
+    accuracies (``rule.paired_worlds``; ``findings.calibrate.power``)."""
+    cells: dict[str, list[tuple[float, float, float]]] = {}
+    for c in comparisons:
+        table = TABLE1[c["task"]]
+        cells.setdefault(c["task"], []).append(
+            (c["multiple"], table[variant][c["multiple"]], table["softmax"][c["multiple"]])
+        )
+    seeds, rows = (min(c["delta"].shape[i] for c in comparisons) for i in (0, 1))
+    run = Calibration(
+        "this run", "this run", paired_rule, PAIRED_RULE, f"{seeds} seeds", paired_worlds(cells, seeds, rows)
+    )
+    return calibrate.power(run)
+
+
 def paired_finding(acc: pd.DataFrame, rows: pd.DataFrame, variant: str, claim: str, copy: Finding) -> Finding:
     """``variant`` against softmax under ``PAIRED_RULE``, gated by the Copy control ``copy``."""
     comparisons, missing = family(acc, rows, variant)
@@ -197,10 +216,11 @@ def paired_finding(acc: pd.DataFrame, rows: pd.DataFrame, variant: str, claim: s
         )
         sd = _arm_sd(comparisons)
         mde = MDE(
-            design_mde(deltas, sd),
-            max(abs(c["gap"]) for c in comparisons),
-            "points of exact match",
-            f"one-sided paired t at {ALPHA:g}/{len(deltas)} (Holm's strictest step), {POWER:.0%} power, "
+            power=run_power(comparisons, variant),
+            value=design_mde(deltas, sd),
+            effect=max(abs(c["gap"]) for c in comparisons),
+            unit="points of exact match",
+            how=f"one-sided paired t at {ALPHA:g}/{len(deltas)} (Holm's strictest step), {POWER:.0%} power, "
             f"{len(comparisons[0]['seeds'])} seeds, within-map seed sd {sd:.1f} points pooled over the "
             "family, floored by the rows' standard error; the effect is Table 1's largest gap in the family",
         )

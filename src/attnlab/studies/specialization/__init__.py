@@ -2,8 +2,10 @@
 early in pretraining (learning-rate multiplier 0.25 until the lower-copy maturity rule releases it) improve the final
 validation loss, and does a gated FFN shrink that gain?
 
-One module per part: ``findings``, ``plan``, ``study``, ``tables``. Importing the package registers the study."""
+One module per part: ``calibration``, ``findings``, ``plan``, ``rules``, ``study``, ``tables``. Importing the package
+registers the study and its rules' calibrations."""
 
+from attnlab.studies.specialization import calibration  # noqa: F401  (registers the rules' calibrations)
 from attnlab.studies.specialization.study import BUDGETS, STUDY, compute, summarize
 
 __all__ = ["BUDGETS", "STUDY", "compute", "summarize"]

@@ -6,89 +6,32 @@ study's per-seed tables."""
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable, Sequence
 
-import numpy as np
 import pandas as pd
 
 from attnlab.diagnostics.paired import paired_interval, paired_mde
+from attnlab.findings import calibrate
 from attnlab.findings.finding import MDE, Finding, Null
 from attnlab.findings.verdict import FPR_MAX, decide
-
-# The paper's effects, relative to its control's perplexity so that they carry to another scale.
-# Table 1: 26.7981 -> 26.3014 ppl (-0.4967), 1.85% of the control's perplexity.
-PAPER_GAIN = 0.4967 / 26.7981
-# Table 4: GELU gains 0.5858 of 26.7382, SwiGLU 0.1075 of 26.2083.
-PAPER_SHRINKAGE = 0.5858 / 26.7382 - 0.1075 / 26.2083
-# §5.3, Fig. 3D: zeroing upper Q/K at the end adds 146.1 ppl to the control, 17.4 to the intervention.
-PAPER_RELIANCE = (146.1 - 17.4) / 26.7981
-
-# Decision rules, fixed before any number is read. Intervals are Student-t 95% over training seeds (the unit
-# of replication); each rule's false-positive rate under its null is simulated in the study's tests.
-GAIN_RULE = (
-    "the Student-t 95% interval of the paired gains control - intervention of final validation "
-    "perplexity, one per seed, lies above 0"
+from attnlab.studies.specialization import calibration
+from attnlab.studies.specialization.rules import (
+    DELAY_MARGIN,
+    DELAY_RULE,
+    DEPENDENCE_MIN,
+    DEPENDENCE_RULE,
+    GAIN_RULE,
+    PAPER_GAIN,
+    PAPER_RELIANCE,
+    PAPER_SHRINKAGE,
+    RELIANCE_RULE,
+    SHRINKAGE_RULE,
+    SIGN_FLIPS,
+    above,
+    below,
+    sign_flip_share,
 )
-SHRINKAGE_RULE = (
-    "for every gated FFN, the Student-t 95% interval of GELU's per-seed perplexity gain minus the "
-    "gated FFN's (same seed) lies above 0"
-)
-DEPENDENCE_MIN = 0.10
-DEPENDENCE_RULE = (
-    "the Student-t 95% interval over seeds of the control's perplexity rise from zeroing upper Q/K, "
-    "relative to its perplexity, at the first evaluation from its lower-copy maturity (and from 3% "
-    "of training), lies above 10%"
-)
-RELIANCE_RULE = (
-    "the Student-t 95% interval over seeds of the control's minus the intervention's perplexity rise "
-    "from zeroing upper Q/K at the final evaluation, relative to the control's perplexity, lies above 0"
-)
-DELAY_MARGIN = 0.01
-DELAY_RULE = (
-    "the Student-t 95% interval over seeds of the delay of lower-copy maturity (the intervention's "
-    "minus the control's, as a fraction of training) lies below +1% of training"
-)
-SIGN_FLIPS = (
-    "every sign pattern of the paired differences (no effect: each pair's sign is a coin flip), the "
-    "rule applied to each; it passes when it holds on more than 5% of them"
-)
-
-
-# --- decision rules: each takes the per-seed values and says whether the claim holds ---
-
-
-def above(bound: float) -> Callable[[Sequence[float]], bool]:
-    """The rule "the Student-t 95% interval of the mean lies above ``bound``" (needs two or more values)."""
-
-    def rule(values: Sequence[float]) -> bool:
-        stats = paired_interval(values)
-        return bool(stats["n"] >= 2 and stats["lo"] > bound)
-
-    return rule
-
-
-def below(bound: float) -> Callable[[Sequence[float]], bool]:
-    """The rule "the Student-t 95% interval of the mean lies below ``bound``" (needs two or more values)."""
-
-    def rule(values: Sequence[float]) -> bool:
-        stats = paired_interval(values)
-        return bool(stats["n"] >= 2 and stats["hi"] < bound)
-
-    return rule
-
-
-def sign_flip_share(differences: Sequence[float], rule: Callable[[Sequence[float]], bool]) -> float:
-    """The share of the 2^n sign patterns of ``differences`` on which ``rule`` holds: under no effect every
-    pattern is as likely as the observed one (the paired randomization null). Beyond 16 pairs, 65,536 patterns
-    drawn with a fixed seed."""
-    d = np.asarray([x for x in differences if math.isfinite(x)], dtype=float)
-    if len(d) <= 16:
-        patterns = np.array(list(itertools.product((1.0, -1.0), repeat=len(d))))
-    else:
-        patterns = np.random.default_rng(0).choice((1.0, -1.0), size=(65_536, len(d)))
-    return float(np.mean([rule(d * signs) for signs in patterns]))
 
 
 def sign_flip_null(differences: Sequence[float], rule: Callable[[Sequence[float]], bool]) -> Null:
@@ -105,7 +48,18 @@ def _interval(lo: float, hi: float) -> str:
     return f"[{lo:+.4f}, {hi:+.4f}]"
 
 
-def _mde(values: Sequence[float], effect: float | None, unit: str) -> MDE:
+def _power(factory: Callable[[str, int, float], calibrate.Calibration], n: int, sd: float) -> float | None:
+    """The rule's simulated power at the paper's effect (``specialization.calibration``), at this run's ``n`` seeds
+    and its seed-to-seed ``sd`` in the calibration's unit; None where the run cannot size it."""
+    return calibrate.power(factory("this run", int(n), float(sd))) if n >= 2 and math.isfinite(sd) else None
+
+
+def _mde(
+    values: Sequence[float],
+    effect: float | None,
+    unit: str,
+    factory: Callable[[str, int, float], calibrate.Calibration],
+) -> MDE:
     stats = paired_interval(values)
     value = paired_mde(stats["sd"], stats["n"])
     if not math.isfinite(value):
@@ -114,7 +68,9 @@ def _mde(values: Sequence[float], effect: float | None, unit: str) -> MDE:
         float(value),
         effect,
         unit,
-        f"paired t over {stats['n']} seeds (5% two-sided, 80% power) at their sd {stats['sd']:.4g}",
+        f"paired t over {stats['n']} seeds (5% two-sided, 80% power) at their sd {stats['sd']:.4g}; power "
+        "simulated at the paper's effect",
+        power=_power(factory, stats["n"], stats["sd"]),
     )
 
 
@@ -141,13 +97,14 @@ def dependence_finding(table: pd.DataFrame) -> Finding:
         rule(nulls) if len(nulls) >= 2 else None,
         "relative rise " + ", ".join(f"{x:+.2%}" for x in nulls),
     )
-    mde = _mde(rel, None, "of the perplexity")
+    mde = _mde(rel, None, "of the perplexity", calibration.dependence_calibration)
     mde = MDE(
         mde.value,
         None,
         mde.unit,
-        mde.how + "; the paper gives 82.3 ppl at 3% but not the perplexity it "
-        "adds to, so no relative effect size to compare",
+        mde.how + " (82.3 ppl on the control's final 26.80); the paper gives 82.3 ppl at 3% but not the "
+        "perplexity it adds to, so no relative effect size to compare",
+        power=mde.power,
     )
     return decide(
         claim, rule=DEPENDENCE_RULE, holds=rule(rel) if stats["n"] >= 2 else None, null=null, mde=mde, evidence=evidence
@@ -184,6 +141,21 @@ def gains(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def excludes(hi: float, effect: float, control: float) -> str:
+    """Whether the gain's interval excludes the paper's effect, read at the bound in the effect's direction (a gain:
+    the upper bound), in words."""
+    return (
+        f"its upper bound {hi:+.4f} ppl ({hi / control:+.2%} of the control's {control:.3f}) "
+        + ("excludes" if hi < effect else "does not exclude")
+        + f" the paper's 1.85% ({effect:.4f} ppl here)"
+    )
+
+
+def _short(mde: MDE) -> str:
+    power = "" if mde.power is None else f", power {mde.power:.0%} at it"
+    return f"the design detects {mde.value:.4f} {mde.unit}, the paper's effect is {mde.effect:.4f} {mde.unit}{power}"
+
+
 def headline_finding(
     table: pd.DataFrame, differences: Sequence[float] = (), precondition: str | None = None
 ) -> Finding:
@@ -203,27 +175,26 @@ def headline_finding(
         )
     r = row.iloc[0]
     effect = float(PAPER_GAIN * r.control_val_ppl)
-    bound = max(abs(r.ppl_gain_lo), abs(r.ppl_gain_hi))
+    power = _power(calibration.headline_calibration, r.seeds, r.ppl_gain_sd / r.control_val_ppl)
     evidence = (
         f"GELU, {r.seeds} paired seeds: perplexity gain {r.ppl_gain_mean:+.4f} +- {r.ppl_gain_sd:.4f} "
         f"(95% interval {_interval(r.ppl_gain_lo, r.ppl_gain_hi)}), loss gain {r.loss_gain_mean:+.4f} "
-        f"+- {r.loss_gain_sd:.4f} ({_interval(r.loss_gain_lo, r.loss_gain_hi)}); the gain lies within "
-        f"+-{bound:.4f} ppl ({bound / r.control_val_ppl:.2%} of the control's {r.control_val_ppl:.3f}), "
-        + ("which excludes" if bound < effect else "which does not exclude")
-        + f" the paper's 1.85% ({effect:.4f} ppl here); MDE {r.ppl_gain_mde:.4f} ppl"
+        f"+- {r.loss_gain_sd:.4f} ({_interval(r.loss_gain_lo, r.loss_gain_hi)}); "
+        + excludes(r.ppl_gain_hi, effect, r.control_val_ppl)
+        + f"; MDE {r.ppl_gain_mde:.4f} ppl"
+        + ("" if power is None else f", power at the paper's effect {power:.0%}")
     )
     mde = MDE(
         float(r.ppl_gain_mde),
         effect,
         "ppl",
         f"paired t over {r.seeds} seeds (5% two-sided, 80% power) at their "
-        f"sd {r.ppl_gain_sd:.4g}; the paper's effect is its 1.85% of this run's control perplexity",
+        f"sd {r.ppl_gain_sd:.4g}; the paper's effect is its 1.85% of this run's control perplexity; power simulated "
+        "at that effect and this sd",
+        power=power,
     )
     if precondition and mde.adequate is False:
-        precondition += (
-            f"; and underpowered besides: the design detects {mde.value:.4f} ppl, the paper's "
-            f"effect is {effect:.4f} ppl"
-        )
+        precondition += f"; and underpowered besides: {_short(mde)}"
     rule = above(0.0)
     return decide(
         claim,
@@ -271,21 +242,21 @@ def shrinkage_finding(table: pd.DataFrame, gained: pd.DataFrame, precondition: s
         ),
     )
     worst = float(usable.shrinkage_mde.max())
+    powers = [_power(calibration.shrinkage_calibration, r.seeds, r.shrinkage_sd / ppl) for r in usable.itertuples()]
     mde = MDE(
         worst if math.isfinite(worst) else None,
         effect,
         "ppl",
         f"paired t over {int(usable.seeds.min())}+ seeds (5% two-sided, 80% power), the largest over gated "
-        "FFNs; the paper's effect is its 1.78% of this run's GELU control perplexity",
+        "FFNs; the paper's effect is its 1.78% of this run's GELU control perplexity; power simulated at it, the "
+        "smallest over gated FFNs",
+        power=None if None in powers or not math.isfinite(ppl) else min(powers),
     )
     gelu_gain = gelu.ppl_gain_lo.iloc[0] > 0 if len(gelu) else False
     if precondition is None and not gelu_gain:
         precondition = "GELU itself shows no gain beyond its interval, so there is no gain for a gated FFN to shrink"
     if precondition and mde.adequate is False:
-        precondition += (
-            f"; and underpowered besides: the design detects {mde.value:.4f} ppl, the paper's "
-            f"effect is {effect:.4f} ppl"
-        )
+        precondition += f"; and underpowered besides: {_short(mde)}"
     return decide(
         claim,
         rule=SHRINKAGE_RULE,
@@ -325,7 +296,7 @@ def reliance_finding(table: pd.DataFrame, precondition: str | None = None) -> Fi
         rule=RELIANCE_RULE,
         holds=rule(gaps) if stats["n"] >= 2 else None,
         null=sign_flip_null(gaps, rule),
-        mde=_mde(gaps, PAPER_RELIANCE, "of the control's perplexity"),
+        mde=_mde(gaps, PAPER_RELIANCE, "of the control's perplexity", calibration.reliance_calibration),
         evidence=evidence,
         precondition=precondition,
     )
@@ -364,6 +335,8 @@ def routing_finding(table: pd.DataFrame, matured: pd.DataFrame, steps: int) -> F
         if len(censored)
         else None
     )
+    # an arm that really delays lower-layer routing would be one more run per seed and a training option the study
+    # does not have (``specialization.calibration``); its rule is calibrated on simulated delays instead
     null = Null(
         "the untrained model at each control's seed: its lower-copy score stays at its initial reading, "
         "so it matures at the first reading or never (dated at the last)",
@@ -375,7 +348,7 @@ def routing_finding(table: pd.DataFrame, matured: pd.DataFrame, steps: int) -> F
         rule=DELAY_RULE,
         holds=rule(d) if stats["n"] >= 2 else None,
         null=null,
-        mde=_mde(d, DELAY_MARGIN, "of training"),
+        mde=_mde(d, DELAY_MARGIN, "of training", calibration.routing_calibration),
         evidence=evidence,
         precondition=precondition,
     )

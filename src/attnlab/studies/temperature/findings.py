@@ -24,36 +24,29 @@ from attnlab.analyses.temperature import TRIPLE, RealFit, side_of_one
 from attnlab.analyses.xi_sweep import parabola_min
 from attnlab.diagnostics.paired import paired_interval
 from attnlab.diagnostics.stats import ExponentFit, exponent, tie_mask
+from attnlab.findings import calibrate
 from attnlab.findings.finding import MDE, Finding, Null
 from attnlab.findings.verdict import decide
+from attnlab.studies.temperature import calibration
 from attnlab.studies.temperature.plan import Plan
+from attnlab.studies.temperature.rules import (
+    AGREE_RULE,
+    AGREE_WITHIN,
+    ARMS,
+    DIFFERENCE,
+    EXT,
+    PAPER_DISTANCE,
+    PPL_RULE,
+    SIDE_RULE,
+    agree_rule,
+    closer,
+    interval,
+    ppl_rule,
+    side_rule,
+)
 
 EXPONENT_UNIT = ["train_seed", "layer", "head"]  # App. F resamples (seed, layer, head): seeds of training
-
-# Hayase & Karakida §4.5.2 call the Qwen estimates in agreement "within the §3 0.5-grid" (largest gap 0.26; the
-# nanoGPT gaps are 0.12-0.27): the agreement finding asks the difference's interval to lie within +-0.5.
-AGREE_WITHIN = 0.5
-DIFFERENCE = "xi_hat_Lambda - xi_hat_beta"
-EXT = "xi_hat_Lambda past the window"
-# Table 2's nanoGPT xi_hat_Lambda closest to 1 (0.69): the smallest distance from 1 a side-of-1 claim must resolve.
-PAPER_DISTANCE = 0.31
-ARMS = ("trained", "untrained", "i.i.d. N(0, 1)")
-
-# The decision rules, fixed before any number is read. Every interval is a 95% Student-t interval over training
-# seeds (the unit of replication); the same rule is run on the untrained decoder of every seed (the null).
-SIDE_RULE = (
-    "xi_hat_Lambda's and xi_hat_beta's 95% intervals over training seeds both lie below 1 (Table 2's "
-    "side for its trained GPT-124M)"
-)
-AGREE_RULE = f"the 95% interval over training seeds of {DIFFERENCE} lies within +-{AGREE_WITHIN:g}"
-PPL_RULE = (
-    "xi_hat_Lambda read past the training window and xi*_PPL at every window length past it have 95% "
-    "intervals over training seeds on one side of 1, none containing it"
-)
-NULL_CONTROL = (
-    "the same decoder untrained, every training seed; and i.i.d. N(0, 1) rows of the same n beside the "
-    "trained seed's multipliers (the null passes if either passes)"
-)
+NULL_CONTROL = "the same decoder untrained, every training seed, under the same rule"
 
 
 # ---------------------------------------------------------------------------------------------- estimates
@@ -151,13 +144,14 @@ def iid_rows(counts: pd.Series, rng: np.random.Generator) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def iid_lambda(rows: pd.DataFrame, seed: int) -> pd.DataFrame:
-    """The second null control: per training seed, ``iid_rows`` with as many rows at each n as that seed's model
-    gave, and their xi_hat_Lambda."""
-    rng = np.random.default_rng([seed, 7])
+def iid_lambda(rows: pd.DataFrame, seed: int, column: str = "xi_hat_Lambda", stream: int = 7) -> pd.DataFrame:
+    """The i.i.d. arm the rules compare each seed with: per training seed, ``iid_rows`` with as many rows at each n
+    as that seed's model gave, and their xi_hat_Lambda (under ``column``; ``stream`` keeps the draws of the grid
+    and of past the window apart)."""
+    rng = np.random.default_rng([seed, stream])
     return pd.DataFrame(
         [
-            {"train_seed": int(k), "xi_hat_Lambda": lambda_slope(iid_rows(part.groupby("n_keys").size(), rng))}
+            {"train_seed": int(k), column: lambda_slope(iid_rows(part.groupby("n_keys").size(), rng))}
             for k, part in rows.groupby("train_seed")
         ]
     )
@@ -199,19 +193,44 @@ def _half(*rows: pd.Series) -> float | None:
     return max(widths) if all(math.isfinite(w) for w in widths) else None
 
 
-def side_holds(table: pd.DataFrame, arm: str) -> bool:
-    return all(_at(table, arm, e)["side of 1"] == "below 1" for e in ("xi_hat_Lambda", "xi_hat_beta"))
+def values(seeds: pd.DataFrame, arm: str, column: str) -> np.ndarray:
+    """One arm's per-seed estimates of ``column`` in training-seed order (the rules' input)."""
+    part = seeds[seeds["arm"] == arm].sort_values("train_seed")
+    return part[column].to_numpy(float) if column in part else np.full(len(part), math.nan)
 
 
-def agree_holds(table: pd.DataFrame, arm: str) -> bool:
-    diff = _at(table, arm, DIFFERENCE)
-    return bool(-AGREE_WITHIN <= diff["lo"] and diff["hi"] <= AGREE_WITHIN)
+def optima_columns(seeds: pd.DataFrame) -> list[str]:
+    return [c for c in seeds.columns if str(c).startswith("xi*_PPL")]
 
 
-def ppl_holds(table: pd.DataFrame, arm: str) -> bool:
-    mine = table[(table["arm"] == arm) & ((table["estimate"] == EXT) | table["estimate"].str.startswith("xi*_PPL"))]
-    sides = set(mine["side of 1"])
-    return len(sides) == 1 and sides <= {"below 1", "above 1"} and mine["estimate"].str.startswith("xi*_PPL").any()
+def side_holds(seeds: pd.DataFrame, arm: str) -> bool:
+    return side_rule(values(seeds, arm, "xi_hat_Lambda"), values(seeds, arm, "xi_hat_beta"))
+
+
+def agree_holds(seeds: pd.DataFrame, arm: str) -> bool:
+    """AGREE_RULE on ``arm`` against the same seeds' i.i.d. rows."""
+    iid = values(seeds, ARMS[2], "xi_hat_Lambda")
+    return agree_rule(values(seeds, arm, "xi_hat_Lambda"), values(seeds, arm, "xi_hat_beta"), iid)
+
+
+def ppl_holds(seeds: pd.DataFrame, arm: str) -> bool:
+    """PPL_RULE on ``arm``: its xi_hat_Lambda past the window and xi*_PPL, against the seeds' i.i.d. rows there."""
+    optima = [values(seeds, arm, c) for c in optima_columns(seeds)]
+    return ppl_rule(values(seeds, arm, EXT), optima, values(seeds, ARMS[2], EXT))
+
+
+def edges(sweep: pd.DataFrame, context: int) -> list[str]:
+    """Where the sweep's best multiplier sits at the grid's edge: per training seed and window length past training,
+    the xi whose window-mean back-half loss is lowest, when it is the grid's first or last (xi*_PPL is then the edge
+    itself, not an optimum the grid resolves)."""
+    out = []
+    nll = sweep[sweep["n_eval"] > context].assign(nll=sweep["loss_sum"] / sweep["tokens"])
+    for (k, n_eval), part in nll.groupby(["train_seed", "n_eval"]):
+        mean = part.groupby("xi")["nll"].mean()
+        best = float(mean.idxmin())
+        if best in (float(mean.index.min()), float(mean.index.max())):
+            out.append(f"seed {int(k)} at n_eval = {int(n_eval)} (xi = {best:g})")
+    return out
 
 
 def untestable(table: pd.DataFrame, training: pd.DataFrame, vocab: int) -> str | None:
@@ -231,14 +250,14 @@ def untestable(table: pd.DataFrame, training: pd.DataFrame, vocab: int) -> str |
     return None
 
 
-def _null_passes(table: pd.DataFrame, holds) -> bool:
-    return bool(holds(table, "untrained") or holds(table, ARMS[2]))
+def _power(cal) -> str:
+    return f"; simulated power at the paper's effect ({cal.worlds[-1].name}) at this run's seeds and spreads"
 
 
 # ---------------------------------------------------------------------------------------------- findings
 
 
-def side_finding(table: pd.DataFrame, precondition: str | None) -> Finding:
+def side_finding(table: pd.DataFrame, seeds: pd.DataFrame, precondition: str | None, budget: str = "smoke") -> Finding:
     """The training-side headline (Table 2, nanoGPT rows): xi_hat_Lambda, read off the scores, and xi_hat_beta, the
     exponent of the learned per-head multipliers, both lie below 1 (SIDE_RULE). Below 1 is also what an untrained
     decoder (flat multipliers, xi_hat_Lambda 0.65-0.83) and i.i.d. rows give, so wherever the rule holds its null
@@ -246,14 +265,16 @@ def side_finding(table: pd.DataFrame, precondition: str | None) -> Finding:
     lam, beta = _at(table, "trained", "xi_hat_Lambda"), _at(table, "trained", "xi_hat_beta")
     n_lam, n_beta = _at(table, "untrained", "xi_hat_Lambda"), _at(table, "untrained", "xi_hat_beta")
     iid = _at(table, ARMS[2], "xi_hat_Lambda")
+    cal = calibration.side_calibration("this run", int(lam["training seeds"]), calibration.observed(seeds, budget))
     return decide(
         "xi_hat_Lambda, read off the attention scores, and the exponent xi_hat_beta of the learned inverse "
         "temperature both lie below 1 (Hayase & Karakida Table 2, nanoGPT rows)",
         rule=SIDE_RULE,
-        holds=side_holds(table, "trained"),
+        holds=side_holds(seeds, "trained"),
         null=Null(
-            NULL_CONTROL,
-            _null_passes(table, side_holds),
+            NULL_CONTROL + "; and i.i.d. N(0, 1) rows of the same n beside the trained seed's multipliers (the "
+            "null passes if either passes)",
+            bool(side_holds(seeds, "untrained") or side_holds(seeds, ARMS[2])),
             f"untrained: xi_hat_Lambda {_interval(n_lam)}, xi_hat_beta {_interval(n_beta)}; i.i.d. rows: "
             f"xi_hat_Lambda {_interval(iid)}",
         ),
@@ -262,7 +283,8 @@ def side_finding(table: pd.DataFrame, precondition: str | None) -> Finding:
             PAPER_DISTANCE,
             "in xi",
             "the wider half-width of the two 95% intervals over training seeds, against the distance of Table "
-            "2's nanoGPT xi_hat_Lambda nearest 1 (0.69)",
+            "2's nanoGPT xi_hat_Lambda nearest 1 (0.69)" + _power(cal),
+            power=calibrate.power(cal),
         ),
         evidence=f"trained: xi_hat_Lambda = {_interval(lam)} ({lam['side of 1']}), xi_hat_beta = {_interval(beta)} "
         f"({beta['side of 1']}) over {int(lam['training seeds'])} training seeds.",
@@ -270,66 +292,95 @@ def side_finding(table: pd.DataFrame, precondition: str | None) -> Finding:
     )
 
 
-def agreement_finding(table: pd.DataFrame, precondition: str | None) -> Finding:
-    """Beyond the side of 1: xi_hat_Lambda - xi_hat_beta within +-AGREE_WITHIN (Hayase & Karakida §4.5.2). The
-    untrained decoder has flat multipliers (xi_hat_beta = 0) beside its xi_hat_Lambda, and i.i.d. rows stand beside
-    the trained multipliers: agreement that noise reaches as well does not need the trained scores."""
+def agreement_finding(
+    table: pd.DataFrame, seeds: pd.DataFrame, precondition: str | None, budget: str = "smoke"
+) -> Finding:
+    """Beyond the side of 1: xi_hat_Lambda - xi_hat_beta within +-AGREE_WITHIN (Hayase & Karakida §4.5.2), and
+    closer, seed by seed, than that seed's i.i.d. rows come to the same multipliers (AGREE_RULE): i.i.d. rows land
+    within the band of any xi_hat_beta in Table 2's range, so the band alone cannot tell trained scores from
+    noise. The untrained decoder (flat multipliers) is the null control under the same rule."""
     diff = _at(table, "trained", DIFFERENCE)
+    gain = interval(
+        closer(
+            values(seeds, "trained", "xi_hat_Lambda"),
+            values(seeds, "trained", "xi_hat_beta"),
+            values(seeds, ARMS[2], "xi_hat_Lambda"),
+        )
+    )
+    cal = calibration.agreement_calibration(
+        "this run", int(diff["training seeds"]), calibration.observed(seeds, budget)
+    )
     return decide(
         f"xi_hat_Lambda matches xi_hat_beta to within {AGREE_WITHIN:g} (the 0.5-grid within which Hayase & Karakida "
-        "§4.5.2 call the estimates in agreement)",
+        "§4.5.2 call the estimates in agreement), closer than i.i.d. rows come",
         rule=AGREE_RULE,
-        holds=agree_holds(table, "trained"),
+        holds=agree_holds(seeds, "trained"),
         null=Null(
             NULL_CONTROL,
-            _null_passes(table, agree_holds),
-            f"untrained: {DIFFERENCE} = {_interval(_at(table, 'untrained', DIFFERENCE))}; i.i.d. rows: "
-            f"{_interval(_at(table, ARMS[2], DIFFERENCE))}",
+            agree_holds(seeds, "untrained"),
+            f"untrained: {DIFFERENCE} = {_interval(_at(table, 'untrained', DIFFERENCE))}",
         ),
         mde=MDE(
             _half(diff),
             AGREE_WITHIN,
             "in xi",
             f"the half-width of the difference's 95% interval over training seeds: agreement within "
-            f"+-{AGREE_WITHIN:g} can be shown only when it is narrower than the band",
+            f"+-{AGREE_WITHIN:g} can be shown only when it is narrower than the band" + _power(cal),
+            power=calibrate.power(cal),
         ),
-        evidence=f"{DIFFERENCE} = {_interval(diff)} over {int(diff['training seeds'])} training seeds; Table 2's "
-        "nanoGPT cells differ by 0.12 to 0.27.",
+        evidence=f"{DIFFERENCE} = {_interval(diff)} over {int(diff['training seeds'])} training seeds; i.i.d. rows: "
+        f"{_interval(_at(table, ARMS[2], DIFFERENCE))}; per seed, the trained scores are closer to the multipliers "
+        f"than i.i.d. rows by [{gain[0]:.3f}, {gain[1]:.3f}] (95%); Table 2's nanoGPT cells differ by 0.12 to 0.27.",
         precondition=precondition,
     )
 
 
-def ppl_finding(table: pd.DataFrame, precondition: str | None) -> Finding:
+def ppl_finding(
+    table: pd.DataFrame, seeds: pd.DataFrame, precondition: str | None, edge: Sequence[str] = (), budget: str = "smoke"
+) -> Finding:
     """The inference-side headline (Table 2, every cell): xi_hat_Lambda, read past the training window where the
     sweep is read, lies on the same side of 1 as the perplexity-optimal multiplier exponent xi*_PPL at every window
-    length past training (PPL_RULE). beta_n holds its last entry there, so the multiplier carries all of the inverse
-    temperature's growth past the window."""
-    mine = table[
-        (table["arm"] == "trained") & ((table["estimate"] == EXT) | table["estimate"].str.startswith("xi*_PPL"))
-    ]
-    null = table[
-        (table["arm"] == "untrained") & ((table["estimate"] == EXT) | table["estimate"].str.startswith("xi*_PPL"))
-    ]
+    length past training, and the seeds' i.i.d. rows there do not (PPL_RULE). beta_n holds its last entry there,
+    so the multiplier carries all of the inverse temperature's growth past the window. Not checked where the best
+    multiplier sits at the sweep grid's edge (``edge``): xi*_PPL is then the edge, not an optimum."""
 
-    def words(rows):
-        return "; ".join(f"{r['estimate']} = {_interval(r)} ({r['side of 1']})" for _, r in rows.iterrows())
+    def rows(arm):
+        return table[(table["arm"] == arm) & ((table["estimate"] == EXT) | table["estimate"].str.startswith("xi*_PPL"))]
 
+    def words(part):
+        return "; ".join(f"{r['estimate']} = {_interval(r)} ({r['side of 1']})" for _, r in part.iterrows())
+
+    mine = rows("trained")
+    cal = calibration.ppl_calibration(
+        "this run",
+        int(_at(table, "trained", EXT)["training seeds"]),
+        max(len(optima_columns(seeds)), 1),
+        calibration.observed(seeds, budget),
+    )
+    if precondition is None and mine.empty:
+        precondition = "no window length past training was swept"
+    if precondition is None and edge:
+        precondition = (
+            "the sweep's best multiplier sits at the grid's edge in " + ", ".join(edge) + ": xi*_PPL is the edge "
+            "there, not an optimum the grid resolves"
+        )
     return decide(
         "xi_hat_Lambda read past the training window lands on the same side of 1 as the perplexity-optimal "
-        "multiplier exponent xi*_PPL at every window length past training (Hayase & Karakida Table 2 and the §3 "
-        "sweep, scored by back-half perplexity)",
+        "multiplier exponent xi*_PPL at every window length past training, where i.i.d. rows do not (Hayase & "
+        "Karakida Table 2 and the §3 sweep, scored by back-half perplexity)",
         rule=PPL_RULE,
-        holds=ppl_holds(table, "trained"),
-        null=Null("the same decoder untrained, every training seed", ppl_holds(table, "untrained"), words(null)),
+        holds=ppl_holds(seeds, "trained"),
+        null=Null(NULL_CONTROL, ppl_holds(seeds, "untrained"), words(rows("untrained"))),
         mde=MDE(
             _half(*[r for _, r in mine.iterrows()]),
             PAPER_DISTANCE,
             "in xi",
             "the widest half-width of the 95% intervals over training seeds, against the distance of Table 2's "
-            "nanoGPT xi_hat_Lambda nearest 1 (0.69)",
+            "nanoGPT xi_hat_Lambda nearest 1 (0.69)" + _power(cal),
+            power=calibrate.power(cal),
         ),
-        evidence=f"trained: {words(mine)}.",
-        precondition=precondition if not mine.empty else "no window length past training was swept",
+        evidence=f"trained: {words(mine)}; i.i.d. rows past the window: {words(rows(ARMS[2]))}.",
+        precondition=precondition,
     )
 
 

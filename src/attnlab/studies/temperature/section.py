@@ -22,6 +22,7 @@ from attnlab.studies.runner import StudyConfig
 from attnlab.studies.temperature.findings import (
     ARMS,
     DIFFERENCE,
+    EXT,
     agreement_finding,
     contact_exponents,
     cor49_finding,
@@ -334,31 +335,40 @@ def training_step(folder: Path, trained: dict[str, pd.DataFrame], plan: Plan) ->
 
 def comparison_step(
     folder: Path, trained: dict[str, pd.DataFrame], untrained: dict[str, pd.DataFrame], plan: Plan, seed: int
-) -> pd.DataFrame:
-    """The per-seed estimates of each arm, and their 95% intervals over training seeds (the table the findings
-    read)."""
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The per-seed estimates of each arm (one table, an arm column) and their 95% intervals over training seeds:
+    the tables the findings read."""
     seeds = {"trained": per_seed(trained, plan), "untrained": per_seed(untrained, plan)}
-    # i.i.d. rows have no temperature of their own: they stand beside the trained seed's multipliers, so the null
-    # asks whether agreeing with them needs the trained scores at all
-    iid = iid_lambda(trained["rows"], seed).merge(seeds["trained"][["train_seed", "xi_hat_beta"]], on="train_seed")
+    # i.i.d. rows have no temperature of their own: they stand beside the trained seed's multipliers, with the
+    # seed's count of rows at each n on the grid and past the window, so each rule compares a seed with its own noise
+    iid = iid_lambda(trained["rows"], seed).merge(iid_lambda(trained["ext"], seed, EXT, 13), on="train_seed")
+    iid = iid.merge(seeds["trained"][["train_seed", "xi_hat_beta"]], on="train_seed")
     seeds[ARMS[2]] = iid.assign(**{DIFFERENCE: iid["xi_hat_Lambda"] - iid["xi_hat_beta"]})
-    io.write_table(folder / "per_seed", pd.concat([t.assign(arm=a) for a, t in seeds.items()], ignore_index=True))
+    per = pd.concat([t.assign(arm=a) for a, t in seeds.items()], ignore_index=True)
+    io.write_table(folder / "per_seed", per)
     comparison = pd.concat([intervals(t, a) for a, t in seeds.items()], ignore_index=True)
     io.write_table(folder / "comparison", comparison)
-    return comparison
+    return comparison, per
 
 
 def findings_step(
-    folder: Path, comparison: pd.DataFrame, training: pd.DataFrame, fits: dict[str, dict], cor49: dict
+    folder: Path,
+    comparison: pd.DataFrame,
+    seeds: pd.DataFrame,
+    training: pd.DataFrame,
+    fits: dict[str, dict],
+    cor49: dict,
+    edge: list[str],
+    budget: str,
 ) -> list[Finding]:
     """The trained decoder's findings, each not checked where the run cannot test it; the perplexity finding needs
-    a decoder that learned, not multipliers that grew."""
+    a decoder that learned, not multipliers that grew, and an optimum inside the sweep's grid (``edges``)."""
     vocab = json.loads((folder / "runs" / NAME / "config.json").read_text())["model"]["vocab"]
     why = untestable(comparison, training, vocab)
     learned_only = why if why and not why.startswith("the per-head") else None
     return [
-        side_finding(comparison, why),
-        agreement_finding(comparison, why),
-        ppl_finding(comparison, learned_only),
+        side_finding(comparison, seeds, why, budget),
+        agreement_finding(comparison, seeds, why, budget),
+        ppl_finding(comparison, seeds, learned_only, edge, budget),
         cor49_finding(fits, cor49),
     ]

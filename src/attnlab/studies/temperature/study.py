@@ -54,6 +54,7 @@ from attnlab import devices, io
 from attnlab.batches import DataError
 from attnlab.report.sections import Section
 from attnlab.studies.runner import Study, load_config, register, section
+from attnlab.studies.temperature.findings import edges
 from attnlab.studies.temperature.plan import (
     BETA,
     BUDGETS,
@@ -284,8 +285,9 @@ def summarize(folder: Path) -> Section:
     counting_step(folder, trained["rows"], table)
     ppl = sweep_step(folder, trained["sweep"], plan)
     training = training_step(folder, trained, plan)
-    comparison = comparison_step(folder, trained, untrained, plan, cfg.seed)
-    findings = findings_step(folder, comparison, training, fits, cor49)
+    comparison, seeds = comparison_step(folder, trained, untrained, plan, cfg.seed)
+    edge = edges(trained["sweep"], plan.context)
+    findings = findings_step(folder, comparison, seeds, training, fits, cor49, edge, cfg.budget)
     notes = budget_notes(cfg, plan, training, trained["rows"], ppl)
     real_findings, real_tables, real_figures, real_notes = real_part(cfg, folder)
     return section(

@@ -1,0 +1,177 @@
+"""The specialization study's rules on simulated worlds (``attnlab.findings.calibrate``), at each budget's paired
+seeds (Zhu et al. 2026 §3-§5, Tables 1, 4, 8, Fig. 3).
+
+The rules read one value per seed (a paired gain, a shrinkage, a reliance gap, a relative perplexity rise, a delay of
+lower-copy maturity), so the worlds draw those: normal around the world's mean with the seed-to-seed spread of
+``Spread``, relative to the control's perplexity (the paper's effects are relative too, so they carry to this scale);
+delays fall on the release rule's 0.5%-of-training readings. The gain, shrinkage and reliance rules are calibrated
+as the label "reproduced" needs them: the interval above 0 and the sign-flip null failing. Worlds without the effect
+are no effect and the effect's opposite (and, for the two thresholds, a world just at the threshold); the worlds with
+it are the paper's effects. At run time the findings call the same factories with the run's pairs and measured
+spread.
+
+The routing finding's null stays the untrained model, whose lower-copy score never matures: an arm that really
+delays lower-layer routing (the lower layers' learning rate slowed) would be one more training run per seed (about
++50% of the budget's run time) and a training option the intervention table does not have, so the delayed world is
+simulated here instead (a true delay of 1% and of 4% of training).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from attnlab.diagnostics.paired import paired_interval
+from attnlab.findings.calibrate import Calibration, Coverage, World, register
+from attnlab.studies.specialization.plan import BUDGETS, GATED
+from attnlab.studies.specialization.rules import (
+    DELAY_MARGIN,
+    DELAY_RULE,
+    DEPENDENCE_MIN,
+    DEPENDENCE_RULE,
+    GAIN_RULE,
+    PAPER_GAIN,
+    PAPER_RELIANCE,
+    PAPER_SHRINKAGE,
+    RELIANCE_RULE,
+    SHRINKAGE_RULE,
+    above,
+    below,
+    reproduces,
+)
+
+# §5.3, Fig. 3D: zeroing upper Q/K at 3% adds 82.3 ppl; the paper gives no perplexity at 3%, so the world reads it
+# against the control's final 26.80 (Table 1).
+PAPER_DEPENDENCE = 82.3 / 26.7981
+TRUE_DELAY = 0.04  # a world whose intervention matures 4% of training late (the paper's release is at 4.01%)
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Seed-to-seed standard deviations, relative to the control's perplexity (gain, shrinkage, reliance gap,
+    dependence) or as a fraction of training (delay)."""
+
+    gain: float
+    shrinkage: float
+    reliance: float
+    dependence: float
+    delay: float
+
+
+# demo (and smoke, whose 1500-step runs are not recorded): the demo record's 5 GELU pairs (gain sd 0.124 of 8.04
+# ppl, 1.5%; reliance gap sd about 0.1; delays 0 to -0.5%, sd 0.25%), its SwiGLU shrinkage (1.8%), and a generous 5%
+# for the early rise (measured 0.03%). full: Table 1's +-0.08 of 26.80 ppl (0.3%), the shrinkage of two such gains
+# (0.42%), and the demo's for what the paper does not report.
+DEMO = Spread(gain=0.0154, shrinkage=0.0184, reliance=0.1, dependence=0.05, delay=0.0025)
+SPREADS = {"smoke": DEMO, "demo": DEMO, "full": Spread(0.003, 0.0042, 0.1, 0.05, 0.0025)}
+
+
+def _normal(mean: float, sd: float, n: int) -> Callable[[np.random.Generator], np.ndarray]:
+    return lambda rng: rng.normal(mean, sd, n)
+
+
+def _readings(mean: float, sd: float, n: int, reading: float) -> Callable[[np.random.Generator], np.ndarray]:
+    # maturity is dated on the release rule's readings, so a delay is a whole number of them
+    return lambda rng: np.round(rng.normal(mean, sd, n) / reading) * reading
+
+
+def _coverage(name: str, truth: float, sd: float, n: int) -> Coverage:
+    def draw(rng):
+        stats = paired_interval(rng.normal(truth, sd, n))
+        return stats["lo"], stats["hi"], truth
+
+    return Coverage(f"{name}, {n} pairs", draw)
+
+
+def gain_rule(values: Sequence[float]) -> bool:
+    """GAIN_RULE (and SHRINKAGE_RULE and RELIANCE_RULE per architecture) as "reproduced" needs it."""
+    return reproduces(values, above(0.0))
+
+
+def _paired(finding: str, budget: str, rule_text: str, effect: float, sd: float, pairs: int) -> Calibration:
+    return Calibration(
+        finding,
+        budget,
+        gain_rule,
+        rule_text + ", and the sign-flip null fails it",
+        f"{pairs} pairs",
+        (
+            World("no effect", False, _normal(0.0, sd, pairs)),
+            World("the effect's opposite", False, _normal(-effect, sd, pairs)),
+            World(f"the paper's: {effect:.2%} of the control's perplexity", True, _normal(effect, sd, pairs)),
+        ),
+        (_coverage("the paired interval", effect, sd, pairs),),
+    )
+
+
+def headline_calibration(budget: str, pairs: int, sd: float) -> Calibration:
+    """The GELU gain (Table 1: 1.85% of the control's perplexity) at ``pairs`` pairs of relative spread ``sd``."""
+    return _paired(
+        "specialization: the intervention lowers GELU's perplexity", budget, GAIN_RULE, PAPER_GAIN, sd, pairs
+    )
+
+
+def shrinkage_calibration(budget: str, pairs: int, sd: float) -> Calibration:
+    """One gated FFN's shrinkage of the gain (Table 4: 1.78% of the control's perplexity)."""
+    return _paired("specialization: a gated FFN shrinks the gain", budget, SHRINKAGE_RULE, PAPER_SHRINKAGE, sd, pairs)
+
+
+def reliance_calibration(budget: str, pairs: int, sd: float) -> Calibration:
+    """The final reliance gap (Fig. 3D: 4.8 x the control's perplexity)."""
+    return _paired(
+        "specialization: less reliance on upper Q/K at the end", budget, RELIANCE_RULE, PAPER_RELIANCE, sd, pairs
+    )
+
+
+def dependence_calibration(budget: str, seeds: int, sd: float) -> Calibration:
+    """The control's early rise from zeroing upper Q/K, against the 10% floor."""
+    return Calibration(
+        "specialization: early dependence on upper Q/K",
+        budget,
+        above(DEPENDENCE_MIN),
+        DEPENDENCE_RULE,
+        f"{seeds} control seeds",
+        (
+            World("no dependence (the untrained model's)", False, _normal(0.0, sd, seeds)),
+            World(f"a rise of exactly {DEPENDENCE_MIN:.0%}", False, _normal(DEPENDENCE_MIN, sd, seeds)),
+            World(
+                f"the paper's: 82.3 ppl on 26.80 ({PAPER_DEPENDENCE:.0%})", True, _normal(PAPER_DEPENDENCE, sd, seeds)
+            ),
+        ),
+    )
+
+
+def routing_calibration(budget: str, pairs: int, sd: float, reading: float = 0.005) -> Calibration:
+    """The delay of lower-copy maturity against the +1% margin, read every ``reading`` of training: the claim is
+    no delay."""
+    return Calibration(
+        "specialization: lower-copy routing on time",
+        budget,
+        below(DELAY_MARGIN),
+        DELAY_RULE,
+        f"{pairs} pairs, delays on {reading:.1%} readings",
+        (
+            World(f"a delay of {DELAY_MARGIN:.0%} of training", False, _readings(DELAY_MARGIN, sd, pairs, reading)),
+            World(f"a delay of {TRUE_DELAY:.0%} of training", False, _readings(TRUE_DELAY, sd, pairs, reading)),
+            World("the paper's: no delay (3% in both, Fig. 3A)", True, _readings(0.0, sd, pairs, reading)),
+        ),
+    )
+
+
+def calibrations(budget: str) -> list[Calibration]:
+    """Every finding at ``budget``'s GELU pairs (and its fewest gated-FFN pairs for the shrinkage)."""
+    plan, spread = BUDGETS[budget], SPREADS[budget]
+    gelu = plan.seeds["gelu"]
+    gated = min((min(gelu, plan.seeds[a]) for a in plan.archs if a in GATED), default=0)
+    out = [
+        dependence_calibration(budget, gelu, spread.dependence),
+        headline_calibration(budget, gelu, spread.gain),
+        reliance_calibration(budget, gelu, spread.reliance),
+        routing_calibration(budget, sum(plan.seeds[a] for a in plan.archs), spread.delay, plan.score_every),
+    ]
+    return out + ([shrinkage_calibration(budget, gated, spread.shrinkage)] if gated >= 2 else [])
+
+
+CALIBRATIONS = [register(c) for budget in BUDGETS for c in calibrations(budget)]
