@@ -15,6 +15,7 @@ import numpy as np
 from attnlab.diagnostics.paired import paired_mde, t_cdf
 from attnlab.errors import ArgumentError
 from attnlab.findings.calibrate import World
+from attnlab.findings.stats import holm as adjusted
 
 # Paired learned seeds a comparison needs: at 2, seeds that each generalize fully or fail put both of one map's at
 # 100% and both of the other's at 0% one time in 16, where any rule that sees Table 1's gaps fires (5-6% measured);
@@ -45,14 +46,9 @@ def one_sided_p(delta: np.ndarray) -> float:
 
 
 def holm(pvalues: Sequence[float], alpha: float = ALPHA) -> list[bool]:
-    """Holm's step-down: which of the hypotheses are rejected at family-wise level ``alpha``."""
-    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
-    rejected = [False] * len(pvalues)
-    for rank, i in enumerate(order):
-        if pvalues[i] > alpha / (len(pvalues) - rank):
-            break
-        rejected[i] = True
-    return rejected
+    """Holm's step-down: which of the hypotheses are rejected at family-wise level ``alpha``
+    (``findings.stats.holm``'s adjusted p-values at or below it)."""
+    return [p <= alpha for p in adjusted(pvalues)] if len(pvalues) else []
 
 
 def paired_rule(deltas: Sequence[np.ndarray]) -> bool:
