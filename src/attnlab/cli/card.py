@@ -191,16 +191,18 @@ def _write_card(card: Card, settings: dict, folder: Path, shown: Path) -> None:
     CardConfig,
     output("card"),
 )
+def _recipes(best) -> str:
+    """The recipe panel's reading: a recipe is named best only when it is ahead of every other (a schema-1 card,
+    written before recipes were compared, has no reading)."""
+    return f"recipes: {best.reading or 'not compared (a card of schema 1)'}"
+
+
 def card_command(cfg: CardConfig, out) -> int:
     result = run(cfg, out.out, overwrite=out.overwrite, progress=not out.no_progress)
     if len(cfg.models) > 1:
         print(f"cards of {len(cfg.models)} models (budget {cfg.budget})")
         for slug, card in result["cards"].items():
-            best = card.substitution.best
-            print(
-                f"  {slug}: {card.model}; b_auto = {card.b_auto:.6g}; best recipe {best.recipe} "
-                f"{best.accuracy:.1f}% against softmax {best.softmax:.1f}% on NIAH"
-            )
+            print(f"  {slug}: {card.model}; b_auto = {card.b_auto:.6g}; {_recipes(card.substitution.best)}")
     else:
         card = result["card"]
         best = card.substitution.best
@@ -209,7 +211,7 @@ def card_command(cfg: CardConfig, out) -> int:
             if line["p"] == 2:
                 print(f"  {line['suite']}, b = {line['b']}, p = 2: {_pct(line['unsafe %'])} unsafe")
         print(
-            f"  best recipe {best.recipe}: {best.accuracy:.1f}% [{best.lo:.1f}, {best.hi:.1f}] "
+            f"  {_recipes(best)}; the highest, {best.recipe}: {best.accuracy:.1f}% [{best.lo:.1f}, {best.hi:.1f}] "
             f"against softmax {best.softmax:.1f}% [{best.softmax_lo:.1f}, {best.softmax_hi:.1f}] on NIAH"
         )
         heat = card.temperature
