@@ -34,6 +34,64 @@ class AssignmentError(Error, ValueError):
     """A ``key=value`` flag (``--set``, ``--param``, ``--submitit``) that is not one; the message shows one."""
 
 
+MAX_DEPTH = 32  # nesting a config value may have: attnlab's deepest (a list in a table in a table) needs 3
+MAX_YAML_BYTES = 1 << 20
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, stricter where a config file could mislead or exhaust: a key given twice is refused
+    (the safe loader keeps the last silently), an alias (``*name``) is refused (shared subtrees expand when a check
+    walks them: a few hundred bytes of nested aliases are gigabytes), and nesting is bounded (a deep value would
+    end in RecursionError)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                "aliases (*name) are not allowed in a config file: write the value out",
+                self.peek_event().start_mark,
+            )
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None, None, f"a value nested deeper than {MAX_DEPTH} levels", self.peek_event().start_mark
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r} appears twice (the later would silently win)", key_node.start_mark
+                    )
+                seen.add(key)
+            except TypeError:
+                pass  # an unhashable key: the safe loader's own check names it
+        return super().construct_mapping(node, deep)
+
+
+def load_yaml(text: str) -> Any:
+    """``text`` as YAML, strictly (``_StrictLoader``): the values of a config file or a flag. Raises yaml.YAMLError,
+    its message on one line."""
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_YAML_BYTES:
+        raise yaml.YAMLError(f"larger than {MAX_YAML_BYTES >> 20} MiB: not a config")
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+    except yaml.YAMLError as exc:
+        raise yaml.YAMLError(" ".join(str(exc).split())) from None
+
+
 def option(
     default: Any = dataclasses.MISSING,
     help: str = "",
@@ -222,6 +280,6 @@ def assignment(item: str, flag: str, example: str) -> tuple[str, Any]:
     if not sep or not key.strip():
         raise AssignmentError(f"{flag} {item!r}: expected key=value, e.g. {example}")
     try:
-        return key.strip(), yaml.safe_load(raw)
+        return key.strip(), load_yaml(raw)
     except yaml.YAMLError as exc:
         raise AssignmentError(f"{flag} {item!r}: the value is not a YAML scalar or list: {exc}") from None

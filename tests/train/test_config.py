@@ -1,5 +1,5 @@
-"""Run configs load from YAML and TOML with --set overrides, and every bad field fails by name, value and
-what is allowed."""
+"""Run configs load from YAML and TOML with --set overrides, every bad field fails by name, value and what is
+allowed, and hostile files (a key twice, aliases, tags, deep nesting) end in one line."""
 
 from __future__ import annotations
 
@@ -103,3 +103,32 @@ def test_bad_files_and_assignments(tmp_path):
         apply_overrides({}, ["steps=3"])
     with pytest.raises(ConfigError, match="the model table is required"):
         load(None, ["train.steps=3"])
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "match"),
+    [
+        ("dup.yaml", "train:\n  steps: 1\n  steps: 2\n", "key 'steps' appears twice"),
+        ("alias.yaml", "a: &x [softmax]\nmodel:\n  rowmap: *x\n", r"aliases \(\*name\) are not allowed"),
+        (
+            "laughs.yaml",
+            "a: &a [lol, lol]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nmodel: {rowmap: [*b, *b, *b]}\n",
+            "aliases",
+        ),
+        ("deep.yaml", "model: " + "[" * 100_000 + "]" * 100_000 + "\n", "nested deeper than 32 levels"),
+        ("tag.yaml", "model: !!python/object:os.system {}\n", "could not determine a constructor"),
+        ("deep.toml", "a = " + "[" * 100_000 + "]" * 100_000 + "\n", "nested too deeply"),
+    ],
+)
+def test_hostile_config_files_end_in_one_line(tmp_path, name, text, match):
+    """A key given twice, aliases (a "billion laughs" among them), tags and 100,000-deep values are refused in one
+    line before any value is used."""
+    (tmp_path / name).write_text(text)
+    with pytest.raises(ConfigError, match=match) as caught:
+        load(tmp_path / name)
+    assert "\n" not in str(caught.value)
+
+
+def test_set_values_are_read_as_strictly():
+    with pytest.raises(ConfigError, match="aliases"):
+        load(None, ["model.rowmap=*x"])

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from attnlab.model.config import ConfigError, ModelConfig
-from attnlab.options import AssignmentError, assignment
+from attnlab.options import AssignmentError, assignment, load_yaml
 
 PRECISIONS = ("fp32", "bf16")
 RELEASES = ("rule", "fixed", "never")
@@ -323,13 +323,15 @@ def read_file(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not a text file (a config file is UTF-8 YAML or TOML)") from None
     try:
         if path.suffix in (".yaml", ".yml"):
-            values = yaml.safe_load(text) or {}
+            values = load_yaml(text) or {}
         elif path.suffix == ".toml":
             values = tomllib.loads(text)
         else:
             raise ConfigError(f"{path}: config files must end in .yaml, .yml or .toml")
     except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid {path.suffix[1:].upper()}: {exc}") from None
+        raise ConfigError(f"{path}: not valid {path.suffix[1:].upper()}: {' '.join(str(exc).split())}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: a value is nested too deeply to be a config") from None
     if not isinstance(values, dict):
         raise ConfigError(f"{path}: a config file must hold tables (model, data, train, intervention)")
     return values
