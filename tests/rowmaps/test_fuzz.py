@@ -91,7 +91,8 @@ def _exact_unnormalized(rm, zz, allowed):
 def check_rules(rm, z, mask, out):
     """The rules of ``_rows``: shape and dtype kept; NaN at an allowed key makes the row NaN; otherwise
     no NaN, >= 0, 0 at masked and -inf keys, zeros for a row with no allowed key. Normalized maps are
-    finite, split a row with +inf keys evenly over them and sum the others to 1 (0 for a dead ReLU^p
+    finite, split a row with +inf keys evenly over them (sigmoid, bounded: sigma(+inf) = 1 beside the finite keys'
+    own) and sum the others to 1 (0 for a dead ReLU^p
     row under dead=zeros); un-normalized maps give +inf at +inf keys and their float64 value elsewhere."""
     dtype = z.dtype
     assert out.shape == z.shape and out.dtype == dtype, f"{tuple(out.shape)} {out.dtype}"
@@ -122,8 +123,14 @@ def check_rules(rm, z, mask, out):
         return
 
     assert np.isfinite(o).all(), "non-finite weight from a normalized map"
-    split = top_keys[inf_row] / top_keys[inf_row].sum(-1, keepdims=True)
-    assert (np.abs(o[inf_row] - split) <= SUM_TOL[dtype]).all(), "+inf keys must share the row evenly"
+    if rm.family == "sigmoid":
+        # a bounded map's limit: each +inf key takes sigma(+inf) = 1 beside the finite keys' own sigma
+        with np.errstate(over="ignore"):
+            sig = np.where(allowed[inf_row], 1.0 / (1.0 + np.exp(-(zz[inf_row] + rm.params["b"]))), 0.0)
+        split = sig / sig.sum(-1, keepdims=True)
+    else:
+        split = top_keys[inf_row] / top_keys[inf_row].sum(-1, keepdims=True)
+    assert (np.abs(o[inf_row] - split) <= SUM_TOL[dtype]).all(), "+inf keys must take the map's limit"
     expected = has_key.astype(np.float64)
     ambiguous = np.zeros_like(has_key)
     if rm.family == "relu_p" and rm.params["dead"] == "zeros":

@@ -227,12 +227,27 @@ def test_edge_rows(rm, dtype):
     assert (np64(rm(z, none)) == 0).all()
 
 
-@pytest.mark.parametrize("rm", [m for _, m in MAPS if m.normalized], ids=[i for i, m in MAPS if m.normalized])
+UNBOUNDED = [(i, m) for i, m in MAPS if m.normalized and m.family != "sigmoid"]
+
+
+@pytest.mark.parametrize("rm", [m for _, m in UNBOUNDED], ids=[i for i, _ in UNBOUNDED])
 def test_plus_inf_keys_split_evenly(rm):
-    """Documented limit for normalized maps: +inf keys share the row equally."""
+    """Documented limit for unbounded normalized maps: +inf keys share the row equally."""
     z = torch.tensor([[INF, 1.0, INF, -2.0], [0.0, INF, 3.0, 1.0]], dtype=torch.float32)
     o = np64(rm(z))
     assert np.array_equal(o, [[0.5, 0, 0.5, 0], [0, 1, 0, 0]])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_sigmoid_takes_its_bounded_limit_at_plus_inf(dtype):
+    """sigma saturates: a +inf key weighs sigma(+inf) = 1 beside the finite keys' sigma, and its gradient is 0."""
+    z = torch.tensor([[1.0, INF, INF, 0.0]], dtype=dtype, requires_grad=True)
+    o = rowmaps.get("sigmoid_b0")(z)
+    sig = [1 / (1 + math.exp(-1.0)), 1.0, 1.0, 0.5]
+    torch.testing.assert_close(o.detach()[0], torch.tensor([v / sum(sig) for v in sig], dtype=dtype))
+    assert np.allclose(np64(o.detach()), [[0.2263, 0.3095, 0.3095, 0.1547]], atol=1e-4)
+    o[0, 0].backward()
+    assert torch.isfinite(z.grad).all() and z.grad[0, 1] == 0 == z.grad[0, 2]
 
 
 def test_maps_cover_every_family():

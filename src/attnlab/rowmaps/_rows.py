@@ -96,18 +96,25 @@ def _nan_rows(p: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
     return torch.where(torch.isnan(m), torch.full((), float("nan"), dtype=p.dtype), p)
 
 
-def normalized_rows(z: torch.Tensor, weights: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> torch.Tensor:
+def normalized_rows(
+    z: torch.Tensor, weights: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], *, bounded: bool = False
+) -> torch.Tensor:
     """Run a normalized map ``weights(rows, row_max)`` under the special-row rules.
 
     Rows whose maximum is not finite are computed on zeros (so no NaN reaches the map's arithmetic or
     its gradient) and then overwritten: no allowed key gives zeros, NaN gives NaN, and +inf at some keys
-    gives the limit z_i -> inf of a normalized map, an even split over the +inf keys. Input with no rows
-    or no keys gives an empty result of its shape, as torch.softmax does.
+    gives the limit z_i -> inf of a normalized map, an even split over the +inf keys. A ``bounded`` map (its
+    value saturates as z grows: sigmoid) has another limit there: each +inf key takes the map's saturated value
+    beside the finite keys' own, so the map runs on the row with +inf replaced by the dtype's largest finite
+    score, where it has saturated. Input with no rows or no keys gives an empty result of its shape, as
+    torch.softmax does.
     """
     if z.numel() == 0:
         # The maps reduce over all rows at once (the largest |max z|, the largest Newton step), and a
         # reduction over nothing has no value.
         return z.clone()
+    if bounded and bool(torch.isposinf(z).any()):
+        z = torch.where(torch.isposinf(z), torch.finfo(z.dtype).max, z)
     m = row_max(z)
     if math.isfinite(float(m.sum())):
         return weights(z, m)

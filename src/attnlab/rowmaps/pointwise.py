@@ -146,11 +146,17 @@ def sigmoid_normalized(z: torch.Tensor, b: float) -> torch.Tensor:
     """Normalized sigmoid: sigma(z_i + b) / sum_j sigma(z_j + b). Polynomial Concentration §5.3 and App. T.
 
     sigma > 0, so no row is dead. Rows whose largest z + b is so negative that sigma underflows are
-    computed as softmax(log sigma(z + b)), the same quantity in log space.
+    computed as softmax(log sigma(z + b)), the same quantity in log space. sigma is bounded, so a +inf key takes
+    sigma(+inf) = 1 beside the other keys' sigma (the limit z_i -> inf: [1, inf, inf, 0] gives
+    [0.226, 0.309, 0.309, 0.155]), not the even split of an unbounded map.
     """
     check_rows(z, None, -1)
     within("sigmoid_normalized", "bias b", b, BIAS_RANGE)
-    return normalized_rows(z, lambda c, m: _SigmoidNormalized.apply(c, m, b))  # type: ignore[no-untyped-call]
+    return normalized_rows(
+        z,
+        lambda c, m: _SigmoidNormalized.apply(c, m, b),  # type: ignore[no-untyped-call]
+        bounded=True,
+    )
 
 
 def wortsman(z: torch.Tensor, p: float, by: str) -> torch.Tensor:
