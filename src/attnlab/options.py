@@ -210,6 +210,7 @@ UPPER: dict[str, float] = {
     "train_len": 65_536,
     "min_train_len": 65_536,
     "n_boot": 100_000,
+    "draws": 1_000_000,
     "random_draws": 10_000,
     "k": 100_000,
     "single": 100_000,

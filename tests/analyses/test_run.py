@@ -43,9 +43,14 @@ def test_check_count_names_the_flag_and_the_value(name, value, low, message):
     assert str(exc.value) == message
 
 
-def test_check_count_takes_ints_from_low_up():
+def test_check_count_takes_ints_from_low_up_to_the_option_bound():
     for value, low in ((1, 1), (7, 1), (0, 0), (2**70, 1)):
-        runs.check_count("n", value, low)
+        runs.check_count("no_bound", value, low)
+    assert runs.check_count("n", 2**20) == 2**20
+    with pytest.raises(RunError, match="--n must be at most 1,048,576"):
+        runs.check_count("n", 2**20 + 1)
+    with pytest.raises(ValueError, match="n_prompts takes an int of at most 100,000"):
+        runs.check_count("n_prompts", 100_001, api=True)
 
 
 @pytest.mark.parametrize(

@@ -209,7 +209,7 @@ def test_row_stats_carries_location_columns():
         (lambda m, t: attnlab.substitute(m, t, ["sigmoid_b0", "sigmoid_b0"]), ValueError, "recipes has repeated"),
         (lambda m, t: attnlab.substitute(m, t, "sigmoid_b0", ["text"]), TypeError, "prompts takes a suite name"),
         (lambda m, t: attnlab.heads(m, t, rule="first"), ValueError, "rule takes"),
-        (lambda m, t: attnlab.heads(m, t), ValueError, "pass a smaller pad or length"),
+        (lambda m, t: attnlab.heads(m, t), ValueError, "length = 1024: the prompts would reach 1024 tokens"),
         (lambda m, t: attnlab.sinks(m, t, ["short"]), ValueError, "min_query"),
         (lambda m, t: attnlab.sinks(m, t, "one text"), TypeError, "texts takes"),
         (lambda m, t: attnlab.row_stats(torch.randn(2, 3, 4, 5), head=[0, 1]), ValueError, "head takes 3 head labels"),

@@ -114,6 +114,8 @@ CASES = {
         "did not write (audit.csv, rows.parquet)",
     ),
     "card missing model": (["card", "{w}/nothing", "--out", "{w}/c"], "neither a path nor"),
+    "verdicts unknown calibration": (["verdicts", "--only", "nope @ smoke"], "invalid choice"),
+    "verdicts zero draws": (["verdicts", "--calibrate", "--draws", "0", "--out", "{w}/v"], "--draws"),
     "matched without a head set": (["matched", "--model", "{w}/model", "--out", "{w}/m"], "--ranking ABLATE_DIR"),
     "matched ranking not an ablate folder": (
         ["matched", "--model", "{w}/model", "--ranking", "{w}/mine", "--out", "{w}/m"],

@@ -45,6 +45,7 @@ BASE = {
     "prepare": ["prepare", "--out", OUT],
     "train": ["train", "{w}/tiny.yaml", "--out", OUT],
     "release-replay": ["release-replay", "{w}/run"],
+    "verdicts": ["verdicts", "--calibrate", "--only", "sinks: masking BOS @ smoke", "--draws", "20", "--out", OUT],
     "lengthgen": ["lengthgen", "--steps", "2", "--samples", "4", "--seeds", "1", "--maps", "softmax", "--out", OUT],
 }
 

@@ -36,18 +36,29 @@ class RunError(Error, ValueError):
     """Bad input to a command, found before or while running; the message says what to do."""
 
 
+# The Python API's arguments whose bound is a command option's of another name (``options.UPPER``): one set of
+# bounds for both, so that ``audit(..., length=10**7)`` is refused as ``--length 10000000`` is, before any work.
+API_BOUND = {"n_prompts": "prompts", "n_documents": "docs", "tokens": "length", "heads_prompts": "prompts"}
+
+
 def check_count(name: str, value, low: int = 1, *, api: bool = False) -> int:
-    """An int >= ``low``. A command's option (``api=False``): a RunError naming the flag as the user typed it
-    (``--n-boot``); an argument of the Python API: a TypeError (not an int) or ValueError (too small) naming the
-    argument as Python spells it (``n_boot``)."""
+    """An int >= ``low``, and at most the bound its command option has (``options.UPPER``). A command's option
+    (``api=False``): a RunError naming the flag as the user typed it (``--n-boot``); an argument of the Python
+    API: a TypeError (not an int) or ValueError (out of range) naming the argument as Python spells it
+    (``n_boot``)."""
+    high = options.UPPER.get(API_BOUND.get(name, name))
     if not api:
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise RunError(f"--{name.replace('_', '-')} must be an int >= {low}, got {value!r}")
+        if high is not None and value > high:
+            raise RunError(f"--{name.replace('_', '-')} must be at most {int(high):,}, got {value!r}")
         return value
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ArgumentTypeError(f"{name} takes an int >= {low}, got {type(value).__name__} {value!r}")
     if value < low:
         raise ArgumentError(f"{name} takes an int >= {low}, got {value!r}")
+    if high is not None and value > high:
+        raise ArgumentError(f"{name} takes an int of at most {int(high):,} (the command's bound), got {value!r}")
     return int(value)
 
 
@@ -325,6 +336,14 @@ def suite_prompts(
             check_count("pad", pad, 0, api=True)
         if length is not None:
             check_count("length", length, api=True)
+    # a prompt of ``length`` tokens, or one holding ``pad`` filler units of at least a token each, is at least that
+    # long: refused from the numbers, before a haystack of millions of tokens is built and tokenized
+    for given, what in ((length, "length"), (pad, "pad")):
+        if given is not None and (over := overrun(model, given)):
+            words = f"{what} = {given}: the prompts would {over}"
+            if api:
+                raise ArgumentError(f"{words}; pass a smaller {what}")
+            raise RunError(f"--{what} {given}: the prompts would {over}; lower --{what}")
     try:
         text = None if haystack is None else read_text(haystack, "--haystack")
         texts = None if passages is None else read_text(passages, "--passages")

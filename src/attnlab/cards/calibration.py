@@ -13,17 +13,23 @@ accuracy, or the prompts' measured spread) to set their MDE's power (``findings.
   spread 1 pp (Gemma 3 270M's quick card) and 3.5 pp (SmolLM2-135M's), the sd of one prompt's unsafe % at one L;
 - recipe ahead (§5.5, Table 3): without the effect every recipe scores alike, or two preserve NIAH together
   (Llama's relu_p4_bauto and relu_p8_bauto); with it, one recipe keeps softmax's accuracy (Gemma's relu_p8_bauto)
-  and the others lose 50 pp or more (Qwen3's best cell, -50.5 pp).
+  and the others lose 50 pp or more (Qwen3's best cell, -50.5 pp);
+- temperature (A Unified Framework for Critical Scaling of Inverse Temperature in Self-Attention, §4.5.2, Table 2):
+  the temperature study's pretrained rule and worlds (``studies.temperature.calibration.real_calibration``: i.i.d.
+  rows, a model at xi = 1, Table 2's pretrained cell nearest 1 at 1.74) at the plan's novel windows, read past the
+  window at the longest n_eval the plan allows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 
 from attnlab.cards import rules
 from attnlab.findings.calibrate import Calibration, Coverage, World, register
+from attnlab.studies.temperature.calibration import real_calibration
 
 EFFECT_LOSS = 0.80  # §5.4: top-K loses 80-100 pp at K >= 20; the smaller end
 RANDOM_LOSS = 0.10  # App. I: random-K means lose 8 to 18 pp on the literary suite
@@ -185,9 +191,21 @@ def recipe(budget: str, n: int, recipes: int, softmax: float = 1.0) -> Calibrati
     )
 
 
+FRACTIONS = (0.25, 0.5, 0.75, 1.0)  # the panel's rows at n = n_eval x these, as the temperature study's real part
+
+
+def temperature(budget: str, docs: int, n_eval: int) -> Calibration:
+    """The pretrained temperature rule (the temperature study's, ``real_finding``'s) at ``docs`` documents read at
+    n = n_eval x ``FRACTIONS``."""
+    grid = sorted({max(2, round(f * n_eval)) for f in FRACTIONS})
+    return replace(real_calibration(budget, docs, grid), finding="card temperature")
+
+
 def register_plans(plans: Mapping) -> None:
-    """Register the ablation, length and recipe calibrations at each plan's sample sizes (``cards.build.PLANS``)."""
+    """Register the ablation, length, recipe and temperature calibrations at each plan's sample sizes
+    (``cards.build.PLANS``); temperature at its novel windows read past the window at the plan's longest reach."""
     for name, cfg in plans.items():
         register(ablation(name, cfg.prompts, cfg.ks, cfg.draws))
         register(length(name, cfg.lengths, cfg.length_prompts))
         register(recipe(name, cfg.prompts, len(cfg.recipes)))
+        register(temperature(name, cfg.temperature_docs, cfg.past_tokens))

@@ -48,6 +48,7 @@ from attnlab.diagnostics.rows import SPECIAL
 from attnlab.findings.calibrate import power
 from attnlab.findings.finding import MDE, Null
 from attnlab.findings.verdict import decide
+from attnlab.rowmaps.registry import XI_RANGE
 from attnlab.rowmaps.softmax import length_multiplier
 from attnlab.studies.concentration.findings import accuracy_mde
 from attnlab.studies.temperature.findings import real_finding
@@ -294,8 +295,9 @@ def temperature_fit(
         fit,
         seed=seed,
         n_boot=n_boot,
-        evidence=f"xi_hat_Lambda = {xi:.3f} [{lo:.3f}, {hi:.3f}] (95%, B = {n_boot} over "
-        f"{rows['prompt'].nunique()} documents), {side_of_one(lo, hi)}, at n = {list(grid)} {where}; Cor. 4.9's "
+        evidence=f"xi_hat_Lambda = {xi:.3f} [{lo:.3f}, {hi:.3f}] (95% Student-t over "
+        f"{rows['prompt'].nunique()} documents, jackknifed; half-IQR {half:.3f} of B = {n_boot} resamples of "
+        f"them), {side_of_one(lo, hi)}, at n = {list(grid)} {where}; Cor. 4.9's "
         f"xi_alpha - xi_Delta + 1 = {fit.cor49['predicted']:.3f}; {temperature_placement(lo, hi)}.",
         precondition=precondition
         or (
@@ -359,7 +361,7 @@ def temperature_panel(
             continue
         grid = sorted({max(2, round(f * n_eval)) for f in fractions})
         novel = tasks.novel_path()
-        docs = temperature.token_windows(tokenizer, max(grid), cfg.documents, seed=seed, bos=False, text=novel)
+        docs = temperature.token_windows(tokenizer, max(grid), cfg.temperature_docs, seed=seed, bos=False, text=novel)
         rope = "dynamic" if part == "past" else "plain"
         rows = temperature.contact_rows(
             model, docs, grid, eps=temperature.TemperatureConfig.eps, rope=rope, n_train=n_train, progress=progress
@@ -383,7 +385,8 @@ def _finite(value: float | None) -> bool:
 def multiplier(fit: TemperatureFit | Exponent, n_train: int | None, target: int | None = None) -> Multiplier | None:
     """m(n; xi) = max(1, log n / log n_train)^xi at n = ``target`` (None: 2 x n_train) for xi = xi_hat_Lambda and its
     interval's ends (``fit``'s xi_hat, lo and hi; Hayase & Karakida 2026 App. A.2): the logit multiplier the fitted
-    exponent suggests there; a negative exponent reads as 0, no multiplier."""
+    exponent suggests there; a negative exponent reads as 0, no multiplier; an exponent past the largest
+    ``length_multiplier`` takes (``XI_RANGE``), which the interval over a few documents can reach, gives none."""
     if n_train is None or n_train < 2 or not _finite(fit.xi_hat):
         return None
     import torch
@@ -391,7 +394,7 @@ def multiplier(fit: TemperatureFit | Exponent, n_train: int | None, target: int 
     target = 2 * n_train if target is None else target
 
     def m(xi: float | None) -> float | None:
-        if not _finite(xi):
+        if not _finite(xi) or xi > XI_RANGE[1]:
             return None
         return float(length_multiplier(torch.tensor([float(target)]), max(xi, 0.0), n_train)[0])
 
@@ -475,8 +478,8 @@ def ablation_words(softmax: tuple[int, int], sweep: list[rules.Arms]) -> str:
     worst = max(sweep, key=lambda a: share - a.top / a.n)
     loss, random_loss = 100 * (share - worst.top / worst.n), 100 * (share - worst.random / worst.random_n)
     return (
-        "; ".join(parts) + f". Top-{worst.k} costs {loss:.1f} pp against softmax (random-{worst.k} {random_loss:.1f} "
-        f"pp): {rules.placement(loss, random_loss)}"
+        "; ".join(parts) + f". The largest top-K change, top-{worst.k}, is {-loss:+.1f} pp against softmax "
+        f"(random-{worst.k} {-random_loss:+.1f} pp): {rules.placement(loss, random_loss)}"
     )
 
 

@@ -177,6 +177,12 @@ def _write_card(card: Card, settings: dict, folder: Path, shown: Path) -> None:
     write_json(folder / "config.json", {**settings, "b_auto": card.b_auto})
 
 
+def _recipes(best) -> str:
+    """The recipe panel's reading: a recipe is named best only when it is ahead of every other (a schema-1 card,
+    written before recipes were compared, has no reading)."""
+    return f"recipes: {best.reading or 'not compared (a card of schema 1)'}"
+
+
 @command(
     "card",
     "one page on the attention of one or more checkpoints: substitution, heads, ablation, length, temperature",
@@ -191,12 +197,6 @@ def _write_card(card: Card, settings: dict, folder: Path, shown: Path) -> None:
     CardConfig,
     output("card"),
 )
-def _recipes(best) -> str:
-    """The recipe panel's reading: a recipe is named best only when it is ahead of every other (a schema-1 card,
-    written before recipes were compared, has no reading)."""
-    return f"recipes: {best.reading or 'not compared (a card of schema 1)'}"
-
-
 def card_command(cfg: CardConfig, out) -> int:
     result = run(cfg, out.out, overwrite=out.overwrite, progress=not out.no_progress)
     if len(cfg.models) > 1:

@@ -26,6 +26,7 @@ from attnlab.studies.temperature import real as tr
 from attnlab.studies.temperature import rules as trules
 from attnlab.studies.temperature import section as ts
 from attnlab.studies.temperature import study as st
+from attnlab.studies.temperature.plan import RealPlan
 from checkpoints import save_checkpoint
 
 TINY = replace(
@@ -53,7 +54,7 @@ TINY = replace(
 )
 GRID = [16, 32, 64, 128, 192, 256]
 EXT_GRID = [256, 384, 512, 768, 1024]
-REAL_TINY = tr.RealPlan(ratio=1.25, fractions=(0.25, 0.5, 0.75, 1.0), docs=2, n_boot=20, max_tokens=None)
+REAL_TINY = RealPlan(ratio=1.25, fractions=(0.25, 0.5, 0.75, 1.0), docs=2, n_boot=20, max_tokens=None)
 REAL_CONTEXT = 64  # the tiny checkpoint's window: the real part reads it at n_eval = 80, past it
 JITTER = (-0.02, 0.0, 0.02)  # per training seed, so intervals over seeds have width
 UNTRAINED = {"xi_alpha": -0.4, "xi_delta": -0.1, "beta_xi": None, "best_xi": 1.0}  # xi_Lambda 0.7, flat beta
@@ -486,12 +487,13 @@ def test_real_part_end_to_end_matches_the_temperature_command_and_resummarizes_i
     assert (folder / "real_lambda.png").stat().st_size > 0 and (folder / "real_lambda.svg").is_file()
     finding = section.findings[-1]
     assert "pretrained" in finding.claim and "1.25 x the training window 64: past it" in finding.evidence
-    assert finding.verdict == "not reproduced" and "[0.993, 1.648]" in finding.evidence  # a random model
+    # a random model read on two documents: a t-interval at one degree of freedom, far too few to see Table 2's 1.74
+    assert finding.verdict == "underpowered" and "[-2.841, 5.481]" in finding.evidence
     # the study's numbers, recomputed from the row table, are the temperature command's own
     pd.testing.assert_frame_equal(pd.read_csv(folder / "real_per_n.csv"), pd.read_csv(real / "temperature.csv"))
     ours = pd.read_csv(folder / "real_exponents.csv").set_index("exponent")
     theirs = pd.read_csv(real / "exponents.csv").set_index("exponent")
-    # the same slopes; the study's interval resamples documents, the command's (layer, head)
+    # the same slopes; the study's interval is over documents, the command's half-IQR resamples (layer, head)
     np.testing.assert_allclose(ours.loc[theirs.index, "xi_hat"], theirs["xi_hat"])
     assert f"xi_hat_Lambda = {theirs.loc['xi_Lambda', 'xi_hat']:.3f} [" in finding.evidence
     # summarize reads files only: a second pass gives the same section and the same tables
@@ -502,11 +504,17 @@ def test_real_part_end_to_end_matches_the_temperature_command_and_resummarizes_i
 
 
 def _hand_real(
-    folder: Path, *, xi_lambda: float, spread: float = 0.05, window: int | None = None, past: bool = False
+    folder: Path,
+    *,
+    xi_lambda: float,
+    spread: float = 0.05,
+    window: int | None = None,
+    past: bool = False,
+    docs: int = 2,
 ) -> None:
-    """folder/real as the temperature command writes it, with Lambda_n = c_u (log n)^(xi_lambda + o_u) per unit
-    u = (layer, head), the offsets o_u in (spread, 0, -spread) over each layer's heads (so xi_hat_Lambda =
-    xi_lambda, over all layers or one); with ``window``, layer 0 sees at most ``window`` keys, as a
+    """folder/real as the temperature command writes it, ``docs`` documents with Lambda_n = c_u (log n)^(xi_lambda +
+    o_u) per unit u = (layer, head), the offsets o_u in (spread, 0, -spread) over each layer's heads (so
+    xi_hat_Lambda = xi_lambda, over all layers or one); with ``window``, layer 0 sees at most ``window`` keys, as a
     sliding-window layer does; with ``past``, the rows are read under dynamic NTK past a 1024-token window."""
     real = folder / tr.REAL
     real.mkdir()
@@ -519,7 +527,7 @@ def _hand_real(
             "model_type": "llama",
             "layers": 2,
             "heads": 3,
-            "documents": 2,
+            "documents": docs,
             "n": grid,
             "n_boot": 50,
             "seed": 0,
@@ -532,7 +540,7 @@ def _hand_real(
     for layer in range(2):
         for head in range(3):
             xi_u = xi_lambda + spread * (1 - head)
-            for doc in range(2):
+            for doc in range(docs):
                 for n in grid:
                     keys = min(n, window) if window and layer == 0 else n
                     lam = (1 + 0.1 * head + 0.05 * doc) * math.log(keys) ** xi_u
@@ -571,13 +579,20 @@ def test_real_finding_is_not_checked_inside_the_window_and_its_iid_null_fails(tm
     assert null["lo"] < 1  # it fails the rule (few rows here, so its interval is wide)
 
 
-@pytest.mark.parametrize(("xi_lambda", "verdict"), [(1.8, "reproduced"), (0.4, "not reproduced")])
-def test_real_finding_past_the_window_is_decided_by_the_documents_interval(tmp_path, no_plots, xi_lambda, verdict):
+@pytest.mark.parametrize(
+    ("xi_lambda", "docs", "verdict"), [(1.8, 12, "reproduced"), (0.4, 12, "not reproduced"), (1.8, 2, "underpowered")]
+)
+def test_real_finding_past_the_window_is_decided_by_the_documents_interval(
+    tmp_path, no_plots, xi_lambda, docs, verdict
+):
+    """Past the window the documents' interval decides, when they are enough to see Table 2's 1.74 (simulated power
+    at the run's documents and n); two are not, whatever the interval says."""
     folder = _hand_folder(tmp_path / "s", xi_alpha=-0.9, xi_delta=-0.4, beta_xi=0.4, model="hand")
-    _hand_real(folder, xi_lambda=xi_lambda, past=True)
+    _hand_real(folder, xi_lambda=xi_lambda, past=True, docs=docs)
     finding = st.summarize(folder).findings[-1]
     assert finding.verdict == verdict and finding.null.passes is False
     assert "n_eval = 2048, 2 x the training window 1024: past it" in finding.evidence
+    assert (finding.mde.power >= 0.8) == (docs == 12) and f"run's {docs} documents and n" in finding.mde.how
 
 
 def test_plan_json_reads_back_the_budget_and_a_folder_written_before_plans_were_typed(tmp_path):
@@ -624,7 +639,7 @@ def test_plan_json_reads_back_the_budget_and_a_folder_written_before_plans_were_
 
 
 def test_real_reading_rescales_past_the_window_only_where_the_model_and_budget_allow():
-    plan = tr.RealPlan(ratio=1.25, fractions=(0.25, 0.5, 0.75, 1.0), docs=4, n_boot=200, max_tokens=12288)
+    plan = RealPlan(ratio=1.25, fractions=(0.25, 0.5, 0.75, 1.0), docs=4, n_boot=200, max_tokens=12288)
     assert tr.real_reading(plan, 8192, True) == ("dynamic", [2560, 5120, 7680, 10240])  # SmolLM2
     assert tr.real_reading(plan, 32768, True) == ("plain", [3072, 6144, 9216, 12288])  # Gemma 3: past the budget
     assert tr.real_reading(plan, 8192, False) == ("plain", [2048, 4096, 6144, 8192])  # no plain RoPE to rescale

@@ -7,13 +7,17 @@ distribution (``rule.draw_no_difference``: spread, bimodal, all or none, often z
 with Table 1's effect each seed's accuracy at a multiple is Table 1's cell with a seed-to-seed Beta spread
 (``KAPPA``), the rows' shared difficulty tying the two maps' right answers as in the null. The rule must fire at most
 2.5% (its design level) on every null world.
+
+The Copy positive control's rule (``COPY_RULE``) reads the reported seed's rows at 1x, 2x and 4x; its worlds
+(``findings.copy_worlds``) draw them at a map that stops generalizing on Copy (Table 1's alpha-entmax), at the floor,
+and at Table 1's softmax.
 """
 
 from __future__ import annotations
 
 from attnlab.findings.calibrate import Calibration, register
 from attnlab.studies.lengthgen.config import BUDGETS as RUN_BUDGETS
-from attnlab.studies.lengthgen.findings import HORIZON, MIN_GAP, PAIRED_RULE, TABLE1
+from attnlab.studies.lengthgen.findings import COPY_RULE, HORIZON, MIN_GAP, PAIRED_RULE, TABLE1, copy_rule, copy_worlds
 from attnlab.studies.lengthgen.rule import paired_rule, paired_worlds
 from attnlab.studies.lengthgen.study import BUDGETS
 
@@ -55,11 +59,25 @@ def paired_calibration(budget: str, variant: str, finding: str, seeds: int, rows
     )
 
 
+def copy_calibration(budget: str, seeds: int, rows: int) -> Calibration:
+    """The Copy positive control at ``rows`` test rows per multiple, its reported seed the best of ``seeds``."""
+    return Calibration(
+        "lengthgen: Copy positive control",
+        budget,
+        copy_rule,
+        COPY_RULE,
+        f"the reported seed of {seeds}, {rows} test rows at each of 1x, 2x and 4x",
+        copy_worlds(rows),
+    )
+
+
 def calibrations(budget: str) -> list[Calibration]:
-    """The headline and the alpha-entmax finding at ``budget``'s seeds and rows."""
+    """The Copy control (where the budget trains Copy), the headline and the alpha-entmax finding at ``budget``'s
+    seeds and rows."""
     plan = BUDGETS[budget]
     rows = plan.samples or RUN_BUDGETS[plan.budget].samples
     found = (
+        copy_calibration(budget, plan.seeds, rows) if "copy" in plan.tasks else None,
         paired_calibration(budget, "asentmax", "lengthgen: ASEntmax against softmax", plan.seeds, rows),
         paired_calibration(budget, "entmax_a1.5", "lengthgen: alpha-entmax against softmax", plan.seeds, rows),
     )

@@ -7,27 +7,41 @@ seed-to-seed spreads of ``Spread``; the seed's i.i.d.-row xi_hat_Lambda is norma
 land at the budget's grid and row counts. Worlds without the effect include i.i.d. rows at Table 2's nanoGPT
 xi_hat_beta range (0.35 and 0.45) and the effect's opposite; the worlds with it are Table 2's cells. At run time the
 findings call the same factories with the run's seeds and its measured spreads (``observed``).
+
+The pretrained-checkpoint rule (REAL_RULE, §4.5.2) reads per-document bucket sums of log Lambda_n, so its worlds
+draw those (``Documents``, ``real_calibration``): i.i.d. rows, a model at xi = 1 (the boundary) and Table 2's
+pretrained cell nearest 1 (1.74), at the real part's documents and n-grids (``plan.REAL_PLANS`` read at SmolLM2's
+8192-token window; the card's at its plans, ``cards.calibration``). At run time the finding calls the same factory
+with its own documents and grid.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
+from attnlab.analyses.temperature import document_interval
 from attnlab.findings.calibrate import Calibration, Coverage, World, register
-from attnlab.studies.temperature.plan import BUDGETS
+from attnlab.studies.temperature.plan import BUDGETS, REAL_PLANS, real_reading
+
+# real imports findings, which imports this module: the package imports this module first, so findings finds it
+# (partly run) in sys.modules and reads it only when a finding is built
 from attnlab.studies.temperature.rules import (
     AGREE_RULE,
     ARMS,
     EXT,
     PPL_RULE,
+    REAL_EFFECT,
+    REAL_RULE,
     SIDE_RULE,
     agree_rule,
     interval,
     ppl_rule,
+    real_rule,
     side_rule,
 )
 
@@ -213,6 +227,93 @@ def observed(table: pd.DataFrame, budget: str) -> Spread:
     return replace(fallback, **{k: v for k, v in found.items() if math.isfinite(v)})
 
 
+REAL_FINDING = "temperature: xi_hat_Lambda above 1 on a pretrained checkpoint"
+REAL_WINDOW = 8192  # SmolLM2-135M's training window (the model ``attnlab fetch smollm2`` gives): the budgets' n_eval
+# i.i.d. N(0, 1) rows (``findings.iid_rows``, 12000 per n) at n_eval x {1/4, 1/2, 3/4, 1}: xi_hat_Lambda 0.66 +- 0.04
+# at n_eval 1024, 0.77 +- 0.09 at 10240, 0.57 +- 0.10 at 16384; the highest is taken. log Lambda_n's sd over rows: 1.04.
+IID_LAMBDA = 0.77
+IID_SD = 1.04
+
+
+@dataclass(frozen=True)
+class Documents:
+    """How a model's documents differ (an assumption of the pretrained worlds). Each document d has its own exponent
+    xi + slope x z_d and level a_d (sd ``level``); its bucket mean of log Lambda_n at n is a_d + xi_d log log n plus
+    noise of sd ``noise``, over ``rows`` rows (layers x heads) less a share of exact ties drawn uniform up to
+    ``ties``, so the documents weigh unequally in the pooled bucket means. ``tails``: z_d and the noise Student-t
+    with 3 degrees of freedom (scaled to unit variance) rather than normal.
+
+    Measured on SmolLM2-135M's quick card (4 documents of the bundled novel, n = 256 .. 1024, 30 x 9 heads): its pooled
+    bucket means lie off their line by 0.045 (sd, 2 df), so one document's by about 0.045 x sqrt(4) = 0.09; the
+    bootstrap's half-IQR of 0.25 over the documents makes one document's slope vary by 0.25 / 0.674 x sqrt(4 / 3) x
+    sqrt(4) = 0.86 on that grid, of which a noise of 0.10 explains 0.10 / sqrt(0.028) = 0.59, leaving about 0.63
+    (0.65 here) to the document's exponent. Ties were 1 row in 4320; 2% is a harsher spread of weights. The level's
+    spread, which matters only through those weights, is not measured."""
+
+    noise: float = 0.10
+    slope: float = 0.65
+    level: float = 0.3
+    rows: int = 270
+    ties: float = 0.02
+    tails: bool = False
+
+
+def _unit(rng: np.random.Generator, tails: bool, size) -> np.ndarray:
+    return rng.standard_t(3, size) / math.sqrt(3) if tails else rng.standard_normal(size)
+
+
+def _documents(rng: np.random.Generator, grid: np.ndarray, docs: int, xi: float, spread: Documents):
+    t = np.log(np.log(grid))
+    counts = spread.rows - rng.binomial(spread.rows, rng.uniform(0, spread.ties, (docs, 1)), (docs, len(t)))
+    own = xi + spread.slope * _unit(rng, spread.tails, (docs, 1))
+    means = rng.normal(0, spread.level, (docs, 1)) + own * t + spread.noise * _unit(rng, spread.tails, (docs, len(t)))
+    return grid, counts * means, counts
+
+
+def _iid_documents(rng: np.random.Generator, grid: np.ndarray, docs: int, rows: int):
+    # the null's documents are a split of i.i.d. rows: no document differs from another but by its rows' noise
+    counts = np.full((docs, len(grid)), rows)
+    means = IID_LAMBDA * np.log(np.log(grid))
+    return grid, counts * means + np.sqrt(counts) * IID_SD * rng.standard_normal(counts.shape), counts
+
+
+def _document_coverage(name: str, grid: np.ndarray, docs: int, xi: float, spread: Documents) -> Coverage:
+    def draw(rng):
+        return (*document_interval(*_documents(rng, grid, docs, xi, spread))[1:], xi)
+
+    return Coverage(f"{name}, {docs} documents", draw)
+
+
+def real_calibration(budget: str, docs: int, grid: Sequence[float], spread: Documents = Documents()) -> Calibration:
+    """REAL_RULE at ``docs`` documents read at n in ``grid``: without the effect i.i.d. rows (the finding's null,
+    ``findings.iid_real``) and a model at xi = 1 exactly, its documents spread as ``spread`` says (normal, and
+    Student-t tails); with it, Table 2's pretrained cell nearest 1. Coverage at that cell, normal and t-tailed."""
+    n = np.asarray(sorted(grid), dtype=float)
+    tailed = replace(spread, tails=True)
+    effect = 1 + REAL_EFFECT
+
+    def world(xi: float, shape: Documents):
+        return lambda rng: _documents(rng, n, docs, xi, shape)
+
+    return Calibration(
+        REAL_FINDING,
+        budget,
+        real_rule,
+        REAL_RULE,
+        f"{docs} documents, n = {[int(k) for k in n]}, {spread.rows} rows per document and n",
+        (
+            World(f"i.i.d. rows at xi {IID_LAMBDA:g}", False, lambda rng: _iid_documents(rng, n, docs, spread.rows)),
+            World("documents at xi = 1", False, world(1.0, spread)),
+            World("documents at xi = 1, t3 tails", False, world(1.0, tailed)),
+            World(f"Table 2's pretrained cell nearest 1: xi {effect:g}", True, world(effect, spread)),
+        ),
+        (
+            _document_coverage(f"xi_hat_Lambda's interval at xi {effect:g}", n, docs, effect, spread),
+            _document_coverage(f"xi_hat_Lambda's interval at xi {effect:g}, t3 tails", n, docs, effect, tailed),
+        ),
+    )
+
+
 def calibrations(budget: str) -> list[Calibration]:
     """The three trained-decoder findings at ``budget``'s training seeds and window lengths past training."""
     plan = BUDGETS[budget]
@@ -225,4 +326,14 @@ def calibrations(budget: str) -> list[Calibration]:
     ]
 
 
+def real_calibrations() -> list[Calibration]:
+    """The pretrained finding at each real budget: its documents, read past SmolLM2's window as the budget reads
+    it (``plan.real_reading``)."""
+    return [
+        real_calibration(budget, plan.docs, real_reading(plan, REAL_WINDOW, True)[1])
+        for budget, plan in REAL_PLANS.items()
+    ]
+
+
 CALIBRATIONS = [register(c) for budget in BUDGETS for c in calibrations(budget)]
+CALIBRATIONS += [register(c) for c in real_calibrations()]

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from attnlab.analyses.temperature import TRIPLE, RealFit, side_of_one
+from attnlab.analyses.temperature import TRIPLE, RealFit, document_buckets, document_interval, side_of_one
 from attnlab.analyses.xi_sweep import parabola_min
 from attnlab.diagnostics.paired import paired_interval
 from attnlab.diagnostics.stats import ExponentFit, exponent, tie_mask
@@ -37,11 +37,14 @@ from attnlab.studies.temperature.rules import (
     EXT,
     PAPER_DISTANCE,
     PPL_RULE,
+    REAL_EFFECT,
+    REAL_RULE,
     SIDE_RULE,
     agree_rule,
     closer,
     interval,
     ppl_rule,
+    real_rule,
     side_rule,
 )
 
@@ -399,18 +402,15 @@ def cor49_finding(fits: dict[str, ExponentFit], cor49: dict) -> Finding:
     )
 
 
-# Hayase & Karakida Table 2: the pretrained Qwen-7B-Chat cells give xi_hat_Lambda 1.74 to 2.33, read at n up to
-# 16384 and 32768, past Qwen's n_train = 8192 under dynamic NTK.
-REAL_RULE = "xi_hat_Lambda's 95% interval over documents lies above 1"
-REAL_EFFECT = 0.74  # the smallest distance above 1 among Table 2's pretrained cells (1.74)
-
-
 def iid_real(rows: pd.DataFrame, seed: int, n_boot: int) -> dict[str, float]:
     """The pretrained finding's null: ``iid_rows`` with the model's count of rows at each n, split into as many
-    documents, and their xi_hat_Lambda with its 95% interval over those documents."""
+    documents, and their xi_hat_Lambda with its 95% interval over those documents (``document_interval``, as the
+    model's), its bootstrap half-IQR over them (B = ``n_boot``, as ``real_fit``'s) and whether REAL_RULE fires."""
     null = iid_rows(rows.groupby("n_keys").size(), np.random.default_rng([seed, 11]))
     null["prompt"] = np.arange(len(null)) % max(int(rows["prompt"].nunique()), 1)
-    fit = exponent(
+    buckets = document_buckets(null, "lambda_n")
+    xi, lo, hi = document_interval(*buckets)
+    spread = exponent(
         null["n_keys"],
         null["lambda_n"],
         exclude=tie_mask(null["lambda_n"]),
@@ -418,34 +418,41 @@ def iid_real(rows: pd.DataFrame, seed: int, n_boot: int) -> dict[str, float]:
         n_boot=n_boot,
         seed=seed,
     )
-    return {"xi_hat": fit.xi_hat, "lo": fit.lo, "hi": fit.hi}
+    return {"xi_hat": xi, "half_iqr": spread.half_iqr, "lo": lo, "hi": hi, "passes": real_rule(buckets)}
 
 
 def real_finding(
     rows: pd.DataFrame, fit: RealFit, *, seed: int, n_boot: int, evidence: str, precondition: str | None
 ) -> tuple[Finding, dict[str, float]]:
-    """Hayase & Karakida §4.5.2's pretrained claim decided by REAL_RULE on the xi_hat_Lambda interval of
-    ``analyses.temperature.real_fit``, against ``iid_real``'s null on the same count of rows at each n, with the
-    interval's half-width as the design's power; (the finding, the null's fit)."""
+    """Hayase & Karakida §4.5.2's pretrained claim decided by REAL_RULE on the per-document bucket sums of
+    ``rows`` (the interval ``analyses.temperature.real_fit`` reports), against ``iid_real``'s null on the same count
+    of rows at each n; the design's power is REAL_RULE's on ``calibration.real_calibration``'s worlds at this run's
+    documents and n, beside the interval's half-width; (the finding, the null's fit)."""
     lo, hi = fit.lo, fit.hi
+    buckets = document_buckets(rows, TRIPLE["Lambda"])
     null = iid_real(rows, seed, n_boot)
+    grid, sums, _ = buckets
+    cal = calibration.real_calibration("this run", len(sums), grid)
     finding = decide(
         "on a pretrained checkpoint, xi_hat_Lambda read off the model's own score rows lies above 1 (Hayase & "
         "Karakida §4.5.2, Table 2: all four pretrained Qwen-7B-Chat cells give 1.74 to 2.33, read past the "
         "training window under dynamic NTK)",
         rule=REAL_RULE,
-        holds=bool(lo > 1) if math.isfinite(lo) else None,
+        holds=real_rule(buckets) if math.isfinite(lo) else None,
         null=Null(
             "i.i.d. N(0, 1) rows with the model's count of rows at each n",
-            bool(null["lo"] > 1),
-            f"xi_hat_Lambda = {null['xi_hat']:.3f} [{null['lo']:.3f}, {null['hi']:.3f}]",
+            null["passes"],
+            f"xi_hat_Lambda = {null['xi_hat']:.3f} [{null['lo']:.3f}, {null['hi']:.3f}], half-IQR "
+            f"{null['half_iqr']:.3f} over B = {n_boot} resamples of its documents",
         ),
         mde=MDE(
             (hi - lo) / 2 if math.isfinite(hi - lo) else None,
             REAL_EFFECT,
             "in xi",
             "the half-width of the 95% interval over documents, against the distance of Table 2's nearest "
-            "pretrained cell above 1",
+            f"pretrained cell above 1; simulated power at the paper's effect ({cal.worlds[-1].name}) at this "
+            f"run's {len(sums)} documents and n, documents spread as ``calibration.Documents`` assumes",
+            power=calibrate.power(cal),
         ),
         evidence=evidence,
         precondition=precondition,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -199,3 +200,42 @@ def run_config(plan: Plan, seed: int):
             },
         }
     )
+
+
+@dataclass(frozen=True)
+class RealPlan:
+    """One budget of the real part: n_eval = ratio x the checkpoint's training window, the rows at n = n_eval x
+    each of ``fractions``, the documents read (one forward each), the bootstrap's B over documents, and the
+    longest window the budget reads (None: no cap)."""
+
+    ratio: float
+    fractions: tuple[float, ...]
+    docs: int
+    n_boot: int
+    max_tokens: int | None
+
+
+# Read as App. G.1 reads Qwen: one forward of n_eval tokens per document under dynamic-NTK RoPE (App. A.2), rows at
+# n = n_eval x {1/4, 1/2, 3/4, 1}, one fit per n_eval, B = 200 (§4.5.1), on windows of the bundled novel
+# (public-domain prose, as PG-19 is). Table 2 reads n_eval = 2 and 4 x n_train. smoke: n_eval = 1.25 x n_train, the
+# longest the CPU allows here: SmolLM2-135M (n_train 8192) reads one 8192-token document in 107 s and one of 10240 in
+# about 160 s on two CPU cores, so four documents take about 11 minutes; a model whose n_eval would pass max_tokens
+# (Gemma 3's 32768 window) is read at max_tokens inside its window instead, and says so. full: 2 x n_train and 7
+# documents, what the novel holds at SmolLM2's 16384 (125k tokens), near the 4 + 5 per Qwen cell of App. G.1.
+REAL_PLANS: dict[str, RealPlan] = {
+    "smoke": RealPlan(ratio=1.25, fractions=(0.25, 0.5, 0.75, 1.0), docs=4, n_boot=200, max_tokens=12288),
+    "full": RealPlan(ratio=2.0, fractions=(0.25, 0.5, 0.75, 1.0), docs=7, n_boot=200, max_tokens=None),
+}
+
+
+def real_reading(plan: RealPlan, n_train: int | None, rope_ok: bool) -> tuple[str, list[int]]:
+    """(rope, n-grid) of the real part: dynamic NTK at n_eval = ratio x n_train where the model has plain RoPE, a
+    training window and n_eval within the budget's max_tokens; else the model's own positions at n_eval =
+    min(n_train, max_tokens), inside the window, where the finding is not checked."""
+    cap = plan.max_tokens or math.inf
+    n_eval = round(plan.ratio * n_train) if n_train else None
+    if n_eval is not None and rope_ok and n_eval <= cap:
+        rope = "dynamic"
+    else:
+        rope, n_eval = "plain", int(min(n_train or cap, cap))
+    return rope, [max(2, round(f * n_eval)) for f in plan.fractions]

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,51 +27,13 @@ from attnlab.findings.finding import Finding
 from attnlab.report.sections import Figure, Table
 from attnlab.studies.runner import StudyConfig
 from attnlab.studies.temperature.findings import real_finding
+from attnlab.studies.temperature.plan import REAL_PLANS, real_reading
 
 REAL = "real"
 REAL_ROWS = "rows_contact.parquet"  # what ``temperature.run`` names its row table
 
 
-@dataclass(frozen=True)
-class RealPlan:
-    """One budget of the real part: n_eval = ratio x the checkpoint's training window, the rows at n = n_eval x
-    each of ``fractions``, the documents read (one forward each), the bootstrap's B over documents, and the
-    longest window the budget reads (None: no cap)."""
-
-    ratio: float
-    fractions: tuple[float, ...]
-    docs: int
-    n_boot: int
-    max_tokens: int | None
-
-
-# Read as App. G.1 reads Qwen: one forward of n_eval tokens per document under dynamic-NTK RoPE (App. A.2), rows at
-# n = n_eval x {1/4, 1/2, 3/4, 1}, one fit per n_eval, B = 200 (§4.5.1), on windows of the bundled novel
-# (public-domain prose, as PG-19 is). Table 2 reads n_eval = 2 and 4 x n_train. smoke: n_eval = 1.25 x n_train, the
-# longest the CPU allows here: SmolLM2-135M (n_train 8192) reads one 8192-token document in 107 s and one of 10240 in
-# about 160 s on two CPU cores, so four documents take about 11 minutes; a model whose n_eval would pass max_tokens
-# (Gemma 3's 32768 window) is read at max_tokens inside its window instead, and says so. full: 2 x n_train and 7
-# documents, what the novel holds at SmolLM2's 16384 (125k tokens), near the 4 + 5 per Qwen cell of App. G.1.
-REAL_PLANS: dict[str, RealPlan] = {
-    "smoke": RealPlan(ratio=1.25, fractions=(0.25, 0.5, 0.75, 1.0), docs=4, n_boot=200, max_tokens=12288),
-    "full": RealPlan(ratio=2.0, fractions=(0.25, 0.5, 0.75, 1.0), docs=7, n_boot=200, max_tokens=None),
-}
-
-
 # ----------------------------------------------------------------------------------------------- compute
-
-
-def real_reading(plan: RealPlan, n_train: int | None, rope_ok: bool) -> tuple[str, list[int]]:
-    """(rope, n-grid) of the real part: dynamic NTK at n_eval = ratio x n_train where the model has plain RoPE, a
-    training window and n_eval within the budget's max_tokens; else the model's own positions at n_eval =
-    min(n_train, max_tokens), inside the window, where the finding is not checked."""
-    cap = plan.max_tokens or math.inf
-    n_eval = round(plan.ratio * n_train) if n_train else None
-    if n_eval is not None and rope_ok and n_eval <= cap:
-        rope = "dynamic"
-    else:
-        rope, n_eval = "plain", int(min(n_train or cap, cap))
-    return rope, [max(2, round(f * n_eval)) for f in plan.fractions]
 
 
 def compute_real(cfg: StudyConfig, folder: Path, progress: bool) -> None:
@@ -202,8 +162,8 @@ def real_part(cfg: StudyConfig, folder: Path) -> tuple[list[Finding], list[Table
     plots.plot_real_lambda(table, xi, h, str(config["model"]), folder / "real_lambda")
     means = ", ".join(f"{m:.3f} at n = {n}" for n, m in zip(table["n"], table["mean log Lambda"]))
     evidence = (
-        f"xi_hat_Lambda = {xi:.3f} [{lo:.3f}, {hi:.3f}] (95%, B = {config['n_boot']} over "
-        f"{config['documents']} documents) on {model}: {side_of_one(lo, hi)}; bucket means of log Lambda_n: "
+        f"xi_hat_Lambda = {xi:.3f} [{lo:.3f}, {hi:.3f}] (95% Student-t over {config['documents']} documents, "
+        f"jackknifed) on {model}: {side_of_one(lo, hi)}; bucket means of log Lambda_n: "
         f"{means}; Cor. 4.9's xi_alpha - xi_Delta + 1 = {cor49['predicted']:.3f}."
     )
     grid = config["n"]
@@ -251,8 +211,8 @@ def real_part(cfg: StudyConfig, folder: Path) -> tuple[list[Finding], list[Table
             Table(
                 "real_exponents",
                 f"Real model ({config['model']}): xi_hat_Lambda, xi_hat_alpha, xi_hat_Delta "
-                "(bucket-mean OLS slopes on log log n) with the half-IQR and 95% interval of "
-                "B bootstrap resamples over documents.",
+                "(bucket-mean OLS slopes on log log n) with the half-IQR of B bootstrap resamples over documents "
+                "(§4.5.1) and the 95% Student-t interval over documents, jackknifed.",
             ),
         ],
         [

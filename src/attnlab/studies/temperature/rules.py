@@ -1,7 +1,8 @@
-"""The ``temperature`` study's decision rules as pure functions of per-training-seed estimates (Hayase & Karakida 2026
-§4.5.1-§4.5.2, Table 2, App. A.2): the study's findings and ``temperature.calibration`` call these same functions,
-the one on a run's per-seed table, the other on simulated seeds. Every interval is a 95% Student-t interval over
-training seeds, the unit of replication.
+"""The ``temperature`` study's decision rules as pure functions (Hayase & Karakida 2026 §4.5.1-§4.5.2, Table 2,
+App. A.2): the study's findings and ``temperature.calibration`` call these same functions, the one on a run's
+data, the other on simulated data. The trained decoder's rules read per-training-seed estimates, every interval a
+95% Student-t interval over training seeds, the unit of replication; the pretrained checkpoint's rule reads
+per-document bucket sums, its interval a Student-t interval over documents (``analyses.temperature.document_interval``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
-from attnlab.analyses.temperature import side_of_one
+from attnlab.analyses.temperature import document_interval, side_of_one
 from attnlab.diagnostics.paired import paired_interval
 
 ARMS = ("trained", "untrained", "i.i.d. N(0, 1)")
@@ -86,3 +87,19 @@ def ppl_rule(ext: ArrayLike, optima: Sequence[ArrayLike], iid_ext: ArrayLike) ->
         return False
     sign = 1.0 if found == "above 1" else -1.0
     return bool(interval(sign * (np.asarray(ext, dtype=float) - np.asarray(iid_ext, dtype=float)))[0] > 0)
+
+
+# Hayase & Karakida Table 2: the pretrained Qwen-7B-Chat cells give xi_hat_Lambda 1.74 to 2.33, read at n up to
+# 16384 and 32768, past Qwen's n_train = 8192 under dynamic NTK.
+REAL_RULE = (
+    "xi_hat_Lambda's 95% interval over documents lies above 1 (a Student-t interval at D - 1 degrees of freedom, "
+    "the jackknife over the D documents its standard error)"
+)
+REAL_EFFECT = 0.74  # the smallest distance above 1 among Table 2's pretrained cells (1.74)
+
+
+def real_rule(buckets: tuple[np.ndarray, np.ndarray, np.ndarray]) -> bool:
+    """REAL_RULE on one model's (grid, per-document bucket sums, their counts) of log Lambda_n
+    (``analyses.temperature.document_buckets``)."""
+    _, lo, hi = document_interval(*buckets)
+    return side_of_one(lo, hi) == "above 1"
