@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
@@ -135,12 +134,6 @@ def slopes(unsafe: np.ndarray, log2_lengths: np.ndarray) -> np.ndarray:
     return np.where((count >= 2) & (sxx > 0), out, np.nan)
 
 
-@lru_cache(maxsize=64)
-def _t975(df: int) -> float:
-    # the bisection costs a millisecond; the calibration asks for the same few df thousands of times
-    return t_quantile(0.975, df)
-
-
 def slope_interval(unsafe: np.ndarray, log2_lengths: np.ndarray) -> tuple[float, float, float]:
     """The mean of the per-prompt slopes (``slopes``) and its 95% t-interval over prompts (Polynomial Concentration
     App. R: the prompt is the unit of replication); NaN ends with fewer than two prompts' slopes."""
@@ -151,7 +144,7 @@ def slope_interval(unsafe: np.ndarray, log2_lengths: np.ndarray) -> tuple[float,
     mean = float(s.mean())
     if len(s) < 2:
         return mean, math.nan, math.nan
-    half = _t975(len(s) - 1) * float(s.std(ddof=1)) / math.sqrt(len(s))
+    half = t_quantile(0.975, len(s) - 1) * float(s.std(ddof=1)) / math.sqrt(len(s))
     return mean, mean - half, mean + half
 
 

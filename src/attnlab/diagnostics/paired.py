@@ -4,6 +4,7 @@ effect of a paired t-test. A study's verdicts on trained models read these, a se
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -49,8 +50,10 @@ def t_cdf(t: float, df: float) -> float:
     return 1.0 - tail if t > 0 else tail
 
 
+@functools.lru_cache(maxsize=4096)
 def t_quantile(p: float, df: float) -> float:
-    """The ``p`` quantile of Student's t with ``df`` > 0 degrees of freedom (bisection on ``t_cdf``)."""
+    """The ``p`` quantile of Student's t with ``df`` > 0 degrees of freedom (bisection on ``t_cdf``). Cached: the
+    calibrations ask for the same few (p, df) hundreds of thousands of times."""
     if not 0 < p < 1 or not df > 0:
         raise ArgumentError(f"t_quantile needs 0 < p < 1 and df > 0, got p={p!r}, df={df!r}")
     if p < 0.5:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
@@ -59,11 +58,6 @@ class Counts(NamedTuple):
     active: np.ndarray
 
 
-@lru_cache(maxsize=256)
-def _t975(df: int) -> float:
-    return t_quantile(0.975, df)
-
-
 def prompt_interval(unsafe: ArrayLike, active: ArrayLike) -> tuple[float, float, float]:
     """The pooled unsafe % of rows and its 95% Student-t interval over prompts: the ratio estimator sum(u) / sum(a)
     with its linearized standard error sqrt(sum (u_i - share a_i)^2 / (n (n - 1))) / mean(a), t with n - 1 degrees
@@ -78,7 +72,7 @@ def prompt_interval(unsafe: ArrayLike, active: ArrayLike) -> tuple[float, float,
     if len(a) < 2:
         return 100 * share, math.nan, math.nan
     se = math.sqrt(float(((u - share * a) ** 2).sum()) / (len(a) * (len(a) - 1))) / float(a.mean())
-    half = _t975(len(a) - 1) * se
+    half = t_quantile(0.975, len(a) - 1) * se
     return 100 * share, 100 * max(0.0, share - half), 100 * min(1.0, share + half)
 
 
