@@ -3,6 +3,7 @@ tokenizer, and every folder that cannot load fails before the weights with one l
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -185,3 +186,24 @@ def _folder(path, files: dict[str, bytes]):
     for name, data in files.items():
         (path / name).write_bytes(data)
     return path
+
+
+def test_a_model_that_computes_nan_is_refused_naming_why(saved, tmp_path):
+    """A NaN weight is named; finite weights with a config number that makes the logits NaN (a NaN rope base) are
+    refused by a short forward: neither is audited as rows of NaN."""
+    folder, model, tok = saved
+    broken = copy.deepcopy(model)
+    with torch.no_grad():
+        broken.model.layers[0].self_attn.q_proj.weight[0, 0] = float("nan")
+    broken.save_pretrained(tmp_path / "nan")
+    tok.save_pretrained(tmp_path / "nan")
+    with pytest.raises(LoadError, match=r"weight model\.layers\.0\.self_attn\.q_proj\.weight holds NaN or inf"):
+        load_model(tmp_path / "nan")
+    model.save_pretrained(tmp_path / "rope")
+    tok.save_pretrained(tmp_path / "rope")
+    config = json.loads((tmp_path / "rope" / "config.json").read_text())
+    config["rope_theta"] = float("nan")
+    config.pop("rope_parameters", None)
+    (tmp_path / "rope" / "config.json").write_text(json.dumps(config))
+    with pytest.raises(LoadError, match="computes NaN or inf logits on a 8-token input"):
+        load_model(tmp_path / "rope")

@@ -218,7 +218,32 @@ def _load(
     if device_map is None:
         model.to(device)
     model.eval()
+    check_finite(model, folder)
     return model, load_tokenizer(folder, trust_remote_code) if tokenizer else None
+
+
+PROBE_TOKENS = 8
+
+
+def check_finite(model, folder: Path) -> None:
+    """Refuse (LoadError) a model that computes NaN or inf: a weight that is not finite, named, or, with finite
+    weights, logits of a short input that are not (a config number such as a NaN rope base). Every row such a model
+    gives would be NaN, and an audit of them a table of zeros and dashes read as a result."""
+    for name, tensor in model.named_parameters():
+        if not bool(torch.isfinite(tensor).all()):
+            raise LoadError(f"{folder}: weight {name} holds NaN or inf; a model that computes NaN is not audited")
+    vocab = int(getattr(model.config, "vocab_size", 0) or 0)
+    if vocab < 1:
+        return
+    device = next(model.parameters()).device
+    ids = (torch.arange(PROBE_TOKENS, device=device) % vocab).unsqueeze(0)
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits
+    if not bool(torch.isfinite(logits).all()):
+        raise LoadError(
+            f"{folder}: its weights are finite, yet it computes NaN or inf logits on a {PROBE_TOKENS}-token input "
+            "(a number of its config, such as the rope base, is not usable); a model that computes NaN is not audited"
+        )
 
 
 def load_tokenizer(folder: Path, trust_remote_code: bool = False):
