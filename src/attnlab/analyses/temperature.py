@@ -19,7 +19,6 @@ import contextlib
 import json
 import math
 from dataclasses import asdict, dataclass
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -251,12 +250,6 @@ def _pooled_slope(t: np.ndarray, sums: np.ndarray, counts: np.ndarray) -> float:
     return float(tc @ (sums[fit] / counts[fit]) / (tc @ tc))
 
 
-@lru_cache(maxsize=64)
-def _t_quantile(p: float, df: int) -> float:
-    # the bisection costs a millisecond; a calibration asks for the same few df thousands of times
-    return t_quantile(p, df)
-
-
 def document_interval(
     grid: np.ndarray, sums: np.ndarray, counts: np.ndarray, level: float = 0.95
 ) -> tuple[float, float, float]:
@@ -280,7 +273,7 @@ def document_interval(
     if not np.isfinite(refits).all():
         return xi, math.nan, math.nan
     se = math.sqrt((docs - 1) / docs * float(((refits - refits.mean()) ** 2).sum()))
-    half = _t_quantile(0.5 + level / 2, docs - 1) * se
+    half = t_quantile(0.5 + level / 2, docs - 1) * se
     return xi, xi - half, xi + half
 
 

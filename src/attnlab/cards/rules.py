@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from attnlab.diagnostics.paired import t_quantile
+from attnlab.diagnostics.paired import paired_interval
 from attnlab.findings.stats import fisher_less, holm
 
 ALPHA = 0.05  # each family's level: Holm keeps its family-wise error at this rate
@@ -137,15 +137,8 @@ def slopes(unsafe: np.ndarray, log2_lengths: np.ndarray) -> np.ndarray:
 def slope_interval(unsafe: np.ndarray, log2_lengths: np.ndarray) -> tuple[float, float, float]:
     """The mean of the per-prompt slopes (``slopes``) and its 95% t-interval over prompts (Polynomial Concentration
     App. R: the prompt is the unit of replication); NaN ends with fewer than two prompts' slopes."""
-    s = slopes(unsafe, log2_lengths)
-    s = s[np.isfinite(s)]
-    if len(s) == 0:
-        return math.nan, math.nan, math.nan
-    mean = float(s.mean())
-    if len(s) < 2:
-        return mean, math.nan, math.nan
-    half = t_quantile(0.975, len(s) - 1) * float(s.std(ddof=1)) / math.sqrt(len(s))
-    return mean, mean - half, mean + half
+    stats = paired_interval(slopes(unsafe, log2_lengths))
+    return stats["mean"], stats["lo"], stats["hi"]
 
 
 def flat_call(lo: float, hi: float, band: float = FLAT_BAND) -> str | None:
