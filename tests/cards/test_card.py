@@ -15,6 +15,7 @@ from attnlab.cards import build as cards
 from attnlab.cards.page import PANELS
 from attnlab.cli import main
 from attnlab.diagnostics.rows import SPECIAL
+from attnlab.findings.stats import clopper_pearson
 
 TINY = {
     "prompts": 2,
@@ -80,6 +81,8 @@ def test_the_recipe_and_head_panels_are_substitute_heads_and_sinks(made, loaded)
     best = data["substitution"]["best"]
     assert best["recipe"] in recipes and best["accuracy %"] == table["accuracy %"].iloc[1:].max()
     assert best["lo"] <= best["accuracy %"] <= best["hi"]
+    exact = [clopper_pearson(int(k), int(n)) for k, n in zip(shown["correct"], shown["n"], strict=True)]
+    np.testing.assert_allclose(shown[["lo", "hi"]].to_numpy(), 100 * np.array(exact))
     # softmax answers no prompt: no recipe is called the best
     assert best["ahead"] is False and best["reading"].startswith("not read: softmax itself scores 0.0%")
     heads = pd.DataFrame(data["heads"])

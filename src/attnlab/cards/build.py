@@ -33,9 +33,9 @@ from attnlab.cards.types import (
     as_records,
     jsonable,
 )
-from attnlab.diagnostics.stats import wilson
 from attnlab.errors import ArgumentTypeError
 from attnlab.findings.calibrate import power
+from attnlab.findings.stats import clopper_pearson
 from attnlab.papers import cite
 
 SUITES = ("niah", "induction")
@@ -251,7 +251,7 @@ def card(
     Returns:
         A JSON-ready dict, card.json's content: "schema" (card.json's version, ``cards.types.SCHEMA``), model,
         budget (the plan), b_auto, "substitution" (unsafe % of active rows per suite, b and p with its 95% interval
-        over prompts; the screen's call per ReLU recipe; the recipes' NIAH accuracy with Wilson intervals and the
+        over prompts; the screen's call per ReLU recipe; the recipes' NIAH accuracy with exact intervals and the
         best one against softmax), "heads" (per (layer, head): type, first-token mass, median S_2), "ablation" (the
         K sweep of top-, bottom- and random-K heads by S_2, with its finding), "length" (unsafe % and median entropy
         per prompt length inside the window, with its trend finding), "temperature" (xi_hat_Lambda inside and,
@@ -358,9 +358,10 @@ def screen(unsafe: pd.DataFrame, recipes: tuple[str, ...]) -> list[dict]:
 
 
 def recipe_table(table: pd.DataFrame) -> pd.DataFrame:
-    """The substitution table's accuracy columns: recipe, resolved map, correct of n, accuracy % with its Wilson
-    95% interval, and delta pp from softmax."""
-    return table[["recipe", "map", "correct", "n", "accuracy %", "lo", "hi", "delta pp"]].reset_index(drop=True)
+    """The substitution table's accuracy columns: recipe, resolved map, correct of n, accuracy % with its exact
+    (Clopper-Pearson) 95% interval (``panels.exact_intervals``), and delta pp from softmax."""
+    columns = ["recipe", "map", "correct", "n", "accuracy %", "lo", "hi", "delta pp"]
+    return panels.exact_intervals(table[columns]).reset_index(drop=True)
 
 
 def recipe_words(reading: rules.Reading, top: pd.Series, base: float, chance: float) -> str:
@@ -387,14 +388,15 @@ def recipe_words(reading: rules.Reading, top: pd.Series, base: float, chance: fl
 
 def best_recipe(table: pd.DataFrame) -> BestRecipe:
     """The recipe other than softmax with the highest NIAH accuracy (the first listed on a tie), beside softmax's,
-    each with its Wilson 95% interval; ``overlap``: whether the two intervals overlap; ``ahead``: whether it is ahead
-    of every other recipe by ``rules.RECIPE_RULE`` (only then is it called the best); ``reading``: the sentence;
-    ``power``: the rule's simulated power at this table's sizes and softmax accuracy (``cards.calibration.recipe``)."""
+    each with its exact (Clopper-Pearson) 95% interval; ``overlap``: whether the two intervals overlap; ``ahead``:
+    whether it is ahead of every other recipe by ``rules.RECIPE_RULE`` (only then is it called the best);
+    ``reading``: the sentence; ``power``: the rule's simulated power at this table's sizes and softmax accuracy
+    (``cards.calibration.recipe``)."""
     base = table.iloc[0]
     others = table.iloc[1:]
     top = others.loc[others["accuracy %"].idxmax()]
-    lo, hi = wilson(int(top["correct"]), int(top["n"]))
-    base_lo, base_hi = wilson(int(base["correct"]), int(base["n"]))
+    lo, hi = clopper_pearson(int(top["correct"]), int(top["n"]))
+    base_lo, base_hi = clopper_pearson(int(base["correct"]), int(base["n"]))
     counts = [(r["recipe"], int(r["correct"]), int(r["n"])) for _, r in others.iterrows()]
     softmax = (int(base["correct"]), int(base["n"]))
     reading = rules.recipe_reading(softmax, counts)

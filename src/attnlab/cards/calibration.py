@@ -29,6 +29,7 @@ import numpy as np
 
 from attnlab.cards import rules
 from attnlab.findings.calibrate import Calibration, Coverage, World, register
+from attnlab.findings.stats import clopper_pearson
 from attnlab.studies.temperature.calibration import real_calibration
 
 EFFECT_LOSS = 0.80  # §5.4: top-K loses 80-100 pp at K >= 20; the smaller end
@@ -93,6 +94,7 @@ def ablation(budget: str, n: int, ks: Sequence[int], draws: int, softmax: float 
         rules.ABLATION_RULE,
         f"{n} NIAH prompts per cell, K = {list(ks)}, {draws} random draws per K",
         tuple(worlds),
+        accuracy_coverage(n, softmax),
     )
 
 
@@ -149,6 +151,24 @@ def length(budget: str, lengths: Sequence[int], prompts: int, spreads: Sequence[
     )
 
 
+ACCURACY_RATES = (0.02, 0.5, 0.8)  # where Wilson's coverage dips at the card's sizes (85% at n = 8, 92.8% at 40)
+
+
+def _exact_coverage(name: str, n: int, rate: float) -> Coverage:
+    def draw(rng: np.random.Generator):
+        lo, hi = clopper_pearson(int(rng.binomial(n, rate)), n)
+        return 100 * lo, 100 * hi, 100 * rate
+
+    return Coverage(name, draw)
+
+
+def accuracy_coverage(n: int, softmax: float) -> tuple[Coverage, ...]:
+    """The coverage of the exact interval the card prints beside each cell's NIAH accuracy
+    (``panels.exact_intervals``), at ``n`` prompts, at softmax's rate, half of it and Wilson's dips."""
+    rates = sorted({round(r, 4) for r in (softmax, 0.5 * softmax, *ACCURACY_RATES)})
+    return tuple(_exact_coverage(f"a cell's exact interval at {r:.0%} ({n} prompts)", n, r) for r in rates)
+
+
 def _recipe_world(name: str, effect: bool, n: int, softmax: float, shares: Sequence[float]) -> World:
     def draw(rng: np.random.Generator):
         counts = [(f"r{i}", int(rng.binomial(n, q)), n) for i, q in enumerate(shares)]
@@ -188,6 +208,7 @@ def recipe(budget: str, n: int, recipes: int, softmax: float = 1.0) -> Calibrati
         rules.RECIPE_RULE,
         f"{recipes} recipes on {n} NIAH prompts each",
         tuple(worlds),
+        accuracy_coverage(n, softmax),
     )
 
 

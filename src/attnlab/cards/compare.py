@@ -160,7 +160,7 @@ def compare(cards: Sequence[Card | dict | str | os.PathLike]) -> pd.DataFrame:
     """One row per card (a Card, a card dict, or a folder ``attnlab card`` wrote): model, model_type, layers x heads,
     b_auto; the unsafe % of active rows with its 95% interval per audited suite, b (0, auto) and p; the best
     zero-shot recipe (named only when ahead of every other, else "none ahead") and the card's reading of the
-    recipes, the highest recipe's NIAH accuracy and softmax's with their Wilson 95% intervals; heads per type (each head
+    recipes, the highest recipe's NIAH accuracy and softmax's with their exact 95% intervals; heads per type (each head
     once, by its head_type) and the mean first-token mass of the sink-typed ones; the unsafe % at the shortest
     and longest prompt length with the length finding's verdict; xi_hat_Lambda [lo, hi] inside and past the
     window and the multiplier m at its target length; the largest K's top-K change (pp) and decisive flag.
@@ -286,7 +286,7 @@ def sections(cards: list[Card]) -> list[Section]:
                     cite("Hayase & Karakida 2026", "§4.5, App. A.2"),
                 )
             ),
-            question="Per model: the best zero-shot recipe's NIAH accuracy against softmax's (Wilson 95%); heads "
+            question="Per model: the best zero-shot recipe's NIAH accuracy against softmax's (exact 95%); heads "
             "per type (each head once, by its type) and the mean first-token mass of the sink-typed ones; the "
             "unsafe % at the shortest and longest prompt length read and the length finding's verdict; "
             "xi_hat_Lambda [95%] inside and past the window and the multiplier m(n; xi) it suggests at the target n; "

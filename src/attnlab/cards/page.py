@@ -157,10 +157,10 @@ def sections(card: Card) -> list[Section]:
             source="Polynomial Concentration §5.3",
             question=f"Which zero-shot recipe keeps NIAH accuracy best? {reading}. Highest: {best.recipe} "
             f"({best.map}): {best.accuracy:.1f}% [{best.lo:.1f}, {best.hi:.1f}] against softmax "
-            f"{best.softmax:.1f}% [{best.softmax_lo:.1f}, {best.softmax_hi:.1f}] (Wilson 95%), "
+            f"{best.softmax:.1f}% [{best.softmax_lo:.1f}, {best.softmax_hi:.1f}] (exact 95%), "
             f"{best.delta_pp:+.1f} pp; the intervals {told}.",
             command=cmd["substitute"],
-            tables=(Table("recipes", "exact-match accuracy per recipe with Wilson 95% interval, delta pp"),),
+            tables=(Table("recipes", "exact-match accuracy per recipe with its exact 95% interval, delta pp"),),
             notes=(budget, *trained_note(card)),
         ),
         Section(
@@ -219,7 +219,7 @@ def ablation_section(card: Card, budget: str) -> Section:
         tables=(
             Table("ablation", "per K: top, bottom and random-K change in accuracy (pp), draws above top, decisive"),
             Table("top_heads", "the heads of highest median S_2, in rank order"),
-            Table("ablation_cells", "per K, subset and draw: NIAH accuracy with its Wilson 95% interval"),
+            Table("ablation_cells", "per K, subset and draw: NIAH accuracy with its exact 95% interval"),
         ),
         figures=(Figure("ablation", "change in NIAH accuracy against K: top, bottom and random-K"),) if ab.rows else (),
         notes=(budget, *trained_note(card)),

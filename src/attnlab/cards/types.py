@@ -91,11 +91,11 @@ class _Flat:
 
 @dataclass(frozen=True)
 class BestRecipe(_Flat):
-    """The recipe other than softmax with the highest NIAH accuracy (%) beside softmax's, each with its Wilson 95%
-    interval (lo, hi; softmax_lo, softmax_hi); delta_pp: the difference; overlap: whether the intervals overlap;
-    ahead: whether it is ahead of every other recipe (``cards.rules.RECIPE_RULE``: only then is it the best);
-    reading: the panel's sentence (best, tied, or no recipe preserves NIAH); power: the rule's simulated power at
-    this run's sizes (``cards.calibration.recipe``)."""
+    """The recipe other than softmax with the highest NIAH accuracy (%) beside softmax's, each with its exact
+    (Clopper-Pearson) 95% interval (lo, hi; softmax_lo, softmax_hi); delta_pp: the difference; overlap: whether the
+    intervals overlap; ahead: whether it is ahead of every other recipe (``cards.rules.RECIPE_RULE``: only then is
+    it the best); reading: the panel's sentence (best, tied, or no recipe preserves NIAH); power: the rule's
+    simulated power at this run's sizes (``cards.calibration.recipe``)."""
 
     KEYS: ClassVar[dict[str, str]] = {
         "accuracy": "accuracy %",
@@ -145,7 +145,7 @@ class Slope(_Flat):
 @dataclass(frozen=True)
 class SubstitutionPanel:
     """unsafe: the unsafe % of active rows per suite, b and p with its 95% interval over prompts; screen: the
-    screen's call per ReLU or sigmoid recipe and suite; recipes: NIAH accuracy per recipe with its Wilson interval;
+    screen's call per ReLU or sigmoid recipe and suite; recipes: NIAH accuracy per recipe with its exact interval;
     best: the best zero-shot recipe against softmax; source: the screen's citation."""
 
     unsafe: tuple[Record, ...]

@@ -1,10 +1,12 @@
-"""The statistics that decide labels, on counts and rates: the Wilson interval of a proportion, the one-sided
+"""The statistics that decide labels, on counts and rates: the Wilson and the exact (Clopper-Pearson) intervals of
+a proportion, the one-sided
 two-sample exact test of two counts (Fisher's, conditional on the margins) and Holm's step-down correction over
 several looks. Pure numpy and the standard library, so the findings layer needs nothing above it; the
 diagnostics re-export ``wilson``.
 
 Sources: Polynomial Concentration App. B ("Statistical power": Wilson 95% intervals; counts compared by tests on
-counts), Fisher (1935) for the exact test, Holm (1979) for the step-down correction.
+counts), Clopper and Pearson (1934) for the exact interval, Fisher (1935) for the exact test, Holm (1979) for the
+step-down correction.
 """
 
 from __future__ import annotations
@@ -45,6 +47,52 @@ def wilson(successes: ArrayLike, n: ArrayLike, z: float = Z95) -> tuple[float, f
     lo, hi = np.where(m == 0, np.nan, lo), np.where(m == 0, np.nan, hi)
     if lo.ndim == 0:
         return float(lo), float(hi)
+    return lo, hi
+
+
+def _upper_tail(k: int, n: int, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p), summed in log space (exact for the n of a card or a study)."""
+    if k <= 0:
+        return 1.0
+    if p <= 0.0:
+        return 0.0
+    if p >= 1.0:
+        return 1.0
+    log_p, log_q = math.log(p), math.log1p(-p)
+    terms = [
+        math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * log_p + (n - i) * log_q
+        for i in range(k, n + 1)
+    ]
+    return min(1.0, float(np.exp(np.logaddexp.reduce(terms))))
+
+
+def _solve(tail, target: float) -> float:
+    """The p in [0, 1] where the increasing ``tail(p)`` crosses ``target``, by bisection to 1e-12."""
+    lo, hi = 0.0, 1.0
+    while hi - lo > 1e-12:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if tail(mid) < target else (lo, mid)
+    return 0.5 * (lo + hi)
+
+
+def clopper_pearson(successes: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) interval (lo, hi) for ``successes`` out of ``n``: lo solves P(X >= k | lo) =
+    alpha/2 and hi solves P(X <= k | hi) = alpha/2, alpha = 1 - level (lo = 0 at k = 0, hi = 1 at k = n).
+
+    Its coverage is at least ``level`` at every true rate, where Wilson's dips below 93% at some rates for the
+    prompt counts of a card (85% at n = 8 near 2%, 92.8% at n = 40 and 80%): the interval printed beside an
+    accuracy, whose coverage the calibration table states. 5 of 10 gives (0.1871, 0.8129); 0 of n gives
+    hi = 1 - (alpha/2)^(1/n). n = 0 gives NaN, not an error."""
+    if not (isinstance(successes, (int, np.integer)) and isinstance(n, (int, np.integer)) and 0 <= successes <= n):
+        raise ArgumentError(f"need integer counts 0 <= successes <= n; got successes={successes!r}, n={n!r}")
+    if not 0.0 < level < 1.0:
+        raise ArgumentError(f"level must lie in (0, 1), got {level!r}")
+    k, m = int(successes), int(n)
+    if m == 0:
+        return math.nan, math.nan
+    half = (1.0 - level) / 2
+    lo = 0.0 if k == 0 else _solve(lambda p: _upper_tail(k, m, p), half)
+    hi = 1.0 if k == m else _solve(lambda p: _upper_tail(k + 1, m, p), 1.0 - half)
     return lo, hi
 
 
