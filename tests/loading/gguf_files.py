@@ -123,12 +123,24 @@ def write_llama_gguf(path: Path, *, seed: int = 0):
     config = LlamaConfig(**_sizes(tok), rope_theta=10000.0, tie_word_embeddings=False)
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config).eval()
+    write_llama(path, model, tok)
+    return model, tok
+
+
+def write_llama(path: Path, model, tok, *, fields: dict | None = None, tensors=None) -> Path:
+    """``model`` written to ``path`` as llama.cpp writes a Llama, with the header ``fields`` (key -> (value,
+    GGUFValueType)) written over what the converter wrote and its tensors passed through ``tensors`` (a function of
+    the name -> array dict) first: one model's hostile variants."""
+    config = model.config
     w = _writer(path, "llama", config)
     # llama.cpp's LlamaModel adds these two to what every text model writes
     w.add_vocab_size(config.vocab_size)
     w.add_rope_dimension_count(config.hidden_size // config.num_attention_heads)
-    _finish(w, tok, _tensors(model, permute=True), pre="default")
-    return model, tok
+    for key, (value, vtype) in (fields or {}).items():
+        w.add_key_value(key, value, vtype)
+    arrays = _tensors(model, permute=True)
+    _finish(w, tok, tensors(arrays) if tensors is not None else arrays, pre="default")
+    return path
 
 
 def write_qwen2_gguf(path: Path, *, seed: int = 0):

@@ -189,8 +189,9 @@ def _folder(path, files: dict[str, bytes]):
 
 
 def test_a_model_that_computes_nan_is_refused_naming_why(saved, tmp_path):
-    """A NaN weight is named; finite weights with a config number that makes the logits NaN (a NaN rope base) are
-    refused by a short forward: neither is audited as rows of NaN."""
+    """A NaN weight is named; a NaN rope base is refused with the config; finite weights and config numbers that
+    still make the logits NaN (zero embeddings under an RMSNorm epsilon of 0: 0/0) are refused by a short forward:
+    none is audited as rows of NaN."""
     folder, model, tok = saved
     broken = copy.deepcopy(model)
     with torch.no_grad():
@@ -201,9 +202,19 @@ def test_a_model_that_computes_nan_is_refused_naming_why(saved, tmp_path):
         load_model(tmp_path / "nan")
     model.save_pretrained(tmp_path / "rope")
     tok.save_pretrained(tmp_path / "rope")
-    config = json.loads((tmp_path / "rope" / "config.json").read_text())
-    config["rope_theta"] = float("nan")
-    config.pop("rope_parameters", None)
-    (tmp_path / "rope" / "config.json").write_text(json.dumps(config))
-    with pytest.raises(LoadError, match="computes NaN or inf logits on a 8-token input"):
+    _edit_config(tmp_path / "rope", rope_parameters={"rope_theta": float("nan"), "rope_type": "default"})
+    with pytest.raises(LoadError, match=r"rope/config\.json: rope_parameters\.rope_theta is nan; .* must be finite"):
         load_model(tmp_path / "rope")
+    zeros = copy.deepcopy(model)
+    with torch.no_grad():
+        zeros.model.embed_tokens.weight.zero_()
+    zeros.save_pretrained(tmp_path / "zeros")
+    tok.save_pretrained(tmp_path / "zeros")
+    _edit_config(tmp_path / "zeros", rms_norm_eps=0.0)
+    with pytest.raises(LoadError, match="computes NaN or inf logits on a 8-token input"):
+        load_model(tmp_path / "zeros")
+
+
+def _edit_config(folder, **fields) -> None:
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **fields}))

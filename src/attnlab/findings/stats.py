@@ -12,7 +12,7 @@ step-down correction.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -66,7 +66,7 @@ def _upper_tail(k: int, n: int, p: float) -> float:
     return min(1.0, float(np.exp(np.logaddexp.reduce(terms))))
 
 
-def _solve(tail, target: float) -> float:
+def _solve(tail: Callable[[float], float], target: float) -> float:
     """The p in [0, 1] where the increasing ``tail(p)`` crosses ``target``, by bisection to 1e-12."""
     lo, hi = 0.0, 1.0
     while hi - lo > 1e-12:

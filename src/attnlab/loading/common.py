@@ -13,6 +13,35 @@ class LoadError(Error, ValueError):
     """A checkpoint folder that cannot be loaded; the message says what to do."""
 
 
+def first_line(exc: BaseException) -> str:
+    """An exception's first line, else its type's name: transformers' messages run on into tables and hints. A first
+    line that ends in a colon is joined to the next (huggingface_hub's validation errors say what failed there)."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    return f"{lines[0]} {lines[1]}" if lines[0].endswith(":") and len(lines) > 1 else lines[0]
+
+
+@contextlib.contextmanager
+def refusing(what: str) -> Iterator[None]:
+    """What transformers, huggingface_hub, safetensors, torch.load and gguf raise on a hostile file (a type its
+    config fields do not allow, a division by a head count of 0, a tensor table they cannot read), as one
+    LoadError line ``what: <their first line>``. Only their calls run inside it, so a bug of attnlab keeps its
+    traceback."""
+    from huggingface_hub.errors import StrictDataclassError
+    from safetensors import SafetensorError
+
+    # torch and some models assert on a config value as they build a layer (a padding id outside the vocabulary),
+    # and a config can name a quantizer whose package is not installed (ImportError)
+    hostile = (OSError, ValueError, KeyError, IndexError, TypeError, ZeroDivisionError, RuntimeError, AssertionError)
+    try:
+        yield
+    except LoadError:
+        raise
+    except (*hostile, ImportError, SafetensorError, StrictDataclassError) as exc:
+        raise LoadError(f"{what}: {first_line(exc)}") from None
+
+
 @contextlib.contextmanager
 def quiet_transformers() -> Iterator[None]:
     """transformers' own progress bars and warnings off (loading, saving): attnlab's commands print one

@@ -21,7 +21,7 @@ from unittest import mock
 import torch
 
 from attnlab import io
-from attnlab.loading import fetch
+from attnlab.loading import fetch, validate
 from attnlab.loading.common import LoadError, quiet_transformers
 
 EXTRA = "pip install 'attnlab[gguf]'"
@@ -47,9 +47,9 @@ def _check_header(path: Path) -> None:
         raise LoadError(f"{path} is not a GGUF file (it starts with {head!r}, not {MAGIC!r})")
 
 
-def _check_complete(path: Path) -> None:
-    """Refuse a GGUF file whose tensor table cannot be read or whose tensors run past its end (a download or copy
-    cut short), before a conversion that would fail minutes later on a reshape."""
+def _check_complete(path: Path):
+    """The GGUFReader of ``path``; refuse a file whose tensor table cannot be read or whose tensors run past its
+    end (a download or copy cut short), before a conversion that would fail minutes later on a reshape."""
     from gguf import GGUFReader
 
     size = path.stat().st_size
@@ -65,10 +65,12 @@ def _check_complete(path: Path) -> None:
         raise LoadError(
             f"{path} is cut short: its tensors end at byte {end:,} and the file has {size:,}; fetch or copy it again"
         )
+    return reader
 
 
 def converted(path: str | os.PathLike, *, log=None) -> Path:
-    """The ``save_pretrained`` folder of the GGUF file at ``path``, converting it on first use."""
+    """The ``save_pretrained`` folder of the GGUF file at ``path``, converting it on first use, once its header
+    and tensor table describe the model (``validate.check_gguf``): a refused file leaves nothing in the cache."""
     path = Path(path).expanduser()
     if not path.is_file():
         raise LoadError(f"GGUF file {path} does not exist")
@@ -78,7 +80,7 @@ def converted(path: str | os.PathLike, *, log=None) -> Path:
     if (out / SOURCE).is_file():
         return out
     _check_extra()
-    _check_complete(path)
+    validate.check_gguf(path, _check_complete(path))
     if log is not None:
         log(f"converting {path.name} to a float32 checkpoint in {out} (once per file)")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -101,15 +103,23 @@ def _convert(path: Path, stage: Path) -> None:
     # Its dequantizing loop draws a bare tqdm bar that transformers' own switch does not reach: in a log it is a
     # screen of redraws for every converted file, where attnlab prints one line per stage.
     silent_bar = functools.partial(gguf_utils.tqdm, disable=True)
-    with quiet_transformers(), mock.patch.object(gguf_utils, "tqdm", silent_bar):
+    with quiet_transformers(), mock.patch.object(gguf_utils, "tqdm", silent_bar), validate.shared_name_maps():
         try:
-            model = AutoModelForCausalLM.from_pretrained(
-                path.parent, gguf_file=path.name, dtype=torch.float32, local_files_only=True
+            # Mismatched shapes come back in the loading info rather than as transformers' multi-line error.
+            model, info = AutoModelForCausalLM.from_pretrained(
+                path.parent,
+                gguf_file=path.name,
+                dtype=torch.float32,
+                local_files_only=True,
+                output_loading_info=True,
+                ignore_mismatched_sizes=True,
             )
             tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name, local_files_only=True)
         except (OSError, ValueError, KeyError, IndexError, TypeError, RuntimeError, AttributeError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise LoadError(f"could not read {path} as a GGUF checkpoint: {first}") from exc
+        validate.check_loading_info(info, str(path), type(model).__name__)
+        validate.check_finite(model, path)
         # A GGUF-loaded model refuses save_pretrained while it still carries the quantizer; its tensors
         # are already dequantized floats, so dropping it loses nothing.
         model.hf_quantizer = None

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import pickle
 import re
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
 
 from attnlab import devices
-from attnlab.loading.common import LoadError, quiet_transformers
+from attnlab.loading import validate
+from attnlab.loading.common import LoadError, quiet_transformers, refusing
 from attnlab.options import MODEL_HELP
 
 WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin")
@@ -175,7 +174,9 @@ def load_model(
     log=None,
 ):
     """(model, tokenizer or None) from a local folder, a GGUF file, a fetched model's name or a Hub id in the
-    local Hugging Face cache (``resolve_checkpoint``), in eval mode with eager attention; offline only.
+    local Hugging Face cache (``resolve_checkpoint``), in eval mode with eager attention; offline only. Its config
+    and weights are checked against its architecture first (``validate.check_folder``): a checkpoint with tensors
+    missing, left over or misshapen is refused, never loaded with random values.
 
     ``trust_remote_code`` stays off unless asked for: custom modeling code runs only then (and attnlab
     routes only transformers' own architectures anyway).
@@ -201,49 +202,25 @@ def _load(
             "--device auto spreads a model over the GPUs with accelerate, which is not installed; "
             "pip install accelerate, or pass --device cuda:N to load the whole model on one GPU"
         )
-    try:
-        model = AutoModelForCausalLM.from_pretrained(
+    validate.check_folder(folder, trust_remote_code)
+    with refusing(f"could not load a causal LM from {folder}"):
+        # Mismatched shapes come back in the loading info rather than as transformers' multi-line error.
+        model, info = AutoModelForCausalLM.from_pretrained(
             folder,
             dtype=torch_dtype,
             attn_implementation="eager",
             local_files_only=True,
             trust_remote_code=trust_remote_code,
+            output_loading_info=True,
+            ignore_mismatched_sizes=True,
             **({"device_map": device_map} if device_map is not None else {}),
         )
-    except (OSError, ValueError, KeyError, SafetensorError, pickle.UnpicklingError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        if isinstance(exc, pickle.UnpicklingError):
-            first = "its weights hold Python objects beyond tensors, which are never unpickled"
-        raise LoadError(f"could not load a causal LM from {folder}: {first}") from None
+    validate.check_loading_info(info, str(folder), type(model).__name__)
     if device_map is None:
         model.to(device)
     model.eval()
-    check_finite(model, folder)
+    validate.check_finite(model, folder)
     return model, load_tokenizer(folder, trust_remote_code) if tokenizer else None
-
-
-PROBE_TOKENS = 8
-
-
-def check_finite(model, folder: Path) -> None:
-    """Refuse (LoadError) a model that computes NaN or inf: a weight that is not finite, named, or, with finite
-    weights, logits of a short input that are not (a config number such as a NaN rope base). Every row such a model
-    gives would be NaN, and an audit of them a table of zeros and dashes read as a result."""
-    for name, tensor in model.named_parameters():
-        if not bool(torch.isfinite(tensor).all()):
-            raise LoadError(f"{folder}: weight {name} holds NaN or inf; a model that computes NaN is not audited")
-    vocab = int(getattr(model.config, "vocab_size", 0) or 0)
-    if vocab < 1:
-        return
-    device = next(model.parameters()).device
-    ids = (torch.arange(PROBE_TOKENS, device=device) % vocab).unsqueeze(0)
-    with torch.no_grad():
-        logits = model(input_ids=ids).logits
-    if not bool(torch.isfinite(logits).all()):
-        raise LoadError(
-            f"{folder}: its weights are finite, yet it computes NaN or inf logits on a {PROBE_TOKENS}-token input "
-            "(a number of its config, such as the rope base, is not usable); a model that computes NaN is not audited"
-        )
 
 
 def load_tokenizer(folder: Path, trust_remote_code: bool = False):
@@ -260,8 +237,10 @@ def load_tokenizer(folder: Path, trust_remote_code: bool = False):
 
 
 def check_model(spec: str | os.PathLike) -> Path:
-    """What ``--model`` names, checked without loading the weights: the folder and its tokenizer (a GGUF
-    is converted, once). A study calls it before it writes anything."""
+    """What ``--model`` names, checked without loading the weights: the folder, its config and its weights'
+    names and shapes (``validate.check_folder``), and its tokenizer (a GGUF is converted, once). A study calls it
+    before it writes anything."""
     folder = resolve_checkpoint(spec)
+    validate.check_folder(folder)
     load_tokenizer(folder)
     return folder
