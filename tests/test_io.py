@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 
@@ -72,14 +73,21 @@ def test_check_output_refuses_other_settings_and_foreign_files(tmp_path):
     (run / ".staging-1-x").mkdir()
     check_output(run, {"a": 1}, overwrite=False, what="x")  # hidden leftovers only
     (run / "config.json").write_text(json.dumps({"a": [1, 2], "b_auto": 0.5}))
-    check_output(run, {"a": (1, 2)}, overwrite=False, what="x")
+    with pytest.raises(OutputError, match=r"holds files that x did not write \(config.json\).* even with --overwrite"):
+        check_output(run, {"a": (1, 3)}, overwrite=True, what="x")  # no marker: it may be a user's config.json
+    check_output(run, {"a": (1, 2)}, overwrite=False, what="x")  # an older attnlab's run of these settings
+    assert io.listed(run) == []  # claimed, its files unlisted: no --overwrite deletes them
     with pytest.raises(OutputError, match=r"other settings \(a: \[1, 2\] there, \[1, 3\] now\)"):
         check_output(run, {"a": (1, 3)}, overwrite=False, what="x")
     check_output(run, {"a": (1, 3)}, overwrite=True, what="x")
     (run / "config.json").unlink()
     (run / "table.csv").write_text("mine")
-    with pytest.raises(OutputError, match=r"holds files that x did not write \(table.csv\)"):
+    with pytest.raises(OutputError, match=r"holds files that x did not write \(table.csv\); pass --overwrite"):
         check_output(run, {"a": 1}, overwrite=False, what="x")
+    check_output(run, {"a": 1}, overwrite=True, what="x")
+    (run / io.MARKER).unlink()
+    with pytest.raises(OutputError, match=r"holds files that x did not write \(table.csv\).* even with --overwrite"):
+        check_output(run, {"a": 1}, overwrite=True, what="x")
     with pytest.raises(OutputError, match="is a file"):
         check_output(run / "table.csv", {}, overwrite=True, what="x")
 
@@ -123,9 +131,11 @@ def test_a_locked_folder_refuses_another_live_process_and_is_taken_over_from_a_d
         assert child.returncode != 0 and f"is in use by another attnlab run (pid {os.getpid()})" in child.stderr
         with io.locked(folder):
             pass
-        assert (folder / io.LOCK).read_text() == str(os.getpid())
-    assert [p.name for p in folder.iterdir()] == []
+        assert json.loads((folder / io.LOCK).read_text())["pid"] == os.getpid()
+    assert not folder.exists()  # made by the hold, and nothing written into it
+    folder.mkdir()
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     (folder / io.LOCK).write_text(dead.stdout.strip())
     with io.locked(folder):
-        assert (folder / io.LOCK).read_text() == str(os.getpid())
+        assert json.loads((folder / io.LOCK).read_text())["pid"] == os.getpid()
+    assert [p.name for p in folder.iterdir()] == []  # a folder the user made stays, as it was

@@ -115,6 +115,8 @@ def test_bad_input_is_refused_before_loading(tmp_path):
         ablate.AblateConfig(model=str(tmp_path), recipe="relu_pX")
     with pytest.raises(RunError, match="--b"):
         ablate.AblateConfig(model=str(tmp_path), b="often")
+    with pytest.raises(RunError, match="--b-auto -20000 does not fit relu_p2_bauto"):
+        ablate.AblateConfig(model=str(tmp_path), b_auto=-2e4)
 
 
 def test_composition_counts_the_types_of_both_ends_of_the_ranking():

@@ -156,6 +156,13 @@ def test_bad_calibration_is_refused_before_loading(kw, message):
         audit.AuditConfig(model="no/such/model", **kw)
 
 
+@pytest.mark.parametrize("p", [(2, 2), (2, 4, 2.0)])
+def test_a_repeated_degree_is_refused_before_loading(p):
+    """The rows' own rule (RowOptions), which used to run only after the model had loaded."""
+    with pytest.raises(ValueError, match=r"p has repeated degrees: .*; give each degree once"):
+        audit.AuditConfig(model="no/such/model", p=p)
+
+
 def test_tau_and_sigmoid_reach_every_row_and_the_table(checkpoint, tmp_path):
     cfg = audit.AuditConfig(
         model=str(checkpoint),

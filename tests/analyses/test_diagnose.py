@@ -136,3 +136,38 @@ def test_bad_input_is_a_diagnose_error(tmp_path, make, kw, message):
     with pytest.raises(DiagnoseError) as exc:
         run(DiagnoseConfig(scores=path, **kw))
     assert message in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    "mask, message",
+    [
+        (np.ones((4, 6), np.float32), "mask must be a bool tensor (True = key may be attended), got torch.float32"),
+        (np.ones((4, 6), np.int64), "mask must be a bool tensor (True = key may be attended), got torch.int64"),
+        (np.ones((3, 5), bool), "mask shape (3, 5) does not broadcast to scores shape (2, 3, 4, 6)"),
+        (np.ones((2, 2, 3, 4, 6), bool), "mask shape (2, 2, 3, 4, 6) would enlarge scores shape (2, 3, 4, 6)"),
+    ],
+)
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_mask_that_is_not_one_is_refused_with_or_without_causal(scores, tmp_path, mask, message, causal):
+    """The mask's own checks come first: under --causal a float mask failed in the AND with the causal mask, and a
+    misshapen one in its broadcast, each with a traceback."""
+    path, _ = scores
+    np.save(tmp_path / "mask.npy", mask)
+    with pytest.raises(DiagnoseError) as exc:
+        run(DiagnoseConfig(scores=path, mask=tmp_path / "mask.npy", causal=causal))
+    assert str(exc.value) == message
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"p": (2, 2.0)}, "p has repeated degrees: (2, 2.0); give each degree once"),
+        ({"b": (0.0, -0.0)}, "--b takes distinct biases (one summary row each), got [0.0, -0.0]"),
+        ({"b": ()}, "--b takes distinct biases"),
+        ({"rowmap": "sigmoid_b1e5"}, "bias b = 100000 is outside the allowed range [-10000, 10000]"),
+    ],
+)
+def test_the_config_refuses_before_any_score_file_is_read(kw, message):
+    with pytest.raises(DiagnoseError) as exc:
+        DiagnoseConfig(scores="no/such/scores.npy", **kw)
+    assert message in str(exc.value)

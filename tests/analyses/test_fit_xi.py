@@ -110,6 +110,7 @@ def test_command_writes_its_tables(tmp_path, capsys):
     stdout = capsys.readouterr().out
     assert "growth exponents of the rows of 4 score file(s)" in stdout and "xi_Lambda" in stdout
     assert sorted(p.name for p in out.iterdir()) == [
+        ".attnlab-run.json",
         "config.json",
         "exponents.csv",
         "exponents.md",
@@ -125,8 +126,8 @@ def test_command_writes_its_tables(tmp_path, capsys):
     assert section.study == "fit-xi" and [t.stem for t in section.tables] == ["exponents", "fit_xi"]
     assert shlex.split(section.command) == ["attnlab", *argv[:5], "--n-boot", "20", "--out", str(out)]
     assert "residual" in section.notes[-1] and "24 of 24 rows fitted" in section.notes[0]
-    assert main(["report", str(out)]) == 0
-    assert "Contact exponents of 4 score file(s)" in (out / "index.html").read_text()
+    assert main(["report", str(out), "--out", str(tmp_path / "page")]) == 0
+    assert "Contact exponents of 4 score file(s)" in (tmp_path / "page" / "index.html").read_text()
 
 
 def test_bad_input_is_one_clear_error(tmp_path, capsys):
@@ -134,6 +135,9 @@ def test_bad_input_is_one_clear_error(tmp_path, capsys):
     np.save(tmp_path / "two.npy", np.zeros((3, 16)))
     np.save(tmp_path / "ints.npy", np.zeros((3, 8), dtype=np.int64))
     save_file({"scores": torch.zeros(3, 8), "mask": torch.ones(3, 8)}, tmp_path / "masked.safetensors")
+    save_file(
+        {"scores": torch.zeros(3, 8), "mask": torch.ones(2, 5, dtype=torch.bool)}, tmp_path / "shaped.safetensors"
+    )
     files = [str(tmp_path / "one.npy"), str(tmp_path / "two.npy")]
     cases = {
         "one length": ([str(tmp_path / "one.npy")], "at least two lengths n >= 2"),
@@ -142,6 +146,15 @@ def test_bad_input_is_one_clear_error(tmp_path, capsys):
         "float mask": (
             [str(tmp_path / "masked.safetensors"), "--key", "scores", "--mask-key", "mask"],
             "must name a boolean tensor",
+        ),
+        "float mask, causal": (
+            [str(tmp_path / "masked.safetensors"), "--key", "scores", "--mask-key", "mask", "--causal"],
+            "must name a boolean tensor",
+        ),
+        # checked before the causal AND, whose broadcast failed on it with a traceback
+        "misshapen mask, causal": (
+            [str(tmp_path / "shaped.safetensors"), "--key", "scores", "--mask-key", "mask", "--causal"],
+            "mask shape (2, 5) does not broadcast to scores shape (3, 8)",
         ),
         "unit axis beyond": ([*files, "--unit-axes", "1"], "--unit-axes [1] out of range"),
         "n not in the rows": ([*files, "--n", "8", "12"], "--n [12]: no readable row has that many allowed keys"),

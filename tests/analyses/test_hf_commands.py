@@ -30,6 +30,7 @@ def test_audit_command_writes_table_rows_and_config(checkpoint, tmp_path, capsys
     assert code == 0, err
     assert "b_auto =" in stdout and "unsafe %" in stdout
     assert sorted(p.name for p in out.iterdir()) == [
+        ".attnlab-run.json",
         "audit.csv",
         "audit.md",
         "config.json",
@@ -71,6 +72,7 @@ def test_ablate_command_prints_the_decisive_table(checkpoint, tmp_path, capsys):
     assert "decisive" in stdout and "b_auto =" in stdout
     assert sorted(p.name for p in out.iterdir()) == sorted(
         [
+            ".attnlab-run.json",
             "ablate.csv",
             "ablate.md",
             "cells.csv",
@@ -189,7 +191,8 @@ def test_files_attnlab_did_not_write_are_never_replaced_silently(checkpoint, tmp
     code, _, err = _run(argv, capsys)
     assert code != 0 and "holds files that attnlab audit did not write (audit.csv)" in err
     assert (out / "audit.csv").read_text() == "my own table\n"
-    assert _run([*argv, "--overwrite"], capsys)[0] == 0 and (out / "config.json").is_file()
+    code, _, err = _run([*argv, "--overwrite"], capsys)  # --overwrite deletes or replaces only attnlab's own files
+    assert code != 0 and "even with --overwrite" in err and (out / "audit.csv").read_text() == "my own table\n"
 
 
 def test_a_killed_runs_staging_folder_is_removed_by_the_next_run(checkpoint, tmp_path, capsys):
@@ -214,7 +217,7 @@ def test_a_killed_runs_staging_folder_is_removed_by_the_next_run(checkpoint, tmp
 @pytest.mark.parametrize(
     "damage, message",
     [
-        ("corrupt", "could not load a causal LM from"),
+        ("corrupt", "is not a readable safetensors file"),
         ("pickle", "hold Python objects beyond tensors, which are never unpickled"),
     ],
 )

@@ -64,8 +64,8 @@ def test_the_report_draws_fig_5_and_names_the_command_line(sweep, tmp_path, caps
     assert (out / "unsafe_by_length.png").is_file() and (out / "unsafe_by_length.svg").is_file()
     argv = shlex.split(section.command)
     assert argv[:2] == ["attnlab", "lengths"] and argv[argv.index("--lengths") + 1 :][:2] == ["32", "64"]
-    assert main(["report", str(out), "--out", str(tmp_path / "page.html")]) == 0
-    assert "Length sweep of" in (tmp_path / "page.html").read_text()
+    assert main(["report", str(out), "--out", str(tmp_path / "page")]) == 0
+    assert "Length sweep of" in (tmp_path / "page" / "index.html").read_text()
 
 
 def test_several_sweeps_are_drawn_on_one_fig_5(checkpoint, sweep, tmp_path):
@@ -109,6 +109,7 @@ def test_the_cli_prints_the_table_and_writes_the_rows_of_every_length(checkpoint
     assert code == 0, captured.err
     assert "length sweep of" in captured.out and "unsafe %" in captured.out
     assert sorted(p.name for p in out.iterdir()) == [
+        ".attnlab-run.json",
         "config.json",
         "lengths.csv",
         "lengths.md",

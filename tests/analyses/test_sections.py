@@ -48,16 +48,16 @@ def test_the_audit_section_recomputes_the_bound_validation_from_its_rows(folders
     assert "--queries" in argv and argv[-2:] == ["--out", str(folders / "audit")] and "--suite" not in argv
 
 
-def test_report_renders_a_page_over_command_folders(folders, capsys):
-    assert main(["report", str(folders), "--out", str(folders / "page.html")]) == 0
-    page = (folders / "page.html").read_text()
+def test_report_renders_a_page_over_command_folders(folders, capsys, tmp_path):
+    assert main(["report", str(folders), "--out", str(tmp_path / "page")]) == 0
+    page = (tmp_path / "page" / "index.html").read_text()
     assert "Audit of" in page and "Substitution on" in page and "bound_validation.csv" in page
     assert "softmax itself scores" in page  # the tiny model cannot do niah: its deltas are flagged
 
 
-def test_a_folder_with_neither_studies_nor_command_folders_is_refused(folders):
+def test_a_folder_with_neither_studies_nor_command_folders_is_refused(folders, tmp_path):
     with pytest.raises(studies.StudyError, match="holds no study folder"):
-        studies.report([folders / "notes"], folders / "x.html")
+        studies.report([folders / "notes"], tmp_path / "x")
 
 
 def test_several_audits_are_compared_side_by_side(checkpoint, folders, tmp_path):

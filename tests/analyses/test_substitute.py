@@ -27,6 +27,13 @@ def test_check_recipes_takes_registered_distinct_names():
     substitute.check_recipes(["relu_p4_bauto", "sigmoid_b0", "entmax_a1.5", "softmax"])
 
 
+def test_b_auto_is_checked_against_the_bias_range_of_the_maps_that_take_it():
+    substitute.check_recipes(["relu_p4_bauto", "sigmoid_bauto"], b_auto=1e4)  # the range's own end
+    substitute.check_recipes(["relu_p4_b0", "softmax"], b_auto=1e5)  # no recipe takes b_auto: it is never used
+    with pytest.raises(RunError, match="does not fit sigmoid_bauto"):
+        substitute.check_recipes(["relu_p4_b0", "sigmoid_bauto"], b_auto=-1e5)
+
+
 def test_an_unknown_recipe_is_refused_with_the_row_maps_own_message():
     with pytest.raises(ValueError) as expected:
         rowmaps.get("relu_p4_bfast")
@@ -49,6 +56,12 @@ def test_a_repeated_recipe_is_refused():
         ({"recipes": ("sigmoid_b0", "sigmoid_b0")}, "repeated names"),
         ({"recipes": ("sigmoid_b0",), "prompts": 0}, "--prompts must be an int >= 1"),
         ({"recipes": ("sigmoid_b0",), "b_auto": math.inf}, "--b-auto must be finite"),
+        # a b_auto outside the map's own bias range, which only the map built after calibration used to refuse
+        (
+            {"recipes": ("relu_p4_bauto",), "b_auto": 1e5},
+            r"--b-auto 100000 does not fit relu_p4_bauto: .*\[-10000, 10000\]",
+        ),
+        ({"recipes": ("sigmoid_bauto",), "b_auto": -1e4 - 1}, "--b-auto -10001 does not fit sigmoid_bauto"),
     ],
 )
 def test_the_config_refuses_before_any_model_is_loaded(tmp_path, kw, message):

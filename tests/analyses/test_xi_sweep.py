@@ -133,6 +133,7 @@ def test_command_writes_the_sweep_and_its_argmin(checkpoint, tmp_path, capsys):
     stdout = capsys.readouterr().out
     assert "back-half sliding-window loss" in stdout and "n_eval 32 (plain RoPE): best xi" in stdout
     assert sorted(p.name for p in out.iterdir()) == [
+        ".attnlab-run.json",
         "best_xi.csv",
         "best_xi.md",
         "config.json",

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
+from attnlab import io
 from attnlab.cli import main
 from checkpoints import save_checkpoint
 
@@ -29,11 +31,15 @@ def world(tmp_path_factory):
     (root / "mine" / "rows.parquet").write_text("a user's file\n")
     assert main(["study", "rowmaps", "--out", str(root / "study"), "--no-progress"]) == 0
     (root / "study" / "row.json").write_text("{torn")
-    (root / "busy").mkdir()  # another live attnlab run writes here (the parent process stands in for it)
-    (root / "busy" / ".attnlab.lock").write_text(str(os.getppid()))
+    (root / "busy").mkdir()  # another live attnlab run writes here (a sleeping Python child stands in for it)
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)", "attnlab"])
+    (root / "busy" / ".attnlab.lock").write_text(str(holder.pid))
     (root / "run").mkdir()
     (root / "run" / "metrics.jsonl").write_text('{"kind": "train", "step": 1, "loss": 9.0}\n')
-    return root
+    io.claim(root / "run", adopt=["metrics.jsonl"])  # a run killed before its first checkpoint: its folder is marked
+    yield root
+    holder.kill()
+    holder.wait()
 
 
 CASES = {
@@ -91,8 +97,8 @@ CASES = {
     "lengthgen negative samples": (["lengthgen", "--samples", "-1", "--out", "{w}/l"], "--samples"),
     "lengthgen zero steps": (["lengthgen", "--steps", "0", "--out", "{w}/l"], "--steps"),
     "study bad model": (["study", "concentration", "--model", "{w}/nothing", "--out", "{w}/c"], "neither a path"),
-    "report damaged study": (["report", "{w}/study"], "cannot rebuild the rowmaps section"),
-    "report no study": (["report", "{w}/mine"], "holds no study folder"),
+    "report damaged study": (["report", "{w}/study", "--out", "{w}/r"], "cannot rebuild the rowmaps section"),
+    "report no study": (["report", "{w}/mine", "--out", "{w}/r"], "holds no study folder"),
     "unknown command": (["poems"], "invalid choice"),
     "maps takes no argument": (["maps", "--all"], "unrecognized arguments: --all"),
     "papers takes no argument": (["papers", "Smith 2020"], "unrecognized arguments: Smith 2020"),

@@ -106,6 +106,7 @@ def test_status_codes_follow_the_cap():
         (0, 0.5, True, 0.0),
         (1, 0.0, True, 0.0),  # nothing can outweigh the target
         (2, 0.0, True, math.inf),  # a tied distractor: no degree suffices
+        (2, -0.0, True, math.inf),  # a tie row such as [-0., 0., 0.]: once -inf, which counted S_1 = 2 as covered
         (5, 0.999, True, math.log(5) / math.log(100)),  # rho clipped at 0.99
         (3, -0.2, False, math.inf),  # an answer key below the argmax
         (4, math.nan, True, math.nan),  # a dead row

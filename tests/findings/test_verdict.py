@@ -70,3 +70,56 @@ def test_paired_mde_is_the_effect_a_paired_t_test_sees_80_percent_of_the_time():
     assert math.isnan(paired_mde(sd, 1)) and math.isnan(paired_mde(math.nan, 4))
     with pytest.raises(ValueError, match="alpha"):
         paired_mde(1.0, 3, alpha=1.5)
+
+
+@pytest.mark.parametrize("holds", [True, False])
+@pytest.mark.parametrize("read", [[0.99, math.nan], [], np.array([[1.0], [math.nan]])])
+def test_a_rule_that_read_a_missing_value_or_none_is_not_checked_never_not_reproduced(holds, read):
+    found = decide("c", rule="r", holds=holds, null=FAILS, mde=SEES, evidence="e", reads={"the seeds' share": read})
+    assert found.verdict == "not checked" and found.reason.startswith("the seeds' share: a missing value")
+
+
+def test_a_null_that_read_a_missing_value_is_not_run_so_a_holding_rule_is_not_checked():
+    found = decide("c", rule="r", holds=True, null=FAILS, mde=SEES, evidence="e", null_reads={"untrained": [math.nan]})
+    assert found.verdict == "not checked" and found.null.passes is None and "not run: untrained" in found.null.outcome
+    known = decide("c", rule="r", holds=True, null=FAILS, mde=SEES, evidence="e", reads={"x": [1.0]}, null_reads={})
+    assert known.verdict == "reproduced"
+
+
+def test_a_nan_in_one_seed_s_masked_loss_leaves_the_masking_finding_not_checked():
+    """The user's case: NaN in one raw CSV flipped the sinks study's masking finding from reproduced to not
+    reproduced (NaN >= x is False)."""
+    import pandas as pd
+
+    from attnlab.studies.sinks import findings as sinks
+
+    runs = [(f"{a}_1x1_s{k}", a) for a in ("softmax", "relu") for k in (0, 1)]
+    table = pd.DataFrame(
+        {
+            "run": [r for r, _ in runs],
+            "attention": [a for _, a in runs],
+            "arch": "1x1",
+            "seed": 0,
+            "learned": True,
+            "loss": 1e-6,
+            "masked_loss": [1.2 if a == "softmax" else 1e-6 for _, a in runs],
+            "masked_linf": 3.0,
+            "zero_loss": 0.1,
+            "untrained_loss": 0.1,
+            "untrained_masked_loss": 0.10001,
+        }
+    )
+
+    def verdict(masked: pd.DataFrame) -> str:
+        rises = masked.assign(
+            rise_over_zero=(masked["masked_loss"] - masked["loss"]) / masked["zero_loss"],
+            untrained_rise_over_zero=(masked["untrained_masked_loss"] - masked["untrained_loss"]) / masked["zero_loss"],
+        )
+        return sinks.masking_finding(rises, 1000)
+
+    assert verdict(table).verdict == "reproduced"
+    for column in ("loss", "masked_loss", "zero_loss"):
+        torn = table.astype({column: float})
+        torn.loc[2, column] = math.nan  # relu_1x1_s0
+        found = verdict(torn)
+        assert found.verdict == "not checked" and "a missing value" in found.reason, column

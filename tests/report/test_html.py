@@ -151,3 +151,18 @@ def test_a_study_name_cannot_open_a_tag(tmp_path):
     section = Section('x"><i>', "T", "src", "q", "cmd")
     parsed = _Page(render([(section, tmp_path)]))
     assert "i" not in [t for t, _ in parsed.tags]
+
+
+def test_the_page_says_which_tables_it_recomputed_and_which_it_shows_as_found(tmp_path):
+    import dataclasses
+
+    section = _study(tmp_path / "copy")
+    found = dataclasses.replace(section, tables=(Table("t", "as written", found=True),))
+    page = "".join(_Page(render([(found, tmp_path / "copy")], sources={tmp_path / "copy": tmp_path / "given"})).text)
+    assert (
+        f"folder {tmp_path / 'given'}" in page and f"from a copy of the folder's files, in {tmp_path / 'copy'}" in page
+    )
+    assert "except the tables marked shown as found" in page and "shown as found: t.csv as its command wrote it" in page
+    mine = "".join(_Page(render([(section, tmp_path / "copy")])).text)
+    assert "shown as found" not in mine and "computed from the folder's files" in mine
+    assert "recomputed" not in "".join(_Page(render([(section, tmp_path / "copy")], recomputed=False)).text)

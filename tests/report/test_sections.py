@@ -109,7 +109,7 @@ def test_to_dict_is_plain_data_under_the_field_names():
                 "reason": "",
             }
         ],
-        "tables": [{"stem": "t", "caption": "cap"}],
+        "tables": [{"stem": "t", "caption": "cap", "found": False}],
         "figures": [{"stem": "f", "caption": "fig"}],
         "notes": ["n"],
         "warnings": ["w"],

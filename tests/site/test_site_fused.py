@@ -109,6 +109,35 @@ def test_gradients_through_the_fused_path_equal_the_unfused_ones(name, extras):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
 
 
+def plus_inf_row() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """q, k, v of one query whose scores at scaling 1 are exactly [1, +inf, +inf, 0] (2^100 * 2^100 overflows
+    float32, 2^-100 * 2^100 = 1), and v the identity, so that the output row is the weights themselves."""
+    big = 2.0**100
+    q = torch.tensor([big, 1 / big, 0.0, 0.0]).view(1, 1, 1, 4)
+    k = torch.tensor([[0.0, big, 0, 0], [big, 0, 0, 0], [big, 0, 0, 0], [0, 0, 0, 0]]).view(1, 1, 4, 4)
+    return q, k, torch.eye(4).view(1, 1, 4, 4)
+
+
+# sigmoid_b0's bounded limit on [1, +inf, +inf, 0]: each +inf key weighs sigma(+inf) = 1 beside sigma(1) and sigma(0)
+SIGMOID_AT_INF = [0.2263, 0.3095, 0.3095, 0.1547]
+
+
+@pytest.mark.parametrize("name", MAPS)
+@pytest.mark.parametrize("path", ["fused", "fused with autograd", "unfused"])
+def test_plus_inf_scores_get_the_row_maps_limit_on_every_path(name, path):
+    """The row map's own limit at +inf (rowmaps._rows.normalized_rows): sigmoid's bounded one, an even split over
+    the +inf keys for the unbounded maps. The compiled kernel declines such a row (test_site_kernel)."""
+    q, k, v = plus_inf_row()
+    assert torch.equal(q @ k.transpose(2, 3), torch.tensor([1.0, torch.inf, torch.inf, 0.0]).view(1, 1, 1, 4))
+    plan = Plan(maps={0: rowmaps.get(name)}, fused=path != "unfused", kernel="torch")
+    with torch.set_grad_enabled(path == "fused with autograd"):
+        out = attend(q.requires_grad_(path == "fused with autograd"), k, v, Scores(1.0), Causal(), plan)
+    want = rowmaps.get(name)(torch.tensor([[1.0, torch.inf, torch.inf, 0.0]]))
+    torch.testing.assert_close(out.detach().view(1, 4), want)
+    if name == "sigmoid_b0":
+        torch.testing.assert_close(out.detach().view(4), torch.tensor(SIGMOID_AT_INF), rtol=0, atol=1e-4)
+
+
 def test_gradcheck_of_the_fused_path_in_float64():
     q, k, v = _qkv(b=1, h=2, hkv=1, q=9, k=9, d=3, dtype=torch.float64)
     scale = torch.rand(1, 2, 9, 1, dtype=torch.float64, generator=torch.Generator().manual_seed(2)) + 0.5

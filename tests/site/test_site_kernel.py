@@ -87,6 +87,25 @@ def test_the_output_is_a_weighted_mean_of_values_by_a_brute_force_loop():
             torch.testing.assert_close(out[0, i, h].double(), w @ v[0, h, : i + 1].double(), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize(
+    "name, weights",
+    [
+        ("sigmoid_b0", [0.2263, 0.3095, 0.3095, 0.1547]),  # bounded: each +inf key weighs sigma(+inf) = 1
+        ("sigmoid_b1", [0.2439, 0.2769, 0.2769, 0.2024]),
+        ("relu_p4_b0", [0.0, 0.5, 0.5, 0.0]),  # unbounded: the +inf keys share the row
+        ("entmax_a1.5", [0.0, 0.5, 0.5, 0.0]),
+    ],
+)
+def test_a_row_with_plus_inf_scores_is_declined_and_gets_the_maps_limit(name, weights, served):
+    # scores [1, +inf, +inf, 0] from finite q and k (2^100 * 2^100 overflows float32); v = I: the output is the weights
+    big = 2.0**100
+    q = torch.tensor([big, 1 / big, 0.0, 0.0]).view(1, 1, 1, 4)
+    k = torch.tensor([[0.0, big, 0, 0], [big, 0, 0, 0], [big, 0, 0, 0], [0, 0, 0, 0]]).view(1, 1, 4, 4)
+    out = attend(q, k, torch.eye(4).view(1, 1, 4, 4), Scores(1.0), Causal(), Plan(maps={0: rowmaps.get(name)}))
+    assert served == [False]
+    torch.testing.assert_close(out.view(4), torch.tensor(weights), rtol=0, atol=1e-4)
+
+
 def test_what_the_kernel_leaves_to_the_torch_path(served):
     q, k, v = _qkv()
     # mixed maps, float64, a softcap, a dead-row rule other than zeros: not offered or declined

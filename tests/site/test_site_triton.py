@@ -14,11 +14,14 @@ import torch  # noqa: E402
 triton = pytest.importorskip("triton")
 
 from attnlab import rowmaps  # noqa: E402
+from attnlab.site import Causal, Plan, Scores, attend  # noqa: E402
+from attnlab.site.triton import entmax_kernels as site_triton_entmax_kernels  # noqa: E402
 from attnlab.site.triton import relu_sigmoid_kernels as site_triton_kernels  # noqa: E402
 from attnlab.site.triton.relu_sigmoid import relu_sigmoid_attention  # noqa: E402
 
 if not site_triton_kernels.INTERPRETED:  # imported earlier, compiled, by a module that uses it
     importlib.reload(site_triton_kernels)
+    importlib.reload(site_triton_entmax_kernels)
 
 # masked lanes of a tile compute 1/0, -inf - -inf or log2(0) in numpy before tl.where drops them
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -129,6 +132,132 @@ def test_sigmoid_rows_below_float32s_range_keep_their_weights():
     # every z + b near -100: sigmoid underflows in float32, the row map goes to log space and so must the kernel
     q, k, v, dout = _qkv()
     assert max(_errors(q, k, v, dout, family="sigmoid", b=-100.0)) < F32
+
+
+@pytest.mark.parametrize(
+    "b, weights", [(0.0, [0.2263, 0.3095, 0.3095, 0.1547]), (1.0, [0.2439, 0.2769, 0.2769, 0.2024])]
+)
+def test_sigmoid_keys_at_plus_inf_take_sigmas_bounded_limit(b, weights):
+    """Scores [1, +inf, +inf, 0] (2^100 * 2^100 overflows float32): each +inf key weighs sigma(+inf) = 1 beside
+    sigma(1 + b) and sigma(b), the row map's limit, not softmax's even split; v = I, so the output is the weights."""
+    big = 2.0**100
+    q = torch.tensor([big, 1 / big, 0.0, 0.0]).view(1, 1, 1, 4)
+    k = torch.tensor([[0.0, big, 0, 0], [big, 0, 0, 0], [big, 0, 0, 0], [0, 0, 0, 0]]).view(1, 1, 4, 4)
+    out = relu_sigmoid_attention(q, k, torch.eye(4).view(1, 1, 4, 4), family="sigmoid", b=b, scale=1.0)
+    want = rowmaps.get(f"sigmoid_b{b:g}")(torch.tensor([[1.0, torch.inf, torch.inf, 0.0]]))
+    torch.testing.assert_close(out.view(1, 4), want)
+    torch.testing.assert_close(out.view(4), torch.tensor(weights), rtol=0, atol=1e-4)
+
+
+INF = float("inf")
+# Every map the kernels serve (attnlab.site.route): ReLU^p by binary powering and by exp2/log2, the sigmoid, and
+# alpha-entmax with k = 1 / (alpha - 1) = 2, 1, 4 and 1/0.7 (the kernels' product and exp2/log2 paths).
+KERNEL_MAPS = ["relu_p1_b0", "relu_p2_b0", "relu_p1.5_b0.5", "relu_p4_b-0.5", "sigmoid_b0", "sigmoid_b1"] + [
+    "entmax_a1.5",
+    "entmax_a2",
+    "entmax_a1.25",
+    "entmax_a1.7",
+]
+# Rows of one call, 6 queries after 2 cached keys: query i sees keys 0..i+2; the keys after them are masked
+INFINITE_ROWS = {
+    "every allowed key +inf, masked ones +inf or finite": [INF, INF, INF, 1.0, INF, 0.0, 0.0, INF],
+    "[1, inf, inf, 0]: two +inf keys beside finite ones": [1.0, INF, INF, 0.0, 0.0, INF, 0.0, 0.0],
+    "one +inf key beside -inf and finite ones": [0.5, -INF, INF, 2.0, -INF, INF, INF, 0.0],
+    "a finite row in the same block, +inf only at masked keys": [0.3, -1.2, 0.8, 2.0, -0.5, 1.1, INF, INF],
+    "every allowed key -inf: no key the row map counts": [-INF] * 7 + [INF],
+    "three +inf keys among -inf and finite ones": [-INF, INF, 1.0, -INF, INF, INF, 0.2, -2.0],
+}
+
+
+def _scored(scores: torch.Tensor, heads: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """q (1, heads, Q, D) and k (1, 1, K, D) whose head-0 products q.k are exactly ``scores`` (Q x K: finite, +inf or
+    -inf) in float32: query i has 2^100 and 1 in its own two dims, so 2^100 * +-2^100 overflows to +-inf and 1 * s is
+    s. A NaN in k's last dim (0 in every q) makes that key's scores NaN. Heads past the first get finite scores
+    (their 2^100 dims are 0), so they share the kv head with rows of every kind."""
+    n_q, n_k = scores.shape
+    big = 2.0**100
+    q = torch.zeros(1, heads, n_q, 2 * n_q + 1)
+    k = torch.zeros(1, 1, n_k, 2 * n_q + 1)
+    rand = torch.randn(heads, n_q, generator=torch.Generator().manual_seed(3))
+    for i, row in enumerate(scores):
+        infinite = torch.isinf(row)
+        q[0, 0, i, 2 * i : 2 * i + 2] = torch.tensor([big, 1.0])
+        q[0, 1:, i, 2 * i + 1] = rand[1:, i]
+        k[0, 0, :, 2 * i] = torch.where(infinite, row.sign() * big, 0.0)
+        k[0, 0, :, 2 * i + 1] = torch.where(infinite, 0.0, row)
+    return q, k
+
+
+def _site(name: str, kernel: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, grad: bool = True):
+    """attend's output (B, H, Q, D) with ``name`` on every head, and its gradients for q, k, v under one upstream
+    gradient."""
+    q, k, v = (t.clone().requires_grad_(grad) for t in (q, k, v))
+    plan = Plan(maps={h: rowmaps.get(name) for h in range(q.shape[1])}, kernel=kernel)
+    out = attend(q, k, v, Scores(1.0), Causal(), plan).transpose(1, 2)
+    if not grad:
+        return out, None
+    dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(1))
+    return out.detach(), torch.autograd.grad(out, (q, k, v), dout)
+
+
+def _assert_finite_and_close(got, want):
+    """Each of out, dq, dk, dv finite and within F32 of the largest entry of its reference."""
+    for name, a, b in zip(("out", "dq", "dk", "dv"), got, want):
+        assert torch.isfinite(a).all(), name
+        assert float((a - b).abs().max() / b.abs().max().clamp_min(1e-30)) < F32, name
+
+
+@pytest.mark.parametrize("name", KERNEL_MAPS)
+def test_rows_holding_infinite_scores_take_the_row_maps_limit_with_its_gradients(name):
+    """Rows with +inf or only -inf scores get the row map's weights and the torch path's finite gradients.
+
+    +inf at one, several or every allowed key, beside -inf, finite and masked keys: ReLU^p and entmax split the
+    weight evenly over the +inf keys, the sigmoid gives each sigma(+inf) = 1 beside the finite keys' own; a row of
+    -inf attends to nothing. Beside them sit a finite row and a second query head of finite rows sharing the kv
+    head. v = I on the first 8 dims, so those of the output are the weights."""
+    scores = torch.tensor(list(INFINITE_ROWS.values()))
+    q, k = _scored(scores, heads=2)
+    v = torch.eye(8, k.shape[-1]).view(1, 1, 8, -1)
+    out, grads = _site(name, "triton", q, k, v)
+    want_out, want_grads = _site(name, "torch", q, k, v)
+    weights = rowmaps.get(name)(scores, torch.ones(6, 8, dtype=torch.bool).tril(2))
+    for case, got, want in zip(INFINITE_ROWS, out[0, 0, :, :8], weights):
+        torch.testing.assert_close(got, want, rtol=0, atol=F32, msg=lambda m, case=case: f"{case}: {m}")
+    _assert_finite_and_close((out, *grads), (want_out, *want_grads))
+
+
+@pytest.mark.parametrize("name", ["relu_p2_b0", "relu_p1.5_b0.5", "sigmoid_b1", "entmax_a1.5", "entmax_a1.7"])
+def test_plus_inf_keys_in_any_key_tile_give_the_limit(name):
+    """+inf keys in any key tile give the row map's weights and the torch path's gradients.
+
+    With attend's 64-key tiles a row's +inf keys lie in a later tile than finite ones (its online maximum turns
+    +inf), in an earlier one (the tiles after it divide by +inf) or in both; the last row is finite."""
+    scores = torch.randn(4, 80, generator=torch.Generator().manual_seed(4))
+    scores[0, 70] = scores[1, 5] = scores[1, 66] = scores[2, 10] = INF
+    q, k = _scored(scores)
+    v = torch.randn(k.shape, generator=torch.Generator().manual_seed(5))
+    out, grads = _site(name, "triton", q, k, v)
+    want_out, want_grads = _site(name, "torch", q, k, v)
+    mask = torch.ones(4, 80, dtype=torch.bool).tril(76)
+    torch.testing.assert_close(out[0, 0], rowmaps.get(name)(scores, mask) @ v[0, 0], rtol=0, atol=F32)
+    _assert_finite_and_close((out, *grads), (want_out, *want_grads))
+
+
+@pytest.mark.parametrize("name", KERNEL_MAPS)
+def test_a_row_holding_nan_beside_plus_inf_keys_is_nan_as_the_row_maps(name):
+    """A row holding NaN beside +inf scores is NaN, as the row map's; the row before it keeps its limit.
+
+    The NaN key is the last, which only the second query sees; v = I on the first 4 dims, so those of the output
+    are the weights."""
+    scores = torch.tensor([[1.0, INF, 0.5, 0.0], [1.0, INF, INF, 0.0]])
+    q, k = _scored(scores)
+    k[0, 0, 3, -1] = float("nan")
+    v = torch.eye(4, k.shape[-1]).view(1, 1, 4, -1)
+    out, _ = _site(name, "triton", q, k, v, grad=False)
+    scores[1, 3] = float("nan")
+    want = rowmaps.get(name)(scores, torch.ones(2, 4, dtype=torch.bool).tril(2))
+    assert out[0, 0, 1].isnan().all() and want[1].isnan().all()
+    torch.testing.assert_close(out[0, 0, :, :4], want, rtol=0, atol=F32, equal_nan=True)
 
 
 @pytest.mark.parametrize("family, p", [("relu_p", 4.0), ("relu_p", 16.0), ("sigmoid", 1.0)])

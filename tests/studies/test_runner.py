@@ -11,7 +11,6 @@ from attnlab import studies
 from attnlab.cli import main
 from attnlab.cli.base import UserError
 from attnlab.findings.finding import MDE, Finding, Null
-from attnlab.report.html import is_ours
 from attnlab.report.sections import Figure, Section, Table
 from attnlab.studies import StudyConfig, StudyError, runner
 from checkpoints import save_checkpoint
@@ -263,7 +262,8 @@ def test_long_tables_are_cut_in_the_page_and_say_where_the_rest_is(tmp_path):
 def test_study_folders_finds_a_demo_folder_in_registry_order_and_rejects_others(tmp_path):
     for name in ("temperature", "rowmaps"):
         (tmp_path / "demo" / name).mkdir(parents=True)
-        (tmp_path / "demo" / name / "config.json").write_text(json.dumps({"study": name}))
+        config = {"study": name, "budget": "smoke", "model": None, "seed": 0}
+        (tmp_path / "demo" / name / "config.json").write_text(json.dumps(config))
     assert [p.name for p in studies.study_folders(tmp_path / "demo")] == ["rowmaps", "temperature"]
     (tmp_path / "empty").mkdir()
     with pytest.raises(StudyError, match="holds no study folder"):
@@ -279,32 +279,28 @@ def test_demo_command_runs_studies_and_writes_the_report(tmp_path, capsys):
     assert f"report: {page}" in out and "[check passed]" in out
     assert (tmp_path / "rowmaps" / "rowmaps.png").read_bytes()[:8] == PNG_MAGIC
     assert "Row maps on one score row" in page.read_text()
-    assert main(["report", str(tmp_path / "rowmaps"), str(tmp_path), "--out", str(tmp_path / "two.html")]) == 0
-    assert (tmp_path / "two.html").read_text().count("<h2 ") == 2
+    report = tmp_path.parent / f"{tmp_path.name}-report"  # apart from the folders it reads
+    assert main(["report", str(tmp_path / "rowmaps"), str(tmp_path), "--out", str(report)]) == 0
+    assert (report / "index.html").read_text().count("<h2 ") == 2
     assert not list(tmp_path.rglob("*.tmp"))
     # a study folder holding a table named as a command's marker (concentration writes matched.csv) stays a study
     (tmp_path / "rowmaps" / "matched.csv").write_text("model\n")
     assert runner.command_folders(tmp_path) == []
-    assert main(["report", str(tmp_path)]) == 0
-    # the same demo resumes into its own folder, its page replaced; a user's file at --out is never replaced
+    assert main(["report", str(tmp_path), "--out", str(report)]) == 0  # an earlier report's folder is replaced
+    # the same demo resumes into its own folder, its page replaced; a user's folder at --out is never written into
     (tmp_path / "rowmaps" / "matched.csv").unlink()
     assert main(["demo", "--studies", "rowmaps", "--out", str(tmp_path), "--no-progress"]) == 0
-    mine = tmp_path / "mine.html"
-    mine.write_text("my notes")
+    mine = tmp_path.parent / f"{tmp_path.name}-mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("my notes")
     capsys.readouterr()
     assert main(["report", str(tmp_path), "--out", str(mine)]) == 1
-    assert "did not write" in capsys.readouterr().err and mine.read_text() == "my notes"
-    assert main(["report", str(tmp_path), "--out", str(mine), "--overwrite"]) == 0
-    assert is_ours(mine)
-    # nor a folder of theirs named as the report's cross-folder tables, beside the page
-    theirs = tmp_path / "compare_rowmaps"
-    theirs.mkdir()
-    (theirs / "notes.txt").write_text("mine")
-    assert main(["report", str(tmp_path)]) == 1
-    assert "not a comparison attnlab report wrote" in capsys.readouterr().err
-    assert [p.name for p in theirs.iterdir()] == ["notes.txt"]
-    (theirs / "notes.txt").rename(theirs / "table.csv")  # tables only: a comparison from before the mark
-    assert main(["report", str(tmp_path)]) == 0
+    assert "did not write" in capsys.readouterr().err and [p.name for p in mine.iterdir()] == ["notes.txt"]
+    # nor the folder it reads, nor one inside it
+    for inside in (tmp_path, tmp_path / "rowmaps" / "page"):
+        assert main(["report", str(tmp_path), "--out", str(inside)]) == 1
+        assert "which the report reads" in capsys.readouterr().err
+    assert not (tmp_path / "rowmaps" / "page").exists()
 
 
 def test_demo_refuses_a_folder_of_other_files_and_a_study_folder(tmp_path, capsys):
@@ -323,9 +319,12 @@ def test_demo_refuses_a_folder_of_other_files_and_a_study_folder(tmp_path, capsy
 
 
 def test_report_command_errors_are_one_line(tmp_path, capsys):
-    assert main(["report", str(tmp_path), str(tmp_path)]) == 1
-    assert "give --out FILE" in capsys.readouterr().err
-    assert main(["report", str(tmp_path)]) == 1
+    with pytest.raises(SystemExit):  # --out is required: nothing is written into the folders read
+        main(["report", str(tmp_path)])
+    assert "--out" in capsys.readouterr().err
+    assert main(["report", str(tmp_path), "--out", str(tmp_path / "x" / "page.html")]) == 1
+    assert "give a folder" in capsys.readouterr().err
+    assert main(["report", str(tmp_path), "--out", str(tmp_path.parent / f"{tmp_path.name}-out")]) == 1
     err = capsys.readouterr().err
     assert "holds no study folder" in err and "Traceback" not in err
     assert main(["study", "lengthgen", "--model", "x", "--out", str(tmp_path / "s")]) == 1

@@ -191,12 +191,19 @@ def test_an_existing_run_is_never_overwritten_without_resume(tmp_path):
 
 
 def test_a_fresh_run_refuses_an_earlier_runs_files_unless_told_to_start_clean(tmp_path):
-    """A run killed before its first checkpoint left metrics.jsonl; a user's own train.csv is no run at all:
-    both are refused, and --overwrite clears only the run's own files."""
+    """A run killed before its first checkpoint left metrics.jsonl (listed in its folder's marker); a user's
+    notes.txt beside it is no run at all: the folder is refused, and --overwrite clears only the run's own files.
+    Without the marker nothing tells the two apart, and the folder is refused even with --overwrite."""
     out = tmp_path / "run"
     out.mkdir()
     (out / "metrics.jsonl").write_text('{"kind": "train", "step": 1, "loss": 9.0}\n')
     (out / "notes.txt").write_text("mine\n")
+    with pytest.raises(io.OutputError, match=r"holds files that train did not write \(metrics.jsonl, notes.txt\)"):
+        Trainer(_cfg("train.steps=2"), out, overwrite=True)
+    (out / "metrics.jsonl").unlink()
+    io.claim(out)
+    io.record(out, "metrics.jsonl")
+    (out / "metrics.jsonl").write_text('{"kind": "train", "step": 1, "loss": 9.0}\n')
     with pytest.raises(TrainError, match=r"already holds metrics.jsonl; pass --resume to continue it, --overwrite"):
         Trainer(_cfg("train.steps=2"), out)
     summary = train(_cfg("train.steps=2", "train.checkpoint_every=2"), out, overwrite=True)

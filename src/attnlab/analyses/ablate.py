@@ -95,7 +95,7 @@ class AblateConfig(SuiteRun):
         if not (math.isfinite(self.p) and self.p > 0):
             raise RunError(f"--p must be a degree > 0, got {self.p!r}")
         parse_biases([self.b])
-        check_recipes([self.recipe])
+        check_recipes([self.recipe], self.b_auto)
         if self.recipe == BASELINE:
             raise RunError("--recipe softmax changes nothing; pick the map to ablate with, e.g. relu_p2_bauto")
         if self.types is not None:
@@ -317,7 +317,7 @@ def _heads_text(heads: Sequence[Head]) -> str:
     return " ".join(f"{layer}.{head}" for layer, head in heads)
 
 
-@register("ablate", "ablate.csv")
+@register("ablate", "ablate.csv", AblateConfig)
 def report_section(folder: Path, config: dict) -> Section:
     """The group ablation (Polynomial Concentration §5.4, Table 9) and, with --types, Table 16."""
     cells_table = pd.read_csv(folder / "cells.csv")

@@ -17,9 +17,10 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from attnlab import hooks, options, tasks
@@ -42,7 +43,7 @@ from attnlab.analyses.run import (
     settings,
     staged_output,
 )
-from attnlab.analyses.sections import compares, register
+from attnlab.analyses.sections import compares, read_config, register
 from attnlab.devices import model_device
 from attnlab.diagnostics import RowOptions
 from attnlab.diagnostics.stream import RowStatsWriter
@@ -92,6 +93,8 @@ class AuditOptions(SuiteRun):
         check_queries(self.queries)
         if not self.p or not all(math.isfinite(p) and p > 0 for p in self.p):
             raise RunError(f"--p takes degrees > 0, got {list(self.p)}")
+        # the rows' own rules (distinct degrees among them), which would otherwise first run after the model loads
+        RowOptions.make(p=self.p, tau=self.tau, sigmoid=self.sigmoid)
         parse_biases(self.b)
         if self.target not in TARGETS:
             raise RunError(f"--target takes {' or '.join(TARGETS)}, got {self.target!r}")
@@ -249,14 +252,28 @@ def figure_degree(p: tuple[float, ...]) -> float:
     return 2.0 if 2 in p else min(p)
 
 
-@register("audit", "audit.csv")
+@dataclass(frozen=True)
+class AuditWritten(AuditConfig):
+    """An audit folder's config.json (never built, only read back): the audit's settings and what ``run`` adds that
+    its report reads, the bias of each label and the model's layers and heads per layer."""
+
+    biases: dict[str, float] = field(default_factory=dict)
+    layers: int = 0
+    heads: int = 0
+
+
+@register("audit", "audit.csv", AuditWritten, required=("biases", "p"))
 def report_section(folder: Path, config: dict) -> Section:
     """The prevalence table (Polynomial Concentration Tables 1/10/11), the bound validation (App. M, Table 8)
     and Figs. 1-2 (the p* histogram, p* against the measured S_p, the phase plot), recomputed from the
-    folder's rows."""
+    folder's rows. The prevalence table is recomputed too, with a warning where audit.csv as found differs."""
     p = tuple(config["p"])
-    columns = ["layer", "head", "p_star", *_columns(p), *(f"{k}_p{q:g}" for q in p for k in ("pred_safe", "safe_eps"))]
-    rows = {label: pd.read_parquet(folder / f"rows_b{label}.parquet", columns=columns) for label in config["biases"]}
+    rows = read_rows(
+        folder, config, ["layer", "head", "p_star", *(f"{k}_p{q:g}" for q in p for k in ("pred_safe", "safe_eps"))]
+    )
+    table = prevalence_table(rows, config)
+    edited = not _agrees(folder / "audit.csv", table)
+    write_table(folder / "audit", table)
     write_table(folder / "bound_validation", bound_validation(rows, p))
     active = {b: r[r["status"] == "active"] for b, r in rows.items()}
     p_star = {b: r["p_star"].to_numpy(dtype=float) for b, r in active.items()}
@@ -280,6 +297,14 @@ def report_section(folder: Path, config: dict) -> Section:
         question="How many active rows of this checkpoint are polynomial-unsafe (S_p >= 1), and how well does "
         "the degree bound p >= p* predict which?",
         command=command_line("audit", AuditConfig, config, str(folder)),
+        warnings=(
+            (
+                "audit.csv as found differs from the prevalence recomputed from the rows (rows_b*.parquet): it was "
+                "edited or written by another attnlab; the table below is the recomputed one",
+            )
+            if edited
+            else ()
+        ),
         tables=(
             Table(
                 "audit",
@@ -348,13 +373,50 @@ def _head_types(folder: Path) -> dict[tuple[int, int], str] | None:
     }
 
 
+def read_rows(folder: Path, config: dict, extra: Sequence[str] = ()) -> dict[str, pd.DataFrame]:
+    """An audit folder's rows per bias label (its config.json as ``config``): the columns its prevalence reads and
+    ``extra``."""
+    columns = list(dict.fromkeys([*_columns(tuple(config["p"]), config.get("sigmoid", False)), *extra]))
+    return {label: pd.read_parquet(folder / f"rows_b{label}.parquet", columns=columns) for label in config["biases"]}
+
+
+def prevalence_table(rows: dict[str, pd.DataFrame], config: dict) -> pd.DataFrame:
+    """audit.csv's table (``prevalence`` per bias, in the config's order), recomputed from ``read_rows``. An audit
+    written before --sigmoid and --target existed ran without them."""
+    answer = config.get("target") == "answer"
+    return pd.DataFrame(
+        [
+            line
+            for label, value in config["biases"].items()
+            for line in prevalence(rows[label], tuple(config["p"]), Bias(label, float(value)), answer=answer)
+        ]
+    )
+
+
+def _agrees(path: Path, table: pd.DataFrame) -> bool:
+    """Whether the CSV table at ``path`` holds ``table`` (its columns, and its numbers to 1e-9 relative)."""
+    try:
+        found = pd.read_csv(path, dtype={"b": str})
+    except (OSError, ValueError):  # torn or not text: it holds nothing of the table
+        return False
+    if list(found.columns) != list(table.columns) or len(found) != len(table):
+        return False
+    numbers = table.select_dtypes("number").columns
+    try:
+        close = np.allclose(found[numbers].to_numpy(float), table[numbers].to_numpy(float), rtol=1e-9, equal_nan=True)
+    except (TypeError, ValueError):  # a cell that is not a number
+        return False
+    rest = [c for c in table.columns if c not in numbers]
+    return bool(close) and found[rest].astype(str).equals(table[rest].astype(str))
+
+
 @compares("audit")
 def compare_section(folders: list[Path], into: Path) -> Section:
     """Polynomial Concentration Tables 1, 10 and 11 side by side: the prevalence lines of several audits
     (models, suites), one block per model and suite."""
     lines = []
     for folder in folders:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        config = read_config(folder)
         table = pd.read_csv(folder / "audit.csv", dtype={"b": str})
         lines.append(
             table.assign(model=config["model"], suite=config["suite"], folder=str(folder))[

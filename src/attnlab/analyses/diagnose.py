@@ -40,6 +40,27 @@ class DiagnoseConfig(Placement):
     out: Path | None = option(None, "also keep every row here", metavar="FILE.parquet")
     overwrite: bool = option(False, "replace --out even when another command wrote it")
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        from attnlab.diagnostics import RowOptions
+
+        if not self.b or len(set(self.b)) != len(self.b):
+            raise DiagnoseError(f"--b takes distinct biases (one summary row each), got {list(self.b)}")
+        try:  # the rows' own rules (distinct degrees, a normalized --rowmap...), before any score file is read
+            for b in self.b:
+                RowOptions.make(
+                    p=self.p,
+                    b=b,
+                    tau=self.tau,
+                    eps=self.eps,
+                    beta=self.beta,
+                    sink=self.sink,
+                    rowmap=self.rowmap,
+                    sigmoid=self.sigmoid,
+                )
+        except (TypeError, ValueError) as exc:
+            raise DiagnoseError(str(exc)) from None
+
     def settings(self) -> dict[str, str]:
         """What a rerun must match to replace --out without --overwrite."""
         return {
@@ -83,6 +104,7 @@ def run(cfg: DiagnoseConfig) -> tuple[tuple[int, ...], int, pd.DataFrame]:
     """(the scores' shape, its number of rows, the summary per b); every row goes to ``cfg.out`` when set."""
     from attnlab.diagnostics import row_stats
     from attnlab.diagnostics.summary import summarize
+    from attnlab.rowmaps import check_rows
 
     try:
         scores = load_tensor(cfg.scores, key=cfg.key)
@@ -91,6 +113,11 @@ def run(cfg: DiagnoseConfig) -> tuple[tuple[int, ...], int, pd.DataFrame]:
         raise DiagnoseError(str(exc).strip("'\"")) from None
     scores = devices.place(scores, cfg.device, cfg.dtype)
     mask = None if mask is None else devices.place(mask, cfg.device)
+    if mask is not None:
+        try:
+            check_rows(scores, mask, -1)  # first: the causal AND below fails on a float or misshapen mask, or hides it
+        except (TypeError, ValueError) as exc:
+            raise DiagnoseError(str(exc)) from None
     if cfg.causal:
         if scores.dim() < 2:
             raise DiagnoseError(f"--causal needs scores of shape (..., queries, keys); got {tuple(scores.shape)}")

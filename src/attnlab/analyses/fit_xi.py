@@ -92,6 +92,7 @@ def file_rows(path: Path, file: int, cfg: FitXiConfig) -> pd.DataFrame:
     import torch
 
     from attnlab.diagnostics import row_stats
+    from attnlab.rowmaps import check_rows
 
     try:
         scores = load_tensor(path, key=cfg.key)
@@ -116,6 +117,11 @@ def file_rows(path: Path, file: int, cfg: FitXiConfig) -> pd.DataFrame:
             f"--unit-axes {beyond} out of range for {path}: its scores of shape {tuple(scores.shape)} "
             f"have {len(lead)} leading axes before the keys"
         )
+    if mask is not None:
+        try:
+            check_rows(scores, mask, -1)  # first: the causal AND below fails on a misshapen mask, or hides it
+        except (TypeError, ValueError) as exc:
+            raise RunError(f"{path}: {exc}") from None
     if cfg.causal:
         if scores.dim() < 2:
             raise RunError(f"--causal needs scores of shape (..., queries, keys); {path} has {tuple(scores.shape)}")
@@ -199,7 +205,7 @@ def run(cfg: FitXiConfig, out: str | Path, *, progress: bool = True, overwrite: 
     }
 
 
-@register("fit-xi", "fit_xi.csv")
+@register("fit-xi", "fit_xi.csv", FitXiConfig)
 def report_section(folder: Path, config: dict) -> Section:
     """The contact exponents of saved score rows (Hayase & Karakida 2026 §4.5.1)."""
     unit = [f"axis{a}" for a in config["unit_axes"]] or ["file", "row"]

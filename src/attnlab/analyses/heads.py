@@ -196,7 +196,7 @@ def run(cfg: HeadsConfig, out: str | Path, *, progress: bool = True, overwrite: 
     }
 
 
-@register("heads", "heads.csv")
+@register("heads", "heads.csv", HeadsConfig)
 def report_section(folder: Path, config: dict) -> Section:
     """Head types (Polynomial Concentration App. H)."""
     return Section(

@@ -22,7 +22,7 @@ import pandas as pd
 from attnlab import options, tasks
 from attnlab.analyses.audit import AuditOptions, audit_rows, calibrated, written
 from attnlab.analyses.run import RunError, check_count, context_length, load, run_prompts, settings, staged_output
-from attnlab.analyses.sections import compares, register
+from attnlab.analyses.sections import compares, read_config, register
 from attnlab.io import check_output, write_json, write_table
 from attnlab.options import command_line, option
 from attnlab.report.plot_concentration import plot_unsafe_by_length
@@ -109,7 +109,7 @@ FIGURE = (
 )
 
 
-@register("lengths", "lengths.csv")
+@register("lengths", "lengths.csv", LengthsConfig)
 def report_section(folder: Path, config: dict) -> Section:
     """The length sweep (Polynomial Concentration App. C): its table and Fig. 5."""
     plot_unsafe_by_length(pd.read_csv(folder / "lengths.csv", dtype={"b": str}), folder / "unsafe_by_length")
@@ -138,7 +138,7 @@ def compare_section(folders: list[Path], into: Path) -> Section:
     on one plot."""
     lines = []
     for folder in folders:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        config = read_config(folder)
         table = pd.read_csv(folder / "lengths.csv", dtype={"b": str})
         lines.append(table.assign(model=f"{config['model']} ({config['suite']})", folder=str(folder)))
     into.mkdir(parents=True, exist_ok=True)

@@ -290,7 +290,7 @@ def run(cfg: MatchedConfig, out: str | Path, *, progress: bool = True, overwrite
     }
 
 
-@register("matched", "matched.csv")
+@register("matched", "matched.csv", MatchedConfig)
 def report_section(folder: Path, config: dict) -> Section:
     """The matched diagnostic (Polynomial Concentration Tables 4-5, 12-13)."""
     return Section(

@@ -63,7 +63,7 @@ class SubstituteConfig(SuiteRun):
         super().__post_init__()
         if not self.recipes:
             raise RunError("--recipes needs at least one row-map name")
-        check_recipes(self.recipes)
+        check_recipes(self.recipes, self.b_auto)
 
 
 def expand_recipes(names: tuple[str, ...]) -> tuple[str, ...]:
@@ -71,13 +71,19 @@ def expand_recipes(names: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(r for name in names for r in (PAPER_RECIPES if name == "paper" else (name,)))
 
 
-def check_recipes(names: Sequence[str]) -> None:
-    """Every recipe must be a registered row-map name; fail before any model is loaded."""
+def check_recipes(names: Sequence[str], b_auto: float | None = None) -> None:
+    """Every recipe must be a registered row-map name, and a ``_bauto`` one must take ``b_auto`` (when given) within
+    its map's own bias range; fail before any model is loaded."""
     for name in names:
         try:
-            rowmaps.get(name)
+            rowmap = rowmaps.get(name)
         except ValueError as exc:
             raise RunError(str(exc)) from None
+        if b_auto is not None and rowmap.needs_bias:
+            try:
+                rowmap.with_bias(b_auto)  # the map's own range check, which would otherwise run after the model loads
+            except ValueError as exc:
+                raise RunError(f"--b-auto {b_auto:g} does not fit {name}: {exc}") from None
     if len(set(names)) != len(names):
         raise RunError(f"--recipes has repeated names: {list(names)}")
 
@@ -231,7 +237,7 @@ def run(cfg: SubstituteConfig, out: str | Path, *, progress: bool = True, overwr
     }
 
 
-@register("substitute", "substitute.csv")
+@register("substitute", "substitute.csv", SubstituteConfig)
 def report_section(folder: Path, config: dict) -> Section:
     """The substitution sweep (Polynomial Concentration Tables 2-3) with the below-80% warning."""
     table = pd.read_csv(folder / "substitute.csv")

@@ -430,7 +430,7 @@ def cor49_note(config: dict) -> str:
     )
 
 
-@register("temperature", "temperature.csv")
+@register("temperature", "temperature.csv", TemperatureConfig)
 def report_section(folder: Path, config: dict) -> Section:
     """The contact exponents of a checkpoint's own rows (Hayase & Karakida 2026 §4.5.1)."""
     return Section(

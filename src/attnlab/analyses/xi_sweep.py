@@ -290,7 +290,7 @@ def run(cfg: XiSweepConfig, out: str | Path, *, progress: bool = True, overwrite
     }
 
 
-@register("xi-sweep", "xi_sweep.csv")
+@register("xi-sweep", "xi_sweep.csv", XiSweepConfig)
 def report_section(folder: Path, config: dict) -> Section:
     """The back-half perplexity sweep over xi (Hayase & Karakida 2026 §3, Fig. 1a-b, App. A.2)."""
     return Section(

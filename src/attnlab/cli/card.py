@@ -79,7 +79,7 @@ def run(cfg: CardConfig, out: str | Path, *, overwrite: bool = False, progress: 
     map into ``out``; returns the card (a ``cards.types.Card``) and the paths. Two or more: ``run_several``. Staged
     either way: a failed run leaves the folder as it was."""
     from attnlab.analyses.run import staged_output
-    from attnlab.io import check_output, check_writable
+    from attnlab.io import check_output, check_writable, locked
 
     if len(cfg.models) > 1:
         return run_several(cfg, out, overwrite=overwrite, progress=progress)
@@ -87,10 +87,11 @@ def run(cfg: CardConfig, out: str | Path, *, overwrite: bool = False, progress: 
     settings = cfg.settings(name)
     _plan(cfg)
     check_writable(out)
-    check_output(out, settings, overwrite=overwrite, what="attnlab card")
-    card = _card(cfg, name, progress)
-    with staged_output(out) as stage:
-        _write_card(card, settings, stage, Path(out))
+    with locked(out):  # from the check through the write: a second card into ``out`` is refused at once
+        check_output(out, settings, overwrite=overwrite, what="attnlab card")
+        card = _card(cfg, name, progress)
+        with staged_output(out) as stage:
+            _write_card(card, settings, stage, Path(out))
     final = Path(out)
     return {"card": card, "paths": {"card": final / "card.json", "page": final / "index.html"}}
 
@@ -102,30 +103,31 @@ def run_several(cfg: CardConfig, out: str | Path, *, overwrite: bool = False, pr
     and the paths."""
     from attnlab.analyses.run import staged_output
     from attnlab.cards.compare import compare, slugs, write_compare_page
-    from attnlab.io import check_output, check_writable, swap_in, write_json
+    from attnlab.io import check_output, check_writable, locked, swap_in, write_json
     from attnlab.loading.load import resolve_checkpoint
 
     settings = cfg.settings()
     _plan(cfg)
     check_writable(out)
-    check_output(out, settings, overwrite=overwrite, what="attnlab card")
-    for name in cfg.models:  # a mistyped last model is named before the first one's card is computed
-        resolve_checkpoint(name, log=print)
-    names = slugs(cfg.models)
-    cards = {}
-    for i, (slug, name) in enumerate(zip(names, cfg.models), 1):
-        print(f"card {i}/{len(names)}: {name}")
-        cards[slug] = _card(cfg, name, progress)
     final = Path(out)
-    with staged_output(out) as stage:
-        for slug, name in zip(names, cfg.models):
-            _write_card(cards[slug], cfg.settings(name), stage / slug, final / slug)
-        links = [f"{slug}/index.html" for slug in names]
-        write_compare_page(list(cards.values()), stage, stage / "index.html", links=links, shown=final)
-        write_json(stage / "config.json", {**settings, "folders": dict(zip(names, cfg.models))})
-        # staged_output moves files into place, but a folder cannot be renamed over a non-empty one (a rerun's)
-        for slug in names:
-            swap_in(stage / slug, final / slug)
+    with locked(out):  # from the check through the write: a second card into ``out`` is refused at once
+        check_output(out, settings, overwrite=overwrite, what="attnlab card")
+        for name in cfg.models:  # a mistyped last model is named before the first one's card is computed
+            resolve_checkpoint(name, log=print)
+        names = slugs(cfg.models)
+        cards = {}
+        for i, (slug, name) in enumerate(zip(names, cfg.models), 1):
+            print(f"card {i}/{len(names)}: {name}")
+            cards[slug] = _card(cfg, name, progress)
+        with staged_output(out) as stage:
+            for slug, name in zip(names, cfg.models):
+                _write_card(cards[slug], cfg.settings(name), stage / slug, final / slug)
+            links = [f"{slug}/index.html" for slug in names]
+            write_compare_page(list(cards.values()), stage, stage / "index.html", links=links, shown=final)
+            write_json(stage / "config.json", {**settings, "folders": dict(zip(names, cfg.models))})
+            # staged_output moves files into place, but a folder cannot be renamed over a non-empty one (a rerun's)
+            for slug in names:
+                swap_in(stage / slug, final / slug)
     return {
         "cards": cards,
         "table": compare(list(cards.values())),

@@ -51,8 +51,12 @@ def _checkpoint_command(
     def add(what: Callable[..., str]) -> Callable[..., str]:
         @command(name, help, description, f"{module}:{config}", output(name))
         def handler(cfg, out) -> int:
+            from attnlab.io import locked
+
             run = importlib.import_module(module).run
-            return _report(run(cfg, out.out, overwrite=out.overwrite, progress=not out.no_progress), what(cfg))
+            with locked(out.out):  # from the command's output check through its write: a second run is refused at once
+                result = run(cfg, out.out, overwrite=out.overwrite, progress=not out.no_progress)
+            return _report(result, what(cfg))
 
         return what
 

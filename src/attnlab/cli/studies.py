@@ -71,28 +71,30 @@ class ReportOptions:
         positional=True,
         metavar="RUN_DIR",
     )
-    out: Path | None = option(
-        None, "the HTML file (default: RUN_DIR/index.html when one folder is given)", metavar="FILE"
+    # No default: the report recomputes into copies and writes a page, and none of that may land in a folder it
+    # reads (a read-only one, a user's own files beside the runs); a folder of one's choosing says where it goes.
+    out: Path = option(
+        help="the folder to write: the page DIR/index.html, the copies each section is recomputed in "
+        "(DIR/folders/) and the comparisons (DIR/compare_*); new, empty or an earlier report's, apart from RUN_DIR",
+        metavar="DIR",
     )
-    overwrite: bool = option(False, "replace --out even if it is a file attnlab did not write")
 
 
 @command(
     "report",
-    "recompute study sections from their folders and write one HTML page",
-    "Recompute every section from the files of each study folder (or of each study folder inside a demo "
-    "folder) and of each folder a checkpoint command wrote (its tables, and the analyses Polynomial "
-    "Concentration draws from them: an audit's bound validation (Table 8) and Figs. 1-2, an ablation's curves "
-    "(Figs. 3-4), a length sweep's Fig. 5, several audits side by side), and write one self-contained HTML "
-    "page.",
+    "recompute study sections from copies of their folders and write one HTML page",
+    "Copy the files of each study folder (or of each study folder inside a demo folder) and of each folder a "
+    "checkpoint command wrote into --out, recompute every section there (its tables, and the analyses Polynomial "
+    "Concentration draws from them: an audit's prevalence (Tables 1/10/11) and bound validation (Table 8) and Figs. "
+    "1-2, an ablation's curves (Figs. 3-4), a length sweep's Fig. 5, several audits side by side), and write one "
+    "self-contained HTML page, DIR/index.html. A table the recomputation does not rewrite is marked on the page as "
+    "shown as found. Nothing is written into RUN_DIR.",
     ReportOptions,
 )
 def report(opts: ReportOptions) -> int:
     from attnlab import studies
 
-    if opts.out is None and len(opts.folders) > 1:
-        raise UserError("give --out FILE when reporting on more than one folder")
-    page = studies.report(list(opts.folders), opts.out or opts.folders[0] / "index.html", overwrite=opts.overwrite)
+    page = studies.report(list(opts.folders), opts.out)
     print(f"report: {page}")
     return 0
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from attnlab import devices, io, options
 from attnlab.cli.base import PROGRESS_HELP, UserError, check_writable, command
 from attnlab.devices import Placement
-from attnlab.errors import ArgumentError
+from attnlab.errors import ArgumentError, Error
 from attnlab.options import option
 from attnlab.workers import Launch
 
@@ -182,6 +182,38 @@ def _check_replay_out(stem: Path, columns: list[str]) -> None:
         )
 
 
+def read_run_config(path: Path):
+    """A run's config.json as the ``RunConfig`` it was written from: its tables checked against their dataclasses
+    (``readback.check``; train.steps, which the replay scales its window by, present) before they are built, so a
+    torn or hand-edited file ends in one line naming it, the key and what is allowed."""
+    from attnlab.report.readback import ReadBackError, check, read_object
+    from attnlab.train.config import SECTIONS, RunConfig
+
+    tables = {k: v for k, v in read_object(path).items() if k in ("model", *SECTIONS)}
+    check(tables, RunConfig, path, required=(*SECTIONS, "train.steps"))
+    try:
+        return RunConfig.from_dict(tables)
+    except (Error, TypeError, ValueError) as exc:  # a value of the right type that the config's own rules refuse
+        raise ReadBackError(f"{path}: {exc}") from None
+
+
+def read_evaluations(path: Path):
+    """A run's eval.csv: one row per evaluation, its step a whole number and its scores numbers or empty."""
+    import pandas as pd
+
+    try:
+        frame = pd.read_csv(path)
+    except (OSError, ValueError) as exc:  # not text, no header, torn rows
+        raise UserError(f"{path} is not a readable CSV table ({type(exc).__name__}); attnlab train writes it") from None
+    for column in ("step", "lower_copy", "lower_copy_chance"):
+        if column in frame and not pd.api.types.is_numeric_dtype(frame[column]):
+            raise UserError(f"{path}: column {column} holds text; allowed: numbers (empty where not logged)")
+    steps = frame["step"] if "step" in frame else None
+    if steps is None or steps.isna().any() or not (steps == steps.round()).all():
+        raise UserError(f"{path}: column step is missing or not whole numbers; allowed: the step of each evaluation")
+    return frame
+
+
 @command(
     "release-replay",
     "replay the release rule's variants on a run's logged lower-copy scores",
@@ -192,19 +224,16 @@ def _check_replay_out(stem: Path, columns: list[str]) -> None:
 )
 def release_replay(opts: ReplayOptions) -> int:
     import dataclasses
-    import json
 
     import pandas as pd
 
-    from attnlab.train.config import SECTIONS, RunConfig
     from attnlab.train.release import table8
 
     files = [opts.run / "config.json", opts.run / "eval.csv"]
     if missing := [str(f) for f in files if not f.is_file()]:
         raise UserError(f"{opts.run} is not a run folder with logged evaluations: {', '.join(missing)} missing")
-    written = json.loads(files[0].read_text())
-    cfg = RunConfig.from_dict({k: v for k, v in written.items() if k in ("model", *SECTIONS)})
-    frame = pd.read_csv(files[1])
+    cfg = read_run_config(files[0])
+    frame = read_evaluations(files[1])
     if "lower_copy" not in frame:
         raise UserError(
             f"{files[1]} has no lower_copy column: the run logged no lower-copy score (a model of "

@@ -54,7 +54,7 @@ class RowOptions:
         if not self.p or not all(_finite(p) and p > 0 for p in self.p):
             raise ArgumentError(f"p must be a non-empty list of finite degrees > 0, got {self.p!r}")
         if len({_deg(p) for p in self.p}) != len(self.p):
-            raise ArgumentError(f"p has repeated degrees: {self.p!r}")
+            raise ArgumentError(f"p has repeated degrees: {self.p!r}; give each degree once")
         if not _finite(self.b):
             raise ArgumentError(f"b must be a finite number, got {self.b!r}")
         if self.tau is not None and not (_finite(self.tau) and self.tau > 0):

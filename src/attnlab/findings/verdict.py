@@ -20,7 +20,8 @@ study's test pins it at or below 5%.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -32,13 +33,27 @@ FPR_MAX = 0.05  # the largest false-positive rate a decision rule may have under
 
 
 def decide(
-    claim: str, *, rule: str, holds: bool | None, null: Null, mde: MDE, evidence: str, precondition: str | None = None
+    claim: str,
+    *,
+    rule: str,
+    holds: bool | None,
+    null: Null,
+    mde: MDE,
+    evidence: str,
+    precondition: str | None = None,
+    reads: Mapping[str, Any] | None = None,
+    null_reads: Mapping[str, Any] | None = None,
 ) -> Finding:
     """The finding for ``claim``: ``holds`` is the rule's outcome on the data (None: it could not be computed),
     ``null`` the same rule on the null control, ``mde`` the design's power, ``precondition`` the reason the run
-    cannot test the claim (None when it can)."""
-    if precondition:
-        verdict, reason = "not checked", precondition
+    cannot test the claim (None when it can). ``reads`` and ``null_reads``: what the rule read on the data and on
+    the null, by name (``unread``): a comparison with a missing value is False, so a rule that read one says
+    nothing, and the claim is not checked (its null not run) rather than not reproduced (or passed)."""
+    missing = unread(reads or {})
+    if missing is None and null.passes is not None and (null_missing := unread(null_reads or {})) is not None:
+        null = replace(null, passes=None, outcome=f"{null.outcome}; not run: {null_missing}")
+    if why := precondition or missing:
+        verdict, reason = "not checked", why
     elif holds is None:
         verdict, reason = "not checked", "the rule's statistic could not be computed from this run"
     elif mde.adequate is False:
@@ -60,6 +75,27 @@ def decide(
     else:
         verdict, reason = "reproduced", ""
     return Finding(claim, verdict, evidence, rule=rule, null=null, mde=mde, reason=reason)
+
+
+def unread(reads: Mapping[str, Any]) -> str | None:
+    """Why a rule cannot be read from ``reads`` (name -> the numbers it read): the names of those holding a missing
+    value (NaN, as an empty cell of a raw table reads) or no number at all; None when every one holds known
+    numbers."""
+    bad = [name for name, values in reads.items() if _unknown(values)]
+    if not bad:
+        return None
+    return (
+        f"{'; '.join(bad)}: a missing value (NaN: an empty or unreadable cell of the folder's raw tables) or none "
+        "at all, so the rule cannot be read"
+    )
+
+
+def _unknown(values: Any) -> bool:
+    try:
+        flat = np.asarray(values, dtype=float).ravel()
+    except (TypeError, ValueError):  # a cell that is no number
+        return True
+    return flat.size == 0 or bool(np.isnan(flat).any())
 
 
 def _underpowered(mde: MDE) -> str:

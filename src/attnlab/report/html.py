@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import html
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -144,19 +144,46 @@ def label_counts(findings: Sequence[Finding]) -> dict[str, int]:
     return {v: found.count(v) for v in VERDICTS if v in found}
 
 
-def section_html(section: Section, folder: Path, anchor: str, *, recomputed: bool = True) -> str:
-    """One section; ``recomputed``: its numbers are read back from the folder's files by ``attnlab report`` (a
-    study's), else the page only shows what its command wrote (a card's)."""
-    again = (
-        f"; every number below is recomputed from the folder's files by <code>attnlab report {_esc(folder)}</code>"
-        if recomputed
-        else ""
-    )
+def section_html(
+    section: Section,
+    folder: Path,
+    anchor: str,
+    *,
+    recomputed: bool = True,
+    source: Path | None = None,
+    gathered: bool = False,
+) -> str:
+    """One section; ``recomputed``: its findings, figures and tables are computed from the folder's files by its
+    study's summary or ``attnlab report`` (a study's, a command's), else the page only shows what its command wrote
+    (a card's). ``source``: the folder ``attnlab report`` was given, of which ``folder`` is its copy; ``gathered``:
+    a comparison ``attnlab report`` made across the folders of its page. A table marked ``found`` is said to be
+    shown as its command wrote it."""
+    found = any(t.found for t in section.tables)
+    if not recomputed:
+        how = ""
+    elif gathered:
+        how = "; its tables are gathered by <code>attnlab report</code> from the folders it recomputed on this page"
+    elif source is not None:
+        how = (
+            "; the findings, figures and tables below are recomputed by <code>attnlab report</code> from a copy of "
+            f"the folder's files, in <code>{_esc(folder)}</code>"
+        )
+    else:
+        how = (
+            "; the findings, figures and tables below are computed from the folder's files "
+            f"(<code>attnlab report {_esc(folder)} --out DIR</code> recomputes them)"
+        )
+    if recomputed and found:
+        how += (
+            ", except the tables marked <em>shown as found</em>: those are the files the command wrote, shown as "
+            "they are (and so is anything drawn from them)"
+        )
     parts = [
         f'<h2 id="{anchor}">{_esc(section.title)}</h2>',
-        f'<p class="source">source <code>{_esc(section.source)}</code> &middot; folder <code>{_esc(folder)}</code></p>',
+        f'<p class="source">source <code>{_esc(section.source)}</code> &middot; folder '
+        f"<code>{_esc(source or folder)}</code></p>",
         f"<p>{_esc(section.question)}</p>",
-        f'<p class="cmd">made by <code>{_esc(section.command)}</code>{again}</p>',
+        f'<p class="cmd">made by <code>{_esc(section.command)}</code>{how}</p>',
     ]
     for warning in section.warnings:
         parts.append(f'<div class="warning">warning: {_esc(warning)}</div>')
@@ -173,7 +200,12 @@ def section_html(section: Section, folder: Path, anchor: str, *, recomputed: boo
         csv = folder / f"{t.stem}.csv"
         parts.append(f"<h3>{_esc(t.caption)}</h3>")
         parts.append(table_html(csv))
-        parts.append(f'<p class="meta">file: <code>{_esc(csv)}</code></p>')
+        shown = (
+            f"<strong>shown as found</strong>: <code>{_esc(csv.name)}</code> as its command wrote it, not recomputed; "
+            if t.found
+            else ""
+        )
+        parts.append(f'<p class="meta">{shown}file: <code>{_esc(csv)}</code></p>')
     for fig in section.figures:
         png = folder / f"{fig.stem}.png"
         parts.append(
@@ -220,8 +252,16 @@ CALIBRATION_NOTE = (
 )
 
 
-def render(sections: Sequence[tuple[Section, Path]], title: str = "attnlab report", *, recomputed: bool = True) -> str:
-    """The whole page: a summary of every finding, then one part per section (``recomputed``: as ``section_html``)."""
+def render(
+    sections: Sequence[tuple[Section, Path]],
+    title: str = "attnlab report",
+    *,
+    recomputed: bool = True,
+    sources: Mapping[Path, Path] | None = None,
+) -> str:
+    """The whole page: a summary of every finding, then one part per section (``recomputed``: as ``section_html``;
+    ``sources``: the folder each copy ``attnlab report`` recomputed a section in was made from, by copy)."""
+    sources = sources or {}
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     # A study name is the user's text: only letters, digits, - and _ of it reach an id or href.
     anchors = [f"s{i}-{re.sub(r'[^A-Za-z0-9_-]', '-', s.study)}" for i, (s, _) in enumerate(sections)]
@@ -233,7 +273,17 @@ def render(sections: Sequence[tuple[Section, Path]], title: str = "attnlab repor
         + _summary_table(sections, anchors, lambda f: not f.is_check, "Findings")
         + _summary_table(sections, anchors, lambda f: f.is_check, "Software checks")
     )
-    body = "\n".join(section_html(s, folder, a, recomputed=recomputed) for (s, folder), a in zip(sections, anchors))
+    body = "\n".join(
+        section_html(
+            s,
+            folder,
+            a,
+            recomputed=recomputed,
+            source=sources.get(folder),
+            gathered=bool(sources) and folder not in sources,
+        )
+        for (s, folder), a in zip(sections, anchors)
+    )
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">{GENERATOR}<title>{_esc(title)}</title>'
         f"<style>{_STYLE}</style></head><body>\n<h1>{_esc(title)}</h1>"

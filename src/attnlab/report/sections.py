@@ -7,21 +7,37 @@ files beside them, and its findings quote numbers that the study's ``summarize``
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from attnlab.errors import Error
 from attnlab.findings.finding import CHECK_VERDICTS, CLAIM_VERDICTS, MDE, VERDICTS, Finding, Null
+from attnlab.report.readback import ReadBackError, read_record
 
 # A section's findings are attnlab.findings' own; these names keep importing from here, as a user's study may.
-__all__ = ["CHECK_VERDICTS", "CLAIM_VERDICTS", "MDE", "VERDICTS", "Figure", "Finding", "Null", "Section", "Table"]
+__all__ = [
+    "CHECK_VERDICTS",
+    "CLAIM_VERDICTS",
+    "MDE",
+    "VERDICTS",
+    "Figure",
+    "Finding",
+    "Null",
+    "Section",
+    "Table",
+    "read_section",
+]
 
 
 @dataclass(frozen=True)
 class Table:
-    """A table file, ``stem`` relative to the study folder (``stem.csv`` and ``stem.md`` exist)."""
+    """A table file, ``stem`` relative to the study folder (``stem.csv`` and ``stem.md`` exist); ``found``: the file
+    is shown as its command wrote it, not recomputed by ``attnlab report`` (the page says so beside it)."""
 
     stem: str
     caption: str
+    found: bool = False
 
 
 @dataclass(frozen=True)
@@ -68,3 +84,13 @@ class Section:
                 "warnings": tuple(data.get("warnings", ())),
             }
         )
+
+
+def read_section(path: str | os.PathLike) -> Section:
+    """The section a ``section.json`` holds, checked against ``Section`` and its findings' rules; a ReadBackError
+    naming the file, the key and what is allowed where it is not one attnlab wrote."""
+    data = read_record(path, Section)
+    try:
+        return Section.from_dict(data)
+    except (Error, TypeError) as exc:  # a finding whose label disagrees with its parts, a key no field takes
+        raise ReadBackError(f"{path}: {exc}") from None

@@ -17,8 +17,10 @@ The registry is open: each study module declares its entry once, at its bottom
 
 from __future__ import annotations
 
-import json
+import os
+import re
 import shlex
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -31,6 +33,7 @@ from attnlab.devices import Placement
 from attnlab.errors import ArgumentTypeError, Error
 from attnlab.options import MODEL_HELP, option
 from attnlab.registry import Registry
+from attnlab.report.readback import ReadBackError, read_object, read_record
 from attnlab.report.sections import Section
 from attnlab.workers import Launch, world_size
 
@@ -176,17 +179,18 @@ def demo_budget(name: str) -> str:
     return DEMO if STUDIES[name].demo else "smoke"
 
 
+WRITTEN = ("study", "budget", "model", "seed")  # the keys of config.json every attnlab that wrote one wrote
+
+
 def read_config(folder: Path) -> dict[str, Any]:
-    """The study config a folder was made with; StudyError if it holds none."""
+    """The study config a folder was made with, checked against ``StudyConfig`` (``readback.read_record``: the
+    keys of ``WRITTEN`` present, every field of its type); StudyError if it holds none or names no known study."""
     path = Path(folder) / CONFIG
-    try:
-        saved = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise StudyError(f"{folder} holds no {CONFIG}: it is not a study folder") from None
-    except json.JSONDecodeError as exc:
-        raise StudyError(f"{path} is not valid JSON ({exc})") from None
-    if not isinstance(saved, dict) or saved.get("study") not in STUDIES:
-        raise StudyError(f"{path} names no known study")
+    if not path.is_file():
+        raise StudyError(f"{folder} holds no {CONFIG}: it is not a study folder")
+    saved = read_record(path, StudyConfig, required=WRITTEN)
+    if saved["study"] not in STUDIES:
+        raise StudyError(f"{path}: study is {saved['study']!r}; allowed: one of {', '.join(STUDIES)}")
     return saved
 
 
@@ -194,8 +198,11 @@ def load_config(folder: Path) -> StudyConfig:
     """The config a study folder was made with, as far as it decides the results (``StudyConfig.identity``);
     a folder written before --data or --dtype existed made them with their defaults."""
     saved = read_config(folder)
-    given = {k: saved[k] for k in ("study", "budget", "model", "seed")}
-    return StudyConfig(**given, **{k: saved[k] for k in ("data", "dtype") if saved.get(k) is not None})
+    given = {k: saved[k] for k in WRITTEN}
+    try:
+        return StudyConfig(**given, **{k: saved[k] for k in ("data", "dtype") if saved.get(k) is not None})
+    except Error as exc:  # a value of the right type that no study takes (a budget of another study)
+        raise StudyError(f"{Path(folder) / CONFIG}: {exc}") from None
 
 
 def _claim(cfg: StudyConfig, folder: Path) -> None:
@@ -207,6 +214,7 @@ def _claim(cfg: StudyConfig, folder: Path) -> None:
                 f"{folder} holds a run made with {saved.command(folder)}; resume with that "
                 "command, or pass another --out"
             )
+        io.claim(folder)  # a study of an older attnlab, resumed: marked from now on (a new one is, by io.locked)
         return
     if folder.exists() and any(not e.name.startswith(".") for e in folder.iterdir()):  # hidden: locks, leftovers
         raise StudyError(f"{folder} is not empty and holds no study; pass an empty or new --out")
@@ -229,16 +237,17 @@ def section(name: str, folder: Path, **fields: Any) -> Section:
 def summarize(folder: Path) -> Section:
     """The folder's section, recomputed from its files (written to ``section.json``)."""
     folder = Path(folder)
-    name = read_config(folder)["study"]
+    name, command = read_config(folder)["study"], load_config(folder).command(folder)
     try:
         section = STUDIES[name].summarize(folder)
-    except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+    except (ReadBackError, StudyError):  # it names the file, or the folder and what to do, already
+        raise
+    except (Error, OSError, ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError) as exc:
         # A file of the folder is missing, torn or edited: say which folder and how to rebuild it, in one line.
         detail = (str(exc).strip().splitlines() or [""])[0][:300]
         raise StudyError(
-            f"{folder}: cannot rebuild the {name} section from its files ({type(exc).__name__}: "
-            f"{detail}); remove the damaged file and rerun "
-            f"{load_config(folder).command(folder)}"
+            f"{folder}: cannot rebuild the {name} section from its files ({type(exc).__name__}: {detail}); one of "
+            f"them is missing, torn or edited: rerun {command} to write it again"
         ) from None
     io.write_json(folder / SECTION, section.to_dict())
     return section
@@ -291,10 +300,11 @@ def _is_study(folder: Path) -> bool:
     if not (folder.is_dir() and path.is_file()):
         return False
     try:
-        saved = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return True
-    return isinstance(saved, dict) and "study" in saved
+        return "study" in read_object(path)
+    except ReadBackError:  # torn: a study's unless a command's table marks the folder as that command's
+        from attnlab.analyses.sections import command_of
+
+        return command_of(folder) is None
 
 
 def study_folders(path: str | Path, *, required: bool = True) -> list[Path]:
@@ -312,44 +322,27 @@ def study_folders(path: str | Path, *, required: bool = True) -> list[Path]:
     return [sub for _, sub in sorted(found, key=lambda pair: order.index(pair[0]))]
 
 
-def write_page(sections: list[tuple[Section, Path]], out: str | Path, title: str, *, overwrite: bool = False) -> Path:
+def write_page(
+    sections: list[tuple[Section, Path]], out: str | Path, title: str, *, sources: dict[Path, Path] | None = None
+) -> Path:
     """One HTML page of (section, its folder) pairs, written to ``out``: a new file, or a page attnlab wrote
-    before; any other file there is refused (StudyError) unless ``overwrite``."""
+    before; any other file there is refused (StudyError). ``sources``: the folder a report's copy was made from, by
+    copy (``report.html.render``)."""
     from attnlab.report.html import render
 
-    check_page(out, overwrite)
-    return io.write_text(out, render(sections, title))
+    check_page(out)
+    return io.write_text(out, render(sections, title, sources=sources))
 
 
-def check_page(out: str | Path, overwrite: bool) -> None:
-    """Refuse (StudyError) a page path that is a folder, or a file attnlab did not render, unless ``overwrite``."""
+def check_page(out: str | Path) -> None:
+    """Refuse (StudyError) a page path that is a folder, or a file attnlab did not render."""
     from attnlab.report.html import is_ours
 
     out = Path(out)
     if out.is_dir():
-        raise StudyError(f"--out {out} is a folder; give the HTML file to write")
-    if out.exists() and not (overwrite or is_ours(out)):
-        raise StudyError(
-            f"{out} is a file attnlab did not write; pass --overwrite to replace it, or choose another --out"
-        )
-
-
-COMPARED = ".attnlab-compare"  # marks a compare_* folder that attnlab report wrote, which a later report replaces
-TABLE_FILES = (".csv", ".md", ".png", ".svg")  # what a comparison writes (folders from before the mark hold only these)
-
-
-def check_comparison_folders(into: Path, overwrite: bool) -> None:
-    """Refuse (StudyError) a compare_* entry beside the page that attnlab report did not write, unless ``overwrite``:
-    the cross-folder tables are written there and replace what has their names."""
-    for entry in sorted(Path(into).glob("compare_*")):
-        ours = entry.is_dir() and (
-            (entry / COMPARED).is_file() or all(f.is_file() and f.suffix in TABLE_FILES for f in entry.iterdir())
-        )
-        if not (ours or overwrite):
-            raise StudyError(
-                f"{entry} is not a comparison attnlab report wrote, and the report writes its "
-                "cross-folder tables there; pass --overwrite to replace it, or choose another --out"
-            )
+        raise StudyError(f"{out} is a folder where attnlab writes its page; move it away, or choose another --out")
+    if out.exists() and not is_ours(out):
+        raise StudyError(f"{out} is a file attnlab did not write; move it away, or choose another --out")
 
 
 def check_demo_folder(out: str | Path, plan: list[tuple[str, str | None, Path]]) -> None:
@@ -397,6 +390,8 @@ def comparisons(folders: list[Path], into: Path) -> list[tuple[Section, Path]]:
         compare = STUDIES[name].compare
         if compare is not None and len(group) > 1:
             target = into / f"compare_{name}"
+            io.check_links(target)  # a link planted there would take the tables to wherever it points
+            io.record(into, target.name)  # listed before it is made, as the folder's own
             found = compare(group, target)
             if found is not None:
                 out.append((found, target))
@@ -418,24 +413,160 @@ def command_folders(path: str | Path) -> list[Path]:
     return [sub for sub in sorted(path.iterdir()) if sub.is_dir() and command(sub)] if path.is_dir() else []
 
 
-def report(paths: list[str | Path], out: str | Path, title: str = "attnlab report", *, overwrite: bool = False) -> Path:
-    """Recompute every section from its folder's files and write one HTML page to ``out``, with the
-    cross-folder comparisons (written beside it, in ``compare_<study>/``) first. A path may name study
-    folders or the folders of checkpoint commands (``analyses.sections``), or a folder holding either."""
-    from attnlab.analyses.sections import comparisons as command_comparisons
-    from attnlab.analyses.sections import section as command_section
+PAGE = "index.html"
+REPORT = ".attnlab-report"  # marks a folder attnlab report wrote, which a later report into it replaces
+COPIES = "folders"  # under --out: one copy per folder reported, where its section is recomputed
+# Model and optimizer weights: no summary reads them, and a study's checkpoints would make a copy heavy.
+WEIGHTS = frozenset({".safetensors", ".pt", ".pth", ".bin", ".ckpt", ".gguf"})
 
-    check_page(out, overwrite)
+
+def check_report_out(out: str | Path, paths: list[str | Path]) -> None:
+    """Refuse (StudyError) a report folder that is a file or a link, that would hold or lie inside a folder it
+    reads, or that holds anything but an earlier report: the report writes only there and never into its inputs."""
+    out = Path(out)
+    if out.suffix.lower() in (".html", ".htm"):
+        raise StudyError(f"--out {out}: give a folder; attnlab report writes its page there as {PAGE}")
+    if out.is_symlink():
+        raise StudyError(f"--out {out} is a symbolic link; attnlab never writes through one: choose another --out")
+    if out.exists() and not out.is_dir():
+        raise StudyError(f"--out {out} is a file; pass a folder")
+    mine = out.resolve()
+    for path in map(Path, paths):
+        given = path.resolve()
+        if mine == given or given in mine.parents or mine in given.parents:
+            raise StudyError(
+                f"--out {out} {'is' if mine == given else 'lies inside' if given in mine.parents else 'holds'} "
+                f"{path}, which the report reads; it writes only under --out: choose a folder apart from it"
+            )
+    if out.is_dir() and not (out / REPORT).is_file() and any(not e.name.startswith(".") for e in out.iterdir()):
+        raise StudyError(
+            f"--out {out} holds files attnlab report did not write; choose a new or empty folder, or an earlier "
+            "report's"
+        )
+
+
+def _copy_folder(src: Path, dst: Path) -> None:
+    """Copy the plain files of ``src`` that a summary may read into the new folder ``dst``: hidden entries (locks,
+    markers, temporary folders) and ``WEIGHTS`` are left out, and so are linked folders (a link may loop); a linked
+    file is copied as its content, so nothing in ``dst`` leads out of it."""
+    for root, folders, files in os.walk(src):
+        folders[:] = sorted(f for f in folders if not f.startswith(".") and not os.path.islink(os.path.join(root, f)))
+        here = dst / Path(root).relative_to(src)
+        here.mkdir(parents=True, exist_ok=True)
+        for name in sorted(files):
+            path = Path(root, name)
+            if not name.startswith(".") and path.suffix not in WEIGHTS and path.is_file():  # no fifo, no dangling link
+                shutil.copyfile(path, here / name)
+
+
+def _tables(folder: Path) -> dict[Path, int]:
+    """The CSV tables under ``folder``, by path, with their inode: a table the summary rewrote gets a new one
+    (``io.atomic_write`` renames a new file over it), one it only showed keeps its own."""
+    return {path: path.stat().st_ino for path in folder.rglob("*.csv") if path.is_file()}
+
+
+def _marked(section: Section, folder: Path, before: dict[Path, int]) -> Section:
+    """``section`` with each table the summary did not rewrite marked ``found``: shown as its command wrote it."""
+    tables = []
+    for table in section.tables:
+        path = folder / f"{table.stem}.csv"
+        kept = path in before and path.is_file() and path.stat().st_ino == before[path]
+        tables.append(replace(table, found=kept))
+    return replace(section, tables=tuple(tables))
+
+
+def _as_given(section: Section, copies: dict[Path, Path]) -> Section:
+    """``section`` with each copy's path in its command line and notes put back as the folder the user gave: the page
+    names the folders the copies were made from."""
+
+    def given(text: str) -> str:
+        for copy, source in copies.items():
+            text = text.replace(shlex.quote(str(copy)), shlex.quote(str(source))).replace(str(copy), str(source))
+        return text
+
+    return replace(section, command=given(section.command), notes=tuple(map(given, section.notes)))
+
+
+def _slug(folder: Path, taken: set[str]) -> str:
+    """A name for ``folder``'s copy, unique among ``taken`` (case aside): its own name, -2, -3 after a second."""
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", folder.resolve().name).strip(".-") or "folder"
+    name, k = base, 1
+    while name.lower() in taken:
+        k += 1
+        name = f"{base}-{k}"
+    taken.add(name.lower())
+    return name
+
+
+def report(paths: list[str | Path], out: str | Path, title: str = "attnlab report") -> Path:
+    """Recompute every section from a copy of its folder's files and write one HTML page, ``out/index.html``, with
+    the cross-folder comparisons (in ``out/compare_<study>/``) first. A path may name study folders or the folders
+    of checkpoint commands (``analyses.sections``), or a folder holding either. Everything is written under
+    ``out`` (the copies in ``out/folders/``), never into the folders read; an earlier report in ``out`` is
+    replaced. A table the summary did not rewrite is marked as shown as found."""
+    from attnlab.analyses.sections import read_config as read_command_config
+
+    out = Path(out)
+    check_report_out(out, paths)
     studies, commands = [], []
     for path in map(Path, paths):
         found = [] if _is_study(path) else command_folders(path)  # a study reports its own command folders
         commands += found
         studies += study_folders(path, required=not found)
-    sections = [(summarize(folder), folder) for folder in studies]
-    sections += [(command_section(folder), folder) for folder in commands]
-    check_comparison_folders(Path(out).parent, overwrite)
-    compared = [*comparisons(studies, Path(out).parent), *command_comparisons(commands, Path(out).parent)]
-    for _, target in compared:
-        target.mkdir(parents=True, exist_ok=True)
-        (target / COMPARED).touch()
-    return write_page([*compared, *sections], out, title, overwrite=overwrite)
+    for folder in studies:  # a torn config is named, as the folder given, before anything is written
+        load_config(folder)
+    for folder in commands:
+        read_command_config(folder)
+    with io.locked(out):
+        check_report_out(out, paths)  # again, under the lock: another report may have written there meanwhile
+        _clear(out)
+        io.write_text(out / REPORT, "attnlab report writes this folder; a later report into it replaces it\n")
+        try:
+            return _write_report(out, studies, commands, title)
+        except BaseException:  # a half report must not pass for one: what this report wrote goes
+            io.clear(out, _ours(out))
+            io.remove(out / REPORT)
+            raise
+
+
+def _ours(out: Path) -> list[str]:
+    """The names a report writes in ``out`` that are there now: the page, the copies, the comparisons."""
+    return [
+        name for name in (PAGE, COPIES, *sorted(e.name for e in out.glob("compare_*"))) if os.path.lexists(out / name)
+    ]
+
+
+def _clear(out: Path) -> None:
+    """Delete what an earlier report listed in ``out``'s marker (``io.clear``); refuse (StudyError) a file of one of
+    its names that no report wrote, a user's own put into a report's folder, which a report would write into."""
+    io.clear(out, _ours(out))
+    if left := _ours(out):
+        raise StudyError(
+            f"--out {out} holds {', '.join(left)}, which attnlab report did not write and would write into; move "
+            "them away, or choose another --out"
+        )
+
+
+def _write_report(out: Path, studies: list[Path], commands: list[Path], title: str) -> Path:
+    """``report``'s work inside the held folder ``out``, cleared of an earlier report: each folder copied to
+    ``out/folders/`` and its section recomputed there, the comparisons, the page."""
+    from attnlab.analyses.sections import comparisons as command_comparisons
+    from attnlab.analyses.sections import section as command_section
+
+    io.record(out, COPIES)
+    taken: set[str] = set()
+    copies = {out / COPIES / _slug(folder, taken): folder for folder in [*studies, *commands]}
+    builds = [summarize] * len(studies) + [command_section] * len(commands)
+    sections = []
+    for (copy, folder), build in zip(copies.items(), builds):
+        _copy_folder(folder, copy)
+        before = _tables(copy)
+        try:
+            built = build(copy)
+        except Error as exc:  # named as the folder given, not as its copy
+            raise StudyError(str(exc).replace(str(copy), str(folder))) from None
+        sections.append((_as_given(_marked(built, copy, before), copies), copy))
+    study_copies, command_copies = list(copies)[: len(studies)], list(copies)[len(studies) :]
+    compared = [*comparisons(study_copies, out), *command_comparisons(command_copies, out)]
+    compared = [(_as_given(section, copies), target) for section, target in compared]
+    return write_page([*compared, *sections], out / PAGE, title, sources=copies)

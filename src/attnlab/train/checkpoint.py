@@ -35,7 +35,7 @@ import torch
 from safetensors import SafetensorError
 
 from attnlab.errors import ArgumentError, ArgumentTypeError, Error
-from attnlab.io import fsync_dir, remove_stale, swap_in, write_text
+from attnlab.io import check_links, fsync_dir, record, remove_stale, swap_in, write_text
 
 FORMAT = "attnlab-checkpoint/1"
 CHECKPOINTS = "checkpoints"
@@ -95,7 +95,8 @@ def save_checkpoint(
     writes the new directory in full, then swaps it in (a crash between the two renames leaves the old one
     at ``.step-NNNNNNNN.old-XXXXXXXX``). ``keep`` then prunes all but the newest ``keep`` step directories
     at or below ``step``; ones above it (a run resumed from an earlier checkpoint) are left for the run to
-    replace as it gets there. ``keep=None`` keeps every checkpoint.
+    replace as it gets there. ``keep=None`` keeps every checkpoint. ``checkpoints`` is listed in the run folder's
+    marker before it is made (``io.record``), and refused if it is a symbolic link (``io.check_links``).
     """
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
         raise ArgumentError(f"step must be an int >= 0, got {step!r}")
@@ -117,6 +118,8 @@ def save_checkpoint(
     blobs[STATE_FILE] = _dump_state(state)
 
     root = Path(run_dir) / CHECKPOINTS
+    check_links(root)
+    record(run_dir, CHECKPOINTS)
     root.mkdir(parents=True, exist_ok=True)
     final = root / step_dir_name(step)
     tmp = root / f".{final.name}{TMP}{os.getpid()}-{secrets.token_hex(4)}"  # the pid: io.remove_stale

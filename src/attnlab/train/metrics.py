@@ -23,6 +23,8 @@ class Metrics:
 
     def __init__(self, out: Path, tensorboard: bool) -> None:
         self.path = out / "metrics.jsonl"
+        io.check_links(self.path)
+        io.record(out, self.path.name)
         self.file = self.path.open("a", encoding="utf-8")
         self.board = None
         if tensorboard:
@@ -31,6 +33,8 @@ class Metrics:
             except ImportError:
                 self.board = None
             else:
+                io.check_links(out / "tensorboard")
+                io.record(out, "tensorboard")
                 self.board = SummaryWriter(str(out / "tensorboard"))
 
     def log(self, record: dict[str, Any]) -> None:
@@ -74,6 +78,7 @@ def read_metrics(out: Path) -> list[dict[str, Any]]:
 def _truncate_metrics(out: Path, step: int) -> None:
     """Drop records a killed run logged past its last checkpoint: the resumed run logs them again."""
     kept = [r for r in read_metrics(out) if r["step"] <= step]
+    io.record(out, "metrics.jsonl")
     io.write_text(out / "metrics.jsonl", "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
 
 
@@ -88,6 +93,7 @@ def write_tables(out: Path) -> dict[str, Path]:
         rows = [r for r in records if r["kind"] == kind]
         if rows:
             frame = pd.DataFrame(rows).drop(columns="kind")
+            io.record(out, f"{kind}.csv")
             written[kind] = io.atomic_write(out / f"{kind}.csv", lambda tmp, f=frame: f.to_csv(tmp, index=False))
     return written
 

@@ -15,8 +15,18 @@ from attnlab.train.config import SECTIONS
 
 # Fields that change nothing a step computes, so a resumed run may differ in them.
 RESUMABLE_CHANGES = {"train.checkpoint_every", "train.keep", "train.tensorboard", "train.probes"}
-# What a run writes into its folder: a fresh run refuses a folder holding any of them.
-RUN_FILES = ("config.json", "metrics.jsonl", "train.csv", "eval.csv", "summary.json", ckpt.CHECKPOINTS, "tensorboard")
+# What a run writes into its folder: a fresh run refuses a folder holding any of them, and --overwrite deletes
+# those of them that the folder's marker lists (``io.clear``).
+RUN_FILES = (
+    "config.json",
+    "metrics.jsonl",
+    "train.csv",
+    "eval.csv",
+    "copy.csv",
+    "summary.json",
+    ckpt.CHECKPOINTS,
+    "tensorboard",
+)
 
 
 def _is_run(folder: Path) -> bool:

@@ -102,11 +102,14 @@ def _check_target(out: Path, overwrite: bool) -> None:
             "shards are complete), or choose another --out"
         )
     held = sorted(e.name for e in out.iterdir())
-    if held and not (out / META).is_file():
+    # the new folder replaces the whole old one: a file of the user's beside the shards would go with it
+    extra = [name for name in held if name not in (META, *BINS.values())]
+    if extra or (held and not (out / META).is_file()):
+        shown = extra or held
         raise io.OutputError(
-            f"{out} holds files that prepare did not write ({', '.join(held[:4])}"
-            f"{', ...' if len(held) > 4 else ''}) and no {META}; --overwrite replaces only "
-            "an empty folder or a shard folder: choose another --out"
+            f"{out} holds files that prepare did not write ({', '.join(shown[:4])}"
+            f"{', ...' if len(shown) > 4 else ''}); --overwrite replaces only "
+            f"an empty folder or a shard folder ({META} and the .bin files alone): choose another --out"
         )
 
 

@@ -181,20 +181,37 @@ class Trainer:
 
     def _prepare(self, resume: bool, overwrite: bool) -> None:
         """Refuse a run that would mix with or replace files it did not write; with ``overwrite``, clear an
-        earlier run's files first (only those: other files in the folder stay)."""
+        earlier run's files first (only those its folder's marker lists: ``io.clear``). A folder without the
+        marker that holds files is a user's, or the run of an older attnlab, which only --resume continues."""
         if resume and overwrite:
             raise TrainError("--resume continues the run in --out and --overwrite discards it: pass one of them")
-        ckpt.remove_stale_saves(self.out)
         visible = sorted(e.name for e in self.out.iterdir() if not e.name.startswith(".")) if self.out.is_dir() else []
+        if resume and visible and not _is_run(self.out):
+            raise TrainError(
+                f"--resume: {self.out} holds no attnlab run to continue ({', '.join(visible[:4])}"
+                f"{', ...' if len(visible) > 4 else ''}); choose the run's folder, or a new --out"
+            )
+        if visible and io.listed(self.out) is None:
+            if not _is_run(self.out):
+                raise io.unclaimed_error(self.out, "train")
+            if not resume:
+                raise TrainError(
+                    f"{self.out} holds a run of an older attnlab (no {io.MARKER}), whose files --overwrite cannot "
+                    "tell from yours: pass --resume to continue it, delete it yourself, or choose another --out"
+                )
+            io.claim(self.out, adopt=RUN_FILES)  # its config.json says it is a run: its files are this one's
+        held = io.listed(self.out) or []
+        taken = [name for name in RUN_FILES if name in visible and name not in held]
+        if taken:
+            raise TrainError(
+                f"{self.out} holds {', '.join(taken)}, which no attnlab run wrote there; move them away, or "
+                "choose another --out"
+            )
+        ckpt.remove_stale_saves(self.out)
+        if resume:
+            return
         present = [name for name in RUN_FILES if name in visible]
         foreign = [name for name in visible if name not in RUN_FILES]
-        if resume:
-            if visible and not _is_run(self.out):
-                raise TrainError(
-                    f"--resume: {self.out} holds no attnlab run to continue ({', '.join(visible[:4])}"
-                    f"{', ...' if len(visible) > 4 else ''}); choose the run's folder, or a new --out"
-                )
-            return
         if foreign and not present and not overwrite:
             raise TrainError(
                 f"{self.out} holds files train did not write ({', '.join(foreign[:4])}"
@@ -205,13 +222,12 @@ class Trainer:
             return
         if not overwrite:
             found = ckpt.latest_checkpoint(self.out)
-            held = f"a run (checkpoint {found.name})" if found is not None else ", ".join(present)
+            shown = f"a run (checkpoint {found.name})" if found is not None else ", ".join(present)
             raise TrainError(
-                f"{self.out} already holds {held}; pass --resume to continue it, --overwrite to start "
+                f"{self.out} already holds {shown}; pass --resume to continue it, --overwrite to start "
                 "clean, or choose another --out"
             )
-        for name in present:
-            io.remove(self.out / name)
+        io.clear(self.out, RUN_FILES)
 
     def _start(self, resume: bool, overwrite: bool) -> None:
         if self.world.main:
@@ -237,8 +253,10 @@ class Trainer:
             self.step = state.step
         if self.world.main:
             self.out.mkdir(parents=True, exist_ok=True)
+            io.claim(self.out)  # before the first file: a run killed at any point leaves its folder marked
             if resume:
                 _truncate_metrics(self.out, self.step)
+            io.record(self.out, "config.json")
             io.write_json(
                 self.out / "config.json",
                 {
@@ -447,6 +465,7 @@ class Trainer:
         }
         if self.world.main:
             write_tables(self.out)
+            io.record(self.out, "summary.json")
             io.write_json(self.out / "summary.json", summary)
         return summary
 

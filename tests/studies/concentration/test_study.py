@@ -150,7 +150,7 @@ def test_report_over_two_given_models_puts_them_side_by_side(tiny, tmp_path):
         checkpoint = save_checkpoint(tmp_path / f"ckpt{seed}", seed=seed)
         folders.append(tmp_path / f"study{seed}")
         studies.run(StudyConfig(study="concentration", model=str(checkpoint)), folders[-1])
-    page = studies.report(folders, tmp_path / "page" / "index.html")
+    page = studies.report(folders, tmp_path / "page")
     models = pd.read_csv(tmp_path / "page" / "compare_concentration" / "models.csv")
     assert list(models["model"]) == [str(tmp_path / "ckpt0"), str(tmp_path / "ckpt1")]
     for folder, row in zip(folders, models.to_dict("records")):

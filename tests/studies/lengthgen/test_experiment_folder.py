@@ -7,6 +7,7 @@ import shutil
 
 import pytest
 
+from attnlab import io
 from attnlab.cli import main
 from attnlab.studies.lengthgen import experiment as lengthgen
 
@@ -108,7 +109,8 @@ def test_new_lengths_and_samples_reuse_the_trained_model(folder, capsys):
 
 
 def test_overwrite_starts_clean_and_keeps_files_lengthgen_did_not_write(folder, capsys):
-    assert {p.name for p in folder.iterdir()} <= set(lengthgen.WRITES)
+    assert {p.name for p in folder.iterdir()} - {io.MARKER} <= set(lengthgen.WRITES)
+    assert set(io.listed(folder)) == {p.name for p in folder.iterdir()} - {io.MARKER}  # each listed as written
     (folder / "notes.txt").write_text("mine")
     (folder / "runs" / "entmax_a1.5").mkdir()
     assert main([*_argv(folder, task=["reverse"]), "--overwrite"]) == 0

@@ -167,7 +167,7 @@ def _hand_folder(
         pd.DataFrame({"step": [500], "val_loss": [val_loss], "val_ppl": [math.exp(val_loss)]}).to_csv(
             run / "eval.csv", index=False
         )
-        io.write_json(run / "config.json", {"model": {"vocab": 257}})
+        io.write_json(run / "config.json", {"model": {"context": 64, "vocab": 257}})
     _arm(folder, "", plan, xi_alpha=xi_alpha, xi_delta=xi_delta, beta_xi=beta_xi, best_xi=best_xi)
     _arm(folder, tp.UNTRAINED, plan, **(untrained or UNTRAINED))
     return folder

@@ -240,10 +240,12 @@ def _launching() -> contextlib.AbstractContextManager[None]:
 def _forward(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slopes: torch.Tensor, query_scale: torch.Tensor, launch: _Launch
 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """Output and the per-row (maximum, theta, sum of r^k) the backward recomputes the weights from."""
+    """Output and what the backward recomputes the weights from: the per-row (maximum, theta, sum of r^k) and a
+    flag per (batch, head), 1 where a row's maximum is not finite (``entmax_kernels`` says how such rows go)."""
     b, hq, n_q, _ = q.shape
     out = q.new_empty(b, hq, n_q, v.shape[3])
     rows = [torch.empty(b * hq * n_q, dtype=torch.float32, device=q.device) for _ in range(3)]
+    rows.append(torch.zeros(b * hq, dtype=torch.int32, device=q.device))
     grid = (-(-n_q // launch.block_q), b * hq)
     with _launching():
         kernels.entmax_forward[grid](
@@ -276,7 +278,8 @@ def _backward(
 
 
 class _EntmaxAttention(torch.autograd.Function):
-    """q, k, v -> output; saves the inputs and three float32 numbers per query row, no (queries x keys) tensor."""
+    """q, k, v -> output; saves the inputs, three float32 numbers per query row and a flag per (batch, head), no
+    (queries x keys) tensor."""
 
     @staticmethod
     def forward(

@@ -13,6 +13,14 @@ exactly at -L^(-1/k), and that end computed with the GPU's approximate exp2/log2
 would turn Newton's exact one-step answer into bisections. A row keeps its maximum, theta and the final sum f (three
 float32 numbers), from which the backward recomputes its weights exactly.
 
+A row whose maximum is not finite (a +inf score, or every allowed score -inf) has no x: it takes the row map's value
+instead (``attnlab.rowmaps._rows.normalized_rows``), an even split over its +inf keys (none: zeros; NaN if it also
+holds a NaN), and passes no gradient to its scores. Every sweep gives such a row r = 0 ([NaN]_+ = [-inf]_+ = 0),
+hence no weight and no gradient, and the threshold sweeps do not wait for it. One more sweep, taken only by a block
+holding such a row, writes its limit: the output, the number of its +inf keys as its sum of r^k (1 if none), and
+theta = NaN if it holds a NaN. A flag per (batch, head) then sends the dk/dv kernel on one more sweep over the
+queries of that head for the limit's dv; every other loop runs as without such rows.
+
 attnlab does not require triton: without it this module still imports (the kernels stay plain functions) and
 :mod:`attnlab.site.triton.entmax` says what is missing before anything calls them.
 """
@@ -115,17 +123,17 @@ def _row_max(
 
 @_jit
 def _threshold(
-    q, K, k_base, rows, qs, slope, row_max, lo, hi, n_q, n_k, head_dim, window, scale, a, kpow, n_iter,
+    q, K, k_base, rows, live, qs, slope, row_max, lo, hi, n_q, n_k, head_dim, window, scale, a, kpow, n_iter,
     CAUSAL: tl.constexpr, POWER: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr,
     DOT: tl.constexpr,
 ):  # fmt: skip
-    """theta of each row, by sweeps of ``_newton`` from theta = -1 until every row of the block is done or ``n_iter``
-    sweeps have run."""
+    """theta of each row, by sweeps of ``_newton`` from theta = -1 until every ``live`` row of the block is done or
+    ``n_iter`` sweeps have run."""
     dims = tl.arange(0, BLOCK_D)
     theta = tl.full([BLOCK_Q], -1.0, tl.float32)
     lo_t = theta
     hi_t = tl.zeros([BLOCK_Q], tl.float32)
-    pending = tl.sum((rows < n_q).to(tl.int32), 0)
+    pending = tl.sum(live.to(tl.int32), 0)
     sweeps = 0
     while (sweeps < n_iter) & (pending > 0):
         f = tl.zeros([BLOCK_Q], tl.float32)
@@ -138,14 +146,63 @@ def _threshold(
             f += tl.sum(power, 1)
             d += tl.sum(lower, 1)
         theta, lo_t, hi_t, done = _newton(theta, lo_t, hi_t, f, d, kpow)
-        pending = tl.sum(((rows < n_q) & ~done).to(tl.int32), 0)
+        pending = tl.sum((live & ~done).to(tl.int32), 0)
         sweeps += 1
     return theta
 
 
 @_jit
+def _limit_rows(
+    q, K, V, rows, qs, slope, limit, acc, norm, lo, hi, n_q, n_k, head_dim, value_dim, window, scale,
+    CAUSAL: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr,
+    BLOCK_DV: tl.constexpr, DOT: tl.constexpr,
+):  # fmt: skip
+    """(acc, norm, nan) with the ``limit`` rows (maximum not finite) given the row map's value there: acc the sum of
+    the values of their +inf keys, norm their count (1 where there is none: the row attends to nothing), and nan
+    for the rows that hold a NaN score. It sums into acc itself, holding no second accumulator."""
+    dims, dims_v = tl.arange(0, BLOCK_D), tl.arange(0, BLOCK_DV)
+    acc = tl.where(limit[:, None], 0.0, acc)
+    count = tl.zeros([BLOCK_Q], tl.float32)
+    nan = tl.zeros([BLOCK_Q], tl.float32)
+    for start in range(lo, hi, BLOCK_K):
+        cols = start + tl.arange(0, BLOCK_K)
+        k = _load(K, cols, n_k, dims, head_dim, DOT)
+        z, allowed = _scores(q, k, rows, cols, qs, slope, n_q, n_k, window, scale, CAUSAL)
+        counted = limit[:, None] & allowed
+        top = tl.where(counted & (z == float("inf")), 1.0, 0.0)
+        v = _load(V, cols, n_k, dims_v, value_dim, DOT).to(tl.float32)
+        acc += tl.dot(top, v, input_precision="ieee")
+        count += tl.sum(top, 1)
+        nan += tl.sum(tl.where(counted & (z != z), 1.0, 0.0), 1)
+    return acc, tl.where(limit, tl.where(count > 0, count, 1.0), norm), nan > 0
+
+
+@_jit
+def _limit_dv(
+    Q, DO, ROW_MAX, THETA, NORM, QSCALE, k, cols, bh, slope, dv, lo, hi, n_q, n_k, head_dim, value_dim, window,
+    scale, CAUSAL: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
+    DOT: tl.constexpr,
+):  # fmt: skip
+    """dv plus the terms of query head bh's limit rows (maximum not finite), to which the plain sweep gave no weight:
+    1 / norm at each of their +inf keys, NaN throughout a row whose theta is NaN (it holds a NaN score)."""
+    dims, dims_v = tl.arange(0, BLOCK_D), tl.arange(0, BLOCK_DV)
+    for start in range(lo, hi, BLOCK_Q):
+        rows = start + tl.arange(0, BLOCK_Q)
+        q = _load(Q + bh * n_q * head_dim, rows, n_q, dims, head_dim, DOT)
+        do = _load(DO + bh * n_q * value_dim, rows, n_q, dims_v, value_dim, DOT)
+        row_max, theta, norm, qs = _row_stats(ROW_MAX, THETA, NORM, QSCALE, bh * n_q + rows, rows < n_q)
+        z, allowed = _scores(q, k, rows, cols, qs, slope, n_q, n_k, window, scale, CAUSAL)
+        limit = ~(tl.abs(row_max) < float("inf"))
+        top = tl.where(limit[:, None] & allowed & (z == float("inf")), 1.0, 0.0)
+        share = tl.where(theta == theta, 1.0, float("nan")) / norm
+        p = tl.where(limit[:, None], share[:, None] * top, 0.0)
+        dv += tl.dot(tl.trans(p), do.to(tl.float32), input_precision="ieee")
+    return dv
+
+
+@_jit
 def entmax_forward(
-    Q, K, V, O, SLOPES, QSCALE, ROW_MAX, THETA, NORM,
+    Q, K, V, O, SLOPES, QSCALE, ROW_MAX, THETA, NORM, FLAGS,
     n_heads, group, n_q, n_k, head_dim, value_dim, window, scale, a, kpow, n_iter,
     CAUSAL: tl.constexpr, POWER: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_DV: tl.constexpr, DOT: tl.constexpr,
@@ -165,8 +222,10 @@ def entmax_forward(
     row_max = _row_max(
         q, K, k_base, rows, qs, slope, lo, hi, n_q, n_k, head_dim, window, scale, CAUSAL, BLOCK_Q, BLOCK_K, BLOCK_D, DOT
     )
+    limit = (rows < n_q) & ~(tl.abs(row_max) < float("inf"))  # a +inf score, or every allowed one -inf
+    live = (rows < n_q) & ~limit
     theta = _threshold(
-        q, K, k_base, rows, qs, slope, row_max, lo, hi, n_q, n_k, head_dim, window, scale, a, kpow, n_iter,
+        q, K, k_base, rows, live, qs, slope, row_max, lo, hi, n_q, n_k, head_dim, window, scale, a, kpow, n_iter,
         CAUSAL, POWER, BLOCK_Q, BLOCK_K, BLOCK_D, DOT,
     )  # fmt: skip
     acc = tl.zeros([BLOCK_Q, BLOCK_DV], tl.float32)
@@ -180,6 +239,16 @@ def entmax_forward(
         acc += tl.dot(power, v, input_precision="ieee")
         norm += tl.sum(power, 1)
     norm = tl.where(rows < n_q, norm, 1.0)
+    if tl.max(limit.to(tl.int32), 0) > 0:
+        # rare, and outside the sweeps above: the row map's value at rows whose maximum is not finite
+        acc, norm, nan = _limit_rows(
+            q, K + k_base, V + v_base, rows, qs, slope, limit, acc, norm, lo, hi, n_q, n_k, head_dim, value_dim,
+            window, scale, CAUSAL, BLOCK_Q, BLOCK_K, BLOCK_D, BLOCK_DV, DOT,
+        )  # fmt: skip
+        # a NaN row's output is NaN; its theta (which no sweep reads there: r = 0) tells the backward
+        acc = tl.where(nan[:, None], float("nan"), acc)
+        theta = tl.where(nan, float("nan"), theta)
+        tl.store(FLAGS + bh, 1)  # the backward's cue; every program that writes it writes 1
     out = acc / norm[:, None]
     mask = (rows[:, None] < n_q) & (dims_v[None, :] < value_dim)
     tl.store(O + bh * n_q * value_dim + rows[:, None] * value_dim + dims_v[None, :], out.to(O.dtype.element_ty), mask)
@@ -215,7 +284,7 @@ def _dq_tile(
 
 @_jit
 def entmax_backward_dq(
-    Q, K, V, DO, DQ, SLOPES, QSCALE, ROW_MAX, THETA, NORM, DELTA,
+    Q, K, V, DO, DQ, SLOPES, QSCALE, ROW_MAX, THETA, NORM, FLAGS, DELTA,
     n_heads, group, n_q, n_k, head_dim, value_dim, window, scale, a, kpow,
     CAUSAL: tl.constexpr, POWER: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_DV: tl.constexpr, DOT: tl.constexpr,
@@ -272,7 +341,7 @@ def _query_range(k0, n_q, n_k, window, CAUSAL: tl.constexpr, BLOCK_K: tl.constex
 
 @_jit
 def entmax_backward_dkdv(
-    Q, K, V, DO, DK, DV, SLOPES, QSCALE, ROW_MAX, THETA, NORM, DELTA,
+    Q, K, V, DO, DK, DV, SLOPES, QSCALE, ROW_MAX, THETA, NORM, FLAGS, DELTA,
     n_heads, group, n_q, n_k, head_dim, value_dim, window, scale, a, kpow,
     CAUSAL: tl.constexpr, POWER: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_DV: tl.constexpr, DOT: tl.constexpr,
@@ -306,6 +375,15 @@ def entmax_backward_dkdv(
             dk += tl.dot(tl.trans(dz), q.to(tl.float32), input_precision="ieee")
     mask = (cols[:, None] < n_k) & (dims[None, :] < head_dim)
     tl.store(DK + kv * n_k * head_dim + cols[:, None] * head_dim + dims[None, :], dk.to(DK.dtype.element_ty), mask)
+    for g in range(group):
+        bh = (kv // n_kv) * n_heads + (kv % n_kv) * group + g
+        if tl.load(FLAGS + bh) != 0:
+            # rare: a row of this head has no finite maximum, to which the sweep above gave no weight (s = r^k = 0);
+            # apart from it, and after dk is stored, so that the sweep every other head runs is the plain one
+            dv = _limit_dv(
+                Q, DO, ROW_MAX, THETA, NORM, QSCALE, k, cols, bh, tl.load(SLOPES + bh % n_heads), dv, lo, hi, n_q, n_k,
+                head_dim, value_dim, window, scale, CAUSAL, BLOCK_Q, BLOCK_D, BLOCK_DV, DOT,
+            )  # fmt: skip
     mask_v = (cols[:, None] < n_k) & (dims_v[None, :] < value_dim)
     tl.store(
         DV + kv * n_k * value_dim + cols[:, None] * value_dim + dims_v[None, :], dv.to(DV.dtype.element_ty), mask_v

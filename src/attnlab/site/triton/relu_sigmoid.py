@@ -26,8 +26,9 @@ FAMILIES = ("relu_p", "sigmoid")
 
 
 class _Attention(torch.autograd.Function):
-    """Saves q, k, v and two float32 numbers per query row (the online normalizer's final m and l); the backward
-    recomputes every tile of scores from them, as flash attention does."""
+    """Saves q, k, v and two float32 numbers per query row (the online normalizer's final m and l) and a flag per
+    (batch, head) (a row holding a +inf score); the backward recomputes every tile of scores from them, as flash
+    attention does."""
 
     @staticmethod
     def forward(
@@ -39,16 +40,16 @@ class _Attention(torch.autograd.Function):
         row_scale: torch.Tensor | None,
         launch: kernels.Launch,
     ) -> torch.Tensor:
-        out, m, l = kernels.forward(q, k, v, slopes, row_scale, launch)
-        ctx.save_for_backward(q, k, v, m, l, slopes, row_scale)
+        out, m, l, flags = kernels.forward(q, k, v, slopes, row_scale, launch)
+        ctx.save_for_backward(q, k, v, m, l, flags, slopes, row_scale)
         ctx.launch = launch
         return out
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, dout: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None, None, None]:
-        q, k, v, m, l, slopes, row_scale = ctx.saved_tensors
-        dq, dk, dv = kernels.backward(q, k, v, dout.contiguous(), m, l, slopes, row_scale, ctx.launch)
+        q, k, v, m, l, flags, slopes, row_scale = ctx.saved_tensors
+        dq, dk, dv = kernels.backward(q, k, v, dout.contiguous(), m, l, flags, slopes, row_scale, ctx.launch)
         return dq, dk, dv, None, None, None
 
 
@@ -78,7 +79,10 @@ def relu_sigmoid_attention(
     scale defaulting to 1 / sqrt(D) (ALiBi, NAPE with slope 0 on its NoPE heads: the site's bias). Query i may
     attend key j if j <= i' (``causal``) and j > i' - window (``window``: its ``window`` most recent keys, itself
     included; needs ``causal``). Masked keys get weight exactly 0; a ReLU^p row whose allowed r = ReLU(z + b) are
-    all 0 attends to nothing (output 0, gradient 0), as the row map's default ``dead="zeros"``.
+    all 0 attends to nothing (output 0, gradient 0), as the row map's default ``dead="zeros"``. Rows with infinite
+    scores are the row maps' limits (``attnlab.rowmaps._rows.normalized_rows``), gradients included: ReLU^p splits a
+    row holding +inf evenly over its +inf keys, the sigmoid gives each +inf key sigma(+inf) = 1 beside the finite
+    keys' own, and a row whose every allowed score is -inf attends to nothing.
 
     ReLU^p runs an online normalizer in the manner of flash attention: the running max m of r and sums of
     (r / m)^p and (r / m)^p v, rescaled by (m_old / m_new)^p as m grows, so every power lies in [0, 1] and p = 16

@@ -134,6 +134,18 @@ def _weights(
 
 
 @_jit
+def _limit_weights(z, allowed, m, l, b, y, f):
+    """y and f of a ReLU^p tile of a head that holds rows with a +inf score (m = +inf there, where ``_weights``
+    gives inf / inf = NaN): in those rows the forward's limit, an even split over the +inf keys (l = their count;
+    NaN throughout where the row holds a NaN, l = NaN), and f = 0: the row map passes its limit rows no gradient
+    (``normalized_rows`` writes them with torch.where), so neither do these."""
+    top = (m == float("inf"))[:, None]
+    share = 1.0 / tl.where(m == float("inf"), l, 1.0)
+    y = tl.where(top, share[:, None] * tl.where(allowed & (z + b == float("inf")), 1.0, 0.0), y)
+    return y, tl.where(top, 0.0, f)
+
+
+@_jit
 def _score_grad(f, dp, delta, scale, row_scale, HAS_QSCALE: tl.constexpr):
     """dL/d(q.k) of a tile: the row map's f (dP - D) carried back through the row scale and the score scale."""
     ds = f * (dp - delta[:, None]) * scale
@@ -195,7 +207,7 @@ def _row_terms(SLOPES, QSCALE, bh, n_heads, i, n_q, HAS_SLOPES: tl.constexpr, HA
 
 @_jit
 def _forward_kernel(
-    Q, K, V, O, M, L, SLOPES, QSCALE, scale, b, n_q, n_k, d, dv, n_heads, window,
+    Q, K, V, O, M, L, FLAGS, SLOPES, QSCALE, scale, b, n_q, n_k, d, dv, n_heads, window,
     SIGMOID: tl.constexpr, P: tl.constexpr, INT_P: tl.constexpr, NBITS: tl.constexpr,
     CAUSAL: tl.constexpr, WINDOWED: tl.constexpr, HAS_SLOPES: tl.constexpr, HAS_QSCALE: tl.constexpr,
     GROUP: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr,
@@ -224,6 +236,20 @@ def _forward_kernel(
         w, m, alpha = _online(z, allowed, m, b, SIGMOID, P, INT_P, NBITS)
         l = l * alpha + tl.sum(w, 1)
         acc = acc * alpha[:, None] + tl.dot(w.to(MMA), v.to(MMA), input_precision=PRECISION)
+    if SIGMOID:
+        # a row whose every allowed z + b is -inf summed sigma(-inf) e^-c = 1 / (0 + e^(-inf + inf)) = NaN: it has no
+        # key the row map counts, so it attends to nothing, and m = 0 gives the backward sigma(-inf) e^0 = 0 there
+        empty = m == float("-inf")
+        acc = tl.where(empty[:, None], 0.0, acc)
+        l = tl.where(empty, 0.0, l)
+        m = tl.where(empty, 0.0, m)
+    elif tl.max(m, 0) == float("inf"):
+        # rare, and outside the loop above: some row holds a +inf score, where (r / m)^p was inf / inf = NaN
+        l, acc = _infinite_rows(
+            q, K, V, i, m, l, acc, slope, row_scale, scale, b, n_q, n_k, d, dv, window, lo, hi, (bh // GROUP) * n_k,
+            CAUSAL, WINDOWED, HAS_SLOPES, HAS_QSCALE, BLOCK_K, BLOCK_D, BLOCK_DV, MMA, PRECISION,
+        )  # fmt: skip
+        tl.store(FLAGS + bh, 1)  # the backward's cue; every program that writes it writes 1
     # a dead ReLU row (every allowed r = 0) has acc = 0 and l = 0: it attends to nothing, as in the row map
     _store(O, acc / tl.where(l > 0, l, 1.0)[:, None], bh * n_q, i, n_q, dv, BLOCK_DV)
     tl.store(M + bh * n_q + i, m, mask=i < n_q)
@@ -231,25 +257,98 @@ def _forward_kernel(
 
 
 @_jit
+def _infinite_rows(
+    q, K, V, i, m, l, acc, slope, row_scale, scale, b, n_q, n_k, d, dv, window, lo, hi, kv_row0,
+    CAUSAL: tl.constexpr, WINDOWED: tl.constexpr, HAS_SLOPES: tl.constexpr, HAS_QSCALE: tl.constexpr,
+    BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, MMA: tl.constexpr, PRECISION: tl.constexpr,
+):  # fmt: skip
+    """(l, acc) of a ReLU^p block with the rows whose largest r is +inf (where the online sweep left inf / inf = NaN)
+    given the row map's value there, the limit as their +inf scores grow together: an even split of the weight over
+    the +inf keys (l = their count, acc = the sum of their values), NaN where the row also holds a NaN score (the
+    row maps' NaN rule). One more sweep over the block's keys, which only a block holding such a row takes; it sums
+    into l and acc themselves, so it holds no second accumulator."""
+    top = m == float("inf")
+    l = tl.where(top, 0.0, l)
+    acc = tl.where(top[:, None], 0.0, acc)
+    nan = tl.zeros_like(l)
+    for start_k in range(lo, hi, BLOCK_K):
+        j = start_k + tl.arange(0, BLOCK_K)
+        k = _load(K, kv_row0, j, n_k, d, BLOCK_D)
+        v = _load(V, kv_row0, j, n_k, dv, BLOCK_DV)
+        z, allowed = _scores(
+            q, k, i + n_k - n_q, j, slope, row_scale, scale, n_k, window,
+            CAUSAL, WINDOWED, HAS_SLOPES, HAS_QSCALE, MMA, PRECISION,
+        )  # fmt: skip
+        counted = top[:, None] & allowed
+        hit = tl.where(counted & (z + b == float("inf")), 1.0, 0.0)
+        l += tl.sum(hit, 1)
+        nan += tl.sum(tl.where(counted & (z != z), 1.0, 0.0), 1)
+        acc += tl.dot(hit.to(MMA), v.to(MMA), input_precision=PRECISION)
+    # NaN in acc too: the output divides by l only where l > 0
+    return tl.where(nan > 0, float("nan"), l), tl.where((nan > 0)[:, None], float("nan"), acc)
+
+
+@_jit
 def _recompute(
     q, do, k, v, i, j, m, l, slope, row_scale, scale, b, n_q, n_k, window,
     SIGMOID: tl.constexpr, P: tl.constexpr, INT_P: tl.constexpr, NBITS: tl.constexpr,
     CAUSAL: tl.constexpr, WINDOWED: tl.constexpr, HAS_SLOPES: tl.constexpr, HAS_QSCALE: tl.constexpr,
-    MMA: tl.constexpr, PRECISION: tl.constexpr,
+    MMA: tl.constexpr, PRECISION: tl.constexpr, LIMIT: tl.constexpr,
 ):  # fmt: skip
-    """A tile of the backward from q, k and the row statistics: the weights y, the row map's factor f and dP."""
+    """A tile of the backward from q, k and the row statistics: the weights y, the row map's factor f and dP; with
+    ``LIMIT`` (a head holding a row with a +inf score) those rows' y and f are ``_limit_weights``'."""
     z, allowed = _scores(
         q, k, i + n_k - n_q, j, slope, row_scale, scale, n_k, window,
         CAUSAL, WINDOWED, HAS_SLOPES, HAS_QSCALE, MMA, PRECISION,
     )  # fmt: skip
     y, f = _weights(z, allowed, m, l, b, SIGMOID, P, INT_P, NBITS)
+    if LIMIT:
+        y, f = _limit_weights(z, allowed, m, l, b, y, f)
     dp = tl.dot(do.to(MMA), tl.trans(v.to(MMA)), input_precision=PRECISION)
     return y, f, dp
 
 
 @_jit
+def _dq_sweeps(
+    q, do, K, V, i, m, l, slope, row_scale, scale, b, n_q, n_k, d, dv, window, lo, hi, kv_row0,
+    SIGMOID: tl.constexpr, P: tl.constexpr, INT_P: tl.constexpr, NBITS: tl.constexpr,
+    CAUSAL: tl.constexpr, WINDOWED: tl.constexpr, HAS_SLOPES: tl.constexpr, HAS_QSCALE: tl.constexpr,
+    BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
+    MMA: tl.constexpr, PRECISION: tl.constexpr, LIMIT: tl.constexpr,
+):  # fmt: skip
+    """Each row's D and dq of a block of queries, by two sweeps over its keys."""
+    # D = sum_j y_j dP_j from the very dP the gradient uses, not flash attention's dO.O: ReLU^p's f = p y / r grows
+    # as r -> 0, and a D rounded apart from dP would leave f (dP - D) far from 0 in a row that one key holds
+    delta = tl.zeros([BLOCK_Q], tl.float32)
+    for start_k in range(lo, hi, BLOCK_K):
+        j = start_k + tl.arange(0, BLOCK_K)
+        k = _load(K, kv_row0, j, n_k, d, BLOCK_D)
+        v = _load(V, kv_row0, j, n_k, dv, BLOCK_DV)
+        y, _, dp = _recompute(
+            q, do, k, v, i, j, m, l, slope, row_scale, scale, b, n_q, n_k, window,
+            SIGMOID, P, INT_P, NBITS, CAUSAL, WINDOWED, HAS_SLOPES, HAS_QSCALE, MMA, PRECISION, LIMIT,
+        )  # fmt: skip
+        delta += tl.sum(y * dp, 1)
+    if LIMIT:
+        # f = 0 in a +inf row; D = 0 there keeps f (dP - D) at 0 where a NaN score made its y NaN
+        delta = tl.where(m == float("inf"), 0.0, delta)
+    dq = tl.zeros([BLOCK_Q, BLOCK_D], tl.float32)
+    for start_k in range(lo, hi, BLOCK_K):
+        j = start_k + tl.arange(0, BLOCK_K)
+        k = _load(K, kv_row0, j, n_k, d, BLOCK_D)
+        v = _load(V, kv_row0, j, n_k, dv, BLOCK_DV)
+        _, f, dp = _recompute(
+            q, do, k, v, i, j, m, l, slope, row_scale, scale, b, n_q, n_k, window,
+            SIGMOID, P, INT_P, NBITS, CAUSAL, WINDOWED, HAS_SLOPES, HAS_QSCALE, MMA, PRECISION, LIMIT,
+        )  # fmt: skip
+        ds = _score_grad(f, dp, delta, scale, row_scale, HAS_QSCALE)
+        dq += tl.dot(ds.to(MMA), k.to(MMA), input_precision=PRECISION)
+    return delta, dq
+
+
+@_jit
 def _dq_kernel(
-    Q, K, V, DO, M, L, DELTA, DQ, SLOPES, QSCALE, scale, b, n_q, n_k, d, dv, n_heads, window,
+    Q, K, V, DO, M, L, FLAGS, DELTA, DQ, SLOPES, QSCALE, scale, b, n_q, n_k, d, dv, n_heads, window,
     SIGMOID: tl.constexpr, P: tl.constexpr, INT_P: tl.constexpr, NBITS: tl.constexpr,
     CAUSAL: tl.constexpr, WINDOWED: tl.constexpr, HAS_SLOPES: tl.constexpr, HAS_QSCALE: tl.constexpr,
     GROUP: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr,
@@ -264,36 +363,60 @@ def _dq_kernel(
     l = tl.load(L + bh * n_q + i, mask=i < n_q, other=0.0)
     slope, row_scale = _row_terms(SLOPES, QSCALE, bh, n_heads, i, n_q, HAS_SLOPES, HAS_QSCALE)
     lo, hi = _key_range(start_q, n_q, n_k, window, BLOCK_Q, CAUSAL, WINDOWED)
-    # D = sum_j y_j dP_j from the very dP the gradient uses, not flash attention's dO.O: ReLU^p's f = p y / r grows
-    # as r -> 0, and a D rounded apart from dP would leave f (dP - D) far from 0 in a row that one key holds
-    delta = tl.zeros([BLOCK_Q], tl.float32)
-    for start_k in range(lo, hi, BLOCK_K):
-        j = start_k + tl.arange(0, BLOCK_K)
-        k = _load(K, (bh // GROUP) * n_k, j, n_k, d, BLOCK_D)
-        v = _load(V, (bh // GROUP) * n_k, j, n_k, dv, BLOCK_DV)
-        y, _, dp = _recompute(
-            q, do, k, v, i, j, m, l, slope, row_scale, scale, b, n_q, n_k, window,
-            SIGMOID, P, INT_P, NBITS, CAUSAL, WINDOWED, HAS_SLOPES, HAS_QSCALE, MMA, PRECISION,
+    if SIGMOID:
+        delta, dq = _dq_sweeps(
+            q, do, K, V, i, m, l, slope, row_scale, scale, b, n_q, n_k, d, dv, window, lo, hi, (bh // GROUP) * n_k,
+            SIGMOID, P, INT_P, NBITS, CAUSAL, WINDOWED, HAS_SLOPES, HAS_QSCALE,
+            BLOCK_Q, BLOCK_K, BLOCK_D, BLOCK_DV, MMA, PRECISION, False,
         )  # fmt: skip
-        delta += tl.sum(y * dp, 1)
+    elif tl.load(FLAGS + bh) != 0:
+        # rare: a row of this head holds a +inf score; a copy of the sweeps treats such rows apart, so that the
+        # sweeps every other head runs are the plain ones
+        delta, dq = _dq_sweeps(
+            q, do, K, V, i, m, l, slope, row_scale, scale, b, n_q, n_k, d, dv, window, lo, hi, (bh // GROUP) * n_k,
+            SIGMOID, P, INT_P, NBITS, CAUSAL, WINDOWED, HAS_SLOPES, HAS_QSCALE,
+            BLOCK_Q, BLOCK_K, BLOCK_D, BLOCK_DV, MMA, PRECISION, True,
+        )  # fmt: skip
+    else:
+        delta, dq = _dq_sweeps(
+            q, do, K, V, i, m, l, slope, row_scale, scale, b, n_q, n_k, d, dv, window, lo, hi, (bh // GROUP) * n_k,
+            SIGMOID, P, INT_P, NBITS, CAUSAL, WINDOWED, HAS_SLOPES, HAS_QSCALE,
+            BLOCK_Q, BLOCK_K, BLOCK_D, BLOCK_DV, MMA, PRECISION, False,
+        )  # fmt: skip
     tl.store(DELTA + bh * n_q + i, delta, mask=i < n_q)
-    dq = tl.zeros([BLOCK_Q, BLOCK_D], tl.float32)
-    for start_k in range(lo, hi, BLOCK_K):
-        j = start_k + tl.arange(0, BLOCK_K)
-        k = _load(K, (bh // GROUP) * n_k, j, n_k, d, BLOCK_D)
-        v = _load(V, (bh // GROUP) * n_k, j, n_k, dv, BLOCK_DV)
-        _, f, dp = _recompute(
-            q, do, k, v, i, j, m, l, slope, row_scale, scale, b, n_q, n_k, window,
-            SIGMOID, P, INT_P, NBITS, CAUSAL, WINDOWED, HAS_SLOPES, HAS_QSCALE, MMA, PRECISION,
-        )  # fmt: skip
-        ds = _score_grad(f, dp, delta, scale, row_scale, HAS_QSCALE)
-        dq += tl.dot(ds.to(MMA), k.to(MMA), input_precision=PRECISION)
     _store(DQ, dq, bh * n_q, i, n_q, d, BLOCK_D)
 
 
 @_jit
+def _dkdv_sweep(
+    Q, DO, M, L, DELTA, SLOPES, QSCALE, k, v, j, bh, dk, dvacc, lo, hi, scale, b, n_q, n_k, d, dv, n_heads, window,
+    SIGMOID: tl.constexpr, P: tl.constexpr, INT_P: tl.constexpr, NBITS: tl.constexpr,
+    CAUSAL: tl.constexpr, WINDOWED: tl.constexpr, HAS_SLOPES: tl.constexpr, HAS_QSCALE: tl.constexpr,
+    BLOCK_Q: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, MMA: tl.constexpr,
+    PRECISION: tl.constexpr, LIMIT: tl.constexpr,
+):  # fmt: skip
+    """dk and dv of a block of keys plus the terms of query head bh, by one sweep over its queries."""
+    for start_q in range(lo, hi, BLOCK_Q):
+        i = start_q + tl.arange(0, BLOCK_Q)
+        q = _load(Q, bh * n_q, i, n_q, d, BLOCK_D)
+        do = _load(DO, bh * n_q, i, n_q, dv, BLOCK_DV)
+        m = tl.load(M + bh * n_q + i, mask=i < n_q, other=0.0)
+        l = tl.load(L + bh * n_q + i, mask=i < n_q, other=0.0)
+        delta = tl.load(DELTA + bh * n_q + i, mask=i < n_q, other=0.0)
+        slope, row_scale = _row_terms(SLOPES, QSCALE, bh, n_heads, i, n_q, HAS_SLOPES, HAS_QSCALE)
+        y, f, dp = _recompute(
+            q, do, k, v, i, j, m, l, slope, row_scale, scale, b, n_q, n_k, window,
+            SIGMOID, P, INT_P, NBITS, CAUSAL, WINDOWED, HAS_SLOPES, HAS_QSCALE, MMA, PRECISION, LIMIT,
+        )  # fmt: skip
+        dvacc += tl.dot(tl.trans(y).to(MMA), do.to(MMA), input_precision=PRECISION)
+        ds = _score_grad(f, dp, delta, scale, row_scale, HAS_QSCALE)
+        dk += tl.dot(tl.trans(ds).to(MMA), q.to(MMA), input_precision=PRECISION)
+    return dk, dvacc
+
+
+@_jit
 def _dkdv_kernel(
-    Q, K, V, DO, M, L, DELTA, DK, DV, SLOPES, QSCALE, scale, b, n_q, n_k, d, dv, n_heads, window,
+    Q, K, V, DO, M, L, FLAGS, DELTA, DK, DV, SLOPES, QSCALE, scale, b, n_q, n_k, d, dv, n_heads, window,
     SIGMOID: tl.constexpr, P: tl.constexpr, INT_P: tl.constexpr, NBITS: tl.constexpr,
     CAUSAL: tl.constexpr, WINDOWED: tl.constexpr, HAS_SLOPES: tl.constexpr, HAS_QSCALE: tl.constexpr,
     GROUP: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr,
@@ -310,21 +433,25 @@ def _dkdv_kernel(
     # every query head of the group in this one program: dk and dv sum over them without atomics
     for g in range(GROUP):
         bh = kv * GROUP + g
-        for start_q in range(lo, hi, BLOCK_Q):
-            i = start_q + tl.arange(0, BLOCK_Q)
-            q = _load(Q, bh * n_q, i, n_q, d, BLOCK_D)
-            do = _load(DO, bh * n_q, i, n_q, dv, BLOCK_DV)
-            m = tl.load(M + bh * n_q + i, mask=i < n_q, other=0.0)
-            l = tl.load(L + bh * n_q + i, mask=i < n_q, other=0.0)
-            delta = tl.load(DELTA + bh * n_q + i, mask=i < n_q, other=0.0)
-            slope, row_scale = _row_terms(SLOPES, QSCALE, bh, n_heads, i, n_q, HAS_SLOPES, HAS_QSCALE)
-            y, f, dp = _recompute(
-                q, do, k, v, i, j, m, l, slope, row_scale, scale, b, n_q, n_k, window,
-                SIGMOID, P, INT_P, NBITS, CAUSAL, WINDOWED, HAS_SLOPES, HAS_QSCALE, MMA, PRECISION,
+        if SIGMOID:
+            dk, dvacc = _dkdv_sweep(
+                Q, DO, M, L, DELTA, SLOPES, QSCALE, k, v, j, bh, dk, dvacc, lo, hi, scale, b, n_q, n_k, d, dv,
+                n_heads, window, SIGMOID, P, INT_P, NBITS, CAUSAL, WINDOWED, HAS_SLOPES, HAS_QSCALE,
+                BLOCK_Q, BLOCK_D, BLOCK_DV, MMA, PRECISION, False,
             )  # fmt: skip
-            dvacc += tl.dot(tl.trans(y).to(MMA), do.to(MMA), input_precision=PRECISION)
-            ds = _score_grad(f, dp, delta, scale, row_scale, HAS_QSCALE)
-            dk += tl.dot(tl.trans(ds).to(MMA), q.to(MMA), input_precision=PRECISION)
+        elif tl.load(FLAGS + bh) != 0:
+            # rare: a row of this head holds a +inf score (see _dq_kernel)
+            dk, dvacc = _dkdv_sweep(
+                Q, DO, M, L, DELTA, SLOPES, QSCALE, k, v, j, bh, dk, dvacc, lo, hi, scale, b, n_q, n_k, d, dv,
+                n_heads, window, SIGMOID, P, INT_P, NBITS, CAUSAL, WINDOWED, HAS_SLOPES, HAS_QSCALE,
+                BLOCK_Q, BLOCK_D, BLOCK_DV, MMA, PRECISION, True,
+            )  # fmt: skip
+        else:
+            dk, dvacc = _dkdv_sweep(
+                Q, DO, M, L, DELTA, SLOPES, QSCALE, k, v, j, bh, dk, dvacc, lo, hi, scale, b, n_q, n_k, d, dv,
+                n_heads, window, SIGMOID, P, INT_P, NBITS, CAUSAL, WINDOWED, HAS_SLOPES, HAS_QSCALE,
+                BLOCK_Q, BLOCK_D, BLOCK_DV, MMA, PRECISION, False,
+            )  # fmt: skip
     _store(DK, dk, kv * n_k, j, n_k, d, BLOCK_D)
     _store(DV, dvacc, kv * n_k, j, n_k, dv, BLOCK_DV)
 
@@ -400,18 +527,21 @@ def forward(
     slopes: torch.Tensor | None,
     row_scale: torch.Tensor | None,
     launch: Launch,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Output (B, Hq, Q, Dv) in q's dtype and the per-row statistics (m, l), float32 (B, Hq, Q)."""
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Output (B, Hq, Q, Dv) in q's dtype, the per-row statistics (m, l), float32 (B, Hq, Q), and a flag per
+    (batch, head), int32 (B * Hq,): 1 where a row holds a +inf score (its m is +inf and its l counts the +inf
+    keys), which the backward alone then treats apart."""
     bsz, heads, n_q, _ = q.shape
     out = q.new_empty(bsz, heads, n_q, v.shape[-1])
     m = torch.empty(bsz, heads, n_q, dtype=torch.float32, device=q.device)
     l = torch.empty_like(m)
+    flags = torch.zeros(bsz * heads, dtype=torch.int32, device=q.device)
     grid = (math.ceil(n_q / launch.block_q), bsz * heads)
     _forward_kernel[grid](
-        q, k, v, out, m, l, _optional(slopes, m), _optional(row_scale, m), *launch.runtime(q, k, v),
+        q, k, v, out, m, l, flags, _optional(slopes, m), _optional(row_scale, m), *launch.runtime(q, k, v),
         **launch.constants(q, v, heads // k.shape[1], slopes, row_scale),
     )  # fmt: skip
-    return out, m, l
+    return out, m, l, flags
 
 
 def backward(
@@ -421,11 +551,13 @@ def backward(
     dout: torch.Tensor,
     m: torch.Tensor,
     l: torch.Tensor,
+    flags: torch.Tensor,
     slopes: torch.Tensor | None,
     row_scale: torch.Tensor | None,
     launch: Launch,
 ) -> tuple[torch.Tensor, ...]:
-    """dq, dk, dv in the inputs' dtype, recomputing each tile of scores from q, k and the row statistics (m, l)."""
+    """dq, dk, dv in the inputs' dtype, recomputing each tile of scores from q, k and the forward's row statistics
+    (m, l) and flags."""
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     delta = torch.empty_like(m)
     common = (_optional(slopes, m), _optional(row_scale, m), *launch.runtime(q, k, v))
@@ -433,7 +565,7 @@ def backward(
     bsz, kv_heads, n_k, _ = k.shape
     # the dq kernel writes each row's D, which every dk, dv tile of that row reads
     grid = (math.ceil(q.shape[2] / launch.block_q), bsz * q.shape[1])
-    _dq_kernel[grid](q, k, v, dout, m, l, delta, dq, *common, **constants)
+    _dq_kernel[grid](q, k, v, dout, m, l, flags, delta, dq, *common, **constants)
     grid = (math.ceil(n_k / launch.block_k), bsz * kv_heads)
-    _dkdv_kernel[grid](q, k, v, dout, m, l, delta, dk, dv, *common, **constants)
+    _dkdv_kernel[grid](q, k, v, dout, m, l, flags, delta, dk, dv, *common, **constants)
     return dq, dk, dv

@@ -60,9 +60,13 @@ def iid_prevalence(n_keys, prompts: int, seed: int = 0) -> dict[str, float]:
 
 
 def _suite_counts(shares: pd.DataFrame) -> dict[str, Counts]:
+    """Each suite's counts, in order; a categorical suite column keeps a suite without rows, as empty counts."""
+    column = shares["suite"]
+    names = column.cat.categories if isinstance(column.dtype, pd.CategoricalDtype) else column.unique()
     return {
         str(suite): Counts(g["unsafe"].to_numpy(float), g["active"].to_numpy(float))
-        for suite, g in shares.groupby("suite", sort=False)
+        for suite in names
+        for g in (shares[column == suite],)
     }
 
 
@@ -79,6 +83,22 @@ def prevalence_finding(shares: pd.DataFrame, noise: tuple[Counts, Counts]) -> Fi
     )
     suites = _suite_counts(shares)
     reference, control = noise
+    control_words = (
+        f"{int(control.active.sum())} i.i.d. N(0, 1) score rows with the audited rows' key counts, placed "
+        "against a second such draw"
+    )
+    if empty := [s for s, c in suites.items() if not c.active.sum()] or ([] if suites else ["every suite"]):
+        # a share of no rows is no prevalence: never placed, so never a success
+        return decide(
+            claim,
+            rule=rules.PLACEMENT_RULE,
+            holds=None,
+            null=Null(control_words, None, "not run: a suite has no share to place against"),
+            mde=MDE(None, None, "pp", "none: a suite has no active rows to give an interval"),
+            evidence=f"suites without an active row at p = 2, b = 0 (or with no known flag): {', '.join(empty)}.",
+            precondition=f"{', '.join(empty)} has no active row with a known safe flag, so its prevalence is not "
+            "measured",
+        )
     sides = rules.placement_sides(list(suites.values()), reference)
     holds = rules.placement_outcome(sides)
     intervals = {s: rules.prompt_interval(*c) for s, c in suites.items()}
@@ -97,8 +117,7 @@ def prevalence_finding(shares: pd.DataFrame, noise: tuple[Counts, Counts]) -> Fi
         rule=rules.PLACEMENT_RULE,
         holds=bool(holds),
         null=Null(
-            f"{int(control.active.sum())} i.i.d. N(0, 1) score rows with the audited rows' key counts, placed "
-            "against a second such draw",
+            control_words,
             rules.placement_outcome([null_side]) is True,
             f"{null[0]:.1f}% unsafe [{null[1]:.1f}, {null[2]:.1f}] against {ref[0]:.1f}% [{ref[1]:.1f}, "
             f"{ref[2]:.1f}]: {null_side or 'straddles an edge'}",

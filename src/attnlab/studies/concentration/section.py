@@ -5,12 +5,15 @@ halves of the scored prompts, and the notes a reader needs to weigh the numbers.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from attnlab.analyses import audit, substitute
+from attnlab.analyses.sections import read_config
+from attnlab.report.readback import read_record
 from attnlab.studies.concentration.findings import iid_counts
 from attnlab.studies.concentration.plan import B, P, Plan
 from attnlab.studies.concentration.rules import Counts
@@ -19,6 +22,22 @@ from attnlab.studies.runner import StudyConfig
 # Table 5's top-K column conditions on the fixed causal head set of the ablation; its K = 40 is 8-14% of its
 # models' heads, so the largest ablated K within 15% of the heads plays that part here.
 CAUSAL_SHARE = 0.15
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    """What the study reads of an audit's config.json beside the audit's own settings: the calibrated b_auto, the
+    model's layers and heads per layer, and its type."""
+
+    b_auto: float | None
+    layers: int
+    heads: int
+    model_type: str
+
+
+def read_audit_config(audit_folder: Path) -> dict[str, Any]:
+    """An audit's config.json, checked against ``AuditRecord`` (``readback.read_record``)."""
+    return read_record(audit_folder / "config.json", AuditRecord)
 
 
 def _rows(audit_folder: Path, b: str, *, answering: bool = False) -> pd.DataFrame:
@@ -42,10 +61,14 @@ def _rows(audit_folder: Path, b: str, *, answering: bool = False) -> pd.DataFram
 
 
 def prevalence_table(folder: Path, suites) -> pd.DataFrame:
-    """Each audited suite's prevalence lines (Polynomial Concentration Table 1), one block per suite."""
-    return pd.concat(
-        [pd.read_csv(folder / "audit" / s / "audit.csv").assign(suite=s) for s in suites], ignore_index=True
-    ).pipe(lambda t: t[["suite", *t.columns[:-1]]])
+    """Each audited suite's prevalence lines (Polynomial Concentration Table 1), one block per suite, recomputed from
+    its audit's rows as ``attnlab report`` recomputes an audit's (its audit.csv is not read)."""
+    blocks = []
+    for s in suites:
+        audit_folder = folder / "audit" / s
+        config = read_config(audit_folder)
+        blocks.append(audit.prevalence_table(audit.read_rows(audit_folder, config), config).assign(suite=s))
+    return pd.concat(blocks, ignore_index=True).pipe(lambda t: t[["suite", *t.columns[:-1]]])
 
 
 def causal_k(ks, n_heads: int) -> int:
@@ -129,12 +152,15 @@ def prevalence_shares(folder: Path, suites) -> pd.DataFrame:
     frames = []
     for s in suites:
         rows = pd.read_parquet(folder / "audit" / s / "rows_b0.parquet", columns=["prompt", "status", "safe_p2"])
-        active = rows[rows["status"] == "active"]
+        # a row whose flag is unknown is neither safe nor unsafe: left out, as the audit's prevalence leaves it out
+        active = rows[(rows["status"] == "active") & rows["safe_p2"].notna()]
         counts = active.assign(unsafe=~active["safe_p2"].astype(bool)).groupby("prompt")["unsafe"].agg(["sum", "size"])
         frames.append(
             pd.DataFrame({"suite": s, "prompt": counts.index, "unsafe": counts["sum"], "active": counts["size"]})
         )
-    return pd.concat(frames, ignore_index=True)
+    shares = pd.concat(frames, ignore_index=True)
+    # categorical, so that a suite without an active row stays one, with no share, rather than dropping out
+    return shares.assign(suite=pd.Categorical(shares["suite"], categories=list(suites)))
 
 
 def prevalence_null(folder: Path, plan: Plan) -> tuple[Counts, Counts]:

@@ -24,7 +24,6 @@ findings and their rules in ``concentration_findings``, ``summarize``'s tables a
 
 from __future__ import annotations
 
-import json
 import shlex
 import shutil
 from pathlib import Path
@@ -35,7 +34,7 @@ import pandas as pd
 from attnlab import devices, io
 from attnlab.analyses import ablate, audit, substitute
 from attnlab.analyses import heads as head_types
-from attnlab.report.sections import Figure, Section, Table
+from attnlab.report.sections import Figure, Section, Table, read_section
 from attnlab.studies.concentration.findings import finding, prevalence_finding, sufficiency_finding
 from attnlab.studies.concentration.plan import BUDGETS, MATCHED_QUERIES, REAL, RECIPES, B, P, Plan
 from attnlab.studies.concentration.section import (
@@ -46,6 +45,7 @@ from attnlab.studies.concentration.section import (
     prevalence_null,
     prevalence_shares,
     prevalence_table,
+    read_audit_config,
     softmax_halves,
 )
 from attnlab.studies.concentration.train import train
@@ -99,7 +99,7 @@ def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
                 out,
                 progress=progress,
             )
-        b_auto = json.loads((out / "config.json").read_text())["b_auto"]
+        b_auto = read_audit_config(out)["b_auto"]
     suite = dict(common, **sized[plan.suite], suite=plan.suite, prompts=plan.prompts, b_auto=b_auto)
     if not _done(folder / "audit_matched"):
         audit.run(
@@ -107,7 +107,7 @@ def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
         )
     if not _done(folder / "substitute"):
         substitute.run(substitute.SubstituteConfig(**suite, recipes=RECIPES), folder / "substitute", progress=progress)
-    layers_heads = json.loads((folder / "audit" / plan.suite / "config.json").read_text())
+    layers_heads = read_audit_config(folder / "audit" / plan.suite)
     n_heads = layers_heads["layers"] * layers_heads["heads"]
     if not _done(folder / "ablate"):
         ablate.run(
@@ -142,7 +142,7 @@ def summarize(folder: Path) -> Section:
     plan = plan_for(cfg)
     rows = {b: _rows(folder / "audit" / plan.suite, b) for b in B}
     answering = {b: _rows(folder / "audit_matched", b, answering=True) for b in B}
-    audit_cfg = json.loads((folder / "audit" / plan.suite / "config.json").read_text())
+    audit_cfg = read_audit_config(folder / "audit" / plan.suite)
     prevalence = prevalence_table(folder, plan.suites)
     sub = pd.read_csv(folder / "substitute" / "substitute.csv")
     abl = pd.read_csv(folder / "ablate" / "ablate.csv")
@@ -260,14 +260,14 @@ def model_row(folder: Path) -> dict[str, Any]:
     a summarized study folder."""
     cfg = load_config(folder)
     plan = plan_for(cfg)
-    audit_cfg = json.loads((folder / "audit" / plan.suite / "config.json").read_text())
+    audit_cfg = read_audit_config(folder / "audit" / plan.suite)
     prevalence = pd.read_csv(folder / "prevalence.csv")
     cells = prevalence[(prevalence["p"] == 2) & (prevalence["b"].astype(str) == "0")].set_index("suite")
     sub = pd.read_csv(folder / "substitution.csv").set_index("recipe")
     recipes = sub.drop(index=substitute.BASELINE)
     best = recipes["accuracy %"].idxmax()
-    findings = json.loads((folder / "section.json").read_text())["findings"]
-    verdicts = {f["claim"].split(":")[0]: f["verdict"] for f in findings}
+    findings = read_section(folder / "section.json").findings
+    verdicts = {f.claim.split(":")[0]: f.verdict for f in findings}
     return {
         "model": cfg.model or "trained here",
         "type": audit_cfg["model_type"],

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import asdict, fields
 from pathlib import Path
@@ -383,7 +384,8 @@ def _run_cells(
 # Settings that only choose what is scored: a rerun may change them and reuse the trained models. Every
 # other setting, and the plan it resolves to, shapes the model of each variant (trained in its own folder).
 SCORING = ("maps", "eval_mult", "samples", "seeds", "select_mult")
-# Everything a run writes into its folder: what --overwrite removes, leaving any other file there.
+# Everything a run writes into its folder: what --overwrite removes (of what the folder's marker lists), leaving
+# any other file there.
 WRITES = (
     ".submitit",
     "config.json",
@@ -439,18 +441,29 @@ def _saved(path: Path, retry: str) -> tuple[LengthgenConfig, Plan, int]:
 
 def prepare(cfg: LengthgenConfig, out: Path, overwrite: bool = False) -> None:
     """Make ``out`` ready for ``cfg`` before anything is written into it. With ``overwrite``, remove what an
-    earlier run wrote (``WRITES``); otherwise refuse results that ``cfg`` must not reuse: another run's
-    (``trained_settings`` differ) or ones without the config.json saying how they were made."""
+    earlier run wrote (those of ``WRITES`` that the folder's marker lists: ``io.clear``); otherwise refuse results
+    that ``cfg`` must not reuse: another run's (``trained_settings`` differ) or ones without the config.json saying
+    how they were made. A folder without the marker that holds files is refused, --overwrite or not, unless it is
+    an older attnlab's run of these settings, which is claimed and resumed."""
     if out.exists() and not out.is_dir():
         raise FolderError(f"--out {out} is a file; pass a folder")
-    found = [name for name in WRITES if (out / name).exists()]
+    retry = "pass --overwrite to start clean, or choose another --out"
+    if out.is_dir() and io.listed(out) is None and any(not e.name.startswith(".") for e in out.iterdir()):
+        if overwrite or not _same_run(cfg, out):
+            raise io.unclaimed_error(out, "lengthgen")
+        io.claim(out, adopt=WRITES)  # its config.json says it is this run: its cells and runs are this one's
+    held = io.listed(out) or []
+    taken = [name for name in WRITES if os.path.lexists(out / name) and name not in held]
+    if taken:
+        raise FolderError(
+            f"{out} holds {', '.join(taken)}, which no attnlab run wrote there; move them away, or choose another --out"
+        )
     if overwrite:
-        for name in found:
-            io.remove(out / name)
+        io.clear(out, WRITES)
         return
+    found = [name for name in WRITES if (out / name).exists()]
     if not found:
         return
-    retry = "pass --overwrite to start clean, or choose another --out"
     if "config.json" not in found:
         raise FolderError(
             f"{out} holds lengthgen results ({', '.join(found)}) but no config.json saying how they were made; {retry}"
@@ -461,6 +474,15 @@ def prepare(cfg: LengthgenConfig, out: Path, overwrite: bool = False) -> None:
     ]
     if differ:
         raise FolderError(f"{out} holds a lengthgen run trained with other settings ({'; '.join(differ)}); {retry}")
+
+
+def _same_run(cfg: LengthgenConfig, out: Path) -> bool:
+    """Whether ``out``'s config.json is a lengthgen config that trained what ``cfg`` trains."""
+    try:
+        saved = _saved(out / "config.json", "")
+    except FolderError:
+        return False
+    return trained_settings(*saved) == trained_settings(cfg, cfg.plan)
 
 
 def run(
@@ -480,10 +502,13 @@ def run(
     tables and the plot into ``out``; ``out`` is checked (or, with ``overwrite``, cleared) first, see ``prepare``."""
     check_jobs(jobs)
     out = Path(out)
-    prepare(cfg, out, overwrite)
-    with io.locked(out):
+    launch = launch or Launch()
+    with io.locked(out):  # from the check on: a second run into ``out`` is refused at once
+        prepare(cfg, out, overwrite)
+        # listed before the cells make them: cells may train in other processes, and a kill must find them listed
+        io.record(out, "cells", "runs", *([".submitit"] if launch.launcher == "submitit" else []))
         io.write_json(out / "config.json", {**asdict(cfg), "plan": asdict(cfg.plan), "model_version": MODEL_VERSION})
-        cells = _run_cells(cfg, out, progress, jobs, device, dtype, launch or Launch())
+        cells = _run_cells(cfg, out, progress, jobs, device, dtype, launch)
         acc = table(cells, cfg)
         rows = rows_table(cells, cfg)
         paths = {

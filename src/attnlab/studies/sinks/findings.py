@@ -308,6 +308,8 @@ def finding(
         evidence=evidence,
         precondition=_learned(runs_),
         mde=_no_mde("fraction of held-out inputs", samples, "a per-seed sink fraction against a threshold"),
+        reads={f"the softmax seeds' {what}": soft, "the ReLU seeds' largest BOS mass": relu},
+        null_reads={f"the untrained softmax models' {what}": null_soft, "the softmax seeds' BOS mass": soft_bos},
     )
 
 
@@ -363,6 +365,9 @@ def layer_finding(
         evidence=evidence,
         precondition=_learned(runs_),
         mde=_no_mde("fraction of held-out inputs", samples, "a per-seed, per-layer sink fraction against a threshold"),
+        # no softmax seed at all would make the rule hold of none: that is no evidence, so it is not read
+        reads={"the softmax seeds' best head per layer": [v for layers in per_layer.values() for v in layers]},
+        null_reads={"the untrained softmax models' lowest layer": null_soft},
     )
 
 
@@ -430,6 +435,12 @@ def masking_finding(masked: pd.DataFrame, samples: int) -> Finding:
         null=null,
         evidence=evidence,
         precondition=_learned(runs_),
+        reads={
+            "the softmax seeds' loss rise with BOS masked": rise(soft),
+            "the ReLU seeds' loss rise with BOS masked": rise(relu),
+            "the all-zeros predictor's loss": runs_["zero_loss"],
+        },
+        null_reads={"the untrained softmax models' loss rise with BOS masked": rise(soft, "untrained_")},
         mde=MDE(
             None,
             None,

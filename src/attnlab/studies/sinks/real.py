@@ -15,7 +15,6 @@ as the null control.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,7 @@ from attnlab.findings.finding import MDE, Finding, Null
 from attnlab.findings.verdict import decide
 from attnlab.loading.load import resolve_checkpoint
 from attnlab.report.plot_sinks import plot_first_token_mass
+from attnlab.report.readback import read_record
 from attnlab.report.sections import Figure, Table
 from attnlab.studies.runner import StudyConfig, StudyError
 
@@ -63,6 +63,31 @@ REAL_PLANS: dict[str, RealPlan] = {
     "smoke": RealPlan(documents=4, tokens=256),
     "full": RealPlan(documents=32, tokens=1024),
 }
+
+
+@dataclass(frozen=True)
+class RealRecord:
+    """real/config.json as ``compute_real`` writes it: the model read, where and how, and the reading's sizes."""
+
+    model: str
+    checkpoint: str
+    model_type: str
+    layers: int
+    heads: int
+    documents: int
+    tokens: int
+    min_query: int
+    seed: int
+    device: str
+    dtype: str
+    adds_bos: bool
+    first_tokens: tuple[str, ...]
+    seconds: float
+
+
+def read_real_config(folder: Path) -> dict:
+    """real/config.json of the study folder ``folder``, checked against ``RealRecord`` (``readback.read_record``)."""
+    return read_record(Path(folder) / REAL / "config.json", RealRecord)
 
 
 def compute_real(cfg: StudyConfig, folder: Path, progress: bool) -> None:
@@ -196,14 +221,22 @@ def real_finding(layers: pd.DataFrame, config: dict) -> Finding:
         f"{int((later['uniform'] >= SINK_MASS).sum())} of {len(later)} layers' uniform share reach "
         f"{SINK_MASS:g} (largest {later['uniform'].max():.3g})",
     )
-    return decide(claim, rule=RULE_REAL, holds=real_sinks(later["median"]), null=null, evidence=evidence, mde=mde)
+    return decide(
+        claim,
+        rule=RULE_REAL,
+        holds=real_sinks(later["median"]),
+        null=null,
+        evidence=evidence,
+        mde=mde,
+        reads={"the later layers' median head": later["median"]},
+        null_reads={"the later layers' uniform share": later["uniform"]},
+    )
 
 
 def summarize_real(folder: Path) -> tuple[Finding, Table, Figure, str]:
     """The real-model finding, its table (``table_real_layers``), heat map (``real_first_token_mass``)
     and note, written into ``folder`` from the two files of folder/real only."""
-    out, folder = folder, folder / REAL
-    config = json.loads((folder / "config.json").read_text())
+    out, config, folder = folder, read_real_config(folder), folder / REAL
     heads = head_table(pd.read_parquet(folder / REAL_TABLE))
     layers = layer_table(heads)
     io.write_table(out / "table_real_layers", layers)

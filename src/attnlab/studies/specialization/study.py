@@ -28,9 +28,9 @@ Q/K that learn 4x slower from the same initialization cannot do otherwise).
 
 from __future__ import annotations
 
-import json
 import math
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -39,6 +39,7 @@ import torch
 from attnlab import devices, io
 from attnlab.model.decoder import Decoder, loss
 from attnlab.report.plot_specialization import plot_probe_curves
+from attnlab.report.readback import read_record
 from attnlab.report.sections import Figure, Section, Table
 from attnlab.studies.runner import Study, StudyConfig, StudyError, load_config, register, section
 from attnlab.studies.specialization.findings import (
@@ -138,6 +139,26 @@ def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
     spread(train_run, calls, jobs=jobs, device=cfg.device, launch=cfg, folder=folder)
 
 
+@dataclass(frozen=True)
+class Final:
+    """A run's ``FINAL`` as ``run_piece`` writes it: the final model's validation loss, perplexity and tokens read,
+    and the run's release reason, throughput, warnings, seconds and untrained probes."""
+
+    val_loss: float
+    val_ppl: float
+    tokens: int
+    release_reason: str | None
+    tokens_per_s: float
+    warnings: tuple[str, ...]
+    seconds: float = math.nan  # runs written before it was kept
+    untrained: dict[str, float | None] = field(default_factory=dict)
+
+
+def read_final(run: Path) -> dict:
+    """A run folder's ``FINAL``, checked against ``Final`` (``readback.read_record``)."""
+    return read_record(run / FINAL, Final)
+
+
 def read_runs(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """From the runs' files: per run its settings, final figures (``FINAL``; the release step from the last
     evaluation) and untrained probes (``untrained_*``); every run's eval.csv stacked (columns run, arch, arm,
@@ -149,7 +170,7 @@ def read_runs(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     for arch, arm, seed in plan_runs(plan, cfg.seed):
         name = run_name(arch, arm, seed)
         run = folder / "runs" / name
-        final = json.loads((run / FINAL).read_text())
+        final = read_final(run)
         frame = pd.read_csv(run / "eval.csv")
         released = frame.released_at.iloc[-1]
         released = None if pd.isna(released) else int(released)

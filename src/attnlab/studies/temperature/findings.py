@@ -206,6 +206,11 @@ def optima_columns(seeds: pd.DataFrame) -> list[str]:
     return [c for c in seeds.columns if str(c).startswith("xi*_PPL")]
 
 
+def reads(seeds: pd.DataFrame, arm: str, *columns: str) -> dict[str, np.ndarray]:
+    """What a rule reads of ``arm``, by name (``verdict.decide``'s ``reads``): its per-seed ``columns``."""
+    return {f"the {arm} seeds' {c}": values(seeds, arm, c) for c in columns}
+
+
 def side_holds(seeds: pd.DataFrame, arm: str) -> bool:
     return side_rule(values(seeds, arm, "xi_hat_Lambda"), values(seeds, arm, "xi_hat_beta"))
 
@@ -292,6 +297,11 @@ def side_finding(table: pd.DataFrame, seeds: pd.DataFrame, precondition: str | N
         evidence=f"trained: xi_hat_Lambda = {_interval(lam)} ({lam['side of 1']}), xi_hat_beta = {_interval(beta)} "
         f"({beta['side of 1']}) over {int(lam['training seeds'])} training seeds.",
         precondition=precondition,
+        reads=reads(seeds, "trained", "xi_hat_Lambda", "xi_hat_beta"),
+        null_reads={
+            **reads(seeds, "untrained", "xi_hat_Lambda", "xi_hat_beta"),
+            **reads(seeds, ARMS[2], "xi_hat_Lambda"),
+        },
     )
 
 
@@ -335,6 +345,11 @@ def agreement_finding(
         f"{_interval(_at(table, ARMS[2], DIFFERENCE))}; per seed, the trained scores are closer to the multipliers "
         f"than i.i.d. rows by [{gain[0]:.3f}, {gain[1]:.3f}] (95%); Table 2's nanoGPT cells differ by 0.12 to 0.27.",
         precondition=precondition,
+        reads={**reads(seeds, "trained", "xi_hat_Lambda", "xi_hat_beta"), **reads(seeds, ARMS[2], "xi_hat_Lambda")},
+        null_reads={
+            **reads(seeds, "untrained", "xi_hat_Lambda", "xi_hat_beta"),
+            **reads(seeds, ARMS[2], "xi_hat_Lambda"),
+        },
     )
 
 
@@ -384,6 +399,8 @@ def ppl_finding(
         ),
         evidence=f"trained: {words(mine)}; i.i.d. rows past the window: {words(rows(ARMS[2]))}.",
         precondition=precondition,
+        reads={**reads(seeds, "trained", EXT, *optima_columns(seeds)), **reads(seeds, ARMS[2], EXT)},
+        null_reads=reads(seeds, "untrained", EXT, *optima_columns(seeds)),
     )
 
 

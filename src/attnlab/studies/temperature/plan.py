@@ -11,7 +11,6 @@ that made it.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.errors import ArgumentError
+from attnlab.report.readback import ReadBackError, read_record
 
 NAME = "beta_n"
 PLAN = "plan.json"
@@ -152,8 +152,12 @@ BUDGETS: dict[str, Plan] = {
 
 
 def read_plan(folder: Path) -> Plan:
-    """The budget a study folder was made with (its plan.json)."""
-    return Plan.from_json(json.loads((Path(folder) / PLAN).read_text()))
+    """The budget a study folder was made with (its plan.json), checked against ``Plan`` (``readback.read_record``)."""
+    path = Path(folder) / PLAN
+    try:
+        return Plan.from_json(read_record(path, Plan))
+    except ArgumentError as exc:  # a key no budget has
+        raise ReadBackError(f"{path}: {exc}") from None
 
 
 def run_name(k: int) -> str:

@@ -11,7 +11,6 @@ part's finding, tables, figure and notes, from ``real/config.json`` and its row 
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from attnlab.analyses.temperature import TRIPLE, real_fit, side_of_one
 from attnlab.devices import model_device
 from attnlab.diagnostics.stats import UNREADABLE, tie_mask
 from attnlab.findings.finding import Finding
+from attnlab.report.readback import read_record
 from attnlab.report.sections import Figure, Table
 from attnlab.studies.runner import StudyConfig
 from attnlab.studies.temperature.findings import real_finding
@@ -81,7 +81,7 @@ def compute_real(cfg: StudyConfig, folder: Path, progress: bool) -> None:
 def real_rows(folder: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     """The readable rows of folder/real, the ones ``temperature.run`` fits, and its config.json."""
     real = folder / REAL
-    config = json.loads((real / "config.json").read_text())
+    config = read_record(real / "config.json", temperature.TemperatureConfig)
     rows = pd.read_parquet(
         real / REAL_ROWS, columns=["layer", "head", "prompt", "query", "n_keys", "status", *TRIPLE.values()]
     )
@@ -122,12 +122,20 @@ def source_words(config: dict) -> str:
     return "generated text (tasks.generic_text sentences), not PG-19 or Proof-Pile-2"
 
 
+@dataclasses.dataclass(frozen=True)
+class Elapsed:
+    """real/elapsed.json: how long the real part took, and where."""
+
+    seconds: float
+    device: str
+
+
 def elapsed_words(folder: Path) -> str:
     """', taking M minutes' from real/elapsed.json, or nothing when the folder has no record of it."""
     path = folder / REAL / "elapsed.json"
     if not path.is_file():
         return ""
-    took = json.loads(path.read_text())
+    took = read_record(path, Elapsed)
     return f", {took['seconds'] / 60:.1f} minutes in all"
 
 

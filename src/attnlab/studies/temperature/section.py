@@ -6,7 +6,6 @@ arm and the findings on them, and writes the tables and figures that ``TABLES`` 
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from attnlab import io
 from attnlab.analyses.temperature import per_n
 from attnlab.diagnostics.stats import check_cor49, tie_mask
 from attnlab.findings.finding import Finding
+from attnlab.report.readback import check, read_object
 from attnlab.report.sections import Figure, Table
 from attnlab.studies.runner import StudyConfig
 from attnlab.studies.temperature.findings import (
@@ -34,6 +34,7 @@ from attnlab.studies.temperature.findings import (
     untestable,
 )
 from attnlab.studies.temperature.plan import BETA, EXT_ROWS, GAPS, HEAD_SCALES, NAME, ROWS, Plan, run_name
+from attnlab.train.config import RunConfig
 from attnlab.train.metrics import outcome
 
 QUESTION = (
@@ -113,6 +114,12 @@ FIGURES = (
 
 
 # ------------------------------------------------------------------------------------- descriptive tables
+
+
+def read_vocab(path: Path) -> int | None:
+    """The vocabulary size in a trained run's config.json, the file checked against ``RunConfig``
+    (``readback.check``) with model.vocab present."""
+    return check(read_object(path), RunConfig, path, required=("model.vocab",))["model"]["vocab"]
 
 
 def beta_fit(beta: pd.DataFrame, n_min: int, xi_max: float, xi_step: float) -> pd.DataFrame:
@@ -363,7 +370,7 @@ def findings_step(
 ) -> list[Finding]:
     """The trained decoder's findings, each not checked where the run cannot test it; the perplexity finding needs
     a decoder that learned, not multipliers that grew, and an optimum inside the sweep's grid (``edges``)."""
-    vocab = json.loads((folder / "runs" / NAME / "config.json").read_text())["model"]["vocab"]
+    vocab = read_vocab(folder / "runs" / NAME / "config.json")
     why = untestable(comparison, training, vocab)
     learned_only = why if why and not why.startswith("the per-head") else None
     return [
