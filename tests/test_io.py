@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from attnlab import io
+from hostile_json import hostile, one_line
 
 
 def test_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
@@ -139,3 +140,38 @@ def test_a_locked_folder_refuses_another_live_process_and_is_taken_over_from_a_d
     with io.locked(folder):
         assert json.loads((folder / io.LOCK).read_text())["pid"] == os.getpid()
     assert [p.name for p in folder.iterdir()] == []  # a folder the user made stays, as it was
+
+
+LOCK_JSON = {"pid": 1, "started": 2}
+MARKER_JSON = {"attnlab": "the entries of this folder that attnlab wrote", "wrote": ["table.csv"]}
+
+
+@pytest.mark.parametrize(("label", "data"), hostile(LOCK_JSON, "pid", "pid"))
+def test_a_hostile_lock_is_stale_and_taken_over(tmp_path, label, data):
+    """A lock that does not read back names no live run (a live run's lock appears with its content), so it is taken
+    over, never a traceback."""
+    (tmp_path / io.LOCK).write_bytes(data)
+    with io.locked(tmp_path):
+        assert json.loads((tmp_path / io.LOCK).read_text())["pid"] == os.getpid()
+
+
+@pytest.mark.parametrize(("label", "data"), hostile(MARKER_JSON, "wrote", "wrote"))
+def test_a_hostile_marker_claims_the_folder_and_lists_nothing(tmp_path, label, data):
+    """A marker that does not read back still claims its folder (no command takes it for a user's), but nothing is
+    deleted on its word."""
+    (tmp_path / io.MARKER).write_bytes(data)
+    (tmp_path / "table.csv").write_text("mine")
+    assert io.listed(tmp_path) == [] and io.clear(tmp_path, ["table.csv"]) == []
+    assert (tmp_path / "table.csv").read_text() == "mine"
+
+
+@pytest.mark.parametrize(("label", "data"), hostile({"seed": 1}, "seed", "seed"))
+def test_a_hostile_config_json_tells_no_run_of_these_settings(tmp_path, label, data):
+    """check_output's reading of config.json: one that does not read back, or differs, is refused in one line
+    (unless --overwrite), as a folder holding other files."""
+    (tmp_path / "config.json").write_bytes(data)
+    io.claim(tmp_path, adopt=["config.json"])
+    with pytest.raises(io.OutputError) as caught:
+        io.check_output(tmp_path, {"seed": 1}, overwrite=False, what="x")
+    one_line(caught.value, tmp_path, "--overwrite")
+    io.check_output(tmp_path, {"seed": 1}, overwrite=True, what="x")

@@ -9,6 +9,7 @@ from test_imports import ROOT, _graph, _modules
 
 # Top to bottom, as DESIGN.md draws them; packages in one tuple share a layer and import none of each other.
 CORE = ("errors", "registry", "options", "plugins", "progress", "perf", "io", "devices", "native", "batches", "papers")
+CORE += ("readback",)  # every JSON file attnlab reads back, parsed and checked (io's marker and locks read it)
 LAYERS = (
     ("cli",),
     ("cards",),

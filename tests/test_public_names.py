@@ -26,6 +26,10 @@ MOVED = [
     ("attnlab.site", "causal_mask", "attnlab.site.tiles"),
     ("attnlab.cards", "PLANS", "attnlab.cards.build"),
     ("attnlab.studies.sinks", "theorem3_model", "attnlab.studies.sinks.measures"),
+    ("attnlab.report.readback", "ReadBackError", "attnlab.readback"),
+    ("attnlab.report.readback", "check", "attnlab.readback"),
+    ("attnlab.report.readback", "read_object", "attnlab.readback"),
+    ("attnlab.report.readback", "read_record", "attnlab.readback"),
 ]
 
 

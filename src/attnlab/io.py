@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.errors import ArgumentError, ArgumentTypeError, Error, MissingFileError, UnknownNameError
+from attnlab.readback import ReadBackError, parse, parse_object
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
@@ -147,10 +148,11 @@ LOCK = ".attnlab.lock"  # JSON: the pid and start time of the run writing into a
 
 def _holder(path: Path) -> tuple[int, int | None] | None:
     """The (pid, start time) a lock file names; a bare pid (an older attnlab's lock, or one typed by hand) has
-    no start time; None when unreadable."""
+    no start time; None when unreadable (not UTF-8 JSON, too deep: ``readback.parse``), as a live run's lock never
+    is (it appears with its content: ``_take``), so that such a file is taken over as stale."""
     try:
-        found = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        found = parse(path.read_bytes(), path)
+    except (OSError, ReadBackError):
         return None
     pid, started = (
         (_int(found.get("pid")), _int(found.get("started"))) if isinstance(found, dict) else (_int(found), None)
@@ -322,8 +324,8 @@ def listed(folder: str | os.PathLike) -> list[str] | None:
     if not path.is_file():
         return None
     try:
-        names = json.loads(path.read_text(encoding="utf-8")).get("wrote")
-    except (OSError, ValueError, AttributeError):
+        names = parse_object(path.read_bytes(), path).get("wrote")
+    except (OSError, ReadBackError):
         return []
     return sorted({n for n in names if _plain(n)}) if isinstance(names, list) else []
 
@@ -466,9 +468,9 @@ def check_output(out: str | os.PathLike, config: dict[str, Any], *, overwrite: b
     if not out.is_dir():
         return
     config = json.loads(json.dumps(config, default=str))
-    try:
-        stored = json.loads((out / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    try:  # one that does not read back (``readback.parse_object``) tells no run of this configuration
+        stored = parse_object((out / "config.json").read_bytes(), out / "config.json")
+    except (OSError, ReadBackError):
         stored = None
     differ = [k for k in config if stored.get(k) != config[k]] if isinstance(stored, dict) else None
     if listed(out) is None and _visible(out):

@@ -15,13 +15,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from attnlab.errors import Error
+from attnlab.errors import ArgumentError, Error
 
 OPTION = "attnlab.option"  # the field-metadata key that makes a field an option
 MODEL_HELP = (
@@ -36,13 +36,15 @@ class AssignmentError(Error, ValueError):
 
 MAX_DEPTH = 32  # nesting a config value may have: attnlab's deepest (a list in a table in a table) needs 3
 MAX_YAML_BYTES = 1 << 20
+MAX_INT_CHARS = 100  # an integer of 64 bits in any YAML spelling: 0b and 64 digits with _ between them fits
 
 
 class _StrictLoader(yaml.SafeLoader):
     """PyYAML's safe loader, stricter where a config file could mislead or exhaust: a key given twice is refused
-    (the safe loader keeps the last silently), an alias (``*name``) is refused (shared subtrees expand when a check
-    walks them: a few hundred bytes of nested aliases are gigabytes), and nesting is bounded (a deep value would
-    end in RecursionError)."""
+    (the safe loader keeps the last silently), and so is a key that is not text (``1:``, ``null:``, ``yes:``: a
+    config's keys are names, and a check that sorts them fails on a mix); an alias (``*name``) is refused (shared
+    subtrees expand when a check walks them: a few hundred bytes of nested aliases are gigabytes), nesting is bounded
+    (a deep value would end in RecursionError) and an integer is one of 64 bits (``construct_yaml_int``)."""
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
@@ -70,15 +72,36 @@ class _StrictLoader(yaml.SafeLoader):
         seen = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
-            try:
-                if key in seen:
-                    raise yaml.constructor.ConstructorError(
-                        None, None, f"key {key!r} appears twice (the later would silently win)", key_node.start_mark
-                    )
-                seen.add(key)
-            except TypeError:
-                pass  # an unhashable key: the safe loader's own check names it
+            if not isinstance(key, str):
+                shown = repr(key) if isinstance(key_node, yaml.ScalarNode) else "a list or mapping"
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {shown} is not a name: a config's keys are text (quote it)", key_node.start_mark
+                )
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} appears twice (the later would silently win)", key_node.start_mark
+                )
+            seen.add(key)
         return super().construct_mapping(node, deep)
+
+    def construct_yaml_int(self, node: Any) -> int:
+        """An integer in [-2^63, 2^63), the range of TOML's integers and wider than any config field takes (a seed's
+        [0, 2^63) is the widest): a longer one is refused before it is built, since past 4,300 digits Python refuses
+        to build it (a ValueError, not YAML's error) and a sexagesimal ``1:2:3...`` takes time quadratic in its parts
+        to multiply out (300,000 parts, 600 kB: half a minute)."""
+        if len(node.value) > MAX_INT_CHARS:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"an integer of {len(node.value):,} characters: not one of 64 bits", node.start_mark
+            )
+        value = super().construct_yaml_int(node)
+        if not -(2**63) <= value < 2**63:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"integer {value} is outside [-2^63, 2^63), a config's integers", node.start_mark
+            )
+        return value
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
 
 
 def load_yaml(text: str) -> Any:
@@ -246,6 +269,19 @@ def bounded(parse: Callable[[str], Any], name: str) -> Callable[[str], Any]:
 
     check.__name__ = getattr(parse, "__name__", "value")  # argparse names the type in its "invalid ..." message
     return check
+
+
+def check_distinct(name: str, values: Iterable[Any] | None) -> None:
+    """Refuse a value given twice among ``values``, the field ``name`` of several values where each runs its own work
+    (a study, a model, a variant trained), so that a repeat would run it twice: an ArgumentError in one line naming
+    the value as it is typed."""
+    import shlex
+
+    seen = set()
+    for value in values or ():
+        if value in seen:
+            raise ArgumentError(f"{name} names {shlex.quote(str(value))} twice; name each once")
+        seen.add(value)
 
 
 def command_line(command: str, config: type, values: dict[str, Any], out: str | None = None) -> str:

@@ -12,6 +12,8 @@ import torch
 from attnlab.analyses.diagnose import DiagnoseConfig, DiagnoseError, causal_mask, check_out, run
 from attnlab.diagnostics import row_stats
 from attnlab.diagnostics.summary import summarize
+from attnlab.io import PARQUET_META_KEY
+from hostile_json import hostile, one_line
 
 
 @pytest.fixture
@@ -171,3 +173,18 @@ def test_the_config_refuses_before_any_score_file_is_read(kw, message):
     with pytest.raises(DiagnoseError) as exc:
         DiagnoseConfig(scores="no/such/scores.npy", **kw)
     assert message in str(exc.value)
+
+
+@pytest.mark.parametrize(("label", "data"), hostile({"command": "diagnose", "args": {}}, "command", "args"))
+def test_an_out_file_whose_metadata_is_hostile_is_not_ours(tmp_path, label, data):
+    """--out's Parquet metadata that does not read back, or names another command, is not this command's output: it
+    is refused in one line unless --overwrite."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "rows.parquet"
+    pq.write_table(pa.table({"a": [1]}).replace_schema_metadata({PARQUET_META_KEY: data}), out)
+    with pytest.raises(DiagnoseError) as caught:
+        check_out(DiagnoseConfig(scores=tmp_path / "s.npy", out=out))
+    one_line(caught.value, out, "--overwrite")
+    check_out(DiagnoseConfig(scores=tmp_path / "s.npy", out=out, overwrite=True))

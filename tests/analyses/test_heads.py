@@ -11,6 +11,7 @@ from attnlab import hooks, tasks
 from attnlab.analyses import heads
 from attnlab.analyses.run import RunError
 from attnlab.diagnostics.heads import TYPES, HeadThresholds, classify, labels
+from hostile_json import hostile, one_line
 
 
 def _brute_force(model, prompts, every):
@@ -72,3 +73,14 @@ def test_bad_sizes_are_refused_before_loading(tmp_path):
         heads.HeadsConfig(model=str(tmp_path), prompts=0)
     with pytest.raises(RunError, match="--length"):
         heads.HeadsConfig(model=str(tmp_path), length=0)
+
+
+@pytest.mark.parametrize(("label", "data"), hostile({"model": "m", "seed": 0}, "model", "model"))
+def test_a_hostile_config_json_of_a_types_folder_is_one_line(tmp_path, label, data):
+    """--types FOLDER: its config.json read back against HeadsConfig; one that does not fit is one line naming --types
+    and the folder."""
+    pd.DataFrame({"layer": [0], "head": [0], "head_type": ["sink"], "labels": ["sink"]}).to_csv(tmp_path / "heads.csv")
+    (tmp_path / "config.json").write_bytes(data)
+    with pytest.raises(RunError) as caught:
+        heads.head_type_table(tmp_path, "m")
+    one_line(caught.value, "--types", tmp_path / "config.json")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import re
@@ -14,6 +15,7 @@ from attnlab import io, tasks
 from attnlab.analyses import run as runs
 from attnlab.analyses.run import RunError
 from checkpoints import save_checkpoint
+from hostile_json import hostile, one_line
 from offline import build_tokenizer
 
 
@@ -296,3 +298,11 @@ def test_prompt_record_names_the_sizes_the_suite_built_with(tmp_path, suite, pad
     record = runs.prompt_record(built, suite, pad, length)
     assert (record["pad_used"], record["length_used"]) == used
     assert record["prompt_tokens"] == [min(len(p.input_ids) for p in built), max(len(p.input_ids) for p in built)]
+
+
+@pytest.mark.parametrize(("label", "data"), hostile({"b_auto": 3.55}, "b_auto", "b_auto"))
+def test_a_hostile_config_json_given_as_b_auto_is_one_flag_error(tmp_path, label, data):
+    (tmp_path / "config.json").write_bytes(data)
+    with pytest.raises(argparse.ArgumentTypeError) as caught:
+        runs.stored_b_auto(str(tmp_path))
+    one_line(caught.value, tmp_path / "config.json", kind=argparse.ArgumentTypeError)

@@ -21,6 +21,7 @@ from attnlab.cli import card as card_cli
 from attnlab.cli import main
 from cards.test_card import TINY
 from checkpoints import save_checkpoint
+from hostile_json import hostile, one_line
 
 PANELS = ("length", "temperature", "ablation")
 
@@ -191,3 +192,24 @@ def test_bad_cards_are_one_line(tmp_path):
                 }
             ]
         )
+
+
+CARD = {
+    "model": "m",
+    "model_type": "llama",
+    "layers": 1,
+    "heads_per_layer": 1,
+    "b_auto": 0.1,
+    "substitution": {},
+    "heads": [],
+}
+
+
+@pytest.mark.parametrize(("label", "data"), hostile(CARD, "layers", "heads"))
+def test_a_hostile_card_json_is_one_line(tmp_path, label, data):
+    """card.json read back for a comparison: not UTF-8 JSON of an object (a depth bomb included), a key of the wrong
+    type or a key missing is one line naming the card."""
+    (tmp_path / "card.json").write_bytes(data)
+    with pytest.raises(CompareError) as caught:
+        compare([tmp_path])
+    one_line(caught.value, tmp_path)

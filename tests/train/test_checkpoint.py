@@ -22,6 +22,7 @@ from attnlab.train.checkpoint import (
     restore_rng,
     save_checkpoint,
 )
+from hostile_json import hostile, one_line
 
 
 class Tiny(nn.Module):
@@ -184,7 +185,7 @@ def test_damaged_state_json_is_caught(tmp_path):
     with pytest.raises(CheckpointError, match=r"state\.json: sha256 mismatch"):
         load_checkpoint(tmp_path)
     state.write_text(state.read_text()[:100])
-    with pytest.raises(CheckpointError, match=r"state\.json: not valid JSON"):
+    with pytest.raises(CheckpointError, match=r"state\.json is not valid JSON"):
         load_checkpoint(tmp_path)
 
 
@@ -285,3 +286,42 @@ def test_bad_inputs_fail_before_the_disk(tmp_path):
     with pytest.raises(ValueError, match="unknown keys.*allowed: torch, cuda, numpy, python"):
         save_checkpoint(tmp_path, 1, model_state={}, optimizer_state={"state": {}, "param_groups": []}, rng={"jax": 1})
     assert not (tmp_path / "checkpoints").exists()
+
+
+STATE = {"format": ck.FORMAT, "step": 4, "files": {}, "optimizer": {"state": {}, "param_groups": []}, "meta": {}}
+
+
+def _signed(data: bytes) -> bytes:
+    """``data``, where it is a JSON object, with the sha256 a state.json carries: a hand-made state, not a damaged one."""
+    try:
+        state = json.loads(data)
+    except (ValueError, RecursionError):
+        return data
+    return ck._dump_state({k: v for k, v in state.items() if k != "sha256"}) if isinstance(state, dict) else data
+
+
+@pytest.mark.parametrize(("label", "data"), hostile({**STATE, "rng": {}}, "step", "files"))
+def test_a_hostile_state_json_is_one_line(tmp_path, label, data):
+    step_dir = _save(tmp_path, 4)
+    (step_dir / ck.STATE_FILE).write_bytes(_signed(data))
+    with pytest.raises(CheckpointError) as caught:
+        load_checkpoint(tmp_path)
+    one_line(caught.value, step_dir, ck.STATE_FILE)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [{"rng": {"torch": 5}}, {"rng": {"mersenne": "abc"}}, {"rng": {"numpy": {"kind": "MT19937"}}}, {"meta": []}],
+    ids=str,
+)
+def test_a_signed_state_json_whose_parts_do_not_decode_is_one_line(tmp_path, edit):
+    step_dir = _save(tmp_path, 4)
+    state = json.loads((step_dir / ck.STATE_FILE).read_text())
+    (step_dir / ck.STATE_FILE).write_bytes(_signed(json.dumps({**state, **edit}).encode()))
+    with pytest.raises(CheckpointError) as caught:
+        load_checkpoint(tmp_path)
+    one_line(caught.value, step_dir, ck.STATE_FILE)
+    state["optimizer"]["state"] = {"first": {}}
+    (step_dir / ck.STATE_FILE).write_bytes(_signed(json.dumps(state).encode()))
+    with pytest.raises(CheckpointError, match=r"optimizer.state has keys \['first'\]; allowed: parameter indices"):
+        load_checkpoint(tmp_path)

@@ -3,10 +3,14 @@ allowed, and hostile files (a key twice, aliases, tags, deep nesting) end in one
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from attnlab.model.config import ConfigError
-from attnlab.train.config import RunConfig, apply_overrides, load
+from attnlab.readback import ReadBackError
+from attnlab.train.config import RunConfig, apply_overrides, load, read_run_config, read_run_tables
+from hostile_json import hostile, one_line
 
 YAML = """
 model: {context: 32, layers: 2, rowmap: [softmax, entmax_a1.5]}
@@ -118,6 +122,8 @@ def test_bad_files_and_assignments(tmp_path):
         ("deep.yaml", "model: " + "[" * 100_000 + "]" * 100_000 + "\n", "nested deeper than 32 levels"),
         ("tag.yaml", "model: !!python/object:os.system {}\n", "could not determine a constructor"),
         ("deep.toml", "a = " + "[" * 100_000 + "]" * 100_000 + "\n", "nested too deeply"),
+        ("keys.yaml", "model: {context: 8}\ntrain:\n  1: 2\n  x: 3\n", "key 1 is not a name"),
+        ("steps.yaml", f"model: {{context: 8}}\ntrain:\n  steps: {2**64}\n", r"outside \[-2\^63, 2\^63\)"),
     ],
 )
 def test_hostile_config_files_end_in_one_line(tmp_path, name, text, match):
@@ -132,3 +138,27 @@ def test_hostile_config_files_end_in_one_line(tmp_path, name, text, match):
 def test_set_values_are_read_as_strictly():
     with pytest.raises(ConfigError, match="aliases"):
         load(None, ["model.rowmap=*x"])
+
+
+RUN = load(None, ["model.context=8", "model.vocab=10"]).to_dict()
+
+
+@pytest.mark.parametrize(("label", "data"), hostile(RUN, "train.steps", "model.vocab"))
+def test_a_hostile_run_config_json_is_one_line(tmp_path, label, data):
+    """A run's config.json read back (release-replay's ``read_run_config``; the temperature study's vocabulary,
+    ``read_run_tables`` with model.vocab present) is one line naming the file, the key and what is allowed."""
+    path = tmp_path / "config.json"
+    path.write_bytes(data)
+    if label != "model.vocab missing":  # a run's config may leave the vocabulary to its tokenizer
+        with pytest.raises(ReadBackError) as caught:
+            read_run_config(path)
+        one_line(caught.value, path)
+    with pytest.raises(ReadBackError) as caught:
+        read_run_tables(path, required=("model.vocab",))
+    one_line(caught.value, path)
+
+
+def test_a_run_config_json_reads_back_as_written(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({**RUN, "data_stream": {}, "world_size": 1}))
+    assert read_run_config(tmp_path / "config.json") == RunConfig.from_dict(RUN)
+    assert read_run_tables(tmp_path / "config.json", required=("model.vocab",))["model"]["vocab"] == 10

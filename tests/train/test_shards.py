@@ -21,6 +21,7 @@ from attnlab.train.data import Batches, ByteTokenizer, DataError, TextStream, lo
 from attnlab.train.metrics import read_metrics
 from attnlab.train.shards import ShardStream, prepare, read_meta, token_dtype
 from attnlab.train.trainer import Trainer, train
+from hostile_json import hostile, one_line
 from offline import build_tokenizer
 
 T = 8
@@ -234,7 +235,7 @@ def test_bad_shard_folders_are_named(tmp_path):
     with pytest.raises(DataError, match="has format 1; this attnlab reads format 2: prepare the shards again"):
         read_meta(out)
     (out / "meta.json").write_text("{not json")
-    with pytest.raises(DataError, match="meta.json is not readable JSON"):
+    with pytest.raises(DataError, match="meta.json is not valid JSON"):
         read_meta(out)
     (out / "meta.json").unlink()
     with pytest.raises(DataError, match="has no meta.json"):
@@ -345,3 +346,23 @@ def test_a_resume_on_shards_prepared_again_with_other_content_is_refused(tmp_pat
         Trainer(cfg, run, resume=True, progress=False)
     prepare(shards, folder=write(corpus, "a"), val_fraction=0.25, overwrite=True)
     assert Trainer(cfg, run, resume=True, progress=False).step == 2  # the same content again: resumable
+
+
+META = {
+    "format": shard_module.FORMAT,
+    "dtype": "uint16",
+    "tokenizer": {"name": "bytes", "vocab_size": 257, "eos_id": 256},
+    "tokens": {"train": 200, "val": 100},
+    "files": {"train": 1, "val": 1},
+    "sha256": {"train": "0" * 64, "val": "0" * 64},
+    "split": "by file",
+    "corpus": {"folder": "corpus", "max_tokens": None, "val_fraction": 0.3},
+}
+
+
+@pytest.mark.parametrize(("label", "data"), hostile(META, "tokenizer.vocab_size", "tokens"))
+def test_a_hostile_meta_json_is_one_line(tmp_path, label, data):
+    (tmp_path / "meta.json").write_bytes(data)
+    with pytest.raises(DataError) as caught:
+        read_meta(tmp_path)
+    one_line(caught.value, tmp_path / "meta.json")

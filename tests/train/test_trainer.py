@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from attnlab.train.config import load
 from attnlab.train.data import DataError
 from attnlab.train.metrics import outcome, read_metrics
 from attnlab.train.trainer import Trainer, TrainError, train
+from hostile_json import hostile, one_line
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = [
@@ -220,7 +222,7 @@ def test_a_torn_last_metrics_line_is_dropped_and_a_bad_inner_line_named(tmp_path
     (out / "metrics.jsonl").write_text(good + '{"kind": "train", "st')
     assert [r["step"] for r in read_metrics(out)] == [1]
     (out / "metrics.jsonl").write_text(good + "garbage\n" + good)
-    with pytest.raises(TrainError, match=r"metrics.jsonl, line 2: not a metrics record"):
+    with pytest.raises(TrainError, match=r"metrics.jsonl, line 2 is not valid JSON"):
         read_metrics(out)
 
 
@@ -484,3 +486,34 @@ def test_a_run_resumed_inside_the_release_window_reads_and_releases_as_the_unint
     a, b = _final_weights(whole), _final_weights(cut)
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert _losses(cut) == _losses(whole)
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A finished two-step run: its config and folder."""
+    cfg = _cfg(
+        "train.steps=2", "train.eval_every=2", "train.eval_batches=1", "train.probes=false", "data.max_tokens=8000"
+    )
+    out = tmp_path_factory.mktemp("finished") / "run"
+    train(cfg, out, progress=False)
+    return cfg, out
+
+
+@pytest.mark.parametrize(("label", "data"), hostile({"steps": 2, "loss": 1.0, "warnings": []}, "steps", "steps"))
+def test_a_hostile_summary_of_a_finished_run_is_written_anew(finished, tmp_path, label, data):
+    """A resumed run with no step left keeps its summary.json; one that does not read back is written anew, as after
+    a kill between the last save and the summary (the run's own file: its marker lists it)."""
+    cfg, run = finished
+    out = tmp_path / "run"
+    shutil.copytree(run, out)
+    (out / "summary.json").write_bytes(data)
+    summary = Trainer(cfg, out, resume=True, progress=False).run()
+    assert summary["steps"] == 2 and json.loads((out / "summary.json").read_text()) == summary
+
+
+@pytest.mark.parametrize(("label", "data"), hostile({"kind": "train", "step": 2, "loss": 1.0}, "step", "kind"))
+def test_a_hostile_metrics_line_is_one_line_naming_it(tmp_path, label, data):
+    (tmp_path / "metrics.jsonl").write_bytes(b'{"kind": "train", "step": 1}\n' + data + b"\n")
+    with pytest.raises(TrainError) as caught:
+        read_metrics(tmp_path)
+    one_line(caught.value, tmp_path / "metrics.jsonl", "line 2")

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from attnlab.devices import Placement
 from attnlab.errors import Error
 from attnlab.io import PARQUET_META_KEY, OutputError, check_writable, load_tensor, write_parquet
 from attnlab.options import option
+from attnlab.readback import parse_object
 
 
 class DiagnoseError(Error, ValueError):
@@ -90,8 +90,8 @@ def check_out(cfg: DiagnoseConfig) -> None:
     if out.is_dir():
         raise DiagnoseError(f"--out {out} is a folder; pass a file name ending in .parquet")
     try:
-        meta = json.loads((pq.read_schema(out).metadata or {}).get(PARQUET_META_KEY, b"{}"))
-    except (OSError, ValueError):  # pyarrow's ArrowInvalid is a ValueError: an unreadable file is not ours
+        meta = parse_object((pq.read_schema(out).metadata or {}).get(PARQUET_META_KEY, b"{}"), out)
+    except (OSError, ValueError):  # pyarrow's ArrowInvalid, and a ReadBackError, are ValueErrors: not ours
         meta = {}
     if meta.get("command") != "diagnose" or meta.get("args") != cfg.settings():
         raise DiagnoseError(

@@ -37,6 +37,7 @@ from attnlab.diagnostics.heads import TYPES, HeadThresholds, head_types
 from attnlab.diagnostics.stream import RowStatsWriter
 from attnlab.io import check_output, write_json, write_table
 from attnlab.options import command_line, option
+from attnlab.readback import read_record
 from attnlab.report.sections import Section, Table
 from attnlab.site import DEFAULT_BLOCK
 
@@ -80,12 +81,13 @@ def type_counts(types: pd.DataFrame, rule: str = "paper") -> pd.DataFrame:
 def head_type_table(folder: str | Path, model: str) -> pd.DataFrame:
     """The per-head types of an ``attnlab heads`` folder made on ``model`` (its heads.csv), for the --types
     option of the commands that break their results down by App. H type; RunError, naming --types, when the
-    folder is not one or was made on another model."""
+    folder is not one (its config.json read back against ``HeadsConfig``: ``readback.read_record``) or was made on
+    another model."""
     folder = Path(folder)
     try:
         types = pd.read_csv(folder / "heads.csv")
-        made_on = json.loads((folder / "config.json").read_text(encoding="utf-8"))["model"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        made_on = read_record(folder / "config.json", HeadsConfig)["model"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:  # a ReadBackError is a ValueError
         raise RunError(
             f"--types {folder}: cannot read its heads.csv and config.json ({exc}); pass an attnlab heads folder"
         ) from None

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
 import os
 import shutil
@@ -25,6 +24,7 @@ from attnlab import hooks, io, options, tasks
 from attnlab.devices import Placement, model_device
 from attnlab.errors import ArgumentError, ArgumentTypeError, Error
 from attnlab.options import MODEL_HELP, option
+from attnlab.readback import ReadBackError, parse_object
 from attnlab.site import DEFAULT_BLOCK
 
 CALIBRATION_TOKENS = 1024  # Polynomial Concentration App. B: a held-out 1024-token generic-text input
@@ -116,9 +116,11 @@ def stored_b_auto(text: str) -> float:
             raise
     path = Path(text) / "config.json" if Path(text).is_dir() else Path(text)
     try:
-        value = json.loads(path.read_text(encoding="utf-8")).get("b_auto")
-    except (OSError, ValueError, AttributeError):
-        raise argparse.ArgumentTypeError(f"{path} is not a run's config.json") from None
+        value = parse_object(path.read_bytes(), "it").get("b_auto")
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"{path} is not a run's config.json: {exc.strerror or exc}") from None
+    except ReadBackError as exc:  # "it is not valid JSON (...); allowed: ..."
+        raise argparse.ArgumentTypeError(f"{path} is not a run's config.json: {exc}") from None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"{path} holds no calibrated b_auto (got {value!r})")
     return float(value)

@@ -9,13 +9,14 @@ absent from cards written before those panels existed, and any value may be null
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
 from collections.abc import Sequence
+from dataclasses import dataclass
 from html import escape
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -24,6 +25,7 @@ from attnlab.diagnostics.heads import TYPES
 from attnlab.errors import Error
 from attnlab.io import write_table, write_text
 from attnlab.papers import cite
+from attnlab.readback import ReadBackError, check, read_object
 from attnlab.report.html import render
 from attnlab.report.sections import Section, Table
 
@@ -62,12 +64,32 @@ def read_card(folder: str | os.PathLike) -> Card:
     is newer than this attnlab reads."""
     path = Path(folder) / "card.json"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise CompareError(
-            f"{path}: not a readable card.json ({exc.__class__.__name__}); pass a folder attnlab card wrote"
-        ) from None
+        data = read_object(path, allowed="a card.json that attnlab card wrote")
+    except (ReadBackError, OSError) as exc:  # MissingFileError where there is none
+        raise CompareError(f"not a readable card.json: {exc}; pass a folder attnlab card wrote") from None
     return _card(data, folder, path)
+
+
+@dataclass(frozen=True)
+class _Keys:
+    """The keys of a card's dict that ``Card.from_dict`` takes as they are, of ``Card``'s types; its panels (objects
+    here) are checked as they are built."""
+
+    model: str
+    model_type: str | None
+    layers: int
+    heads_per_layer: int
+    b_auto: float | None
+    substitution: dict[str, Any]
+    heads: list[dict[str, Any]]
+    budget: dict[str, Any] | None = None
+    seed: int | None = None
+    ablation: dict[str, Any] | None = None
+    length: dict[str, Any] | None = None
+    temperature: dict[str, Any] | None = None
+    commands: dict[str, str] | None = None
+    provenance: dict[str, Any] | None = None
+    trained: dict[str, Any] | None = None
 
 
 def _card(data, given, path=None) -> Card:
@@ -78,11 +100,16 @@ def _card(data, given, path=None) -> Card:
     if missing:
         raise CompareError(f"{given} is not a card: it lacks {', '.join(missing)}")
     try:
-        return Card.from_dict(data)
+        card = Card.from_dict(data)
     except CardSchemaError as exc:
         raise CardSchemaError(f"{path or given}: {exc}") from None
     except CardError as exc:
         raise CompareError(f"{given} is not a card: {exc}") from None
+    try:  # after the schema's check: a newer card is named as such, whatever its keys hold
+        check(data, _Keys, path or given)
+    except ReadBackError as exc:
+        raise CompareError(f"{exc}; pass a card attnlab card wrote") from None
+    return card
 
 
 def _cards(cards: Sequence[Card | dict | str | os.PathLike]) -> list[Card]:

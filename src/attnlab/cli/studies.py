@@ -79,6 +79,9 @@ class ReportOptions:
         metavar="DIR",
     )
 
+    def __post_init__(self) -> None:
+        options.check_distinct("RUN_DIR", self.folders)
+
 
 @command(
     "report",
@@ -113,6 +116,11 @@ class DemoOptions(Placement):
         metavar="MODEL",
     )
     no_progress: bool = option(False, PROGRESS_HELP)
+
+    def __post_init__(self) -> None:
+        Placement.__post_init__(self)
+        options.check_distinct("studies", self.studies)
+        options.check_distinct("models", self.models)
 
 
 def demo_models(given: tuple[str, ...] | list[str] | None) -> list[str]:
@@ -206,6 +214,9 @@ class VerdictOptions:
     draws: int = option(2000, "simulated data sets per world", metavar="N", type=options.count)
     seed: int = option(0, "seed of the simulations", metavar="N", type=options.seed)
     out: Path = option(Path("runs/calibration"), "output folder of calibration.csv and calibration.md", metavar="DIR")
+
+    def __post_init__(self) -> None:
+        options.check_distinct("only", self.only)
 
 
 @command(

@@ -15,7 +15,7 @@ from pathlib import Path
 from attnlab import devices, io, options
 from attnlab.cli.base import PROGRESS_HELP, UserError, check_writable, command
 from attnlab.devices import Placement
-from attnlab.errors import ArgumentError, Error
+from attnlab.errors import ArgumentError
 from attnlab.options import option
 from attnlab.workers import Launch
 
@@ -182,21 +182,6 @@ def _check_replay_out(stem: Path, columns: list[str]) -> None:
         )
 
 
-def read_run_config(path: Path):
-    """A run's config.json as the ``RunConfig`` it was written from: its tables checked against their dataclasses
-    (``readback.check``; train.steps, which the replay scales its window by, present) before they are built, so a
-    torn or hand-edited file ends in one line naming it, the key and what is allowed."""
-    from attnlab.report.readback import ReadBackError, check, read_object
-    from attnlab.train.config import SECTIONS, RunConfig
-
-    tables = {k: v for k, v in read_object(path).items() if k in ("model", *SECTIONS)}
-    check(tables, RunConfig, path, required=(*SECTIONS, "train.steps"))
-    try:
-        return RunConfig.from_dict(tables)
-    except (Error, TypeError, ValueError) as exc:  # a value of the right type that the config's own rules refuse
-        raise ReadBackError(f"{path}: {exc}") from None
-
-
 def read_evaluations(path: Path):
     """A run's eval.csv: one row per evaluation, its step a whole number and its scores numbers or empty."""
     import pandas as pd
@@ -227,6 +212,7 @@ def release_replay(opts: ReplayOptions) -> int:
 
     import pandas as pd
 
+    from attnlab.train.config import read_run_config  # train.steps, which the replay scales its window by, present
     from attnlab.train.release import table8
 
     files = [opts.run / "config.json", opts.run / "eval.csv"]

@@ -26,6 +26,7 @@ from attnlab.diagnostics.rows import RowOptions, blocks, flat_rows, stats_frame
 from attnlab.errors import ArgumentError, MissingFileError
 from attnlab.io import PARQUET_META_KEY
 from attnlab.perf import trim_heap
+from attnlab.readback import parse_object
 
 LOCATION = ("layer", "head", "prompt", "query")
 ROW_GROUP = 1 << 16  # rows per Parquet row group: large enough to scan fast, small enough to hold
@@ -305,7 +306,9 @@ class RowStatsCollector(RowStatsWriter):
 
 
 def read_rows(path: str | os.PathLike[str]) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """A table written by ``RowStatsWriter`` and the metadata it was written with."""
+    """A table written by ``RowStatsWriter`` (or ``io.write_parquet``) and the metadata it was written with ({} where
+    it has none); a ReadBackError naming the file where that metadata is not a JSON object (``readback``)."""
     table = pq.read_table(path)
-    meta = json.loads((table.schema.metadata or {}).get(PARQUET_META_KEY, b"{}"))
+    raw = (table.schema.metadata or {}).get(PARQUET_META_KEY, b"{}")
+    meta = parse_object(raw, f"{path} (its {PARQUET_META_KEY.decode()} metadata)", allowed="a JSON object")
     return table.to_pandas(), meta

@@ -12,7 +12,6 @@ Users add their own entries with ``register(RealModel(...))``.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 
 from attnlab import io
 from attnlab.errors import Error
+from attnlab.readback import ReadBackError, parse_object
 from attnlab.registry import Registry
 
 CHUNK = 1 << 20
@@ -138,20 +138,17 @@ def sha256(path: Path) -> str:
 def digest(path: Path) -> str:
     """``sha256(path)``, remembered in the cache (``digests/``, by the file's absolute path, with its size, mtime
     and inode) and read from there while those three are unchanged: a load stays fast, a file written over since
-    is hashed anew, and nothing is written beside the user's own files."""
+    is hashed anew, and nothing is written beside the user's own files. A memo that does not read back
+    (``readback.parse_object``) or names another stamp is no memo: the file is hashed and the memo written anew."""
     path = Path(path).resolve()
     stat = path.stat()
     stamp = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "inode": stat.st_ino}
     memo = cache_dir() / "digests" / f"{hashlib.sha256(str(path).encode()).hexdigest()}.json"
     try:
-        saved = json.loads(memo.read_text(encoding="utf-8"))
-        if (
-            isinstance(saved, dict)
-            and {k: saved.get(k) for k in stamp} == stamp
-            and isinstance(saved.get("sha256"), str)
-        ):
+        saved = parse_object(memo.read_bytes(), memo)
+        if {k: saved.get(k) for k in stamp} == stamp and isinstance(saved.get("sha256"), str):
             return saved["sha256"]
-    except (OSError, ValueError):
+    except (OSError, ReadBackError):
         pass
     found = sha256(path)
     try:

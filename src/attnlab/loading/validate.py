@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import math
 import pickle
 import re
@@ -26,6 +25,7 @@ from unittest import mock
 import torch
 
 from attnlab.loading.common import LoadError, first_line, quiet_transformers, refusing
+from attnlab.readback import ReadBackError, parse_object, read_record
 
 # Widths, heads and vocabularies above any real model's and below what one allocation could hold.
 SIZE_LIMIT = 2**20
@@ -179,11 +179,11 @@ def read_config(folder: Path) -> dict:
     """config.json of a checkpoint folder, parsed, with its numbers checked (``check_numbers``)."""
     path = folder / "config.json"
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raw = parse_object(path.read_bytes(), path, allowed="a JSON object of config fields")
+    except OSError as exc:
         raise LoadError(f"{path} is not a readable JSON file: {first_line(exc)}") from None
-    if not isinstance(raw, dict):
-        raise LoadError(f"{path} holds a {type(raw).__name__}, not a JSON object of config fields")
+    except ReadBackError as exc:  # not UTF-8, not JSON, too deep, not an object: it names the file
+        raise LoadError(str(exc)) from None
     check_numbers(raw, str(path))
     return raw
 
@@ -318,12 +318,21 @@ def weight_files(folder: Path) -> list[Path]:
     )
 
 
+@dataclass(frozen=True)
+class _ShardIndex:
+    """A ``*.index.json`` as transformers' ``save_pretrained`` writes it: each tensor's shard file."""
+
+    weight_map: dict[str, str]
+
+
 def _shards(index: Path) -> list[Path]:
     try:
-        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-        names = sorted(set(weight_map.values()))
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise LoadError(f"{index} is not an index of weight shards ({type(exc).__name__})") from None
+        found = read_record(index, _ShardIndex, allowed="a weight-shard index as save_pretrained writes it")
+        names = sorted(set(found["weight_map"].values()))
+    except ReadBackError as exc:  # not UTF-8 JSON, too deep, no weight_map of names: it names the file
+        raise LoadError(str(exc)) from None
+    except OSError as exc:
+        raise LoadError(f"{index} is not a readable index of weight shards: {first_line(exc)}") from None
     shards = [index.parent / name for name in names if isinstance(name, str) and Path(name).name == name]
     absent = [p.name for p in shards if not p.is_file()]
     if len(shards) != len(names) or absent or not shards:

@@ -11,7 +11,6 @@ weight on the masked key.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import torch
 
 from attnlab import io, rowmaps
 from attnlab.findings.finding import Finding
+from attnlab.readback import ReadBackError, read_record
 from attnlab.report import plot_row_weights
 from attnlab.report.sections import Figure, Section, Table
 from attnlab.studies.runner import Study, StudyConfig, register, section
@@ -55,6 +55,28 @@ class Plan:
 
 
 BUDGETS: dict[str, Plan] = {"smoke": Plan(), "full": Plan()}
+
+
+@dataclass(frozen=True)
+class Row:
+    """row.json (``compute``): the score row, its mask (True = key may be attended) and the maps to apply."""
+
+    seed: int
+    maps: list[str]
+    row: list[float]
+    mask: list[bool]
+
+
+def read_row(path: Path) -> dict:
+    """row.json checked against ``Row`` (``readback.read_record``), one mask entry per score, some key allowed and
+    some map named; a ReadBackError naming the file and what is allowed where not."""
+    saved = read_record(path, Row)
+    if not (saved["maps"] and len(saved["row"]) == len(saved["mask"]) and any(saved["mask"])):
+        raise ReadBackError(
+            f"{path}: {len(saved['row'])} scores, {len(saved['mask'])} mask entries ({sum(saved['mask'])} allowed) "
+            f"and {len(saved['maps'])} maps; allowed: one mask entry per score, at least one allowed, at least one map"
+        )
+    return saved
 
 
 def sample_row(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -132,7 +154,7 @@ def finding(table: pd.DataFrame, weights: dict[str, np.ndarray], mask: np.ndarra
 
 
 def summarize(folder: Path) -> Section:
-    saved = json.loads((folder / "row.json").read_text())
+    saved = read_row(folder / "row.json")
     z, mask = torch.tensor(saved["row"], dtype=torch.float32), torch.tensor(saved["mask"])
     table, weights = map_table(z, mask, saved["maps"])
     io.write_table(folder / "rowmaps", table)

@@ -36,6 +36,7 @@ from safetensors import SafetensorError
 
 from attnlab.errors import ArgumentError, ArgumentTypeError, Error
 from attnlab.io import check_links, fsync_dir, record, remove_stale, swap_in, write_text
+from attnlab.readback import ReadBackError, check, parse_object
 
 FORMAT = "attnlab-checkpoint/1"
 CHECKPOINTS = "checkpoints"
@@ -63,6 +64,34 @@ class Checkpoint:
     optimizer_state: dict[str, Any]  # for ``Optimizer.load_state_dict`` (tuples in param groups read back as lists)
     meta: dict[str, Any]  # as it reads back from JSON
     rng: dict[str, Any]  # for ``restore_rng``
+
+
+@dataclass(frozen=True)
+class _File:
+    """A manifest entry of state.json (``_describe``)."""
+
+    bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class _Optimizer:
+    """state.json's optimizer: the non-tensor state by parameter index, and the param groups."""
+
+    state: dict[str, dict[str, Any]]
+    param_groups: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class _State:
+    """What state.json holds (``save_checkpoint``), as ``_read_state`` checks it (``readback.check``)."""
+
+    format: str
+    step: int
+    files: dict[str, _File]
+    optimizer: _Optimizer
+    meta: dict[str, Any]
+    rng: dict[str, Any]  # ``_encode_rng``'s keys; their values are checked as they are decoded (``_decode_rng``)
 
 
 def step_dir_name(step: int) -> str:
@@ -270,7 +299,7 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
         model_state=model,
         optimizer_state=_join_optimizer_state(step_dir, optimizer, state["optimizer"]),
         meta=state["meta"],
-        rng=_decode_rng(state["rng"]),
+        rng=_decode_rng(state["rng"], step_dir),
     )
 
 
@@ -302,15 +331,22 @@ def _read(step_dir: Path, name: str) -> bytes:
 
 
 def _read_state(step_dir: Path) -> dict[str, Any]:
+    """state.json of ``step_dir``: a JSON object (``readback.parse_object``) of this format whose sha256 holds,
+    every key of ``_State`` present and of its type (``readback.check``); else a CheckpointError naming it."""
+    where = f"checkpoint {step_dir}: {STATE_FILE}"
     try:
-        state = json.loads(_read(step_dir, STATE_FILE))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise _error(step_dir, STATE_FILE, f"not valid JSON ({error}): the file was truncated or corrupted") from None
-    if not isinstance(state, dict) or state.get("format") != FORMAT:
-        found = state.get("format") if isinstance(state, dict) else type(state).__name__
+        state = parse_object(_read(step_dir, STATE_FILE), where, allowed=f"a JSON object of format {FORMAT}")
+    except ReadBackError as error:
+        raise CheckpointError(f"{error} (the file was truncated or corrupted)") from None
+    if state.get("format") != FORMAT:
+        found = state.get("format")
         raise _error(step_dir, STATE_FILE, f"not an attnlab checkpoint state (format {found!r}; allowed: {FORMAT!r})")
     if state.pop("sha256", None) != _json_digest(state):
         raise _error(step_dir, STATE_FILE, "sha256 mismatch: the file was changed or corrupted")
+    try:
+        check(state, _State, where)
+    except ReadBackError as error:
+        raise CheckpointError(str(error)) from None
     if state["step"] != int(STEP_DIR.fullmatch(step_dir.name)[1]):
         raise _error(
             step_dir, STATE_FILE, f"holds step {state['step']}, not the directory's: the directory was renamed"
@@ -335,6 +371,9 @@ def _read_safetensors(step_dir: Path, name: str, manifest: Mapping[str, Any]) ->
 
 
 def _join_optimizer_state(step_dir: Path, tensors: Mapping[str, torch.Tensor], plain: Mapping[str, Any]) -> dict:
+    if not all(index.isdecimal() for index in plain["state"]):
+        shown = sorted(plain["state"])[:4]
+        raise _error(step_dir, STATE_FILE, f"optimizer.state has keys {shown}; allowed: parameter indices (0, 1, ...)")
     state = {int(index): dict(entries) for index, entries in plain["state"].items()}
     for key, tensor in tensors.items():
         match = _OPTIMIZER_KEY.fullmatch(key)
@@ -434,8 +473,18 @@ def _encode_rng(rng: Mapping[str, Any]) -> dict[str, Any]:
     return _as_json({key: _RNG_CODECS[key][0](state) for key, state in rng.items()}, "rng")
 
 
-def _decode_rng(rng: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: _RNG_CODECS[key][1](state) for key, state in rng.items()}
+def _decode_rng(rng: Mapping[str, Any], step_dir: Path) -> dict[str, Any]:
+    """state.json's rng as ``capture_rng`` returned it; a CheckpointError where it holds another key or a state
+    its codec cannot decode."""
+    try:
+        return {key: _RNG_CODECS[key][1](state) for key, state in rng.items()}
+    except (KeyError, TypeError, ValueError, IndexError) as error:  # binascii.Error is a ValueError
+        raise _error(
+            step_dir,
+            STATE_FILE,
+            f"rng is not the generator states attnlab saves ({type(error).__name__}); allowed: the keys "
+            f"{', '.join(_RNG_CODECS)}, each as capture_rng's state encodes",
+        ) from None
 
 
 # ------------------------------------------------------------------------------------------ compatibility

@@ -17,8 +17,10 @@ from typing import Any
 
 import yaml
 
+from attnlab.errors import Error
 from attnlab.model.config import ConfigError, ModelConfig
 from attnlab.options import AssignmentError, assignment, load_yaml
+from attnlab.readback import ReadBackError, check, read_object
 
 PRECISIONS = ("fp32", "bf16")
 RELEASES = ("rule", "fixed", "never")
@@ -359,3 +361,23 @@ def load(path: str | Path | None, overrides: Sequence[str] = ()) -> RunConfig:
     """A validated run config from a file (or none: only ``--set``) plus overrides."""
     values = read_file(path) if path is not None else {}
     return RunConfig.from_dict(apply_overrides(values, overrides))
+
+
+def read_run_tables(path: str | Path, *, required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The tables of a run's config.json, each checked against its dataclass (``readback.check``: the model table
+    and the dotted keys of ``required`` present, every value of its field's type), so that a torn or hand-edited
+    file ends in one line (a ReadBackError) naming it, the key and what is allowed. Keys no field has are left
+    alone: an older run's config reads back."""
+    tables = {k: v for k, v in read_object(path).items() if k in ("model", *SECTIONS)}
+    return check(tables, RunConfig, path, required=required)
+
+
+def read_run_config(path: str | Path) -> RunConfig:
+    """A run's config.json as the ``RunConfig`` it was written from: ``read_run_tables`` with every table and
+    train.steps present (the trainer writes them all), then built (a value the config's own rules refuse is a
+    ReadBackError naming the file too)."""
+    tables = read_run_tables(path, required=(*SECTIONS, "train.steps"))
+    try:
+        return RunConfig.from_dict(tables)
+    except (Error, TypeError, ValueError) as exc:  # a value of the right type that the config's own rules refuse
+        raise ReadBackError(f"{path}: {exc}") from None

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from attnlab import io
 from attnlab.errors import Error
+from attnlab.readback import ReadBackError, check, parse_object
 
 
 class TrainError(Error, RuntimeError):
@@ -51,6 +53,14 @@ class Metrics:
             self.board.close()
 
 
+@dataclass(frozen=True)
+class _Record:
+    """What every line of metrics.jsonl holds (``Metrics.log``), besides its numbers."""
+
+    kind: str
+    step: int
+
+
 def read_metrics(out: Path) -> list[dict[str, Any]]:
     """metrics.jsonl's records. A last line without its newline is a record torn by a kill mid-write: it
     is dropped, as the resumed run logs that step again. Any other unreadable line is an error."""
@@ -63,15 +73,11 @@ def read_metrics(out: Path) -> list[dict[str, Any]]:
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            record = None
-        if not isinstance(record, dict) or not isinstance(record.get("step"), int):
-            raise TrainError(
-                f"{path}, line {number}: not a metrics record; remove the line or start the run anew (--overwrite)"
-            )
-        records.append(record)
+        where = f"{path}, line {number}"
+        try:  # a line of bytes other than UTF-8 reads with U+FFFD in their place, which no JSON holds
+            records.append(check(parse_object(line, where, allowed="a metrics record (kind, step)"), _Record, where))
+        except ReadBackError as exc:
+            raise TrainError(f"{exc}; remove the line or start the run anew (--overwrite)") from None
     return records
 
 

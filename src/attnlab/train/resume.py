@@ -5,11 +5,11 @@ folder holds a run to continue, and which config may resume a saved one.
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any
 
 from attnlab.model.config import ModelConfig
+from attnlab.readback import ReadBackError, parse_object
 from attnlab.train import checkpoint as ckpt
 from attnlab.train.config import SECTIONS
 
@@ -31,12 +31,13 @@ RUN_FILES = (
 
 def _is_run(folder: Path) -> bool:
     """Whether ``folder`` holds a run the trainer started: its config.json, which the trainer writes before the
-    first step, with the data stream it records."""
+    first step, with the data stream it records. One that does not read back (``readback.parse_object``) tells no
+    run: the folder is then refused as a user's, never continued nor cleared on its word."""
     try:
-        written = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        written = parse_object((folder / "config.json").read_bytes(), folder / "config.json")
+    except (OSError, ReadBackError):
         return False
-    return isinstance(written, dict) and "data_stream" in written
+    return isinstance(written.get("data_stream"), dict)
 
 
 def _flat(config: dict[str, Any]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ import numpy as np
 
 from attnlab import io
 from attnlab.batches import DataError
+from attnlab.readback import ReadBackError, parse_object
 from attnlab.train.data import (
     DEFAULT_VAL_FRACTION,
     Corpus,
@@ -174,13 +175,15 @@ def read_meta(folder: str | os.PathLike) -> dict[str, Any]:
     if not folder.is_dir():
         raise DataError(f"shard folder {str(folder)!r} does not exist; allowed: {WHAT}")
     try:
-        meta = json.loads((folder / META).read_text(encoding="utf-8"))
+        meta = parse_object((folder / META).read_bytes(), folder / META, allowed=WHAT)
     except FileNotFoundError:
         raise DataError(f"{folder} has no {META}; allowed: {WHAT}") from None
-    except (OSError, ValueError) as exc:
-        raise DataError(f"{folder / META} is not readable JSON ({exc}); allowed: {WHAT}") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        found = meta.get("format") if isinstance(meta, dict) else None
+    except OSError as exc:
+        raise DataError(f"{folder / META} is not readable ({exc.strerror or exc}); allowed: {WHAT}") from None
+    except ReadBackError as exc:
+        raise DataError(str(exc)) from None
+    if meta.get("format") != FORMAT:
+        found = meta.get("format")
         raise DataError(
             f"{folder / META} has format {found!r}; this attnlab reads format {FORMAT}: prepare the shards again"
         )

@@ -9,11 +9,11 @@ the uninterrupted run bit for bit on CPU, and a run on N processes sees the same
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from tqdm import tqdm
 from attnlab import io
 from attnlab.model.config import ConfigError
 from attnlab.model.decoder import Decoder, loss
+from attnlab.readback import ReadBackError, read_record
 from attnlab.train import checkpoint as ckpt
 from attnlab.train import probes
 from attnlab.train.config import RunConfig
@@ -70,6 +71,26 @@ def make_stream(cfg: RunConfig) -> TokenWindows:
         val_fraction=data.val_fraction,
         max_tokens=data.max_tokens,
     )
+
+
+@dataclass(frozen=True)
+class _Summary:
+    """summary.json (``Trainer.run``) as a resumed run with no step left reads it back (``readback.read_record``):
+    steps present, every other key of its type where present (an older attnlab wrote fewer)."""
+
+    steps: int
+    loss: float | None = None
+    val_loss: float | None = None
+    val_ppl: float | None = None
+    released_at: int | None = None
+    release_reason: str | None = None
+    world_size: int = 1
+    seconds: float = 0.0
+    tokens_per_s: float = 0.0
+    stop_linf: float | None = None
+    stopped: bool = False
+    stop_batch_linf: float | None = None
+    warnings: list[str] = field(default_factory=list)
 
 
 def _step_seed(seed: int, step: int, rank: int) -> int:
@@ -403,8 +424,11 @@ class Trainer:
         t = self.cfg.train
         done = self.out / "summary.json"
         if (self.step >= t.steps or self.stopped is not None) and done.is_file():
-            # A resumed run with no step left keeps the summary of the process that trained it.
-            return json.loads(done.read_text())
+            # A resumed run with no step left keeps the summary of the process that trained it. One that does not
+            # read back is written anew, as after a kill between the last save and the summary: it is the run's own
+            # file (its marker lists it), and what it held can no longer be read either way.
+            with contextlib.suppress(ReadBackError):
+                return read_record(done, _Summary)
         metrics = Metrics(self.out, t.tensorboard) if self.world.main else None
         # disable=None: drawn only when stderr is a terminal, so a captured log gets no redrawn bars
         bar = tqdm(

@@ -11,9 +11,11 @@ import math
 import pytest
 import torch
 
+from attnlab.readback import ReadBackError
 from attnlab.studies.lengthgen import config as lengthgen_config
 from attnlab.studies.lengthgen import experiment as lengthgen
 from attnlab.tasks import TASKS
+from hostile_json import hostile, one_line
 
 
 def _cfg(**kw):
@@ -549,3 +551,59 @@ def test_a_cell_trained_in_bf16_says_so_and_is_not_resumed_in_float32(tmp_path):
         lengthgen.run_cell(cfg, "softmax", tmp_path)
     fp32 = lengthgen.run_cell(cfg, "softmax", tmp_path / "fp32")
     assert "precision" not in fp32["settings"]  # a float32 cell's settings are those of cells made before dtype existed
+
+
+CONFIG = lengthgen.LengthgenConfig(task="copy", maps=("softmax",))
+WRITTEN = {
+    **json.loads(json.dumps(dataclasses.asdict(CONFIG))),
+    "plan": json.loads(json.dumps(dataclasses.asdict(CONFIG.plan))),
+    "model_version": lengthgen.MODEL_VERSION,
+}
+SCORED = {"accuracy": 1.0, "token_accuracy": 1.0, "rows": [1.0], "token_rows": [1.0], "entropy": [0.5]}
+CELL = {
+    "settings": {"task": "copy"},
+    "variant": "softmax",
+    "seed": 0,
+    "train": {"steps": 2},
+    "selection": {"step": 2, "by": "exact match", "score": 1.0, "token_score": 1.0},
+    "lengths": {"8": {**SCORED, "heads": {"entropy": [[0.5]]}}},
+    "untrained": {"8": {"accuracy": 0.0, "rows": [0.0]}},
+}
+
+
+@pytest.mark.parametrize(("label", "data"), hostile(WRITTEN, "maps", "plan"))
+def test_a_hostile_run_config_is_one_line_and_refuses_the_folder(tmp_path, label, data):
+    """A lengthgen run's config.json read back (``read_config``; the study's tasks read it so too) is one line naming
+    the file and what is allowed; a rerun into the folder (``_saved``) adds what to do."""
+    path = tmp_path / "config.json"
+    path.write_bytes(data)
+    with pytest.raises(ReadBackError) as caught:
+        lengthgen.read_config(path)
+    one_line(caught.value, path)
+    with pytest.raises(lengthgen.FolderError) as caught:
+        lengthgen._saved(path, "pass --overwrite")
+    one_line(caught.value, path, "pass --overwrite")
+
+
+def test_a_run_config_reads_back_as_written(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(WRITTEN))
+    assert lengthgen.read_config(tmp_path / "config.json") == (CONFIG, CONFIG.plan, lengthgen.MODEL_VERSION)
+    (tmp_path / "config.json").write_text(json.dumps({**WRITTEN, "depth": 3}))
+    with pytest.raises(ReadBackError, match="depth is no setting of this version; allowed: task, maps"):
+        lengthgen.read_config(tmp_path / "config.json")
+
+
+@pytest.mark.parametrize(("label", "data"), hostile(CELL, "selection.step", "lengths"))
+def test_a_hostile_cell_is_scored_anew(tmp_path, label, data):
+    """A finished cell that does not read back is no finished cell: it is scored anew and written over, as one of
+    other settings is (cells/ is the run's own, listed in its marker)."""
+    (tmp_path / "cell.json").write_bytes(data)
+    assert lengthgen._finished(tmp_path / "cell.json", {"task": "copy"}, [8]) is None
+
+
+def test_a_finished_cell_is_reused_only_where_it_scored_every_length(tmp_path):
+    (tmp_path / "cell.json").write_text(json.dumps(CELL))
+    assert lengthgen._finished(tmp_path / "cell.json", {"task": "copy"}, [8]) == CELL
+    assert lengthgen._finished(tmp_path / "cell.json", {"task": "copy"}, [8, 16]) is None
+    assert lengthgen._finished(tmp_path / "cell.json", {"task": "reverse"}, [8]) is None
+    assert lengthgen._finished(tmp_path / "none.json", {"task": "copy"}, [8]) is None

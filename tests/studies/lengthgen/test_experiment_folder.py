@@ -82,11 +82,10 @@ def test_a_run_that_would_train_another_model_is_refused_and_changes_nothing(fol
 def test_results_without_a_lengthgen_config_are_refused_and_a_file_is_no_folder(folder, capsys):
     config = folder / "config.json"
     saved = json.loads(config.read_text())
-    foreign = "not a lengthgen config"
     for text, says in (
-        ("[]", foreign),
-        (json.dumps({**saved, "plan": None}), foreign),
-        ("{", "unreadable"),
+        ("[]", "holds a JSON list; allowed: a JSON object"),
+        (json.dumps({**saved, "plan": None}), "plan is null; allowed: an object with the keys of Plan"),
+        ("{", "is not valid JSON"),
         (json.dumps({**saved, "task": "nope"}), "cannot reuse"),
     ):
         config.write_text(text)

@@ -12,10 +12,13 @@ import pytest
 
 from attnlab import studies
 from attnlab.findings.verdict import FPR_MAX, false_positive_rate
+from attnlab.readback import ReadBackError
 from attnlab.studies import StudyConfig
 from attnlab.studies.lengthgen import findings as lengthgen_findings
 from attnlab.studies.lengthgen import rule as lengthgen_rule
 from attnlab.studies.lengthgen import study as study_lengthgen
+from hostile_json import hostile, one_line
+from studies.lengthgen.test_experiment import WRITTEN
 
 N = 100  # shared test rows per length
 
@@ -323,3 +326,12 @@ def test_the_demo_runs_the_reduced_demo_budget(monkeypatch, tmp_path):
     assert main(["demo", "--studies", "lengthgen", "--models", "none", "--out", str(tmp_path), "--no-progress"]) == 0
     assert json.loads((tmp_path / "lengthgen" / "config.json").read_text())["budget"] == "demo"
     assert sorted(p.name for p in (tmp_path / "lengthgen" / "copy" / "cells").iterdir()) == ["softmax_seed0.json"]
+
+
+@pytest.mark.parametrize(("label", "data"), hostile(WRITTEN, "eval_mult", "plan"))
+def test_a_hostile_task_config_is_one_line(tmp_path, label, data):
+    """A task's config.json, read back to rebuild the section, is one line naming it (``experiment.read_config``)."""
+    (tmp_path / "config.json").write_bytes(data)
+    with pytest.raises(ReadBackError) as caught:
+        study_lengthgen._read_task(tmp_path)
+    one_line(caught.value, tmp_path / "config.json")

@@ -307,6 +307,7 @@ class LengthgenConfig:
             raise ConfigError(f"budget must be one of {', '.join(BUDGETS)}, got {self.budget!r}")
         if not self.maps:
             raise ConfigError("maps must name at least one variant")
+        options.check_distinct("maps", self.maps)
         if self.lr is not None and not (math.isfinite(self.lr) and self.lr > 0):
             raise ConfigError(f"lr must be a positive finite number, got {self.lr}")
         for name in ("steps", "samples"):

@@ -19,8 +19,8 @@ import contextlib
 import json
 import math
 import os
-from collections.abc import Mapping
-from dataclasses import asdict, fields
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ import torch
 
 from attnlab import devices, io
 from attnlab.errors import Error
+from attnlab.readback import ReadBackError, check, read_object, read_record
 from attnlab.site import WeightBlock
 from attnlab.studies.lengthgen.config import SELECT_SEED, TEST_SEED, LengthgenConfig, Plan, run_config
 from attnlab.tasks import TaskStream, exact_match, scored_accuracy
@@ -215,10 +216,9 @@ def run_cell(
         # only where it is not fp32, so that the cells made before precision was a setting stay reusable
         **({} if precision == "fp32" else {"precision": precision}),
     }
-    if path.is_file():
-        done = json.loads(path.read_text())
-        if done.get("settings") == json.loads(json.dumps(settings)):
-            return done
+    done = _finished(path, settings, cfg.lengths)
+    if done is not None:
+        return done
     runs = out / "runs" / stem
     trainer = Trainer(run, runs, resume=True, progress=progress, stream=stream, device=device)
     summary = trainer.run()
@@ -238,6 +238,54 @@ def run_cell(
     }
     io.write_json(path, cell)
     return cell
+
+
+@dataclass(frozen=True)
+class _Selection:
+    step: int
+    by: str
+    score: float
+    token_score: float
+
+
+@dataclass(frozen=True)
+class _Scored:
+    accuracy: float
+    rows: list[float]
+    token_rows: list[float]
+    entropy: list[float]
+    heads: dict[str, list[list[float]]]
+
+
+@dataclass(frozen=True)
+class _Null:
+    accuracy: float
+    rows: list[float]
+
+
+@dataclass(frozen=True)
+class _Cell:
+    """cells/<variant>_seed<N>.json (``run_cell``): what the tables read of it."""
+
+    settings: dict[str, Any]
+    variant: str
+    seed: int
+    train: dict[str, Any]
+    selection: _Selection
+    lengths: dict[str, _Scored]
+    untrained: dict[str, _Null]
+
+
+def _finished(path: Path, settings: Mapping[str, Any], lengths: Sequence[int]) -> dict[str, Any] | None:
+    """The cell at ``path`` when it was scored under ``settings`` at every one of ``lengths``; None where there is
+    none, or none that reads back (``readback.read_record`` against ``_Cell``): such a cell is scored anew and
+    written over, as one of other settings is (it is the run's own file, listed in its folder's marker)."""
+    try:
+        done = read_record(path, _Cell)
+    except (ReadBackError, OSError):  # OSError: MissingFileError where no cell was written yet
+        return None
+    scored = {str(n) for n in lengths} <= set(done["lengths"]) & set(done["untrained"])
+    return done if scored and done["settings"] == json.loads(json.dumps(settings)) else None
 
 
 @torch.no_grad()
@@ -421,22 +469,41 @@ def trained_settings(cfg: LengthgenConfig, plan: Plan, version: int = MODEL_VERS
     return json.loads(json.dumps({**given, "params": cfg.task_def.params(), **planned, "model_version": version}))
 
 
+@dataclass(frozen=True)
+class _Planned:
+    """What a run's config.json holds besides the config's settings (``run``): its plan and the decoder's version
+    (an older attnlab wrote none: 1)."""
+
+    plan: Plan
+    model_version: int = 1
+
+
+SETTINGS = tuple(f.name for f in fields(LengthgenConfig))
+
+
+def read_config(path: Path, *, every_setting: bool = False) -> tuple[LengthgenConfig, Plan, int]:
+    """The config, plan and decoder version of the run whose ``config.json`` is ``path``: its keys the settings
+    (``every_setting``: each present, as this version writes them), plan and model_version, each value of its
+    field's type (``readback.check`` against ``LengthgenConfig`` and ``_Planned``), and a config and plan that
+    build; else a ReadBackError naming the file and what is allowed."""
+    saved = check(read_object(path), LengthgenConfig, path, required=SETTINGS if every_setting else ())
+    check(saved, _Planned, path)
+    if unknown := sorted(set(saved) - {*SETTINGS, "plan", "model_version"}):
+        allowed = ", ".join((*SETTINGS, "plan", "model_version"))
+        raise ReadBackError(f"{path}: {unknown[0]} is no setting of this version; allowed: {allowed}")
+    given = {k: tuple(v) if isinstance(v, list) else v for k, v in saved.items() if k in SETTINGS}
+    try:
+        return LengthgenConfig(**given), Plan.from_dict(saved["plan"]), saved.get("model_version", 1)
+    except (Error, TypeError, ValueError) as exc:
+        raise ReadBackError(f"{path} describes a run this version cannot reuse ({exc})") from None
+
+
 def _saved(path: Path, retry: str) -> tuple[LengthgenConfig, Plan, int]:
-    """The config, plan and decoder version of the run whose ``config.json`` is ``path``."""
+    """``read_config(path)``, every setting present; a FolderError saying ``retry`` where it does not read back."""
     try:
-        saved = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise FolderError(f"{path} is unreadable ({exc}); {retry}") from None
-    version = saved.pop("model_version", 1) if isinstance(saved, dict) else 1
-    keys = {f.name for f in fields(LengthgenConfig)} | {"plan"}
-    if not isinstance(saved, dict) or set(saved) != keys or not isinstance(saved["plan"], dict):
-        raise FolderError(f"{path} is not a lengthgen config; {retry}")
-    plan = saved.pop("plan")
-    tuples = {k: tuple(saved[k]) for k in ("maps", "eval_mult") if saved[k] is not None}
-    try:
-        return LengthgenConfig(**{**saved, **tuples}), Plan.from_dict(plan), version
-    except (TypeError, ValueError) as exc:
-        raise FolderError(f"{path} describes a run this version cannot reuse ({exc}); {retry}") from None
+        return read_config(path, every_setting=True)
+    except (ReadBackError, OSError) as exc:
+        raise FolderError(f"{exc}; {retry}") from None
 
 
 def prepare(cfg: LengthgenConfig, out: Path, overwrite: bool = False) -> None:

@@ -25,7 +25,6 @@ Lemma 2, Prop. 1 and Prop. 3 are identities of the row maps on synthetic rows: s
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -164,15 +163,9 @@ def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
 
 def _read_task(run: Path) -> tuple[lengthgen.LengthgenConfig, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """A task's lengthgen config and its three tables, as the engine wrote them (accuracy.csv, dispersion.csv,
-    rows.csv)."""
-    saved = json.loads((run / "config.json").read_text())
-    saved.pop("plan", None)
-    saved.pop("model_version", None)
-    saved["maps"] = tuple(saved["maps"])
-    if saved.get("eval_mult") is not None:
-        saved["eval_mult"] = tuple(saved["eval_mult"])
+    rows.csv); the config checked as it reads back (``experiment.read_config``)."""
     return (
-        lengthgen.LengthgenConfig(**saved),
+        lengthgen.read_config(run / "config.json")[0],
         pd.read_csv(run / "accuracy.csv"),
         pd.read_csv(run / "dispersion.csv"),
         pd.read_csv(run / "rows.csv"),

@@ -16,7 +16,6 @@ from attnlab import io
 from attnlab.analyses.temperature import per_n
 from attnlab.diagnostics.stats import check_cor49, tie_mask
 from attnlab.findings.finding import Finding
-from attnlab.report.readback import check, read_object
 from attnlab.report.sections import Figure, Table
 from attnlab.studies.runner import StudyConfig
 from attnlab.studies.temperature.findings import (
@@ -34,7 +33,7 @@ from attnlab.studies.temperature.findings import (
     untestable,
 )
 from attnlab.studies.temperature.plan import BETA, EXT_ROWS, GAPS, HEAD_SCALES, NAME, ROWS, Plan, run_name
-from attnlab.train.config import RunConfig
+from attnlab.train.config import read_run_tables
 from attnlab.train.metrics import outcome
 
 QUESTION = (
@@ -117,9 +116,8 @@ FIGURES = (
 
 
 def read_vocab(path: Path) -> int | None:
-    """The vocabulary size in a trained run's config.json, the file checked against ``RunConfig``
-    (``readback.check``) with model.vocab present."""
-    return check(read_object(path), RunConfig, path, required=("model.vocab",))["model"]["vocab"]
+    """The vocabulary size in a trained run's config.json (``train.config.read_run_tables``, model.vocab present)."""
+    return read_run_tables(path, required=("model.vocab",))["model"]["vocab"]
 
 
 def beta_fit(beta: pd.DataFrame, n_min: int, xi_max: float, xi_step: float) -> pd.DataFrame:
