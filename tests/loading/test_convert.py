@@ -1,20 +1,23 @@
 """A GGUF file loads as the model it was written from (bit-identical logits, same tokens), converted once per
-file content; a missing extra, a corrupt file or an unfetched name fails with one clear line."""
+file content; a missing extra, a corrupt file or an unfetched name fails with one clear line; a cached conversion
+made before the checks is checked again before it is served."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import shutil
 
 import pytest
 import torch
 
 from attnlab import cli
 from attnlab.hooks import load_model
-from attnlab.loading import convert
+from attnlab.loading import convert, fetch
 from attnlab.loading.common import LoadError
 from attnlab.loading.load import resolve_checkpoint
 
-from .gguf_files import N_HEAD, N_KV, write_llama_gguf, write_qwen2_gguf
+from .gguf_files import N_HEAD, N_KV, write_llama, write_llama_gguf, write_qwen2_gguf
 
 pytest.importorskip("gguf")
 
@@ -151,3 +154,32 @@ def test_unfetched_name_says_how_to_fetch(cache):
         resolve_checkpoint("smollm2")
     with pytest.raises(LoadError, match="neither a path nor a known model name"):
         resolve_checkpoint("no-such-model")
+
+
+def test_a_cached_folder_from_before_the_checks_is_checked_again_then_stamped(written, cache):
+    path, _, _ = written
+    out = convert.converted(path)
+    weights = out / "model.safetensors"
+    stamped = json.loads((out / convert.SOURCE).read_text())
+    assert stamped["checks"] == convert.CHECKS
+    del stamped["checks"]  # as an older attnlab wrote it
+    (out / convert.SOURCE).write_text(json.dumps(stamped))
+    before = weights.stat().st_mtime_ns
+    assert convert.converted(path) == out
+    assert json.loads((out / convert.SOURCE).read_text())["checks"] == convert.CHECKS
+    assert weights.stat().st_mtime_ns == before  # checked against its file, not converted again
+
+
+def test_a_cached_folder_of_a_file_that_fails_the_checks_is_dropped(written, cache, tmp_path):
+    path, model, tok = written
+    good = convert.converted(path)
+    bad = write_llama(
+        tmp_path / "bad.gguf", model, tok, tensors=lambda a: {k: v for k, v in a.items() if "blk.1." not in k}
+    )
+    # an older attnlab converted it, filling the missing block at random, and cached the result unstamped
+    out = good.parent / fetch.digest(bad)
+    shutil.copytree(good, out)
+    (out / convert.SOURCE).write_text(json.dumps({"gguf": str(bad), "sha256": fetch.digest(bad)}))
+    with pytest.raises(LoadError, match="bad.gguf"):
+        convert.converted(bad)
+    assert not out.exists()

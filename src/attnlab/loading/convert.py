@@ -20,12 +20,17 @@ from unittest import mock
 
 import torch
 
-from attnlab import io
+from attnlab import io, readback
+from attnlab.errors import Error
 from attnlab.loading import fetch, validate
 from attnlab.loading.common import LoadError, quiet_transformers
 
 EXTRA = "pip install 'attnlab[gguf]'"
 SOURCE = "attnlab_source.json"
+# The version of the checks a conversion passed (``validate.check_gguf``); a cached folder stamped with another (an
+# older attnlab's, converted before any check, possibly with weights transformers filled at random) is checked again
+# against its file before it is served, and dropped from the cache when the file fails.
+CHECKS = 1
 MAGIC = b"GGUF"
 STAGE = ".convert-"  # a conversion in progress, beside its cache folder, named with its pid
 
@@ -78,9 +83,16 @@ def converted(path: str | os.PathLike, *, log=None) -> Path:
     digest = fetch.digest(path)
     out = fetch.cache_dir() / "converted" / digest
     if (out / SOURCE).is_file():
+        if _stamp(out) == CHECKS:
+            return out
+        try:
+            _check(path)
+        except LoadError:
+            shutil.rmtree(out, ignore_errors=True)
+            raise
+        io.write_json(out / SOURCE, _source(path, digest))
         return out
-    _check_extra()
-    validate.check_gguf(path, _check_complete(path))
+    _check(path)
     if log is not None:
         log(f"converting {path.name} to a float32 checkpoint in {out} (once per file)")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -88,12 +100,31 @@ def converted(path: str | os.PathLike, *, log=None) -> Path:
     stage = io.temp_dir(out.parent, STAGE)
     try:
         _convert(path, stage)
-        (stage / SOURCE).write_text(json.dumps({"gguf": str(path.resolve()), "sha256": digest}, indent=1))
+        (stage / SOURCE).write_text(json.dumps(_source(path, digest), indent=1))
         shutil.rmtree(out, ignore_errors=True)
         os.replace(stage, out)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return out
+
+
+def _check(path: Path) -> None:
+    _check_extra()
+    validate.check_gguf(path, _check_complete(path))
+
+
+def _source(path: Path, digest: str) -> dict:
+    return {"gguf": str(path.resolve()), "sha256": digest, "checks": CHECKS}
+
+
+def _stamp(out: Path) -> int | None:
+    """The checks version a cached folder was stamped with; None for an older attnlab's folder or an unreadable
+    stamp (then it is checked again, never trusted)."""
+    try:
+        stamp = readback.read_object(out / SOURCE).get("checks")
+    except Error:
+        return None
+    return stamp if isinstance(stamp, int) else None
 
 
 def _convert(path: Path, stage: Path) -> None:
