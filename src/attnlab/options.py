@@ -37,6 +37,17 @@ class AssignmentError(Error, ValueError):
 MAX_DEPTH = 32  # nesting a config value may have: attnlab's deepest (a list in a table in a table) needs 3
 MAX_YAML_BYTES = 1 << 20
 MAX_INT_CHARS = 100  # an integer of 64 bits in any YAML spelling: 0b and 64 digits with _ between them fits
+INT_RANGE = "[-2^63, 2^63)"  # a config's integers: TOML's, and wider than any config field takes
+
+
+def oversize(text: str) -> bool:
+    """Whether config text (a YAML or TOML file, a flag's value) is over ``MAX_YAML_BYTES``, as UTF-8."""
+    return len(text.encode("utf-8", "surrogatepass")) > MAX_YAML_BYTES
+
+
+def is_config_int(value: int) -> bool:
+    """Whether an integer is one a config may hold: in ``INT_RANGE``, i.e. one of 64 bits."""
+    return -(2**63) <= value < 2**63
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -94,9 +105,9 @@ class _StrictLoader(yaml.SafeLoader):
                 None, None, f"an integer of {len(node.value):,} characters: not one of 64 bits", node.start_mark
             )
         value = super().construct_yaml_int(node)
-        if not -(2**63) <= value < 2**63:
+        if not is_config_int(value):
             raise yaml.constructor.ConstructorError(
-                None, None, f"integer {value} is outside [-2^63, 2^63), a config's integers", node.start_mark
+                None, None, f"integer {value} is outside {INT_RANGE}, a config's integers", node.start_mark
             )
         return value
 
@@ -107,7 +118,7 @@ _StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_y
 def load_yaml(text: str) -> Any:
     """``text`` as YAML, strictly (``_StrictLoader``): the values of a config file or a flag. Raises yaml.YAMLError,
     its message on one line."""
-    if len(text.encode("utf-8", "surrogatepass")) > MAX_YAML_BYTES:
+    if oversize(text):
         raise yaml.YAMLError(f"larger than {MAX_YAML_BYTES >> 20} MiB: not a config")
     try:
         return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)

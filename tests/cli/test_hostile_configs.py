@@ -300,29 +300,6 @@ def _cases() -> list[tuple[str, str, str, str | bytes, str]]:
 
 
 CASES = _cases()
-# Cases that fail today where the fix lies in attnlab/train/config.py (outside this table's change): each entry says
-# how it fails and what would fix it. Strict, so that the fix fails here until its entry goes; not run where it would
-# hang the table.
-_LR = "TrainConfig takes any finite {}, and torch's Adam overflows on 1e300 (RuntimeError): bound it like --lr (UPPER)"
-_TOML = "read_file's tomllib.loads: {} (options.load_yaml's bounds have no TOML counterpart)"
-OWED = {
-    "train config.yaml 1e300 at train.lr": (_LR.format("train.lr"), True),
-    "train config.yaml 1e300 at intervention.upper_qk_lr": (_LR.format("lr x upper_qk_lr"), True),
-    **{
-        f"train config.toml 5,000 digits at {place}": (_TOML.format("Python's int() refuses it (ValueError)"), True)
-        for place in PLACES
-    },
-    "train config.toml over 1 MiB": (_TOML.format("no size bound, where YAML has 1 MiB"), True),
-    "train config.toml 2^64 at train.steps": (
-        _TOML.format("no 64-bit bound, and train.steps has no upper one: trains 2^64 steps"),
-        False,
-    ),
-    "train config.toml 100,000-deep table at model.rowmap": (
-        _TOML.format("no depth bound: 10 s to parse, then RecursionError in ModelConfig's message"),
-        False,
-    ),
-    "train config.toml 100,000-deep dotted key at the top": (_TOML.format("no depth bound: over 60 s to parse"), False),
-}
 
 
 def _id(command: str, reader: str, label: str, suffix: str) -> str:
@@ -330,13 +307,8 @@ def _id(command: str, reader: str, label: str, suffix: str) -> str:
 
 
 def _params() -> list:
-    """CASES as pytest parameters, those OWED marked."""
-    params = []
-    for case in CASES:
-        name = _id(case[0], case[1], case[2], case[4])
-        marks = [pytest.mark.xfail(strict=True, reason=OWED[name][0], run=OWED[name][1])] if name in OWED else []
-        params.append(pytest.param(*case, id=name, marks=marks))
-    return params
+    """CASES as pytest parameters."""
+    return [pytest.param(*case, id=_id(case[0], case[1], case[2], case[4])) for case in CASES]
 
 
 @pytest.fixture(scope="module")
@@ -392,10 +364,6 @@ def test_every_field_of_the_run_config_and_the_task_has_wrong_values():
     tables = {"model": ModelConfig, **SECTIONS}
     assert keys("train", "config") == {f"{s}.{f.name}" for s, kind in tables.items() for f in dataclasses.fields(kind)}
     assert keys("tasks", "--param") == {name for name, _ in _task_fields()}
-
-
-def test_every_owed_case_is_in_the_table():
-    assert set(OWED) <= {_id(c, r, label, s) for c, r, label, _, s in CASES}
 
 
 @pytest.mark.parametrize(("command", "reader", "label", "content", "suffix"), _params())

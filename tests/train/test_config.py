@@ -9,7 +9,7 @@ import pytest
 
 from attnlab.model.config import ConfigError
 from attnlab.readback import ReadBackError
-from attnlab.train.config import RunConfig, apply_overrides, load, read_run_config, read_run_tables
+from attnlab.train.config import RunConfig, apply_overrides, load, read_file, read_run_config, read_run_tables
 from hostile_json import hostile, one_line
 
 YAML = """
@@ -73,8 +73,8 @@ def test_vocab_comes_from_the_tokenizer_or_is_checked_against_it():
 @pytest.mark.parametrize(
     "overrides, match",
     [
-        (["train.steps=0"], r"train.steps must be an int >= 1, got 0"),
-        (["train.lr=-1"], r"train.lr must be a finite number in \(0, inf\], got -1"),
+        (["train.steps=0"], r"train.steps must be an int in \[1, 10000000\], got 0"),
+        (["train.lr=-1"], r"train.lr must be a finite number in \(0, 10\], got -1"),
         (["train.min_lr=1"], r"train.min_lr must be a finite number in \[0, 0.003\]"),
         (["train.precision=fp16"], r"train.precision must be one of fp32, bf16, got 'fp16'"),
         (["train.batch=10", "train.accum=4"], r"train.batch \(10\) must be a multiple of train.accum \(4\)"),
@@ -87,11 +87,58 @@ def test_vocab_comes_from_the_tokenizer_or_is_checked_against_it():
         (["data.patterns=[]"], r"data.patterns must be a list of file-name globs"),
         (["model.positions=sinusoid"], r"model.positions must be one of none, learned, rope, alibi, nape"),
         (["optim.lr=1"], r"unknown table\(s\) \['optim'\]"),
+        # upper bounds: a flag's (options.UPPER) where one is, else far past any real run or model
+        (["train.lr=1e300"], r"train.lr must be a finite number in \(0, 10\], got 1e\+300"),
+        (["train.lr=11"], r"train.lr must be a finite number in \(0, 10\], got 11"),
+        (["train.steps=1000000000000"], r"train.steps must be an int in \[1, 10000000\], got 1000000000000"),
+        (["train.warmup=10000001"], r"train.warmup must be an int in \[0, 10000000\]"),
+        (["train.eval_every=10000001"], r"train.eval_every must be an int in \[1, 10000000\]"),
+        (["train.checkpoint_every=10000001"], r"train.checkpoint_every must be an int in \[0, 10000000\]"),
+        (["train.keep=10000001"], r"train.keep must be an int in \[1, 10000000\]"),
+        (["train.batch=1048577"], r"train.batch must be an int in \[1, 1048576\]"),
+        (["train.eval_batches=1048577"], r"train.eval_batches must be an int in \[1, 1048576\]"),
+        (
+            ["intervention.upper_qk_lr=1e300"],
+            r"intervention.upper_qk_lr x train.lr \(the upper half's Q/K learning rate\) must be at most 10, "
+            r"got 1e\+300 x 0.003",
+        ),
+        (["train.lr=5", "intervention.upper_qk_lr=3"], r"must be at most 10, got 3 x 5 = 15"),
+        (["model.d_model=1000000000"], r"model.d_model must be at most 65,536, got 1000000000"),
+        (["model.layers=1000000000000"], r"model.layers must be at most 1,024, got 1000000000000"),
+        (["model.heads=1025"], r"model.heads must be at most 1,024, got 1025"),
+        (["model.ffn_width=262145"], r"model.ffn_width must be at most 262,144"),
+        (["model.vocab=16777217"], r"model.vocab must be at most 16,777,216"),
+        (["model.context=1048577"], r"model.context must be at most 1,048,576"),
+        (["model.block=1048577"], r"model.block must be at most 1,048,576"),
+        (["model.rope_scaling=1e5"], r"model.rope_scaling must be at most 1,024, got 100000.0"),
     ],
 )
 def test_bad_fields_are_named(overrides, match):
     with pytest.raises(ConfigError, match=match):
         load(None, ["model.context=8", *overrides])
+
+
+def test_the_upper_bounds_are_taken():
+    """A value at each upper bound is a config (the bound is the largest value allowed, not the first refused)."""
+    cfg = load(
+        None,
+        [
+            "model.context=1048576",
+            "model.d_model=65536",
+            "model.heads=1024",
+            "model.layers=1024",
+            "model.rope_scaling=1024",
+            "train.steps=10000000",
+            "train.lr=10",
+            "train.batch=1048576",
+            "intervention.upper_qk_lr=1",
+        ],
+    )
+    assert (cfg.model.d_model, cfg.train.steps, cfg.train.lr) == (65536, 10_000_000, 10)
+    assert (
+        load(None, ["model.context=8", "train.lr=0.01", "intervention.upper_qk_lr=1000"]).intervention.upper_qk_lr
+        == 1000
+    )
 
 
 def test_bad_files_and_assignments(tmp_path):
@@ -121,7 +168,20 @@ def test_bad_files_and_assignments(tmp_path):
         ),
         ("deep.yaml", "model: " + "[" * 100_000 + "]" * 100_000 + "\n", "nested deeper than 32 levels"),
         ("tag.yaml", "model: !!python/object:os.system {}\n", "could not determine a constructor"),
-        ("deep.toml", "a = " + "[" * 100_000 + "]" * 100_000 + "\n", "nested too deeply"),
+        ("deep.toml", "a = " + "[" * 100_000 + "]" * 100_000 + "\n", "nested deeper than 32 levels"),
+        ("table.toml", "[model]\ncontext = 8\n[model.rowmap." + ".a" * 100_000 + "]\nb = 1\n", "deeper than 32 levels"),
+        ("dotted.toml", ".".join(["a"] * 100_000) + " = 1\n", "nested deeper than 32 levels"),
+        ("inline.toml", "a = " + "{a = " * 100_000 + "1" + "}" * 100_000 + "\n", "nested deeper than 32 levels"),
+        ("33.toml", "model = {context = 8}\na = " + "[" * 31 + "1" + "]" * 31 + "\n", "nested deeper than 32 levels"),
+        ("digits.toml", "[model]\ncontext = " + "9" * 5000 + "\n", r"5000 digits; a config's integers are in \[-2\^63"),
+        (
+            "steps.toml",
+            f"model = {{context = 8}}\n[train]\nsteps = {2**64}\n",
+            r"integer 18446744073709551616 is outside",
+        ),
+        ("small.toml", f"model = {{context = 8}}\nx = [{-(2**63) - 1}]\n", r"outside \[-2\^63, 2\^63\)"),
+        ("big.toml", "model = {context = 8}\n#" + "x" * (1 << 20) + "\n", "not valid TOML: larger than 1 MiB"),
+        ("bad.toml", "model = {context = \n", "not valid TOML: .*line 1"),
         ("keys.yaml", "model: {context: 8}\ntrain:\n  1: 2\n  x: 3\n", "key 1 is not a name"),
         ("steps.yaml", f"model: {{context: 8}}\ntrain:\n  steps: {2**64}\n", r"outside \[-2\^63, 2\^63\)"),
     ],
@@ -133,6 +193,24 @@ def test_hostile_config_files_end_in_one_line(tmp_path, name, text, match):
     with pytest.raises(ConfigError, match=match) as caught:
         load(tmp_path / name)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a = " + "[" * 30 + "1" + "]" * 30,  # 32 levels: the document, 30 lists and the 1
+        "[" + ".".join("a" * 29) + "]\nb = 1",
+        ".".join("a" * 30) + " = 1",
+        'a = """[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\\"""[[[""""\nb = "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\\""',
+        "a = '''[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[['''''  # [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\nb = '[[[[[[[[[['",
+        'a = ["x.y.z", "a.b.c.d.e.f.g.h.i.j.k.l.m.n.o.p.q.r.s.t.u.v.w.x.y.z.a.b.c.d.e.f.g.h", 1.5, 2.5, 1979-05-27]',
+    ],
+)
+def test_toml_within_the_bounds_is_read(tmp_path, text):
+    """The depth scan before tomllib counts no bracket or dot inside a string or a comment, and a value nested to the
+    limit is read."""
+    (tmp_path / "a.toml").write_text(text)
+    assert read_file(tmp_path / "a.toml")["a"]
 
 
 def test_set_values_are_read_as_strictly():

@@ -9,6 +9,7 @@ the value and what is allowed.
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -19,7 +20,18 @@ import yaml
 
 from attnlab.errors import Error
 from attnlab.model.config import ConfigError, ModelConfig
-from attnlab.options import AssignmentError, assignment, load_yaml
+from attnlab.options import (
+    INT_RANGE,
+    MAX_DEPTH,
+    MAX_YAML_BYTES,
+    TOKENS_MAX,
+    UPPER,
+    AssignmentError,
+    assignment,
+    is_config_int,
+    load_yaml,
+    oversize,
+)
 from attnlab.readback import ReadBackError, check, read_object
 
 PRECISIONS = ("fp32", "bf16")
@@ -28,6 +40,35 @@ RELEASES = ("rule", "fixed", "never")
 # excess over uniform attention's score on the same batch (which alone is 1 / (position + 1) per row).
 RULE_SCORES = ("raw", "excess")
 SEED_MAX = 2**63 - 1
+# The range of each int field of the train table. The upper bounds are as ``options.UPPER`` bounds a flag (train.steps
+# is lengthgen's --steps, and the step counts share its bound): far past any real run, so that a mistyped value is
+# refused in one line naming the key and its range instead of training until it is killed.
+COUNT_MAX = 2**20  # sequences per step or per evaluation
+TRAIN_RANGES = {
+    "steps": (1, UPPER["steps"]),
+    "batch": (1, COUNT_MAX),
+    "accum": (1, COUNT_MAX),
+    "warmup": (0, UPPER["steps"]),
+    "seed": (0, SEED_MAX),  # torch and numpy seed from a 64-bit integer: a larger seed would overflow inside them
+    "eval_every": (1, UPPER["steps"]),
+    "eval_batches": (1, COUNT_MAX),
+    "checkpoint_every": (0, UPPER["steps"]),
+    "keep": (1, UPPER["steps"]),
+}
+# The same for the model table, checked on its raw values before ``ModelConfig`` is built (which lists layers x heads
+# row maps): far past any model trained here (GPT-3: 96 layers, 96 heads, 12,288 wide, an FFN 49,152 wide; vocabularies
+# of 2^18 tokens). Each bounds a mistyped value, not memory: a product of values within them (d_model 2^16 with 1,024
+# layers) can still exceed the accelerator's.
+MODEL_UPPER: dict[str, float] = {
+    "context": TOKENS_MAX,
+    "block": TOKENS_MAX,
+    "vocab": 2**24,
+    "layers": 1_024,
+    "heads": 1_024,
+    "d_model": 2**16,
+    "ffn_width": 2**18,
+    "rope_scaling": UPPER["rope_scaling"],
+}
 TOKENIZER_HELP = "'bytes' or the path of a local Hugging Face tokenizer folder"
 
 
@@ -136,22 +177,11 @@ class TrainConfig:
     tensorboard: bool = True
 
     def __post_init__(self) -> None:
-        for name, low in (
-            ("steps", 1),
-            ("batch", 1),
-            ("accum", 1),
-            ("warmup", 0),
-            ("seed", 0),
-            ("eval_every", 1),
-            ("eval_batches", 1),
-            ("checkpoint_every", 0),
-            ("keep", 1),
-        ):
-            # torch and numpy seed from a 64-bit integer: a larger seed would overflow deep inside them
-            _check_int("train", name, getattr(self, name), low, SEED_MAX if name == "seed" else None)
+        for name, (low, high) in TRAIN_RANGES.items():
+            _check_int("train", name, getattr(self, name), low, high)
         if self.batch % self.accum:
             raise ConfigError(f"train.batch ({self.batch}) must be a multiple of train.accum ({self.accum})")
-        _check_number("train", "lr", self.lr, 0.0, low_open=True)
+        _check_number("train", "lr", self.lr, 0.0, UPPER["lr"], low_open=True)  # --lr's bound
         _check_number("train", "min_lr", self.min_lr, 0.0, self.lr)
         _check_number("train", "weight_decay", self.weight_decay, 0.0)
         _check_number("train", "clip", self.clip, 0.0)
@@ -230,6 +260,16 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     intervention: InterventionConfig = field(default_factory=InterventionConfig)
 
+    def __post_init__(self) -> None:
+        # the upper half's W_Q and W_K train at lr x upper_qk_lr until release: bounded as --lr is, since torch's Adam
+        # overflows (a RuntimeError) on a learning rate such as 1e300
+        qk_lr = self.train.lr * self.intervention.upper_qk_lr
+        if qk_lr > UPPER["lr"]:
+            raise ConfigError(
+                f"intervention.upper_qk_lr x train.lr (the upper half's Q/K learning rate) must be at most "
+                f"{UPPER['lr']:g}, got {self.intervention.upper_qk_lr!r} x {self.train.lr!r} = {qk_lr:g}"
+            )
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"model": self.model.to_dict()}
         for name in SECTIONS:
@@ -259,7 +299,18 @@ class RunConfig:
         model = values["model"]
         if not isinstance(model, Mapping):
             raise ConfigError(f"model must be a table of fields, got {model!r}")
-        return cls(model=ModelConfig.from_dict(_floats(ModelConfig, _with_vocab(model, parts["data"]))), **parts)
+        model = _floats(ModelConfig, _with_vocab(model, parts["data"]))
+        _check_model_upper(model)
+        return cls(model=ModelConfig.from_dict(model), **parts)
+
+
+def _check_model_upper(model: Mapping[str, Any]) -> None:
+    """Refuse a number above its ``MODEL_UPPER`` bound in the raw model table (its type and lower bound are
+    ``ModelConfig``'s to check)."""
+    for name, high in MODEL_UPPER.items():
+        value = model.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > high:
+            raise ConfigError(f"model.{name} must be at most {int(high):,}, got {value!r}")
 
 
 def _floats(kind: type, table: Mapping[str, Any]) -> dict[str, Any]:
@@ -323,20 +374,116 @@ def read_file(path: str | Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not a text file (a config file is UTF-8 YAML or TOML)") from None
+    if path.suffix not in (".yaml", ".yml", ".toml"):
+        raise ConfigError(f"{path}: config files must end in .yaml, .yml or .toml")
     try:
-        if path.suffix in (".yaml", ".yml"):
-            values = load_yaml(text) or {}
-        elif path.suffix == ".toml":
-            values = tomllib.loads(text)
-        else:
-            raise ConfigError(f"{path}: config files must end in .yaml, .yml or .toml")
-    except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
+        values = _load_toml(text) if path.suffix == ".toml" else load_yaml(text) or {}
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: _load_toml's ConfigError, or tomllib's TOMLDecodeError
         raise ConfigError(f"{path}: not valid {path.suffix[1:].upper()}: {' '.join(str(exc).split())}") from None
     except RecursionError:
         raise ConfigError(f"{path}: a value is nested too deeply to be a config") from None
     if not isinstance(values, dict):
         raise ConfigError(f"{path}: a config file must hold tables (model, data, train, intervention)")
     return values
+
+
+def _load_toml(text: str) -> Any:
+    """``text`` as TOML, within the bounds ``options.load_yaml`` puts on YAML: at most ``MAX_YAML_BYTES``, nested at
+    most ``MAX_DEPTH`` levels, integers in ``INT_RANGE``. Raises ConfigError (a bound) or tomllib's
+    TOMLDecodeError."""
+    if oversize(text):
+        raise ConfigError(f"larger than {MAX_YAML_BYTES >> 20} MiB: not a config")
+    if _toml_too_deep(text):
+        raise ConfigError(
+            f"a value nested deeper than {MAX_DEPTH} levels (counted on the text before it is read: open brackets "
+            "and braces, the dots of keys and the depth of the last table header, so a legal file near the limit may "
+            "be refused too)"
+        )
+    try:
+        values = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        raise
+    except ValueError as exc:  # int() refuses an integer of over 4,300 digits before tomllib sees it
+        raise ConfigError(f"{str(exc).split(';')[0]}; a config's integers are in {INT_RANGE}") from None
+    _check_toml_values(values)
+    return values
+
+
+# What the depth scan reads outside strings and comments; the strings it skips whole (TOML 1.0: a one-line string ends
+# at its closing quote, a basic one's unless escaped, or at the line's end; a multi-line one at the first three quotes,
+# which up to two more quotes after them belong to).
+_TOML_MARKS = re.compile(r"""[\[\]{}.,"'#\n]""")
+_TOML_STRINGS = {
+    '"""': re.compile(r'"""(?:[^"\\]|\\.|"(?!""))*(?:""""{0,2})?', re.S),
+    "'''": re.compile(r"'''(?:[^']|'(?!''))*(?:''''{0,2})?"),
+    '"': re.compile(r'"(?:[^"\\\n]|\\.)*"?'),
+    "'": re.compile(r"'[^'\n]*'?"),
+}
+
+
+def _toml_too_deep(text: str) -> bool:
+    """Whether TOML text may nest deeper than ``MAX_DEPTH``, by one linear pass before tomllib reads it (tomllib
+    recurses once per bracket, and slows down on long dotted keys: 100,000 levels are a RecursionError or minutes).
+    Conservative: it counts the document and the value being read as a level each, as ``_check_toml_values`` does, and
+    adds each [ and { open, the dots of the key being read and of the keys it is in, and the depth of the last table
+    header, so that it never counts fewer levels than the file has (and may count one or two more)."""
+    opened: list[int] = []  # the dots counted when each open bracket or brace was opened
+    carried = dots = base = 0  # sum(opened); the dots of the key being read; the last header's depth
+    header = None  # while a table header is read: the deepest it went
+    fresh = True  # nothing but blanks since the line began
+    at = 0
+    while mark := _TOML_MARKS.search(text, at):
+        c, start = mark.group(), mark.start()
+        fresh = fresh and not text[at:start].strip()
+        at = start + 1
+        if c == "\n":
+            fresh = True
+            if not opened:
+                dots = 0
+            continue
+        if c == "#":
+            at = text.find("\n", start)
+            if at < 0:
+                break
+            continue
+        if c in "\"'":
+            quote = c * 3 if text.startswith(c * 3, start) else c
+            at = _TOML_STRINGS[quote].match(text, start).end()
+        elif c in "[{":
+            if c == "[" and fresh and not opened:
+                header, base = 0, 0
+            opened.append(dots)
+            carried, dots = carried + dots, 0
+        elif c in "]}":
+            if header is not None:
+                header = max(header, len(opened) + carried + dots)
+            if opened:
+                dots = opened.pop()
+                carried -= dots
+            if header is not None and not opened:
+                header, base, dots = None, header, 0
+        elif c == ".":
+            dots += 1
+        else:  # ",": the next key or value
+            dots = 0
+        fresh = False
+        if 2 + base + len(opened) + carried + dots > MAX_DEPTH:
+            return True
+    return False
+
+
+def _check_toml_values(value: Any, depth: int = 1) -> None:
+    """Refuse what ``options.load_yaml`` refuses in YAML: a value deeper than ``MAX_DEPTH`` (a scalar counted as a
+    level, as YAML's nodes are) or an integer outside ``INT_RANGE``."""
+    if depth > MAX_DEPTH:
+        raise ConfigError(f"a value nested deeper than {MAX_DEPTH} levels")
+    if isinstance(value, (dict, list)):
+        for item in value.values() if isinstance(value, dict) else value:
+            _check_toml_values(item, depth + 1)
+    elif isinstance(value, int) and not isinstance(value, bool) and not is_config_int(value):
+        digits = len(str(abs(value)))
+        shown = str(value) if digits <= 40 else f"of {digits:,} digits"
+        raise ConfigError(f"integer {shown} is outside {INT_RANGE}, a config's integers")
 
 
 def apply_overrides(values: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
