@@ -15,21 +15,37 @@ BOMB = b"[" * 100_000  # deeper than json's decoder recurses; its closing bracke
 CONTENTS = {"not UTF-8": b"\xff\xfe", "a JSON list": b"[]", "a torn object": b"{", "a depth bomb": BOMB}
 
 
+def get_key(data: dict, key: str) -> Any:
+    """The value at dotted ``key`` of ``data``."""
+    for part in key.split("."):
+        data = data[part]
+    return data
+
+
+def set_key(data: dict, key: str, value: Any, *, drop: bool = False) -> dict:
+    """A copy of ``data`` with its dotted ``key`` set to ``value`` (``drop``: removed)."""
+    data = json.loads(json.dumps(data))
+    *path, last = key.split(".")
+    inner = data
+    for part in path:
+        inner = inner[part]
+    if drop:
+        del inner[last]
+    else:
+        inner[last] = value
+    return data
+
+
 def hostile(valid: dict[str, Any], wrong: str, missing: str, *, value: Any = None) -> list:
     """pytest params of (label, bytes): ``CONTENTS``, then ``valid`` with its dotted key ``wrong`` given a value of
     another type (``value``, else "abc", or [the string] where it holds one) and its dotted key ``missing`` dropped."""
 
     def edited(key: str, drop: bool) -> bytes:
-        data = json.loads(json.dumps(valid))
-        *path, last = key.split(".")
-        inner = data
-        for part in path:
-            inner = inner[part]
         if drop:
-            del inner[last]
-        else:
-            inner[last] = value if value is not None else [inner[last]] if isinstance(inner[last], str) else "abc"
-        return json.dumps(data).encode()
+            return json.dumps(set_key(valid, key, None, drop=True)).encode()
+        old = get_key(valid, key)
+        new = value if value is not None else [old] if isinstance(old, str) else "abc"
+        return json.dumps(set_key(valid, key, new)).encode()
 
     cases = {
         **CONTENTS,

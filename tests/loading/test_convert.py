@@ -183,3 +183,4 @@ def test_a_cached_folder_of_a_file_that_fails_the_checks_is_dropped(written, cac
     with pytest.raises(LoadError, match="bad.gguf"):
         convert.converted(bad)
     assert not out.exists()
+    assert (good / "model.safetensors").is_file() and convert.converted(path) == good  # the folder beside it stays

@@ -19,6 +19,7 @@ import pytest
 from attnlab import io as attnlab_io
 from attnlab.cli import main
 from checkpoints import save_checkpoint
+from hostile_json import get_key, set_key
 
 SECONDS = 60  # a case still running after this is a run that never ends without a word
 BOMB = b"[" * 100_000 + b"]" * 100_000  # deeper than any JSON parser recurses
@@ -56,33 +57,14 @@ BYTES = {"bytes ff fe": b"\xff\xfe", "a JSON list": b"[]", "empty": b""}
 
 def _json_edits(key: str) -> dict[str, object]:
     def wrong(data: dict) -> dict:
-        value = _get(data, key)
-        return _set(data, key, "abc" if isinstance(value, list) else [value])  # "study": ["sinks"], "p": "abc"
+        value = get_key(data, key)
+        return set_key(data, key, "abc" if isinstance(value, list) else [value])  # "study": ["sinks"], "p": "abc"
 
     return {
         f"{key} of the wrong type": wrong,
-        f"{key} missing": lambda data: _set(data, key, None, drop=True),
-        f"{key} NaN": lambda data: _set(data, key, float("nan")),
+        f"{key} missing": lambda data: set_key(data, key, None, drop=True),
+        f"{key} NaN": lambda data: set_key(data, key, float("nan")),
     }
-
-
-def _get(data: dict, key: str):
-    for part in key.split("."):
-        data = data[part]
-    return data
-
-
-def _set(data: dict, key: str, value, *, drop: bool = False) -> dict:
-    data = json.loads(json.dumps(data))
-    *path, last = key.split(".")
-    inner = data
-    for part in path:
-        inner = inner[part]
-    if drop:
-        del inner[last]
-    else:
-        inner[last] = value
-    return data
 
 
 def _csv_edits(column: str) -> dict[str, object]:

@@ -48,18 +48,21 @@ class DiagnoseConfig(Placement):
             raise DiagnoseError(f"--b takes distinct biases (one summary row each), got {list(self.b)}")
         try:  # the rows' own rules (distinct degrees, a normalized --rowmap...), before any score file is read
             for b in self.b:
-                RowOptions.make(
-                    p=self.p,
-                    b=b,
-                    tau=self.tau,
-                    eps=self.eps,
-                    beta=self.beta,
-                    sink=self.sink,
-                    rowmap=self.rowmap,
-                    sigmoid=self.sigmoid,
-                )
+                RowOptions.make(b=b, **self.row_options())
         except (TypeError, ValueError) as exc:
             raise DiagnoseError(str(exc)) from None
+
+    def row_options(self) -> dict:
+        """The row statistics' options but the bias, as ``row_stats`` and ``RowOptions.make`` take them."""
+        return {
+            "p": self.p,
+            "tau": self.tau,
+            "eps": self.eps,
+            "beta": self.beta,
+            "sink": self.sink,
+            "rowmap": self.rowmap,
+            "sigmoid": self.sigmoid,
+        }
 
     def settings(self) -> dict[str, str]:
         """What a rerun must match to replace --out without --overwrite."""
@@ -128,18 +131,7 @@ def run(cfg: DiagnoseConfig) -> tuple[tuple[int, ...], int, pd.DataFrame]:
     frames = []
     for b in cfg.b:
         try:
-            df = row_stats(
-                scores,
-                mask,
-                p=cfg.p,
-                b=b,
-                tau=cfg.tau,
-                eps=cfg.eps,
-                beta=cfg.beta,
-                sink=cfg.sink,
-                rowmap=cfg.rowmap,
-                sigmoid=cfg.sigmoid,
-            )
+            df = row_stats(scores, mask, b=b, **cfg.row_options())
         except (TypeError, ValueError) as exc:
             raise DiagnoseError(str(exc)) from None
         frames.append(df.assign(b=b, row=range(len(df))))

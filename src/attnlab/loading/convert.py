@@ -88,7 +88,7 @@ def converted(path: str | os.PathLike, *, log=None) -> Path:
         try:
             _check(path)
         except LoadError:
-            shutil.rmtree(out, ignore_errors=True)
+            io.remove(out, ignore_errors=True)  # the cache's own folder (stamped by SOURCE); a link is unlinked
             raise
         io.write_json(out / SOURCE, _source(path, digest))
         return out
