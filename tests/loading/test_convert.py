@@ -99,6 +99,25 @@ def test_conversion_is_cached_by_content(written, cache, tmp_path, monkeypatch):
         resolve_checkpoint(copy)
 
 
+def test_a_conversion_that_lands_second_serves_the_first_ones_folder(written, cache, monkeypatch):
+    """Two processes converting one file at once (two runs, two test workers): the one that finishes second finds
+    the first one's complete folder in place, serves it, and leaves no stage folder behind."""
+    path = written[0]
+    real = convert._convert
+
+    def raced(source, stage):
+        real(source, stage)
+        rival = convert.io.temp_dir(stage.parent, ".rival-")
+        real(source, rival)
+        (rival / convert.SOURCE).write_text(json.dumps({"rival": True}))
+        rival.rename(stage.parent / convert.fetch.sha256(source))
+
+    monkeypatch.setattr(convert, "_convert", raced)
+    out = resolve_checkpoint(path)
+    assert json.loads((out / convert.SOURCE).read_text()) == {"rival": True}
+    assert [p.name for p in out.parent.iterdir()] == [out.name]
+
+
 def test_bfloat16_dtype(written, cache):
     loaded, _ = load_model(written[0], dtype="bfloat16", tokenizer=False)
     assert loaded.dtype == torch.bfloat16

@@ -101,8 +101,15 @@ def converted(path: str | os.PathLike, *, log=None) -> Path:
     try:
         _convert(path, stage)
         (stage / SOURCE).write_text(json.dumps(_source(path, digest), indent=1))
-        shutil.rmtree(out, ignore_errors=True)
-        os.replace(stage, out)
+        if not (out / SOURCE).is_file():
+            shutil.rmtree(out, ignore_errors=True)
+        try:
+            os.replace(stage, out)
+        except OSError:
+            # another process converting the same file (two runs, two test workers) landed first: its folder is
+            # complete once SOURCE is in it, and a folder cannot be renamed over a non-empty one
+            if not (out / SOURCE).is_file():
+                raise
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return out

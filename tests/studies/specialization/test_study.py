@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -174,6 +175,18 @@ def test_each_null_control_fails_its_rule_where_the_claim_holds():
     delays = decided["tables"]["delays"]
     assert (delays.null_delay > sf.DELAY_MARGIN).all() and (delays.delay.abs() < 0.02).all()
     assert check.verdict == "check passed" and check.is_check
+
+
+def test_a_ratio_s_interval_is_printed_in_the_percent_of_its_mean():
+    """A mean read as +0.2% beside an interval read as [+0.0013, +0.0021] asks the reader to convert units."""
+    runs = _runs({"gelu": STRONG, "swiglu": STRONG})
+    dependence, _, _, reliance, routing, _ = spec.findings(
+        runs, _curves(runs), _readings(runs, {"control": 3, "intervention": 3}), PLAN
+    )["findings"]
+    for finding, unit in ((dependence, "mean"), (reliance, "control's perplexity"), (routing, "of training")):
+        tail = finding.evidence.split(unit, 1)[1]
+        interval = re.search(r"95% interval \[([^\]]+)\]", tail).group(1)
+        assert all(bound.strip().endswith("%") for bound in interval.split(",")), (unit, interval)
 
 
 def test_lower_copy_routing_delayed_by_the_intervention_is_reproduced_as_delayed():

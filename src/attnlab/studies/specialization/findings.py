@@ -48,6 +48,11 @@ def _interval(lo: float, hi: float) -> str:
     return f"[{lo:+.4f}, {hi:+.4f}]"
 
 
+def _percent_interval(lo: float, hi: float) -> str:
+    """A ratio's interval in the percent its mean is printed in beside it."""
+    return f"[{lo:+.2%}, {hi:+.2%}]"
+
+
 def _power(factory: Callable[[str, int, float], calibrate.Calibration], n: int, sd: float) -> float | None:
     """The rule's simulated power at the paper's effect (``specialization.calibration``), at this run's ``n`` seeds
     and its seed-to-seed ``sd`` in the calibration's unit; None where the run cannot size it."""
@@ -90,7 +95,7 @@ def dependence_finding(table: pd.DataFrame) -> Finding:
             f"{d:+.3f} ppl ({x:+.2%}, step {step})"
             for d, x, step in zip(table.get("early_dppl_control", []), rel, table.get("early_step", []), strict=True)
         )
-        + f"; mean {stats['mean']:+.1%}, 95% interval {_interval(stats['lo'], stats['hi'])}"
+        + f"; mean {stats['mean']:+.1%}, 95% interval {_percent_interval(stats['lo'], stats['hi'])}"
     )
     null = Null(
         "the untrained model at each control's seed (its upper Q/K carry nothing yet)",
@@ -289,7 +294,7 @@ def reliance_finding(table: pd.DataFrame, precondition: str | None = None) -> Fi
         "control vs intervention, perplexity rise from zeroing upper Q/K: "
         + "; ".join(lines)
         + f"; the final gap relative to the control's perplexity {stats['mean']:+.2%} "
-        f"(95% interval {_interval(stats['lo'], stats['hi'])})"
+        f"(95% interval {_percent_interval(stats['lo'], stats['hi'])})"
     )
     return decide(
         claim,
@@ -318,7 +323,7 @@ def routing_finding(table: pd.DataFrame, matured: pd.DataFrame, steps: int) -> F
             f"intervention at {_step(r.intervention_matured_at)}"
             for r in table.itertuples()
         )
-        + f"; delay {stats['mean']:+.2%} of training (95% interval {_interval(stats['lo'], stats['hi'])}); "
+        + f"; delay {stats['mean']:+.2%} of training (95% interval {_percent_interval(stats['lo'], stats['hi'])}); "
         "the interventions released at "
         + ", ".join(
             f"{r.released_at / steps:.1%}" if pd.notna(r.released_at) else "never" for r in released.itertuples()
