@@ -17,6 +17,13 @@ settings.load_profile(os.environ.get("ATTNLAB_HYPOTHESIS", "ci"))
 # are collected: the suite runs Triton kernels only on CPU tensors, under the interpreter, so it is chosen first.
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
+# The README's test command spreads the tests over the cores (pytest-xdist, one worker per core): a worker that also
+# ran torch on every core would share each core with the other workers' threads, which costs tiny models far more
+# than it gains (a loaded 2-core machine ran a small model 60x slower on two threads than on one). Set before torch
+# is imported, so the worker and the processes it starts read it.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["OMP_NUM_THREADS"] = "1"
+
 
 @pytest.fixture(autouse=True)
 def _threads_kept():

@@ -32,7 +32,7 @@ def test_the_record_holds_the_six_studies_and_stays_small():
     assert size < 2_000_000, size
     assert {p.suffix for p in RECORDS.rglob("*") if p.is_file()} <= {".md", ".json"}
     record = (RECORDS / "RECORD.md").read_text()
-    for fact in ("attnlab demo --out runs/demo", "e47e60a", "2026-11-28", "2-core"):
+    for fact in ("attnlab demo --out runs/demo", "779c14d", "2026-12-06", "2-core"):
         assert fact in record, fact
 
 

@@ -23,7 +23,7 @@ MAIN = (
 DEMO = ".venv/bin/attnlab demo --out runs/demo"
 TESTS = (
     "python3 -m venv .venv && .venv/bin/pip install -e '.[dev]' -c cpu-constraints.txt && .venv/bin/attnlab fetch smollm2 && "
-    ".venv/bin/python -m pytest -q"
+    ".venv/bin/python -m pytest -q -n auto"
 )
 
 
