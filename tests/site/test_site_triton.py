@@ -260,6 +260,24 @@ def test_a_row_holding_nan_beside_plus_inf_keys_is_nan_as_the_row_maps(name):
     torch.testing.assert_close(out[0, 0, :, :4], want, rtol=0, atol=F32, equal_nan=True)
 
 
+@pytest.mark.parametrize("name", KERNEL_MAPS)
+def test_a_row_holding_nan_among_finite_scores_is_nan_as_the_row_maps_with_their_gradients(name):
+    """A row whose largest score is finite but which holds a NaN is NaN throughout, with the torch path's gradients
+    (none to its scores); the rows before it, which never see the NaN key, keep their weights.
+
+    The fused kernels' max and ReLU dropped a NaN score, so such a row was a finite row without its NaN key."""
+    scores = torch.tensor([[1.0, 2.0, 0.5, 0.0], [1.0, 2.0, 0.3, 0.0], [0.2, -1.0, 0.1, 0.4]])
+    q, k = _scored(scores)
+    k[0, 0, 3, -1] = float("nan")  # the last key, which only the last query sees
+    v = torch.randn(k.shape, generator=torch.Generator().manual_seed(5))
+    out, grads = _site(name, "triton", q, k, v)
+    want_out, want_grads = _site(name, "torch", q, k, v)
+    assert out[0, 0, 2].isnan().all() and not out[0, 0, :2].isnan().any()
+    for what, got, want in zip(("out", "dq", "dk", "dv"), (out, *grads), (want_out, *want_grads)):
+        top = float(want.nan_to_num().abs().max().clamp_min(1.0))  # dv: the NaN row reaches every key through 0 * NaN
+        torch.testing.assert_close(got, want, rtol=0, atol=F32 * top, equal_nan=True, msg=lambda m, w=what: f"{w}: {m}")
+
+
 @pytest.mark.parametrize("family, p", [("relu_p", 4.0), ("relu_p", 16.0), ("sigmoid", 1.0)])
 def test_scores_fifty_times_larger_do_not_overflow(family, p):
     # scores up to ~200: r^16 ~ 1e37 would overflow a plain float32 sum of powers

@@ -110,15 +110,18 @@ def _row_max(
     q, K, k_base, rows, qs, slope, lo, hi, n_q, n_k, head_dim, window, scale,
     CAUSAL: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, DOT: tl.constexpr,
 ):  # fmt: skip
-    """max z over each row's allowed keys; 0 for rows past the last query (no keys), so no NaN reaches them."""
+    """max z over each row's allowed keys; NaN for a row holding a NaN score, which makes it a row without a finite
+    maximum, NaN throughout as the row map's; 0 for rows past the last query (no keys), so no NaN reaches them."""
     dims = tl.arange(0, BLOCK_D)
     row_max = tl.full([BLOCK_Q], float("-inf"), tl.float32)
+    nan = tl.zeros([BLOCK_Q], tl.float32)
     for start in range(lo, hi, BLOCK_K):
         cols = start + tl.arange(0, BLOCK_K)
         k = _load(K + k_base, cols, n_k, dims, head_dim, DOT)
         z, allowed = _scores(q, k, rows, cols, qs, slope, n_q, n_k, window, scale, CAUSAL)
         row_max = tl.maximum(row_max, tl.max(tl.where(allowed, z, float("-inf")), 1))
-    return tl.where(rows < n_q, row_max, 0.0)
+        nan = tl.maximum(nan, tl.max(tl.where(allowed & (z != z), 1.0, 0.0), 1))
+    return tl.where(rows < n_q, tl.where(nan > 0, float("nan"), row_max), 0.0)
 
 
 @_jit

@@ -106,7 +106,8 @@ def _online(z, allowed, m, b, SIGMOID: tl.constexpr, P: tl.constexpr, INT_P: tl.
         alpha = tl.where(m_new == m, 1.0, tl.exp(m - m_new))
         w = _shifted_sigmoid(u, allowed, m_new)
     else:
-        r = tl.where(allowed, tl.maximum(z + b, 0.0), 0.0)
+        # NaN kept (the row maps' NaN rule): it reaches the row's sums, so l and the output are NaN, at no extra cost
+        r = tl.where(allowed, tl.maximum(z + b, 0.0, propagate_nan=tl.PropagateNan.ALL), 0.0)
         m_new = tl.maximum(m, tl.max(r, 1))
         # divided, not multiplied by 1/m: a subnormal m would overflow the reciprocal (as in the row map)
         denom = tl.where(m_new > 0, m_new, 1.0)
@@ -120,17 +121,19 @@ def _weights(
     z, allowed, m, l, b, SIGMOID: tl.constexpr, P: tl.constexpr, INT_P: tl.constexpr, NBITS: tl.constexpr
 ):  # fmt: skip
     """Weights y of a tile from the row's final statistics (m, l), and f with dL/dz = f (dL/dy - <dL/dy, y>):
-    p y / r for ReLU^p, y (1 - sigma) for the sigmoid. A dead ReLU row (l = 0) has y = 0."""
-    inv_l = 1.0 / tl.where(l > 0, l, 1.0)
+    p y / r for ReLU^p, y (1 - sigma) for the sigmoid. A dead ReLU row (l = 0) has y = 0; a row holding a NaN score
+    (l = NaN) has y = NaN throughout, as the row map's."""
+    inv_l = 1.0 / tl.where((l > 0) | (l != l), l, 1.0)
     if SIGMOID:
         w = _shifted_sigmoid(z + b, allowed, m)
         y = w * inv_l[:, None]
         f = y * (1.0 - tl.exp(m)[:, None] * w)
     else:
-        r = tl.where(allowed, tl.maximum(z + b, 0.0), 0.0)
+        r = tl.where(allowed, tl.maximum(z + b, 0.0, propagate_nan=tl.PropagateNan.ALL), 0.0)
         y = _pow(r / tl.where(m > 0, m, 1.0)[:, None], P, INT_P, NBITS) * inv_l[:, None]
         f = tl.where(r > 0, P * y / tl.where(r > 0, r, 1.0), 0.0)
-    return y, f
+    # a row holding a NaN score passes no gradient to its scores, as the row maps' backward
+    return y, tl.where((l != l)[:, None], 0.0, f)
 
 
 @_jit
@@ -329,8 +332,10 @@ def _dq_sweeps(
             SIGMOID, P, INT_P, NBITS, CAUSAL, WINDOWED, HAS_SLOPES, HAS_QSCALE, MMA, PRECISION, LIMIT,
         )  # fmt: skip
         delta += tl.sum(y * dp, 1)
+    # f = 0 in a row holding a NaN score (l = NaN) and, with LIMIT, in a +inf row; D = 0 there keeps f (dP - D) at 0
+    # where a NaN score made its y NaN
+    delta = tl.where(l != l, 0.0, delta)
     if LIMIT:
-        # f = 0 in a +inf row; D = 0 there keeps f (dP - D) at 0 where a NaN score made its y NaN
         delta = tl.where(m == float("inf"), 0.0, delta)
     dq = tl.zeros([BLOCK_Q, BLOCK_D], tl.float32)
     for start_k in range(lo, hi, BLOCK_K):
