@@ -118,6 +118,31 @@ def test_a_conversion_that_lands_second_serves_the_first_ones_folder(written, ca
     assert [p.name for p in out.parent.iterdir()] == [out.name]
 
 
+@pytest.mark.parametrize("kind", ["folder", "link"])
+def test_a_cache_entry_attnlab_did_not_write_is_refused_and_left_as_it_is(written, cache, tmp_path, kind):
+    """A folder (or a link) at the conversion's cache path without attnlab's stamp is not attnlab's: the load stops
+    in one line naming it, and it, what it holds, what a link names and a file beside it stay as they were."""
+    path = written[0]
+    converted_dir = cache / "converted"
+    converted_dir.mkdir(parents=True)
+    beside = converted_dir / "notes.txt"
+    beside.write_text("the user's")
+    target = converted_dir / convert.fetch.sha256(path)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "weights.txt").write_text("the user's")
+    if kind == "folder":
+        target.mkdir()
+        (target / "weights.txt").write_text("the user's")
+    else:
+        target.symlink_to(mine, target_is_directory=True)
+    with pytest.raises(LoadError, match=f"{target} is in attnlab's cache but holds no {convert.SOURCE}"):
+        resolve_checkpoint(path)
+    assert beside.read_text() == "the user's" and (target / "weights.txt").read_text() == "the user's"
+    assert (mine / "weights.txt").read_text() == "the user's" and target.is_symlink() == (kind == "link")
+    assert sorted(p.name for p in converted_dir.iterdir()) == sorted(["notes.txt", target.name])
+
+
 def test_bfloat16_dtype(written, cache):
     loaded, _ = load_model(written[0], dtype="bfloat16", tokenizer=False)
     assert loaded.dtype == torch.bfloat16

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import json
 import os
 import shutil
 import struct
@@ -92,6 +91,12 @@ def converted(path: str | os.PathLike, *, log=None) -> Path:
             raise
         io.write_json(out / SOURCE, _source(path, digest))
         return out
+    if out.exists() or out.is_symlink():
+        # every folder attnlab converts into lands whole, SOURCE in it (the stage is renamed): this one it did not write
+        raise LoadError(
+            f"{out} is in attnlab's cache but holds no {SOURCE}, so attnlab did not write it and leaves it as it is; "
+            f"move it away to convert {path.name} there"
+        )
     _check(path)
     if log is not None:
         log(f"converting {path.name} to a float32 checkpoint in {out} (once per file)")
@@ -100,9 +105,7 @@ def converted(path: str | os.PathLike, *, log=None) -> Path:
     stage = io.temp_dir(out.parent, STAGE)
     try:
         _convert(path, stage)
-        (stage / SOURCE).write_text(json.dumps(_source(path, digest), indent=1))
-        if not (out / SOURCE).is_file():
-            shutil.rmtree(out, ignore_errors=True)
+        io.write_json(stage / SOURCE, _source(path, digest))
         try:
             os.replace(stage, out)
         except OSError:
