@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-import signal
 import types
 import typing
 from collections.abc import Mapping
@@ -33,13 +32,13 @@ from pathlib import Path
 import pytest
 
 from attnlab import plugins
-from attnlab.cli import build_parser, main
+from attnlab.cli import build_parser
 from attnlab.model.config import ModelConfig
 from attnlab.options import MAX_YAML_BYTES
 from attnlab.tasks import TASKS
 from attnlab.train.config import SECTIONS
+from hostile_run import run_within
 
-SECONDS = 60  # a case still running after this is a run that never ends without a word
 DEEP = 100_000
 OUT = "{w}/out"
 TASK = "mqmtar"  # the task --param sets: lengthgen's default, with parameters of every kind (int, float, optional)
@@ -323,14 +322,6 @@ def world(tmp_path_factory):
     return root
 
 
-class _Hang(BaseException):
-    pass
-
-
-def _alarm(*_):
-    raise _Hang
-
-
 def _files(world: Path) -> dict[Path, bytes]:
     """The world's files but the output folder's."""
     return {p: p.read_bytes() for p in world.rglob("*") if p.is_file() and "out" not in p.relative_to(world).parts}
@@ -377,17 +368,7 @@ def test_a_hostile_config_is_one_line_or_a_finished_run(
     monkeypatch.setattr(plugins, "load", lambda: [])  # loaded once by the world: the entry points are read once
     argv = _argv(command, reader, content, suffix, world)
     before = _files(world)
-    previous = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(SECONDS)
-    try:
-        code = main(argv)
-    except SystemExit as exc:  # argparse's own errors
-        code = exc.code
-    except _Hang:
-        pytest.fail(f"{command} {reader} {label} still ran after {SECONDS} s")
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
+    code = run_within(argv, f"{command} {reader} {label}")
     err = capsys.readouterr().err
     assert code not in (0, None) or label.startswith(TAKEN), f"{label} was taken"
     if code not in (0, None):

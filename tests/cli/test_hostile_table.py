@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import io
 import shutil
-import signal
 
 import numpy as np
 import pytest
@@ -19,13 +18,13 @@ from attnlab import rowmaps
 from attnlab.cli import build_parser, main
 from attnlab.rowmaps.registry import BIAS_RANGE
 from checkpoints import save_checkpoint
+from hostile_run import run_within
 
 INTS = ("", "abc", "nan", "-1", "0", "99999999999999999999999", "1e23")
 FLOATS = ("", "abc", "nan", "inf", "-1e300", "1e300", "0")
 TEXTS = ("", "/nonexistent/x", "{w}/user.txt")
 OUTS = ("{w}/user.txt", "{w}/mine", "")
 CHOICES = ("", "bogus")
-SECONDS = 60  # a case still running after this is a run that never ends without a word
 MODEL, OUT = "{w}/model", "{w}/out"
 # A valid command line per command, small enough that a hostile value which is still legal finishes in seconds.
 BASE = {
@@ -241,14 +240,6 @@ def world(tmp_path_factory):
     return root
 
 
-class _Hang(BaseException):
-    pass
-
-
-def _alarm(*_):
-    raise _Hang
-
-
 def _files(root):
     return {
         p.relative_to(root).as_posix(): p.read_bytes()
@@ -302,17 +293,7 @@ def _one_line_or_finished(world, words, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # every case names its folders: nothing may land where the user stands
     argv = [a.replace("{w}", str(world)) for a in words]
     before = _files(world)
-    previous = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(SECONDS)
-    try:
-        code = main(argv)
-    except SystemExit as exc:  # argparse's own errors
-        code = exc.code
-    except _Hang:
-        pytest.fail(f"{' '.join(argv)} still ran after {SECONDS} s")
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
+    code = run_within(argv)
     err = capsys.readouterr().err
     if code not in (0, None):
         lines = err.strip().splitlines()

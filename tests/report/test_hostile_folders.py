@@ -10,7 +10,6 @@ import contextlib
 import io
 import json
 import shutil
-import signal
 from pathlib import Path
 
 import pandas as pd
@@ -20,8 +19,8 @@ from attnlab import io as attnlab_io
 from attnlab.cli import main
 from checkpoints import save_checkpoint
 from hostile_json import get_key, set_key
+from hostile_run import run_within
 
-SECONDS = 60  # a case still running after this is a run that never ends without a word
 BOMB = b"[" * 100_000 + b"]" * 100_000  # deeper than any JSON parser recurses
 # The files of each folder the table edits, one of each kind the report or the replay reads; with UNREAD, every JSON,
 # CSV and Parquet file the smallest real runs write at the top of their folders (held to that by
@@ -159,28 +158,6 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-class _Hang(BaseException):
-    pass
-
-
-def _alarm(*_):
-    raise _Hang
-
-
-def _run(argv: list[str]) -> int:
-    previous = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(SECONDS)
-    try:
-        return main(argv)
-    except SystemExit as exc:  # argparse's own errors
-        return exc.code
-    except _Hang:
-        pytest.fail(f"{' '.join(argv)} still ran after {SECONDS} s")
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def _edited(path: Path, folder: str, label: str) -> None:
     edit = _edits(folder, path.name)[label]
     if isinstance(edit, bytes):
@@ -213,9 +190,9 @@ def test_a_hostile_file_is_one_line_or_a_page_and_the_folder_is_left_as_it_was(
     before = _snapshot(given)
     try:
         if folder == "run":
-            code = _run(["release-replay", str(given)])
+            code = run_within(["release-replay", str(given)])
         else:
-            code = _run(["report", str(given), "--out", str(tmp_path / "out")])
+            code = run_within(["report", str(given), "--out", str(tmp_path / "out")])
         after = _snapshot(given)
     finally:
         _read_only(given, False)
@@ -248,7 +225,7 @@ def test_the_report_writes_only_under_out_never_into_its_input_nor_through_a_lin
     (results / "prevalence_by_model.csv").write_text("mine\n")
     (given / "compare_audit").symlink_to(results)
     before, theirs = _snapshot(given), _snapshot(results)
-    assert _run(["report", str(given), "--out", str(tmp_path / "out")]) == 0
+    assert run_within(["report", str(given), "--out", str(tmp_path / "out")]) == 0
     assert (
         _snapshot(given) == before
         and _snapshot(results) == theirs
@@ -269,7 +246,7 @@ def test_the_report_writes_only_under_out_never_into_its_input_nor_through_a_lin
         (tmp_path / "page.html", "give a folder"),
     ):
         capsys.readouterr()
-        assert _run(["report", str(given), "--out", str(out)]) == 1
+        assert run_within(["report", str(given), "--out", str(out)]) == 1
         assert words in capsys.readouterr().err, out
     assert _snapshot(given) == before and not (tmp_path / "elsewhere").exists()
     assert _snapshot(tmp_path / "mine") == {"notes.txt": b"mine"}
@@ -282,7 +259,7 @@ def test_an_edited_table_is_recomputed_and_the_page_says_what_it_recomputed(worl
     true = table.loc[0, "unsafe %"]
     table.loc[0, "unsafe %"] = 12.345
     table.to_csv(given / "audit.csv", index=False)
-    assert _run(["report", str(given), "--out", str(tmp_path / "out")]) == 0
+    assert run_within(["report", str(given), "--out", str(tmp_path / "out")]) == 0
     page = (tmp_path / "out" / "index.html").read_text()
     shown = pd.read_csv(tmp_path / "out" / "folders" / "audit" / "audit.csv")
     assert shown.loc[0, "unsafe %"] == pytest.approx(true) and "12.35" not in page
