@@ -3,7 +3,11 @@
 - ``<!-- attnlab:cli -->`` becomes the command-line reference rendered from ``attnlab.cli.build_parser()``;
 - ``<!-- attnlab:verdicts STUDY -->`` becomes the table of STUDY's findings read from the recorded demo run's
   ``docs/records/demo/STUDY/section.json``;
-- ``<!-- attnlab:summary -->`` becomes the count of each verdict label per study of that run.
+- ``<!-- attnlab:summary -->`` becomes the count of each verdict label per study of that run;
+- ``<!-- attnlab:card NAME -->`` becomes the recorded card NAME's three answers, its head-type map and a link to its
+  page; every recorded card (``docs/records/cards/NAME/card.json``) is rendered at build time into
+  ``cards/NAME/`` (the page ``attnlab card`` writes, from card.json, nothing recomputed) and all of them into
+  ``cards/compare/`` (the page ``attnlab compare`` writes), so the gallery always shows the current page.
 
 A marker naming a study with no record raises, so the strict build fails instead of showing a stale table.
 """
@@ -12,15 +16,19 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 from pathlib import Path
 
 RECORDS = Path(__file__).resolve().parent / "records" / "demo"
+CARDS = Path(__file__).resolve().parent / "records" / "cards"
+GALLERY = "cards"
 # The labels in the order the report counts them: findings first, software checks after.
 LABELS = ("reproduced", "not reproduced", "underpowered", "not checked", "check passed", "check failed")
 
 _CLI = "<!-- attnlab:cli -->"
 _VERDICTS = re.compile(r"<!-- attnlab:verdicts ([\w-]+) -->")
 _SUMMARY = "<!-- attnlab:summary -->"
+_CARD = re.compile(r"<!-- attnlab:card ([\w.-]+) -->")
 
 
 def section(study: str) -> dict:
@@ -94,4 +102,66 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
         markdown = markdown.replace(_CLI, cli_reference())
     if _SUMMARY in markdown:
         markdown = markdown.replace(_SUMMARY, summary_table())
+    markdown = _CARD.sub(lambda m: card_block(m.group(1), page), markdown)
     return _VERDICTS.sub(lambda m: verdict_table(m.group(1)), markdown)
+
+
+def recorded_cards() -> list[Path]:
+    """The recorded card folders, by name."""
+    return sorted(p.parent for p in CARDS.glob("*/card.json"))
+
+
+def render_gallery(out: Path) -> list[Path]:
+    """Each recorded card's page, tables and figures into ``out``/NAME/ and their comparison into ``out``/compare/;
+    returns every file written."""
+    from attnlab.cards.compare import read_card, write_compare_page
+    from attnlab.cards.page import write_card_page
+
+    folders = recorded_cards()
+    for folder in folders:
+        write_card_page(read_card(folder), out / folder.name, out / folder.name / "index.html")
+    links = [f"../{folder.name}/index.html" for folder in folders]
+    (out / "compare").mkdir(parents=True, exist_ok=True)
+    write_compare_page(folders, out / "compare", out / "compare" / "index.html", links=links)
+    return sorted(p for p in out.rglob("*") if p.is_file())
+
+
+def on_files(files, config):
+    """Add the rendered gallery to the site's files, so pages may link to it and the strict build checks those
+    links."""
+    from mkdocs.structure.files import File
+
+    global _RENDERED
+    _RENDERED = tempfile.TemporaryDirectory(prefix="attnlab-gallery-")
+    out = Path(_RENDERED.name)
+    for path in render_gallery(out):
+        if path.suffix == ".md":  # the tables' Markdown copies would become pages; the CSVs are what pages link
+            continue
+        uri = f"{GALLERY}/{path.relative_to(out).as_posix()}"
+        files.append(File.generated(config, uri, abs_src_path=str(path)))
+    return files
+
+
+_RENDERED: tempfile.TemporaryDirectory | None = None  # the gallery's files live until the build ends
+
+
+def card_block(name: str, page) -> str:
+    """The recorded card ``name``'s three answers with their labels, its head-type map and links to its page."""
+    from attnlab.cards import answers
+    from attnlab.cards.compare import read_card
+
+    folder = CARDS / name
+    if not (folder / "card.json").is_file():
+        raise FileNotFoundError(f"no recorded card {name!r}: {folder / 'card.json'}")
+    card = read_card(folder)
+    up = "../" * page.file.src_uri.count("/")
+    base = f"{up}{GALLERY}/{name}"
+    lines = [f"- **{a.question}** {a.sentence} *({a.label})*" for a in answers(card)]
+    lines += [
+        "",
+        f"[![{card.model}: layer x head map of head types]({base}/head_types.png){{ width=\"520\" }}]({base}/index.html)",
+        "",
+        f"[The whole card of {card.model}]({base}/index.html) (the map links there too).",
+        "",
+    ]
+    return "\n".join(lines)

@@ -2,7 +2,7 @@
 
 The in-memory API on a model and tokenizer already loaded, each returning a pandas DataFrame (``attnlab.api``):
 ``attnlab.audit``, ``attnlab.substitute``, ``attnlab.heads``, ``attnlab.sinks`` and ``attnlab.row_stats``, and
-``attnlab.card``, one checkpoint's card built from them as a dict (``attnlab.cards``). They are imported on first
+``attnlab.card``, one checkpoint's card built from them (a ``Card``, ``attnlab.cards``). They are imported on first
 use, so that ``import attnlab`` stays light. ``attnlab.Error`` is the base of every error that names what the caller
 gave wrong.
 """

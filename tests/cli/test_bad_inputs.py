@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +13,8 @@ import pytest
 from attnlab import io
 from attnlab.cli import main
 from checkpoints import save_checkpoint
+
+RECORDED_CARDS = Path(__file__).resolve().parents[2] / "docs" / "records" / "cards"
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +31,7 @@ def world(tmp_path_factory):
         "train: {steps: 2, batch: 4, warmup: 1, tensorboard: false}\n"
     )
     (root / "mine").mkdir()
+    shutil.copytree(RECORDED_CARDS / "smollm2", root / "card")  # a real card, for the comparison
     (root / "mine" / "audit.csv").write_text("a user's table\n")
     (root / "mine" / "rows.parquet").write_text("a user's file\n")
     assert main(["study", "rowmaps", "--out", str(root / "study"), "--no-progress"]) == 0
@@ -99,6 +104,8 @@ CASES = {
     "study bad model": (["study", "concentration", "--model", "{w}/nothing", "--out", "{w}/c"], "neither a path"),
     "report damaged study": (["report", "{w}/study", "--out", "{w}/r"], "row.json is not valid JSON"),
     "report no study": (["report", "{w}/mine", "--out", "{w}/r"], "holds no study folder"),
+    "compare one card": (["compare", "{w}/card", "--out", "{w}/c"], "two or more card folders"),
+    "compare a folder without a card": (["compare", "{w}/card", "{w}/mine", "--out", "{w}/c"], "card.json"),
     "unknown command": (["poems"], "invalid choice"),
     "maps takes no argument": (["maps", "--all"], "unrecognized arguments: --all"),
     "papers takes no argument": (["papers", "Smith 2020"], "unrecognized arguments: Smith 2020"),

@@ -146,7 +146,7 @@ def test_a_refused_config_value_ends_in_one_line(capsys):
 
 
 # The commands that compute nothing with tensors: listings, downloads, tokenizing, re-rendering, arithmetic on logs.
-NO_TENSORS = {"maps", "papers", "tasks", "fetch", "report", "prepare", "release-replay", "verdicts"}
+NO_TENSORS = {"maps", "papers", "tasks", "fetch", "report", "prepare", "release-replay", "verdicts", "compare"}
 
 
 def test_every_command_that_computes_takes_device_and_dtype(capsys):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import io
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +20,8 @@ from attnlab.cli import build_parser, main
 from attnlab.rowmaps.registry import BIAS_RANGE
 from checkpoints import save_checkpoint
 from hostile_run import run_within
+
+RECORDED_CARDS = Path(__file__).resolve().parents[2] / "docs" / "records" / "cards"
 
 INTS = ("", "abc", "nan", "-1", "0", "99999999999999999999999", "1e23")
 FLOATS = ("", "abc", "nan", "inf", "-1e300", "1e300", "0")
@@ -45,6 +48,7 @@ BASE = {
     "card": ["card", MODEL, "--out", OUT],
     "study": ["study", "rowmaps", "--out", OUT],
     "report": ["report", "{w}/study", "--out", OUT],
+    "compare": ["compare", "{w}/cards/smollm2", "{w}/cards/gemma3", "--out", OUT],
     "demo": ["demo", "--studies", "rowmaps", "--out", OUT],
     "prepare": ["prepare", "--out", OUT],
     "train": ["train", "{w}/tiny.yaml", "--out", OUT],
@@ -217,8 +221,8 @@ LATER = _later_rule_cases()
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    """What a user has around: a tiny checkpoint, score files, a config, a finished study and run, and files of
-    their own (user.txt, mine/notes.txt) that no case may change."""
+    """What a user has around: a tiny checkpoint, score files, a config, a finished study and run, two cards, and
+    files of their own (user.txt, mine/notes.txt) that no case may change."""
     root = tmp_path_factory.mktemp("world")
     save_checkpoint(root / "model")
     np.save(root / "scores.npy", np.random.default_rng(0).normal(size=(4, 6)).astype(np.float32))
@@ -234,6 +238,7 @@ def world(tmp_path_factory):
     (root / "mine").mkdir()
     (root / "mine" / "notes.txt").write_text("mine")
     (root / "user.txt").write_text("a user's file")
+    shutil.copytree(RECORDED_CARDS, root / "cards")  # two real cards, for the comparison
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         assert main(["study", "rowmaps", "--out", str(root / "study"), "--no-progress"]) == 0
         assert main(["train", str(root / "tiny.yaml"), "--out", str(root / "run"), "--no-progress"]) == 0

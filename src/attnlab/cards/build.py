@@ -1,9 +1,9 @@
 """One card per checkpoint: the substitution screen, the best zero-shot recipe and the map of head types, in memory.
 
 ``build`` runs the in-memory API (``attnlab.audit``, ``attnlab.substitute``, ``attnlab.heads``, ``attnlab.sinks``)
-under one budget and one b_auto and returns the typed ``Card`` (``cards.types``); ``attnlab.card(model, tokenizer)``
-returns it as plain JSON-ready data (``Card.to_dict``); ``attnlab card MODEL`` writes that as card.json and one HTML
-page. Every panel carries the command that reproduces it on its own.
+under one budget and one b_auto and returns the typed ``Card`` (``cards.types``), as ``attnlab.card(model,
+tokenizer)`` gives it; ``Card.save`` and ``attnlab card MODEL`` write it as card.json, card.md and one HTML page.
+Every panel carries the command that reproduces it on its own.
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def build(
     target: int | None = None,
 ) -> Card:
     """The typed card under plan ``cfg``, from the in-memory API's audit, substitute, heads and sinks (``attnlab.card``
-    gives it as a dict, ``Card.to_dict``). ``target``: the context length of the multiplier (None: twice the window).
+    checks its arguments and gives it). ``target``: the context length of the multiplier (None: twice the window).
     """
     planned, cfg = cfg.lengths, within_window(cfg, context_length(model))
     trained = panels.loss_check(model, tokenizer)
@@ -233,12 +233,12 @@ def card(
     progress: bool = False,
     name: str = "MODEL",
     target_length: int | None = None,
-) -> dict:
-    """One checkpoint's attention on one page, as data: the substitution screen, the best zero-shot recipe, the
-    head map and its ablation, the unsafe share and entropy against length, and the temperature exponent
-    (Polynomial Concentration §5.2-5.5, App. C, H; Attention Sinks Essential §4 for the first-token mass; Hayase &
-    Karakida 2026 §4.5, App. A.2), from ``audit``, ``substitute``, ``heads`` and ``sinks`` and the ablate, lengths and
-    temperature commands' pieces under one budget and one b_auto; as ``attnlab card``.
+) -> Card:
+    """One checkpoint's attention on one page, as a typed ``cards.types.Card``: the substitution screen, the best
+    zero-shot recipe, the head map and its ablation, the unsafe share and entropy against length, and the
+    temperature exponent (Polynomial Concentration §5.2-5.5, App. C, H; Attention Sinks Essential §4 for the
+    first-token mass; Hayase & Karakida 2026 §4.5, App. A.2), from ``audit``, ``substitute``, ``heads`` and ``sinks``
+    and the ablate, lengths and temperature commands' pieces under one budget and one b_auto; as ``attnlab card``.
 
     Args:
         model, tokenizer: a transformers causal LM on any device and its tokenizer.
@@ -249,20 +249,18 @@ def card(
             (Hayase & Karakida 2026 App. A.2); None: twice the model's window.
 
     Returns:
-        A JSON-ready dict, card.json's content: "schema" (card.json's version, ``cards.types.SCHEMA``), model,
-        budget (the plan), b_auto, "substitution" (unsafe % of active rows per suite, b and p with its 95% interval
-        over prompts; the screen's call per ReLU recipe; the recipes' NIAH accuracy with exact intervals and the
-        best one against softmax), "heads" (per (layer, head): type, first-token mass, median S_2), "ablation" (the
-        K sweep of top-, bottom- and random-K heads by S_2, with its finding), "length" (unsafe % and median entropy
-        per prompt length inside the window, with its trend finding), "temperature" (xi_hat_Lambda inside and,
-        where the budget reaches it, past the window, each with its finding; the multiplier m(target_length;
-        xi_hat)) and "commands" (one per panel). A finding is ``findings.Finding`` as a dict: claim, verdict,
-        evidence, rule, null, mde, reason. ``cards.build.build`` gives the same card typed, a ``cards.types.Card``
-        (panels as dataclasses, findings as ``Finding``); this dict is its ``to_dict()``, and ``Card.from_dict``
-        reads it back.
+        A ``cards.types.Card``: "substitution" (unsafe % of active rows per suite, b and p with its 95% interval over
+        prompts; the screen's call per ReLU recipe; the recipes' NIAH accuracy with exact intervals and the best one
+        against softmax), "heads" (per (layer, head): type, first-token mass, median S_2), "ablation" (the K sweep of
+        top-, bottom- and random-K heads by S_2, with its finding), "length" (unsafe % and median entropy per prompt
+        length inside the window, with its trend finding), "temperature" (xi_hat_Lambda inside and, where the budget
+        reaches it, past the window, each with its finding; the multiplier m(target_length; xi_hat)) and "commands"
+        (one per panel); ``answers`` (``cards.answers``) gives its three answers. ``Card.save(folder)`` writes the
+        page, card.json and card.md; ``Card.to_dict()`` is card.json's content ("schema" first, findings as dicts),
+        and ``Card.from_dict`` reads it back.
     """
     cfg = checked_plan(model, tokenizer, budget=budget, seed=seed, name=name, target_length=target_length)
-    return build(model, tokenizer, cfg, seed=seed, progress=progress, name=name, target=target_length).to_dict()
+    return build(model, tokenizer, cfg, seed=seed, progress=progress, name=name, target=target_length)
 
 
 def checked_plan(model, tokenizer, *, budget: str, seed: int, name: str, target_length: int | None = None) -> CardPlan:

@@ -1,10 +1,12 @@
 """Several checkpoints' cards side by side: one row per model, as Polynomial Concentration Table 1 lays them out.
 
 ``compare(cards)`` reads the numbers from each typed card (``cards.types.Card``; a folder's card.json read by
-``Card.from_dict``) and ``write_compare_page`` writes them as compare.csv/.md and one page; both take Cards, card
-dicts (``attnlab.card``'s, card.json's content) or the folders ``attnlab card`` wrote, so the page can be rebuilt
-from existing folders. Rendering only: nothing here runs a model. The length, temperature and ablation panels are
-absent from cards written before those panels existed, and any value may be null: both read as '-'.
+``Card.from_dict``) and ``write_compare_page`` writes them as compare.csv/.md (every value, unrounded), a few narrow
+tables (intervals as ``value [lo, hi]`` in one cell, so the page fits a 1400 px screen), Table 1's published lines
+beside the cards' (``TABLE_1``), one cross-model figure and one page; both take Cards, card dicts (``attnlab.card``'s,
+card.json's content) or the folders ``attnlab card`` wrote, so ``attnlab compare`` rebuilds the page from existing
+folders. Rendering only: nothing here runs a model. The length, temperature and ablation panels are absent from
+cards written before those panels existed, and any value may be null: both read as '-'.
 """
 
 from __future__ import annotations
@@ -27,14 +29,42 @@ from attnlab.io import write_table, write_text
 from attnlab.papers import cite
 from attnlab.readback import ReadBackError, check, read_object
 from attnlab.report.html import render
-from attnlab.report.sections import Section, Table
+from attnlab.report.plot_concentration import plot_unsafe_beside_published
+from attnlab.report.sections import Figure, Section, Table
+from attnlab.studies.concentration.rules import PUBLISHED_DEGREES, TABLE_1, Published
 
 NONE_AHEAD = "none ahead"  # the best-recipe cell of a card whose recipes no test tells apart
 MISSING = "-"
 NEEDED = ("model", "model_type", "layers", "heads_per_layer", "b_auto", "substitution", "heads")
-TABLES = ("compare", "compare_unsafe", "compare_panels")  # written as .csv and .md beside the page
+SINK_MASS = "first-token mass of sink heads"
+# written as .csv and .md beside the page: compare holds every value; the others are the page's narrow tables
+TABLES = (
+    "compare",
+    "compare_models",
+    "compare_table1",
+    "compare_unsafe",
+    "compare_recipes",
+    "compare_heads",
+    "compare_length",
+    "compare_ablation",
+)
+FIGURE = "compare_unsafe_p2"  # .png and .svg beside the page
 # A card folder named like one of the comparison's own files would collide with it.
-RESERVED = frozenset({"index.html", "config.json", *(f"{t}.{e}" for t in TABLES for e in ("csv", "md"))})
+RESERVED = frozenset(
+    {
+        "index.html",
+        "config.json",
+        *(f"{t}.{e}" for t in TABLES for e in ("csv", "md")),
+        f"{FIGURE}.png",
+        f"{FIGURE}.svg",
+    }
+)
+# A model's name (a path, a Hub id) and a card's link may be one word wider than the page: the tables' first column
+# and the links may break such a word anywhere (the other columns keep their words whole), a paragraph where it must.
+WRAP = (
+    "td.text:first-child, td.text a { overflow-wrap: anywhere; } td.text:first-child { min-width: 10em; } "
+    "p, figcaption { overflow-wrap: break-word; }"
+)
 
 
 class CompareError(Error, ValueError):
@@ -128,10 +158,14 @@ def _attr(obj, name: str):
     return None if obj is None else getattr(obj, name)
 
 
+def _key(suite: str, b, p) -> str:
+    return f"{suite}, b = {b}, p = {p:g}"
+
+
 def _unsafe(card: Card) -> dict:
-    """``{suite} b={b} p={p}`` -> (unsafe %, lo, hi), in the card's order."""
+    """``{suite}, b = {b}, p = {p}`` -> (unsafe %, lo, hi), in the card's order."""
     return {
-        f"{u['suite']} b={u['b']} p={u['p']:g}": (u.get("unsafe %"), u.get("unsafe lo"), u.get("unsafe hi"))
+        _key(u["suite"], u["b"], u["p"]): (u.get("unsafe %"), u.get("unsafe lo"), u.get("unsafe hi"))
         for u in card.substitution.unsafe
     }
 
@@ -148,68 +182,87 @@ def _row(card: Card) -> dict:
         "model": card.model,
         "model_type": card.model_type,
         "layers x heads": f"{card.layers} x {card.heads_per_layer}",
+        "budget": _budget(card),
+        "seed": card.seed,
         "b_auto": card.b_auto,
     }
     for key, (pct, lo, hi) in _unsafe(card).items():
-        row |= {f"{key} unsafe %": pct, f"{key} lo": lo, f"{key} hi": hi}
+        row |= {f"{key}: unsafe %": pct, f"{key}: unsafe 95% lo": lo, f"{key}: unsafe 95% hi": hi}
     row |= {
         # only a recipe ahead of every other is the best (its reading says why not); a schema-1 card, with no
         # reading, named the highest one
         "best recipe": _attr(best, "recipe") if _attr(best, "reading") is None or best.ahead else NONE_AHEAD,
         "recipe reading": _attr(best, "reading"),
-        "best %": _attr(best, "accuracy"),
-        "best lo": _attr(best, "lo"),
-        "best hi": _attr(best, "hi"),
-        "softmax %": _attr(best, "softmax"),
-        "softmax lo": _attr(best, "softmax_lo"),
-        "softmax hi": _attr(best, "softmax_hi"),
+        "highest recipe NIAH %": _attr(best, "accuracy"),
+        "highest recipe NIAH 95% lo": _attr(best, "lo"),
+        "highest recipe NIAH 95% hi": _attr(best, "hi"),
+        "softmax NIAH %": _attr(best, "softmax"),
+        "softmax NIAH 95% lo": _attr(best, "softmax_lo"),
+        "softmax NIAH 95% hi": _attr(best, "softmax_hi"),
         **{f"{t} heads": int((heads["head_type"] == t).sum()) for t in TYPES},
-        "sink mass": float(sinks.mean()) if len(sinks) else None,
+        SINK_MASS: float(sinks.mean()) if len(sinks) else None,
     }
-    for end, at in (("short", 0), ("long", -1)):
+    for end, at in (("shortest", 0), ("longest", -1)):
         line = lengths[at] if lengths else {}
-        row |= {f"length L {end}": line.get("L"), f"length unsafe % {end}": line.get("unsafe %")}
+        row |= {f"{end} L": line.get("L"), f"unsafe % at the {end} L": line.get("unsafe %")}
     row["length verdict"] = _attr(_attr(card.length, "finding"), "verdict")
     for part in ("inside", "past"):
         fit = _attr(heat, part)
         row |= {
-            f"xi {part}": _attr(fit, "xi_hat"),
-            f"xi {part} lo": _attr(fit, "lo"),
-            f"xi {part} hi": _attr(fit, "hi"),
+            f"xi_hat_Lambda {part} the window": _attr(fit, "xi_hat"),
+            f"xi_hat_Lambda {part} the window 95% lo": _attr(fit, "lo"),
+            f"xi_hat_Lambda {part} the window 95% hi": _attr(fit, "hi"),
         }
-    row |= {"m target": _attr(m, "target"), "m": _attr(m, "m"), "m lo": _attr(m, "m_lo"), "m hi": _attr(m, "m_hi")}
+    row |= {
+        "multiplier target n": _attr(m, "target"),
+        "multiplier m": _attr(m, "m"),
+        "multiplier m at xi_hat's 95% lo": _attr(m, "m_lo"),
+        "multiplier m at xi_hat's 95% hi": _attr(m, "m_hi"),
+    }
     last = ablation[-1] if ablation else {}
-    row |= {"ablation K": last.get("k"), "top-K pp": last.get("top pp"), "decisive": last.get("decisive")}
+    row |= {
+        "largest ablation K": last.get("k"),
+        "top-K delta pp": last.get("top pp"),
+        "top-K decisive": last.get("decisive"),
+        "ablation verdict": _attr(_attr(card.ablation, "finding"), "verdict"),
+    }
     return row
 
 
 def compare(cards: Sequence[Card | dict | str | os.PathLike]) -> pd.DataFrame:
     """One row per card (a Card, a card dict, or a folder ``attnlab card`` wrote): model, model_type, layers x heads,
-    b_auto; the unsafe % of active rows with its 95% interval per audited suite, b (0, auto) and p; the best
-    zero-shot recipe (named only when ahead of every other, else "none ahead") and the card's reading of the
+    budget, seed, b_auto; the unsafe % of active rows with its 95% interval per audited suite, b (0, auto) and p; the
+    best zero-shot recipe (named only when ahead of every other, else "none ahead") and the card's reading of the
     recipes, the highest recipe's NIAH accuracy and softmax's with their exact 95% intervals; heads per type (each head
     once, by its head_type) and the mean first-token mass of the sink-typed ones; the unsafe % at the shortest
     and longest prompt length with the length finding's verdict; xi_hat_Lambda [lo, hi] inside and past the
-    window and the multiplier m at its target length; the largest K's top-K change (pp) and decisive flag.
-    Values as the cards hold them, unrounded; '-' where a card lacks one (an older card, a panel not read)."""
+    window and the multiplier m at its target length; the largest K's top-K change (pp), decisive flag and the
+    ablation finding's verdict. Values as the cards hold them, unrounded, under column names a reader can take as
+    they are (compare.csv is this table); '-' where a card lacks one (an older card, a panel not read)."""
     rows = [_row(card) for card in _cards(cards)]
     columns = list(dict.fromkeys(k for row in rows for k in row))  # a suite one card lacks still gets its column
     return pd.DataFrame([{k: _value(row.get(k)) for k in columns} for row in rows], columns=columns)
 
 
 def _missing(value) -> bool:
-    return isinstance(value, str) and value == MISSING
+    return (
+        value is None or (isinstance(value, str) and value == MISSING) or (isinstance(value, float) and value != value)
+    )
 
 
 def _number(value, digits: int) -> str:
     return MISSING if _missing(value) else f"{value:.{digits}f}"
 
 
-def _ci(row: pd.Series, stem: str, lo: str, hi: str, digits: int = 1) -> str:
-    """``value [lo, hi]``, or '-' where the value is missing."""
-    if _missing(row[stem]):
+def _ci(value, lo, hi, digits: int = 1) -> str:
+    """``value [lo, hi]`` in one cell, or '-' where the value is missing."""
+    if _missing(value):
         return MISSING
-    return f"{row[stem]:.{digits}f} [{_number(row[lo], digits)}, {_number(row[hi], digits)}]"
+    return f"{value:.{digits}f} [{_number(lo, digits)}, {_number(hi, digits)}]"
+
+
+def _row_ci(row: pd.Series, stem: str, lo: str, hi: str, digits: int = 1) -> str:
+    return _ci(row[stem], row[lo], row[hi], digits)
 
 
 def _at(text: str, label: str, where) -> str:
@@ -217,41 +270,160 @@ def _at(text: str, label: str, where) -> str:
     return text if _missing(text) or _missing(where) else f"{text} ({label} = {where})"
 
 
-def _unsafe_table(table: pd.DataFrame, links: list[str | None]) -> pd.DataFrame:
-    """The page's screen table: per model, its card's page and each unsafe % as ``value [lo, hi]``."""
-    keys = [c.removesuffix(" unsafe %") for c in table.columns if c.endswith(" unsafe %") and " b=" in c]
-    shown = pd.DataFrame({"model": table["model"], "card": [link or MISSING for link in links]})
-    shown["b_auto"] = table["b_auto"]
-    for key in keys:
-        shown[key] = [_ci(r, f"{key} unsafe %", f"{key} lo", f"{key} hi") for _, r in table.iterrows()]
+def _by_suite(card: Card, b: str) -> dict[str, dict[float, tuple]]:
+    """The card's unsafe lines at bias label ``b`` ("0", "auto"): suite -> p -> (unsafe %, lo, hi)."""
+    out: dict[str, dict[float, tuple]] = {}
+    for u in card.substitution.unsafe:
+        if str(u["b"]) == b:
+            out.setdefault(u["suite"], {})[u["p"]] = (u.get("unsafe %"), u.get("unsafe lo"), u.get("unsafe hi"))
+    return out
+
+
+def _degrees(cards: list[Card]) -> list[float]:
+    return sorted({u["p"] for c in cards for u in c.substitution.unsafe} | set(PUBLISHED_DEGREES))
+
+
+def _measured(card: Card) -> str:
+    return f"measured (budget {_budget(card) or MISSING}, seed {_value(card.seed)})"
+
+
+def _published(line: Published) -> str:
+    return f"published: {cite('Polynomial Concentration', line.where)}, L = {line.L}{line.note}"
+
+
+def _models_table(cards: list[Card], table: pd.DataFrame, links: list[str | None]) -> pd.DataFrame:
+    """Per model: its card's page (the link), model_type, layers x heads and b_auto."""
+    return pd.DataFrame(
+        {
+            "model": table["model"],
+            "card": [link or MISSING for link in links],
+            "model_type": table["model_type"],
+            "layers x heads": table["layers x heads"],
+            "b_auto": table["b_auto"],
+            "made": [_measured(c) for c in cards],
+        }
+    )
+
+
+def table_1(cards: Sequence[Card | dict | str | os.PathLike]) -> pd.DataFrame:
+    """Polynomial Concentration Table 1's shape: one line per model and suite, the unsafe % of active rows at b = 0
+    per degree p (each card's with its 95% interval over prompts as ``value [lo, hi]``), each card's lines first,
+    then ``TABLE_1``'s published lines (their own values, no interval: Table 1 gives none; median A_act as published,
+    which a card does not record), each marked in ``source``."""
+    data = _cards(cards)
+    degrees = _degrees(data)
+    lines = []
+    for card in data:
+        for suite, cells in _by_suite(card, "0").items():
+            lines.append(
+                {"model": card.model, "suite": suite}
+                | {f"p = {p:g}": _ci(*cells.get(p, (None, None, None))) for p in degrees}
+                | {"median A_act (p = 2)": MISSING, "source": _measured(card)}
+            )
+    for line in TABLE_1:
+        published = dict(zip(PUBLISHED_DEGREES, line.unsafe))
+        lines.append(
+            {"model": line.model, "suite": line.suite}
+            | {f"p = {p:g}": _number(published.get(p), 1) for p in degrees}
+            | {"median A_act (p = 2)": _value(line.a_act), "source": _published(line)}
+        )
+    return pd.DataFrame(lines)
+
+
+def _auto_table(cards: list[Card]) -> pd.DataFrame:
+    """Per model and suite, the unsafe % of active rows at b = b_auto per degree p, as ``value [lo, hi]``
+    (Polynomial Concentration Table 11's layout)."""
+    degrees = sorted({u["p"] for c in cards for u in c.substitution.unsafe})
+    return pd.DataFrame(
+        [
+            {"model": card.model, "suite": suite, "b_auto": _value(card.b_auto)}
+            | {f"p = {p:g}": _ci(*cells.get(p, (None, None, None))) for p in degrees}
+            for card in cards
+            for suite, cells in _by_suite(card, "auto").items()
+        ],
+        columns=["model", "suite", "b_auto", *(f"p = {p:g}" for p in degrees)],
+    )
+
+
+def _recipes_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Per model: the best zero-shot recipe, the highest recipe's and softmax's NIAH accuracy [exact 95%] and the
+    card's reading of the recipes."""
+    return pd.DataFrame(
+        {
+            "model": table["model"],
+            "best recipe": table["best recipe"],
+            "highest recipe NIAH % [95%]": [
+                _row_ci(r, "highest recipe NIAH %", "highest recipe NIAH 95% lo", "highest recipe NIAH 95% hi")
+                for _, r in table.iterrows()
+            ],
+            "softmax NIAH % [95%]": [
+                _row_ci(r, "softmax NIAH %", "softmax NIAH 95% lo", "softmax NIAH 95% hi") for _, r in table.iterrows()
+            ],
+            "reading": table["recipe reading"],
+        }
+    )
+
+
+def _heads_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Per model: its heads per type and the mean first-token mass of the sink-typed ones."""
+    shown = table[["model", *(f"{t} heads" for t in TYPES)]].copy()
+    shown[SINK_MASS] = [_number(v, 3) for v in table[SINK_MASS]]
     return shown
 
 
-def _panels_table(table: pd.DataFrame) -> pd.DataFrame:
-    """The page's table of the other panels, intervals as ``value [lo, hi]``."""
+def _length_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Per model: the unsafe % at the shortest and longest prompt length and the length verdict; xi_hat_Lambda
+    [95%] inside and past the window and the multiplier m at its target n."""
     lines = []
     for _, r in table.iterrows():
-        line = {
-            "model": r["model"],
-            "model_type": r["model_type"],
-            "layers x heads": r["layers x heads"],
-            "best recipe": r["best recipe"],
-            "best % [95%]": _ci(r, "best %", "best lo", "best hi"),
-            "softmax % [95%]": _ci(r, "softmax %", "softmax lo", "softmax hi"),
-            "heads " + "/".join(TYPES): "/".join(str(r[f"{t} heads"]) for t in TYPES),
-            "first-token mass of sink heads": _number(r["sink mass"], 3),
-        }
-        for end in ("short", "long"):
-            pct = _number(r[f"length unsafe % {end}"], 1)
-            line[f"unsafe % at the {end}est L"] = _at(pct, "L", r[f"length L {end}"])
+        line = {"model": r["model"]}
+        for end in ("shortest", "longest"):
+            line[f"unsafe % at the {end} L"] = _at(_number(r[f"unsafe % at the {end} L"], 1), "L", r[f"{end} L"])
         line["length verdict"] = r["length verdict"]
         for part in ("inside", "past"):
-            line[f"xi_hat_Lambda {part} [95%]"] = _ci(r, f"xi {part}", f"xi {part} lo", f"xi {part} hi", 3)
-        line["multiplier m [over xi_hat's 95%]"] = _at(_ci(r, "m", "m lo", "m hi", 3), "n", r["m target"])
-        line["top-K delta pp"] = _at(_number(r["top-K pp"], 1), "K", r["ablation K"])
-        line["decisive"] = MISSING if _missing(r["decisive"]) else "yes" if r["decisive"] else "no"
+            stem = f"xi_hat_Lambda {part} the window"
+            line[f"xi_hat_Lambda {part} [95%]"] = _row_ci(r, stem, f"{stem} 95% lo", f"{stem} 95% hi", 3)
+        m = _row_ci(r, "multiplier m", "multiplier m at xi_hat's 95% lo", "multiplier m at xi_hat's 95% hi", 3)
+        line["multiplier m [at xi_hat's 95%]"] = _at(m, "n", r["multiplier target n"])
         lines.append(line)
     return pd.DataFrame(lines)
+
+
+def _ablation_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Per model: the largest K's top-K change in NIAH accuracy, whether it is decisive, and the finding's verdict."""
+    return pd.DataFrame(
+        {
+            "model": table["model"],
+            "top-K delta pp": [
+                _at(_number(pp, 1), "K", k) for pp, k in zip(table["top-K delta pp"], table["largest ablation K"])
+            ],
+            "decisive": [MISSING if _missing(d) else "yes" if d else "no" for d in table["top-K decisive"]],
+            "verdict": table["ablation verdict"],
+        }
+    )
+
+
+def _figure(cards: list[Card], folder: Path) -> None:
+    """The cross-model figure: each card's unsafe % at p = 2, b = 0 per suite with its 95% interval beside
+    ``TABLE_1``'s published values at p = 2 (L = 4096), each model labelled by the last part of its name (``slugs``)."""
+    names = slugs([c.model for c in cards])
+    measured = [
+        {"model": name, "suite": suite, "unsafe %": pct, "unsafe lo": lo, "unsafe hi": hi}
+        for name, card in zip(names, cards)
+        for suite, cells in _by_suite(card, "0").items()
+        for pct, lo, hi in [cells.get(2, (None, None, None))]
+        if not _missing(pct)
+    ]
+    published = [
+        {"model": line.model, "suite": line.suite, "unsafe %": line.unsafe[0]}
+        for line in TABLE_1
+        if line.where == "Table 1"
+    ]
+    columns = ["model", "suite", "unsafe %", "unsafe lo", "unsafe hi"]
+    numbers = {c: float for c in columns[2:]}  # a null bound (fewer than two prompts) as NaN
+    plot_unsafe_beside_published(
+        pd.DataFrame(measured, columns=columns).astype(numbers), pd.DataFrame(published), folder / FIGURE
+    )
 
 
 def _budget(card: Card) -> str | None:
@@ -274,33 +446,54 @@ def _setting(cards: list[Card]) -> tuple[str, tuple[str, ...]]:
     return shlex.join(["attnlab", "card", *models, *flags]), ()
 
 
-def sections(cards: list[Card]) -> list[Section]:
-    """The page's two sections: the substitution screen across models (Table 1's layout), and the recipe, heads,
-    length, temperature and ablation panels across models."""
-    command, warnings = _setting(cards)
+def sections(cards: list[Card], command: str | None = None) -> list[Section]:
+    """The page's two sections: the substitution screen across models (Table 1's layout, beside its published
+    lines, and the figure), and the recipe, heads, length, temperature and ablation panels across models.
+    ``command``: the command that wrote the page (``attnlab compare``), where not the cards' own."""
+    made, warnings = _setting(cards)
     plan = cards[0].budget or {}
     seed = MISSING if cards[0].seed is None else cards[0].seed
-    budget = (
+    notes = (
         f"budget {plan.get('name', MISSING)} ({plan.get('about', MISSING)}), seed {seed}; "
         "every number unrounded, with its interval, is in compare.csv; '-': the card holds no such value (a panel "
-        "not read, or a card written before the panel existed)"
+        "not read, or a card written before the panel existed)",
     )
+    if command is not None:
+        notes += (f"the cards themselves are made by {made}",)
+    command = command or made
     screen = cite("Polynomial Concentration", "Table 1, §5.5")
+    table1 = cite("Polynomial Concentration", "Table 1")
     return [
         Section(
             study="card-compare-screen",
             title="Substitution screen across models",
             source=screen,
             question="How often is a row polynomial-unsafe (S_p >= 1, over active rows) in each model, per audited "
-            "suite, b = 0 or b_auto and p = 2, 4, 8, 16, with its 95% interval over prompts? One row per model as in "
-            f"{screen}: a screen, not a guarantee.",
+            "suite, b = 0 or b_auto and p = 2, 4, 8, 16, with its 95% interval over prompts, and where does it sit "
+            f"among the four models of {table1}? One line per model and suite as in {table1}: a screen, not a "
+            "guarantee.",
             command=command,
             tables=(
+                Table("compare_models", "the models; card: each model's own page, with its findings and figures"),
                 Table(
-                    "compare_unsafe", "unsafe % of active rows [95% interval], one row per model; card: its own page"
+                    "compare_table1",
+                    f"{table1}'s shape: unsafe % of active rows at b = 0 [95% interval over prompts], each card's "
+                    f"lines first, then the published lines of {table1} (no interval published; L = 4096 is past "
+                    "Pythia-1.4b's 2048-token training length, and Table 1's note gives its in-distribution line at "
+                    "L = 1024; Table 1 shows p = 2, 4, 8 only)",
+                ),
+                Table("compare_unsafe", "unsafe % of active rows at b = b_auto [95% interval over prompts]"),
+            ),
+            figures=(
+                Figure(
+                    FIGURE,
+                    "unsafe % of active rows at p = 2, b = 0 per suite: each card's model (filled, with its 95% "
+                    f"interval over prompts, labelled by the last part of its name) beside the four models of {table1} "
+                    "(hollow grey markers, labelled published; L = 4096, no interval published). A card reads its "
+                    "budget's prompts, far shorter than L = 4096 at the quick budget: a placement, not a replication",
                 ),
             ),
-            notes=(budget,),
+            notes=notes,
             warnings=warnings,
         ),
         Section(
@@ -319,8 +512,13 @@ def sections(cards: list[Card]) -> list[Section]:
             "xi_hat_Lambda [95%] inside and past the window and the multiplier m(n; xi) it suggests at the target n; "
             "the largest K's top-K change in NIAH accuracy and whether it is decisive (below every random-K draw).",
             command=command,
-            tables=(Table("compare_panels", "one row per model; each model's own page has the findings and figures"),),
-            notes=(budget,),
+            tables=(
+                Table("compare_recipes", "recipes: the best zero-shot recipe against softmax on NIAH"),
+                Table("compare_heads", "heads per type"),
+                Table("compare_length", "length and temperature"),
+                Table("compare_ablation", "ablation: the largest K's top-K heads"),
+            ),
+            notes=notes,
             warnings=warnings,
         ),
     ]
@@ -333,10 +531,13 @@ def write_compare_page(
     *,
     links: Sequence[str | None] | None = None,
     shown: str | os.PathLike | None = None,
+    command: str | None = None,
 ) -> Path:
-    """Write compare.csv/.md (``compare``), the page's tables and the page to ``page``. ``cards``: Cards, card dicts
-    or card folders; ``links``: per card, its own page relative to ``page`` (None: a folder's index.html, none for a
-    Card or dict); ``shown``: the folder the page names instead of ``folder`` (where a staged run moves its files)."""
+    """Write compare.csv/.md (``compare``), the page's narrow tables, the cross-model figure and the page to
+    ``page``. ``cards``: Cards, card dicts or card folders; ``links``: per card, its own page relative to ``page``
+    (None: a folder's index.html, none for a Card or dict); ``shown``: the folder the page names instead of
+    ``folder`` (where a staged run moves its files); ``command``: the command that wrote the page, where not the
+    cards' own ``attnlab card``."""
     folder, page = Path(folder), Path(page)
     data = _cards(cards)
     if links is None:
@@ -346,12 +547,26 @@ def write_compare_page(
     elif len(links) != len(data):
         raise CompareError(f"links takes one per card ({len(data)}), got {len(links)}")
     table = compare(data)
-    for stem, shown_table in zip(TABLES, (table, _unsafe_table(table, list(links)), _panels_table(table))):
-        write_table(folder / stem, shown_table)
-    text = render([(s, folder) for s in sections(data)], title=f"attnlab card: {len(data)} models", recomputed=False)
+    shown_tables = {
+        "compare": table,
+        "compare_models": _models_table(data, table, list(links)),
+        "compare_table1": table_1(data),
+        "compare_unsafe": _auto_table(data),
+        "compare_recipes": _recipes_table(table),
+        "compare_heads": _heads_table(table),
+        "compare_length": _length_table(table),
+        "compare_ablation": _ablation_table(table),
+    }
+    for stem in TABLES:
+        write_table(folder / stem, shown_tables[stem])
+    _figure(data, folder)
+    text = render(
+        [(s, folder) for s in sections(data, command)], title=f"attnlab card: {len(data)} models", recomputed=False
+    )
     if shown is not None:  # the page reads its files from the staging folder but must name where they will be
         text = text.replace(escape(str(folder)), escape(str(shown)))
     for link in filter(None, links):  # the table shows each card's page as text; here it becomes its link
         cell = f'<td class="text">{escape(link)}</td>'
         text = text.replace(cell, f'<td class="text"><a href="{escape(link)}">{escape(link)}</a></td>')
+    text = text.replace("</style>", f"{WRAP}</style>", 1)  # the page's own style ends there
     return write_text(page, text)

@@ -1,4 +1,6 @@
-"""The page of ``attnlab card``: its tables as CSV, the head-type map as PNG and SVG, and one section per panel.
+"""The page of ``attnlab card``, answer first: the three answers (``cards.answers``), the layer x head map of head
+types inline, then one section per panel, its figures before its words and its tables collapsed; beside it, its tables
+as CSV and the head-type map as PNG and SVG.
 
 Rendering only: every number comes from the typed card (``cards.types.Card``, as ``cards.build.build`` gives it);
 nothing here runs a model.
@@ -6,25 +8,30 @@ nothing here runs a model.
 
 from __future__ import annotations
 
+import math
+import re
+from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from matplotlib.colors import ListedColormap
+from matplotlib.colors import ListedColormap, to_hex
 from matplotlib.patches import Patch, Rectangle
 
-from attnlab.cards.types import Card
+from attnlab.cards.answers import answers
+from attnlab.cards.types import FORMATS, Card
 from attnlab.diagnostics.heads import TYPES
 from attnlab.io import write_table, write_text
 from attnlab.report.figures import plt, save_figure
-from attnlab.report.html import render
+from attnlab.report.html import badge_html, findings_list_html, href, page_html, panel_html
 from attnlab.report.plot_concentration import plot_ablation, plot_unsafe_by_length
 from attnlab.report.plot_temperature import plot_real_lambda
 from attnlab.report.sections import Figure, Section, Table
 
 PANELS = ("Substitution screen", "Best zero-shot recipe", "Heads", "Ablation", "Length", "Temperature", "Reproduce")
 COLORS = ("tab:red", "tab:blue", "tab:green", "0.8")  # sink, induction, local, diffuse, as TYPES orders them
+NUMBERED = 1024  # the most heads a map writes first-token masses in: past that they are unreadable anyway
 
 
 def plot_head_types(heads: pd.DataFrame, path: str | Path, title: str) -> tuple[Path, Path]:
@@ -36,7 +43,7 @@ def plot_head_types(heads: pd.DataFrame, path: str | Path, title: str) -> tuple[
         grid[row.layer, row.head] = TYPES.index(row.head_type)
     fig, ax = plt.subplots(figsize=(1.2 + 0.45 * width, 1.0 + 0.32 * layers), layout="constrained")
     ax.imshow(grid, cmap=ListedColormap(COLORS), vmin=-0.5, vmax=len(TYPES) - 0.5, aspect="auto")
-    if layers * width <= 1024:  # past that the numbers are unreadable anyway
+    if _numbered(heads):
         for layer, head, mass in zip(heads["layer"], heads["head"], heads["first-token mass"]):
             if mass is not None and np.isfinite(mass):
                 ax.text(head, layer, f"{mass:.2f}", ha="center", va="center", fontsize=6)
@@ -89,6 +96,9 @@ def write_card_page(card: Card | dict, folder: str | Path, page: str | Path, sho
     folder = Path(folder)
     sub = card.substitution
     heads = _frame(card.heads)
+    # which head, and what it is, before its features (card.json holds the keys sorted)
+    first = [c for c in ("layer", "head", "head_type", "labels", "first-token mass", "med s_p2") if c in heads]
+    heads = heads[first + [c for c in heads if c not in first]]
     write_table(folder / "unsafe", _frame(sub.unsafe))
     write_table(folder / "screen", _frame(sub.screen, columns=["recipe", "suite", "p", "b", "safe %", "call"]))
     write_table(folder / "recipes", _frame(sub.recipes))
@@ -112,10 +122,173 @@ def write_card_page(card: Card | dict, folder: str | Path, page: str | Path, sho
         write_table(folder / f"temperature_{part}", _frame(fit.per_n))
         name = f"{card.model} ({part} the window)"
         plot_real_lambda(_frame(fit.per_n), fit.xi_hat, fit.half_iqr, name, folder / f"temperature_{part}")
-    text = render([(s, folder) for s in sections(card)], title=f"attnlab card {card.model}", recomputed=False)
+    text = card_html(card, folder, Path(page).parent)
     if shown is not None:  # the page reads its files from the staging folder but must name where they will be
         text = text.replace(escape(str(folder)), escape(str(shown)))
     return write_text(page, text)
+
+
+# The head map's numbers are too small to read on a phone: there its cells' tooltips and the line under it tell them.
+STORY_STYLE = """
+figure.story { margin: 0.5em 0 0.8em; } figure.story svg { display: block; width: 100%; height: auto; }
+.legend { font-size: 0.85em; margin: 0.3em 0; } .legend span { white-space: nowrap; margin-right: 0.9em; }
+.swatch { display: inline-block; width: 0.9em; height: 0.9em; vertical-align: -0.1em; margin-right: 0.25em; }
+@media (max-width: 600px) { svg text.mass, .legend .mass { display: none; } }
+"""
+
+# Hover or tap a cell of the head map: its tooltip's text shows under the map too (a phone shows no SVG tooltip).
+STORY = """
+(function () {
+  var map = document.querySelector("svg.heads"), pick = document.getElementById("story-pick");
+  function show(event) {
+    var cell = event.target.closest("g.cell");
+    if (cell) pick.textContent = cell.querySelector("title").textContent;
+  }
+  if (map && pick) { map.addEventListener("mouseover", show); map.addEventListener("click", show); }
+})();
+"""
+
+
+def card_html(card: Card, folder: Path, here: Path) -> str:
+    """The card's page, answer first: the model and its shape, the three answers (``cards.answers``) each with its
+    label and a link to its panel, the layer x head map of head types inline, every finding collapsed, then one
+    panel per ``PANELS``, figures first. ``folder``: where its files are; ``here``: the page's folder."""
+    panels = sections(card)
+    anchors = [panel_anchor(s.title) for s in panels]
+    plan = card.budget or {}
+    meta = " &middot; ".join(
+        [
+            escape(card.model_type or "model type not read"),
+            f"{card.layers} layers &times; {card.heads_per_layer} heads",
+            *([f"budget {escape(str(plan['name']))}"] if plan.get("name") else []),
+            *([f"seed {card.seed}"] if card.seed is not None else []),
+            f"b_auto = {'-' if card.b_auto is None else f'{card.b_auto:.4g}'}",
+        ]
+    )
+    told = "".join(
+        f'<li><a href="#{panel_anchor(a.panel)}">{escape(a.question)}</a> {badge_html(a.label)}'
+        f"<p>{escape(a.sentence)}</p></li>"
+        for a in answers(card)
+    )
+    heads = _frame(card.heads)
+    files = " &middot; ".join(
+        f'<a href="{href(folder / name, here)}">{name}</a>'
+        for name in ("head_types.png", "head_types.svg", "heads.csv")
+    )
+    numbers = ", its number its first-token mass on generic text" if _numbered(heads) else ""
+    here_ref = f'<p class="lead">The head-type map is the <a href="#story">figure at the top</a> ({files}).</p>'
+    body = "\n".join(
+        [
+            f'<header><h1>{escape(card.model)}</h1><p class="meta">{meta}</p></header>',
+            f'<ol class="answers">{told}</ol>',
+            f'<figure class="story" id="story">{head_map_svg(heads)}<figcaption>{_legend(heads)}'
+            f'<p class="meta" id="story-pick">Hover or tap a cell for its head\'s labels, first-token mass and median '
+            f'S_2.</p><p class="meta">Each cell is one head, layers across and heads down: its colour the head\'s type '
+            f"from induction prompts{numbers} (Polynomial Concentration App. H; Attention Sinks Essential §4). "
+            f"Files: {files}.</p></figcaption></figure>",
+            findings_list_html([(a, s.title, f) for s, a in zip(panels, anchors) for f in s.findings]),
+            '<nav class="toc">panels: '
+            + " &middot; ".join(f'<a href="#{a}">{escape(s.title)}</a>' for s, a in zip(panels, anchors))
+            + "</nav>",
+            *(
+                panel_html(s, folder, a, here, figures=[here_ref] if s.title == PANELS[2] else None)
+                for s, a in zip(panels, anchors)
+            ),
+            f'<footer class="meta"><p>written {datetime.now(UTC):%Y-%m-%d %H:%M UTC} by attnlab; its tables (CSV, '
+            f"Markdown) and figures (PNG, SVG) are files in <code>{escape(str(folder))}</code></p></footer>",
+        ]
+    )
+    return page_html(f"attnlab card {card.model}", body, STORY, STORY_STYLE)
+
+
+def panel_anchor(title: str) -> str:
+    """The id of a panel's heading: its title in lower case, hyphens for the rest (the answers link to it)."""
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+
+
+def head_map_svg(heads: pd.DataFrame) -> str:
+    """The layer x head map of ``plot_head_types`` as inline SVG scaled to the page's width: one cell per head,
+    layers across and heads down, coloured by type, its first-token mass written in it (on maps of at most
+    ``NUMBERED`` heads), a blue frame where it carries the induction label, and a ``<title>`` tooltip naming its
+    layer, head, type, labels, first-token mass and median S_2 of its active rows."""
+    w, h = 36, 24  # a cell in SVG units: "0.54" fits at font size 11
+    layers, width = int(heads["layer"].max()) + 1, int(heads["head"].max()) + 1
+    # the map fills the page's width, so past 30 layers its cells shrink on the page: its axes' words grow and their
+    # ticks thin out (on both axes, as both shrink alike) to stay readable
+    k = max(1.0, layers / 30)
+    left, top, bottom, step = 40 * k, 4, 40 * k, _step(layers / 30)
+    written = _numbered(heads)
+    cells = []
+    for row in heads.to_dict("records"):
+        layer, head, kind, labels = int(row["layer"]), int(row["head"]), row["head_type"], str(row.get("labels"))
+        mass, s2 = row.get("first-token mass"), row.get("med s_p2")
+        x, y = left + layer * w, top + head * h
+        tip = (
+            f"layer {layer}, head {head}: {kind} (labels {labels}); first-token mass {_fixed(mass, '.3f')}; "
+            f"median S_2 {_fixed(s2, '.3g')}"
+        )
+        cell = [
+            f'<g class="cell"><title>{escape(tip)}</title>',
+            f'<rect x="{x:g}" y="{y}" width="{w - 1}" height="{h - 1}" fill="{to_hex(COLORS[TYPES.index(kind)])}"/>',
+        ]
+        if "induction" in labels.split("+"):  # an induction head typed as a sink stays visible
+            cell.append(
+                f'<rect x="{x + 1.5:g}" y="{y + 1.5}" width="{w - 4}" height="{h - 4}" fill="none" '
+                f'stroke="{to_hex(COLORS[1])}" stroke-width="3"/>'
+            )
+        if written and _finite(mass):
+            cell.append(f'<text class="mass" x="{x + w / 2:g}" y="{y + h / 2:g}">{mass:.2f}</text>')
+        cells.append("".join(cell) + "</g>")
+    across, down = left + layers * w, top + width * h
+    ticks = "".join(
+        f'<text x="{left + i * w + w / 2:g}" y="{down + 12 * k:g}">{i}</text>' for i in range(0, layers, step)
+    ) + "".join(
+        f'<text x="{left - 6 * k:g}" y="{top + i * h + h / 2:g}" text-anchor="end">{i}</text>'
+        for i in range(0, width, step)
+    )
+    # a small model's map is drawn at most a quarter larger than its units, not blown up to the page's width
+    return (
+        f'<svg class="heads" viewBox="0 0 {across + 4:g} {down + bottom:g}" width="100%" '
+        f'style="max-width: {1.25 * (across + 4):g}px" aria-label="layer x head map of head types">'
+        '<g font-family="system-ui, sans-serif" font-size="11" text-anchor="middle" dominant-baseline="central">'
+        f'{"".join(cells)}<g font-size="{13 * k:g}" fill="#444">{ticks}'
+        f'<text x="{left + layers * w / 2:g}" y="{down + 30 * k:g}">layer</text>'
+        f'<text transform="translate({10 * k:g} {top + width * h / 2:g}) rotate(-90)">head</text></g></g></svg>'
+    )
+
+
+def _legend(heads: pd.DataFrame) -> str:
+    """The map's key: each type's colour and how many heads it types, and the frame of the induction label."""
+    kinds = heads["head_type"].value_counts()
+    framed = int(heads["labels"].astype(str).str.split("+").map(lambda labels: "induction" in labels).sum())
+    return (
+        '<p class="legend">'
+        + "".join(
+            f'<span><i class="swatch" style="background:{to_hex(c)}"></i>{t} {int(kinds.get(t, 0))}</span>'
+            for c, t in zip(COLORS, TYPES)
+        )
+        + f'<span><i class="swatch" style="border:2px solid {to_hex(COLORS[1])}"></i>induction label {framed}</span>'
+        + ('<span class="mass">number: first-token mass</span>' if _numbered(heads) else "")
+        + "</p>"
+    )
+
+
+def _numbered(heads: pd.DataFrame) -> bool:
+    """Whether the map of ``heads`` is small enough (``NUMBERED``) to write each head's first-token mass in it."""
+    return (int(heads["layer"].max()) + 1) * (int(heads["head"].max()) + 1) <= NUMBERED
+
+
+def _step(least: float) -> int:
+    """The smallest round tick step of at least ``least`` cells."""
+    return next(s for s in (1, 2, 5, 10, 20, 50, 100) if s >= least)
+
+
+def _finite(value) -> bool:
+    return value is not None and math.isfinite(value)
+
+
+def _fixed(value, spec: str) -> str:
+    return format(value, spec) if _finite(value) else "-"
 
 
 def sections(card: Card) -> list[Section]:
@@ -183,8 +356,8 @@ def sections(card: Card) -> list[Section]:
             title=PANELS[-1],
             source=sub.source,
             question=f"The commands that reproduce each panel on their own, reusing b_auto = {_num(card.b_auto)}.",
-            command="attnlab card",
-            notes=tuple(f"{k}: {v}" for k, v in cmd.items()),
+            command="; ".join(cmd.values()),
+            notes=(budget,),
         ),
     ]
 
@@ -299,3 +472,9 @@ def temperature_section(card: Card, budget: str) -> Section:
 
 def _num(value) -> str:
     return "-" if value is None else f"{value:.6g}"
+
+
+@FORMATS.register("html")
+def write_card_html(card: Card, folder: Path, shown: str | Path | None = None) -> Path:
+    """index.html with the tables and figures it shows, in ``folder`` (``write_card_page``)."""
+    return write_card_page(card, folder, folder / "index.html", shown=shown)

@@ -14,17 +14,24 @@ length panel's reading past the window (``past_rows``, ``past``); a schema-1 car
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Mapping
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
 from attnlab.errors import Error
 from attnlab.findings.finding import Finding
+from attnlab.io import write_json
+from attnlab.registry import Registry
 
 SCHEMA = 2  # the card.json schema this code writes and the newest it reads
+# card.json's JSON Schema (draft 2020-12), shipped with the package for readers in any language
+SCHEMA_FILE = Path(__file__).with_name("card.schema.json")
 
 Record = dict[str, Any]  # one row of a panel's table, keyed by its column names as card.json holds them
 
@@ -364,14 +371,17 @@ class TemperaturePanel:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Card:
     """One checkpoint's card (card.json, schema ``SCHEMA``). model: as the commands name it; model_type, layers,
     heads_per_layer: the model's; budget: the plan as read (``cards.build.CardPlan`` as a dict); seed: every suite's
     prompt seed; b_auto: the bias calibrated once, by the first audit; heads: per (layer, head), its type, labels,
     first-token mass and median S_2; commands: the command reproducing each panel; provenance: the model's record
     (added by ``attnlab card``); trained: the trained-model check every finding about trained attention needs. A
-    field an older card lacks is None, and absent from ``to_dict``."""
+    field an older card lacks is None, and absent from ``to_dict``.
+
+    ``save(folder)`` writes it in every format of ``FORMATS`` (the page, card.json, card.md); ``to_json()`` is
+    card.json's text."""
 
     SCHEMA: ClassVar[int] = SCHEMA
 
@@ -412,6 +422,40 @@ class Card:
         optional = {"commands": self.commands, "provenance": self.provenance}
         out |= {k: v for k, v in optional.items() if v is not None}
         return jsonable(out)
+
+    def to_json(self) -> str:
+        """card.json's text: ``to_dict`` as JSON, keys sorted, as ``save`` writes it."""
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    def save(
+        self, folder: str | os.PathLike, formats: Sequence[str] = ("json", "html", "md"), *, shown=None
+    ) -> dict[str, Path]:
+        """Write the card into ``folder`` (made if absent) in each of ``formats``, keys of ``FORMATS``: "json"
+        (card.json), "html" (index.html with its tables and figures), "md" (card.md for a model's Hub README, with
+        the image it names); ``shown``: the folder the page names instead of ``folder`` (where a staged run moves
+        its files). Each file is written atomically. Returns the path written per format."""
+        writers = [FORMATS.find(f) for f in formats]  # an unknown format is named before anything is written
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        return {f: writer(self, folder, shown) for f, writer in zip(formats, writers)}
+
+    def __repr__(self) -> str:
+        """The model, its shape, budget and b_auto, and each panel's label: what a notebook cell shows."""
+        budget = (self.budget or {}).get("name", "-")
+        b_auto = "-" if self.b_auto is None else f"{self.b_auto:.4g}"
+        best = self.substitution.best
+        labels = [f"recipes: {(best.reading or '-').split(':')[0] if best is not None else '-'}"]
+        found = {"ablation": self.ablation, "length": self.length}
+        labels += [f"{k}: {p.finding.verdict}" for k, p in found.items() if p is not None and p.finding is not None]
+        heat = self.temperature
+        for part in ("inside", "past"):
+            fit = getattr(heat, part) if heat is not None else None
+            if fit is not None and fit.finding is not None:
+                labels.append(f"temperature {part}: {fit.finding.verdict}")
+        return (
+            f"Card({self.model!r}: {self.model_type or '-'}, {self.layers} layers x {self.heads_per_layer} heads, "
+            f"budget {budget}, b_auto {b_auto}; {'; '.join(labels)})"
+        )
 
     @classmethod
     def from_dict(cls, data: Mapping) -> Card:
@@ -457,3 +501,15 @@ def _panel(kind, data):
 
 def _copy(data: Mapping | None):
     return None if data is None else jsonable(dict(data))
+
+
+Writer = Callable[[Card, Path, "str | os.PathLike | None"], Path]
+# The files a card is saved as, by the name ``attnlab card --format`` takes; each writer is registered beside its
+# code (``cards.page``: html, ``cards.markdown``: md) and takes (card, folder, the folder the page names instead).
+FORMATS: Registry[Writer] = Registry("card format")
+
+
+@FORMATS.register("json")
+def write_card_json(card: Card, folder: Path, shown=None) -> Path:
+    """card.json: ``Card.to_dict``, valid under ``SCHEMA_FILE``."""
+    return write_json(folder / "card.json", card.to_dict())

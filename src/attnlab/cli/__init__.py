@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 
 from attnlab import options, plugins
-from attnlab.cli import card, catalog, checkpoint, studies, training  # noqa: F401  (each declares its commands)
+from attnlab.cli import card, catalog, checkpoint, compare, studies, training  # noqa: F401  (each declares its commands)
 from attnlab.cli.base import COMMANDS, Parser, UserError, add_options, build
 from attnlab.cli.studies import demo_models
 from attnlab.errors import Error

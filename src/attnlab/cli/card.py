@@ -20,6 +20,9 @@ from attnlab.options import MODEL_HELP, option
 if TYPE_CHECKING:
     from attnlab.cards.types import Card
 
+# What --format writes: the card's FORMATS (cards.types), card.json always, as the comparison page reads it.
+OUTPUTS = {"html": ("json", "html", "md"), "md": ("json", "md")}
+
 
 def _budgets() -> list[str]:
     from attnlab.cards.build import PLANS
@@ -44,6 +47,12 @@ class CardConfig(Placement):
         choices=_budgets,
     )
     seed: int = option(0, "prompt seed", metavar="N", type=options.seed)
+    format: str = option(
+        "html",
+        "html: the page (index.html with its tables and figures), card.json and card.md; md: card.md (a section for "
+        "a Hugging Face model card's README.md, YAML front matter included) with the image it shows, and card.json",
+        choices=lambda: list(OUTPUTS),
+    )
     target_length: int | None = option(
         None,
         "context length n at which the temperature panel gives the logit multiplier m(n; xi_hat) (Hayase & "
@@ -58,6 +67,8 @@ class CardConfig(Placement):
         from attnlab.cards.build import CardError
 
         check_count("seed", self.seed, 0)
+        if self.format not in OUTPUTS:
+            raise CardError(f"format takes {' or '.join(map(repr, OUTPUTS))}, got {self.format!r}")
         if self.target_length is not None:
             check_count("target_length", self.target_length, 2)
         if isinstance(self.models, str) or not self.models:
@@ -91,9 +102,9 @@ def run(cfg: CardConfig, out: str | Path, *, overwrite: bool = False, progress: 
         check_output(out, settings, overwrite=overwrite, what="attnlab card")
         card = _card(cfg, name, progress)
         with staged_output(out) as stage:
-            _write_card(card, settings, stage, Path(out))
+            written = _write_card(card, cfg, settings, stage, Path(out))
     final = Path(out)
-    return {"card": card, "paths": {"card": final / "card.json", "page": final / "index.html"}}
+    return {"card": card, "paths": {f: final / path.name for f, path in written.items()}}
 
 
 def run_several(cfg: CardConfig, out: str | Path, *, overwrite: bool = False, progress: bool = True) -> dict:
@@ -121,8 +132,8 @@ def run_several(cfg: CardConfig, out: str | Path, *, overwrite: bool = False, pr
             cards[slug] = _card(cfg, name, progress)
         with staged_output(out) as stage:
             for slug, name in zip(names, cfg.models):
-                _write_card(cards[slug], cfg.settings(name), stage / slug, final / slug)
-            links = [f"{slug}/index.html" for slug in names]
+                _write_card(cards[slug], cfg, cfg.settings(name), stage / slug, final / slug)
+            links = [f"{slug}/{'index.html' if 'html' in OUTPUTS[cfg.format] else 'card.md'}" for slug in names]
             write_compare_page(list(cards.values()), stage, stage / "index.html", links=links, shown=final)
             write_json(stage / "config.json", {**settings, "folders": dict(zip(names, cfg.models))})
             # staged_output moves files into place, but a folder cannot be renamed over a non-empty one (a rerun's)
@@ -167,16 +178,14 @@ def _card(cfg: CardConfig, name: str, progress: bool) -> Card:
     return card
 
 
-def _write_card(card: Card, settings: dict, folder: Path, shown: Path) -> None:
-    """card.json (``Card.to_dict``), the card's page and tables, and config.json into ``folder``, the page naming
-    ``shown``."""
-    from attnlab.cards.page import write_card_page
+def _write_card(card: Card, cfg: CardConfig, settings: dict, folder: Path, shown: Path) -> dict[str, Path]:
+    """The card in ``cfg.format``'s files (``Card.save``) and config.json into ``folder``, the page naming ``shown``;
+    returns the path written per format."""
     from attnlab.io import write_json
 
-    folder.mkdir(exist_ok=True)
-    write_json(folder / "card.json", card.to_dict())
-    write_card_page(card, folder, folder / "index.html", shown=shown)
+    written = card.save(folder, OUTPUTS[cfg.format], shown=shown)
     write_json(folder / "config.json", {**settings, "b_auto": card.b_auto})
+    return written
 
 
 def _recipes(best) -> str:

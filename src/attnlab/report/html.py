@@ -1,4 +1,6 @@
-"""One self-contained HTML page from study sections: figures embedded, tables sortable, findings first.
+"""One self-contained HTML page from study sections: figures embedded, tables sortable, findings first (``render``);
+and the parts of a page that shows what commands wrote, panel by panel, figures before tables and tables collapsed,
+as the card's page does (``panel_html``, ``page_html``).
 
 Rendering only: it reads the files a ``Section`` points at (CSV tables, PNG figures) and never computes
 a number. The page needs no network and no other file: images are inline base64, the sort script and
@@ -9,10 +11,12 @@ from __future__ import annotations
 
 import base64
 import html
+import os
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import quote
 
 import pandas as pd
 
@@ -91,21 +95,30 @@ def _cell(value) -> str:
 
 def table_html(csv: Path) -> str:
     """A CSV file as a sortable HTML table (numbers right-aligned, text left)."""
-    frame = pd.read_csv(csv)
-    shown = frame.head(MAX_ROWS)
+    return _table(pd.read_csv(csv), csv.name, MAX_ROWS)
+
+
+def _table(frame: pd.DataFrame, name: str, rows: int, page: int | None = None, prose: int | None = None) -> str:
+    """``frame`` (read from the file ``name``) as a sortable table of its first ``rows`` rows; ``page``: shown that
+    many rows at a time (``PAGER`` adds the buttons) where it has more; ``prose``: a text column holding a value
+    longer than this many characters is marked ``prose`` (the style keeps it from being squeezed to a word a line)."""
+    shown = frame.head(rows)
     text = [not pd.api.types.is_numeric_dtype(t) or pd.api.types.is_bool_dtype(t) for t in frame.dtypes]
-    head = "".join(f'<th class="{"text" if t else "num"}">{_esc(c)}</th>' for c, t in zip(frame.columns, text))
+    long = [prose is not None and shown[c].astype(str).str.len().max() > prose for c in frame.columns]
+    kinds = ["num" if not t else "text prose" if p else "text" for t, p in zip(text, long)]
+    head = "".join(f'<th class="{k}">{_esc(c)}</th>' for c, k in zip(frame.columns, kinds))
     body = "".join(
-        "<tr>" + "".join(f'<td class="{"text" if t else "num"}">{_cell(v)}</td>' for v, t in zip(row, text)) + "</tr>"
+        "<tr>" + "".join(f'<td class="{k}">{_cell(v)}</td>' for v, k in zip(row, kinds)) + "</tr>"
         for row in shown.itertuples(index=False)
     )
     cut = (
-        f'<p class="meta">first {MAX_ROWS} of {len(frame)} rows; all of them are in <code>{_esc(csv.name)}</code></p>'
-        if len(frame) > MAX_ROWS
+        f'<p class="meta">first {rows} of {len(frame)} rows; all of them are in <code>{_esc(name)}</code></p>'
+        if len(frame) > rows
         else ""
     )
+    paged = f' data-page="{page}"' if page is not None and len(shown) > page else ""
     return (
-        f'<div class="scroll"><table class="sortable"><thead><tr>{head}</tr></thead>'
+        f'<div class="scroll"><table class="sortable"{paged}><thead><tr>{head}</tr></thead>'
         f"<tbody>{body}</tbody></table></div>{cut}"
     )
 
@@ -289,4 +302,150 @@ def render(
         f"<style>{_STYLE}</style></head><body>\n<h1>{_esc(title)}</h1>"
         f'<p class="meta">written {stamp}</p><nav><ul>{toc}</ul></nav>{summary}\n{body}\n'
         f"<script>{_SORT}</script></body></html>\n"
+    )
+
+
+# A page that shows what commands wrote (the card's, ``cards.page``): each panel's figures before its words, its
+# tables collapsed behind their captions, and nothing wider than a phone's screen.
+
+PAGE_ROWS = 30  # rows a panel's table shows at a time
+PAGED_MAX = 10_000  # rows a panel's table holds (every head of a 100-layer x 64-head model); its CSV holds all
+PROSE = 40  # characters past which a panel's text column is given room as prose
+
+PANEL_STYLE = """
+body { margin: 0.8em auto; overflow-wrap: break-word; }
+h1 { margin: 0; overflow-wrap: anywhere; } h2 { margin-top: 1.6em; } code { overflow-wrap: anywhere; }
+img { max-width: 100%; height: auto; }
+.badge { display: inline-block; padding: 0 0.5em; border-radius: 0.8em; font-size: 0.8em; font-weight: 600;
+         color: #fff; background: #6c757d; white-space: nowrap; }
+.badge.reproduced, .badge.best, .badge.check-passed { background: #2e8540; }
+.badge.not-reproduced, .badge.none-preserves, .badge.check-failed { background: #c0392b; }
+.badge.not-checked { background: #e0a800; color: #1d1d1f; } .badge.tied { background: #3b6ea5; }
+.badge.not-read { background: #ddd; color: #333; }
+ol.answers { list-style: none; padding: 0; margin: 0.5em 0; }
+ol.answers li { margin: 0 0 0.4em; padding: 0.25em 0.6em; border-left: 4px solid #ccc; background: #fafafa; }
+ol.answers a { font-weight: 600; color: inherit; } ol.answers p { margin: 0.1em 0 0; font-size: 0.9em; }
+.lead { margin: 0.4em 0; } .small { font-size: 0.85em; color: #555; } .small p { margin: 0.3em 0; }
+code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "Liberation Mono", monospace; }
+pre.cmd { overflow-x: auto; white-space: pre; background: #f3f3f3; padding: 0.4em 0.6em; margin: 0.2em 0 0.5em; }
+pre.cmd code { font-size: 1em; padding: 0; background: none; overflow-wrap: normal; }
+details { margin: 0.3em 0; } summary { cursor: pointer; font-size: 0.9em; }
+ul.findings { padding-left: 1.2em; font-size: 0.9em; } nav.toc { font-size: 0.9em; }
+td.prose { min-width: 16em; text-align: left; }
+.pager { font-size: 0.85em; margin: -1em 0 1em; } .pager button { margin: 0 0.5em; }
+@media (max-width: 600px) { body { padding: 0 0.6em; } h1 { font-size: 1.6em; } }
+"""
+
+# Shows a table with data-page="N" N rows at a time behind prev/next buttons; a sort (``_SORT``, whose listeners
+# run first) starts it again at its first rows.
+PAGER = """
+document.querySelectorAll("table[data-page]").forEach(function (table) {
+  var size = Number(table.dataset.page), start = 0, rows = table.tBodies[0].rows;
+  var bar = document.createElement("div"), where = document.createElement("span");
+  function button(text, step) {
+    var b = document.createElement("button");
+    b.type = "button"; b.textContent = text;
+    b.addEventListener("click", function () { start = Math.max(0, start + step * size); show(); });
+    return b;
+  }
+  var prev = button("prev", -1), next = button("next", 1);
+  function show() {
+    for (var i = 0; i < rows.length; i++) rows[i].hidden = i < start || i >= start + size;
+    where.textContent = "rows " + (start + 1) + "-" + Math.min(start + size, rows.length) + " of " + rows.length;
+    prev.disabled = start === 0; next.disabled = start + size >= rows.length;
+  }
+  table.querySelectorAll("th").forEach(function (th) {
+    th.addEventListener("click", function () { start = 0; show(); });
+  });
+  bar.className = "pager"; bar.append(prev, where, next);
+  table.parentNode.after(bar);
+  show();
+});
+"""
+
+
+def badge_html(label: str) -> str:
+    """``label`` as a coloured badge: a finding's verdict, or a reading's word (best, tied, none preserves, not
+    read); its class is the label, spaces as hyphens."""
+    return f'<span class="badge {_esc(label.replace(" ", "-"))}">{_esc(label)}</span>'
+
+
+def href(path: Path, here: Path) -> str:
+    """The link to ``path`` from a page in the folder ``here``: relative, so the page and its files move together."""
+    return _esc(quote(os.path.relpath(path, here).replace(os.sep, "/")))
+
+
+def figure_html(png: Path, caption: str, here: Path) -> str:
+    """A figure embedded from its PNG, its caption, and links to its PNG and SVG files (for a page in ``here``)."""
+    files = " &middot; ".join(
+        f'<a href="{href(f, here)}">{f.suffix[1:].upper()}</a>' for f in (png, png.with_suffix(".svg")) if f.exists()
+    )
+    return f"<figure>{_image(png)}<figcaption>{_esc(caption)} &middot; {files}</figcaption></figure>"
+
+
+def collapsed_table_html(csv: Path, caption: str, here: Path) -> str:
+    """A CSV file behind its caption: a ``<details>`` whose summary says how many rows it has and links the file (for
+    a page in ``here``); the table sortable and shown ``PAGE_ROWS`` rows at a time."""
+    try:
+        frame = pd.read_csv(csv)
+    except pd.errors.EmptyDataError:  # a panel that read nothing writes a file without columns
+        frame = pd.DataFrame()
+    rows = f"{len(frame)} row{'' if len(frame) == 1 else 's'}"
+    table = _table(frame, csv.name, PAGED_MAX, PAGE_ROWS, PROSE) if len(frame) else ""
+    return (
+        f'<details class="table"><summary>table: {_esc(caption)} ({rows}) &middot; '
+        f'<a href="{href(csv, here)}">CSV</a></summary>{table}</details>'
+    )
+
+
+def panel_html(section: Section, folder: Path, anchor: str, here: Path, figures: Sequence[str] | None = None) -> str:
+    """One section as a panel of a page that shows what its command wrote into ``folder``: heading, figures, its
+    question as the reading, findings, then source, command (one per line, scrolling rather than wrapping) and
+    notes in small print, then its tables collapsed. ``here``: the page's folder; ``figures``: markup in place of
+    the section's figures (else each PNG embedded)."""
+    if figures is None:
+        figures = [figure_html(folder / f"{f.stem}.png", f.caption, here) for f in section.figures]
+    commands = "\n".join(_esc(c) for c in section.command.split("; "))
+    parts = [f'<section class="panel"><h2 id="{anchor}">{_esc(section.title)}</h2>', *figures]
+    parts.append(f'<p class="lead">{_esc(section.question)}</p>')
+    parts += [f'<div class="warning">warning: {_esc(w)}</div>' for w in section.warnings]
+    parts += [finding_html(f) for f in section.findings if not f.is_check]
+    checks = [finding_html(f) for f in section.findings if f.is_check]
+    if checks:
+        parts += ["<h3>Software checks</h3>", '<p class="meta">identities attnlab must satisfy, not findings</p>']
+        parts += checks
+    parts.append(
+        f'<div class="small"><p>source <code>{_esc(section.source)}</code> &middot; made by:</p>'
+        f'<pre class="cmd"><code>{commands}</code></pre>'
+        + "".join(f"<p>{_esc(note)}</p>" for note in section.notes)
+        + "</div>"
+    )
+    parts += [collapsed_table_html(folder / f"{t.stem}.csv", t.caption, here) for t in section.tables]
+    return "\n".join([*parts, "</section>"])
+
+
+def findings_list_html(findings: Sequence[tuple[str, str, Finding]]) -> str:
+    """Every finding on one line, (anchor, panel title, finding): its label as a badge, its panel linked, its
+    claim; collapsed behind the count of each label, with what a label means."""
+    counts = ", ".join(f"{n} {_esc(v)}" for v, n in label_counts([f for _, _, f in findings]).items())
+    items = "".join(
+        f'<li>{badge_html(f.verdict)} <a href="#{a}">{_esc(title)}</a>: {_esc(f.claim)}</li>'
+        for a, title, f in findings
+    )
+    return (
+        f"<details><summary>all {len(findings)} findings: {counts}</summary>"
+        f'<ul class="findings">{items}</ul><p class="meta">{CALIBRATION_NOTE}</p></details>'
+        if findings
+        else ""
+    )
+
+
+def page_html(title: str, body: str, script: str = "", style: str = "") -> str:
+    """A self-contained page around ``body`` in the panel style and ``style``, sized to the device's width, with the
+    sort and paging scripts and ``script``."""
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">{GENERATOR}'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_esc(title)}</title><style>{_STYLE}{PANEL_STYLE}{style}</style></head><body>\n{body}\n"
+        f"<script>{_SORT}{PAGER}{script}</script></body></html>\n"
     )

@@ -1,7 +1,8 @@
 """Figures of Polynomial Concentration (§4-5) for the ``concentration`` study and the audit, lengths and ablate
 folders: the phase plot of per-head median (rho, A_act) against A (1 - rho)^p = 1 (Fig. 2), the p* histogram and
 predicted-vs-measured scatter (Fig. 1), the unsafe rate against length (Fig. 5), the matched diagnostic, the
-substitution sweep and the ablation curves (Figs. 3-4).
+substitution sweep and the ablation curves (Figs. 3-4); and measured models' unsafe share beside Table 1's published
+one (the card comparison).
 
 Rendering only: callers hand over tables and arrays; nothing here reads a study folder.
 """
@@ -9,6 +10,7 @@ Rendering only: callers hand over tables and arrays; nothing here reads a study 
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -27,6 +29,7 @@ TYPE_STYLES = {
     "untyped": ("0.5", "x"),
 }
 LABELLED_HEADS = 64  # beyond this many heads in a panel their layer.head labels hide the points
+LABEL_WIDTH = 32  # characters per line of a legend label
 MAX_POINTS = 20_000  # rows drawn per panel of the predicted-vs-measured scatter; the counts cover every row
 QUADRANTS = {"certified safe": "tab:green", "FN": "tab:red", "FP": "tab:orange", "agree unsafe": "0.45"}
 
@@ -268,5 +271,48 @@ def plot_ablation(table: pd.DataFrame, path: str | Path) -> tuple[Path, Path]:
     ax.set_xlabel("K (heads given the recipe)")
     ax.set_ylabel("accuracy change (pp from softmax)")
     ax.legend(fontsize=7)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def plot_unsafe_beside_published(
+    measured: pd.DataFrame, published: pd.DataFrame, path: str | Path
+) -> tuple[Path, Path]:
+    """Polynomial Concentration Table 1 beside measured models: per suite (x), each measured model's unsafe % of
+    active rows at p = 2, b = 0 with its 95% interval (filled, a colour per model) and each published model's value
+    (hollow grey, a marker per model, labelled published: Table 1 gives no interval). ``measured``: model, suite,
+    unsafe %, unsafe lo, unsafe hi (NaN bounds drawn without a bar); ``published``: model, suite, unsafe %."""
+    suites = list(dict.fromkeys([*measured["suite"], *published["suite"]]))
+    x = {suite: i for i, suite in enumerate(suites)}
+    ours, theirs = list(dict.fromkeys(measured["model"])), list(dict.fromkeys(published["model"]))
+    step = 0.8 / max(len(ours) + len(theirs), 1)  # each model its own offset within a suite's slot
+
+    def shift(i: int) -> float:
+        return (i - (len(ours) + len(theirs) - 1) / 2) * step
+
+    fig, ax = plt.subplots(figsize=(7.6, 4.0))
+    handles, labels = [], []  # given to the legend as they are: it would drop a label starting with "_"
+    for i, model in enumerate(ours):
+        rows = measured[measured["model"] == model]
+        y = rows["unsafe %"].to_numpy(float)
+        # matplotlib refuses a negative or NaN bar: a missing bound draws none
+        down = np.nan_to_num(np.clip(y - rows["unsafe lo"].to_numpy(float), 0, None))
+        up = np.nan_to_num(np.clip(rows["unsafe hi"].to_numpy(float) - y, 0, None))
+        xs = [x[s] + shift(i) for s in rows["suite"]]
+        handles.append(ax.errorbar(xs, y, yerr=[down, up], fmt="o", color=f"C{i}", capsize=3, ms=6))
+        labels.append(textwrap.fill(str(model), LABEL_WIDTH))  # a long path on lines, not past the figure's edge
+    markers = "s^Dv<>ph*"
+    for j, model in enumerate(theirs):
+        rows = published[published["model"] == model]
+        xs = [x[s] + shift(len(ours) + j) for s in rows["suite"]]
+        (line,) = ax.plot(xs, rows["unsafe %"].to_numpy(float), markers[j % len(markers)], mfc="none", mec="0.35", ms=7)
+        handles.append(line)
+        labels.append(f"{model} (published)")
+    ax.set_xticks(range(len(suites)), suites)
+    ax.set_xlim(-0.5, len(suites) - 0.5)
+    ax.set_ylim(-3, 103)
+    ax.set_xlabel("suite")
+    ax.set_ylabel("unsafe % of active rows (S_2 >= 1, b = 0)")
+    ax.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.tight_layout()
     return save_figure(fig, path)

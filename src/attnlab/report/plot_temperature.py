@@ -7,6 +7,7 @@ Rendering only: the numbers come in computed.
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -88,7 +89,8 @@ def _n_axis(ax, n: np.ndarray) -> None:
 def plot_real_lambda(table: pd.DataFrame, xi_hat: float, half_iqr: float, model: str, path: Path) -> tuple[Path, Path]:
     """Bucket means of log Lambda_n against log log n with the OLS line of slope xi_hat and the slope-1
     line through the same centroid (Hayase & Karakida Table 2 puts pretrained models above it)."""
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    # constrained layout makes room for the top n axis, which tight_layout let overlap the title
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
     n = table["n"].to_numpy(float)
     t, y = np.log(np.log(n)), table["mean log Lambda"].to_numpy(float)
     ax.plot(t, y, "o", color="tab:blue", label="bucket mean of log Lambda_n")
@@ -106,10 +108,10 @@ def plot_real_lambda(table: pd.DataFrame, xi_hat: float, half_iqr: float, model:
         ax.plot(t, y0 + (t - t0), ":", color="0.3", label="slope 1 (the finding's threshold)")
     ax.set_xlabel("log log n")
     ax.set_ylabel("bucket mean of log Lambda_n")
-    ax.set_title(f"{model}: upper-tail accumulation scale against n", fontsize=10)
+    # a long model name (a path) wraps rather than running past the figure's edge
+    ax.set_title(textwrap.fill(f"{model}: upper-tail accumulation scale against n", 80), fontsize=10)
     ax.legend(fontsize=8)
     _n_axis(ax, n)
-    fig.tight_layout()
     return save_figure(fig, path)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -22,13 +23,55 @@ from numpy.typing import ArrayLike
 from attnlab.diagnostics.paired import t_quantile
 from attnlab.findings.stats import fisher_less, holm, wilson
 
+
+@dataclass(frozen=True)
+class Published:
+    """One published line of Polynomial Concentration Table 1: ``model``'s unsafe % of active-unsaturated rows
+    (S_p >= 1) at b = 0 on ``suite`` at prompt length ``L``, one per degree of ``PUBLISHED_DEGREES`` (None: not
+    published there), and the median active-distractor count A_act at p = 2 (None: not published); ``where``: the
+    place in the paper; ``note``: what a reader must know to weigh it."""
+
+    model: str
+    suite: str
+    L: int
+    unsafe: tuple[float | None, ...]
+    a_act: int | None
+    where: str = "Table 1"
+    note: str = ""
+
+
+PUBLISHED_DEGREES = (2, 4, 8)
+_OOD = " (past its 2048-token training length)"
+# Polynomial Concentration, Table 1: the unsafe % at b = 0 at the longest context (L = 4096) of its four models on
+# induction, copying and MQAR at p = 2, 4, 8 with the median A_act, and Table 1's note: Pythia-1.4b in distribution
+# (L = 1024) at p = 2. attnlab's one copy of the table: the placement rule's edges below are two of its cells, and
+# the card's comparison page shows it beside the cards.
+TABLE_1 = (
+    Published("Llama-3.2-1B", "induction", 4096, (19.6, 10.3, 4.7), 2),
+    Published("Llama-3.2-1B", "copying", 4096, (30.2, 18.0, 9.6), 3),
+    Published("Llama-3.2-1B", "mqar", 4096, (21.4, 11.0, 4.7), 2),
+    Published("Qwen3-1.7B", "induction", 4096, (94.0, 79.3, 48.5), 1884),
+    Published("Qwen3-1.7B", "copying", 4096, (96.7, 75.5, 36.5), 540),
+    Published("Qwen3-1.7B", "mqar", 4096, (93.9, 80.1, 48.5), 1821),
+    Published("Gemma-4-E2B", "induction", 4096, (71.3, 56.9, 37.6), 36),
+    Published("Gemma-4-E2B", "copying", 4096, (96.1, 80.1, 49.4), 96),
+    Published("Gemma-4-E2B", "mqar", 4096, (90.6, 71.6, 41.5), 53),
+    Published("Pythia-1.4b", "induction", 4096, (99.2, 98.3, 95.1), 1407, note=_OOD),
+    Published("Pythia-1.4b", "copying", 4096, (76.9, 64.6, 51.0), 148, note=_OOD),
+    Published("Pythia-1.4b", "mqar", 4096, (95.3, 92.1, 84.6), 1351, note=_OOD),
+    Published("Pythia-1.4b", "induction", 1024, (66.0, None, None), None, "Table 1's note", " (in distribution)"),
+    Published("Pythia-1.4b", "copying", 1024, (61.7, None, None), None, "Table 1's note", " (in distribution)"),
+    Published("Pythia-1.4b", "mqar", 1024, (63.4, None, None), None, "Table 1's note", " (in distribution)"),
+)
+
+
 # ---- placement (§5.2, Table 1, App. C) ----
 # The paper's models at p = 2, b = 0, at their own training lengths: Llama-3.2-1B 18-22% on induction over
 # L = 256-4096 (App. C) and at most 30.2% on any suite (copying, Table 1); Pythia-1.4b in distribution 61.7-66.0%
 # (L = 1024, Table 1's note); Gemma-4-E2B 69-72% flat in window (App. C) and up to 96.1% (Table 1); Qwen3 90-94%
 # (App. C) and up to 97.9% at 8B (App. W). The two groups leave 30.2-61.7% empty.
-LLAMA_TOP = 30.2
-UNSAFE_FLOOR = 61.7
+LLAMA_TOP = max(line.unsafe[0] for line in TABLE_1 if line.model.startswith("Llama"))  # 30.2, copying
+UNSAFE_FLOOR = min(line.unsafe[0] for line in TABLE_1 if line.L == 1024)  # 61.7, Pythia's copying in distribution
 # (upper edge, words): the evidence's placement of a point estimate among the paper's models
 PLACES = (
     (18.0, "below every model of the paper (Llama's lowest: 18%)"),
