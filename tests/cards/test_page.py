@@ -171,3 +171,15 @@ def test_the_page_names_only_files_beside_it(page):
     named = set(re.findall(r'href="([\w.-]+)"', text))
     assert named and all((folder / name).is_file() for name in named)
     assert text.count(str(folder)) == 1  # once, where it says which folder holds the files
+
+
+def test_a_card_written_before_the_later_panels_renders_the_panels_it_has(written, tmp_path):
+    older = {k: v for k, v in written.data.items() if k not in ("ablation", "length", "temperature", "commands")}
+    older = {**older, "schema": 1}
+    card = Card.from_dict(older)
+    write_card_page(card, tmp_path, tmp_path / "index.html")
+    titles = [s.title for s in sections(card)]
+    assert titles == [t for t in PANELS if t not in ("Ablation", "Length", "Temperature")]
+    text = (tmp_path / "index.html").read_text(encoding="utf-8")
+    assert all(f">{t}<" in text for t in titles) and "not recorded on this card" in text
+    assert [a.label for a in answers(card)][1:] == ["not read", "not read"]

@@ -149,7 +149,7 @@ def read_tables(
             observer.start(i, reading)
             ids = torch.tensor([reading.ids], device=device)
             with hooks.observed(model, observer, block=block), torch.no_grad():
-                model(input_ids=ids)
+                hooks.last_forward(model, ids)
         return {label: sink.close() for label, sink in sinks.items()}
     except BaseException:
         for sink in sinks.values():

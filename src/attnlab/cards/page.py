@@ -85,7 +85,8 @@ def _frame(rows, columns=None) -> pd.DataFrame:
 
 def _parts(card: Card) -> list[str]:
     """The temperature panel's parts read ("inside", "past"), in that order."""
-    return [p for p in ("inside", "past") if getattr(card.temperature, p) is not None]
+    heat = card.temperature
+    return [p for p in ("inside", "past") if heat is not None and getattr(heat, p) is not None]
 
 
 def write_card_page(card: Card | dict, folder: str | Path, page: str | Path, shown: str | Path | None = None) -> Path:
@@ -105,18 +106,20 @@ def write_card_page(card: Card | dict, folder: str | Path, page: str | Path, sho
     write_table(folder / "heads", heads)
     plot_head_types(heads, folder / "head_types", f"{card.model}: head types (number: first-token mass)")
     ablation, length, heat = card.ablation, card.length, card.temperature
-    write_table(folder / "ablation", _frame(ablation.rows))
-    write_table(folder / "ablation_cells", _frame(ablation.cells))
-    write_table(folder / "top_heads", _frame(ablation.top))
-    if ablation.rows:
-        plot_ablation(_frame(ablation.rows), folder / "ablation")
-    lengths = _frame(length.rows)
-    write_table(folder / "length", lengths)
-    if length.past_rows:
-        write_table(folder / "length_past", _frame(length.past_rows))
-    if not lengths.empty:
-        plot_unsafe_by_length(lengths.assign(p=length.p, b=length.b), folder / "length_unsafe")
-        plot_entropy_by_length(lengths, folder / "length_entropy")
+    if ablation is not None:  # a card written before the panel existed has none
+        write_table(folder / "ablation", _frame(ablation.rows))
+        write_table(folder / "ablation_cells", _frame(ablation.cells))
+        write_table(folder / "top_heads", _frame(ablation.top))
+        if ablation.rows:
+            plot_ablation(_frame(ablation.rows), folder / "ablation")
+    if length is not None:
+        lengths = _frame(length.rows)
+        write_table(folder / "length", lengths)
+        if length.past_rows:
+            write_table(folder / "length_past", _frame(length.past_rows))
+        if not lengths.empty:
+            plot_unsafe_by_length(lengths.assign(p=length.p, b=length.b), folder / "length_unsafe")
+            plot_entropy_by_length(lengths, folder / "length_entropy")
     for part in _parts(card):
         fit = getattr(heat, part)
         write_table(folder / f"temperature_{part}", _frame(fit.per_n))
@@ -291,18 +294,33 @@ def _fixed(value, spec: str) -> str:
     return format(value, spec) if _finite(value) else "-"
 
 
+UNRECORDED = "not recorded on this card"  # a command a card written before commands were recorded lacks
+
+
 def sections(card: Card) -> list[Section]:
-    """One section per panel of ``PANELS``."""
-    plan, sub, cmd = card.budget, card.substitution, card.commands
+    """One section per panel of ``PANELS`` the card holds (a card written before the ablation, length and temperature
+    panels existed, or before it recorded its plan and commands, has the others)."""
+    plan, sub, cmd = card.budget, card.substitution, card.commands or {}
     budget = (
         f"budget {plan['name']} ({plan['about']}): {plan['prompts']} prompts per suite, NIAH pad "
         f"{plan['pad'] if plan['pad'] is not None else 'the suite default'}, induction length {plan['length']}, "
         f"queries {plan['queries']}, seed {card.seed}; b_auto = {_num(card.b_auto)}"
+        if plan
+        else f"budget not recorded; b_auto = {_num(card.b_auto)}"
     )
     best = sub.best
     told = "overlap: not told apart at this many prompts" if best.overlap else "do not overlap"
     # a schema-1 card has no reading: it named the highest recipe the best
     reading = best.reading or f"highest: {best.recipe}"
+    later = [
+        section(card, budget)
+        for panel, section in (
+            (card.ablation, ablation_section),
+            (card.length, length_section),
+            (card.temperature, temperature_section),
+        )
+        if panel is not None
+    ]
     held = _frame(card.heads)["labels"].astype(str).str.split("+")
     types = {t: int(held.map(lambda labels, t=t: t in labels).sum()) for t in TYPES}
     return [
@@ -313,7 +331,7 @@ def sections(card: Card) -> list[Section]:
             question="How often is a row polynomial-unsafe (S_p >= 1, over active rows) at p = 2, 4, 8, 16 and "
             "b = 0 or b_auto, and what does the screen say of each ReLU or sigmoid recipe? A screen, not a guarantee: "
             f"a very low safe share predicts collapse, a high one does not promise preservation ({sub.source}).",
-            command=f"{cmd['audit niah']}; {cmd['audit induction']}",
+            command=f"{cmd.get('audit niah', UNRECORDED)}; {cmd.get('audit induction', UNRECORDED)}",
             tables=(
                 Table("unsafe", "unsafe % of active rows per suite, b and p, with its 95% interval over prompts"),
                 Table(
@@ -332,7 +350,7 @@ def sections(card: Card) -> list[Section]:
             f"({best.map}): {best.accuracy:.1f}% [{best.lo:.1f}, {best.hi:.1f}] against softmax "
             f"{best.softmax:.1f}% [{best.softmax_lo:.1f}, {best.softmax_hi:.1f}] (exact 95%), "
             f"{best.delta_pp:+.1f} pp; the intervals {told}.",
-            command=cmd["substitute"],
+            command=cmd.get("substitute", UNRECORDED),
             tables=(Table("recipes", "exact-match accuracy per recipe with its exact 95% interval, delta pp"),),
             notes=(budget, *trained_note(card)),
         ),
@@ -343,20 +361,18 @@ def sections(card: Card) -> list[Section]:
             question="What does each head do? Type from induction prompts, first-token mass on generic text, "
             "median S_2 of its active rows at b = 0 (both suites). Heads per label (a head counts under every "
             "label it carries): " + ", ".join(f"{t} {n}" for t, n in types.items()) + ".",
-            command=f"{cmd['heads']}; {cmd['sinks']}",
+            command=f"{cmd.get('heads', UNRECORDED)}; {cmd.get('sinks', UNRECORDED)}",
             tables=(Table("heads", "per head: type, labels, features, first-token mass, median S_2"),),
             figures=(Figure("head_types", "layer x head map of the head types; the number is the first-token mass"),),
             notes=(budget,),
         ),
-        ablation_section(card, budget),
-        length_section(card, budget),
-        temperature_section(card, budget),
+        *later,
         Section(
             study="card-reproduce",
             title=PANELS[-1],
             source=sub.source,
             question=f"The commands that reproduce each panel on their own, reusing b_auto = {_num(card.b_auto)}.",
-            command="; ".join(cmd.values()),
+            command="; ".join(cmd.values()) or UNRECORDED,
             notes=(budget,),
         ),
     ]

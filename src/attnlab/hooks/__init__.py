@@ -21,7 +21,7 @@ from torch import nn
 from attnlab import rowmaps
 from attnlab.errors import ArgumentError, ArgumentTypeError
 from attnlab.hooks.calibrate import calibrate_b_auto
-from attnlab.hooks.hf import UnsupportedModel, attention_modules, num_heads, observed, routed
+from attnlab.hooks.hf import UnsupportedModel, attention_modules, last_forward, num_heads, observed, routed
 from attnlab.hooks.implementations import register_attention
 from attnlab.hooks.rope import dynamic_inv_freq, dynamic_ntk, rope_tables
 from attnlab.loading.load import LoadError, load_model, provenance
@@ -116,6 +116,7 @@ __all__ = [
     "dynamic_inv_freq",
     "dynamic_ntk",
     "head_maps",
+    "last_forward",
     "load_model",
     "num_heads",
     "observed",

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from attnlab.errors import ArgumentError
-from attnlab.hooks.hf import observed
+from attnlab.hooks.hf import last_forward, observed
 from attnlab.site import ScoreBlock
 
 N_BINS = 1 << 16
@@ -67,7 +67,7 @@ class _Pass:
 
 def _forward(model: nn.Module, input_ids: torch.Tensor, observer: _Pass) -> None:
     with observed(model, observer), torch.no_grad():
-        model(input_ids=input_ids)
+        last_forward(model, input_ids)
 
 
 def calibrate_b_auto(model: nn.Module, input_ids: torch.Tensor, *, budget: float = 0.05) -> float:

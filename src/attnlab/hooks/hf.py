@@ -115,6 +115,19 @@ def _check_supported(model: nn.Module) -> None:
         )
 
 
+def last_forward(model: nn.Module, input_ids: torch.Tensor):
+    """``model(input_ids=...)`` with the logits of the last position only (``logits_to_keep=1``, where the model's
+    forward takes it), for a forward read for its score rows alone: the language-model head over every position is a
+    tenth of SmolLM2-135M's forward and half of Gemma 3 270M's (a 262k vocabulary), and its float32 logits (tokens x
+    vocabulary) are the largest tensor of a long prompt's forward. Attention, and so every score row, is computed as
+    before; the one logit row kept may differ from the full forward's in its last bits (another matmul shape)."""
+    import inspect
+
+    if "logits_to_keep" in inspect.signature(model.forward).parameters:
+        return model(input_ids=input_ids, logits_to_keep=1)
+    return model(input_ids=input_ids)
+
+
 def attention_modules(model: nn.Module) -> list[nn.Module]:
     """The model's attention modules in layer order: those carrying a ``layer_idx`` that call the
     attention-function interface (transformers' ``*Attention`` classes)."""
