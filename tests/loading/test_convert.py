@@ -24,12 +24,6 @@ pytest.importorskip("gguf")
 TEXT = "The cat sat on the mat. 3f2a9c4e QX7K2M9A"
 
 
-@pytest.fixture()
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("ATTNLAB_CACHE", str(tmp_path / "cache"))
-    return tmp_path / "cache"
-
-
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
     folder = tmp_path_factory.mktemp("gguf")
@@ -84,19 +78,19 @@ def test_conversion_draws_no_bar_of_transformers(written, cache, capfd):
 
 def test_conversion_is_cached_by_content(written, cache, tmp_path, monkeypatch):
     path = written[0]
-    first = resolve_checkpoint(path)
-    assert first.parent == cache / "converted" and first.name == convert.fetch.sha256(path)
+    first = resolve_checkpoint(path, dtype=torch.float32)
+    assert first.parent == cache / "converted" and first.name == f"{convert.fetch.sha256(path)}-float32"
 
     def no_conversion(*_):
         raise AssertionError("converted again")
 
     monkeypatch.setattr(convert, "_convert", no_conversion)
-    assert resolve_checkpoint(path) == first
-    assert resolve_checkpoint(path.parent) == first  # a folder holding one .gguf and no config.json
+    assert resolve_checkpoint(path, dtype=torch.float32) == first
+    assert resolve_checkpoint(path.parent, dtype=torch.float32) == first  # a folder holding one .gguf, no config.json
     copy = tmp_path / "edited.gguf"
     copy.write_bytes(path.read_bytes() + b"\0" * 32)  # other bytes, other cache entry
     with pytest.raises(AssertionError, match="converted again"):
-        resolve_checkpoint(copy)
+        resolve_checkpoint(copy, dtype=torch.float32)
 
 
 def test_a_conversion_that_lands_second_serves_the_first_ones_folder(written, cache, monkeypatch):
@@ -105,15 +99,15 @@ def test_a_conversion_that_lands_second_serves_the_first_ones_folder(written, ca
     path = written[0]
     real = convert._convert
 
-    def raced(source, stage):
-        real(source, stage)
+    def raced(source, stage, *rest):
+        real(source, stage, *rest)
         rival = convert.io.temp_dir(stage.parent, ".rival-")
-        real(source, rival)
+        real(source, rival, *rest)
         (rival / convert.SOURCE).write_text(json.dumps({"rival": True}))
-        rival.rename(stage.parent / convert.fetch.sha256(source))
+        rival.rename(stage.parent / f"{convert.fetch.sha256(source)}-float32")
 
     monkeypatch.setattr(convert, "_convert", raced)
-    out = resolve_checkpoint(path)
+    out = resolve_checkpoint(path, dtype=torch.float32)
     assert json.loads((out / convert.SOURCE).read_text()) == {"rival": True}
     assert [p.name for p in out.parent.iterdir()] == [out.name]
 
@@ -127,7 +121,7 @@ def test_a_cache_entry_attnlab_did_not_write_is_refused_and_left_as_it_is(writte
     converted_dir.mkdir(parents=True)
     beside = converted_dir / "notes.txt"
     beside.write_text("the user's")
-    target = converted_dir / convert.fetch.sha256(path)
+    target = converted_dir / f"{convert.fetch.sha256(path)}-float32"
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "weights.txt").write_text("the user's")
@@ -137,7 +131,7 @@ def test_a_cache_entry_attnlab_did_not_write_is_refused_and_left_as_it_is(writte
     else:
         target.symlink_to(mine, target_is_directory=True)
     with pytest.raises(LoadError, match=f"{target} is in attnlab's cache but holds no {convert.SOURCE}"):
-        resolve_checkpoint(path)
+        resolve_checkpoint(path, dtype=torch.float32)
     assert beside.read_text() == "the user's" and (target / "weights.txt").read_text() == "the user's"
     assert (mine / "weights.txt").read_text() == "the user's" and target.is_symlink() == (kind == "link")
     assert sorted(p.name for p in converted_dir.iterdir()) == sorted(["notes.txt", target.name])
@@ -221,7 +215,7 @@ def test_a_cached_folder_of_a_file_that_fails_the_checks_is_dropped(written, cac
         tmp_path / "bad.gguf", model, tok, tensors=lambda a: {k: v for k, v in a.items() if "blk.1." not in k}
     )
     # an older attnlab converted it, filling the missing block at random, and cached the result unstamped
-    out = good.parent / fetch.digest(bad)
+    out = good.parent / f"{fetch.digest(bad)}-float32"
     shutil.copytree(good, out)
     (out / convert.SOURCE).write_text(json.dumps({"gguf": str(bad), "sha256": fetch.digest(bad)}))
     with pytest.raises(LoadError, match="bad.gguf"):

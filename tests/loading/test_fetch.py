@@ -1,5 +1,6 @@
 """attnlab fetch places a model's GGUF only when every payload and the assembled file match their recorded
-sha256, assembles chunked files in order, and lists what is known and present."""
+sha256, assembles chunked files in order, and lists what is known and present; a file's sha256 is remembered, and
+hashing a large one is named in the log."""
 
 from __future__ import annotations
 
@@ -114,7 +115,9 @@ def test_a_fetched_file_changed_since_is_refused_before_use_and_its_hash_is_reme
     path = fetch.fetch("toy", log=lambda _: None)
     assert fetch.verified("toy") == path
     hashed = []
-    monkeypatch.setattr(fetch, "sha256", lambda p: hashed.append(p) or hashlib.sha256(p.read_bytes()).hexdigest())
+    monkeypatch.setattr(
+        fetch, "sha256", lambda p, log=None: hashed.append(p) or hashlib.sha256(p.read_bytes()).hexdigest()
+    )
     assert fetch.verified("toy") == path and fetch.verified("toy") == path and hashed == []
     data = bytearray(path.read_bytes())
     data[-1] ^= 1
@@ -137,3 +140,26 @@ def test_a_hostile_digest_memo_is_no_memo(tmp_path, monkeypatch, label, data):
     memo.write_bytes(data)
     assert fetch.digest(path) == hashlib.sha256(b"abc").hexdigest()
     assert json.loads(memo.read_text())["sha256"] == hashlib.sha256(b"abc").hexdigest()
+
+
+def test_hashing_a_large_file_is_named_with_its_size_and_says_how_far_it_is_while_a_memo_is_silent(
+    tmp_path, monkeypatch, capsys
+):
+    """A file of LARGE bytes or more is named in the log before it is hashed, its hashing ticks in MiB once
+    HEARTBEAT seconds pass without a line (here at once), and a later digest read from the memo says nothing."""
+    from attnlab import progress
+
+    monkeypatch.setenv("ATTNLAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(fetch, "LARGE", 2 * fetch.CHUNK)
+    monkeypatch.setattr(progress, "HEARTBEAT", 0.0)
+    big, small = tmp_path / "big.gguf", tmp_path / "small.gguf"
+    big.write_bytes(b"\1" * (2 * fetch.CHUNK + 1))
+    small.write_bytes(b"\1" * fetch.CHUNK)
+    said = []
+    assert fetch.digest(big, log=said.append) == hashlib.sha256(big.read_bytes()).hexdigest()
+    assert said == ["hashing big.gguf (2.1 MB) with sha256"]
+    ticks = capsys.readouterr().err.splitlines()
+    assert [line.split(" in ")[0] for line in ticks] == [f"  hashing big.gguf: {i}/3 MiB" for i in (1, 2, 3)]
+    fetch.digest(big, log=said.append)
+    fetch.digest(small, log=said.append)
+    assert said == ["hashing big.gguf (2.1 MB) with sha256"] and capsys.readouterr().err == ""

@@ -224,12 +224,6 @@ def _cached_models(cache: Path) -> list[Path]:
     return [p for p in cache.rglob("*") if p.is_file() and p.parent.name != "digests"] + list(cache.rglob(".convert-*"))
 
 
-@pytest.fixture()
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("ATTNLAB_CACHE", str(tmp_path / "cache"))
-    return tmp_path / "cache"
-
-
 @pytest.mark.parametrize("case", HF_CASES + GGUF_CASES, ids=lambda c: c.name)
 def test_a_hostile_checkpoint_loads_as_its_file_or_fails_in_one_line(case, clean, cache, tmp_path):
     path = _make(case, clean, tmp_path / "ckpt")

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from attnlab import hooks, io, options, tasks
+from attnlab import hooks, io, options, progress, tasks
 from attnlab.devices import Placement, model_device
 from attnlab.errors import ArgumentError, ArgumentTypeError, Error
 from attnlab.options import MODEL_HELP, option
@@ -241,10 +241,11 @@ def staged_output(out: str | os.PathLike) -> Iterator[Path]:
 
 def load(path: str, device: str = "auto", dtype: str | None = "auto", trust_remote_code: bool = False):
     """(model, tokenizer) ready for the hooks, on ``device`` in ``dtype`` (``attnlab.devices``: auto reads in
-    bfloat16 on a GPU that supports it, as Polynomial Concentration loads its models); every failure is a
-    one-line LoadError/UnsupportedModel."""
+    bfloat16 on a GPU that supports it, as Polynomial Concentration loads its models; a GGUF is converted in it);
+    hashing, conversion and loading each say what they do on stdout; every failure is a one-line
+    LoadError/UnsupportedModel."""
     model, tokenizer = hooks.load_model(
-        path, device=device, dtype=dtype, trust_remote_code=trust_remote_code, log=print
+        path, device=device, dtype=dtype, trust_remote_code=trust_remote_code, log=progress.say
     )
     hooks.num_heads(model)  # unsupported architectures fail here, before any work
     return model, tokenizer
@@ -252,10 +253,10 @@ def load(path: str, device: str = "auto", dtype: str | None = "auto", trust_remo
 
 def model_record(run: CheckpointRun, model) -> dict[str, str]:
     """The provenance a run's config.json keeps beside ``--model`` as typed: the absolute path of what it named,
-    its sha256 (``hooks.provenance``), and the dtype and device the weights were used in (--dtype and --device
-    resolved)."""
+    its sha256 (``hooks.provenance``, naming on stdout a large file it must hash), and the dtype and device the
+    weights were used in (--dtype and --device resolved)."""
     return {
-        **hooks.provenance(run.model),
+        **hooks.provenance(run.model, log=progress.say),
         "dtype_used": str(next(model.parameters()).dtype).removeprefix("torch."),
         "device_used": str(model_device(model)),
     }

@@ -16,7 +16,16 @@ import pandas as pd
 
 from attnlab import hooks, rowmaps
 from attnlab.analyses.audit_tables import prevalence
-from attnlab.analyses.run import Bias, check_count, check_model, check_tokenizer, context_length
+from attnlab.analyses.run import (
+    CALIBRATION_TOKENS,
+    Bias,
+    calibration_ids,
+    check_count,
+    check_model,
+    check_tokenizer,
+    context_length,
+    evaluating,
+)
 from attnlab.analyses.substitute import BASELINE, baseline_warning
 from attnlab.api.checks import as_prompts
 from attnlab.api.entry import audit, sinks, substitute
@@ -33,10 +42,12 @@ from attnlab.cards.types import (
     as_records,
     jsonable,
 )
+from attnlab.devices import model_device
 from attnlab.errors import ArgumentTypeError
 from attnlab.findings.calibrate import power
 from attnlab.findings.stats import clopper_pearson
 from attnlab.papers import cite
+from attnlab.progress import Steps
 
 SUITES = ("niah", "induction")
 DEGREES = (2, 4, 8, 16)
@@ -46,6 +57,9 @@ DEGREES = (2, 4, 8, 16)
 LOW_SAFE = 3.0
 HIGH_SAFE = 66.0
 SCREEN = cite("Polynomial Concentration", "§5.5")
+# The steps ``build`` names as it starts each: the trained-model check and b_auto; the audit of each suite; the
+# substitution, heads, first-token mass, ablation, length, and temperature inside and past the window
+STEPS = 2 + len(SUITES) + 7
 
 
 @dataclass(frozen=True)
@@ -144,62 +158,92 @@ def build(
     checks its arguments and gives it). ``target``: the context length of the multiplier (None: twice the window).
     """
     planned, cfg = cfg.lengths, within_window(cfg, context_length(model))
-    trained = panels.loss_check(model, tokenizer)
+    past = tuple(n for n in planned if n not in cfg.lengths)  # the plan's lengths past the window
+    layers, heads = hooks.num_heads(model)
+    steps = Steps("card", STEPS, hooks.attention_modules(model))
+    with steps.step(f"trained-model check: next-token loss on the bundled novel's first {panels.LOSS_TOKENS} tokens"):
+        trained = panels.loss_check(model, tokenizer)
     untrained = panels.untrained(trained)
+    calibration = min(CALIBRATION_TOKENS, context_length(model) or CALIBRATION_TOKENS)
+    # the first audit would calibrate it: done here, as it does, so that the log names its two forwards
+    with steps.step(
+        f"b_auto: 5% mass calibration on {calibration} tokens of generated text, 2 forwards (Polynomial "
+        "Concentration App. B)"
+    ):
+        with evaluating(model):
+            b_auto = hooks.calibrate_b_auto(model, calibration_ids(model, tokenizer, model_device(model)))
     sizes = {"niah": {"pad": cfg.pad}, "induction": {"length": cfg.length}}
-    audits, b_auto = {}, None
+    shapes = {"niah": "" if cfg.pad is None else f" (pad {cfg.pad})", "induction": f" of {cfg.length} tokens"}
+    audits = {}
     for suite in SUITES:
-        audits[suite] = audit(
+        with steps.step(
+            f"audit {suite}: {cfg.prompts} prompts{shapes[suite]}, rows {cfg.queries} of {layers} x {heads} heads, "
+            f"S_p at p = {', '.join(map(str, DEGREES))} and S_sigma, b = 0 and b_auto"
+        ):
+            audits[suite] = audit(
+                model,
+                tokenizer,
+                suite,
+                n_prompts=cfg.prompts,
+                seed=seed,
+                p=DEGREES,
+                b=(0.0, "auto"),
+                b_auto=b_auto,
+                queries=cfg.queries,
+                sigmoid=True,
+                progress=progress,
+                **sizes[suite],
+            )
+    unsafe = unsafe_table(audits)
+    with steps.step(
+        f"substitution: softmax and {len(cfg.recipes)} recipes ({', '.join(cfg.recipes)}) on every head, greedy "
+        f"answers to {cfg.prompts} NIAH prompts{shapes['niah']}"
+    ):
+        # one NIAH suite for the substitution and the ablation, whose softmax baseline is the substitution's own
+        niah = as_prompts(model, tokenizer, "niah", n_prompts=cfg.prompts, seed=seed, pad=cfg.pad)
+        table, answers = substitute(
+            model, tokenizer, list(cfg.recipes), niah, b_auto=b_auto, progress=progress, answers=True
+        )
+    with steps.step(
+        f"heads: types of {layers} x {heads} heads from {cfg.heads_prompts} induction prompts{shapes['induction']}"
+    ):
+        types = api_heads(
             model,
             tokenizer,
-            suite,
-            n_prompts=cfg.prompts,
+            n_prompts=cfg.heads_prompts,
+            length=cfg.length,
             seed=seed,
-            p=DEGREES,
-            b=(0.0, "auto"),
-            b_auto=b_auto,
             queries=cfg.queries,
-            sigmoid=True,
             progress=progress,
-            **sizes[suite],
         )
-        b_auto = audits[suite].attrs["b_auto"]  # calibrated once, by the first suite's audit
-    unsafe = unsafe_table(audits)
-    # one NIAH suite for the substitution and the ablation, whose softmax baseline is the substitution's own
-    niah = as_prompts(model, tokenizer, "niah", n_prompts=cfg.prompts, seed=seed, pad=cfg.pad)
-    table, answers = substitute(
-        model, tokenizer, list(cfg.recipes), niah, b_auto=b_auto, progress=progress, answers=True
-    )
-    types = api_heads(
-        model,
-        tokenizer,
-        n_prompts=cfg.heads_prompts,
-        length=cfg.length,
-        seed=seed,
-        queries=cfg.queries,
-        progress=progress,
-    )
-    mass = sinks(model, tokenizer, n_documents=cfg.documents, tokens=cfg.tokens, seed=seed)
+    with steps.step(f"first-token mass: {cfg.documents} documents of {cfg.tokens} tokens"):
+        mass = sinks(model, tokenizer, n_documents=cfg.documents, tokens=cfg.tokens, seed=seed)
     baseline = answers[answers["recipe"] == BASELINE].to_dict("records")
-    ablation = panels.ablation_panel(
-        model,
-        tokenizer,
-        cfg,
-        audits["induction"],
-        niah,
-        baseline,
-        b_auto=b_auto,
-        progress=progress,
-        precondition=untrained,
-    )
-    past = tuple(n for n in planned if n not in cfg.lengths)  # the plan's lengths past the window
-    length = panels.length_panel(
-        model, tokenizer, cfg, audit, seed=seed, progress=progress, past=past, precondition=untrained
-    )
+    with steps.step(
+        f"ablation: {cfg.ablation_recipe} on the top-, bottom- and {cfg.draws} random K heads by S_2, K = "
+        f"{', '.join(map(str, cfg.ks))}: {len(cfg.ks) * (2 + cfg.draws)} subsets x {cfg.prompts} NIAH prompts"
+    ):
+        ablation = panels.ablation_panel(
+            model,
+            tokenizer,
+            cfg,
+            audits["induction"],
+            niah,
+            baseline,
+            b_auto=b_auto,
+            progress=progress,
+            precondition=untrained,
+        )
+    beyond = f", past the window at L = {', '.join(map(str, past))} (RoPE models)" if past else ""
+    with steps.step(
+        f"length: induction audits at L = {', '.join(map(str, cfg.lengths))}{beyond}, {cfg.length_prompts} prompts each"
+    ):
+        length = panels.length_panel(
+            model, tokenizer, cfg, audit, seed=seed, progress=progress, past=past, precondition=untrained
+        )
     heat = panels.temperature_panel(
-        model, tokenizer, cfg, seed=seed, progress=progress, target=target, precondition=untrained
+        model, tokenizer, cfg, seed=seed, progress=progress, target=target, precondition=untrained, stage=steps.step
     )
-    layers, heads = hooks.num_heads(model)
     return Card(
         model=name,
         model_type=getattr(model.config, "model_type", None),

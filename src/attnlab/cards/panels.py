@@ -49,6 +49,7 @@ from attnlab.findings.calibrate import power
 from attnlab.findings.finding import MDE, Null
 from attnlab.findings.stats import clopper_pearson
 from attnlab.findings.verdict import decide
+from attnlab.progress import progress as progress_of
 from attnlab.rowmaps.registry import XI_RANGE
 from attnlab.rowmaps.softmax import length_multiplier
 from attnlab.studies.concentration.findings import accuracy_mde
@@ -335,13 +336,23 @@ def temperature_placement(lo: float, hi: float) -> str:
 
 
 def temperature_panel(
-    model, tokenizer, cfg, *, seed: int, progress: bool, target: int | None = None, precondition: str | None = None
+    model,
+    tokenizer,
+    cfg,
+    *,
+    seed: int,
+    progress: bool,
+    target: int | None = None,
+    precondition: str | None = None,
+    stage=None,
 ) -> TemperaturePanel:
     """xi_hat_Lambda inside the window (rows at n = n_eval x {1/4, 1/2, 3/4, 1}, n_eval = min(window,
     ``cfg.inside_tokens``)) and past it (n_eval = 1.25 x window under dynamic NTK) where that is at most
     ``cfg.past_tokens`` and the model has RoPE tables to rescale; documents are windows of the bundled novel, as
     the temperature study reads them; with the multiplier m(target; xi_hat) of Hayase & Karakida App. A.2 (target
-    None: twice the window); ``precondition``: why no finding can be decided (an untrained model)."""
+    None: twice the window); ``precondition``: why no finding can be decided (an untrained model). ``stage``
+    (``progress.Steps.step``): each part, read or not, runs as a step it names."""
+    stage = stage or (lambda _: contextlib.nullcontext())
     n_train = context_length(model)
     fractions = (0.25, 0.5, 0.75, 1.0)
     inside = min(n_train or cfg.inside_tokens, cfg.inside_tokens)
@@ -357,19 +368,28 @@ def temperature_panel(
     elif why is None and reach["past"] > cfg.past_tokens:
         why = f"n_eval = {reach['past']} ({PAST_RATIO:g} x the window) passes this budget's {cfg.past_tokens} tokens"
     for part, n_eval in reach.items():
+        where = "inside the window" if part == "inside" else "past the window"
         if part == "past" and why is not None:
-            parts[part] = None
+            with stage(f"temperature {where}: not read, {why}"):
+                parts[part] = None
             continue
         grid = sorted({max(2, round(f * n_eval)) for f in fractions})
-        novel = tasks.novel_path()
-        docs = temperature.token_windows(tokenizer, max(grid), cfg.temperature_docs, seed=seed, bos=False, text=novel)
         rope = "dynamic" if part == "past" else "plain"
-        rows = temperature.contact_rows(
-            model, docs, grid, eps=temperature.TemperatureConfig.eps, rope=rope, n_train=n_train, progress=progress
-        )
-        parts[part] = temperature_fit(
-            rows, grid, past=part == "past", rope=rope, seed=seed, n_boot=cfg.n_boot, precondition=precondition
-        )
+        under = " under dynamic-NTK RoPE" if part == "past" else ""
+        with stage(
+            f"temperature {where}: xi_hat_Lambda{under} on {cfg.temperature_docs} windows of {max(grid)} tokens of "
+            f"the novel, n = {', '.join(map(str, grid))}, {cfg.n_boot} bootstrap resamples"
+        ):
+            novel = tasks.novel_path()
+            docs = temperature.token_windows(
+                tokenizer, max(grid), cfg.temperature_docs, seed=seed, bos=False, text=novel
+            )
+            rows = temperature.contact_rows(
+                model, docs, grid, eps=temperature.TemperatureConfig.eps, rope=rope, n_train=n_train, progress=progress
+            )
+            parts[part] = temperature_fit(
+                rows, grid, past=part == "past", rope=rope, seed=seed, n_boot=cfg.n_boot, precondition=precondition
+            )
     return TemperaturePanel(
         window=jsonable(n_train),
         inside=parts["inside"],
@@ -426,12 +446,12 @@ def ablation_panel(
     ks = [k for k in cfg.ks if k <= ranked]
     device = str(model_device(model))
     records = [{**r, "k": 0, "subset": BASELINE, "draw": 0} for r in baseline]
-    for k in ks:
-        for subset, draw, chosen in ablate.subsets(ranking, k, cfg.draws):
-            with hooks.substituted(model, cfg.ablation_recipe, heads=chosen, b_auto=b_auto):
-                label = f"{subset}-{k}" + (f"#{draw}" if subset == "random" else "")
-                got = score(model, tokenizer, prompts, "niah", device, label, progress)
-                records += [{**r, "k": k, "subset": subset, "draw": draw} for r in got]
+    plan = [(k, *subset) for k in ks for subset in ablate.subsets(ranking, k, cfg.draws)]
+    for k, subset, draw, chosen in progress_of(plan, desc="ablation", unit="subset", enabled=progress):
+        with hooks.substituted(model, cfg.ablation_recipe, heads=chosen, b_auto=b_auto):
+            label = f"{subset}-{k}" + (f"#{draw}" if subset == "random" else "")
+            got = score(model, tokenizer, prompts, "niah", device, label, progress)
+            records += [{**r, "k": k, "subset": subset, "draw": draw} for r in got]
     cells = exact_intervals(ablate.cells(pd.DataFrame(records)))
     table = ablate.decisive_table(cells)
     top = ranking[ranking["ranked"]].head(max(ks, default=0))

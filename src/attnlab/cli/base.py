@@ -34,7 +34,10 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-PROGRESS_HELP = "no progress bars (they are drawn only on a terminal anyway)"
+PROGRESS_HELP = (
+    "no progress bars (they are drawn only on a terminal anyway); attnlab card still names its steps and prints a "
+    "line at least every 5 s within one"
+)
 Config = type | str  # a dataclass, or "module:Name" imported only when its command runs
 
 

@@ -16,6 +16,7 @@ from attnlab.cli.base import command
 from attnlab.cli.checkpoint import output
 from attnlab.devices import Placement
 from attnlab.options import MODEL_HELP, option
+from attnlab.progress import say
 
 if TYPE_CHECKING:
     from attnlab.cards.types import Card
@@ -101,6 +102,7 @@ def run(cfg: CardConfig, out: str | Path, *, overwrite: bool = False, progress: 
     with locked(out):  # from the check through the write: a second card into ``out`` is refused at once
         check_output(out, settings, overwrite=overwrite, what="attnlab card")
         card = _card(cfg, name, progress)
+        say(f"writing the card's page, card.json and card.md into {out}")
         with staged_output(out) as stage:
             written = _write_card(card, cfg, settings, stage, Path(out))
     final = Path(out)
@@ -115,7 +117,7 @@ def run_several(cfg: CardConfig, out: str | Path, *, overwrite: bool = False, pr
     from attnlab.analyses.run import staged_output
     from attnlab.cards.compare import compare, slugs, write_compare_page
     from attnlab.io import check_output, check_writable, locked, swap_in, write_json
-    from attnlab.loading.load import resolve_checkpoint
+    from attnlab.loading.load import resolve_for
 
     settings = cfg.settings()
     _plan(cfg)
@@ -124,12 +126,13 @@ def run_several(cfg: CardConfig, out: str | Path, *, overwrite: bool = False, pr
     with locked(out):  # from the check through the write: a second card into ``out`` is refused at once
         check_output(out, settings, overwrite=overwrite, what="attnlab card")
         for name in cfg.models:  # a mistyped last model is named before the first one's card is computed
-            resolve_checkpoint(name, log=print)
+            resolve_for(name, cfg.device, cfg.dtype, log=print)
         names = slugs(cfg.models)
         cards = {}
         for i, (slug, name) in enumerate(zip(names, cfg.models), 1):
-            print(f"card {i}/{len(names)}: {name}")
+            print(f"model {i}/{len(names)}: {name}")
             cards[slug] = _card(cfg, name, progress)
+        say(f"writing {len(names)} cards and their comparison into {out}")
         with staged_output(out) as stage:
             for slug, name in zip(names, cfg.models):
                 _write_card(cards[slug], cfg, cfg.settings(name), stage / slug, final / slug)

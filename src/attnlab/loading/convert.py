@@ -2,24 +2,25 @@
 
 transformers reads a GGUF file with ``from_pretrained(folder, gguf_file=name)``, dequantizing every
 tensor to float, but it takes seconds to minutes and needs the optional ``gguf`` and ``accelerate``
-packages. attnlab converts each file once into a ``save_pretrained`` folder (float32 safetensors, the
-tokenizer and chat template from the same file) in the cache under ``converted/<sha256 of the file>``,
-so a later load of the same bytes is a plain folder load, and an edited file is converted anew.
+packages. attnlab converts each file once per dtype into a ``save_pretrained`` folder (safetensors in the dtype
+the run computes in, the tokenizer and chat template from the same file) in the cache under
+``converted/<sha256 of the file>-<dtype>``, so a later load of the same bytes in the same dtype is a plain folder
+load, an edited file is converted anew, and a float32 conversion is never served to a bfloat16 run or the reverse.
 """
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import os
 import shutil
 import struct
+import time
 from pathlib import Path
 from unittest import mock
 
 import torch
 
-from attnlab import io, readback
+from attnlab import devices, io, progress, readback
 from attnlab.errors import Error
 from attnlab.loading import fetch, validate
 from attnlab.loading.common import LoadError, quiet_transformers
@@ -72,40 +73,59 @@ def _check_complete(path: Path):
     return reader
 
 
-def converted(path: str | os.PathLike, *, log=None) -> Path:
-    """The ``save_pretrained`` folder of the GGUF file at ``path``, converting it on first use, once its header
-    and tensor table describe the model (``validate.check_gguf``): a refused file leaves nothing in the cache."""
+def converted(path: str | os.PathLike, dtype: torch.dtype = torch.float32, *, why: str | None = None, log=None) -> Path:
+    """The ``save_pretrained`` folder of the GGUF file at ``path`` in ``dtype`` (one of ``devices.DTYPES``), converting
+    it on first use, once its header and tensor table describe the model (``validate.check_gguf``): a refused file
+    leaves nothing in the cache. ``why``: why this dtype (the run's --dtype), for the line ``log`` gets; ``log`` also
+    hears of the hashing, the tensors converted and the size written."""
     path = Path(path).expanduser()
     if not path.is_file():
         raise LoadError(f"GGUF file {path} does not exist")
+    name = str(dtype).removeprefix("torch.")
+    if name not in devices.DTYPES:
+        raise LoadError(f"a GGUF file converts to {', '.join(devices.DTYPES)}, got {dtype}")
     _check_header(path)
-    digest = fetch.digest(path)
-    out = fetch.cache_dir() / "converted" / digest
+    digest = fetch.digest(path, log=log)
+    out = fetch.cache_dir() / "converted" / f"{digest}-{name}"
+    if name == "float32":
+        _adopt(out.parent / digest, out)
     if (out / SOURCE).is_file():
-        if _stamp(out) == CHECKS:
+        checks, stamped = _stamp(out)
+        if stamped == name:
+            if checks != CHECKS:
+                _say(log, f"checking the cached conversion of {path.name} against its file (an older attnlab's)")
+                try:
+                    _check(path)
+                except LoadError:
+                    io.remove(out, ignore_errors=True)  # the cache's own folder (stamped by SOURCE); a link is unlinked
+                    raise
+                io.write_json(out / SOURCE, _source(path, digest, name))
+            _say(log, f"using the {name} conversion of {path.name} cached in {out}, stamped by attnlab's checks")
             return out
-        try:
-            _check(path)
-        except LoadError:
-            io.remove(out, ignore_errors=True)  # the cache's own folder (stamped by SOURCE); a link is unlinked
-            raise
-        io.write_json(out / SOURCE, _source(path, digest))
-        return out
+        # its stamp names another dtype, or none that reads back: its weights are not known to be in this one
+        io.remove(out, ignore_errors=True)
     if out.exists() or out.is_symlink():
         # every folder attnlab converts into lands whole, SOURCE in it (the stage is renamed): this one it did not write
         raise LoadError(
             f"{out} is in attnlab's cache but holds no {SOURCE}, so attnlab did not write it and leaves it as it is; "
             f"move it away to convert {path.name} there"
         )
-    _check(path)
-    if log is not None:
-        log(f"converting {path.name} to a float32 checkpoint in {out} (once per file)")
+    started = time.monotonic()
+    _say(
+        log,
+        f"converting {path.name} ({progress.size(path.stat().st_size)}) to {name} in {out}, "
+        + (f"the dtype this run computes in ({why})" if why else "the dtype asked for")
+        + ": the dequantized weights are cast to it once here, as loading would cast them anyway, so a wider copy "
+        "would only cost disk and load time; once per file and dtype",
+    )
+    _say(log, f"converting {path.name}: reading its header and tensor table")
+    reader = _check(path, log)
     out.parent.mkdir(parents=True, exist_ok=True)
     io.remove_stale(out.parent, STAGE)
     stage = io.temp_dir(out.parent, STAGE)
     try:
-        _convert(path, stage)
-        io.write_json(stage / SOURCE, _source(path, digest))
+        _convert(path, stage, dtype, reader, log)
+        io.write_json(stage / SOURCE, _source(path, digest, name))
         try:
             os.replace(stage, out)
         except OSError:
@@ -115,46 +135,88 @@ def converted(path: str | os.PathLike, *, log=None) -> Path:
                 raise
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+    written = progress.size(_bytes(out))
+    _say(log, f"converted {path.name} in {time.monotonic() - started:.0f} s: {written} of {name} on disk in {out}")
     return out
 
 
-def _check(path: Path) -> None:
-    _check_extra()
-    validate.check_gguf(path, _check_complete(path))
+def _say(log, text: str) -> None:
+    if log is not None:
+        log(text)
 
 
-def _source(path: Path, digest: str) -> dict:
-    return {"gguf": str(path.resolve()), "sha256": digest, "checks": CHECKS}
+def _bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
 
 
-def _stamp(out: Path) -> int | None:
-    """The checks version a cached folder was stamped with; None for an older attnlab's folder or an unreadable
-    stamp (then it is checked again, never trusted)."""
+def _adopt(legacy: Path, out: Path) -> None:
+    """An older attnlab's conversion, cached under the file's sha256 alone and always in float32, moved to its
+    float32 entry ``out`` (its stamp, naming no dtype, reads as float32), so an upgrade converts nothing again and
+    leaves no orphan of gigabytes behind; a folder there without attnlab's stamp is left as it is."""
+    if legacy.is_symlink() or not (legacy / SOURCE).is_file() or out.exists() or out.is_symlink():
+        return
     try:
-        stamp = readback.read_object(out / SOURCE).get("checks")
+        os.rename(legacy, out)
+    except OSError:  # another process moved it first, or converted into ``out`` meanwhile
+        pass
+
+
+def _check(path: Path, log=None):
+    """The GGUFReader of ``path`` once the file passes ``validate.check_gguf``."""
+    _check_extra()
+    reader = _check_complete(path)
+    _say(log, f"converting {path.name}: checking its {len(reader.tensors)} tensors against the model its header names")
+    validate.check_gguf(path, reader)
+    return reader
+
+
+def _source(path: Path, digest: str, dtype: str) -> dict:
+    return {"gguf": str(path.resolve()), "sha256": digest, "dtype": dtype, "checks": CHECKS}
+
+
+def _stamp(out: Path) -> tuple[int | None, str | None]:
+    """(the checks version, the dtype) a cached folder was stamped with. Checks: None for an older attnlab's
+    folder (then it is checked again, never trusted). Dtype: float32 where the stamp names none, as every attnlab
+    before the dtype was stamped converted to float32. Both None for an unreadable stamp."""
+    try:
+        stamp = readback.read_object(out / SOURCE)
     except Error:
-        return None
-    return stamp if isinstance(stamp, int) else None
+        return None, None
+    checks, dtype = stamp.get("checks"), stamp.get("dtype", "float32")
+    return checks if isinstance(checks, int) else None, dtype if isinstance(dtype, str) else None
 
 
-def _convert(path: Path, stage: Path) -> None:
+def _convert(path: Path, stage: Path, dtype: torch.dtype, reader, log=None) -> None:
+    """``path`` saved into ``stage`` in ``dtype``, read through ``reader``, its GGUFReader."""
+    import gguf
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers import modeling_gguf_pytorch_utils as gguf_utils
 
     # Its dequantizing loop draws a bare tqdm bar that transformers' own switch does not reach: in a log it is a
-    # screen of redraws for every converted file, where attnlab prints one line per stage.
-    silent_bar = functools.partial(gguf_utils.tqdm, disable=True)
-    with quiet_transformers(), mock.patch.object(gguf_utils, "tqdm", silent_bar), validate.shared_name_maps():
+    # screen of redraws for every converted file; attnlab's ticking says how far it is only while it takes long.
+    def tensors(items, *_, **__):
+        return progress.ticking(items, desc=f"converting {path.name}", unit="tensor")
+
+    # transformers parses the header anew for the config, the weights and the tokenizer, seconds each for a
+    # vocabulary of 50,000 tokens: all three read the one the checks parsed
+    with (
+        quiet_transformers(),
+        mock.patch.object(gguf_utils, "tqdm", tensors),
+        mock.patch.object(gguf, "GGUFReader", lambda *_: reader),
+        validate.shared_name_maps(),
+    ):
+        _say(log, f"converting {path.name}: dequantizing its tensors to {str(dtype).removeprefix('torch.')}")
         try:
             # Mismatched shapes come back in the loading info rather than as transformers' multi-line error.
             model, info = AutoModelForCausalLM.from_pretrained(
                 path.parent,
                 gguf_file=path.name,
-                dtype=torch.float32,
+                dtype=dtype,
                 local_files_only=True,
                 output_loading_info=True,
                 ignore_mismatched_sizes=True,
             )
+            _say(log, f"converting {path.name}: reading its tokenizer")
             tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name, local_files_only=True)
         except (OSError, ValueError, KeyError, IndexError, TypeError, RuntimeError, AttributeError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -166,5 +228,6 @@ def _convert(path: Path, stage: Path) -> None:
         model.hf_quantizer = None
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
+        _say(log, f"converting {path.name}: writing the checkpoint")
         model.save_pretrained(stage)
         tokenizer.save_pretrained(stage)

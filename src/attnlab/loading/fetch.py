@@ -20,12 +20,13 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnlab import io
+from attnlab import io, progress
 from attnlab.errors import Error
 from attnlab.readback import ReadBackError, parse_object
 from attnlab.registry import Registry
 
 CHUNK = 1 << 20
+LARGE = 64 << 20  # bytes: a file this big takes seconds to hash on a loaded machine, so a log names its hashing
 
 
 class FetchError(Error, ValueError):
@@ -127,19 +128,27 @@ def fetched(name: str) -> Path | None:
     return path if path.is_file() else None
 
 
-def sha256(path: Path) -> str:
+def sha256(path: Path, *, log=None) -> str:
+    """The sha256 of the file at ``path``; with ``log``, a file of LARGE bytes or more is named there first and says
+    how far its hashing is (``progress.ticking``, in MiB) while it takes long."""
     digest = hashlib.sha256()
+    size = path.stat().st_size
     with open(path, "rb") as f:
-        while block := f.read(CHUNK):
+        blocks = iter(lambda: f.read(CHUNK), b"")
+        if log is not None and size >= LARGE:
+            log(f"hashing {path.name} ({progress.size(size)}) with sha256")
+            blocks = progress.ticking(blocks, desc=f"hashing {path.name}", unit="MiB", total=-(-size // CHUNK))
+        for block in blocks:
             digest.update(block)
     return digest.hexdigest()
 
 
-def digest(path: Path) -> str:
+def digest(path: Path, *, log=None) -> str:
     """``sha256(path)``, remembered in the cache (``digests/``, by the file's absolute path, with its size, mtime
     and inode) and read from there while those three are unchanged: a load stays fast, a file written over since
     is hashed anew, and nothing is written beside the user's own files. A memo that does not read back
-    (``readback.parse_object``) or names another stamp is no memo: the file is hashed and the memo written anew."""
+    (``readback.parse_object``) or names another stamp is no memo: the file is hashed and the memo written anew.
+    ``log``: where the hashing of a large file is named (``sha256``)."""
     path = Path(path).resolve()
     stat = path.stat()
     stamp = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "inode": stat.st_ino}
@@ -150,7 +159,7 @@ def digest(path: Path) -> str:
             return saved["sha256"]
     except (OSError, ReadBackError):
         pass
-    found = sha256(path)
+    found = sha256(path, log=log)
     try:
         memo.parent.mkdir(parents=True, exist_ok=True)
         io.write_json(memo, {**stamp, "path": str(path), "sha256": found})
@@ -159,11 +168,11 @@ def digest(path: Path) -> str:
     return found
 
 
-def verified(name: str) -> Path | None:
-    """``fetched(name)`` once its bytes match the recorded sha256 (``digest``), None when not fetched; a file
-    changed since the fetch is refused (FetchError) rather than loaded."""
+def verified(name: str, *, log=None) -> Path | None:
+    """``fetched(name)`` once its bytes match the recorded sha256 (``digest``, naming a long hashing in ``log``),
+    None when not fetched; a file changed since the fetch is refused (FetchError) rather than loaded."""
     path = fetched(name)
-    if path is not None and digest(path) != get(name).sha256:
+    if path is not None and digest(path, log=log) != get(name).sha256:
         raise FetchError(
             f"{path} no longer matches the sha256 recorded for {name!r} (changed or damaged since "
             f"it was fetched); run: attnlab fetch {name}"

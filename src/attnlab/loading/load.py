@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from attnlab import devices
+from attnlab import devices, progress
 from attnlab.loading import validate
 from attnlab.loading.common import LoadError, quiet_transformers, refusing
 from attnlab.options import MODEL_HELP
@@ -29,6 +29,20 @@ def placement(device: str, dtype: str | None) -> tuple[torch.device, torch.dtype
         raise LoadError(str(exc)) from None
     spread = str(device).strip().lower() == "auto" and place.type == "cuda"
     return place, torch_dtype, "auto" if spread else None
+
+
+def dtype_reason(place: torch.device, dtype: str | None) -> str:
+    """How a run chose the dtype it computes in (and a GGUF is converted in), in words."""
+    if dtype in (None, "auto"):
+        return f"--dtype auto on {'a CUDA device' if place.type == 'cuda' else 'the CPU'}"
+    return f"--dtype {dtype}"
+
+
+def resolve_for(spec: str | os.PathLike, device: str, dtype: str | None, log=None) -> Path:
+    """``resolve_checkpoint`` of ``spec`` in the dtype a run on ``device`` with ``--dtype dtype`` computes in: what a
+    command that checks its models before loading them resolves, so a GGUF is converted once, in that dtype."""
+    place, torch_dtype, _ = placement(device, dtype)
+    return resolve_checkpoint(spec, dtype=torch_dtype, why=dtype_reason(place, dtype), log=log)
 
 
 # ``org/name`` or ``org/name@revision``: what a Hub id looks like (huggingface_hub's own check runs as well)
@@ -95,30 +109,36 @@ def hub_snapshot(spec: str | os.PathLike) -> Path | None:
     return Path(found)
 
 
-def resolve_checkpoint(spec: str | os.PathLike, *, log=None) -> Path:
+def resolve_checkpoint(
+    spec: str | os.PathLike, *, dtype: torch.dtype | None = None, why: str | None = None, log=None
+) -> Path:
     """The ``save_pretrained`` folder that ``--model`` names: an existing path first (a folder, a
     ``.gguf`` file, or a folder holding one ``.gguf`` and no config.json), else a fetched model's name, else
     a Hub id (``org/name[@revision]``) in the local Hugging Face cache, whose snapshot folder is then read
-    as a path is (``hub_snapshot``). GGUF files are converted once (``convert.converted``)."""
+    as a path is (``hub_snapshot``). GGUF files are converted once per dtype (``convert.converted``), into
+    ``dtype``, the one the run computes in (None: what ``--dtype auto`` gives on this machine), ``why`` saying
+    how the run chose it; ``log`` hears of hashing and conversion."""
     from attnlab.loading import convert, fetch
 
+    if dtype is None:
+        dtype, why = devices.checkpoint_dtype("auto", "auto"), "--dtype auto on this machine"
     path = Path(spec).expanduser()
     if not path.exists() and str(spec) in fetch.MODELS:
         try:
-            found = fetch.verified(str(spec))
+            found = fetch.verified(str(spec), log=log)
         except fetch.FetchError as exc:
             raise LoadError(str(exc)) from None
         if found is None:
             raise LoadError(f"model {str(spec)!r} is not fetched yet; run: attnlab fetch {spec}")
-        return convert.converted(found, log=log)
+        return convert.converted(found, dtype, why=why, log=log)
     if not path.exists() and (snapshot := hub_snapshot(spec)) is not None:
-        return resolve_checkpoint(snapshot, log=log)
+        return resolve_checkpoint(snapshot, dtype=dtype, why=why, log=log)
     if path.is_file() and path.suffix == ".gguf":
-        return convert.converted(path, log=log)
+        return convert.converted(path, dtype, why=why, log=log)
     if path.is_dir() and not (path / "config.json").is_file():
         ggufs = convert.gguf_files(path)
         if len(ggufs) == 1:
-            return convert.converted(ggufs[0], log=log)
+            return convert.converted(ggufs[0], dtype, why=why, log=log)
         if ggufs:
             raise LoadError(
                 f"{path} holds {len(ggufs)} .gguf files ({', '.join(p.name for p in ggufs)}); pass one of them"
@@ -126,11 +146,11 @@ def resolve_checkpoint(spec: str | os.PathLike, *, log=None) -> Path:
     return check_checkpoint(path)
 
 
-def provenance(spec: str | os.PathLike) -> dict[str, str]:
+def provenance(spec: str | os.PathLike, *, log=None) -> dict[str, str]:
     """Where ``--model`` came from, for a run's config.json: the absolute path of what it names (a fetched
     model's GGUF, a .gguf file, a save_pretrained folder, or a Hub id's cached snapshot folder) and its sha256 (of
     a folder: of its weight and config files' digests, name by name). Digests are remembered by file
-    (``fetch.digest``), so this costs a stat once a file has been hashed."""
+    (``fetch.digest``), so this costs a stat once a file has been hashed; ``log`` hears of a large file hashed."""
     import hashlib
 
     from attnlab.loading import fetch
@@ -142,9 +162,9 @@ def provenance(spec: str | os.PathLike) -> dict[str, str]:
         path = snapshot
     path = path.resolve()
     if path.is_file():
-        return {"model_path": str(path), "model_sha256": fetch.digest(path)}
+        return {"model_path": str(path), "model_sha256": fetch.digest(path, log=log)}
     files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in (".safetensors", ".bin", ".gguf", ".json"))
-    combined = hashlib.sha256("".join(f"{p.name}:{fetch.digest(p)}\n" for p in files).encode()).hexdigest()
+    combined = hashlib.sha256("".join(f"{p.name}:{fetch.digest(p, log=log)}\n" for p in files).encode()).hexdigest()
     return {"model_path": str(path), "model_sha256": combined}
 
 
@@ -176,15 +196,21 @@ def load_model(
     """(model, tokenizer or None) from a local folder, a GGUF file, a fetched model's name or a Hub id in the
     local Hugging Face cache (``resolve_checkpoint``), in eval mode with eager attention; offline only. Its config
     and weights are checked against its architecture first (``validate.check_folder``): a checkpoint with tensors
-    missing, left over or misshapen is refused, never loaded with random values.
+    missing, left over or misshapen is refused, never loaded with random values. A GGUF is converted in the dtype
+    the model is loaded in; ``log`` hears of hashing, conversion and loading, each with its size.
 
     ``trust_remote_code`` stays off unless asked for: custom modeling code runs only then (and attnlab
     routes only transformers' own architectures anyway).
     """
     place, torch_dtype, device_map = placement(device, dtype)
-    folder = resolve_checkpoint(path, log=log)
+    folder = resolve_checkpoint(path, dtype=torch_dtype, why=dtype_reason(place, dtype), log=log)
+    if log is not None:
+        weights = sum(p.stat().st_size for pattern in WEIGHT_FILES for p in folder.glob(pattern))
+        name = str(torch_dtype).removeprefix("torch.")
+        size = progress.size(weights)
+        log(f"loading {folder} ({size} of weights) on {place} in {name}; checking its config and tensor shapes first")
     with quiet_transformers():
-        return _load(folder, place, torch_dtype, trust_remote_code, tokenizer, device_map)
+        return _load(folder, place, torch_dtype, trust_remote_code, tokenizer, device_map, log)
 
 
 def _load(
@@ -194,6 +220,7 @@ def _load(
     trust_remote_code: bool,
     tokenizer: bool,
     device_map: str | None = None,
+    log=None,
 ):
     from transformers import AutoModelForCausalLM
 
@@ -203,6 +230,8 @@ def _load(
             "pip install accelerate, or pass --device cuda:N to load the whole model on one GPU"
         )
     validate.check_folder(folder, trust_remote_code)
+    if log is not None:
+        log(f"loading {folder.name}: reading its weights (each checked finite) and its tokenizer")
     with refusing(f"could not load a causal LM from {folder}"):
         # Mismatched shapes come back in the loading info rather than as transformers' multi-line error.
         model, info = AutoModelForCausalLM.from_pretrained(
@@ -236,11 +265,11 @@ def load_tokenizer(folder: Path, trust_remote_code: bool = False):
         ) from None
 
 
-def check_model(spec: str | os.PathLike) -> Path:
+def check_model(spec: str | os.PathLike, device: str = "auto", dtype: str | None = None) -> Path:
     """What ``--model`` names, checked without loading the weights: the folder, its config and its weights'
-    names and shapes (``validate.check_folder``), and its tokenizer (a GGUF is converted, once). A study calls it
-    before it writes anything."""
-    folder = resolve_checkpoint(spec)
+    names and shapes (``validate.check_folder``), and its tokenizer (a GGUF is converted, once, in the dtype a run
+    on ``device`` with ``--dtype dtype`` computes in). A study calls it before it writes anything."""
+    folder = resolve_for(spec, device, dtype)
     validate.check_folder(folder)
     load_tokenizer(folder)
     return folder

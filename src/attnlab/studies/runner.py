@@ -268,7 +268,7 @@ def run(cfg: StudyConfig, folder: str | Path, progress: bool = False) -> Section
         from attnlab.loading.load import LoadError, check_model
 
         try:
-            check_model(cfg.model)
+            check_model(cfg.model, cfg.device, cfg.dtype)
         except LoadError as exc:  # before _claim: a corrected command must not meet this one's config
             raise StudyError(str(exc)) from None
     if cfg.data is not None:

@@ -31,7 +31,7 @@ from attnlab.analyses.sinks import DOC_SEED, MIN_QUERY, documents, first_key_sum
 from attnlab.devices import model_device
 from attnlab.findings.finding import MDE, Finding, Null
 from attnlab.findings.verdict import decide
-from attnlab.loading.load import resolve_checkpoint
+from attnlab.loading.load import resolve_for
 from attnlab.report.plot_sinks import plot_first_token_mass
 from attnlab.report.readback import read_record
 from attnlab.report.sections import Figure, Table
@@ -98,7 +98,7 @@ def compute_real(cfg: StudyConfig, folder: Path, progress: bool) -> None:
         return
     plan = REAL_PLANS[cfg.budget]
     try:
-        checkpoint = resolve_checkpoint(cfg.model, log=print)
+        checkpoint = resolve_for(cfg.model, cfg.device, cfg.dtype, log=print)
         model, tokenizer = load_checkpoint(str(checkpoint), cfg.device, cfg.dtype)
         device = str(model_device(model))
         tokens = min(plan.tokens, context_length(model) or plan.tokens)
