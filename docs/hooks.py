@@ -156,10 +156,11 @@ def card_block(name: str, page) -> str:
     card = read_card(folder)
     up = "../" * page.file.src_uri.count("/")
     base = f"{up}{GALLERY}/{name}"
+    image = f"{base}/head_types.png"
     lines = [f"- **{a.question}** {a.sentence} *({a.label})*" for a in answers(card)]
     lines += [
         "",
-        f"[![{card.model}: layer x head map of head types]({base}/head_types.png){{ width=\"520\" }}]({base}/index.html)",
+        f'[![{card.model}: layer x head map of head types]({image}){{ width="520" }}]({base}/index.html)',
         "",
         f"[The whole card of {card.model}]({base}/index.html) (the map links there too).",
         "",
