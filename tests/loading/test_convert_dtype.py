@@ -121,3 +121,15 @@ def test_a_dtype_a_checkpoint_cannot_hold_is_refused_in_one_line(gguf, cache):
     with pytest.raises(LoadError, match="converts to float32, bfloat16, float16, got torch.int8"):
         convert.converted(gguf, torch.int8)
     assert not (cache / "converted").exists()
+
+
+def test_a_link_under_the_old_name_is_not_followed_nor_moved(gguf, cache, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / convert.SOURCE).write_text(json.dumps({"sha256": fetch.sha256(gguf)}))
+    (elsewhere / "weights.txt").write_text("the user's")
+    legacy = cache / "converted" / fetch.sha256(gguf)
+    legacy.parent.mkdir(parents=True)
+    legacy.symlink_to(elsewhere, target_is_directory=True)
+    assert convert.converted(gguf, torch.float32) == _entry(cache, gguf, "float32")
+    assert legacy.is_symlink() and sorted(p.name for p in elsewhere.iterdir()) == [convert.SOURCE, "weights.txt"]
