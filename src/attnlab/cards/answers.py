@@ -37,7 +37,8 @@ def answers(card: Card) -> tuple[Answer, Answer, Answer]:
     return swap(card), heads(card), context(card)
 
 
-def _ci(value, lo, hi, unit: str = "%", digits: int = 1) -> str:
+def with_interval(value, lo, hi, unit: str = "%", digits: int = 1) -> str:
+    """``value`` with its interval as the card prints it, ``66.8% [65.2, 68.2]``; '-' for a missing value."""
     if value is None:
         return "-"
     if lo is None or hi is None:
@@ -53,8 +54,8 @@ def swap(card: Card) -> Answer:
     best = card.substitution.best
     if best is None or best.recipe is None:
         return Answer("swap", question, "No recipe was scored on this card.", NOT_READ, "Best zero-shot recipe")
-    softmax = _ci(best.softmax, best.softmax_lo, best.softmax_hi)
-    highest = f"{best.recipe} answers {_ci(best.accuracy, best.lo, best.hi)} of NIAH prompts"
+    softmax = with_interval(best.softmax, best.softmax_lo, best.softmax_hi)
+    highest = f"{best.recipe} answers {with_interval(best.accuracy, best.lo, best.hi)} of NIAH prompts"
     reading = best.reading or ""
     if reading.startswith("not read"):
         sentence = (
@@ -66,7 +67,7 @@ def swap(card: Card) -> Answer:
     if best.ahead:
         label, head = (
             "best",
-            f"{best.recipe} ({best.map}) keeps NIAH best: it answers {_ci(best.accuracy, best.lo, best.hi)}",
+            f"{best.recipe} ({best.map}) keeps NIAH best: it answers {with_interval(best.accuracy, best.lo, best.hi)}",
         )
     elif reading.startswith("no recipe"):
         label, head = "none preserves", f"No recipe keeps NIAH: the highest, {highest}"
@@ -96,7 +97,7 @@ def heads(card: Card) -> Answer:
     cell = next((c for c in ab.cells if c["k"] == k and c["subset"] == "top"), None)
     top = ", ".join([f"L{h['layer']}H{h['head']}" for h in ab.top[:3]] + (["..."] if len(ab.top) > 3 else []))
     change = "-" if row["top pp"] is None else f"{row['top pp']:+.1f} pp"
-    accuracy = f", {_ci(cell['accuracy %'], cell['lo'], cell['hi'])} of NIAH prompts" if cell else ""
+    accuracy = f", {with_interval(cell['accuracy %'], cell['lo'], cell['hi'])} of NIAH prompts" if cell else ""
     random = row.get("random mean pp")
     against = f", against {random:+.1f} pp for random-{k} heads" if random is not None else ""
     sentence = (
@@ -120,6 +121,10 @@ def _fit(card: Card) -> tuple[str, TemperatureFit] | None:
     return None
 
 
+def _share(row) -> str:
+    return with_interval(row["unsafe %"], row["unsafe lo"], row["unsafe hi"])
+
+
 def context(card: Card) -> Answer:
     """The unsafe share at the shortest and longest prompt length read with the length finding's verdict (Polynomial
     Concentration App. C), and xi_hat_Lambda with the multiplier m(n; xi) it suggests at the target length (Hayase &
@@ -132,9 +137,8 @@ def context(card: Card) -> Answer:
         first, last = rows[0], rows[-1]
         verdict = length.finding.verdict if length.finding is not None else NOT_READ
         parts.append(
-            f"inside its window the unsafe share of rows goes from "
-            f"{_ci(first['unsafe %'], first['unsafe lo'], first['unsafe hi'])} at L = {first['L']} to "
-            f"{_ci(last['unsafe %'], last['unsafe lo'], last['unsafe hi'])} at L = {last['L']} (flat in L: {verdict})"
+            f"inside its window the unsafe share of rows goes from {_share(first)} at L = {first['L']} to "
+            f"{_share(last)} at L = {last['L']} (flat in L: {verdict})"
         )
     picked = _fit(card)
     label = NOT_READ
@@ -143,13 +147,14 @@ def context(card: Card) -> Answer:
     else:
         part, fit = picked
         label = fit.finding.verdict if fit.finding is not None else NOT_READ
-        parts.append(f"{part} the window xi_hat_Lambda = {_ci(fit.xi_hat, fit.lo, fit.hi, unit='', digits=2)}")
+        xi = with_interval(fit.xi_hat, fit.lo, fit.hi, unit="", digits=2)
+        parts.append(f"{part} the window xi_hat_Lambda = {xi}")
         heat = card.temperature
         m = heat.multiplier if heat is not None else None
         if m is not None and m.m is not None:
             parts[-1] += (
                 f", which suggests scaling the logits by m = max(1, log n / log {heat.window})^xi = "
-                f"{_ci(m.m, m.m_lo, m.m_hi, unit='', digits=3)} at n = {m.target}"
+                f"{with_interval(m.m, m.m_lo, m.m_hi, unit='', digits=3)} at n = {m.target}"
             )
     sentence = "; ".join(parts) + "."
     return Answer("context", question, sentence[0].upper() + sentence[1:], label, "Temperature")

@@ -15,10 +15,10 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from attnlab.cards.answers import answers
+from attnlab.cards.answers import answers, with_interval
 from attnlab.cards.page import plot_head_types
 from attnlab.cards.types import FORMATS, Card
-from attnlab.io import write_text
+from attnlab.io import to_markdown, write_text
 
 IMAGE = "head_types"  # the story figure card.md shows, as the page draws it
 
@@ -51,16 +51,9 @@ def table_1(card: Card) -> pd.DataFrame:
     table: dict[float, dict[str, str]] = {}
     for u in rows:
         pct, lo, hi = u.get("unsafe %"), u.get("unsafe lo"), u.get("unsafe hi")
-        cell = "-" if pct is None else f"{pct:.1f}" + ("" if lo is None or hi is None else f" [{lo:.1f}, {hi:.1f}]")
+        cell = with_interval(pct, lo, hi, unit="")
         table.setdefault(float(u["p"]), {})[f"{u['suite']} unsafe %"] = cell
     return pd.DataFrame([{"model": card.model, "p": f"{p:g}", "b": "0", **cells} for p, cells in sorted(table.items())])
-
-
-def _markdown_table(frame: pd.DataFrame) -> str:
-    head = "| " + " | ".join(frame.columns) + " |"
-    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    body = ["| " + " | ".join(str(v) for v in row) + " |" for row in frame.itertuples(index=False)]
-    return "\n".join([head, rule, *body])
 
 
 def card_markdown(card: Card) -> str:
@@ -87,7 +80,7 @@ def card_markdown(card: Card) -> str:
         "Unsafe share of active rows (S_p >= 1) at b = 0, with its 95% interval over prompts, in the shape of "
         "Polynomial Concentration Table 1:",
         "",
-        _markdown_table(table_1(card)),
+        to_markdown(table_1(card)).rstrip("\n"),
         "",
         "Reproduce:",
         "",
