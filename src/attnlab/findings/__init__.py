@@ -2,7 +2,7 @@
 control and minimum detectable effect (``finding``), the verdict labels, and the decision and false-positive
 rate of a rule (``verdict``). Knows nothing of models or files."""
 
-from attnlab.findings.finding import CHECK_VERDICTS, CLAIM_VERDICTS, MDE, VERDICTS, Finding, Null
+from attnlab.findings.finding import CHECK_VERDICTS, CLAIM_VERDICTS, MDE, VERDICTS, Finding, Null, named
 from attnlab.findings.verdict import FPR_MAX, decide, false_positive_rate
 
 __all__ = [
@@ -13,6 +13,7 @@ __all__ = [
     "VERDICTS",
     "Finding",
     "Null",
+    "named",
     "decide",
     "false_positive_rate",
 ]

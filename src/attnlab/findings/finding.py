@@ -4,8 +4,10 @@ section and the card carry them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, ParamSpec
 
 from attnlab.errors import ArgumentError
 
@@ -95,7 +97,9 @@ class Finding:
     verdict, for a paper's claim: one of ``CLAIM_VERDICTS``; for an identity: "check passed" or "check failed".
     evidence: the numbers, in words, that decide it. rule: the decision rule, fixed in the study module before the
     numbers are read; null: the null control and its outcome under the same rule; mde: the design's power;
-    reason: why a claim is "not checked" or "underpowered". A claim's verdict must agree with its parts:
+    reason: why a claim is "not checked" or "underpowered"; name: the finding's stable name, the one its
+    study declares (``Study.findings``), its calibration is registered under and a paper's claims table cites
+    (empty only in a user's own ad-hoc finding). A claim's verdict must agree with its parts:
     "reproduced" needs a null control that fails the rule, "underpowered" an MDE larger than the paper's
     effect, and both of those labels and "not checked" a reason."""
 
@@ -106,8 +110,11 @@ class Finding:
     null: Null | None = None
     mde: MDE | None = None
     reason: str = ""
+    name: str = ""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise ArgumentError(f"Finding.name is a string, got {self.name!r}")
         if self.verdict not in VERDICTS:
             raise ArgumentError(f"verdict must be one of {', '.join(VERDICTS)}, got {self.verdict!r}")
         if not self.is_check and not (self.rule and self.null is not None and self.mde is not None):
@@ -140,3 +147,22 @@ class Finding:
         return cls(
             **{**data, "null": None if null is None else Null(**null), "mde": None if mde is None else MDE(**mde)}
         )
+
+
+P = ParamSpec("P")
+
+
+def named(name: str) -> Callable[[Callable[P, Finding]], Callable[P, Finding]]:
+    """Give every Finding the decorated function returns the name ``name`` (``Finding.name``), whichever of its
+    branches built it."""
+    if not isinstance(name, str) or not name:
+        raise ArgumentError(f"a finding's name is a non-empty string, got {name!r}")
+
+    def wrap(build: Callable[P, Finding]) -> Callable[P, Finding]:
+        @functools.wraps(build)
+        def built(*args: P.args, **kwargs: P.kwargs) -> Finding:
+            return replace(build(*args, **kwargs), name=name)
+
+        return built
+
+    return wrap

@@ -43,12 +43,14 @@ def decide(
     precondition: str | None = None,
     reads: Mapping[str, Any] | None = None,
     null_reads: Mapping[str, Any] | None = None,
+    name: str = "",
 ) -> Finding:
     """The finding for ``claim``: ``holds`` is the rule's outcome on the data (None: it could not be computed),
     ``null`` the same rule on the null control, ``mde`` the design's power, ``precondition`` the reason the run
     cannot test the claim (None when it can). ``reads`` and ``null_reads``: what the rule read on the data and on
     the null, by name (``unread``): a comparison with a missing value is False, so a rule that read one says
-    nothing, and the claim is not checked (its null not run) rather than not reproduced (or passed)."""
+    nothing, and the claim is not checked (its null not run) rather than not reproduced (or passed). ``name``: the
+    finding's stable name (``Finding.name``)."""
     missing = unread(reads or {})
     if missing is None and null.passes is not None and (null_missing := unread(null_reads or {})) is not None:
         null = replace(null, passes=None, outcome=f"{null.outcome}; not run: {null_missing}")
@@ -74,7 +76,7 @@ def decide(
         )
     else:
         verdict, reason = "reproduced", ""
-    return Finding(claim, verdict, evidence, rule=rule, null=null, mde=mde, reason=reason)
+    return Finding(claim, verdict, evidence, rule=rule, null=null, mde=mde, reason=reason, name=name)
 
 
 def unread(reads: Mapping[str, Any]) -> str | None:

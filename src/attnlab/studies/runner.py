@@ -123,7 +123,8 @@ class Study:
     the two steps; compare(folders, into): optional, a Section across several summarized folders of the
     study (or None), its tables written into ``into``; takes_model: whether ``--model`` applies; takes_data:
     whether ``--data`` (token shards) applies; demo: whether the study has a reduced ``demo`` budget, which
-    attnlab demo runs instead of smoke."""
+    attnlab demo runs instead of smoke; findings: the names (``Finding.name``) of every finding its summarize can
+    give, the ones a paper's claims table cites (``attnlab.studies.claims``)."""
 
     name: str
     title: str
@@ -134,8 +135,11 @@ class Study:
     takes_model: bool = False
     takes_data: bool = False
     demo: bool = False
+    findings: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if not isinstance(self.findings, tuple) or not all(isinstance(n, str) and n for n in self.findings):
+            raise StudyError(f"study {self.name!r}: findings is a tuple of finding names, got {self.findings!r}")
         unknown = [key for key in self.source.split(", ") if key not in papers.PAPERS]
         if unknown:
             raise StudyError(

@@ -17,7 +17,18 @@ from __future__ import annotations
 
 from attnlab.findings.calibrate import Calibration, register
 from attnlab.studies.lengthgen.config import BUDGETS as RUN_BUDGETS
-from attnlab.studies.lengthgen.findings import COPY_RULE, HORIZON, MIN_GAP, PAIRED_RULE, TABLE1, copy_rule, copy_worlds
+from attnlab.studies.lengthgen.findings import (
+    COPY_NAME,
+    COPY_RULE,
+    ENTMAX_NAME,
+    HEADLINE_NAME,
+    HORIZON,
+    MIN_GAP,
+    PAIRED_RULE,
+    TABLE1,
+    copy_rule,
+    copy_worlds,
+)
 from attnlab.studies.lengthgen.rule import paired_rule, paired_worlds
 from attnlab.studies.lengthgen.study import BUDGETS
 
@@ -62,7 +73,7 @@ def paired_calibration(budget: str, variant: str, finding: str, seeds: int, rows
 def copy_calibration(budget: str, seeds: int, rows: int) -> Calibration:
     """The Copy positive control at ``rows`` test rows per multiple, its reported seed the best of ``seeds``."""
     return Calibration(
-        "lengthgen: Copy positive control",
+        COPY_NAME,
         budget,
         copy_rule,
         COPY_RULE,
@@ -78,8 +89,8 @@ def calibrations(budget: str) -> list[Calibration]:
     rows = plan.samples or RUN_BUDGETS[plan.budget].samples
     found = (
         copy_calibration(budget, plan.seeds, rows) if "copy" in plan.tasks else None,
-        paired_calibration(budget, "asentmax", "lengthgen: ASEntmax against softmax", plan.seeds, rows),
-        paired_calibration(budget, "entmax_a1.5", "lengthgen: alpha-entmax against softmax", plan.seeds, rows),
+        paired_calibration(budget, "asentmax", HEADLINE_NAME, plan.seeds, rows),
+        paired_calibration(budget, "entmax_a1.5", ENTMAX_NAME, plan.seeds, rows),
     )
     return [c for c in found if c is not None]
 

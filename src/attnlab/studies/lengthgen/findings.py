@@ -63,6 +63,12 @@ COPY_FLOOR = 90.0  # % exact match at 2x and 4x that counts as Copy generalizing
 
 COPY_MULTIPLES = (1, 2, 4)  # in distribution, then the two multiples the control reads
 
+# The findings' names (``Finding.name``): what the study declares, the calibrations and the claims table cite.
+COPY_NAME = "lengthgen: Copy positive control"
+HEADLINE_NAME = "lengthgen: ASEntmax against softmax"
+ENTMAX_NAME = "lengthgen: alpha-entmax against softmax"
+THEORY_NAME = "lengthgen: non-dispersion"
+
 # A threshold on the point estimate fires on about 15% of 100-row draws from a model at Table 1's alpha-entmax Copy
 # cell (86.0% at 4x); the Wilson interval's lower end keeps a model below the floor from passing for one at it.
 COPY_RULE = (
@@ -194,8 +200,11 @@ def run_power(comparisons: list[dict[str, Any]], variant: str) -> float:
     return calibrate.power(run)
 
 
-def paired_finding(acc: pd.DataFrame, rows: pd.DataFrame, variant: str, claim: str, copy: Finding) -> Finding:
-    """``variant`` against softmax under ``PAIRED_RULE``, gated by the Copy control ``copy``."""
+def paired_finding(
+    acc: pd.DataFrame, rows: pd.DataFrame, variant: str, claim: str, copy: Finding, name: str
+) -> Finding:
+    """``variant`` against softmax under ``PAIRED_RULE``, gated by the Copy control ``copy``; ``name``: the
+    finding's."""
     comparisons, missing = family(acc, rows, variant)
     deltas = [c["delta"] for c in comparisons]
     rejected = holm([one_sided_p(d) for d in deltas]) if deltas else []
@@ -247,6 +256,7 @@ def paired_finding(acc: pd.DataFrame, rows: pd.DataFrame, variant: str, claim: s
         mde=mde,
         evidence=evidence,
         precondition=precondition,
+        name=name,
     )
 
 
@@ -263,11 +273,11 @@ ENTMAX = (
 
 
 def headline_finding(acc: pd.DataFrame, rows: pd.DataFrame, copy: Finding) -> Finding:
-    return paired_finding(acc, rows, "asentmax", HEADLINE, copy)
+    return paired_finding(acc, rows, "asentmax", HEADLINE, copy, HEADLINE_NAME)
 
 
 def entmax_finding(acc: pd.DataFrame, rows: pd.DataFrame, copy: Finding) -> Finding:
-    return paired_finding(acc, rows, "entmax_a1.5", ENTMAX, copy)
+    return paired_finding(acc, rows, "entmax_a1.5", ENTMAX, copy, ENTMAX_NAME)
 
 
 def copy_counts(rows: pd.DataFrame, seed: int, column: str = "score") -> dict[float, tuple[int, int]]:
@@ -332,6 +342,7 @@ def copy_finding(acc: pd.DataFrame, rows: pd.DataFrame) -> Finding:
             mde=MDE(None, None, "points of exact match", how),
             evidence="The budget scores no softmax model on Copy at 1x, 2x and 4x.",
             precondition="the budget scores no softmax model on Copy at 1x, 2x and 4x",
+            name=COPY_NAME,
         )
     seed = int(soft[soft.best].seed.iloc[0])
     best = soft[soft.best].set_index("multiple").score
@@ -369,6 +380,7 @@ def copy_finding(acc: pd.DataFrame, rows: pd.DataFrame) -> Finding:
         precondition=None
         if learned
         else (f"the reported seed did not learn Copy in distribution ({best[1]:.1f}% < {100 * LEARNED:g}%)"),
+        name=COPY_NAME,
     )
 
 
@@ -444,4 +456,6 @@ def theory_finding(checks: pd.DataFrame) -> Finding:
         )
         + f"; rows of {int(checks.n.min())} to {int(checks.n.max())} keys."
     )
-    return Finding(claim, "check passed" if failed.empty else "check failed", evidence, rule=THEORY_RULE)
+    return Finding(
+        claim, "check passed" if failed.empty else "check failed", evidence, rule=THEORY_RULE, name=THEORY_NAME
+    )

@@ -39,7 +39,11 @@ from attnlab.report.plot_lengthgen import plot_head_dispersion, plot_task_accura
 from attnlab.report.sections import Figure, Section, Table
 from attnlab.studies.lengthgen import experiment as lengthgen
 from attnlab.studies.lengthgen.findings import (
+    COPY_NAME,
+    ENTMAX_NAME,
+    HEADLINE_NAME,
     LEARNED,
+    THEORY_NAME,
     copy_finding,
     entmax_finding,
     headline_finding,
@@ -355,5 +359,6 @@ STUDY = register(
         compute=compute,
         summarize=summarize,
         demo=True,
+        findings=(COPY_NAME, HEADLINE_NAME, ENTMAX_NAME, THEORY_NAME),
     )
 )

@@ -28,14 +28,19 @@ from attnlab.findings.calibrate import Calibration, Coverage, World, register
 from attnlab.studies.specialization.plan import BUDGETS, GATED
 from attnlab.studies.specialization.rules import (
     DELAY_MARGIN,
+    DELAY_NAME,
     DELAY_RULE,
     DEPENDENCE_MIN,
+    DEPENDENCE_NAME,
     DEPENDENCE_RULE,
+    GAIN_NAME,
     GAIN_RULE,
     PAPER_GAIN,
     PAPER_RELIANCE,
     PAPER_SHRINKAGE,
+    RELIANCE_NAME,
     RELIANCE_RULE,
+    SHRINKAGE_NAME,
     SHRINKAGE_RULE,
     above,
     below,
@@ -108,27 +113,23 @@ def _paired(finding: str, budget: str, rule_text: str, effect: float, sd: float,
 
 def headline_calibration(budget: str, pairs: int, sd: float) -> Calibration:
     """The GELU gain (Table 1: 1.85% of the control's perplexity) at ``pairs`` pairs of relative spread ``sd``."""
-    return _paired(
-        "specialization: the intervention lowers GELU's perplexity", budget, GAIN_RULE, PAPER_GAIN, sd, pairs
-    )
+    return _paired(GAIN_NAME, budget, GAIN_RULE, PAPER_GAIN, sd, pairs)
 
 
 def shrinkage_calibration(budget: str, pairs: int, sd: float) -> Calibration:
     """One gated FFN's shrinkage of the gain (Table 4: 1.78% of the control's perplexity)."""
-    return _paired("specialization: a gated FFN shrinks the gain", budget, SHRINKAGE_RULE, PAPER_SHRINKAGE, sd, pairs)
+    return _paired(SHRINKAGE_NAME, budget, SHRINKAGE_RULE, PAPER_SHRINKAGE, sd, pairs)
 
 
 def reliance_calibration(budget: str, pairs: int, sd: float) -> Calibration:
     """The final reliance gap (Fig. 3D: 4.8 x the control's perplexity)."""
-    return _paired(
-        "specialization: less reliance on upper Q/K at the end", budget, RELIANCE_RULE, PAPER_RELIANCE, sd, pairs
-    )
+    return _paired(RELIANCE_NAME, budget, RELIANCE_RULE, PAPER_RELIANCE, sd, pairs)
 
 
 def dependence_calibration(budget: str, seeds: int, sd: float) -> Calibration:
     """The control's early rise from zeroing upper Q/K, against the 10% floor."""
     return Calibration(
-        "specialization: early dependence on upper Q/K",
+        DEPENDENCE_NAME,
         budget,
         above(DEPENDENCE_MIN),
         DEPENDENCE_RULE,
@@ -147,7 +148,7 @@ def routing_calibration(budget: str, pairs: int, sd: float, reading: float = 0.0
     """The delay of lower-copy maturity against the +1% margin, read every ``reading`` of training: the claim is
     no delay."""
     return Calibration(
-        "specialization: lower-copy routing on time",
+        DELAY_NAME,
         budget,
         below(DELAY_MARGIN),
         DELAY_RULE,

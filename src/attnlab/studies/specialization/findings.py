@@ -13,21 +13,27 @@ import pandas as pd
 
 from attnlab.diagnostics.paired import paired_interval, paired_mde
 from attnlab.findings import calibrate
-from attnlab.findings.finding import MDE, Finding, Null
+from attnlab.findings.finding import MDE, Finding, Null, named
 from attnlab.findings.verdict import FPR_MAX, decide
 from attnlab.studies.specialization import calibration
 from attnlab.studies.specialization.rules import (
     DELAY_MARGIN,
+    DELAY_NAME,
     DELAY_RULE,
     DEPENDENCE_MIN,
+    DEPENDENCE_NAME,
     DEPENDENCE_RULE,
+    GAIN_NAME,
     GAIN_RULE,
     PAPER_GAIN,
     PAPER_RELIANCE,
     PAPER_SHRINKAGE,
+    RELIANCE_NAME,
     RELIANCE_RULE,
+    SHRINKAGE_NAME,
     SHRINKAGE_RULE,
     SIGN_FLIPS,
+    SLOWS_NAME,
     above,
     below,
     sign_flip_share,
@@ -79,6 +85,7 @@ def _mde(
     )
 
 
+@named(DEPENDENCE_NAME)
 def dependence_finding(table: pd.DataFrame) -> Finding:
     """Finding 1, the precondition of the failure the intervention targets."""
     claim = (
@@ -161,6 +168,7 @@ def _short(mde: MDE) -> str:
     return f"the design detects {mde.value:.4f} {mde.unit}, the paper's effect is {mde.effect:.4f} {mde.unit}{power}"
 
 
+@named(GAIN_NAME)
 def headline_finding(
     table: pd.DataFrame, differences: Sequence[float] = (), precondition: str | None = None
 ) -> Finding:
@@ -212,6 +220,7 @@ def headline_finding(
     )
 
 
+@named(SHRINKAGE_NAME)
 def shrinkage_finding(table: pd.DataFrame, gained: pd.DataFrame, precondition: str | None = None) -> Finding:
     claim = (
         "a gated FFN shrinks the intervention's gain: GELU gains more than SwiGLU/GEGLU "
@@ -273,6 +282,7 @@ def shrinkage_finding(table: pd.DataFrame, gained: pd.DataFrame, precondition: s
     )
 
 
+@named(RELIANCE_NAME)
 def reliance_finding(table: pd.DataFrame, precondition: str | None = None) -> Finding:
     """Finding 4: at the end the intervention's model relies less on upper Q/K than the control's."""
     claim = (
@@ -307,6 +317,7 @@ def reliance_finding(table: pd.DataFrame, precondition: str | None = None) -> Fi
     )
 
 
+@named(DELAY_NAME)
 def routing_finding(table: pd.DataFrame, matured: pd.DataFrame, steps: int) -> Finding:
     """Finding 5: the intervention does not delay lower-copy routing."""
     claim = (
@@ -363,6 +374,7 @@ def _step(value: float) -> str:
     return "never" if pd.isna(value) else str(int(value))
 
 
+@named(SLOWS_NAME)
 def early_check(table: pd.DataFrame) -> Finding:
     """The intervention acts as defined: a software check, not a finding (Q/K that learn 4x slower from the
     same initialization have smaller logits and flatter rows before release whatever the paper claims)."""

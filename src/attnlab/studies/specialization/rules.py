@@ -15,6 +15,15 @@ import numpy as np
 from attnlab.diagnostics.paired import paired_interval
 from attnlab.findings.verdict import FPR_MAX
 
+# The findings' names (``Finding.name``): what the study declares, the calibrations and the claims table cite.
+DEPENDENCE_NAME = "specialization: early dependence on upper Q/K"
+GAIN_NAME = "specialization: the intervention lowers GELU's perplexity"
+SHRINKAGE_NAME = "specialization: a gated FFN shrinks the gain"
+RELIANCE_NAME = "specialization: less reliance on upper Q/K at the end"
+DELAY_NAME = "specialization: lower-copy routing on time"
+SLOWS_NAME = "specialization: the intervention slows upper Q/K"
+NAMES = (DEPENDENCE_NAME, GAIN_NAME, SHRINKAGE_NAME, RELIANCE_NAME, DELAY_NAME, SLOWS_NAME)
+
 # The paper's effects, relative to its control's perplexity so that they carry to another scale.
 # Table 1: 26.7981 -> 26.3014 ppl (-0.4967), 1.85% of the control's perplexity.
 PAPER_GAIN = 0.4967 / 26.7981

@@ -53,6 +53,7 @@ from attnlab.studies.specialization.findings import (
     shrinkage_finding,
 )
 from attnlab.studies.specialization.plan import BUDGETS, FINAL, Plan, plan_runs, rule_config, run_config, run_name
+from attnlab.studies.specialization.rules import NAMES
 from attnlab.studies.specialization.tables import delays, early, maturities, pairs, shrinkage, zeroing
 from attnlab.train import probes
 from attnlab.train.trainer import Trainer
@@ -354,5 +355,6 @@ STUDY = register(
         summarize=summarize,
         takes_data=True,
         demo=True,
+        findings=NAMES,
     )
 )
