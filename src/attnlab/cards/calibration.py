@@ -88,7 +88,7 @@ def ablation(budget: str, n: int, ks: Sequence[int], draws: int, softmax: float 
         )
     )
     return Calibration(
-        "card ablation",
+        rules.ABLATION_NAME,
         budget,
         rules.ablation_rule,
         rules.ABLATION_RULE,
@@ -141,7 +141,7 @@ def length(budget: str, lengths: Sequence[int], prompts: int, spreads: Sequence[
         for tails in (False, True)
     )
     return Calibration(
-        "card length",
+        rules.LENGTH_NAME,
         budget,
         rules.flat_rule,
         rules.FLAT_RULE,
@@ -202,7 +202,7 @@ def recipe(budget: str, n: int, recipes: int, softmax: float = 1.0) -> Calibrati
         )
     )
     return Calibration(
-        "card recipe ahead",
+        rules.RECIPE_NAME,
         budget,
         rules.recipe_rule,
         rules.RECIPE_RULE,
@@ -219,7 +219,7 @@ def temperature(budget: str, docs: int, n_eval: int) -> Calibration:
     """The pretrained temperature rule (the temperature study's, ``real_finding``'s) at ``docs`` documents read at
     n = n_eval x ``FRACTIONS``."""
     grid = sorted({max(2, round(f * n_eval)) for f in FRACTIONS})
-    return replace(real_calibration(budget, docs, grid), finding="card temperature")
+    return replace(real_calibration(budget, docs, grid), finding=rules.TEMPERATURE_NAME)
 
 
 def register_plans(plans: Mapping) -> None:

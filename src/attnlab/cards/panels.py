@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -46,7 +47,7 @@ from attnlab.cards.types import (
 from attnlab.devices import model_device
 from attnlab.diagnostics.rows import SPECIAL
 from attnlab.findings.calibrate import power
-from attnlab.findings.finding import MDE, Null
+from attnlab.findings.finding import MDE, Null, named
 from attnlab.findings.stats import clopper_pearson
 from attnlab.findings.verdict import decide
 from attnlab.progress import progress as progress_of
@@ -220,6 +221,7 @@ def length_placement(slope: float, lo: float, hi: float) -> str:
     )
 
 
+@named(rules.LENGTH_NAME)
 def trend_finding(per_prompt: pd.DataFrame, window: int | None, *, precondition: str | None = None):
     """Whether the unsafe share is flat in L inside the window, by ``rules.FLAT_RULE`` (an equivalence band around
     App. C's in-window flatness); its null: the same prompts with a band-sized change per doubling added in the
@@ -319,7 +321,7 @@ def temperature_fit(
         null=Exponent(**{k: jsonable(null[k]) for k in ("xi_hat", "lo", "hi")}),
         per_n=as_records(fit.per_n),
         windowed=fit.windowed,
-        finding=as_finding(finding),
+        finding=as_finding(replace(finding, name=rules.TEMPERATURE_NAME)),
     )
 
 
@@ -516,6 +518,7 @@ def ablation_words(softmax: tuple[int, int], sweep: list[rules.Arms]) -> str:
     )
 
 
+@named(rules.ABLATION_NAME)
 def ablation_finding(cells: pd.DataFrame, *, precondition: str | None = None):
     """Whether the heads of highest S_2 carry NIAH here (Polynomial Concentration §5.4, App. I), by
     ``rules.ABLATION_RULE``; the null is the bottom-K heads under the same rule; power simulated at this run's

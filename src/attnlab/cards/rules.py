@@ -22,6 +22,14 @@ from attnlab.findings.stats import fisher_less, holm
 
 ALPHA = 0.05  # each family's level: Holm keeps its family-wise error at this rate
 
+# The card's findings' names (``Finding.name``), its calibrations' and the claims tables'; the recipe rule labels
+# the swap answer, not a finding of its own.
+ABLATION_NAME = "card ablation"
+LENGTH_NAME = "card length"
+TEMPERATURE_NAME = "card temperature"
+RECIPE_NAME = "card recipe ahead"
+FINDINGS = (ABLATION_NAME, LENGTH_NAME, TEMPERATURE_NAME)
+
 ABLATION_RULE = (
     "at some K, top-K answers fewer NIAH prompts than softmax and fewer than the pooled random-K draws, each by a "
     "one-sided Fisher exact test on counts, Holm-adjusted over the K values within each family, both adjusted "

@@ -138,6 +138,9 @@ def map_table(z: torch.Tensor, mask: torch.Tensor, names=MAPS) -> tuple[pd.DataF
     return pd.DataFrame.from_records(records, columns=list(COLUMNS)), weights
 
 
+SIMPLEX_NAME = "rowmaps: weights on the simplex"  # ``Finding.name``: the study declares it
+
+
 def finding(table: pd.DataFrame, weights: dict[str, np.ndarray], mask: np.ndarray) -> Finding:
     """Normalized maps sum to 1 and no map weighs the masked key (``mask`` False), to float32 rounding:
     identities of the maps, so a check, not a paper's finding."""
@@ -150,6 +153,7 @@ def finding(table: pd.DataFrame, weights: dict[str, np.ndarray], mask: np.ndarra
         "check passed" if ok else "check failed",
         f"largest |sum - 1| over the {len(normalized)} normalized maps: {worst:.2g}; largest "
         f"weight on the masked key over all maps: {masked_weight:.2g}",
+        name=SIMPLEX_NAME,
     )
 
 
@@ -190,5 +194,6 @@ STUDY = register(
         source="Polynomial Concentration, Vasylenko et al. 2025, Hayase & Karakida 2026, Attention Sinks Essential",
         compute=compute,
         summarize=summarize,
+        findings=(SIMPLEX_NAME,),
     )
 )

@@ -153,7 +153,7 @@ def placement(budget: str, prompts: int, suites: int, spread: float = SPREAD) ->
         _placement_coverage("t-interval over prompts, 30% of prompts at 95%, the rest at 55%", prompts, two_clusters),
     )
     return Calibration(
-        "concentration prevalence",
+        rules.PREVALENCE_NAME,
         budget,
         rules.placement_rule,
         rules.PLACEMENT_RULE,
@@ -199,7 +199,7 @@ def collapse(budget: str, n: int, softmax: float, cells: int = LOW_CELLS) -> Cal
         for rate in (0.05 * softmax, rules.COLLAPSE * softmax, softmax)
     )
     return Calibration(
-        "concentration collapse screen",
+        rules.COLLAPSE_NAME,
         budget,
         rules.collapse_rule,
         rules.COLLAPSE_RULE,
@@ -237,7 +237,7 @@ def sufficiency(budget: str, n: int, softmax: float, cells: int = HIGH_CELLS) ->
         ),
     ]
     return Calibration(
-        "concentration sufficiency",
+        rules.SUFFICIENCY_NAME,
         budget,
         rules.sufficiency_rule,
         rules.SUFFICIENCY_RULE,

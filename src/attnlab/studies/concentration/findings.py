@@ -12,7 +12,7 @@ import pandas as pd
 import torch
 
 from attnlab.findings import calibrate
-from attnlab.findings.finding import MDE, Finding, Null
+from attnlab.findings.finding import MDE, Finding, Null, named
 from attnlab.findings.stats import wilson
 from attnlab.findings.verdict import decide
 from attnlab.studies.concentration import calibration, rules
@@ -70,6 +70,7 @@ def _suite_counts(shares: pd.DataFrame) -> dict[str, Counts]:
     }
 
 
+@named(rules.PREVALENCE_NAME)
 def prevalence_finding(shares: pd.DataFrame, noise: tuple[Counts, Counts]) -> Finding:
     """Polynomial Concentration §5.2, Table 1, App. C as a placement: where this model's unsafe share at p = 2,
     b = 0 sits among the paper's models, per suite (``shares``: suite, prompt, unsafe and active rows), by
@@ -160,6 +161,7 @@ def _states_text(cells: pd.DataFrame, states: Sequence[int], prompts: int) -> st
     return "; ".join(parts)
 
 
+@named(rules.COLLAPSE_NAME)
 def finding(table: pd.DataFrame, prompts: int) -> Finding:
     """Polynomial Concentration's negative screen (§5.5, Table 5 (i)): every ReLU cell whose all-head measured-safe
     fraction is at most LOW_SAFE% collapses (five of five there). Each such cell is decided by the Wilson interval
@@ -221,6 +223,7 @@ def finding(table: pd.DataFrame, prompts: int) -> Finding:
     )
 
 
+@named(rules.SUFFICIENCY_NAME)
 def sufficiency_finding(table: pd.DataFrame, prompts: int, halves: tuple[tuple[int, int], ...]) -> Finding:
     """The other half of Polynomial Concentration's screen (§5.5, Table 4; abstract): a high measured-safe fraction
     does not guarantee preservation. Decided on the ReLU cells with >= HIGH_SAFE% of their answering rows measured

@@ -40,6 +40,12 @@ class Published:
     note: str = ""
 
 
+# The findings' names (``Finding.name``): what the study declares, the calibrations and the claims table cite.
+PREVALENCE_NAME = "concentration prevalence"
+COLLAPSE_NAME = "concentration collapse screen"
+SUFFICIENCY_NAME = "concentration sufficiency"
+NAMES = (PREVALENCE_NAME, COLLAPSE_NAME, SUFFICIENCY_NAME)
+
 PUBLISHED_DEGREES = (2, 4, 8)
 _OOD = " (past its 2048-token training length)"
 # Polynomial Concentration, Table 1: the unsafe % at b = 0 at the longest context (L = 4096) of its four models on

@@ -37,6 +37,7 @@ from attnlab.analyses import heads as head_types
 from attnlab.report.sections import Figure, Section, Table, read_section
 from attnlab.studies.concentration.findings import finding, prevalence_finding, sufficiency_finding
 from attnlab.studies.concentration.plan import BUDGETS, MATCHED_QUERIES, REAL, RECIPES, B, P, Plan
+from attnlab.studies.concentration.rules import NAMES
 from attnlab.studies.concentration.section import (
     _notes,
     _rows,
@@ -319,5 +320,6 @@ STUDY = register(
         summarize=summarize,
         compare=compare,
         takes_model=True,
+        findings=NAMES,
     )
 )

@@ -30,7 +30,7 @@ from attnlab.studies.sinks.findings import (
 )
 from attnlab.studies.sinks.measures import ARCHS, DELTA
 from attnlab.studies.sinks.plan import BUDGETS
-from attnlab.studies.sinks.real import REAL_PLANS, RULE_REAL, SINK_MASS, real_sinks
+from attnlab.studies.sinks.real import REAL_NAME, REAL_PLANS, RULE_REAL, SINK_MASS, real_sinks
 
 # Seed-to-seed spread of a measured loss ratio or mass around its true value, relative: generous against the
 # study's runs, whose statistics average 1000 held-out inputs.
@@ -137,7 +137,7 @@ def real_calibration(budget: str) -> Calibration:
 
     plan = REAL_PLANS[budget]
     return Calibration(
-        "sinks: a pretrained LM's first-token sink",
+        REAL_NAME,
         f"real {budget}",
         real_sinks,
         RULE_REAL,

@@ -15,12 +15,25 @@ import numpy as np
 import pandas as pd
 
 from attnlab.diagnostics.stats import wilson
-from attnlab.findings.finding import MDE, Finding, Null
+from attnlab.findings.finding import MDE, Finding, Null, named
 from attnlab.findings.verdict import decide
 from attnlab.studies.sinks.measures import ARCHS, DELTA, EPS, EPS_VERDICT, LENGTH, LINF_TARGET, TRIGGER
 
 SINK = 1 - EPS_VERDICT  # drawn on the BOS-mass figure beside ...
 NO_SINK = 0.1  # ... the bound under which a ReLU head's BOS mass counts as no sink (§4.1, Fig. 2 c-d)
+
+# The findings' names (``Finding.name``): what the study declares and the claims table cites; a shape's own
+# findings carry its name (``ARCHS``).
+MASK_NAME = "sinks: masking BOS"
+THEOREM3_NAME = "sinks: Theorem 3's ReLU construction"
+
+
+def sink_name(arch: str) -> str:
+    return f"sinks: sink at every position (Theorems 1-2), {arch}"
+
+
+def layer_name(arch: str) -> str:
+    return f"sinks: a sink head in every layer, {arch}"
 
 
 def _eps(eps: float) -> str:
@@ -310,6 +323,7 @@ def finding(
         mde=_no_mde("fraction of held-out inputs", samples, "a per-seed sink fraction against a threshold"),
         reads={f"the softmax seeds' {what}": soft, "the ReLU seeds' largest BOS mass": relu},
         null_reads={f"the untrained softmax models' {what}": null_soft, "the softmax seeds' BOS mass": soft_bos},
+        name=sink_name(arch),
     )
 
 
@@ -368,6 +382,7 @@ def layer_finding(
         # no softmax seed at all would make the rule hold of none: that is no evidence, so it is not read
         reads={"the softmax seeds' best head per layer": [v for layers in per_layer.values() for v in layers]},
         null_reads={"the untrained softmax models' lowest layer": null_soft},
+        name=layer_name(arch),
     )
 
 
@@ -385,6 +400,7 @@ def masking_table(masking: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+@named(MASK_NAME)
 def masking_finding(masked: pd.DataFrame, samples: int) -> Finding:
     """The title's claim made functional (Attention Sinks Essential §1, §3.5: the sink is what lets softmax
     attention write nothing by default), rule RULE_MASK on ``masking_table``: masking BOS costs every
@@ -469,4 +485,4 @@ def theorem3_finding(check: pd.DataFrame) -> Finding:
         f"weight of a non-trigger query {r.max_weight_off_trigger:g}."
     )
     passed = r.linf <= THM3_TOL and r.max_bos_weight == 0 and r.max_weight_off_trigger == 0
-    return Finding(claim, "check passed" if passed else "check failed", evidence)
+    return Finding(claim, "check passed" if passed else "check failed", evidence, name=THEOREM3_NAME)

@@ -29,7 +29,7 @@ from attnlab.analyses.run import load as load_checkpoint
 # The measurement lives in analyses.sinks (``attnlab.sinks`` runs it too); re-exported here for the study's callers.
 from attnlab.analyses.sinks import DOC_SEED, MIN_QUERY, documents, first_key_sums, first_token_mass, head_table  # noqa: F401
 from attnlab.devices import model_device
-from attnlab.findings.finding import MDE, Finding, Null
+from attnlab.findings.finding import MDE, Finding, Null, named
 from attnlab.findings.verdict import decide
 from attnlab.loading.load import resolve_for
 from attnlab.report.plot_sinks import plot_first_token_mass
@@ -39,6 +39,7 @@ from attnlab.studies.runner import StudyConfig, StudyError
 
 # The real-model part: the first-token mass of a pretrained softmax LM, in folder/real.
 REAL = "real"
+REAL_NAME = "sinks: a pretrained LM's first-token sink"  # ``Finding.name``: the study declares it
 REAL_TABLE = "first_token_mass.parquet"
 # The sink threshold on a head's first-token mass; Gu et al. 2024 ("When attention sink emerges in
 # language models", cited by Attention Sinks Essential §1) call a head a sink head at the same 0.3.
@@ -168,6 +169,7 @@ def layer_table(heads: pd.DataFrame) -> pd.DataFrame:
     ).reset_index()
 
 
+@named(REAL_NAME)
 def real_finding(layers: pd.DataFrame, config: dict) -> Finding:
     """Attention Sinks Essential's claim carried to a pretrained LM, rule RULE_REAL: in a majority of the layers
     after the first SKIP_LAYERS, the median head puts at least SINK_MASS of its weight on key 0. Null (NULL_REAL):

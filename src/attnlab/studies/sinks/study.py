@@ -54,14 +54,18 @@ from attnlab.model.decoder import Decoder
 from attnlab.report.sections import Section
 from attnlab.studies.runner import Study, StudyConfig, StudyError, load_config, register, section
 from attnlab.studies.sinks.findings import (
+    MASK_NAME,
+    THEOREM3_NAME,
     bos_table,
     finding,
     layer_finding,
+    layer_name,
     masking_finding,
     masking_table,
     position_table,
     run_table,
     sink_head_table,
+    sink_name,
     theorem3_finding,
 )
 from attnlab.studies.sinks.measures import (
@@ -84,7 +88,7 @@ from attnlab.studies.sinks.measures import (
     untrained,
 )
 from attnlab.studies.sinks.plan import BUDGETS, RAW_KINDS, Plan, _parts, run_config, runs
-from attnlab.studies.sinks.real import REAL, compute_real, summarize_real
+from attnlab.studies.sinks.real import REAL, REAL_NAME, compute_real, summarize_real
 from attnlab.studies.sinks.section import draw_figures, toy_tables
 from attnlab.tasks import TaskStream
 from attnlab.tasks.vectors import TriggerAveraging
@@ -400,5 +404,12 @@ STUDY = register(
         compute=compute,
         summarize=summarize,
         takes_model=True,
+        findings=(
+            *(sink_name(arch) for arch in ARCHS),
+            *(layer_name(arch) for arch, shape in ARCHS.items() if shape["layers"] > 1),
+            MASK_NAME,
+            THEOREM3_NAME,
+            REAL_NAME,
+        ),
     )
 )

@@ -31,12 +31,16 @@ from attnlab.studies.temperature.plan import BUDGETS, REAL_PLANS, real_reading
 # real imports findings, which imports this module: the package imports this module first, so findings finds it
 # (partly run) in sys.modules and reads it only when a finding is built
 from attnlab.studies.temperature.rules import (
+    AGREE_NAME,
     AGREE_RULE,
     ARMS,
     EXT,
+    PPL_NAME,
     PPL_RULE,
     REAL_EFFECT,
+    REAL_NAME,
     REAL_RULE,
+    SIDE_NAME,
     SIDE_RULE,
     agree_rule,
     interval,
@@ -92,7 +96,7 @@ def side_calibration(budget: str, seeds: int, spread: Spread) -> Calibration:
         return lambda rng: (_normal(rng, lam, spread.lam, seeds), _normal(rng, beta, spread.beta, seeds))
 
     return Calibration(
-        "temperature: xi_hat_Lambda and xi_hat_beta below 1",
+        SIDE_NAME,
         budget,
         lambda d: side_rule(*d),
         SIDE_RULE,
@@ -126,7 +130,7 @@ def agreement_calibration(budget: str, seeds: int, spread: Spread) -> Calibratio
         return draw
 
     return Calibration(
-        "temperature: xi_hat_Lambda agrees with xi_hat_beta",
+        AGREE_NAME,
         budget,
         lambda d: agree_rule(*d),
         AGREE_RULE,
@@ -173,7 +177,7 @@ def ppl_calibration(budget: str, seeds: int, lengths: int, spread: Spread) -> Ca
         return draw
 
     return Calibration(
-        "temperature: xi_hat_Lambda past the window on xi*_PPL's side of 1",
+        PPL_NAME,
         budget,
         lambda d: ppl_rule(*d),
         PPL_RULE,
@@ -227,7 +231,6 @@ def observed(table: pd.DataFrame, budget: str) -> Spread:
     return replace(fallback, **{k: v for k, v in found.items() if math.isfinite(v)})
 
 
-REAL_FINDING = "temperature: xi_hat_Lambda above 1 on a pretrained checkpoint"
 REAL_WINDOW = 8192  # SmolLM2-135M's training window (the model ``attnlab fetch smollm2`` gives): the budgets' n_eval
 # i.i.d. N(0, 1) rows (``findings.iid_rows``, 12000 per n) at n_eval x {1/4, 1/2, 3/4, 1}: xi_hat_Lambda 0.66 +- 0.04
 # at n_eval 1024, 0.77 +- 0.09 at 10240, 0.57 +- 0.10 at 16384; the highest is taken. log Lambda_n's sd over rows: 1.04.
@@ -296,7 +299,7 @@ def real_calibration(budget: str, docs: int, grid: Sequence[float], spread: Docu
         return lambda rng: _documents(rng, n, docs, xi, shape)
 
     return Calibration(
-        REAL_FINDING,
+        REAL_NAME,
         budget,
         real_rule,
         REAL_RULE,

@@ -25,20 +25,25 @@ from attnlab.analyses.xi_sweep import parabola_min
 from attnlab.diagnostics.paired import paired_interval
 from attnlab.diagnostics.stats import ExponentFit, exponent, tie_mask
 from attnlab.findings import calibrate
-from attnlab.findings.finding import MDE, Finding, Null
+from attnlab.findings.finding import MDE, Finding, Null, named
 from attnlab.findings.verdict import decide
 from attnlab.studies.temperature import calibration
 from attnlab.studies.temperature.plan import Plan
 from attnlab.studies.temperature.rules import (
+    AGREE_NAME,
     AGREE_RULE,
     AGREE_WITHIN,
     ARMS,
+    COR49_NAME,
     DIFFERENCE,
     EXT,
     PAPER_DISTANCE,
+    PPL_NAME,
     PPL_RULE,
     REAL_EFFECT,
+    REAL_NAME,
     REAL_RULE,
+    SIDE_NAME,
     SIDE_RULE,
     agree_rule,
     closer,
@@ -265,6 +270,7 @@ def _power(cal) -> str:
 # ---------------------------------------------------------------------------------------------- findings
 
 
+@named(SIDE_NAME)
 def side_finding(table: pd.DataFrame, seeds: pd.DataFrame, precondition: str | None, budget: str = "smoke") -> Finding:
     """The training-side headline (Table 2, nanoGPT rows): xi_hat_Lambda, read off the scores, and xi_hat_beta, the
     exponent of the learned per-head multipliers, both lie below 1 (SIDE_RULE). Below 1 is also what an untrained
@@ -305,6 +311,7 @@ def side_finding(table: pd.DataFrame, seeds: pd.DataFrame, precondition: str | N
     )
 
 
+@named(AGREE_NAME)
 def agreement_finding(
     table: pd.DataFrame, seeds: pd.DataFrame, precondition: str | None, budget: str = "smoke"
 ) -> Finding:
@@ -353,6 +360,7 @@ def agreement_finding(
     )
 
 
+@named(PPL_NAME)
 def ppl_finding(
     table: pd.DataFrame, seeds: pd.DataFrame, precondition: str | None, edge: Sequence[str] = (), budget: str = "smoke"
 ) -> Finding:
@@ -416,6 +424,7 @@ def cor49_finding(fits: dict[str, ExponentFit], cor49: dict) -> Finding:
         f"xi_alpha - xi_Delta + 1 = {cor49['predicted']:.3f} against xi_hat_Lambda = {fits['Lambda'].xi_hat:.3f}: "
         f"residual {cor49['residual']:.2e}, tolerance {cor49['tolerance']:.3f}.",
         rule="the residual of Cor. 4.9 lies within the sum of the three slopes' half-IQRs",
+        name=COR49_NAME,
     )
 
 
@@ -473,5 +482,6 @@ def real_finding(
         ),
         evidence=evidence,
         precondition=precondition,
+        name=REAL_NAME,
     )
     return finding, null

@@ -16,6 +16,14 @@ from attnlab.analyses.temperature import document_interval, side_of_one
 from attnlab.diagnostics.paired import paired_interval
 
 ARMS = ("trained", "untrained", "i.i.d. N(0, 1)")
+
+# The findings' names (``Finding.name``): what the study declares, the calibrations and the claims table cite.
+SIDE_NAME = "temperature: xi_hat_Lambda and xi_hat_beta below 1"
+AGREE_NAME = "temperature: xi_hat_Lambda agrees with xi_hat_beta"
+PPL_NAME = "temperature: xi_hat_Lambda past the window on xi*_PPL's side of 1"
+COR49_NAME = "temperature: Cor. 4.9 identity"
+REAL_NAME = "temperature: xi_hat_Lambda above 1 on a pretrained checkpoint"
+NAMES = (SIDE_NAME, AGREE_NAME, PPL_NAME, COR49_NAME, REAL_NAME)
 DIFFERENCE = "xi_hat_Lambda - xi_hat_beta"
 EXT = "xi_hat_Lambda past the window"
 # Hayase & Karakida §4.5.2 call the nanoGPT estimates in agreement at gaps of 0.12-0.27, within the §3 0.5-grid.

@@ -70,6 +70,7 @@ from attnlab.studies.temperature.plan import (
     run_name,
 )
 from attnlab.studies.temperature.real import compute_real, real_part
+from attnlab.studies.temperature.rules import NAMES
 from attnlab.studies.temperature.section import (
     FIGURES,
     QUESTION,
@@ -309,5 +310,6 @@ STUDY = register(
         compute=compute,
         summarize=summarize,
         takes_model=True,
+        findings=NAMES,
     )
 )
