@@ -4,6 +4,9 @@
 - ``<!-- attnlab:verdicts STUDY -->`` becomes the table of STUDY's findings read from the recorded demo run's
   ``docs/records/demo/STUDY/section.json``;
 - ``<!-- attnlab:summary -->`` becomes the count of each verdict label per study of that run;
+- ``<!-- attnlab:claims STUDY -->`` becomes the claims table of STUDY's paper (``attnlab.studies.claims``): every
+  numbered result, the finding that decides it with its label in the recorded runs (demo and cards), or why none
+  does here and the budget that would;
 - ``<!-- attnlab:card NAME -->`` becomes the recorded card NAME's three answers, its head-type map and a link to its
   page; every recorded card (``docs/records/cards/NAME/card.json``) is rendered at build time into
   ``cards/NAME/`` (the page ``attnlab card`` writes, from card.json, nothing recomputed) and all of them into
@@ -29,6 +32,7 @@ _CLI = "<!-- attnlab:cli -->"
 _VERDICTS = re.compile(r"<!-- attnlab:verdicts ([\w-]+) -->")
 _SUMMARY = "<!-- attnlab:summary -->"
 _CARD = re.compile(r"<!-- attnlab:card ([\w.-]+) -->")
+_CLAIMS = re.compile(r"<!-- attnlab:claims ([\w-]+) -->")
 
 
 def section(study: str) -> dict:
@@ -103,6 +107,7 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     if _SUMMARY in markdown:
         markdown = markdown.replace(_SUMMARY, summary_table())
     markdown = _CARD.sub(lambda m: card_block(m.group(1), page), markdown)
+    markdown = _CLAIMS.sub(lambda m: claims_block(m.group(1)), markdown)
     return _VERDICTS.sub(lambda m: verdict_table(m.group(1)), markdown)
 
 
@@ -166,3 +171,24 @@ def card_block(name: str, page) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def claims_block(study: str) -> str:
+    """The claims table of ``study``'s paper, with the labels of the recorded demo run and cards, and its counts."""
+    from attnlab.studies import STUDIES, claims
+
+    if study not in STUDIES:
+        raise ValueError(f"claims marker names {study!r}, not a study; one of {', '.join(STUDIES)}")
+    paper = STUDIES[study].source
+    labels = claims.recorded_labels([*sorted(p.parent for p in RECORDS.glob("*/section.json")), *recorded_cards()])
+    table = claims.table(paper, labels)
+    decided = int((table["decided by"] != claims.UNDECIDED).sum())
+    lines = [
+        f"{len(table)} numbered results of {paper}: {decided} decided by a finding of attnlab's, "
+        f"{len(table) - decided} not decided here (each with the reason and the budget that would decide it).",
+        "",
+        "| " + " | ".join(table.columns) + " |",
+        "|" + "---|" * len(table.columns),
+    ]
+    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
+    return "\n".join(lines) + "\n"

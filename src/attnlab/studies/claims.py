@@ -25,6 +25,7 @@ from attnlab.registry import Registry
 # until a GPU check has measured this package's own step times.
 H100_FLOPS = 989e12
 UTILIZATION = 0.40
+UNDECIDED = "not decided here"  # the claims table's "decided by" where no finding decides a result
 
 
 @dataclass(frozen=True)
@@ -111,20 +112,20 @@ def recorded_labels(folders: Iterable[Path]) -> dict[str, str]:
         for file in ("section.json", "card.json"):
             path = Path(folder) / file
             if path.is_file():
-                for finding in _findings(json.loads(path.read_text())):
+                for finding in findings_in(json.loads(path.read_text())):
                     if finding.get("name"):
                         labels.setdefault(finding["name"], []).append(finding["verdict"])
     return {name: " / ".join(dict.fromkeys(verdicts)) for name, verdicts in labels.items()}
 
 
-def _findings(data: object) -> list[Mapping]:
+def findings_in(data: object) -> list[Mapping]:
     """The findings anywhere in a section's or a card's JSON: the objects with a claim and a verdict."""
     if isinstance(data, Mapping):
         if "claim" in data and "verdict" in data:
             return [data]
-        return [f for value in data.values() for f in _findings(value)]
+        return [f for value in data.values() for f in findings_in(value)]
     if isinstance(data, list):
-        return [f for value in data for f in _findings(value)]
+        return [f for value in data for f in findings_in(value)]
     return []
 
 
@@ -139,7 +140,7 @@ def table(paper: str, labels: Mapping[str, str]) -> pd.DataFrame:
                 "result": c.result,
                 "section": c.where,
                 "claim": c.says,
-                "decided by": "; ".join(c.findings) if decided else "not decided here",
+                "decided by": "; ".join(c.findings) if decided else UNDECIDED,
                 "label (recorded run)": "; ".join(labels.get(n, "not in the record") for n in c.findings)
                 if decided
                 else "",

@@ -5,7 +5,10 @@ non-dispersion)?
 One module per part: ``calibration``, ``config``, ``experiment``, ``findings``, ``rule``, ``study``. Importing the
 package registers the study and its rule's calibrations."""
 
-from attnlab.studies.lengthgen import calibration  # noqa: F401  (registers the rule's calibrations)
+from attnlab.studies.lengthgen import (
+    calibration,  # noqa: F401  (registers the rule's calibrations)
+    claims,  # noqa: F401  (registers the paper's claims table)
+)
 from attnlab.studies.lengthgen.study import BUDGETS, STUDY, compute, summarize
 
 __all__ = ["BUDGETS", "STUDY", "compute", "summarize"]

@@ -7,7 +7,10 @@ One module per part: ``calibration``, ``findings``, ``measures``, ``plan``, ``re
 Importing the package registers the study and its rules' calibrations."""
 
 # theorem3_model: the guide and the Theorem 3 table's caption cite it here
-from attnlab.studies.sinks import calibration  # noqa: F401  (registers the rules' calibrations)
+from attnlab.studies.sinks import (
+    calibration,  # noqa: F401  (registers the rules' calibrations)
+    claims,  # noqa: F401  (registers the paper's claims table)
+)
 from attnlab.studies.sinks.measures import theorem3_model
 from attnlab.studies.sinks.study import BUDGETS, STUDY, compute, summarize
 

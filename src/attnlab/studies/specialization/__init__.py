@@ -5,7 +5,10 @@ validation loss, and does a gated FFN shrink that gain?
 One module per part: ``calibration``, ``findings``, ``plan``, ``rules``, ``study``, ``tables``. Importing the package
 registers the study and its rules' calibrations."""
 
-from attnlab.studies.specialization import calibration  # noqa: F401  (registers the rules' calibrations)
+from attnlab.studies.specialization import (
+    calibration,  # noqa: F401  (registers the rules' calibrations)
+    claims,  # noqa: F401  (registers the paper's claims table)
+)
 from attnlab.studies.specialization.study import BUDGETS, STUDY, compute, summarize
 
 __all__ = ["BUDGETS", "STUDY", "compute", "summarize"]

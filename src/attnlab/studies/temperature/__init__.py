@@ -5,7 +5,10 @@ temperature that the same model learned, where an untrained model and i.i.d. sco
 One module per part: ``calibration``, ``findings``, ``plan``, ``real``, ``rules``, ``section``, ``study``. Importing
 the package registers the study and its rules' calibrations."""
 
-from attnlab.studies.temperature import calibration  # noqa: F401  (registers the rules' calibrations)
+from attnlab.studies.temperature import (
+    calibration,  # noqa: F401  (registers the rules' calibrations)
+    claims,  # noqa: F401  (registers the paper's claims table)
+)
 from attnlab.studies.temperature.study import BUDGETS, STUDY, compute, summarize
 
 __all__ = ["BUDGETS", "STUDY", "compute", "summarize"]
