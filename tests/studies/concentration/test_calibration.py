@@ -16,10 +16,14 @@ KEYS = [k for k in calibrate.CALIBRATIONS if k.startswith("concentration ")]
 
 def test_every_finding_is_registered_at_every_budget():
     assert sorted(KEYS) == sorted(
-        [f"concentration {f} @ {b}" for f in ("collapse screen", "sufficiency") for b in ("smoke", "full")]
+        [
+            f"concentration {f} @ {b}"
+            for f in ("collapse screen", "sufficiency", "un-normalized recipes collapse")
+            for b in ("smoke", "full")
+        ]
         + [
             f"concentration {f} @ {b} --model"
-            for f in ("collapse screen", "sufficiency", "prevalence")
+            for f in ("collapse screen", "sufficiency", "prevalence", "un-normalized recipes collapse")
             for b in ("smoke", "full")
         ]
     )

@@ -134,3 +134,34 @@ def test_iid_rows_are_placed_level_with_noise_so_they_fail_the_placement():
     assert noisy.verdict == "not reproduced" and noisy.null.passes is False
     null = cf.iid_prevalence(keys, 20)
     assert null["unsafe lo"] > 90 and null["rows"] > 3000
+
+
+def _sweep(base: int, wortsman: list[int], n: int = 150) -> pd.DataFrame:
+    rows = [("softmax", "softmax", base), ("relu_p2_b0", "relu_p2_b0", 3)]
+    rows += [(f"wortsman_{v}", f"wortsman_{v}", k) for v, k in zip(("p1_L", "p1_sqrtL", "p2_L", "p2_sqrtL"), wortsman)]
+    return pd.DataFrame(
+        [{"recipe": r, "map": m, "correct": k, "n": n, "accuracy %": 100 * k / n} for r, m, k in rows]
+    )
+
+
+def test_unnormalized_recipes_are_screened_by_the_collapse_rule_against_softmax_itself():
+    halves = ((64, 75), (59, 75))
+    # the demo's SmolLM2 sweep: softmax 123/150, every Wortsman recipe 0/150
+    yes = cf.unnormalized_finding(_sweep(123, [0, 0, 0, 0]), 150, halves)
+    assert yes.verdict == "reproduced" and yes.name == rules.UNNORMALIZED_NAME
+    assert "4 of 4 un-normalized recipes collapsed" in yes.evidence and "relu_p2_b0" not in yes.evidence
+    assert yes.null.passes is False and yes.mde.power >= 0.8
+    kept = cf.unnormalized_finding(_sweep(123, [0, 0, 0, 60]), 150, halves)  # one Wortsman recipe preserved
+    assert kept.verdict == "not reproduced" and "wortsman_p2_sqrtL: 60/150 (40.0%) preserved" in kept.evidence
+    weak = cf.unnormalized_finding(_sweep(20, [0, 0, 0, 0]), 150, halves)
+    assert weak.verdict == "not checked" and "nothing to collapse" in weak.reason
+
+
+def test_the_bound_check_counts_false_negatives_at_the_audits_tolerance():
+    valid = pd.DataFrame(
+        {"b": ["0", "auto"], "p": [2, 2], "rows": [100, 100], "FN": [1, 0], "FN eps": [0, 0], "FP": [5, 9]}
+    )
+    ok = cf.bound_check(valid)
+    assert ok.verdict == "check passed" and ok.name == rules.BOUND_NAME and "without tolerance 1" in ok.evidence
+    bad = cf.bound_check(valid.assign(**{"FN eps": [0, 2]}))
+    assert bad.verdict == "check failed" and "most: 2 at b = auto, p = 2" in bad.evidence

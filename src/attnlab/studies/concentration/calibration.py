@@ -37,6 +37,7 @@ NULL_ROWS = 4000  # i.i.d. rows the study draws for its noise reference (``findi
 SOFTMAX = {"toy": 1.0, "pretrained": 0.8}
 LOW_CELLS = 2  # low-safe cells per model: Table 5 has two for Gemma and for Pythia, one for Qwen3
 HIGH_CELLS = 2  # high-safe cells per model: SmolLM2's relu_p16_b0 and relu_p16_bauto
+UNNORMALIZED_CELLS = 4  # the un-normalized recipes of §5.1: the four Wortsman maps
 
 
 # ---- placement ----
@@ -183,27 +184,32 @@ def _wilson_coverage(name: str, n: int, rate: float) -> Coverage:
     return Coverage(name, draw)
 
 
-def collapse(budget: str, n: int, softmax: float, cells: int = LOW_CELLS) -> Calibration:
-    """The collapse screen's rule (``rules.collapse_rule``) with ``n`` scored prompts per cell, ``cells`` low-safe
-    cells and softmax answering a share ``softmax`` of prompts."""
+def collapse(
+    budget: str, n: int, softmax: float, cells: int = LOW_CELLS, name: str = rules.COLLAPSE_NAME
+) -> Calibration:
+    """The collapse screen's rule (``rules.collapse_rule``) with ``n`` scored prompts per cell, ``cells`` screened
+    cells and softmax answering a share ``softmax`` of prompts; ``name``: the finding that reads it (the screen's
+    low-safe cells, whose paper effect is Table 5's 0 and 2.5% of softmax, or the un-normalized recipes,
+    ``rules.UNNORMALIZED_RULE``, whose paper effect is Table 3's -100 pp, so 0 and 1% of softmax)."""
+    effects = (0.0, 0.025) if name == rules.COLLAPSE_NAME else (0.0, 0.01)
     worlds = [
-        _screen_world(f"low-safe cells keep {kept:.0%} of softmax's {softmax:.0%}", False, n, softmax, kept, cells)
+        _screen_world(f"screened cells keep {kept:.0%} of softmax's {softmax:.0%}", False, n, softmax, kept, cells)
         for kept in (1.0, 0.30, rules.COLLAPSE)
     ]
     worlds += [
-        _screen_world(f"low-safe cells keep {kept:.1%} of softmax's {softmax:.0%}", True, n, softmax, kept, cells)
-        for kept in (0.0, 0.025)
+        _screen_world(f"screened cells keep {kept:.1%} of softmax's {softmax:.0%}", True, n, softmax, kept, cells)
+        for kept in effects
     ]
     coverage = tuple(
         _wilson_coverage(f"a cell's Wilson interval at {rate:.1%} ({n} prompts)", n, rate)
         for rate in (0.05 * softmax, rules.COLLAPSE * softmax, softmax)
     )
     return Calibration(
-        rules.COLLAPSE_NAME,
+        name,
         budget,
         rules.collapse_rule,
-        rules.COLLAPSE_RULE,
-        f"{n} NIAH prompts per cell, {cells} low-safe cell(s), softmax at {softmax:.0%}",
+        rules.COLLAPSE_RULE if name == rules.COLLAPSE_NAME else rules.UNNORMALIZED_RULE,
+        f"{n} NIAH prompts per cell, {cells} screened cell(s), softmax at {softmax:.0%}",
         tuple(worlds),
         coverage,
     )
@@ -254,6 +260,7 @@ def register_budgets(toy: Mapping, pretrained: Mapping) -> None:
         for name, plan in plans.items():
             budget = f"{name}{suffix}"
             register(collapse(budget, plan.prompts, SOFTMAX[kind]))
+            register(collapse(budget, plan.prompts, SOFTMAX[kind], UNNORMALIZED_CELLS, rules.UNNORMALIZED_NAME))
             register(sufficiency(budget, plan.prompts, SOFTMAX[kind]))
             if kind == "pretrained":
                 register(placement(budget, plan.audit_prompts, len(plan.suites)))

@@ -11,6 +11,9 @@ import numpy as np
 import pandas as pd
 import torch
 
+from attnlab import rowmaps
+from attnlab.analyses import substitute
+from attnlab.diagnostics.rows import RowOptions
 from attnlab.findings import calibrate
 from attnlab.findings.finding import MDE, Finding, Null, named
 from attnlab.findings.stats import wilson
@@ -280,4 +283,88 @@ def sufficiency_finding(table: pd.DataFrame, prompts: int, halves: tuple[tuple[i
         evidence=f"softmax {softmax[0]}/{prompts} ({base:.1f}%); {len(high)} high-safe cell(s), "
         f"{sum(p <= rules.ALPHA for p in adjusted)} significantly below softmax: {cells or 'none'}.",
         precondition=precondition,
+    )
+
+
+# the audit's measured-safe tolerance (S_p <= 1 + eps), under which Table 8's residual false negatives vanish (App. P)
+EPS = RowOptions().eps
+
+
+def unnormalized(sub: pd.DataFrame) -> pd.DataFrame:
+    """The substitution sweep's rows whose map does not normalize its weights (Wortsman, sigmoid)."""
+    return sub[[not rowmaps.get(m).normalized for m in sub["map"]]]
+
+
+@named(rules.UNNORMALIZED_NAME)
+def unnormalized_finding(sub: pd.DataFrame, prompts: int, halves: tuple[tuple[int, int], ...]) -> Finding:
+    """Polynomial Concentration §5.3, Table 3: no un-normalized recipe is a drop-in replacement, every one collapses
+    (the four Wortsman variants, -100 pp on every model). Decided by the collapse screen's own rule
+    (``rules.collapse_rule``) on the sweep's un-normalized recipes; the null is softmax against itself, its second
+    half of the scored prompts screened against its first half's accuracy, which the rule must not call collapsed."""
+    claim = (
+        "un-normalized recipes collapse under zero-shot substitution (Polynomial Concentration §5.3, Table 3: all "
+        f"four Wortsman variants -100 pp on every model): every one keeps <= "
+        f"{100 * COLLAPSE:g}% of softmax's accuracy"
+    )
+    base = float(sub.set_index("recipe").loc[substitute.BASELINE, "accuracy %"])
+    cells = unnormalized(sub)
+    states = rules.collapse_states(rules.Screen(base / 100, prompts, _counts(cells, prompts)))
+    holds = rules.collapse_outcome(states)
+    null_screen = rules.Screen(halves[0][0] / halves[0][1], halves[1][1], (halves[1][0],)) if len(halves) == 2 else None
+    power = calibrate.power(
+        calibration.collapse("run", prompts, base / 100, max(len(cells), 1), rules.UNNORMALIZED_NAME)
+    )
+    words = {1: "collapsed", -1: "preserved", 0: "undecided"}
+    evidence = "; ".join(
+        f"{r.recipe}: {r['correct']}/{r['n']} ({r['accuracy %']:.1f}%) {words[s]}"
+        for (_, r), s in zip(cells.iterrows(), states)
+    )
+    return decide(
+        claim,
+        rule=rules.UNNORMALIZED_RULE,
+        holds=bool(holds),
+        null=Null(
+            "softmax against itself: its second half of the scored prompts screened against its first half's "
+            "accuracy, through the same hook and scoring",
+            None if null_screen is None else rules.collapse_rule(null_screen),
+            "not run: fewer than two scored prompts"
+            if null_screen is None
+            else f"{halves[1][0]}/{halves[1][1]} against the line {100 * COLLAPSE * null_screen.softmax:.1f}% "
+            f"({halves[0][0]}/{halves[0][1]} on the first half)",
+        ),
+        mde=MDE(
+            accuracy_mde(base, prompts),
+            base,
+            "pp of accuracy",
+            f"two-sample test of {prompts} prompts per cell at softmax's rate (5% two-sided, 80% power), against "
+            "Table 3's -100 pp; power: the share of simulated runs whose un-normalized cells score 0 or keep 1% "
+            "of softmax that the rule calls collapsed",
+            power=power,
+        ),
+        evidence=f"softmax {base:.1f}% on {prompts} NIAH prompts; collapse line {COLLAPSE * base:.1f}%; "
+        f"{states.count(1)} of {len(cells)} un-normalized recipes collapsed: {evidence or 'none in the sweep'}.",
+        precondition=f"softmax scores only {base:.1f}% (< {LEARNED:g}%): nothing to collapse"
+        if base < LEARNED
+        else "the sweep holds no un-normalized recipe"
+        if cells.empty
+        else None,
+    )
+
+
+def bound_check(valid: pd.DataFrame) -> Finding:
+    """Cor. 4.3 on the audited rows, as Table 8 reads it (App. P): no row predicted safe (p >= p*) is measured
+    unsafe beyond the tolerance ``EPS``. An implication of the bound, so a software check of attnlab's
+    S_p and p*, not a paper's finding."""
+    fn = valid["FN eps"].astype(int)
+    worst = valid.loc[fn.idxmax()]
+    return Finding(
+        "the worst-case bound is conservative on the audited rows (Polynomial Concentration Cor. 4.3, Table 8, App. "
+        f"P): no row predicted safe (p >= p*) has S_p > 1 + {EPS:g}",
+        "check passed" if int(fn.sum()) == 0 else "check failed",
+        f"false negatives at tolerance {EPS:g}: {int(fn.sum())} over {len(valid)} (b, p) cells of "
+        f"{int(valid['rows'].max())} rows each (most: {int(worst['FN eps'])} at b = {worst['b']}, p = {worst['p']}); "
+        f"without tolerance {int(valid['FN'].sum())}; conservative flags (FP) {int(valid['FP'].min())} to "
+        f"{int(valid['FP'].max())} per cell",
+        rule=f"every (b, p) cell has 0 rows with p >= p* and S_p > 1 + {EPS:g}",
+        name=rules.BOUND_NAME,
     )

@@ -44,7 +44,9 @@ class Published:
 PREVALENCE_NAME = "concentration prevalence"
 COLLAPSE_NAME = "concentration collapse screen"
 SUFFICIENCY_NAME = "concentration sufficiency"
-NAMES = (PREVALENCE_NAME, COLLAPSE_NAME, SUFFICIENCY_NAME)
+UNNORMALIZED_NAME = "concentration un-normalized recipes collapse"
+BOUND_NAME = "concentration: the bound has no false negatives"
+NAMES = (PREVALENCE_NAME, COLLAPSE_NAME, SUFFICIENCY_NAME, UNNORMALIZED_NAME, BOUND_NAME)
 
 PUBLISHED_DEGREES = (2, 4, 8)
 _OOD = " (past its 2048-token training length)"
@@ -208,6 +210,15 @@ def collapse_outcome(states: Sequence[int]) -> bool | None:
 def collapse_rule(screen: Screen) -> bool:
     """Whether COLLAPSE_RULE fires: every screened cell collapsed."""
     return collapse_outcome(collapse_states(screen)) is True
+
+
+# ---- un-normalized recipes (§5.3, Table 3, App. T) ----
+UNNORMALIZED_RULE = (
+    "every un-normalized recipe (the four Wortsman maps) collapses: the Wilson 95% upper "
+    f"bound of its accuracy is at or below {100 * COLLAPSE:g}% of softmax's accuracy (the collapse screen's line; "
+    "preserved, so not reproduced, when a recipe's lower bound is above it); the null is softmax's second half of "
+    "the scored prompts screened against its first half's accuracy"
+)
 
 
 # ---- sufficiency (§5.5, Table 4) ----

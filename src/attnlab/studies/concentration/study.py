@@ -35,7 +35,13 @@ from attnlab import devices, io
 from attnlab.analyses import ablate, audit, substitute
 from attnlab.analyses import heads as head_types
 from attnlab.report.sections import Figure, Section, Table, read_section
-from attnlab.studies.concentration.findings import finding, prevalence_finding, sufficiency_finding
+from attnlab.studies.concentration.findings import (
+    bound_check,
+    finding,
+    prevalence_finding,
+    sufficiency_finding,
+    unnormalized_finding,
+)
 from attnlab.studies.concentration.plan import BUDGETS, MATCHED_QUERIES, REAL, RECIPES, B, P, Plan
 from attnlab.studies.concentration.rules import NAMES
 from attnlab.studies.concentration.section import (
@@ -185,6 +191,8 @@ def summarize(folder: Path) -> Section:
             ),
             finding(diag, plan.prompts),
             sufficiency_finding(diag, plan.prompts, softmax_halves(folder)),
+            unnormalized_finding(sub, plan.prompts, softmax_halves(folder)),
+            bound_check(valid),
         ),
         tables=(
             Table(
