@@ -64,3 +64,31 @@ def plot_probe_curves(
     fig.suptitle("Mechanism probes over training; dotted lines: release of the intervention")
     fig.tight_layout()
     return save_figure(fig, path)
+
+
+PATHWAY_PANELS = {
+    "upper_ffn_write_rms": "upper-half FFN write RMS",
+    "upper_logit": "upper logit magnitude",
+    "upper_entropy": "upper entropy (normalized)",
+}
+
+
+def plot_pathway(table: pd.DataFrame, labels: Mapping[str, str], path: str | Path) -> tuple[Path, Path]:
+    """Zhu et al. 2026 Table 5 as a figure: one panel per reading of ``PATHWAY_PANELS`` (columns of ``table``, which
+    has a row per control run with its ``arch`` and ``seed``), each architecture of ``labels`` (arch -> its name) at
+    one x position: every seed as a dot, the same seed's dots joined across architectures (the pairs the rule
+    reads), and the mean as a bar."""
+    archs = [a for a in labels if a in set(table.arch)]
+    fig, axes = plt.subplots(1, len(PATHWAY_PANELS), figsize=(13, 4))
+    for ax, (key, title) in zip(axes, PATHWAY_PANELS.items(), strict=True):
+        wide = table.pivot_table(index="seed", columns="arch", values=key).reindex(columns=archs)
+        for _, row in wide.iterrows():
+            ax.plot(range(len(archs)), row.values, "-", color="0.8", lw=0.8, zorder=1)
+        for i, arch in enumerate(archs):
+            ax.plot([i] * len(wide), wide[arch], "o", color=COLORS[i % len(COLORS)], ms=4, zorder=2)
+            ax.hlines(wide[arch].mean(), i - 0.3, i + 0.3, color="black", lw=2, zorder=3)
+        ax.set_xticks(range(len(archs)), [labels[a] for a in archs], fontsize=8)
+        ax.set_title(title, fontsize=10)
+    fig.suptitle("At 3% of training, per seed (grey: the same seed), bar: mean")
+    fig.tight_layout()
+    return save_figure(fig, path)

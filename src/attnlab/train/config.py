@@ -156,7 +156,9 @@ class TrainConfig:
     matrices and embeddings only; betas; clip: the gradient-norm bound (0 = off); precision fp32 or bf16
     (autocast; parameters and optimizer stay float32); seed; eval_every, eval_batches; probes: log the
     Zhu et al. 2026 probes at each evaluation; checkpoint_every (0 = only at the end) and keep (checkpoints
-    kept); tensorboard: also write TensorBoard events when the package is installed."""
+    kept); tensorboard: also write TensorBoard events when the package is installed. stop_at: end the run after
+    this many steps (evaluated and saved there), keeping the ``steps``-long run's schedule (warmup, cosine decay,
+    release window), so its steps are the full run's first ones (None: train all ``steps``)."""
 
     steps: int = 200
     batch: int = 16
@@ -175,10 +177,14 @@ class TrainConfig:
     checkpoint_every: int = 100
     keep: int = 2
     tensorboard: bool = True
+    stop_at: int | None = None
 
     def __post_init__(self) -> None:
         for name, (low, high) in TRAIN_RANGES.items():
             _check_int("train", name, getattr(self, name), low, high)
+        stop = self.stop_at  # after the steps' check, so that the bound it names is a valid one
+        if stop is not None and (isinstance(stop, bool) or not isinstance(stop, int) or not 1 <= stop <= self.steps):
+            _fail("train", "stop_at", stop, f"unset or an int in [1, train.steps = {self.steps}]")
         if self.batch % self.accum:
             raise ConfigError(f"train.batch ({self.batch}) must be a multiple of train.accum ({self.accum})")
         _check_number("train", "lr", self.lr, 0.0, UPPER["lr"], low_open=True)  # --lr's bound

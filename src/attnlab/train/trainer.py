@@ -108,7 +108,8 @@ EvalHook = Callable[["Trainer"], Mapping[str, float]]
 
 class Trainer:
     """One run: the model (DDP-wrapped when the world is larger than one), its optimizer, the release
-    rule and the stream. ``run()`` trains from the current step to ``train.steps``.
+    rule and the stream. ``run()`` trains from the current step to ``train.steps`` (``train.stop_at`` when set:
+    the same run's schedule, ended early).
 
     ``stream``: any ``data.Batches`` (a synthetic task stream) instead of the config's text; token
     streams train with cross-entropy, ``model.inputs: vectors`` streams with the squared l2 error.
@@ -422,8 +423,9 @@ class Trainer:
 
     def run(self) -> dict[str, Any]:
         t = self.cfg.train
+        end = t.steps if t.stop_at is None else t.stop_at  # the schedule stays the steps-long run's
         done = self.out / "summary.json"
-        if (self.step >= t.steps or self.stopped is not None) and done.is_file():
+        if (self.step >= end or self.stopped is not None) and done.is_file():
             # A resumed run with no step left keeps the summary of the process that trained it. One that does not
             # read back is written anew, as after a kill between the last save and the summary: it is the run's own
             # file (its marker lists it), and what it held can no longer be read either way.
@@ -432,14 +434,14 @@ class Trainer:
         metrics = Metrics(self.out, t.tensorboard) if self.world.main else None
         # disable=None: drawn only when stderr is a terminal, so a captured log gets no redrawn bars
         bar = tqdm(
-            total=t.steps, initial=self.step, disable=None if self.progress else True, unit="step", dynamic_ncols=True
+            total=end, initial=self.step, disable=None if self.progress else True, unit="step", dynamic_ncols=True
         )
         tokens_per_step = t.batch * self.cfg.model.context
         started, start_step = time.perf_counter(), self.step
         record: dict[str, Any] = {}
         evaluated: dict[str, Any] = {}
         try:
-            while self.step < t.steps and self.stopped is None:
+            while self.step < end and self.stopped is None:
                 tick = time.perf_counter()
                 record = self.train_step(self.step)
                 if record.get("stopped"):
@@ -458,11 +460,11 @@ class Trainer:
                     reading = {"kind": "copy", "step": self.step, **self.read_copy()}
                     if metrics:
                         metrics.log(reading)
-                if self.step % t.eval_every == 0 or self.step == t.steps:
+                if self.step % t.eval_every == 0 or self.step == end:
                     evaluated = {"kind": "eval", "step": self.step, **self.evaluate()}
                     if metrics:
                         metrics.log(evaluated)
-                if (t.checkpoint_every and self.step % t.checkpoint_every == 0) or self.step == t.steps:
+                if (t.checkpoint_every and self.step % t.checkpoint_every == 0) or self.step == end:
                     self.save()
                 bar.update(1)
                 bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:.0f}")

@@ -310,6 +310,7 @@ def tiny(monkeypatch):
             max_tokens=20_000,
             seeds={"gelu": 2, "swiglu": 2},
             score_every=0.125,
+            pathway_seeds=2,
         ),
     )
 
@@ -322,7 +323,20 @@ def test_tiny_run_writes_every_table_and_resumes_without_retraining(tiny, tmp_pa
     assert {"lower_copy", "lower_copy_chance", "lower_copy_excess"} <= set(curves.columns)
     gains = pd.read_csv(tmp_path / "gains.csv")
     assert set(gains.arch) == {"gelu", "swiglu"} and (gains.seeds == 2).all()
-    assert (tmp_path / "curves.png").is_file() and len(section.findings) == 6
+    assert (tmp_path / "curves.png").is_file() and len(section.findings) == 7
+    # the pathway's controls at 3% (step 2 of 8): GELU and SwiGLU seeds 0-1 read from the full runs, the others short
+    pathway = pd.read_csv(tmp_path / "pathway.csv")
+    assert len(pathway) == 10 and (pathway.step == 2).all() and pathway.upper_ffn_write_rms.notna().all()
+    assert set(pathway[pathway.short].run) == {
+        "gelu_matched_control_seed0_to2",
+        "gelu_matched_control_seed1_to2",
+        "geglu_control_seed0_to2",
+        "geglu_control_seed1_to2",
+        "gelu_control_seed2_to2",
+        "gelu_control_seed3_to2",
+    }
+    assert section.findings[-1].name == "specialization: gated FFNs cut the upper residual write"
+    assert (tmp_path / "table5.md").is_file() and (tmp_path / "pathway.png").is_file()
     readings = pd.read_csv(tmp_path / "readings.csv")
     assert len(readings.run.unique()) == 8 and set(readings.step) == {
         1

@@ -14,6 +14,11 @@ The routing finding's null stays the untrained model, whose lower-copy score nev
 delays lower-layer routing (the lower layers' learning rate slowed) would be one more training run per seed (about
 +50% of the budget's run time) and a training option the intervention table does not have, so the delayed world is
 simulated here instead (a true delay of 1% and of 4% of training).
+
+The residual-write finding (§4, Table 5) reads four comparisons of the same seeds' controls, so its worlds draw a log
+write RMS per architecture and seed (normal around the architecture's log mean, sd ``Spread.pathway`` / sqrt 2, so
+that each paired log ratio has sd ``Spread.pathway``) and hand the rule the four comparisons' per-seed log ratios,
+correlated as the real ones are (SwiGLU against GELU and against the width-matched GELU share the SwiGLU runs).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import numpy as np
 
 from attnlab.diagnostics.paired import paired_interval
 from attnlab.findings.calibrate import Calibration, Coverage, World, register
-from attnlab.studies.specialization.plan import BUDGETS, GATED
+from attnlab.studies.specialization.plan import BUDGETS, GATED, PATHWAY_COMPARISONS
 from attnlab.studies.specialization.rules import (
     DELAY_MARGIN,
     DELAY_NAME,
@@ -36,8 +41,11 @@ from attnlab.studies.specialization.rules import (
     GAIN_NAME,
     GAIN_RULE,
     PAPER_GAIN,
+    PAPER_PATHWAY,
     PAPER_RELIANCE,
     PAPER_SHRINKAGE,
+    PATHWAY_NAME,
+    PATHWAY_RULE,
     RELIANCE_NAME,
     RELIANCE_RULE,
     SHRINKAGE_NAME,
@@ -45,6 +53,7 @@ from attnlab.studies.specialization.rules import (
     above,
     below,
     reproduces,
+    write_cut,
 )
 
 # §5.3, Fig. 3D: zeroing upper Q/K at 3% adds 82.3 ppl; the paper gives no perplexity at 3%, so the world reads it
@@ -63,12 +72,15 @@ class Spread:
     reliance: float
     dependence: float
     delay: float
+    pathway: float = 0.3  # the paired log ratio of the upper FFN write RMS at 3%
 
 
 # demo (and smoke, whose 1500-step runs are not recorded): the demo record's 5 GELU pairs (gain sd 0.124 of 8.04
 # ppl, 1.5%; reliance gap sd about 0.1; delays 0 to -0.5%, sd 0.25%), its SwiGLU shrinkage (1.8%), and a generous 5%
 # for the early rise (measured 0.03%). full: Table 1's +-0.08 of 26.80 ppl (0.3%), the shrinkage of two such gains
-# (0.42%), and the demo's for what the paper does not report.
+# (0.42%), and the demo's for what the paper does not report. pathway: the demo record's two SwiGLU / GELU log ratios of
+# the upper write at 3% (-1.09, -1.39: sd 0.21) and GELU's own log write over 5 seeds (sd 0.11), rounded up to 0.3;
+# the paper reports no spread, so full keeps it.
 DEMO = Spread(gain=0.0154, shrinkage=0.0184, reliance=0.1, dependence=0.05, delay=0.0025)
 SPREADS = {"smoke": DEMO, "demo": DEMO, "full": Spread(0.003, 0.0042, 0.1, 0.05, 0.0025)}
 
@@ -161,6 +173,57 @@ def routing_calibration(budget: str, pairs: int, sd: float, reading: float = 0.0
     )
 
 
+def _log_writes(means: dict[str, float], sd: float, n: int) -> Callable[[np.random.Generator], list[np.ndarray]]:
+    """The four comparisons' per-seed log ratios from per-architecture log writes ``means`` (each seed's draw shared
+    by the comparisons that read that architecture)."""
+
+    def draw(rng: np.random.Generator) -> list[np.ndarray]:
+        logs = {arch: rng.normal(mean, sd / np.sqrt(2), n) for arch, mean in means.items()}
+        return [logs[gated] - logs[ref] for gated, ref in PATHWAY_COMPARISONS]
+
+    return draw
+
+
+def pathway_calibration(budget: str, seeds: int, sd: float) -> Calibration:
+    """The residual-write rule (``write_cut``) at ``seeds`` paired seeds with paired log-ratio spread ``sd``. Worlds
+    without the claim: every FFN writing alike; alike but heavy-tailed; GEGLU writing as the width-matched GELU
+    does, so one of the four comparisons lacks the effect and three have the paper's (the harshest); the effect's
+    opposite. With it: the paper's Table 5 (-55.0%, -42.2%, -52.4%, -38.9%). The printed interval is the SwiGLU /
+    width-matched GELU log ratio's."""
+    paper = {arch: float(np.log(PAPER_PATHWAY[arch][0])) for arch in ("gelu", "gelu_matched", "swiglu", "geglu")}
+    flat = dict.fromkeys(paper, paper["gelu"])
+    opposite = {arch: 2 * paper["gelu"] - value for arch, value in paper.items()}
+    partial = {**paper, "geglu": paper["gelu_matched"]}
+
+    def heavy(rng: np.random.Generator) -> list[np.ndarray]:
+        logs = {arch: rng.standard_t(3, seeds) * sd / np.sqrt(2) for arch in paper}
+        return [logs[gated] - logs[ref] for gated, ref in PATHWAY_COMPARISONS]
+
+    truth = paper["swiglu"] - paper["gelu_matched"]
+
+    def interval(rng: np.random.Generator) -> tuple[float, float, float]:
+        stats = paired_interval(
+            _log_writes(paper, sd, seeds)(rng)[PATHWAY_COMPARISONS.index(("swiglu", "gelu_matched"))]
+        )
+        return stats["lo"], stats["hi"], truth
+
+    return Calibration(
+        PATHWAY_NAME,
+        budget,
+        write_cut,
+        PATHWAY_RULE,
+        f"{seeds} paired seeds per architecture, paired log-ratio sd {sd:g}",
+        (
+            World("every FFN writes alike", False, _log_writes(flat, sd, seeds)),
+            World("every FFN writes alike, heavy-tailed seeds (t, 3 df)", False, heavy),
+            World("GEGLU writes as the width-matched GELU does", False, _log_writes(partial, sd, seeds)),
+            World("the effect's opposite", False, _log_writes(opposite, sd, seeds)),
+            World("the paper's Table 5: -55.0%, -42.2%, -52.4%, -38.9%", True, _log_writes(paper, sd, seeds)),
+        ),
+        (Coverage(f"the SwiGLU / width-matched GELU log ratio, {seeds} pairs", interval),),
+    )
+
+
 def calibrations(budget: str) -> list[Calibration]:
     """Every finding at ``budget``'s GELU pairs (and its fewest gated-FFN pairs for the shrinkage)."""
     plan, spread = BUDGETS[budget], SPREADS[budget]
@@ -172,7 +235,8 @@ def calibrations(budget: str) -> list[Calibration]:
         reliance_calibration(budget, gelu, spread.reliance),
         routing_calibration(budget, sum(plan.seeds[a] for a in plan.archs), spread.delay, plan.score_every),
     ]
-    return out + ([shrinkage_calibration(budget, gated, spread.shrinkage)] if gated >= 2 else [])
+    out += [shrinkage_calibration(budget, gated, spread.shrinkage)] if gated >= 2 else []
+    return out + ([pathway_calibration(budget, plan.pathway_seeds, spread.pathway)] if plan.pathway_seeds >= 2 else [])
 
 
 CALIBRATIONS = [register(c) for budget in BUDGETS for c in calibrations(budget)]

@@ -28,6 +28,9 @@ from attnlab.studies.specialization.rules import (
     PAPER_GAIN,
     PAPER_RELIANCE,
     PAPER_SHRINKAGE,
+    PAPER_WRITE_CUTS,
+    PATHWAY_NAME,
+    PATHWAY_RULE,
     RELIANCE_NAME,
     RELIANCE_RULE,
     SHRINKAGE_NAME,
@@ -37,7 +40,9 @@ from attnlab.studies.specialization.rules import (
     above,
     below,
     sign_flip_share,
+    write_cut,
 )
+from attnlab.studies.specialization.tables import PATHWAY_LABELS
 
 
 def sign_flip_null(differences: Sequence[float], rule: Callable[[Sequence[float]], bool]) -> Null:
@@ -403,4 +408,94 @@ def early_check(table: pd.DataFrame) -> Finding:
         claim,
         "check passed" if held.all() else "check failed",
         f"{int(held.sum())} of {len(held)} pairs: " + "; ".join(lines) + ".",
+    )
+
+
+@named(PATHWAY_NAME)
+def pathway_finding(
+    cuts: pd.DataFrame, table: pd.DataFrame, null_ratios: Sequence[float], step: int | None = None
+) -> Finding:
+    """The residual-write mechanism (Zhu et al. 2026 §4, Table 5, App. C): at 3% of training every gated FFN writes
+    less into the upper half's residual stream than GELU and than a width-matched GELU, paired by seed.
+
+    ``cuts``: ``tables.write_cuts`` over ``plan.PATHWAY_COMPARISONS``; ``table``: ``tables.table5`` (the logit and
+    entropy beside the writes, per architecture); ``null_ratios``: the per-seed log ratios of GELU controls of other
+    seeds over GELU's (a real world without the effect), which the same rule must not pass."""
+    claim = (
+        "at 3% of training the gated FFNs (SwiGLU, GEGLU) write less into the upper half's residual stream than GELU "
+        "and than a GELU of their hidden width (Zhu et al. 2026 §4, Table 5: upper FFN write RMS -55.0% and -52.4% "
+        "against GELU-3840, -42.2% and -38.9% against GELU-2560; the paper's same checkpoints also have lower upper "
+        "logits and higher upper entropy, shown beside, not decided here)"
+    )
+    ratios = [list(r) for r in cuts.ratios] if len(cuts) else []
+    at = "" if step is None else f" (step {step})"
+    if len(cuts) == 0 or int(cuts.seeds.min()) < 2:
+        return decide(
+            claim,
+            rule=PATHWAY_RULE,
+            holds=None,
+            null=Null("GELU against GELU of other seeds", None, "not run"),
+            mde=MDE(None, None, "log ratio", "fewer than two paired seeds of some pathway architecture"),
+            evidence="fewer than two paired seeds of some pathway architecture at 3%" + at,
+            precondition="the pathway runs at 3% are missing or hold fewer than two paired seeds per architecture: "
+            "rerun the study command to train them",
+        )
+    parts = [
+        f"{PATHWAY_LABELS.get(r.gated, r.gated)} against {PATHWAY_LABELS.get(r.reference, r.reference)}: upper write "
+        f"{-r.cut_mean:+.1%} (95% interval {_percent_interval(-r.cut_hi, -r.cut_lo)}, {r.seeds} seeds; the paper "
+        f"{math.expm1(PAPER_WRITE_CUTS[(r.gated, r.reference)]):+.1%})"
+        for r in cuts.itertuples()
+    ]
+    rows = [
+        f"{r['Architecture']} {r['Upper logit']:.3f} / {r['Upper entropy']:.3f} (paper {r['Upper logit (paper)']:.3f} "
+        f"/ {r['Upper entropy (paper)']:.3f})"
+        for r in table.to_dict("records")
+    ]
+    null_stats = paired_interval(null_ratios)
+    null_holds = write_cut([null_ratios]) if null_stats["n"] >= 2 else None
+    null = Null(
+        "GELU against GELU: GELU controls of as many other seeds over each seed's GELU control (no FFN differs)",
+        null_holds,
+        f"{null_stats['n']} pairs: upper write {math.expm1(null_stats['mean']):+.1%} "
+        f"(95% interval {_percent_interval(math.expm1(null_stats['lo']), math.expm1(null_stats['hi']))})",
+    )
+    n, sd = int(cuts.seeds.min()), float(cuts.log_ratio_sd.max())
+    effect = min(abs(v) for v in PAPER_WRITE_CUTS.values())
+    value = paired_mde(sd, n, alpha=0.10)
+    mde = MDE(
+        float(value) if math.isfinite(value) else None,
+        effect,
+        "log ratio",
+        f"one-sided paired t at 5% over {n} seeds, 80% power, at the largest sd of the four comparisons' log ratios "
+        f"({sd:.3g}); the paper's smallest effect is -38.9% (log ratio -{effect:.3f}); power simulated at Table 5's "
+        "four effects and this sd",
+        power=_power(calibration.pathway_calibration, n, sd),
+    )
+    holds = write_cut(ratios)
+    evidence = "; ".join(parts) + f". Upper logit / entropy at 3%{at}: " + ", ".join(rows) + _beside(table)
+    return decide(
+        claim,
+        rule=PATHWAY_RULE,
+        holds=holds,
+        null=null,
+        mde=mde,
+        evidence=evidence,
+        reads={"log ratios of the upper write": [x for r in ratios for x in r]},
+        null_reads={"GELU / GELU log ratios": list(null_ratios)},
+    )
+
+
+def _beside(table: pd.DataFrame) -> str:
+    """Whether the run's means of upper logit and entropy go the paper's way (every gated FFN's logit below and
+    entropy above both GELUs'), in words: context for the write, not part of the rule."""
+    rows = table.set_index("Architecture")
+    gated = [PATHWAY_LABELS[a] for a in ("swiglu", "geglu") if PATHWAY_LABELS[a] in rows.index]
+    refs = [PATHWAY_LABELS[a] for a in ("gelu", "gelu_matched") if PATHWAY_LABELS[a] in rows.index]
+    if not gated or not refs:
+        return ""
+    logit = all(rows.loc[g, "Upper logit"] < rows.loc[r, "Upper logit"] for g in gated for r in refs)
+    entropy = all(rows.loc[g, "Upper entropy"] > rows.loc[r, "Upper entropy"] for g in gated for r in refs)
+    return (
+        "; the paper's direction beside the write (the gated FFNs' upper logit below both GELUs', their upper "
+        f"entropy above both) in this run: logit {'yes' if logit else 'no'}, entropy {'yes' if entropy else 'no'}"
     )

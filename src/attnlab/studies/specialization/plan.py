@@ -8,6 +8,11 @@ initialization and data order (the seed fixes both; the intervention changes no 
 learning rate), and more arms (fixed releases, global learning rate x0.5, entropy floor, other multipliers) when
 the budget names them. Every arm reads the lower-copy score on the release rule's grid, so the control's
 lower-copy maturity is dated as the intervention's is.
+
+The residual-write pathway (§4, Table 5, App. C) reads the control runs of GELU, the width-matched GELU, SwiGLU and
+GEGLU at the 3% evaluation (``pathway_step``) over ``pathway_seeds`` paired seeds, and GELU controls of as many other
+seeds (its null: GELU against GELU). A control the budget trains fully is read there; every other is a short run
+(``pathway_runs``): the same control trained only up to that evaluation, on the full run's schedule (``train.stop_at``).
 """
 
 from __future__ import annotations
@@ -16,11 +21,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from attnlab.model.ffn import matched_width
 from attnlab.registry import Registry
 from attnlab.train.config import InterventionConfig, RunConfig
 
 MULTIPLIER = 0.25  # Zhu et al. 2026 §2
 FINAL = "final_eval.json"
+# an ffn_width that run_config resolves to the gated FFNs' matched hidden width at the plan's d_model
+MATCHED = "matched"
+PATHWAY_AT = 3  # percent of training: Table 5's checkpoint
 
 # Architectures: model-field changes over the plan's shape (Zhu et al. 2026 §3-§4, Tables 3-5); gated FFNs
 # have the matched width of §4.
@@ -31,7 +40,11 @@ ARCHS.register("geglu", {"ffn": "geglu"})
 ARCHS.register("gelu_rmsnorm", {"ffn": "gelu", "norm": "rmsnorm"})
 ARCHS.register("gelu_biasless", {"ffn": "gelu", "bias": False})
 ARCHS.register("llama", {"ffn": "swiglu", "norm": "rmsnorm", "bias": False})
+# Table 5's capacity control: GELU at the gated FFNs' hidden width (GELU-2560 beside GELU-3840 at d_model 960)
+ARCHS.register("gelu_matched", {"ffn": "gelu", "ffn_width": MATCHED})
 GATED = ("swiglu", "geglu")
+# Table 5's comparisons, (gated, reference): every gated FFN against GELU and against the width-matched GELU
+PATHWAY_COMPARISONS = tuple((g, r) for g in GATED for r in ("gelu", "gelu_matched"))
 
 # Arms: intervention-table fields and a scale of the learning rate, over the plan's run. "control" is the
 # pair's reference and must come first.
@@ -54,7 +67,9 @@ ARMS.register("global_lr_half", {"lr_scale": 0.5})
 class Plan:
     """One budget of the study (Zhu et al. 2026 §4, App. J): the model, its AdamW training with cosine decay, the
     evaluation cadence and batches, the byte data's cap (None: all of it), the architectures, arms and controls
-    trained (``ARCHS``, ``ARMS``), the seeds per architecture, and the release rule's score and reading interval."""
+    trained (``ARCHS``, ``ARMS``), the seeds per architecture, and the release rule's score and reading interval;
+    ``pathway``: the architectures whose controls the residual-write finding reads at 3%, over ``pathway_seeds``
+    seeds."""
 
     layers: int
     heads: int
@@ -79,6 +94,8 @@ class Plan:
     seeds: Mapping[str, int]
     score: str
     score_every: float
+    pathway: tuple[str, ...] = ()
+    pathway_seeds: int = 0
 
 
 # smoke: byte-level decoders on the standard library's .py files, all runs within 30 minutes on two CPU cores
@@ -116,6 +133,8 @@ BUDGETS: dict[str, Plan] = {
         seeds={"gelu": 3, "swiglu": 3},
         score="excess",
         score_every=0.005,
+        pathway=("gelu", "gelu_matched", "swiglu", "geglu"),
+        pathway_seeds=5,
     ),
     "full": Plan(
         layers=20,
@@ -143,6 +162,8 @@ BUDGETS: dict[str, Plan] = {
         seeds=dict.fromkeys(("gelu", "swiglu", "geglu", "gelu_rmsnorm", "gelu_biasless", "llama"), 5),
         score="raw",
         score_every=0.005,
+        pathway=("gelu", "gelu_matched", "swiglu", "geglu"),
+        pathway_seeds=5,
     ),
 }
 # What attnlab demo runs: smoke's pairs over 600 steps, evaluations every 3% (18 steps), and as many pairs as
@@ -166,7 +187,50 @@ def plan_runs(plan: Plan, first_seed: int) -> list[tuple[str, str, int]]:
     return runs + [(plan.archs[0], arm, s) for arm in plan.controls for s in seeds(plan.archs[0])]
 
 
-def run_config(plan: Plan, arch: str, arm: str, seed: int, shards: str | None = None) -> RunConfig:
+def gated_width(plan: Plan) -> int:
+    """The gated FFNs' hidden width at the plan's d_model (Zhu et al. 2026 §4: 2/3 of GELU's 4 d_model, 2560 at
+    960), which the width-matched GELU takes as its own."""
+    return matched_width(4 * plan.d_model, GATED[0])
+
+
+def hidden_width(plan: Plan, arch: str) -> int:
+    """The hidden width of ``arch``'s FFN at the plan's d_model (a gated FFN's matched width, or GELU's own)."""
+    model = run_config(plan, arch, "control", 0).model
+    gated = model.ffn != "gelu" and model.ffn_matched
+    return matched_width(model.width, model.ffn) if gated else model.width
+
+
+def pathway_step(plan: Plan) -> int:
+    """The step of Table 5's 3% checkpoint: the first evaluation at or after 3% of training (18 of 600, 45 of
+    1,500, 144 of 4,768)."""
+    at = -(-plan.steps * PATHWAY_AT // 100)
+    return min(plan.steps, -(-at // plan.eval_every) * plan.eval_every)
+
+
+def pathway_name(arch: str, seed: int, plan: Plan) -> str:
+    """A short pathway run's name: the control's, to the 3% step."""
+    return f"{run_name(arch, 'control', seed)}_to{pathway_step(plan)}"
+
+
+def pathway_runs(plan: Plan, first_seed: int) -> list[tuple[str, int, str, bool]]:
+    """(arch, seed, run name, short) of every control the residual-write finding reads: each pathway architecture
+    over ``pathway_seeds`` seeds, and GELU over as many seeds after them (the null). ``short``: not trained fully by
+    the budget, so trained only up to ``pathway_step``."""
+    full = set(plan_runs(plan, first_seed))
+    n = plan.pathway_seeds
+    wanted = [(arch, first_seed + i) for arch in plan.pathway for i in range(n)]
+    wanted += [("gelu", first_seed + n + i) for i in range(n if plan.pathway else 0)]
+    out = []
+    for arch, seed in wanted:
+        short = (arch, "control", seed) not in full
+        out.append((arch, seed, pathway_name(arch, seed, plan) if short else run_name(arch, "control", seed), short))
+    return out
+
+
+def run_config(
+    plan: Plan, arch: str, arm: str, seed: int, shards: str | None = None, stop_at: int | None = None
+) -> RunConfig:
+    """One run's training config; ``stop_at``: end it at that step on the full run's schedule."""
     changes = ARMS.find(arm)
     scale = changes.get("lr_scale", 1.0)
     model = {
@@ -175,7 +239,7 @@ def run_config(plan: Plan, arch: str, arm: str, seed: int, shards: str | None = 
         "heads": plan.heads,
         "d_model": plan.d_model,
         "positions": "rope",
-        **ARCHS.find(arch),
+        **{k: gated_width(plan) if v == MATCHED else v for k, v in ARCHS.find(arch).items()},
     }
     train = {
         "steps": plan.steps,
@@ -192,6 +256,7 @@ def run_config(plan: Plan, arch: str, arm: str, seed: int, shards: str | None = 
         "tensorboard": False,
         "seed": seed,
         "precision": plan.precision,
+        **({"stop_at": stop_at} if stop_at is not None else {}),
     }
     # every arm reads the lower-copy score on the rule's grid, the control included (finding 5 dates both)
     intervention = {"score": plan.score, "score_every": plan.score_every, **changes.get("intervention", {})}

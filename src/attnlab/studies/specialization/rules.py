@@ -22,7 +22,8 @@ SHRINKAGE_NAME = "specialization: a gated FFN shrinks the gain"
 RELIANCE_NAME = "specialization: less reliance on upper Q/K at the end"
 DELAY_NAME = "specialization: lower-copy routing on time"
 SLOWS_NAME = "specialization: the intervention slows upper Q/K"
-NAMES = (DEPENDENCE_NAME, GAIN_NAME, SHRINKAGE_NAME, RELIANCE_NAME, DELAY_NAME, SLOWS_NAME)
+PATHWAY_NAME = "specialization: gated FFNs cut the upper residual write"
+NAMES = (DEPENDENCE_NAME, GAIN_NAME, SHRINKAGE_NAME, RELIANCE_NAME, DELAY_NAME, SLOWS_NAME, PATHWAY_NAME)
 
 # The paper's effects, relative to its control's perplexity so that they carry to another scale.
 # Table 1: 26.7981 -> 26.3014 ppl (-0.4967), 1.85% of the control's perplexity.
@@ -31,6 +32,21 @@ PAPER_GAIN = 0.4967 / 26.7981
 PAPER_SHRINKAGE = 0.5858 / 26.7382 - 0.1075 / 26.2083
 # §5.3, Fig. 3D: zeroing upper Q/K at the end adds 146.1 ppl to the control, 17.4 to the intervention.
 PAPER_RELIANCE = (146.1 - 17.4) / 26.7981
+# §4, Table 5 (App. C), at 3% of training, per architecture: upper-half FFN write RMS, upper logit, upper entropy,
+# first-upper write RMS. GELU is GELU-3840 (4 d_model), gelu_matched GELU-2560 (the gated FFNs' hidden width).
+PAPER_PATHWAY = {
+    "gelu": (0.1205, 1.3128, 0.6277, 0.1262),
+    "gelu_matched": (0.0938, 1.1496, 0.6750, 0.0960),
+    "swiglu": (0.0542, 0.9491, 0.7423, 0.0469),
+    "geglu": (0.0573, 0.9994, 0.7226, 0.0505),
+}
+# the paper's effects as log ratios gated / reference of the upper write RMS, per (gated, reference): -55.0%, -42.2%
+# (SwiGLU against GELU and the width-matched GELU), -52.4%, -38.9% (GEGLU)
+PAPER_WRITE_CUTS = {
+    (gated, ref): math.log(PAPER_PATHWAY[gated][0] / PAPER_PATHWAY[ref][0])
+    for gated in ("swiglu", "geglu")
+    for ref in ("gelu", "gelu_matched")
+}
 
 # Decision rules, fixed before any number is read. Intervals are Student-t 95% over training seeds (the unit
 # of replication); each rule's false-positive rate under its null is simulated in the study's tests.
@@ -56,6 +72,13 @@ DELAY_MARGIN = 0.01
 DELAY_RULE = (
     "the Student-t 95% interval over seeds of the delay of lower-copy maturity (the intervention's "
     "minus the control's, as a fraction of training) lies below +1% of training"
+)
+PATHWAY_RULE = (
+    "for every gated FFN (SwiGLU, GEGLU) and both references (GELU at 4 d_model, GELU at the gated FFNs' hidden "
+    "width), the per-seed log ratio gated / reference of the upper-half FFN write RMS at the 3% evaluation (the "
+    "same seed: the same data order) has a mean below 0 by a one-sided paired t-test at 5% (the one-sided 95% "
+    "upper bound below 0), on 2 or more pairs; the claim is all four, so it holds only when every test does (an "
+    "intersection-union test: its false-positive rate is at most each test's 5%, with no multiplicity correction)"
 )
 SIGN_FLIPS = (
     "every sign pattern of the paired differences (no effect: each pair's sign is a coin flip), the "
@@ -84,6 +107,19 @@ def below(bound: float) -> Callable[[Sequence[float]], bool]:
         return bool(stats["n"] >= 2 and stats["hi"] < bound)
 
     return rule
+
+
+def write_cut(comparisons: Sequence[Sequence[float]]) -> bool:
+    """PATHWAY_RULE on the per-seed log ratios of each comparison: every one's one-sided paired t-test at 5% says
+    its mean is below 0 (``paired_interval`` at level 0.90: its upper bound is the one-sided 95% bound); False with
+    no comparison or one with fewer than two finite values."""
+    if not len(comparisons):
+        return False
+    for values in comparisons:
+        stats = paired_interval(values, level=0.90)
+        if not (stats["n"] >= 2 and stats["hi"] < 0):
+            return False
+    return True
 
 
 def sign_flip_share(differences: Sequence[float], rule: Callable[[Sequence[float]], bool]) -> float:

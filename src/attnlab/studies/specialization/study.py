@@ -21,6 +21,9 @@ and the design's minimum detectable effect:
 3. a gated FFN shrinks that gain (§3, Table 4);
 4. the intervention leaves the model less reliant on upper Q/K at the end (§5.3, Fig. 3D);
 5. the intervention does not delay lower-layer copy routing (§5.4, Fig. 3A);
+6. at 3% of training the gated FFNs write less into the upper residual stream than GELU and a width-matched GELU
+   (§4, Table 5, App. C), read on the controls at their 3% evaluation (short runs, ``train.stop_at``, where the
+   budget does not train a control fully: ``specialization_plan.pathway_runs``);
 
 and a software check that the intervention acts as defined (upper logits lower, entropy higher before release:
 Q/K that learn 4x slower from the same initialization cannot do otherwise).
@@ -33,12 +36,13 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 
 from attnlab import devices, io
 from attnlab.model.decoder import Decoder, loss
-from attnlab.report.plot_specialization import plot_probe_curves
+from attnlab.report.plot_specialization import plot_pathway, plot_probe_curves
 from attnlab.report.readback import read_record
 from attnlab.report.sections import Figure, Section, Table
 from attnlab.studies.runner import Study, StudyConfig, StudyError, load_config, register, section
@@ -48,13 +52,38 @@ from attnlab.studies.specialization.findings import (
     early_check,
     gains,
     headline_finding,
+    pathway_finding,
     reliance_finding,
     routing_finding,
     shrinkage_finding,
 )
-from attnlab.studies.specialization.plan import BUDGETS, FINAL, Plan, plan_runs, rule_config, run_config, run_name
+from attnlab.studies.specialization.plan import (
+    BUDGETS,
+    FINAL,
+    PATHWAY_COMPARISONS,
+    Plan,
+    hidden_width,
+    pathway_name,
+    pathway_runs,
+    pathway_step,
+    plan_runs,
+    rule_config,
+    run_config,
+    run_name,
+)
 from attnlab.studies.specialization.rules import NAMES
-from attnlab.studies.specialization.tables import delays, early, maturities, pairs, shrinkage, zeroing
+from attnlab.studies.specialization.tables import (
+    PATHWAY_LABELS,
+    PATHWAY_READS,
+    delays,
+    early,
+    maturities,
+    pairs,
+    shrinkage,
+    table5,
+    write_cuts,
+    zeroing,
+)
 from attnlab.train import probes
 from attnlab.train.trainer import Trainer
 from attnlab.workers import in_process, spread
@@ -102,17 +131,20 @@ def train_run(
     progress: bool,
     device: str = "auto",
     dtype: str = "auto",
+    stop_at: int | None = None,
 ) -> dict:
     """Train (or resume) one run on ``device`` in ``dtype`` (``attnlab.devices``), then score its final model on
     ``final_batches`` validation batches and keep that with the run's release reason, throughput, warnings and
     the untrained model's probes (once: ``FINAL`` in the run folder, the raw result the summary reads; a run's
-    summary.json may be deleted without changing the report)."""
-    out = folder / "runs" / run_name(arch, arm, seed)
+    summary.json may be deleted without changing the report). ``stop_at``: a short pathway run (``pathway_name``),
+    trained to that step on the full run's schedule; its eval.csv is all the summary reads of it."""
+    name = run_name(arch, arm, seed) if stop_at is None else pathway_name(arch, seed, plan)
+    out = folder / "runs" / name
     # A finished run only loads its last checkpoint and returns its summary.
-    run = devices.training(run_config(plan, arch, arm, seed, shards), dtype, device)
+    run = devices.training(run_config(plan, arch, arm, seed, shards, stop_at=stop_at), dtype, device)
     trainer = Trainer(run, out, resume=True, progress=progress, device=device)
     summary = trainer.run()
-    if not (out / FINAL).is_file():
+    if stop_at is None and not (out / FINAL).is_file():
         io.write_json(
             out / FINAL,
             {
@@ -133,10 +165,16 @@ def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
             "--out SHARDS and pass --data SHARDS"
         )
     runs = plan_runs(plan, cfg.seed)
+    short = [(arch, seed) for arch, seed, _, cut in pathway_runs(plan, cfg.seed) if cut]
     # on the CPU, full-budget runs one at a time and smoke runs two (or more) at once; on GPUs, one per GPU
     jobs = 1 if cfg.budget == "full" else max(1, os.cpu_count() or 1)
     shown = progress and in_process(len(runs), jobs=jobs, device=cfg.device, launch=cfg)
     calls = [(plan, arch, arm, seed, cfg.data, folder, shown, cfg.device, cfg.dtype) for arch, arm, seed in runs]
+    # the pathway's short controls last: up to the 3% evaluation only
+    step = pathway_step(plan)
+    calls += [
+        (plan, arch, "control", seed, cfg.data, folder, shown, cfg.device, cfg.dtype, step) for arch, seed in short
+    ]
     spread(train_run, calls, jobs=jobs, device=cfg.device, launch=cfg, folder=folder)
 
 
@@ -215,6 +253,49 @@ def read_runs(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     return pd.DataFrame(rows), pd.concat(curves, ignore_index=True), read
 
 
+def read_pathway(folder: Path, plan: Plan, first_seed: int) -> pd.DataFrame:
+    """Per pathway control (``pathway_runs``: arch, seed, run, short, the FFN's hidden width): its readings at the
+    3% evaluation (``tables.PATHWAY_READS``; the first upper layer's write is ``ffn_write_rms/<layers // 2>``); NaN
+    where the run or that evaluation is missing (a folder made before the pathway runs were planned)."""
+    step, first = pathway_step(plan), f"ffn_write_rms/{plan.layers // 2}"
+    rows = []
+    for arch, seed, name, short in pathway_runs(plan, first_seed):
+        row = {"arch": arch, "seed": seed, "run": name, "short": short, "width": hidden_width(plan, arch), "step": step}
+        row.update(dict.fromkeys(PATHWAY_READS, math.nan))
+        path = folder / "runs" / name / "eval.csv"
+        if path.is_file():
+            at = pd.read_csv(path)
+            at = at[at.step == step]
+            if len(at):
+                rename = {first: "first_upper_write_rms"}
+                row.update({k: float(v) for k, v in at.rename(columns=rename).iloc[0].items() if k in PATHWAY_READS})
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["arch", "seed", "run", "short", "width", "step", *PATHWAY_READS])
+
+
+def pathway(table: pd.DataFrame, plan: Plan, first_seed: int) -> dict:
+    """The residual-write finding's tables (the four comparisons' cuts, Table 5 beside the paper's) and finding."""
+    seeds = [first_seed + i for i in range(plan.pathway_seeds)]
+    others = [first_seed + plan.pathway_seeds + i for i in range(plan.pathway_seeds)]
+    # the null: GELU controls of other seeds, each over one of the finding's GELU seeds
+    null = [
+        float(np.log(a / b)) if a > 0 and b > 0 else math.nan
+        for a, b in zip(_writes(table, "gelu", others), _writes(table, "gelu", seeds), strict=True)
+    ]
+    cuts = write_cuts(table, PATHWAY_COMPARISONS, seeds)
+    summary = table5(table, {arch: hidden_width(plan, arch) for arch in plan.pathway}, seeds)
+    return {
+        "tables": {"write_cuts": cuts, "table5": summary},
+        "finding": pathway_finding(cuts, summary, null, pathway_step(plan)),
+        "null": null,
+    }
+
+
+def _writes(table: pd.DataFrame, arch: str, seeds: list[int]) -> list[float]:
+    rms = table.set_index(["arch", "seed"]).upper_ffn_write_rms
+    return [float(rms.get((arch, s), math.nan)) for s in seeds]
+
+
 def findings(runs: pd.DataFrame, curves: pd.DataFrame, readings: pd.DataFrame, plan: Plan) -> dict:
     """Every table the findings read and the findings, in the report's order."""
     rule, steps = rule_config(plan), plan.steps
@@ -252,7 +333,19 @@ def summarize(folder: Path) -> Section:
     cfg = load_config(folder)
     plan = BUDGETS[cfg.budget]
     decided = findings(runs, curves, readings, plan)
-    for name, table in (("runs", runs), ("curves", curves), ("readings", readings), *decided["tables"].items()):
+    read = read_pathway(folder, plan, cfg.seed)
+    mechanism = pathway(read, plan, cfg.seed)
+    cuts = mechanism["tables"]["write_cuts"]
+    tables = (
+        ("runs", runs),
+        ("curves", curves),
+        ("readings", readings),
+        *decided["tables"].items(),
+        ("pathway", read),
+        ("write_cuts", cuts.assign(ratios=[" ".join(f"{x:.4f}" for x in r) for r in cuts.ratios])),
+        ("table5", mechanism["tables"]["table5"]),
+    )
+    for name, table in tables:
         io.write_table(folder / name, table)
     first = curves[curves.seed == cfg.seed]
     released = {
@@ -266,6 +359,9 @@ def summarize(folder: Path) -> Section:
         folder / "curves",
         readings=readings[(readings.seed == cfg.seed) & readings.arm.isin(("control", "intervention"))],
     )
+    pathway_seeds = read[read.seed < cfg.seed + plan.pathway_seeds].dropna(subset=["upper_ffn_write_rms"])
+    if len(pathway_seeds):
+        plot_pathway(pathway_seeds, {a: PATHWAY_LABELS[a] for a in plan.pathway}, folder / "pathway")
     intervention = runs[runs.arm == "intervention"]
     seeds = ", ".join(f"{arch} {n}" for arch, n in plan.seeds.items() if arch in plan.archs)
     notes = [
@@ -291,7 +387,7 @@ def summarize(folder: Path) -> Section:
         question="Does slowing the upper layers' W_Q and W_K early in pretraining lower the final loss, paired "
         "over seeds, and does a gated FFN shrink the gain? Is the failure it targets (early reliance on "
         "upper Q/K) present, and is lower-copy routing left on time?",
-        findings=decided["findings"],
+        findings=(*decided["findings"], mechanism["finding"]),
         tables=(
             Table(
                 "gains",
@@ -331,6 +427,21 @@ def summarize(folder: Path) -> Section:
                 "lower-copy score, tokens/s, seconds, the untrained model's probes.",
             ),
             Table("readings", "Every run's lower-copy readings (every 0.5% of training up to 12%)."),
+            Table(
+                "table5",
+                f"Zhu et al. 2026 Table 5 at 3% of training (step {pathway_step(plan)}): per FFN (GELU at 4 d_model, "
+                "GELU at the gated FFNs' hidden width, SwiGLU, GEGLU) the mean over paired seeds of the upper-half "
+                "FFN write RMS, upper logit, upper entropy and first-upper write RMS, the paper's beside each.",
+            ),
+            Table(
+                "write_cuts",
+                "Per gated FFN and reference: the per-seed log ratios of the upper FFN write RMS at 3%, their mean, "
+                "one-sided 95% bound and two-sided 95% interval, and the cut in % of the reference's write.",
+            ),
+            Table(
+                "pathway",
+                "Every control the pathway finding reads, at its 3% evaluation (short: trained only up to it).",
+            ),
             Table("curves", "Every evaluation of every run: the probes over training."),
         ),
         figures=(
@@ -340,6 +451,18 @@ def summarize(folder: Path) -> Section:
                 "dashed: intervention). Left of the dotted release line the intervention's upper "
                 "logit should sit below and its upper entropy above the control's; dots: the "
                 "release rule's lower-copy readings every 0.5% up to 12%.",
+            ),
+            *(
+                (
+                    Figure(
+                        "pathway",
+                        f"Zhu et al. 2026 Table 5 at 3% of training (step {pathway_step(plan)}): every paired seed's "
+                        "upper-half FFN write RMS, upper logit and upper entropy per FFN (grey lines join a seed's "
+                        "runs; bars: means). The paper's gated FFNs write 39-55% less than both GELUs.",
+                    ),
+                )
+                if len(pathway_seeds)
+                else ()
             ),
         ),
         notes=tuple(notes),

@@ -1,18 +1,22 @@
 """The per-seed tables the ``specialization`` study's findings read (Zhu et al. 2026 §3, §5.3-§5.4, Tables 1 and 4,
 Fig. 3): each seed's pair of control and arm (final gains, tokens to the control's loss), GELU's gain minus each
 gated FFN's, upper logit and entropy before release, the perplexity rise from zeroing upper Q/K, the step
-lower-copy routing matures in every run and the intervention's delay of it behind the control's. Pure functions
-of the runs, curves and readings tables the study reads back from its run folders."""
+lower-copy routing matures in every run and the intervention's delay of it behind the control's; and the residual-write
+pathway at 3% (§4, Table 5): each comparison's per-seed log ratio of the upper FFN write and the Table 5 shaped
+summary. Pure functions of the runs, curves and readings tables the study reads back from its run folders."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from attnlab.diagnostics.paired import paired_interval, paired_mde
 from attnlab.studies.specialization.plan import ARCHS, GATED, run_name
+from attnlab.studies.specialization.rules import PAPER_PATHWAY
 from attnlab.train.config import InterventionConfig
 from attnlab.train.release import maturity, reading_interval, replay, rule_score
 
@@ -224,3 +228,89 @@ def delays(matured: pd.DataFrame, runs: pd.DataFrame, rule: InterventionConfig, 
             "control_censored",
         ],
     )
+
+
+# the readings of one pathway control at 3% (``study.read_pathway``): Table 5's columns
+PATHWAY_READS = ("upper_ffn_write_rms", "first_upper_write_rms", "upper_logit", "upper_entropy")
+# Table 5's row names: GELU-3840 and GELU-2560 at the paper's d_model 960
+PATHWAY_LABELS = {"gelu": "GELU (4d)", "gelu_matched": "GELU (gated width)", "swiglu": "SwiGLU", "geglu": "GEGLU"}
+
+
+def write_ratios(table: pd.DataFrame, gated: str, reference: str, seeds: Sequence[int]) -> list[float]:
+    """Per seed of ``seeds`` (in order): log(gated / reference) of the upper-half FFN write RMS at the 3% evaluation,
+    the same seed's two controls (same initialization draw and data order); NaN where either is missing."""
+    rms = table.set_index(["arch", "seed"]).upper_ffn_write_rms
+    out = []
+    for s in seeds:
+        a, b = rms.get((gated, s), math.nan), rms.get((reference, s), math.nan)
+        out.append(float(np.log(a / b)) if a > 0 and b > 0 else math.nan)
+    return out
+
+
+def write_cuts(table: pd.DataFrame, comparisons: Sequence[tuple[str, str]], seeds: Sequence[int]) -> pd.DataFrame:
+    """Per (gated, reference): the per-seed log ratios (``ratios``), their mean, sd, one-sided 95% upper bound and
+    two-sided 95% interval, and the same as a reduction in % of the reference's write (1 - exp(log ratio): positive =
+    the gated FFN writes less)."""
+    rows = []
+    for gated, reference in comparisons:
+        d = write_ratios(table, gated, reference, seeds)
+        two, one = paired_interval(d), paired_interval(d, level=0.90)
+        rows.append(
+            {
+                "gated": gated,
+                "reference": reference,
+                "seeds": two["n"],
+                "log_ratio_mean": two["mean"],
+                "log_ratio_sd": two["sd"],
+                "log_ratio_one_sided_hi": one["hi"],
+                "log_ratio_lo": two["lo"],
+                "log_ratio_hi": two["hi"],
+                "cut_mean": 1 - math.exp(two["mean"]) if math.isfinite(two["mean"]) else math.nan,
+                "cut_lo": 1 - math.exp(two["hi"]) if math.isfinite(two["hi"]) else math.nan,
+                "cut_hi": 1 - math.exp(two["lo"]) if math.isfinite(two["lo"]) else math.nan,
+                "ratios": d,
+            }
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "gated",
+            "reference",
+            "seeds",
+            "log_ratio_mean",
+            "log_ratio_sd",
+            "log_ratio_one_sided_hi",
+            "log_ratio_lo",
+            "log_ratio_hi",
+            "cut_mean",
+            "cut_lo",
+            "cut_hi",
+            "ratios",
+        ],
+    )
+
+
+def table5(table: pd.DataFrame, widths: dict[str, int], seeds: Sequence[int]) -> pd.DataFrame:
+    """Zhu et al. 2026 Table 5 beside this run's: per pathway architecture (``widths``: its FFN hidden width), the mean
+    over ``seeds`` of the upper-half FFN write RMS, upper logit, upper entropy and first-upper write RMS at the 3%
+    evaluation, each with the paper's value next to it (the paper's widths are 3840 and 2560 at d_model 960)."""
+    rows = []
+    for arch, width in widths.items():
+        mine = table[(table.arch == arch) & table.seed.isin(list(seeds))]
+        paper = PAPER_PATHWAY[arch]
+        row: dict[str, Any] = {"Architecture": PATHWAY_LABELS.get(arch, arch), "FFN hidden width": width}
+        row["Seeds"] = len(mine)
+        for (label, column), value in zip(
+            (
+                ("Upper FFN write RMS", "upper_ffn_write_rms"),
+                ("Upper logit", "upper_logit"),
+                ("Upper entropy", "upper_entropy"),
+                ("First-upper write RMS", "first_upper_write_rms"),
+            ),
+            paper,
+            strict=True,
+        ):
+            row[label] = float(mine[column].mean()) if len(mine) else math.nan
+            row[f"{label} (paper)"] = value
+        rows.append(row)
+    return pd.DataFrame(rows)
