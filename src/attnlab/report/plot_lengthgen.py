@@ -154,3 +154,68 @@ def plot_head_dispersion(table: pd.DataFrame, path: str | Path, title: str) -> t
     fig.legend(handles=legend, loc="outside right upper", fontsize=7, ncols=1 + len(legend) // 24)
     fig.suptitle(title, fontsize=11)
     return save_figure(fig, path)
+
+
+# --- over-squashing (Vasylenko et al. 2025 App. D.3, Fig. 7) ---
+
+
+def plot_oversquash(table: pd.DataFrame, path: str | Path) -> tuple[Path, Path]:
+    """Fig. 7's two panels from a per-arm, seed and layer table (columns arm, seed, layer, grad_norm, support,
+    causal): left, the input-gradient norm per layer (geometric mean over seeds, each seed a dot, log scale);
+    right, the mean number of keys with non-zero weight per query per layer (mean over seeds, log scale), the causal
+    count dotted."""
+    need = {"arm", "seed", "layer", "grad_norm", "support", "causal"}
+    if missing := sorted(need - set(table.columns)):
+        raise ArgumentError(f"plot_oversquash needs the columns {', '.join(missing)}")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8), layout="constrained")
+    arms = list(table.arm.unique())
+    colors = {a: tuple(c) for a, c in zip(arms, plt.get_cmap("tab10")(np.arange(len(arms))))}
+    for arm in arms:
+        part = table[table.arm == arm]
+        grouped = part.groupby("layer")
+        layers = np.array(sorted(part.layer.unique()))
+        # the null arm (a second softmax arm, its name ending in "_null") dashed: it lies on softmax's support
+        style = {"color": colors[arm], "marker": "o", "ms": 4, "lw": 1.4, "label": arm}
+        style["ls"] = "--" if str(arm).endswith("_null") else "-"
+        left.plot(layers, np.exp(grouped.grad_norm.apply(lambda v: np.log(v).mean())).loc[layers], **style)
+        left.scatter(part.layer, part.grad_norm, color=colors[arm], s=6, alpha=0.4)
+        right.plot(layers, grouped.support.mean().loc[layers], **style)
+    causal = table.groupby("layer").causal.mean()
+    right.plot(causal.index, causal.values, color="0.55", ls=":", lw=1, label="every causal key")
+    for ax in (left, right):
+        ax.set_yscale("log")
+        ax.set_xlabel("layer")
+    left.set_ylabel("mean ||d loss / d layer input||")
+    right.set_ylabel("keys with non-zero weight per query")
+    left.set_title("gradient norm per layer")
+    right.set_title("active keys per layer")
+    right.legend(fontsize=8)
+    return save_figure(fig, path)
+
+
+def plot_collapse(summary: pd.DataFrame, path: str | Path) -> tuple[Path, Path]:
+    """Representational collapse (Vasylenko et al. 2025 App. D.2, Fig. 6): one panel per scenario of ``summary``
+    (columns scenario, alpha, n, gap and, where intervals exist, lo and hi), the last-token gap
+    ||v_n - v*_{n+1}||_1 against n on log axes, one line per alpha (1 = softmax), the 95% interval over draws
+    shaded. Gaps of 0 (or below) cannot sit on a log axis and are left out."""
+    scenarios = list(summary.scenario.unique())
+    if not scenarios:
+        raise ArgumentError("plot_collapse needs at least one scenario's gaps")
+    fig, axes = plt.subplots(1, len(scenarios), figsize=(4.6 * len(scenarios), 3.8), squeeze=False, sharey=True)
+    for ax, scenario in zip(axes[0], scenarios, strict=True):
+        part = summary[summary.scenario == scenario]
+        for alpha, rows in part.groupby("alpha", sort=True):
+            rows = rows.sort_values("n")
+            keep = rows[rows.gap > 0]
+            label = "softmax (alpha 1)" if alpha == 1 else f"alpha {alpha:g}"
+            (line,) = ax.plot(keep.n, keep.gap, marker="o", ms=3, label=label)
+            if {"lo", "hi"} <= set(rows) and rows.lo.notna().any():
+                ax.fill_between(keep.n, keep.lo.clip(lower=keep.gap * 1e-3), keep.hi, color=line.get_color(), alpha=0.2)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("n (tokens of the original sequence)")
+        ax.set_title(f"{scenario} prefix")
+    axes[0][0].set_ylabel("last-token gap ||v_n - v*_{n+1}||_1")
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    return save_figure(fig, path)

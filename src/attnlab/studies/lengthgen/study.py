@@ -35,8 +35,9 @@ import pandas as pd
 from attnlab import io
 from attnlab.diagnostics.nondispersion import theory_checks
 from attnlab.findings.verdict import FPR_MAX
-from attnlab.report.plot_lengthgen import plot_head_dispersion, plot_task_accuracy, plot_task_dispersion
+from attnlab.report.plot_lengthgen import plot_collapse, plot_head_dispersion, plot_task_accuracy, plot_task_dispersion
 from attnlab.report.sections import Figure, Section, Table
+from attnlab.studies.lengthgen import collapse
 from attnlab.studies.lengthgen import experiment as lengthgen
 from attnlab.studies.lengthgen.findings import (
     COPY_NAME,
@@ -156,6 +157,7 @@ THEORY = "theory_checks"  # the table of Lemma 2 / Prop. 1 / Prop. 3 checks on s
 
 def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
     io.write_table(folder / THEORY, theory_checks())
+    collapse.compute(cfg.budget, folder, seed=cfg.seed)  # skipped when its table exists
     # Smoke cells train one per core, the threads split between them (one each on a machine whose torch
     # uses every core).
     jobs = 1 if cfg.budget == "full" else max(1, os.cpu_count() or 1)
@@ -264,6 +266,10 @@ def summarize(folder: Path) -> Section:
     plot_task_accuracy(reported, folder / "accuracy")
     plot_task_dispersion(reported, folder / "dispersion")
     heads = _head_figures(runs, folder)
+    raw = collapse.read(folder)
+    collapsed = collapse.summary(raw)
+    io.write_table(folder / collapse.SUMMARY, collapsed)
+    plot_collapse(collapsed, folder / collapse.TABLE)
     cfg = load_config(folder)
     plan = BUDGETS[cfg.budget]
     notes = [
@@ -304,7 +310,13 @@ def summarize(folder: Path) -> Section:
         question="Trained at one range of lengths, which row maps still solve the task at multiples of it, by more "
         "than the spread over seeds (ASEntmax and alpha-entmax against softmax where Table 1 separates "
         "them), and do their attention rows disperse as the row grows?",
-        findings=(copy, headline_finding(acc, rows, copy), entmax_finding(acc, rows, copy), theory_finding(checks)),
+        findings=(
+            copy,
+            headline_finding(acc, rows, copy),
+            entmax_finding(acc, rows, copy),
+            theory_finding(checks),
+            collapse.collapse_finding(raw, cfg.budget),
+        ),
         tables=(
             Table(
                 "seeds",
@@ -329,6 +341,13 @@ def summarize(folder: Path) -> Section:
                 "(attnlab.diagnostics.theory_checks): per check, the setting, the paper's prediction "
                 "or bound, the measured value, the tolerance and whether it holds.",
             ),
+            Table(
+                collapse.SUMMARY,
+                "Representational collapse (Vasylenko et al. 2025 App. D.2, Fig. 6): per prefix scenario, alpha "
+                "(1 = softmax) and n, the mean last-token gap ||v_n - v*_{n+1}||_1 after 6 layers over the "
+                "random-prefix draws with its 95% t-interval (lo, hi; the constant prefix is one deterministic "
+                "case); collapse.csv holds every draw.",
+            ),
         ),
         figures=(
             Figure(
@@ -346,6 +365,14 @@ def summarize(folder: Path) -> Section:
                 "et al. 2025 §3.2).",
             ),
             *heads,
+            Figure(
+                collapse.TABLE,
+                "Representational collapse (Vasylenko et al. 2025 Fig. 6): the last-token gap "
+                "||v_n - v*_{n+1}||_1 after 6 layers of a d = 1 transformer with identity projections against "
+                "n (log axes), one line per alpha, constant prefix (left) and random prefix (right, 95% interval "
+                "over draws shaded). A line that falls toward 0 collapses (softmax, Barbero et al. 2024); a "
+                "flat line keeps the two sequences apart.",
+            ),
         ),
         notes=tuple(notes),
     )
@@ -359,6 +386,6 @@ STUDY = register(
         compute=compute,
         summarize=summarize,
         demo=True,
-        findings=(COPY_NAME, HEADLINE_NAME, ENTMAX_NAME, THEORY_NAME),
+        findings=(COPY_NAME, HEADLINE_NAME, ENTMAX_NAME, THEORY_NAME, collapse.COLLAPSE_NAME),
     )
 )
