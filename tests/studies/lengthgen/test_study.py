@@ -14,7 +14,7 @@ from attnlab import studies
 from attnlab.findings.verdict import FPR_MAX, false_positive_rate
 from attnlab.readback import ReadBackError
 from attnlab.studies import StudyConfig
-from attnlab.studies.lengthgen import collapse
+from attnlab.studies.lengthgen import collapse, oversquash
 from attnlab.studies.lengthgen import findings as lengthgen_findings
 from attnlab.studies.lengthgen import rule as lengthgen_rule
 from attnlab.studies.lengthgen import study as study_lengthgen
@@ -201,12 +201,29 @@ def test_the_theory_results_are_software_checks_that_can_fail():
     assert study_lengthgen.theory_finding(checks.assign(holds=True)).verdict == "check passed"
 
 
+# the over-squashing models at a tiny size (test_oversquash pins their measurements)
+TINY_SQUASH = oversquash.Budget(
+    maps=("softmax", "entmax_a1.5"),
+    seeds=2,
+    layers=2,
+    heads=2,
+    d_model=16,
+    ffn_width=None,
+    length=32,
+    steps=2,
+    batch=4,
+    lr=3e-3,
+    rows=3,
+)
+
+
 @pytest.fixture
 def tiny(monkeypatch):
     # one process: the bars are drawn in this one, and no worker has to start
     monkeypatch.setattr(study_lengthgen.os, "cpu_count", lambda: 1)
     # the collapse probe at a tiny grid (test_collapse pins its arithmetic)
     monkeypatch.setitem(collapse.SIZES, "smoke", collapse.Sizes((8, 16), collapse.ALPHAS, 3))
+    monkeypatch.setitem(oversquash.BUDGETS, "smoke", TINY_SQUASH)
     monkeypatch.setitem(
         study_lengthgen.BUDGETS,
         "smoke",
@@ -225,7 +242,8 @@ def test_tiny_run_writes_tables_figures_and_resumes_without_retraining(tiny, tmp
     acc = pd.read_csv(tmp_path / "accuracy.csv")
     assert sorted(acc.variant.unique()) == ["entmax_a1.5", "softmax"] and sorted(acc.seed.unique()) == [0, 1]
     assert sorted(acc.length.unique()) == [8, 14] and sorted(acc.paper_length.unique()) == [3, 6]
-    assert section.findings[-1].name == collapse.COLLAPSE_NAME and (tmp_path / "collapse.png").is_file()
+    assert [f.name for f in section.findings] == list(study_lengthgen.STUDY.findings)
+    assert (tmp_path / "collapse.png").is_file() and (tmp_path / "oversquash.png").is_file()
     assert acc.score.between(0, 100).all() and (acc.answer_support >= 1).all()
     seeds = pd.read_csv(tmp_path / "seeds.csv")
     assert len(seeds) == 4 and seeds.groupby("variant").best.sum().tolist() == [1, 1]
@@ -317,6 +335,7 @@ def test_the_demo_runs_the_reduced_demo_budget(monkeypatch, tmp_path):
 
     monkeypatch.setattr(study_lengthgen.os, "cpu_count", lambda: 1)
     monkeypatch.setitem(collapse.SIZES, "demo", collapse.Sizes((8, 16), collapse.ALPHAS, 3))
+    monkeypatch.setitem(oversquash.BUDGETS, "demo", TINY_SQUASH)
     monkeypatch.setitem(
         study_lengthgen.BUDGETS,
         "demo",

@@ -37,7 +37,7 @@ from attnlab.diagnostics.nondispersion import theory_checks
 from attnlab.findings.verdict import FPR_MAX
 from attnlab.report.plot_lengthgen import plot_collapse, plot_head_dispersion, plot_task_accuracy, plot_task_dispersion
 from attnlab.report.sections import Figure, Section, Table
-from attnlab.studies.lengthgen import collapse
+from attnlab.studies.lengthgen import collapse, oversquash
 from attnlab.studies.lengthgen import experiment as lengthgen
 from attnlab.studies.lengthgen.findings import (
     COPY_NAME,
@@ -153,11 +153,15 @@ def configs(cfg: StudyConfig) -> dict[str, lengthgen.LengthgenConfig]:
 
 
 THEORY = "theory_checks"  # the table of Lemma 2 / Prop. 1 / Prop. 3 checks on synthetic rows
+OVERSQUASH = "oversquash"  # the over-squashing models' folder (Vasylenko et al. 2025 App. D.3)
 
 
 def compute(cfg: StudyConfig, folder: Path, progress: bool) -> None:
     io.write_table(folder / THEORY, theory_checks())
     collapse.compute(cfg.budget, folder, seed=cfg.seed)  # skipped when its table exists
+    oversquash.compute(
+        cfg.budget, cfg.seed, folder / OVERSQUASH, progress, device=cfg.device, dtype=cfg.dtype, launch=cfg
+    )  # resumable: finished cells are kept
     # Smoke cells train one per core, the threads split between them (one each on a machine whose torch
     # uses every core).
     jobs = 1 if cfg.budget == "full" else max(1, os.cpu_count() or 1)
@@ -270,6 +274,7 @@ def summarize(folder: Path) -> Section:
     collapsed = collapse.summary(raw)
     io.write_table(folder / collapse.SUMMARY, collapsed)
     plot_collapse(collapsed, folder / collapse.TABLE)
+    squashed = oversquash.report(folder / OVERSQUASH, folder)
     cfg = load_config(folder)
     plan = BUDGETS[cfg.budget]
     notes = [
@@ -299,6 +304,7 @@ def summarize(folder: Path) -> Section:
                 f"{task}: no checkpoint of {cells} scored at {c.select_mult:g}x, so token accuracy there "
                 "chose its checkpoint (and, where no seed of a map scored, the reported seed)."
             )
+    notes += squashed["notes"]
     if cfg.budget == "smoke":
         notes.append(
             "Long lengths are scored on fewer rows (as many tokens as 4x the training length would take); "
@@ -316,6 +322,7 @@ def summarize(folder: Path) -> Section:
             entmax_finding(acc, rows, copy),
             theory_finding(checks),
             collapse.collapse_finding(raw, cfg.budget),
+            *squashed["findings"],
         ),
         tables=(
             Table(
@@ -348,6 +355,7 @@ def summarize(folder: Path) -> Section:
                 "random-prefix draws with its 95% t-interval (lo, hi; the constant prefix is one deterministic "
                 "case); collapse.csv holds every draw.",
             ),
+            *squashed["tables"],
         ),
         figures=(
             Figure(
@@ -373,6 +381,7 @@ def summarize(folder: Path) -> Section:
                 "over draws shaded). A line that falls toward 0 collapses (softmax, Barbero et al. 2024); a "
                 "flat line keeps the two sequences apart.",
             ),
+            *squashed["figures"],
         ),
         notes=tuple(notes),
     )
@@ -386,6 +395,14 @@ STUDY = register(
         compute=compute,
         summarize=summarize,
         demo=True,
-        findings=(COPY_NAME, HEADLINE_NAME, ENTMAX_NAME, THEORY_NAME, collapse.COLLAPSE_NAME),
+        findings=(
+            COPY_NAME,
+            HEADLINE_NAME,
+            ENTMAX_NAME,
+            THEORY_NAME,
+            collapse.COLLAPSE_NAME,
+            oversquash.GRADIENT_NAME,
+            oversquash.PATHS_NAME,
+        ),
     )
 )
