@@ -191,13 +191,14 @@ def collapse(
     cells and softmax answering a share ``softmax`` of prompts; ``name``: the finding that reads it (the screen's
     low-safe cells, whose paper effect is Table 5's 0 and 2.5% of softmax, or the un-normalized recipes,
     ``rules.UNNORMALIZED_RULE``, whose paper effect is Table 3's -100 pp, so 0 and 1% of softmax)."""
-    effects = (0.0, 0.025) if name == rules.COLLAPSE_NAME else (0.0, 0.01)
+    screen = name == rules.COLLAPSE_NAME
+    effects, cells_are = ((0.0, 0.025), "low-safe cells") if screen else ((0.0, 0.01), "un-normalized recipes")
     worlds = [
-        _screen_world(f"screened cells keep {kept:.0%} of softmax's {softmax:.0%}", False, n, softmax, kept, cells)
+        _screen_world(f"{cells_are} keep {kept:.0%} of softmax's {softmax:.0%}", False, n, softmax, kept, cells)
         for kept in (1.0, 0.30, rules.COLLAPSE)
     ]
     worlds += [
-        _screen_world(f"screened cells keep {kept:.1%} of softmax's {softmax:.0%}", True, n, softmax, kept, cells)
+        _screen_world(f"{cells_are} keep {kept:.1%} of softmax's {softmax:.0%}", True, n, softmax, kept, cells)
         for kept in effects
     ]
     coverage = tuple(
@@ -208,8 +209,9 @@ def collapse(
         name,
         budget,
         rules.collapse_rule,
-        rules.COLLAPSE_RULE if name == rules.COLLAPSE_NAME else rules.UNNORMALIZED_RULE,
-        f"{n} NIAH prompts per cell, {cells} screened cell(s), softmax at {softmax:.0%}",
+        rules.COLLAPSE_RULE if screen else rules.UNNORMALIZED_RULE,
+        f"{n} NIAH prompts per cell, {cells} {'low-safe cell(s)' if screen else 'un-normalized recipes'}, softmax at "
+        f"{softmax:.0%}",
         tuple(worlds),
         coverage,
     )
