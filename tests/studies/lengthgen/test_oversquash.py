@@ -176,21 +176,24 @@ def test_rules_read_the_paper_thresholds():
     assert not o.paths_rule({"entmax": {"a": [3.0, 3.2, 2.9, 3.1, 3.0]}, "softmax_share": [0.9] * 5})
 
 
+# two seeds of two maps at a tiny size: the study's tests run it too
+TINY = o.Budget(
+    maps=("softmax", "entmax_a1.5"),
+    seeds=2,
+    layers=2,
+    heads=2,
+    d_model=16,
+    ffn_width=None,
+    length=32,
+    steps=2,
+    batch=4,
+    lr=3e-3,
+    rows=3,
+)
+
+
 def test_tiny_compute_end_to_end_and_resume(tmp_path: Path, monkeypatch):
-    tiny = o.Budget(
-        maps=("softmax", "entmax_a1.5"),
-        seeds=2,
-        layers=2,
-        heads=2,
-        d_model=16,
-        ffn_width=None,
-        length=32,
-        steps=2,
-        batch=4,
-        lr=3e-3,
-        rows=3,
-    )
-    monkeypatch.setitem(o.BUDGETS, "smoke", tiny)
+    monkeypatch.setitem(o.BUDGETS, "smoke", TINY)
     torch.set_num_threads(1)
     table = o.compute("smoke", 0, tmp_path / "run", jobs=1, device="cpu")
     assert len(table) == 3 * 2 * 2 and set(table.arm) == {"softmax", "entmax_a1.5", o.NULL_ARM}

@@ -20,6 +20,7 @@ from attnlab.studies.lengthgen import rule as lengthgen_rule
 from attnlab.studies.lengthgen import study as study_lengthgen
 from hostile_json import hostile, one_line
 from studies.lengthgen.test_experiment import WRITTEN
+from studies.lengthgen.test_oversquash import TINY  # the over-squashing models at a tiny size
 
 N = 100  # shared test rows per length
 
@@ -201,29 +202,13 @@ def test_the_theory_results_are_software_checks_that_can_fail():
     assert study_lengthgen.theory_finding(checks.assign(holds=True)).verdict == "check passed"
 
 
-# the over-squashing models at a tiny size (test_oversquash pins their measurements)
-TINY_SQUASH = oversquash.Budget(
-    maps=("softmax", "entmax_a1.5"),
-    seeds=2,
-    layers=2,
-    heads=2,
-    d_model=16,
-    ffn_width=None,
-    length=32,
-    steps=2,
-    batch=4,
-    lr=3e-3,
-    rows=3,
-)
-
-
 @pytest.fixture
 def tiny(monkeypatch):
     # one process: the bars are drawn in this one, and no worker has to start
     monkeypatch.setattr(study_lengthgen.os, "cpu_count", lambda: 1)
     # the collapse probe at a tiny grid (test_collapse pins its arithmetic)
     monkeypatch.setitem(collapse.SIZES, "smoke", collapse.Sizes((8, 16), collapse.ALPHAS, 3))
-    monkeypatch.setitem(oversquash.BUDGETS, "smoke", TINY_SQUASH)
+    monkeypatch.setitem(oversquash.BUDGETS, "smoke", TINY)
     monkeypatch.setitem(
         study_lengthgen.BUDGETS,
         "smoke",
@@ -335,7 +320,7 @@ def test_the_demo_runs_the_reduced_demo_budget(monkeypatch, tmp_path):
 
     monkeypatch.setattr(study_lengthgen.os, "cpu_count", lambda: 1)
     monkeypatch.setitem(collapse.SIZES, "demo", collapse.Sizes((8, 16), collapse.ALPHAS, 3))
-    monkeypatch.setitem(oversquash.BUDGETS, "demo", TINY_SQUASH)
+    monkeypatch.setitem(oversquash.BUDGETS, "demo", TINY)
     monkeypatch.setitem(
         study_lengthgen.BUDGETS,
         "demo",

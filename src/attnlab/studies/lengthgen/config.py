@@ -424,20 +424,29 @@ def run_config(cfg: LengthgenConfig, name: str, vocab: int, seed: int | None = N
         **variant(name),
     }
     train = {
-        "steps": plan.steps,
-        "batch": plan.batch,
-        "lr": plan.lr,
-        "min_lr": plan.lr / 10,
-        "warmup": max(1, plan.steps // 20),
-        "weight_decay": 0.0,
+        **schedule(plan.steps, plan.batch, plan.lr, cfg.budget),
         "seed": cfg.seed if seed is None else seed,
         "eval_every": max(1, plan.steps // 4),
-        "eval_batches": 1,
-        "probes": False,
         "checkpoint_every": max(1, plan.steps // plan.checkpoints),
         "keep": plan.checkpoints + 1,
-        "tensorboard": False,
-        # the full budget's precision where a GPU trains it (``devices.training`` keeps float32 on a CPU)
-        "precision": "bf16" if cfg.budget == "full" else "fp32",
     }
     return RunConfig.from_dict({"model": model, "train": train})
+
+
+def schedule(steps: int, batch: int, lr: float, budget: str) -> dict[str, object]:
+    """The training fields every synthetic-task run of the study shares (the authors' Copy config, Vasylenko et al.
+    2025 App. G.2): AdamW at peak ``lr`` with 5% warmup and cosine decay to a tenth, no weight decay, one
+    evaluation batch, no probes, no TensorBoard, and the full budget's precision where a GPU trains it
+    (``devices.training`` keeps float32 on a CPU)."""
+    return {
+        "steps": steps,
+        "batch": batch,
+        "lr": lr,
+        "min_lr": lr / 10,
+        "warmup": max(1, steps // 20),
+        "weight_decay": 0.0,
+        "eval_batches": 1,
+        "probes": False,
+        "tensorboard": False,
+        "precision": "bf16" if budget == "full" else "fp32",
+    }

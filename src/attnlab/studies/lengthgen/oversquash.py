@@ -61,6 +61,7 @@ from attnlab.findings.finding import MDE, Finding, Null
 from attnlab.findings.stats import holm
 from attnlab.findings.verdict import FPR_MAX, decide
 from attnlab.readback import ReadBackError, read_object
+from attnlab.studies.lengthgen.config import schedule
 from attnlab.tasks import TaskStream, get_task
 from attnlab.tasks.seqtask import IGNORE
 from attnlab.train.config import RunConfig
@@ -224,20 +225,11 @@ def run_config(budget: str, arm: str, seed: int, vocab: int) -> RunConfig:
         "rowmap": arm_map(arm),
     }
     train = {
-        "steps": plan.steps,
-        "batch": plan.batch,
-        "lr": plan.lr,
-        "min_lr": plan.lr / 10,
-        "warmup": max(1, plan.steps // 20),
-        "weight_decay": 0.0,
+        **schedule(plan.steps, plan.batch, plan.lr, budget),
         "seed": init_seed(arm, seed),
         "eval_every": plan.steps,
-        "eval_batches": 1,
-        "probes": False,
         "checkpoint_every": max(1, min(plan.steps, 1000)),
         "keep": 1,
-        "tensorboard": False,
-        "precision": "bf16" if budget == "full" else "fp32",
     }
     return RunConfig.from_dict({"model": model, "train": train})
 
