@@ -107,6 +107,7 @@ def test_to_dict_is_plain_data_under_the_field_names():
                 "null": None,
                 "mde": None,
                 "reason": "",
+                "name": "",
             }
         ],
         "tables": [{"stem": "t", "caption": "cap", "found": False}],

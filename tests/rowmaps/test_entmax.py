@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import entmax as entmax_pkg
@@ -292,3 +293,21 @@ def test_entmax_at_the_largest_alpha_resolves_keys_at_the_threshold():
         got = rm(torch.tensor([z], dtype=torch.float64))[0].numpy()
         worst = max(worst, float(np.abs(got - _decimal_entmax(z, 4.0)).max()))
     assert worst < 1e-8, worst
+
+
+def test_the_general_solver_stops_on_rows_solved_to_rounding(monkeypatch):
+    # rows of near-ties (products of U(0, 1) values, as the collapse probe's): moving a row on once its norm is 1 to
+    # rounding let the bracket's upper end fall under the root and every later pass bisect, 55 passes instead of 9
+    entmax_module = importlib.import_module("attnlab.rowmaps.entmax")
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(4096, generator=g, dtype=torch.float64)
+    z = x[:128, None] * x[None, :]
+    rows = (z - z.amax(-1, keepdim=True)) * 0.75
+    calls = []
+    norm = torch.linalg.vector_norm
+    monkeypatch.setattr(torch.linalg, "vector_norm", lambda *a, **k: calls.append(1) or norm(*a, **k))
+    theta = entmax_module._safeguarded_threshold(rows, 1 / 0.75)
+    monkeypatch.undo()
+    assert len(calls) <= 15
+    total = norm((rows - theta).clamp(min=0), 1 / 0.75, dim=-1)
+    assert float((total - 1).abs().max()) <= 1e-14

@@ -206,13 +206,18 @@ def _safeguarded_threshold(x: torch.Tensor, k: float) -> torch.Tensor:
     for _ in range(2 * MAX_ITER):
         torch.sub(x, theta, out=r).relu_()
         g = torch.linalg.vector_norm(r, k, dim=-1, keepdim=True)
+        # A row whose norm is 1 to a few ulps is solved: moving it on lets rounding (g a hair under 1 below the
+        # root) set its bracket's upper end under the root, after which every step bisects (55 passes, not 6).
+        solved = (g - 1).abs() <= 4 * torch.finfo(x.dtype).eps
+        if bool(solved.all()):
+            break
         support = r > 0
         dk = torch.where(support, r, 1).pow(k - 1).mul(support).sum(-1, keepdim=True)
         above = g >= 1
         lo = torch.where(above, theta, lo)
         hi = torch.where(above, hi, theta)
         new = theta + (g - 1) * g.pow(k - 1) / dk
-        new = torch.where((new > lo) & (new < hi), new, (lo + hi) / 2)
+        new = torch.where(solved, theta, torch.where((new > lo) & (new < hi), new, (lo + hi) / 2))
         step = (new - theta).abs()
         theta = new
         if float(step.max()) < tol or float((hi - lo).max()) < tol:

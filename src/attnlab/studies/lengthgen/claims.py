@@ -105,7 +105,10 @@ CHECKS = (
     f"{DEMO}: the study's theory checks, 183 float64 rows of 16 to 65,536 keys with attnlab's own softmax and "
     "alpha-entmax row maps (attnlab.diagnostics.theory_checks), about 2 s"
 )
-COLLAPSE_PROBE = f"{DEMO}: the study's representational-collapse probe"
+COLLAPSE_PROBE = (
+    f"{DEMO}: the study's representational-collapse probe, alpha 1, 1.5, 1.75 and 2, n to 4096 (--budget full: to "
+    "16,384, Fig. 6's range), 10 random-prefix draws"
+)
 SQUASH_PROBE = (
     f"{DEMO}: the study's over-squashing probe, 8-layer decoders trained on a delayed copy at 256 tokens, softmax "
     "against alpha-entmax, paired by seed (far smaller and shorter trained than the paper's)"

@@ -20,10 +20,8 @@ grid (the n's of one draw share their first tokens; every n's prefix is still i.
 needs no pass at all: a token attending to copies of itself gets itself back under any normalized map, so its
 representation doubles at each layer. The prefix pass attends in query blocks (memory O(block x n)) and, for
 alpha > 1, drops the keys that cannot be in any row's support ((alpha - 1)(z - max z) < -1, App. A). Every row map
-is attnlab's (``attnlab.rowmaps``). Entmax_a1.5 and entmax_a2 take its fast paths; alpha = 1.75 takes its general
-safeguarded solver, about 18x slower on these rows (1.63 s for a 256 x 4096 block, where Newton alone takes 0.09 s),
-so the CPU budgets read alpha in {1, 1.5, 2} (the ordering "larger alpha, larger margin" still has two points) and
-only the full budget adds Fig. 6's 1.75.
+is attnlab's (``attnlab.rowmaps``): entmax_a1.5 and entmax_a2 take its fast paths, alpha = 1.75 its general
+safeguarded Newton.
 
 The finding reads the random-prefix draws (the unit of replication); the constant prefix is one deterministic case
 reported beside it. Its rule (``RULE``, ``collapse_rule``), null control (the rule's margin half applied to softmax)
@@ -83,16 +81,12 @@ def _grid(lo: int, hi: int) -> tuple[int, ...]:
     return tuple(2**e for e in range(int(math.log2(lo)), int(math.log2(hi)) + 1))
 
 
-# The paper: n in {128, ..., 16384}, alpha in {1, 1.5, 1.75, 2}. n = 16384 costs one causal pass of 16383 tokens x 5
-# layers per alpha and draw: measured on the 2-core machine (one thread, load about 2.7), 4.3 / 6.7 / 7.8 s for alpha
-# 1 / 1.5 / 2, and 1.75 through the general solver about 18 x 40 s (module doc), so the full budget's 10 draws take
-# hours on a CPU; the demo stops at 4096 and the smoke budget at 2048, both without 1.75. Ten draws: the printed
-# t-interval's simulated coverage is 94% there (91.5% at 5 draws) and the rule's power at the paper's effect 97% (24%
-# at 3 draws).
-CPU_ALPHAS = (1.0, 1.5, 2.0)
+# The paper: n in {128, ..., 16384}, alpha in {1, 1.5, 1.75, 2}. The full budget reads all of it; the demo stops at
+# 4096 and the smoke budget at 2048 (measured times in the lengthgen guide). Ten draws: the printed t-interval's
+# simulated coverage is 94% there (91.5% at 5 draws) and the rule's power at the paper's effect 97% (24% at 3 draws).
 SIZES: dict[str, Sizes] = {
-    "smoke": Sizes(_grid(128, 2048), CPU_ALPHAS, 10),
-    "demo": Sizes(_grid(128, 4096), CPU_ALPHAS, 10),
+    "smoke": Sizes(_grid(128, 2048), ALPHAS, 10),
+    "demo": Sizes(_grid(128, 4096), ALPHAS, 10),
     "full": Sizes(_grid(128, 16384), ALPHAS, 10),
 }
 

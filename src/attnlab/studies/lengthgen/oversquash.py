@@ -55,6 +55,7 @@ import torch
 
 from attnlab import devices, io
 from attnlab.diagnostics.paired import paired_interval, paired_mde, t_cdf
+from attnlab.errors import ArgumentError
 from attnlab.findings import calibrate
 from attnlab.findings.calibrate import Calibration, Coverage, World, register
 from attnlab.findings.finding import MDE, Finding, Null
@@ -431,7 +432,7 @@ def compute(
     full budget), then write the raw table ``folder/layers.csv`` (and .md) and return it. Resumable: a cell whose
     JSON holds its settings is reused, a run resumes from its last checkpoint."""
     if budget not in BUDGETS:
-        raise ValueError(f"over-squashing budget must be one of {', '.join(BUDGETS)}, got {budget!r}")
+        raise ArgumentError(f"over-squashing budget must be one of {', '.join(BUDGETS)}, got {budget!r}")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     launch = launch or Launch()
