@@ -139,9 +139,7 @@ def test_iid_rows_are_placed_level_with_noise_so_they_fail_the_placement():
 def _sweep(base: int, wortsman: list[int], n: int = 150) -> pd.DataFrame:
     rows = [("softmax", "softmax", base), ("relu_p2_b0", "relu_p2_b0", 3)]
     rows += [(f"wortsman_{v}", f"wortsman_{v}", k) for v, k in zip(("p1_L", "p1_sqrtL", "p2_L", "p2_sqrtL"), wortsman)]
-    return pd.DataFrame(
-        [{"recipe": r, "map": m, "correct": k, "n": n, "accuracy %": 100 * k / n} for r, m, k in rows]
-    )
+    return pd.DataFrame([{"recipe": r, "map": m, "correct": k, "n": n, "accuracy %": 100 * k / n} for r, m, k in rows])
 
 
 def test_unnormalized_recipes_are_screened_by_the_collapse_rule_against_softmax_itself():
