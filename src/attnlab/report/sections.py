@@ -50,6 +50,17 @@ class Figure:
 
 
 @dataclass(frozen=True)
+class Parts:
+    """Findings, tables, figures and notes that one part of a study (a real-model reading, a probe of its own) adds
+    to the study's ``Section``."""
+
+    findings: tuple[Finding, ...] = ()
+    tables: tuple[Table, ...] = ()
+    figures: tuple[Figure, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Section:
     """One study's part of the report.
 

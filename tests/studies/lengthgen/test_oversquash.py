@@ -205,7 +205,7 @@ def test_tiny_compute_end_to_end_and_resume(tmp_path: Path, monkeypatch):
     pd.testing.assert_frame_equal(again, table)
     assert [p.stat().st_mtime_ns for p in cells] == stamps
     parts = o.report(tmp_path / "run", tmp_path / "out")
-    assert [f.name for f in parts["findings"]] == list(o.NAMES)
+    assert [f.name for f in parts.findings] == list(o.NAMES)
     for stem in ("oversquash_layers", "oversquash_seeds"):
         assert (tmp_path / "out" / f"{stem}.csv").is_file()
     assert (tmp_path / "out" / "oversquash.png").is_file()

@@ -62,6 +62,7 @@ from attnlab.findings.finding import MDE, Finding, Null
 from attnlab.findings.stats import holm
 from attnlab.findings.verdict import FPR_MAX, decide
 from attnlab.readback import ReadBackError, read_object
+from attnlab.report.sections import Figure, Parts, Table
 from attnlab.studies.lengthgen.config import schedule
 from attnlab.tasks import TaskStream, get_task
 from attnlab.tasks.seqtask import IGNORE
@@ -881,13 +882,11 @@ def findings(table: pd.DataFrame) -> list[Finding]:
     return [gradient_finding(table), paths_finding(table)]
 
 
-def report(folder: Path, out: Path, stem: str = "oversquash") -> dict[str, Any]:
+def report(folder: Path, out: Path, stem: str = "oversquash") -> Parts:
     """The section's parts from the run in ``folder``: writes ``out/<stem>_layers`` (the summary per arm and layer),
-    ``out/<stem>_seeds`` (the first layer per seed) and the figure ``out/<stem>`` (.png, .svg); returns
-    {"findings", "tables", "figures", "notes"} for ``runner.section`` (tables and figures as ``report.sections``
-    objects with their captions)."""
+    ``out/<stem>_seeds`` (the first layer per seed) and the figure ``out/<stem>`` (.png, .svg); returns the findings,
+    tables, figures and notes they add to the study's section."""
     from attnlab.report.plot_lengthgen import plot_oversquash
-    from attnlab.report.sections import Figure, Table
 
     table = read(folder)
     out = Path(out)
@@ -908,9 +907,9 @@ def report(folder: Path, out: Path, stem: str = "oversquash") -> dict[str, Any]:
         + ". Maps of one seed share the initialization and data order; the null arm is softmax under the seed + "
         f"{NULL_OFFSET}. The paper does not say how long its Fig. 7 models trained; the demo's are far smaller."
     ]
-    return {
-        "findings": findings(table),
-        "tables": [
+    return Parts(
+        tuple(findings(table)),
+        (
             Table(
                 f"{stem}_layers",
                 "Over-squashing per arm and layer (geometric means over seeds): the mean L2 norm of d loss / d "
@@ -922,15 +921,15 @@ def report(folder: Path, out: Path, stem: str = "oversquash") -> dict[str, Any]:
                 "Over-squashing, the first layer per seed: each arm's input-gradient norm, its log ratio to "
                 "softmax's and its mean support (keys per query): what the two rules read.",
             ),
-        ],
-        "figures": [
+        ),
+        (
             Figure(
                 stem,
                 "Over-squashing (Vasylenko et al. 2025 Fig. 7): left, the mean input-gradient norm per layer (log "
                 "scale; dots are seeds); right, the mean number of keys with non-zero weight per query (log scale), "
                 "the dotted line every causal key. Entmax above softmax on the left and far below the dotted line "
                 "on the right is the paper's picture.",
-            )
-        ],
-        "notes": notes,
-    }
+            ),
+        ),
+        tuple(notes),
+    )

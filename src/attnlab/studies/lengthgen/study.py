@@ -304,7 +304,7 @@ def summarize(folder: Path) -> Section:
                 f"{task}: no checkpoint of {cells} scored at {c.select_mult:g}x, so token accuracy there "
                 "chose its checkpoint (and, where no seed of a map scored, the reported seed)."
             )
-    notes += squashed["notes"]
+    notes += squashed.notes
     if cfg.budget == "smoke":
         notes.append(
             "Long lengths are scored on fewer rows (as many tokens as 4x the training length would take); "
@@ -322,7 +322,7 @@ def summarize(folder: Path) -> Section:
             entmax_finding(acc, rows, copy),
             theory_finding(checks),
             collapse.collapse_finding(raw, cfg.budget),
-            *squashed["findings"],
+            *squashed.findings,
         ),
         tables=(
             Table(
@@ -355,7 +355,7 @@ def summarize(folder: Path) -> Section:
                 "random-prefix draws with its 95% t-interval (lo, hi; the constant prefix is one deterministic "
                 "case); collapse.csv holds every draw.",
             ),
-            *squashed["tables"],
+            *squashed.tables,
         ),
         figures=(
             Figure(
@@ -381,7 +381,7 @@ def summarize(folder: Path) -> Section:
                 "over draws shaded). A line that falls toward 0 collapses (softmax, Barbero et al. 2024); a "
                 "flat line keeps the two sequences apart.",
             ),
-            *squashed["figures"],
+            *squashed.figures,
         ),
         notes=tuple(notes),
     )

@@ -22,9 +22,8 @@ from attnlab.analyses.run import context_length, load
 from attnlab.analyses.temperature import TRIPLE, real_fit, side_of_one
 from attnlab.devices import model_device
 from attnlab.diagnostics.stats import UNREADABLE, tie_mask
-from attnlab.findings.finding import Finding
 from attnlab.report.readback import read_record
-from attnlab.report.sections import Figure, Table
+from attnlab.report.sections import Figure, Parts, Table
 from attnlab.studies.runner import StudyConfig
 from attnlab.studies.temperature.findings import real_finding
 from attnlab.studies.temperature.plan import REAL_PLANS, real_reading
@@ -154,12 +153,12 @@ def missing_real_note(cfg: StudyConfig, folder: Path) -> str:
     )
 
 
-def real_part(cfg: StudyConfig, folder: Path) -> tuple[list[Finding], list[Table], list[Figure], list[str]]:
+def real_part(cfg: StudyConfig, folder: Path) -> Parts:
     """(e): the tables, figure, finding and notes of folder/real, or the note saying it is missing."""
     from attnlab.report import plot_temperature as plots
 
     if not (folder / REAL / "config.json").is_file():
-        return [], [], [], [missing_real_note(cfg, folder)]
+        return Parts(notes=(missing_real_note(cfg, folder),))
     rows, config = real_rows(folder)
     fit = real_fit(rows, config["n_boot"], config["seed"])
     table, cor49 = fit.per_n, fit.cor49
@@ -207,9 +206,9 @@ def real_part(cfg: StudyConfig, folder: Path) -> tuple[list[Finding], list[Table
             evidence=finding.evidence + " Sliding-window rows change the layers "
             "behind the buckets above the window (see the notes).",
         )
-    return (
-        [finding],
-        [
+    return Parts(
+        (finding,),
+        (
             Table(
                 "real_per_n",
                 f"Real model ({config['model']}): per n, rows, exact ties and the bucket means "
@@ -222,15 +221,15 @@ def real_part(cfg: StudyConfig, folder: Path) -> tuple[list[Finding], list[Table
                 "(bucket-mean OLS slopes on log log n) with the half-IQR of B bootstrap resamples over documents "
                 "(§4.5.1) and the 95% Student-t interval over documents, jackknifed.",
             ),
-        ],
-        [
+        ),
+        (
             Figure(
                 "real_lambda",
                 f"Real model ({config['model']}): bucket means of log Lambda_n against log log n "
                 "(top axis: n), the OLS line whose slope is xi_hat_Lambda, and the slope-1 line "
                 "through the same centroid (dotted), the finding's threshold: a fitted line "
                 "steeper than it lands on the side of Table 2's pretrained cells.",
-            )
-        ],
-        notes,
+            ),
+        ),
+        tuple(notes),
     )

@@ -290,15 +290,15 @@ def summarize(folder: Path) -> Section:
     edge = edges(trained["sweep"], plan.context)
     findings = findings_step(folder, comparison, seeds, training, fits, cor49, edge, cfg.budget)
     notes = budget_notes(cfg, plan, training, trained["rows"], ppl)
-    real_findings, real_tables, real_figures, real_notes = real_part(cfg, folder)
+    real = real_part(cfg, folder)
     return section(
         "temperature",
         folder,
         question=QUESTION,
-        findings=(*findings, *real_findings),
-        tables=(*TABLES, *real_tables),
-        figures=(*FIGURES, *real_figures),
-        notes=(*notes, *real_notes),
+        findings=(*findings, *real.findings),
+        tables=(*TABLES, *real.tables),
+        figures=(*FIGURES, *real.figures),
+        notes=(*notes, *real.notes),
     )
 
 
