@@ -159,3 +159,45 @@ def test_user_ffn_registers_and_the_config_accepts_it():
         FFNS.unregister("identity_test")
     with pytest.raises(ValueError, match="kind must be one of 'gelu', 'swiglu', 'geglu', got 'identity_test'"):
         make_ffn("identity_test", 8, 32, bias=False)
+
+
+def _gaussian_mean(f, nu: float, points: int = 80) -> float:
+    """E f(G) for G ~ N(0, nu), by Gauss-Hermite quadrature (an independent closed form, no sampling)."""
+    import numpy as np
+
+    x, w = np.polynomial.hermite_e.hermegauss(points)
+    values = f(torch.as_tensor(x * math.sqrt(nu), dtype=torch.float64)).numpy()
+    return float((w * values).sum() / w.sum())
+
+
+@pytest.mark.parametrize("kind, paper", [("geglu", 0.256), ("swiglu", 0.216)])
+def test_matched_gated_ffn_writes_theorem_2s_share_of_the_gelu_write_at_initialization(kind, paper):
+    # Zhu et al. 2026 App. B, Theorem 2: at initialization E||F_gate(x)||^2 / E||F_single(x)||^2 = rho_0 =
+    # (r / m) nu E psi(G_nu)^2 / E phi(G_nu)^2 with equal output variances, nu = sigma^2 ||x||^2; the paper's 270M
+    # models (d 960, m 3840, r 2560, sigma 0.02: nu 0.384) give 0.256 (GEGLU) and 0.216 (SwiGLU)
+    from attnlab.model.decoder import _init
+
+    d, m = 960, 3840
+    r = matched_width(m, kind)
+    nu = 0.02**2 * d  # ||x||^2 = d: the input leaves a LayerNorm
+    psi = torch.nn.functional.gelu if kind == "geglu" else torch.nn.functional.silu
+    rho_0 = (
+        (r / m)
+        * nu
+        * _gaussian_mean(lambda g: psi(g) ** 2, nu)
+        / _gaussian_mean(lambda g: torch.nn.functional.gelu(g) ** 2, nu)
+    )
+    assert rho_0 == pytest.approx(paper, abs=0.0015)
+    gen = torch.Generator().manual_seed(0)
+    x = torch.nn.functional.layer_norm(torch.randn(64, d, generator=gen, dtype=torch.float64), (d,))
+    writes = {}
+    for name in ("gelu", kind):
+        energy = []
+        for seed in range(4):
+            torch.manual_seed(seed)
+            ffn = make_ffn(name, d, m, bias=False).double()
+            ffn.apply(_init)
+            with torch.no_grad():
+                energy.append(float(ffn(x).square().sum(-1).mean()))
+        writes[name] = sum(energy) / len(energy)
+    assert writes[kind] / writes["gelu"] == pytest.approx(rho_0, rel=0.03)
