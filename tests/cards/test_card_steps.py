@@ -58,8 +58,9 @@ def test_each_step_is_named_once_in_order_after_the_load_and_before_the_summary(
     assert {int(m[2]) for _, m in steps} == {cards.STEPS} == {len(ORDER)}
     first, last = steps[0][0], steps[-1][0]
     loading = log[:first]
-    assert len(loading) == 2 and all(line.startswith("loading ") for line in loading)
-    assert " of weights) on cpu in float32; checking its config and tensor shapes first" in loading[0]
+    assert len(loading) == 3 and all(line.startswith("loading ") for line in loading)
+    assert " of weights) on cpu in float32; importing transformers' model code" in loading[0]
+    assert loading[1].endswith("checking its config and tensor shapes against its architecture")
     assert log[last + 1 :] and not any(STEP.fullmatch(line) for line in log[last + 1 :])
     after = [line for line in log[last + 1 :] if not line.startswith(" ")]
     assert after[0].startswith("writing the card's page, card.json and card.md into ")

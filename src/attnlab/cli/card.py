@@ -44,7 +44,8 @@ class CardConfig(Placement):
     budget: str = option(
         "quick",
         "quick: short prompts, 8 per suite (measured on 2 CPU cores: SmolLM2-135M 1.9 min idle; Gemma 3 270M 9.3 "
-        "min at load 2-3.5, its first GGUF conversion included); standard: 40 prompts per suite on 300-token NIAH and "
+        "min at load 2-3.5, its first GGUF conversion included; a 24-layer 0.5B Qwen2 GGUF 4.7 min idle, its "
+        "conversion included, benchmarks/card_large.py); standard: 40 prompts per suite on 300-token NIAH and "
         "512-token induction prompts (SmolLM2-135M 11.9 min idle); time grows about with parameters x prompt tokens",
         choices=_budgets,
     )

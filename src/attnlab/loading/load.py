@@ -208,7 +208,7 @@ def load_model(
         weights = sum(p.stat().st_size for pattern in WEIGHT_FILES for p in folder.glob(pattern))
         name = str(torch_dtype).removeprefix("torch.")
         size = progress.size(weights)
-        log(f"loading {folder} ({size} of weights) on {place} in {name}; checking its config and tensor shapes first")
+        log(f"loading {folder} ({size} of weights) on {place} in {name}; importing transformers' model code")
     with quiet_transformers():
         return _load(folder, place, torch_dtype, trust_remote_code, tokenizer, device_map, log)
 
@@ -229,6 +229,8 @@ def _load(
             "--device auto spreads a model over the GPUs with accelerate, which is not installed; "
             "pip install accelerate, or pass --device cuda:N to load the whole model on one GPU"
         )
+    if log is not None:  # on a cold disk the import and the check take seconds each: a line between them
+        log(f"loading {folder.name}: checking its config and tensor shapes against its architecture")
     validate.check_folder(folder, trust_remote_code)
     if log is not None:
         log(f"loading {folder.name}: reading its weights (each checked finite) and its tokenizer")
