@@ -133,3 +133,16 @@ def test_a_link_under_the_old_name_is_not_followed_nor_moved(gguf, cache, tmp_pa
     legacy.symlink_to(elsewhere, target_is_directory=True)
     assert convert.converted(gguf, torch.float32) == _entry(cache, gguf, "float32")
     assert legacy.is_symlink() and sorted(p.name for p in elsewhere.iterdir()) == [convert.SOURCE, "weights.txt"]
+
+
+def test_a_link_at_an_entry_stamped_with_another_dtype_is_unlinked_and_its_target_kept(gguf, cache, tmp_path):
+    full = convert.converted(gguf, torch.float32)
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(full, elsewhere)  # a user's folder that holds attnlab's float32 stamp
+    (elsewhere / "notes.txt").write_text("the user's")
+    before = sorted(p.name for p in elsewhere.iterdir())
+    half = _entry(cache, gguf, "bfloat16")
+    half.symlink_to(elsewhere, target_is_directory=True)
+    assert convert.converted(gguf, torch.bfloat16) == half
+    assert not half.is_symlink() and _stored(half) == {"BF16"}
+    assert sorted(p.name for p in elsewhere.iterdir()) == before and _stored(elsewhere) == {"F32"}
