@@ -17,6 +17,7 @@ A marker naming a study with no record raises, so the strict build fails instead
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import tempfile
@@ -173,6 +174,14 @@ def card_block(name: str, page) -> str:
     return "\n".join(lines)
 
 
+@functools.cache
+def recorded_labels() -> dict[str, str]:
+    """finding name -> its label in the recorded demo run and cards, read once per build for every claims page."""
+    from attnlab.studies import claims
+
+    return claims.recorded_labels([*sorted(p.parent for p in RECORDS.glob("*/section.json")), *recorded_cards()])
+
+
 def claims_block(study: str) -> str:
     """The claims table of ``study``'s paper, with the labels of the recorded demo run and cards, and its counts."""
     from attnlab.studies import STUDIES, claims
@@ -180,8 +189,7 @@ def claims_block(study: str) -> str:
     if study not in STUDIES:
         raise ValueError(f"claims marker names {study!r}, not a study; one of {', '.join(STUDIES)}")
     paper = STUDIES[study].source
-    labels = claims.recorded_labels([*sorted(p.parent for p in RECORDS.glob("*/section.json")), *recorded_cards()])
-    table = claims.table(paper, labels)
+    table = claims.table(paper, recorded_labels())
     decided = int((table["decided by"] != claims.UNDECIDED).sum())
     lines = [
         f"{len(table)} numbered results of {paper}: {decided} decided by a finding of attnlab's, "

@@ -174,6 +174,7 @@ def summarize(folder: Path) -> Section:
     plots.plot_substitution(sub, folder / "substitution")
 
     base = float(sub.set_index("recipe").loc[substitute.BASELINE, "accuracy %"])
+    halves = softmax_halves(folder)  # both softmax-against-itself nulls read the same two halves
     warning = substitute.baseline_warning(base, plan.suite)
     warnings = () if warning is None else (warning,)
     notes = _notes(cfg, plan, folder, audit_cfg, sorted(set(abl["k"])))
@@ -190,8 +191,8 @@ def summarize(folder: Path) -> Section:
                 else []
             ),
             finding(diag, plan.prompts),
-            sufficiency_finding(diag, plan.prompts, softmax_halves(folder)),
-            unnormalized_finding(sub, plan.prompts, softmax_halves(folder)),
+            sufficiency_finding(diag, plan.prompts, halves),
+            unnormalized_finding(sub, plan.prompts, halves),
             bound_check(valid),
         ),
         tables=(

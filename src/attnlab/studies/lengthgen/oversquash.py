@@ -45,7 +45,7 @@ import json
 import math
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -139,37 +139,26 @@ class Budget:
     rows: int
 
 
+# a quick look: 3 pairs, the shortest training that moves the maps apart
+SMOKE = Budget(
+    maps=("softmax", "entmax_a1.5", "entmax_a2"),
+    seeds=3,
+    layers=8,
+    heads=2,
+    d_model=32,
+    ffn_width=None,
+    length=256,
+    steps=150,
+    batch=4,
+    lr=3e-3,
+    rows=8,
+)
 BUDGETS: dict[str, Budget] = {
-    # a quick look: 3 pairs, the shortest training that moves the maps apart
-    "smoke": Budget(
-        maps=("softmax", "entmax_a1.5", "entmax_a2"),
-        seeds=3,
-        layers=8,
-        heads=2,
-        d_model=32,
-        ffn_width=None,
-        length=256,
-        steps=150,
-        batch=4,
-        lr=3e-3,
-        rows=8,
-    ),
+    "smoke": SMOKE,
     # what attnlab demo runs: 5 pairs (a one-sided sign-flip test over 5 pairs can reach 1/32), about 4-6 minutes on 2
     # cores. Rows of 4 for 300 steps: 85-99% held-out token accuracy on two pilot seeds per map, where rows of 8 for
     # 150 steps (the same tokens) left 18-41%.
-    "demo": Budget(
-        maps=("softmax", "entmax_a1.5", "entmax_a2"),
-        seeds=5,
-        layers=8,
-        heads=2,
-        d_model=32,
-        ffn_width=None,
-        length=256,
-        steps=300,
-        batch=4,
-        lr=3e-3,
-        rows=16,
-    ),
+    "demo": replace(SMOKE, seeds=5, steps=300, rows=16),
     # the paper's scale: 8 layers at length 256, Table 5's Copy width (16 heads of 16, FFN 1024) and data (20M
     # samples in batches of 128, App. G.2), the alphas of App. D.2 (1.5, 1.75, 2); the peak learning rate 1e-3 is
     # attnlab's choice (the paper gives none for Fig. 7). 12 pairs: the active-paths rule needs every alpha's interval

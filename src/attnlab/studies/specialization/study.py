@@ -287,7 +287,6 @@ def pathway(table: pd.DataFrame, plan: Plan, first_seed: int) -> dict:
     return {
         "tables": {"write_cuts": cuts, "table5": summary},
         "finding": pathway_finding(cuts, summary, null, pathway_step(plan)),
-        "null": null,
     }
 
 
